@@ -1,0 +1,131 @@
+//! Suite files: from TOML text to a list of checked, fully expanded [`Case`]s.
+//!
+//! Loading happens in two passes, the way nextest reads its config: `raw`
+//! mirrors the file with serde (so unknown keys and wrong types are caught
+//! with their spans), then `validate` turns it into domain types — sizes,
+//! durations, absolute paths, matrix rows — collecting every problem before
+//! returning. Nothing is launched unless the whole suite is valid.
+//!
+//! Relative paths never depend on where oomgate was started: `workdir` is
+//! relative to the suite file's folder, `cwd` to the workdir, and a command
+//! whose first element contains `/` to the case's working directory.
+
+mod diag;
+mod raw;
+mod template;
+mod validate;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use indexmap::IndexMap;
+
+pub use diag::{Diagnostic, Located, SuiteError};
+pub use template::{folder_name, shell_join};
+
+use crate::units::Bytes;
+
+/// A validated suite, ready to plan and run.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    pub name: String,
+    /// The suite file as the user named it (for messages).
+    pub path: PathBuf,
+    /// Absolute folder commands run from unless a case sets `cwd`.
+    pub workdir: PathBuf,
+    pub sample_interval: Duration,
+    pub cases: Vec<Case>,
+}
+
+/// One case after matrix expansion: everything needed to launch it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    /// The expanded name; unique in the suite.
+    pub id: String,
+    /// `id` made safe as a folder name under `cases/`.
+    pub folder: String,
+    /// The matrix row this case was expanded from, in file order.
+    pub params: IndexMap<String, String>,
+    /// The argv as written, placeholders substituted.
+    pub command: Vec<String>,
+    /// What is executed: `command[0]`, made absolute against `cwd` when it
+    /// contains a `/`, otherwise looked up on `PATH` at launch.
+    pub program: PathBuf,
+    /// Absolute working directory.
+    pub cwd: PathBuf,
+    /// `[defaults].env` then the case's `env`, on top of oomgate's own
+    /// environment at launch.
+    pub env: IndexMap<String, String>,
+    pub timeout: Duration,
+    /// How long a stopped case may take to exit after SIGTERM before SIGKILL.
+    pub kill_grace: Duration,
+    /// Instances launched at once.
+    pub concurrency: u32,
+    /// Soak: relaunch each instance that exits 0 until this much time passed.
+    pub soak: Option<Duration>,
+    pub budget: Budget,
+}
+
+/// Hard limits; a breach stops the case at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Budget {
+    /// On the peak RSS summed over the case's whole process tree.
+    pub host: Option<Bytes>,
+}
+
+/// Built-in values for keys neither the case nor `[defaults]` sets.
+pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// Variables oomgate sets for every instance; a suite may not set them.
+pub const RESERVED_ENV: [&str; 4] = [
+    "OOMGATE_CASE",
+    "OOMGATE_INSTANCE",
+    "OOMGATE_CONCURRENCY",
+    "OOMGATE_OUT",
+];
+
+/// Read and validate a suite file.
+pub fn load(path: &Path) -> Result<Suite, SuiteError> {
+    let source = std::fs::read_to_string(path).map_err(|source| SuiteError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let absolute = std::path::absolute(path).map_err(|source| SuiteError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let folder = absolute.parent().unwrap_or(Path::new("/")).to_path_buf();
+    parse(&source, path, &folder)
+}
+
+/// Validate suite text. `path` is only used in messages; relative paths in
+/// the suite resolve from `folder`.
+pub fn parse(source: &str, path: &Path, folder: &Path) -> Result<Suite, SuiteError> {
+    let invalid = |diagnostics: Vec<Diagnostic>| SuiteError::Invalid {
+        path: path.to_path_buf(),
+        problems: diagnostics
+            .into_iter()
+            .map(|d| Located::resolve(source, d))
+            .collect(),
+    };
+    let raw: raw::RawSuiteFile =
+        toml::from_str(source).map_err(|e| invalid(vec![diag::from_toml_error(&e)]))?;
+    validate::validate(raw, path, folder).map_err(invalid)
+}
+
+impl Suite {
+    /// Cases whose id contains any of the substrings (all cases when none).
+    pub fn filtered(&self, filters: &[String]) -> Vec<&Case> {
+        self.cases
+            .iter()
+            .filter(|case| {
+                filters.is_empty() || filters.iter().any(|f| case.id.contains(f.as_str()))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

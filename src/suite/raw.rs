@@ -1,0 +1,112 @@
+//! The serde mirror of a suite file: exactly what the TOML says, with the
+//! span of every value that a later check may need to point at.
+//!
+//! Nothing here is interpreted. Sizes and durations stay text until
+//! `suite::validate` reads them, so that an error can name the line and
+//! column the user wrote them at. `deny_unknown_fields` everywhere: a typo in
+//! a key is an error, never a silently ignored limit.
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSuiteFile {
+    pub suite: Spanned<RawSuiteTable>,
+    #[serde(default)]
+    pub defaults: Option<Spanned<RawSettings>>,
+    #[serde(default, rename = "case")]
+    pub cases: Vec<Spanned<RawCase>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSuiteTable {
+    pub name: Spanned<String>,
+    pub sample_interval: Option<Spanned<String>>,
+    pub workdir: Option<Spanned<String>>,
+}
+
+/// The keys a case shares with `[defaults]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSettings {
+    pub cwd: Option<Spanned<String>>,
+    pub env: Option<RawEnv>,
+    pub timeout: Option<Spanned<String>>,
+    pub kill_grace: Option<Spanned<String>>,
+    pub concurrency: Option<Spanned<i64>>,
+    pub duration: Option<Spanned<String>>,
+    pub budget: Option<Spanned<RawBudget>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCase {
+    pub name: Spanned<String>,
+    pub command: Spanned<Vec<Spanned<String>>>,
+    pub matrix: Option<Spanned<IndexMap<Spanned<String>, Spanned<Vec<Spanned<toml::Value>>>>>>,
+    // Spelled out rather than `#[serde(flatten)] RawSettings`: serde's
+    // flatten disables both `deny_unknown_fields` and span tracking.
+    pub cwd: Option<Spanned<String>>,
+    pub env: Option<RawEnv>,
+    pub timeout: Option<Spanned<String>>,
+    pub kill_grace: Option<Spanned<String>>,
+    pub concurrency: Option<Spanned<i64>>,
+    pub duration: Option<Spanned<String>>,
+    pub budget: Option<Spanned<RawBudget>>,
+}
+
+impl RawCase {
+    /// The keys this case shares with `[defaults]`.
+    pub fn settings(&self) -> RawSettingsRef<'_> {
+        RawSettingsRef {
+            cwd: self.cwd.as_ref(),
+            env: self.env.as_ref(),
+            timeout: self.timeout.as_ref(),
+            kill_grace: self.kill_grace.as_ref(),
+            concurrency: self.concurrency.as_ref(),
+            duration: self.duration.as_ref(),
+            budget: self.budget.as_ref(),
+        }
+    }
+}
+
+impl RawSettings {
+    pub fn as_ref(&self) -> RawSettingsRef<'_> {
+        RawSettingsRef {
+            cwd: self.cwd.as_ref(),
+            env: self.env.as_ref(),
+            timeout: self.timeout.as_ref(),
+            kill_grace: self.kill_grace.as_ref(),
+            concurrency: self.concurrency.as_ref(),
+            duration: self.duration.as_ref(),
+            budget: self.budget.as_ref(),
+        }
+    }
+}
+
+pub type RawEnv = IndexMap<Spanned<String>, Spanned<String>>;
+
+/// Borrowed view of the shared keys, so defaults and a case are read by one
+/// piece of code.
+#[derive(Clone, Copy, Default)]
+pub struct RawSettingsRef<'a> {
+    pub cwd: Option<&'a Spanned<String>>,
+    pub env: Option<&'a RawEnv>,
+    pub timeout: Option<&'a Spanned<String>>,
+    pub kill_grace: Option<&'a Spanned<String>>,
+    pub concurrency: Option<&'a Spanned<i64>>,
+    pub duration: Option<&'a Spanned<String>>,
+    pub budget: Option<&'a Spanned<RawBudget>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBudget {
+    /// A size: `"512 MiB"` or a number of bytes.
+    pub host: Option<Spanned<toml::Value>>,
+    /// Reserved for GPU measurement; refused with a clear message until then.
+    pub gpu: Option<Spanned<toml::Value>>,
+}

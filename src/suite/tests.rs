@@ -1,0 +1,307 @@
+//! Table tests over inline suite text: what is accepted, and where each
+//! mistake is reported.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+
+const MIB: u64 = 1024 * 1024;
+
+fn parse_ok(source: &str) -> Suite {
+    match parse(source, Path::new("suite.toml"), Path::new("/repo/suites")) {
+        Ok(suite) => suite,
+        Err(e) => panic!("expected a valid suite, got:\n{e}"),
+    }
+}
+
+/// The rendered error, and the first problem's (line, column).
+fn parse_err(source: &str) -> (String, Option<(usize, usize)>) {
+    match parse(source, Path::new("suite.toml"), Path::new("/repo/suites")) {
+        Ok(_) => panic!("expected an error for:\n{source}"),
+        Err(e) => {
+            let at = match &e {
+                SuiteError::Invalid { problems, .. } => problems[0].line.zip(problems[0].column),
+                SuiteError::Read { .. } => None,
+            };
+            (e.to_string(), at)
+        }
+    }
+}
+
+const FULL: &str = r#"
+[suite]
+name = "quickstart"
+sample_interval = "20ms"
+workdir = ".."
+
+[defaults]
+timeout = "10m"
+env = { PYTHONUNBUFFERED = "1", EXTRA = "default" }
+budget = { host = "1 GiB" }
+
+[[case]]
+name = "alloc-{mib}mib"
+command = ["python3", "fixtures/workloads/alloc.py", "--mib", "{mib}", "--hold", "1s"]
+matrix = { mib = [64, 256] }
+cwd = "."
+env = { EXTRA = "1", SIZE = "{mib}" }
+timeout = "2m"
+concurrency = 2
+duration = "30s"
+budget = { host = "512 MiB" }
+
+[[case]]
+name = "plain"
+command = ["./run.sh"]
+cwd = "scripts"
+"#;
+
+#[test]
+fn full_example_expands_with_defaults_and_paths() {
+    let suite = parse_ok(FULL);
+    assert_eq!(suite.name, "quickstart");
+    assert_eq!(suite.sample_interval, Duration::from_millis(20));
+    assert_eq!(suite.workdir, Path::new("/repo/suites/.."));
+    let ids: Vec<&str> = suite.cases.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["alloc-64mib", "alloc-256mib", "plain"]);
+
+    let alloc = &suite.cases[1];
+    assert_eq!(alloc.command[3], "256");
+    assert_eq!(alloc.program, Path::new("python3"));
+    assert_eq!(alloc.cwd, Path::new("/repo/suites/.."));
+    assert_eq!(alloc.timeout, Duration::from_secs(120));
+    assert_eq!(alloc.concurrency, 2);
+    assert_eq!(alloc.soak, Some(Duration::from_secs(30)));
+    assert_eq!(alloc.budget.host, Some(crate::units::Bytes(512 * MIB)));
+    let env: Vec<(&str, &str)> = alloc
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        env,
+        [("PYTHONUNBUFFERED", "1"), ("EXTRA", "1"), ("SIZE", "256")]
+    );
+    assert_eq!(alloc.params.get("mib").map(String::as_str), Some("256"));
+
+    let plain = &suite.cases[2];
+    assert_eq!(plain.cwd, Path::new("/repo/suites/../scripts"));
+    assert_eq!(plain.program, Path::new("/repo/suites/../scripts/run.sh"));
+    assert_eq!(plain.timeout, Duration::from_secs(600));
+    assert_eq!(plain.budget.host, Some(crate::units::Bytes(1024 * MIB)));
+    assert_eq!(plain.env.get("EXTRA").map(String::as_str), Some("default"));
+    assert_eq!(plain.concurrency, 1);
+    assert_eq!(plain.soak, None);
+}
+
+#[test]
+fn minimal_suite_gets_built_in_defaults() {
+    let suite = parse_ok("[suite]\nname = \"m\"\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\n");
+    assert_eq!(suite.sample_interval, DEFAULT_SAMPLE_INTERVAL);
+    assert_eq!(suite.workdir, Path::new("/repo/suites"));
+    let case = &suite.cases[0];
+    assert_eq!(case.timeout, DEFAULT_TIMEOUT);
+    assert_eq!(case.kill_grace, DEFAULT_KILL_GRACE);
+    assert_eq!(case.budget, Budget::default());
+    assert_eq!(case.folder, "a");
+}
+
+#[test]
+fn errors_name_the_place_and_the_fix() {
+    let head = "[suite]\nname = \"s\"\n";
+    // (suite text after the head, expected (line, column), fragments the message must contain)
+    let table: &[(&str, (usize, usize), &[&str])] = &[
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\ntmeout = \"5m\"\n",
+            (6, 1),
+            &["unknown key `tmeout`", "did you mean `timeout`?"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nbudget = { hots = \"1 GiB\" }\n",
+            (6, 12),
+            &["unknown key `hots`", "did you mean `host`?"],
+        ),
+        (
+            "[defaults]\nconcurrensy = 2\n",
+            (4, 1),
+            &["unknown key `concurrensy`", "`concurrency`"],
+        ),
+        (
+            "[[case]]\nname = \"a-{mib}\"\ncommand = [\"x\"]\n",
+            (4, 8),
+            &["placeholder `{mib}` has no matrix key"],
+        ),
+        (
+            "[[case]]\nname = \"a-{mib}\"\ncommand = [\"x\"]\nmatrix = { mib = [] }\n",
+            (6, 18),
+            &["matrix key `mib` has no values"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\", \"{batch}\"]\nmatrix = { mib = [1] }\n",
+            (5, 17),
+            &[
+                "placeholder `{batch}` has no matrix key",
+                "matrix keys here: mib",
+            ],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\", \"{mib}\"]\nmatrix = { mib = [1, 2] }\n",
+            (4, 8),
+            &["duplicate case id `a`", "{mib}"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\n[[case]]\nname = \"a\"\ncommand = [\"y\"]\n",
+            (7, 8),
+            &["duplicate case id `a`"],
+        ),
+        (
+            "[[case]]\nname = \"a/b\"\ncommand = [\"x\"]\n[[case]]\nname = \"a_b\"\ncommand = [\"y\"]\n",
+            (7, 8),
+            &["would share the folder cases/a_b"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = []\n",
+            (5, 11),
+            &["`command` is empty"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"\"]\n",
+            (5, 12),
+            &["program", "is empty"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nconcurrency = 0\n",
+            (6, 15),
+            &["`concurrency` must be between 1 and 1024, not 0"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nconcurrency = -3\n",
+            (6, 15),
+            &["not -3"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\ntimeout = \"soon\"\n",
+            (6, 11),
+            &["`timeout`", "`soon` is not a duration"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\ntimeout = \"0s\"\n",
+            (6, 11),
+            &["longer than zero"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\ntimeout = \"1m\"\nduration = \"5m\"\n",
+            (7, 12),
+            &["`duration` (5m) must be shorter than `timeout` (1m)"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nbudget = { host = \"lots\" }\n",
+            (6, 19),
+            &["`budget.host`", "`lots` is not a size"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nbudget = { host = -1 }\n",
+            (6, 19),
+            &["negative"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nbudget = { gpu = \"8 GiB\" }\n",
+            (6, 18),
+            &["`budget.gpu` is not supported"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nenv = { OOMGATE_CASE = \"x\" }\n",
+            (6, 9),
+            &["`OOMGATE_CASE` is set by oomgate"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nmatrix = { m = [[1]] }\n",
+            (6, 17),
+            &["matrix values must be strings, numbers or booleans"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\n",
+            (3, 1),
+            &["missing key `command`"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = \"python3 x.py\"\n",
+            (5, 11),
+            &["expected a sequence"],
+        ),
+        ("[[case]]\nname = \"a\"\ncommand = [\"x\"\n", (5, 15), &[]),
+        ("", (1, 1), &["the suite has no `[[case]]`"]),
+    ];
+    for (body, expected_at, fragments) in table {
+        let source = format!("{head}{body}");
+        let (message, at) = parse_err(&source);
+        assert_eq!(
+            at,
+            Some(*expected_at),
+            "location for:\n{source}\n---\n{message}"
+        );
+        assert!(
+            message.starts_with(&format!("suite.toml:{}:{}: ", expected_at.0, expected_at.1)),
+            "{message}"
+        );
+        for fragment in *fragments {
+            assert!(
+                message.contains(fragment),
+                "`{fragment}` missing from:\n{message}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sample_interval_bounds() {
+    let (message, at) = parse_err(
+        "[suite]\nname = \"s\"\nsample_interval = \"0ms\"\n[[case]]\nname = \"a\"\ncommand = [\"x\"]\n",
+    );
+    assert_eq!(at, Some((3, 19)));
+    assert!(message.contains("between 5ms and 60s"), "{message}");
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let source = "[suite]\nname = \"s\"\n[[case]]\nname = \"a\"\ncommand = []\n[[case]]\nname = \"b\"\ncommand = [\"x\"]\nconcurrency = 0\n";
+    let (message, _) = parse_err(source);
+    assert!(message.contains("`command` is empty"), "{message}");
+    assert!(message.contains("`concurrency` must be"), "{message}");
+    assert!(message.contains("2 problems in suite.toml"), "{message}");
+}
+
+#[test]
+fn literal_braces_and_json_arguments_survive() {
+    let suite = parse_ok(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"a\"\ncommand = [\"python3\", \"-c\", \"print({'a': 1}, '{{x}}')\"]\n",
+    );
+    assert_eq!(suite.cases[0].command[2], "print({'a': 1}, '{x}')");
+}
+
+#[test]
+fn filter_matches_substrings() {
+    let suite = parse_ok(FULL);
+    let ids = |filters: &[&str]| -> Vec<String> {
+        let filters: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
+        suite
+            .filtered(&filters)
+            .iter()
+            .map(|c| c.id.clone())
+            .collect()
+    };
+    assert_eq!(ids(&[]).len(), 3);
+    assert_eq!(ids(&["256"]), ["alloc-256mib"]);
+    assert_eq!(ids(&["64", "plain"]), ["alloc-64mib", "plain"]);
+    assert!(ids(&["nothing"]).is_empty());
+}
+
+#[test]
+fn rendered_error_shows_the_line_and_a_caret() {
+    let (message, _) = parse_err(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"a\"\ncommand = [\"x\"]\ntmeout = \"5m\"\n",
+    );
+    let expected = "suite.toml:6:1: unknown key `tmeout`\n  |\n6 | tmeout = \"5m\"\n  | ^^^^^^\n  = help: did you mean `timeout`? valid keys here: `name`, `command`, `matrix`, `cwd`, `env`, `timeout`, `kill_grace`, `concurrency`, `duration`, `budget`";
+    assert_eq!(message, expected);
+}

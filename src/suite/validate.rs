@@ -1,0 +1,453 @@
+//! Second pass over a suite: raw TOML values to checked [`Case`]s.
+//!
+//! Every check pushes a [`Diagnostic`] and carries on with a placeholder
+//! value, so one run of `oomgate check` lists every mistake in the file.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use toml::Spanned;
+
+use super::raw::{RawCase, RawSettingsRef, RawSuiteFile};
+use super::template::{expand_matrix, folder_name, placeholders, substitute};
+use super::{
+    Budget, Case, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT, Diagnostic,
+    RESERVED_ENV, Suite,
+};
+use crate::units::{Bytes, parse_duration};
+
+const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
+const MAX_SAMPLE_INTERVAL: Duration = Duration::from_secs(60);
+
+struct Checker {
+    problems: Vec<Diagnostic>,
+}
+
+impl Checker {
+    fn error(&mut self, span: Range<usize>, message: impl Into<String>) -> &mut Diagnostic {
+        self.problems.push(Diagnostic::new(Some(span), message));
+        let last = self.problems.len() - 1;
+        &mut self.problems[last]
+    }
+
+    fn duration(&mut self, key: &str, value: &Spanned<String>) -> Option<Duration> {
+        match parse_duration(value.get_ref()) {
+            Ok(duration) => Some(duration),
+            Err(e) => {
+                self.error(value.span(), format!("`{key}`: {e}"));
+                None
+            }
+        }
+    }
+
+    fn size(&mut self, key: &str, value: &Spanned<toml::Value>) -> Option<Bytes> {
+        let parsed = match value.get_ref() {
+            toml::Value::String(text) => text.parse::<Bytes>().map_err(|e| e.to_string()),
+            toml::Value::Integer(n) => u64::try_from(*n)
+                .map(Bytes)
+                .map_err(|_| format!("`{n}` is negative: a size cannot be")),
+            other => Err(format!(
+                "expected a size such as \"512 MiB\", found a {}",
+                other.type_str()
+            )),
+        };
+        parsed
+            .map_err(|message| self.error(value.span(), format!("`{key}`: {message}")))
+            .ok()
+    }
+}
+
+/// Effective settings of one case: its own keys over `[defaults]`.
+fn pick<'a, T>(case: Option<&'a T>, defaults: Option<&'a T>) -> Option<&'a T> {
+    case.or(defaults)
+}
+
+pub(super) fn validate(
+    raw: RawSuiteFile,
+    path: &Path,
+    folder: &Path,
+) -> Result<Suite, Vec<Diagnostic>> {
+    let mut check = Checker {
+        problems: Vec::new(),
+    };
+    let suite_table = raw.suite.get_ref();
+
+    let name = suite_table.name.get_ref().trim().to_string();
+    if name.is_empty() {
+        check.error(
+            suite_table.name.span(),
+            "`name` is empty: give the suite a name",
+        );
+    }
+    let sample_interval = match &suite_table.sample_interval {
+        None => DEFAULT_SAMPLE_INTERVAL,
+        Some(text) => match check.duration("sample_interval", text) {
+            Some(d) if (MIN_SAMPLE_INTERVAL..=MAX_SAMPLE_INTERVAL).contains(&d) => d,
+            Some(_) => {
+                check
+                    .error(text.span(), "`sample_interval` must be between 5ms and 60s")
+                    .help =
+                    Some("50ms is a good start; shorter intervals catch shorter spikes".into());
+                DEFAULT_SAMPLE_INTERVAL
+            }
+            None => DEFAULT_SAMPLE_INTERVAL,
+        },
+    };
+    let workdir = match &suite_table.workdir {
+        None => folder.to_path_buf(),
+        Some(dir) => lexical_join(folder, Path::new(dir.get_ref())),
+    };
+
+    let defaults = raw
+        .defaults
+        .as_ref()
+        .map(|d| d.get_ref().as_ref())
+        .unwrap_or_default();
+    if raw.cases.is_empty() {
+        check
+            .error(raw.suite.span(), "the suite has no `[[case]]`")
+            .help = Some("add at least one [[case]] with a `name` and a `command`".into());
+    }
+
+    let mut cases = Vec::new();
+    let mut seen_ids: HashSet<String> = HashSet::new();
+    let mut seen_folders: HashMap<String, String> = HashMap::new();
+    for raw_case in &raw.cases {
+        let raw_case = raw_case.get_ref();
+        for case in expand_case(&mut check, raw_case, defaults, &workdir) {
+            let name_span = raw_case.name.span();
+            if seen_ids.contains(&case.id) {
+                check
+                    .error(name_span, format!("duplicate case id `{}`", case.id))
+                    .help = Some(duplicate_help(raw_case));
+                continue;
+            }
+            if let Some(other) = seen_folders.get(&case.folder) {
+                check
+                    .error(
+                        name_span,
+                        format!(
+                            "case ids `{other}` and `{}` would share the folder cases/{}",
+                            case.id, case.folder
+                        ),
+                    )
+                    .help = Some(
+                    "rename one of them; folder names keep only letters, digits, `.`, `_` and `-`"
+                        .into(),
+                );
+                continue;
+            }
+            seen_ids.insert(case.id.clone());
+            seen_folders.insert(case.folder.clone(), case.id.clone());
+            cases.push(case);
+        }
+    }
+
+    if check.problems.is_empty() {
+        Ok(Suite {
+            name,
+            path: path.to_path_buf(),
+            workdir,
+            sample_interval,
+            cases,
+        })
+    } else {
+        Err(check.problems)
+    }
+}
+
+fn duplicate_help(raw_case: &RawCase) -> String {
+    match &raw_case.matrix {
+        Some(matrix) => {
+            let keys: Vec<String> = matrix
+                .get_ref()
+                .keys()
+                .map(|k| format!("{{{}}}", k.get_ref()))
+                .collect();
+            format!(
+                "put every matrix key in the name so each row gets its own id: {}",
+                keys.join(" ")
+            )
+        }
+        None => "case names must be unique after matrix expansion".to_string(),
+    }
+}
+
+/// Check one `[[case]]` and expand its matrix. Returns no cases when the
+/// case itself is invalid (its problems are recorded in `check`).
+fn expand_case(
+    check: &mut Checker,
+    raw: &RawCase,
+    defaults: RawSettingsRef<'_>,
+    workdir: &Path,
+) -> Vec<Case> {
+    let before = check.problems.len();
+    let own = raw.settings();
+
+    // Matrix: each key a non-empty list of scalars.
+    let mut matrix: IndexMap<String, Vec<String>> = IndexMap::new();
+    if let Some(raw_matrix) = &raw.matrix {
+        if raw_matrix.get_ref().is_empty() {
+            check.error(
+                raw_matrix.span(),
+                "`matrix` is empty: remove it or give it a key",
+            );
+        }
+        for (key, values) in raw_matrix.get_ref() {
+            if values.get_ref().is_empty() {
+                check
+                    .error(
+                        values.span(),
+                        format!("matrix key `{}` has no values", key.get_ref()),
+                    )
+                    .help = Some("an empty list would expand to no cases at all".into());
+            }
+            let mut texts = Vec::new();
+            for value in values.get_ref() {
+                match scalar_text(value.get_ref()) {
+                    Some(text) => texts.push(text),
+                    None => {
+                        check.error(
+                            value.span(),
+                            format!(
+                                "matrix values must be strings, numbers or booleans, found a {}",
+                                value.get_ref().type_str()
+                            ),
+                        );
+                    }
+                }
+            }
+            matrix.insert(key.get_ref().clone(), texts);
+        }
+    }
+
+    // Every placeholder must name a matrix key.
+    let known = |name: &str| matrix.contains_key(name);
+    let mut templates: Vec<&Spanned<String>> = vec![&raw.name];
+    templates.extend(raw.command.get_ref().iter());
+    templates.extend(pick(own.cwd, defaults.cwd));
+    let env_values: Vec<&Spanned<String>> = merged_env(own, defaults).into_values().collect();
+    templates.extend(env_values.iter().copied());
+    for template in templates {
+        for name in placeholders(template.get_ref()) {
+            if !known(name) {
+                let keys: Vec<&str> = matrix.keys().map(String::as_str).collect();
+                check
+                    .error(
+                        template.span(),
+                        format!("placeholder `{{{name}}}` has no matrix key"),
+                    )
+                    .help = Some(if keys.is_empty() {
+                    format!(
+                        "add `matrix = {{ {name} = [...] }}` to the case, or write `{{{{{name}}}}}` for literal braces"
+                    )
+                } else {
+                    format!(
+                        "matrix keys here: {}; write `{{{{{name}}}}}` for literal braces",
+                        keys.join(", ")
+                    )
+                });
+            }
+        }
+    }
+
+    // Command: a non-empty argv whose program is not empty.
+    let command = raw.command.get_ref();
+    match command.first() {
+        None => {
+            check.error(raw.command.span(), "`command` is empty").help =
+                Some("write the argv as a list, e.g. command = [\"python3\", \"train.py\"]".into());
+        }
+        Some(program) if program.get_ref().trim().is_empty() => {
+            check.error(
+                program.span(),
+                "the program (first element of `command`) is empty",
+            );
+        }
+        Some(_) => {}
+    }
+    for arg in command.iter().chain(std::iter::once(&raw.name)) {
+        if arg.get_ref().contains('\0') {
+            check.error(
+                arg.span(),
+                "contains a NUL byte, which no process argument can hold",
+            );
+        }
+    }
+
+    // Environment: names that a process environment can hold, none reserved.
+    for (key, value) in merged_env(own, defaults) {
+        let name = key.get_ref();
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            check.error(
+                key.span(),
+                format!("`{name}` is not a valid environment variable name"),
+            );
+        } else if RESERVED_ENV.contains(&name.as_str()) {
+            check.error(
+                key.span(),
+                format!("`{name}` is set by oomgate for every instance"),
+            );
+        }
+        if value.get_ref().contains('\0') {
+            check.error(
+                value.span(),
+                "contains a NUL byte, which no environment value can hold",
+            );
+        }
+    }
+
+    let timeout = match pick(own.timeout, defaults.timeout) {
+        None => Some(DEFAULT_TIMEOUT),
+        Some(text) => check.duration("timeout", text).filter(|d| {
+            let ok = !d.is_zero();
+            if !ok {
+                check.error(text.span(), "`timeout` must be longer than zero");
+            }
+            ok
+        }),
+    };
+    let kill_grace = match pick(own.kill_grace, defaults.kill_grace) {
+        None => Some(DEFAULT_KILL_GRACE),
+        Some(text) => check.duration("kill_grace", text),
+    };
+    let soak = match pick(own.duration, defaults.duration) {
+        None => None,
+        Some(text) => {
+            let soak = check.duration("duration", text);
+            if let (Some(soak), Some(timeout)) = (soak, timeout) {
+                if soak >= timeout {
+                    check.error(
+                        text.span(),
+                        format!(
+                            "`duration` ({}) must be shorter than `timeout` ({})",
+                            text.get_ref(),
+                            humantime::format_duration(timeout)
+                        ),
+                    )
+                    .help = Some("the timeout covers the whole soak, including the last run started before `duration` ends".into());
+                }
+            }
+            soak
+        }
+    };
+    let concurrency = match pick(own.concurrency, defaults.concurrency) {
+        None => 1,
+        Some(n) => match u32::try_from(*n.get_ref()) {
+            Ok(value) if (1..=1024).contains(&value) => value,
+            _ => {
+                check.error(
+                    n.span(),
+                    format!(
+                        "`concurrency` must be between 1 and 1024, not {}",
+                        n.get_ref()
+                    ),
+                );
+                1
+            }
+        },
+    };
+
+    let mut budget = Budget::default();
+    // Keys merge one by one: a case's budget.host does not drop a default budget.gpu.
+    let budgets = [defaults.budget, own.budget];
+    for raw_budget in budgets.into_iter().flatten() {
+        let raw_budget = raw_budget.get_ref();
+        if let Some(host) = &raw_budget.host {
+            budget.host = check.size("budget.host", host);
+        }
+        if let Some(gpu) = &raw_budget.gpu {
+            check.error(gpu.span(), "`budget.gpu` is not supported by this version of oomgate").help =
+                Some("GPU memory is not measured yet (NVML support is planned); remove the key or budget host memory with `budget.host`".into());
+        }
+    }
+
+    if check.problems.len() > before {
+        return Vec::new();
+    }
+    let (Some(timeout), Some(kill_grace)) = (timeout, kill_grace) else {
+        return Vec::new();
+    };
+
+    expand_matrix(&matrix)
+        .into_iter()
+        .map(|params| {
+            let id = substitute(raw.name.get_ref(), &params);
+            let command: Vec<String> = command
+                .iter()
+                .map(|arg| substitute(arg.get_ref(), &params))
+                .collect();
+            let cwd = match pick(own.cwd, defaults.cwd) {
+                Some(dir) => lexical_join(workdir, Path::new(&substitute(dir.get_ref(), &params))),
+                None => workdir.to_path_buf(),
+            };
+            let program = resolve_program(&command[0], &cwd);
+            let env = merged_env(own, defaults)
+                .into_iter()
+                .map(|(k, v)| (k.get_ref().clone(), substitute(v.get_ref(), &params)))
+                .collect();
+            Case {
+                folder: folder_name(&id),
+                id,
+                params,
+                command,
+                program,
+                cwd,
+                env,
+                timeout,
+                kill_grace,
+                concurrency,
+                soak,
+                budget,
+            }
+        })
+        .collect()
+}
+
+/// `[defaults].env` overlaid with the case's `env`, keeping first-seen order.
+fn merged_env<'a>(
+    own: RawSettingsRef<'a>,
+    defaults: RawSettingsRef<'a>,
+) -> IndexMap<&'a Spanned<String>, &'a Spanned<String>> {
+    let mut merged: IndexMap<&Spanned<String>, &Spanned<String>> = IndexMap::new();
+    for env in [defaults.env, own.env].into_iter().flatten() {
+        for (key, value) in env {
+            // Spanned hashes by value, so the case's value replaces the default's.
+            merged.insert(key, value);
+        }
+    }
+    merged
+}
+
+fn scalar_text(value: &toml::Value) -> Option<String> {
+    match value {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(n) => Some(n.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// A program with a `/` is a path relative to the case's directory; a bare
+/// name is looked up on PATH at launch, like a shell would.
+fn resolve_program(program: &str, cwd: &Path) -> PathBuf {
+    if program.contains('/') {
+        lexical_join(cwd, Path::new(program))
+    } else {
+        PathBuf::from(program)
+    }
+}
+
+/// Join and drop `.` components without touching the file system (the
+/// folder may not exist yet; that is reported when the case launches).
+fn lexical_join(base: &Path, relative: &Path) -> PathBuf {
+    let joined = base.join(relative);
+    joined
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
+}
