@@ -1,5 +1,16 @@
 //! oomgate: a CI acceptance-test runner that catches out-of-memory before
-//! production. See `docs/architecture.md` for the map of this crate.
+//! production.
+//!
+//! The pipeline, one direction only: [`suite`] (TOML to checked cases) →
+//! [`run`] (launch, sample with [`measure`], stop) → [`verdict`] (pure
+//! decisions) → [`report`] (terminal, results.json, junit.xml) → exit code
+//! ([`cli`]). `docs/architecture.md` is the map.
 
+pub mod cli;
+pub mod measure;
+pub mod report;
+pub mod results;
+pub mod run;
 pub mod suite;
 pub mod units;
+pub mod verdict;

@@ -1,0 +1,202 @@
+//! A case's memory over time, in bounded storage that never loses the peak.
+//!
+//! A soak case sampled every 50 ms for a day is 1.7 million samples. The
+//! timeline keeps at most [`Timeline::CAPACITY`] points: when full, it merges
+//! neighbours pairwise and doubles the number of samples each point covers.
+//! A merged point keeps the *maximum* of each figure, so downsampling can
+//! only widen a spike in time, never lower it, and the exact peak (with the
+//! moment it happened) is also kept on the side.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::Sample;
+use crate::units::Bytes;
+
+/// One point: the largest figures seen over the samples it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TimelinePoint {
+    /// Start of the covered span, milliseconds since the case started.
+    pub t_ms: u64,
+    pub host_bytes: Option<u64>,
+    pub gpu_bytes: Option<u64>,
+    pub processes: u32,
+}
+
+/// The exact maximum of a figure and when it was first reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Peak {
+    pub bytes: u64,
+    pub t_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Timeline {
+    /// Samples merged into each point of `points`.
+    pub samples_per_point: u64,
+    pub samples: u64,
+    pub host_peak: Option<Peak>,
+    pub gpu_peak: Option<Peak>,
+    pub points: Vec<TimelinePoint>,
+    /// Samples being gathered into the next point.
+    #[serde(skip)]
+    pending: Option<(TimelinePoint, u64)>,
+}
+
+impl Default for Timeline {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Timeline {
+    pub const CAPACITY: usize = 2048;
+
+    pub fn new() -> Self {
+        Timeline {
+            samples_per_point: 1,
+            samples: 0,
+            host_peak: None,
+            gpu_peak: None,
+            points: Vec::with_capacity(Self::CAPACITY),
+            pending: None,
+        }
+    }
+
+    pub fn push(&mut self, sample: &Sample) {
+        let t_ms = millis(sample.at);
+        let point = TimelinePoint {
+            t_ms,
+            host_bytes: sample.host_bytes.map(Bytes::get),
+            gpu_bytes: sample.gpu_bytes.map(Bytes::get),
+            processes: sample.processes,
+        };
+        self.samples += 1;
+        raise(&mut self.host_peak, point.host_bytes, t_ms);
+        raise(&mut self.gpu_peak, point.gpu_bytes, t_ms);
+
+        let (merged, count) = match self.pending.take() {
+            Some((pending, count)) => (merge(pending, point), count + 1),
+            None => (point, 1),
+        };
+        if count < self.samples_per_point {
+            self.pending = Some((merged, count));
+            return;
+        }
+        if self.points.len() == Self::CAPACITY {
+            self.halve();
+        }
+        self.points.push(merged);
+    }
+
+    /// The points including the one still being gathered, for writing out.
+    pub fn finish(&mut self) {
+        if let Some((pending, _)) = self.pending.take() {
+            if self.points.len() == Self::CAPACITY {
+                self.halve();
+            }
+            self.points.push(pending);
+        }
+    }
+
+    fn halve(&mut self) {
+        let merged: Vec<TimelinePoint> = self
+            .points
+            .chunks(2)
+            .map(|pair| pair.iter().copied().reduce(merge).unwrap_or(pair[0]))
+            .collect();
+        self.points.clear();
+        self.points.extend(merged);
+        self.samples_per_point *= 2;
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn raise(peak: &mut Option<Peak>, value: Option<u64>, t_ms: u64) {
+    if let Some(bytes) = value {
+        if peak.is_none_or(|p| bytes > p.bytes) {
+            *peak = Some(Peak { bytes, t_ms });
+        }
+    }
+}
+
+fn merge(a: TimelinePoint, b: TimelinePoint) -> TimelinePoint {
+    TimelinePoint {
+        t_ms: a.t_ms.min(b.t_ms),
+        host_bytes: max_known(a.host_bytes, b.host_bytes),
+        gpu_bytes: max_known(a.gpu_bytes, b.gpu_bytes),
+        processes: a.processes.max(b.processes),
+    }
+}
+
+/// The larger of two figures; unknown only when both are.
+fn max_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(ms: u64, host: u64) -> Sample {
+        Sample {
+            at: Duration::from_millis(ms),
+            host_bytes: Some(Bytes(host)),
+            gpu_bytes: None,
+            processes: 1,
+        }
+    }
+
+    #[test]
+    fn empty_timeline_has_no_peak() {
+        let mut timeline = Timeline::new();
+        timeline.finish();
+        assert_eq!(timeline.host_peak, None);
+        assert!(timeline.points.is_empty());
+    }
+
+    #[test]
+    fn stays_bounded_and_keeps_a_one_sample_spike() {
+        let mut timeline = Timeline::new();
+        let total = 100_000u64;
+        for i in 0..total {
+            let host = if i == 77_777 { 9_999 } else { 100 + i % 7 };
+            timeline.push(&sample(i * 50, host));
+            assert!(timeline.points.len() <= Timeline::CAPACITY);
+        }
+        timeline.finish();
+        assert!(timeline.points.len() <= Timeline::CAPACITY);
+        assert_eq!(timeline.samples, total);
+        assert_eq!(timeline.host_peak, Some(Peak { bytes: 9_999, t_ms: 77_777 * 50 }));
+        let visible_max = timeline.points.iter().filter_map(|p| p.host_bytes).max();
+        assert_eq!(visible_max, Some(9_999), "downsampling must not lower the spike");
+        assert!(timeline.points.windows(2).all(|w| w[0].t_ms < w[1].t_ms));
+    }
+
+    #[test]
+    fn first_moment_of_a_plateau_is_the_peak_time() {
+        let mut timeline = Timeline::new();
+        for (ms, host) in [(0, 5), (50, 8), (100, 8), (150, 3)] {
+            timeline.push(&sample(ms, host));
+        }
+        assert_eq!(timeline.host_peak, Some(Peak { bytes: 8, t_ms: 50 }));
+    }
+
+    #[test]
+    fn unknown_figures_never_become_zero() {
+        let mut timeline = Timeline::new();
+        timeline.push(&Sample { at: Duration::ZERO, host_bytes: None, gpu_bytes: None, processes: 0 });
+        timeline.finish();
+        assert_eq!(timeline.host_peak, None);
+        assert_eq!(timeline.points[0].host_bytes, None);
+        assert_eq!(max_known(None, Some(0)), Some(0));
+    }
+}

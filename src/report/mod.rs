@@ -1,0 +1,118 @@
+//! Reports: every output oomgate writes, each fed the same events and the
+//! same results model.
+//!
+//! The runner emits [`Event`]s; a [`FanOut`] hands each one to every
+//! [`Reporter`] in turn: the terminal display, and the files (results.json,
+//! junit.xml) rewritten after every case. One file per format, nextest and
+//! hyperfine style, so adding a format touches nothing else.
+
+pub mod files;
+pub mod json;
+pub mod junit;
+pub mod terminal;
+
+use std::io;
+use std::time::Duration;
+
+use crate::results::{CaseResult, Measurement, RunResults};
+use crate::suite::{Case, Suite};
+use crate::units::Bytes;
+
+/// Something that happened during a run.
+#[derive(Debug)]
+pub enum Event<'a> {
+    RunStarted { suite: &'a Suite, planned: usize, measurement: &'a Measurement },
+    CaseStarted { case: &'a Case, index: usize, planned: usize },
+    /// Once per sampling tick while a case runs.
+    CaseProgress { case: &'a Case, elapsed: Duration, host_now: Option<Bytes>, host_peak: Option<Bytes> },
+    /// `results` holds every case finished so far, this one included.
+    CaseFinished { result: &'a CaseResult, index: usize, planned: usize, results: &'a RunResults },
+    RunFinished { results: &'a RunResults },
+    /// Something the user should know that is not a case verdict.
+    Warning { message: String },
+}
+
+pub trait Reporter {
+    /// Handle one event. An error stops the run: a report that cannot be
+    /// written is an infrastructure failure (exit 3).
+    fn handle(&mut self, event: &Event<'_>) -> io::Result<()>;
+}
+
+/// Hands each event to every reporter, in order.
+#[derive(Default)]
+pub struct FanOut {
+    reporters: Vec<Box<dyn Reporter>>,
+}
+
+impl FanOut {
+    pub fn new(reporters: Vec<Box<dyn Reporter>>) -> Self {
+        FanOut { reporters }
+    }
+}
+
+impl Reporter for FanOut {
+    fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
+        for reporter in &mut self.reporters {
+            reporter.handle(event)?;
+        }
+        Ok(())
+    }
+}
+
+/// The figures of one case as plain text, for the JUnit failure body and
+/// system-out: many CI viewers show neither properties nor attributes, so
+/// every number a reader needs is here too.
+pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
+    use std::fmt::Write;
+
+    use crate::run::process::Exit;
+    use crate::units::format_duration;
+
+    let mut out = String::new();
+    let status = match &case.message {
+        Some(message) => format!("{} — {message}", case.status.label()),
+        None => case.status.label().to_string(),
+    };
+    let _ = writeln!(out, "case:        {}", case.id);
+    let _ = writeln!(out, "status:      {status}");
+    let host = match (case.host_peak_bytes, case.host_peak_at_s) {
+        (Some(bytes), Some(at)) => format!("{} ({bytes} bytes) at {at:.2}s", Bytes(bytes)),
+        (Some(bytes), None) => format!("{} ({bytes} bytes)", Bytes(bytes)),
+        _ => "unknown (no sample succeeded)".to_string(),
+    };
+    let _ = writeln!(out, "host peak:   {host}, RSS summed over the process tree");
+    for check in &case.checks {
+        let verdict = if check.passed { "ok" } else { "FAILED" };
+        let _ = writeln!(out, "{:<12} {verdict}: {}", format!("{}:", check.name), check.message);
+    }
+    let gpu = match (case.gpu_peak_bytes, &measurement.gpu_note) {
+        (Some(bytes), _) => format!("{} ({bytes} bytes)", Bytes(bytes)),
+        (None, Some(note)) => format!("not measured: {note}"),
+        (None, None) => "not measured".to_string(),
+    };
+    let _ = writeln!(out, "gpu peak:    {gpu}");
+    let _ = writeln!(
+        out,
+        "wall time:   {} (timeout {})",
+        format_duration(Duration::from_secs_f64(case.wall_time_s)),
+        format_duration(Duration::from_secs_f64(case.timeout_s))
+    );
+    let exits: Vec<String> = case
+        .instances
+        .iter()
+        .map(|i| {
+            let exit = i.exit.map_or("not started".to_string(), Exit::describe);
+            let runs = if i.runs > 1 { format!(", {} runs", i.runs) } else { String::new() };
+            format!("#{} {exit}{runs}", i.index)
+        })
+        .collect();
+    let _ = writeln!(out, "instances:   {}", exits.join("; "));
+    if case.leftover_processes > 0 {
+        let _ = writeln!(out, "leftovers:   {} process(es) outlived the command and were stopped", case.leftover_processes);
+    }
+    let _ = writeln!(out, "samples:     {} ({} failed)", case.samples, case.sample_errors);
+    let _ = writeln!(out, "command:     {}", crate::suite::shell_join(&case.command));
+    let _ = writeln!(out, "cwd:         {}", case.cwd.display());
+    let _ = writeln!(out, "logs:        {}", case.dir.display());
+    out
+}

@@ -1,0 +1,267 @@
+//! What a person watching `oomgate run` sees, on stderr.
+//!
+//! On a terminal: a live line for the running case (elapsed time, memory
+//! now and peak) drawn by indicatif, and one line per finished case above
+//! it. In CI, where stderr is a log file, indicatif draws nothing, so the
+//! display prints plain lines instead: one per finished case, plus a
+//! `RUNNING` line every minute of a long case so the log never looks hung.
+//! Both end with a table of every case and a summary line.
+
+use std::io::{self, IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use anstyle::{AnsiColor, Style};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::{Event, Reporter};
+use crate::results::{CaseResult, CaseStatus, RunResults};
+use crate::units::{Bytes, format_duration};
+
+/// How often a long case reports that it is still running, without a TTY.
+const HEARTBEAT: Duration = Duration::from_secs(60);
+
+pub struct Terminal {
+    bar: Option<ProgressBar>,
+    color: bool,
+    started: Instant,
+    last_heartbeat: Duration,
+    position: (usize, usize),
+}
+
+impl Terminal {
+    /// Live display and colours when stderr is a terminal (and `NO_COLOR`
+    /// is unset); plain lines otherwise.
+    pub fn new() -> Self {
+        let tty = io::stderr().is_terminal();
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
+        Terminal {
+            bar: None,
+            color: tty && !no_color && !dumb,
+            started: Instant::now(),
+            last_heartbeat: Duration::ZERO,
+            position: (0, 0),
+        }
+        .with_bar(tty && !dumb)
+    }
+
+    fn with_bar(mut self, live: bool) -> Self {
+        if live {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template("{spinner:.cyan} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            self.bar = Some(bar);
+        }
+        self
+    }
+
+    fn paint(&self, style: Style, text: &str) -> String {
+        if self.color { format!("{style}{text}{style:#}") } else { text.to_string() }
+    }
+
+    fn line(&self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => {
+                let _ = writeln!(io::stderr().lock(), "{text}");
+            }
+        }
+    }
+
+    fn status_style(status: CaseStatus) -> Style {
+        match status {
+            CaseStatus::Passed => AnsiColor::Green.on_default().bold(),
+            CaseStatus::Interrupted => AnsiColor::Yellow.on_default().bold(),
+            _ => AnsiColor::Red.on_default().bold(),
+        }
+    }
+
+    fn finished_line(&self, case: &CaseResult) -> String {
+        let label = format!("{:>12}", case.status.label());
+        let time = format!("[{:>8}]", format_duration(Duration::from_secs_f64(case.wall_time_s)));
+        let mut text = format!(
+            "{} {time} {}  {}",
+            self.paint(Self::status_style(case.status), &label),
+            self.paint(Style::new().bold(), &case.id),
+            figures(case)
+        );
+        if let Some(message) = &case.message {
+            text.push_str(&format!("\n{:>12}   {message}", ""));
+            if case.status != CaseStatus::Passed {
+                text.push_str(&format!("\n{:>12}   logs: {}", "", case.dir.display()));
+            }
+        }
+        text
+    }
+
+    fn final_table(&self, results: &RunResults) -> String {
+        let header = ["STATUS", "CASE", "TIME", "HOST PEAK", "BUDGET"];
+        let rows: Vec<[String; 5]> = results
+            .cases
+            .iter()
+            .map(|case| {
+                let budget = case
+                    .checks
+                    .iter()
+                    .find(|c| c.name == "budget.host")
+                    .and_then(|c| c.limit_bytes)
+                    .map_or("-".to_string(), |b| Bytes(b).to_string());
+                [
+                    case.status.label().to_string(),
+                    case.id.clone(),
+                    format_duration(Duration::from_secs_f64(case.wall_time_s)),
+                    case.host_peak().map_or("unknown".to_string(), |b| b.to_string()),
+                    budget,
+                ]
+            })
+            .chain(results.not_run.iter().map(|id| {
+                ["NOT RUN".to_string(), id.clone(), "-".to_string(), "-".to_string(), "-".to_string()]
+            }))
+            .collect();
+        let mut widths = header.map(str::len);
+        for row in &rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.chars().count());
+            }
+        }
+        let render = |cells: [&str; 5]| -> String {
+            let mut line = String::from(" ");
+            for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
+                // Figures read best right-aligned; names left-aligned.
+                if i >= 2 {
+                    line.push_str(&format!("  {cell:>width$}"));
+                } else {
+                    line.push_str(&format!("  {cell:<width$}"));
+                }
+            }
+            line.trim_end().to_string()
+        };
+        let mut out = vec![self.paint(Style::new().bold(), &render(header))];
+        for (row, case_status) in rows.iter().zip(
+            results.cases.iter().map(|c| Some(c.status)).chain(results.not_run.iter().map(|_| None)),
+        ) {
+            let text = render([&row[0], &row[1], &row[2], &row[3], &row[4]]);
+            out.push(match case_status {
+                Some(status) if status != CaseStatus::Passed => self.paint(Self::status_style(status), &text),
+                _ => text,
+            });
+        }
+        out.join("\n")
+    }
+}
+
+impl Default for Terminal {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `host peak 74.2 MiB (budget 512.0 MiB)`
+fn figures(case: &CaseResult) -> String {
+    let peak = case.host_peak().map_or("unknown".to_string(), |b| b.to_string());
+    match case.checks.iter().find(|c| c.name == "budget.host").and_then(|c| c.limit_bytes) {
+        Some(limit) => format!("host peak {peak} (budget {})", Bytes(limit)),
+        None => format!("host peak {peak}"),
+    }
+}
+
+impl Reporter for Terminal {
+    fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
+        match event {
+            Event::RunStarted { suite, planned, measurement } => {
+                self.started = Instant::now();
+                let cases = if *planned == 1 { "case" } else { "cases" };
+                self.line(&format!(
+                    "{} {planned} {cases} from {} (host memory every {}ms)",
+                    self.paint(AnsiColor::Green.on_default().bold(), &format!("{:>12}", "Starting")),
+                    suite.path.display(),
+                    measurement.sample_interval_ms
+                ));
+                if let Some(note) = &measurement.gpu_note {
+                    self.line(&format!(
+                        "{} GPU memory is not measured: {note}",
+                        self.paint(AnsiColor::Yellow.on_default().bold(), &format!("{:>12}", "note")),
+                    ));
+                }
+            }
+            Event::CaseStarted { case, index, planned } => {
+                self.position = (index + 1, *planned);
+                self.last_heartbeat = Duration::ZERO;
+                if let Some(bar) = &self.bar {
+                    bar.set_message(format!("[{}/{planned}] {}  starting", index + 1, case.id));
+                    bar.enable_steady_tick(Duration::from_millis(100));
+                }
+            }
+            Event::CaseProgress { case, elapsed, host_now, host_peak } => {
+                let now = host_now.map_or("?".to_string(), |b| b.to_string());
+                let peak = host_peak.map_or("?".to_string(), |b| b.to_string());
+                let (index, planned) = self.position;
+                match &self.bar {
+                    Some(bar) => bar.set_message(format!(
+                        "[{index}/{planned}] {}  {}  host {now}  peak {peak}",
+                        case.id,
+                        format_duration(*elapsed)
+                    )),
+                    None if *elapsed >= self.last_heartbeat + HEARTBEAT => {
+                        self.last_heartbeat = *elapsed;
+                        self.line(&format!(
+                            "{:>12} [{:>8}] {}  host {now}, peak {peak}",
+                            "RUNNING",
+                            format_duration(*elapsed),
+                            case.id
+                        ));
+                    }
+                    None => {}
+                }
+            }
+            Event::CaseFinished { result, .. } => {
+                if let Some(bar) = &self.bar {
+                    bar.disable_steady_tick();
+                    bar.set_message("");
+                }
+                self.line(&self.finished_line(result));
+            }
+            Event::Warning { message } => {
+                self.line(&format!("{} {message}", self.paint(AnsiColor::Yellow.on_default().bold(), "warning:")));
+            }
+            Event::RunFinished { results } => {
+                if let Some(bar) = self.bar.take() {
+                    bar.finish_and_clear();
+                }
+                let rule = "─".repeat(60);
+                self.line(&rule);
+                if !results.cases.is_empty() || !results.not_run.is_empty() {
+                    self.line(&self.final_table(results));
+                    self.line(&rule);
+                }
+                let s = &results.summary;
+                let mut parts = vec![format!("{} passed", s.passed), format!("{} failed", s.failed)];
+                for (count, word) in [(s.timed_out, "timed out"), (s.error, "errored"), (s.interrupted, "interrupted")] {
+                    if count > 0 {
+                        parts.push(format!("{count} {word}"));
+                    }
+                }
+                if !results.not_run.is_empty() {
+                    parts.push(format!("{} not run", results.not_run.len()));
+                }
+                let label = if results.interrupted { "Interrupted" } else { "Summary" };
+                let style = if s.not_passed() > 0 || results.interrupted {
+                    AnsiColor::Red.on_default().bold()
+                } else {
+                    AnsiColor::Green.on_default().bold()
+                };
+                self.line(&format!(
+                    "{} [{:>8}] {} {} run: {}",
+                    self.paint(style, &format!("{label:>12}")),
+                    format_duration(self.started.elapsed()),
+                    results.cases.len(),
+                    if results.cases.len() == 1 { "case" } else { "cases" },
+                    parts.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+}

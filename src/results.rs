@@ -1,0 +1,182 @@
+//! The results model: what a run measured and decided, as every report
+//! format and `results.json` see it.
+//!
+//! One model feeds all outputs (JSON, JUnit, terminal), so a figure cannot
+//! differ between them. Figures are bytes in `u64`, named by what they
+//! measure; `None` means "not measured" or "unknown", never zero. Each
+//! decision about a case is a [`Check`] (a budget today; baseline
+//! comparisons and GPU headroom later), so new kinds of verdict add entries
+//! rather than fields. The schema is versioned; fields are only ever added.
+
+use std::path::PathBuf;
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use crate::run::process::Exit;
+use crate::units::Bytes;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResults {
+    pub schema: u32,
+    pub oomgate_version: String,
+    pub suite: SuiteInfo,
+    pub host: String,
+    /// RFC 3339.
+    pub started_at: String,
+    /// Set when the run ended (normally or interrupted); `None` while cases
+    /// are still running, e.g. in a file left by a crash.
+    pub finished_at: Option<String>,
+    pub interrupted: bool,
+    pub measurement: Measurement,
+    pub summary: Summary,
+    pub cases: Vec<CaseResult>,
+    /// Cases planned but not run (after an interruption).
+    pub not_run: Vec<String>,
+    /// oomgate's own peak RSS (excluding workloads), to keep it honest.
+    pub runner_max_rss_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SuiteInfo {
+    pub name: String,
+    pub path: PathBuf,
+    pub workdir: PathBuf,
+}
+
+/// How figures were obtained in this run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measurement {
+    pub sample_interval_ms: u64,
+    /// `procfs-rss`: RSS summed over the case's process tree.
+    pub host_method: String,
+    /// `None`: GPU memory was not measured, and `gpu_note` says why.
+    pub gpu_method: Option<String>,
+    pub gpu_note: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub planned: usize,
+    pub passed: usize,
+    pub failed: usize,
+    pub timed_out: usize,
+    pub interrupted: usize,
+    pub error: usize,
+}
+
+impl Summary {
+    pub fn count(&mut self, status: CaseStatus) {
+        match status {
+            CaseStatus::Passed => self.passed += 1,
+            CaseStatus::Failed => self.failed += 1,
+            CaseStatus::TimedOut => self.timed_out += 1,
+            CaseStatus::Interrupted => self.interrupted += 1,
+            CaseStatus::Error => self.error += 1,
+        }
+    }
+
+    /// Cases that did not pass.
+    pub fn not_passed(&self) -> usize {
+        self.failed + self.timed_out + self.interrupted + self.error
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CaseStatus {
+    Passed,
+    /// A check failed, or the workload exited non-zero or was killed.
+    Failed,
+    TimedOut,
+    /// oomgate was interrupted while the case ran.
+    Interrupted,
+    /// The case could not be run at all (command not found, ...).
+    Error,
+}
+
+impl CaseStatus {
+    /// The word the terminal shows, nextest style.
+    pub fn label(self) -> &'static str {
+        match self {
+            CaseStatus::Passed => "PASS",
+            CaseStatus::Failed => "FAIL",
+            CaseStatus::TimedOut => "TIMEOUT",
+            CaseStatus::Interrupted => "INTERRUPTED",
+            CaseStatus::Error => "ERROR",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseResult {
+    pub id: String,
+    pub params: IndexMap<String, String>,
+    pub command: Vec<String>,
+    pub cwd: PathBuf,
+    pub concurrency: u32,
+    pub timeout_s: f64,
+    pub soak_s: Option<f64>,
+    pub status: CaseStatus,
+    /// Why the case did not pass, in one line a person can act on.
+    pub message: Option<String>,
+    pub started_at: String,
+    pub wall_time_s: f64,
+    /// Peak of the RSS summed over the case's process tree.
+    pub host_peak_bytes: Option<u64>,
+    pub host_peak_at_s: Option<f64>,
+    /// Peak GPU memory of the case's processes; `None` when not measured.
+    pub gpu_peak_bytes: Option<u64>,
+    pub checks: Vec<Check>,
+    pub instances: Vec<InstanceResult>,
+    pub samples: u64,
+    /// Ticks where a sampler failed (figures of that tick unknown).
+    pub sample_errors: u64,
+    /// Processes still running after every instance exited, stopped by
+    /// oomgate.
+    pub leftover_processes: usize,
+    /// Relative to the out dir.
+    pub dir: PathBuf,
+    pub timeline: PathBuf,
+    /// End of stdout/stderr of the instance that matters most (the first to
+    /// fail, else instance 0). Not in results.json: the logs have it all.
+    #[serde(skip)]
+    pub stdout_tail: String,
+    #[serde(skip)]
+    pub stderr_tail: String,
+}
+
+impl CaseResult {
+    pub fn host_peak(&self) -> Option<Bytes> {
+        self.host_peak_bytes.map(Bytes)
+    }
+
+    pub fn failed_checks(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| !c.passed)
+    }
+}
+
+/// One verdict on one figure.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    /// What was checked: `budget.host`.
+    pub name: String,
+    pub passed: bool,
+    pub figure_bytes: Option<u64>,
+    pub limit_bytes: Option<u64>,
+    /// The verdict in words, with the figures.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceResult {
+    pub index: u32,
+    /// Launches of this instance (more than one in a soak).
+    pub runs: u32,
+    /// How the last run ended; `None` if it never started.
+    pub exit: Option<Exit>,
+    pub stdout_log: PathBuf,
+    pub stderr_log: PathBuf,
+}

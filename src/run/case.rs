@@ -1,0 +1,349 @@
+//! One case from launch to verdict: start the instances, sample every tick,
+//! watch budgets, exits, the timeout and Ctrl-C, then stop whatever is left
+//! of the process tree.
+//!
+//! The loop polls rather than blocks: every `sample_interval` it samples the
+//! tree, checks the budget, and collects exits with `try_wait`. Polling at
+//! the sampling rate costs nothing extra (the tick happens anyway) and keeps
+//! one thread deciding everything, so there is no race between "the
+//! workload exited" and "the budget was exceeded".
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::Runner;
+use super::launch::{InstanceLogs, LaunchSpec, launch};
+use super::logs::{TAIL_BYTES, read_tail};
+use super::process::{self, Exit};
+use crate::measure::{Sample, Timeline};
+use crate::report::{Event, Reporter};
+use crate::results::{CaseResult, Check, InstanceResult};
+use crate::suite::Case;
+use crate::units::{Bytes, format_duration};
+use crate::verdict::{self, Observed, StopReason};
+
+/// How often the stop procedure checks whether everything has exited.
+const STOP_POLL: Duration = Duration::from_millis(20);
+/// After SIGKILL, how long to wait for the kernel to tear processes down.
+const KILL_SETTLE: Duration = Duration::from_secs(5);
+
+struct Instance {
+    index: u32,
+    logs: InstanceLogs,
+    handle: Option<duct::Handle>,
+    pgid: i32,
+    runs: u32,
+    exit: Option<Exit>,
+}
+
+impl Instance {
+    fn start(&mut self, case: &Case, case_dir: &Path) -> Result<(), String> {
+        let spec = LaunchSpec { case, index: self.index, case_dir, logs: &self.logs };
+        let handle = launch(&spec).map_err(|e| e.to_string())?;
+        self.pgid = handle.pids().first().and_then(|pid| i32::try_from(*pid).ok()).unwrap_or(0);
+        self.handle = Some(handle);
+        self.runs += 1;
+        self.exit = None;
+        Ok(())
+    }
+
+    fn running(&self) -> bool {
+        self.handle.is_some()
+    }
+
+    fn pid(&self) -> Option<i32> {
+        self.running().then_some(self.pgid)
+    }
+
+    /// Collect the exit status if the instance has exited.
+    fn poll(&mut self) -> Option<Exit> {
+        let handle = self.handle.as_ref()?;
+        let exit = match handle.try_wait() {
+            Ok(Some(output)) => Exit::from_status(output.status),
+            Ok(None) => return None,
+            // waitid failing on our own child means it is gone and its
+            // status lost; report it as a failure, not a success.
+            Err(_) => Exit::Code(-1),
+        };
+        self.handle = None;
+        self.exit = Some(exit);
+        Some(exit)
+    }
+
+    /// Block until the instance has exited (after SIGKILL, this is prompt).
+    fn wait(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            self.exit = Some(match handle.wait() {
+                Ok(output) => Exit::from_status(output.status),
+                Err(_) => Exit::Code(-1),
+            });
+        }
+    }
+}
+
+impl Runner<'_> {
+    pub(super) fn run_case(&mut self, case: &Case, case_dir: &Path, reporter: &mut dyn Reporter) -> CaseResult {
+        let started_at = super::now_rfc3339();
+        let start = Instant::now();
+        let mut instances: Vec<Instance> = (0..case.concurrency)
+            .map(|index| Instance {
+                index,
+                logs: InstanceLogs::for_instance(case_dir, index),
+                handle: None,
+                pgid: 0,
+                runs: 0,
+                exit: None,
+            })
+            .collect();
+
+        let mut stop = None;
+        for instance in &mut instances {
+            if let Err(message) = instance.start(case, case_dir) {
+                stop = Some(StopReason::LaunchFailed { message });
+                break;
+            }
+        }
+
+        let mut timeline = Timeline::new();
+        let mut sample_errors = 0u64;
+        let deadline = start + case.timeout;
+        let soak_until = case.soak.map(|soak| start + soak);
+        let mut next_tick = start;
+        while stop.is_none() {
+            let elapsed = start.elapsed();
+            let (sample, errors) = self.sample(elapsed);
+            sample_errors += errors;
+            timeline.push(&sample);
+            reporter
+                .handle(&Event::CaseProgress {
+                    case,
+                    elapsed,
+                    host_now: sample.host_bytes,
+                    host_peak: timeline.host_peak.map(|p| Bytes(p.bytes)),
+                })
+                .ok();
+
+            if let (Some(limit), Some(peak)) = (case.budget.host, timeline.host_peak) {
+                if verdict::breaches(Bytes(peak.bytes), limit) {
+                    stop = Some(StopReason::BudgetExceeded { at: elapsed });
+                    break;
+                }
+            }
+            stop = self.collect_exits(case, case_dir, &mut instances, start, soak_until);
+            if stop.is_some() || instances.iter().all(|i| !i.running()) {
+                break;
+            }
+            if self.interrupt.requested() {
+                stop = Some(StopReason::Interrupted);
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                stop = Some(StopReason::TimedOut { after: case.timeout });
+                break;
+            }
+            next_tick += self.suite.sample_interval;
+            if next_tick <= now {
+                next_tick = now + self.suite.sample_interval;
+            }
+            thread::sleep(next_tick.min(deadline).saturating_duration_since(now));
+        }
+        let wall_time = start.elapsed();
+
+        // Whatever is still running now is either stopped on purpose or left
+        // behind by a workload that exited: either way it must not outlive
+        // the case.
+        let leftovers = if stop.is_none() { self.live_descendants() } else { 0 };
+        self.stop_everything(&mut instances, case.kill_grace);
+        timeline.finish();
+
+        let checks: Vec<Check> = case
+            .budget
+            .host
+            .map(|limit| verdict::host_budget_check(timeline.host_peak.map(|p| Bytes(p.bytes)), limit))
+            .into_iter()
+            .collect();
+        let observed = Observed {
+            stop,
+            exits: instances.iter().map(|i| i.exit).collect(),
+            host_peak: timeline.host_peak.map(|p| Bytes(p.bytes)),
+        };
+        let (status, message) = verdict::decide(&observed, &checks);
+
+        let timeline_path = case_dir.join("timeline.json");
+        if let Err(e) = write_json(&timeline_path, &timeline) {
+            reporter.handle(&Event::Warning { message: format!("cannot write {}: {e}", timeline_path.display()) }).ok();
+        }
+        if leftovers > 0 {
+            reporter
+                .handle(&Event::Warning {
+                    message: format!(
+                        "{}: {leftovers} process(es) were still running after the command exited; oomgate stopped them",
+                        case.id
+                    ),
+                })
+                .ok();
+        }
+
+        // The instance whose output explains the verdict: the first that
+        // failed on its own, else instance 0.
+        let focus = instances
+            .iter()
+            .find(|i| i.exit.is_some_and(|e| !e.success()))
+            .map_or(0, |i| i.index as usize);
+        let tail = |path: &Path| read_tail(path, TAIL_BYTES).unwrap_or_else(|e| format!("[oomgate: cannot read {}: {e}]", path.display()));
+        let relative = |path: &Path| -> PathBuf { path.strip_prefix(self.out_dir).unwrap_or(path).to_path_buf() };
+
+        CaseResult {
+            id: case.id.clone(),
+            params: case.params.clone(),
+            command: case.command.clone(),
+            cwd: case.cwd.clone(),
+            concurrency: case.concurrency,
+            timeout_s: case.timeout.as_secs_f64(),
+            soak_s: case.soak.map(|d| d.as_secs_f64()),
+            status,
+            message,
+            started_at,
+            wall_time_s: wall_time.as_secs_f64(),
+            host_peak_bytes: timeline.host_peak.map(|p| p.bytes),
+            host_peak_at_s: timeline.host_peak.map(|p| p.t_ms as f64 / 1000.0),
+            gpu_peak_bytes: None,
+            checks,
+            instances: instances
+                .iter()
+                .map(|i| InstanceResult {
+                    index: i.index,
+                    runs: i.runs,
+                    exit: i.exit,
+                    stdout_log: relative(&i.logs.stdout),
+                    stderr_log: relative(&i.logs.stderr),
+                })
+                .collect(),
+            samples: timeline.samples,
+            sample_errors,
+            leftover_processes: leftovers,
+            dir: relative(case_dir),
+            timeline: relative(&timeline_path),
+            stdout_tail: tail(&instances[focus].logs.stdout),
+            stderr_tail: tail(&instances[focus].logs.stderr),
+        }
+    }
+
+    /// One tick: scan the tree once, let every sampler read it.
+    fn sample(&mut self, at: Duration) -> (Sample, u64) {
+        let mut sample = Sample { at, ..Sample::default() };
+        let mut errors = 0;
+        match self.scanner.descendants_of(process::self_pid()) {
+            Ok(tree) => {
+                for sampler in &mut self.samplers {
+                    if sampler.sample(tree, &mut sample).is_err() {
+                        errors += 1;
+                    }
+                }
+            }
+            Err(_) => errors += 1,
+        }
+        (sample, errors)
+    }
+
+    /// Collect exits; relaunch soak runs; a failed instance stops the case.
+    fn collect_exits(
+        &mut self,
+        case: &Case,
+        case_dir: &Path,
+        instances: &mut [Instance],
+        start: Instant,
+        soak_until: Option<Instant>,
+    ) -> Option<StopReason> {
+        for instance in instances.iter_mut() {
+            let Some(exit) = instance.poll() else { continue };
+            if !exit.success() {
+                return Some(StopReason::InstanceFailed { index: instance.index });
+            }
+            if soak_until.is_some_and(|until| Instant::now() < until) {
+                let marker = format!(
+                    "\n[oomgate] soak: run {} of instance {} starts at +{}\n",
+                    instance.runs + 1,
+                    instance.index,
+                    format_duration(start.elapsed())
+                );
+                for path in [&instance.logs.stdout, &instance.logs.stderr] {
+                    append(path, &marker);
+                }
+                if let Err(message) = instance.start(case, case_dir) {
+                    return Some(StopReason::LaunchFailed { message });
+                }
+            }
+        }
+        None
+    }
+
+    fn live_descendants(&mut self) -> usize {
+        self.scanner.descendants_of(process::self_pid()).map(|tree| tree.alive().count()).unwrap_or(0)
+    }
+
+    /// SIGTERM to every instance group and descendant, up to `grace` for
+    /// them to exit, then SIGKILL; collect every exit status and reap
+    /// re-parented orphans, so nothing of the case survives it.
+    fn stop_everything(&mut self, instances: &mut [Instance], grace: Duration) {
+        let leaders = |instances: &[Instance]| -> Vec<i32> { instances.iter().filter_map(Instance::pid).collect() };
+        if instances.iter().all(|i| !i.running()) && self.live_descendants() == 0 {
+            process::reap_adopted(&mut self.scanner, &[]);
+            return;
+        }
+        for instance in instances.iter() {
+            if instance.running() {
+                process::signal_group(instance.pgid, libc::SIGTERM);
+            }
+        }
+        process::signal_descendants(&mut self.scanner, libc::SIGTERM);
+        let grace_end = Instant::now() + grace;
+        loop {
+            for instance in instances.iter_mut() {
+                instance.poll();
+            }
+            process::reap_adopted(&mut self.scanner, &leaders(instances));
+            if self.live_descendants() == 0 || Instant::now() >= grace_end || self.interrupt.insisted() {
+                break;
+            }
+            thread::sleep(STOP_POLL);
+        }
+        let settle_end = Instant::now() + KILL_SETTLE;
+        loop {
+            for instance in instances.iter() {
+                if instance.running() {
+                    process::signal_group(instance.pgid, libc::SIGKILL);
+                }
+            }
+            process::signal_descendants(&mut self.scanner, libc::SIGKILL);
+            for instance in instances.iter_mut() {
+                instance.poll();
+            }
+            process::reap_adopted(&mut self.scanner, &leaders(instances));
+            let descendants = self.scanner.descendants_of(process::self_pid()).map(|t| t.len()).unwrap_or(0);
+            if descendants == 0 || Instant::now() >= settle_end {
+                break;
+            }
+            thread::sleep(STOP_POLL);
+        }
+        // Anything still unreaped is a duct child stuck in the kernel; wait
+        // for it rather than leave a zombie.
+        for instance in instances.iter_mut() {
+            instance.wait();
+        }
+    }
+}
+
+fn append(path: &Path, text: &str) {
+    if let Ok(mut file) = std::fs::OpenOptions::new().append(true).create(true).open(path) {
+        file.write_all(text.as_bytes()).ok();
+    }
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let text = serde_json::to_string(value).map_err(std::io::Error::other)?;
+    std::fs::write(path, text)
+}

@@ -1,0 +1,46 @@
+//! Ctrl-C and SIGTERM to oomgate: counted, never acted on inside the
+//! handler.
+//!
+//! The handler only bumps a counter; the runner polls it every tick. On the
+//! first signal the running case is stopped the normal way (SIGTERM to its
+//! groups, a grace period, SIGKILL), results gathered so far are written and
+//! oomgate exits 130. A second signal skips the grace period. Workloads run
+//! in their own process groups, so a terminal's Ctrl-C reaches oomgate only
+//! and oomgate decides how they stop.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// How many stop signals oomgate received.
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt {
+    count: Arc<AtomicUsize>,
+}
+
+impl Interrupt {
+    /// A counter fed by SIGINT, SIGTERM and SIGHUP.
+    pub fn install() -> io::Result<Self> {
+        let interrupt = Interrupt::default();
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            let count = Arc::clone(&interrupt.count);
+            // SAFETY: the handler only does an atomic add, which is
+            // async-signal-safe; it allocates nothing and takes no lock.
+            unsafe {
+                signal_hook::low_level::register(signal, move || {
+                    count.fetch_add(1, Ordering::SeqCst);
+                })?;
+            }
+        }
+        Ok(interrupt)
+    }
+
+    pub fn requested(&self) -> bool {
+        self.count.load(Ordering::SeqCst) > 0
+    }
+
+    /// A second signal: stop without waiting for the grace period.
+    pub fn insisted(&self) -> bool {
+        self.count.load(Ordering::SeqCst) > 1
+    }
+}

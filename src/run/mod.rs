@@ -1,0 +1,154 @@
+//! Running a plan: cases one after another, the instances of a case at
+//! once, every event handed to a [`Reporter`].
+//!
+//! The [`Runner`] owns everything that lives for the whole run — the /proc
+//! scanner, the samplers, the interrupt counter — and `case` runs one case
+//! with them. The runner never formats anything: it builds the results model
+//! and emits events, and the reporters write files and the terminal. After
+//! every case the reporters get the whole results so far, so a crash or a
+//! Ctrl-C loses nothing already measured.
+
+mod case;
+pub mod interrupt;
+pub mod launch;
+pub mod logs;
+pub mod process;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use interrupt::Interrupt;
+
+use crate::measure::Sampler;
+use crate::measure::procfs::Scanner;
+use crate::report::{Event, Reporter};
+use crate::results::{Measurement, RunResults, SCHEMA_VERSION, SuiteInfo, Summary};
+use crate::suite::{Case, Suite};
+
+/// A problem with oomgate's own surroundings, not with a workload: the run
+/// cannot go on (exit code 3).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot prepare case folder {}: {source}", path.display())]
+    CaseDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot write reports: {0}")]
+    Report(#[source] io::Error),
+}
+
+pub struct Runner<'a> {
+    suite: &'a Suite,
+    out_dir: &'a Path,
+    interrupt: Interrupt,
+    scanner: Scanner,
+    samplers: Vec<Box<dyn Sampler>>,
+    measurement: Measurement,
+}
+
+impl<'a> Runner<'a> {
+    pub fn new(
+        suite: &'a Suite,
+        out_dir: &'a Path,
+        interrupt: Interrupt,
+        samplers: Vec<Box<dyn Sampler>>,
+        measurement: Measurement,
+    ) -> Self {
+        Runner { suite, out_dir, interrupt, scanner: Scanner::new(), samplers, measurement }
+    }
+
+    /// Run the cases in order. Only infrastructure problems are errors;
+    /// failing cases are results.
+    pub fn run(&mut self, cases: &[&Case], reporter: &mut dyn Reporter) -> Result<RunResults, RunError> {
+        let mut results = RunResults {
+            schema: SCHEMA_VERSION,
+            oomgate_version: env!("CARGO_PKG_VERSION").to_string(),
+            suite: SuiteInfo {
+                name: self.suite.name.clone(),
+                path: self.suite.path.clone(),
+                workdir: self.suite.workdir.clone(),
+            },
+            host: host_name(),
+            started_at: now_rfc3339(),
+            finished_at: None,
+            interrupted: false,
+            measurement: self.measurement.clone(),
+            summary: Summary { planned: cases.len(), ..Summary::default() },
+            cases: Vec::with_capacity(cases.len()),
+            not_run: Vec::new(),
+            runner_max_rss_bytes: None,
+        };
+        reporter
+            .handle(&Event::RunStarted { suite: self.suite, planned: cases.len(), measurement: &self.measurement })
+            .map_err(RunError::Report)?;
+
+        for (index, case) in cases.iter().enumerate() {
+            if self.interrupt.requested() {
+                results.not_run.extend(cases[index..].iter().map(|c| c.id.clone()));
+                break;
+            }
+            let case_dir = self.prepare_case_dir(case)?;
+            reporter
+                .handle(&Event::CaseStarted { case, index, planned: cases.len() })
+                .map_err(RunError::Report)?;
+            let result = self.run_case(case, &case_dir, reporter);
+            results.summary.count(result.status);
+            results.cases.push(result);
+            results.runner_max_rss_bytes = runner_max_rss_bytes();
+            if let Some(result) = results.cases.last() {
+                reporter
+                    .handle(&Event::CaseFinished { result, index, planned: cases.len(), results: &results })
+                    .map_err(RunError::Report)?;
+            }
+        }
+
+        results.interrupted = self.interrupt.requested();
+        results.finished_at = Some(now_rfc3339());
+        results.runner_max_rss_bytes = runner_max_rss_bytes();
+        reporter.handle(&Event::RunFinished { results: &results }).map_err(RunError::Report)?;
+        Ok(results)
+    }
+
+    /// A fresh `cases/<folder>`: logs of an earlier run in the same out dir
+    /// must not be mistaken for this run's.
+    fn prepare_case_dir(&self, case: &Case) -> Result<PathBuf, RunError> {
+        let path = self.out_dir.join("cases").join(&case.folder);
+        let fail = |source| RunError::CaseDir { path: path.clone(), source };
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(fail(e)),
+        }
+        std::fs::create_dir_all(&path).map_err(fail)?;
+        Ok(path)
+    }
+}
+
+fn now_rfc3339() -> String {
+    chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, false)
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_string())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// oomgate's own peak RSS; workloads are not included.
+fn runner_max_rss_bytes() -> Option<u64> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one rusage struct to the pointer we pass,
+    // which points to properly sized, zero-initialised memory.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: getrusage succeeded, so the struct is initialised.
+    let usage = unsafe { usage.assume_init() };
+    // Linux reports ru_maxrss in KiB.
+    u64::try_from(usage.ru_maxrss).ok().map(|kib| kib * 1024)
+}

@@ -1,0 +1,131 @@
+//! Process-group and process-tree control: the few system calls duct does
+//! not make for us.
+//!
+//! Every instance is launched as the leader of a new process group, so one
+//! `killpg` reaches it and everything it forks. Processes that leave the
+//! group (`setsid()`, daemons) are still oomgate's descendants because
+//! oomgate marks itself a child subreaper, and they are signalled through
+//! the process tree. Only descendants of oomgate are ever signalled: a
+//! process oomgate did not start is never touched.
+
+use std::io;
+
+use crate::measure::procfs::Scanner;
+
+/// oomgate's own pid.
+pub fn self_pid() -> i32 {
+    // std::process::id() is a u32 holding a pid_t, always below i32::MAX.
+    i32::try_from(std::process::id()).unwrap_or(i32::MAX)
+}
+
+/// Make orphaned descendants re-parent to oomgate rather than init, so
+/// they stay in the case's tree and can be measured and stopped.
+pub fn become_subreaper() -> io::Result<()> {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes one integer argument; no memory
+    // is passed to the kernel.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Send `signal` to a process group. A group that no longer exists is not
+/// an error.
+pub fn signal_group(pgid: i32, signal: i32) {
+    if pgid <= 1 {
+        return; // never the caller's own group (0) or init's
+    }
+    // SAFETY: killpg has no memory arguments; errors are reported via errno
+    // and ESRCH (already gone) is expected.
+    unsafe {
+        libc::killpg(pgid, signal);
+    }
+}
+
+/// Send `signal` to every live descendant of oomgate. Returns how many
+/// processes were signalled.
+pub fn signal_descendants(scanner: &mut Scanner, signal: i32) -> usize {
+    let Ok(tree) = scanner.descendants_of(self_pid()) else { return 0 };
+    let mut count = 0;
+    for process in tree.alive() {
+        // SAFETY: kill has no memory arguments. The pid was a descendant a
+        // moment ago; a pid is only reused after its parent reaped it, and
+        // the parent is oomgate or one of its descendants.
+        if unsafe { libc::kill(process.pid, signal) } == 0 {
+            count += 1;
+        }
+    }
+    count
+}
+
+/// Reap descendants that were re-parented to oomgate and have exited.
+/// `exclude` are pids whose exit status someone else (duct) will collect.
+pub fn reap_adopted(scanner: &mut Scanner, exclude: &[i32]) {
+    let me = self_pid();
+    let Ok(tree) = scanner.descendants_of(me) else { return };
+    let zombies: Vec<i32> = tree
+        .members()
+        .iter()
+        .filter(|p| p.ppid == me && p.state == b'Z' && !exclude.contains(&p.pid))
+        .map(|p| p.pid)
+        .collect();
+    for pid in zombies {
+        let mut status = 0;
+        // SAFETY: waitpid on a specific pid that is our zombie child; status
+        // is a valid pointer to a local.
+        unsafe {
+            libc::waitpid(pid, &mut status, libc::WNOHANG);
+        }
+    }
+}
+
+/// How a process ended, as a shell would report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl Exit {
+    pub fn from_status(status: std::process::ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Exit::Code(code),
+            (None, Some(signal)) => Exit::Signal(signal),
+            // Neither is only possible for a stopped process, which wait
+            // does not report; treat it as a failure rather than success.
+            (None, None) => Exit::Code(-1),
+        }
+    }
+
+    pub fn success(self) -> bool {
+        self == Exit::Code(0)
+    }
+
+    /// `exited with code 3`, `was killed by SIGKILL (signal 9)`.
+    pub fn describe(self) -> String {
+        match self {
+            Exit::Code(code) => format!("exited with code {code}"),
+            Exit::Signal(signal) => format!("was killed by {} (signal {signal})", signal_name(signal)),
+        }
+    }
+}
+
+pub fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        _ => "a signal",
+    }
+}
