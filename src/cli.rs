@@ -59,10 +59,14 @@ pub enum Command {
     ))]
     Run(RunArgs),
     /// Validate a suite and print every case after matrix expansion; runs nothing.
-    #[command(after_help = "Examples:\n  oomgate check suites/quickstart.toml\n  oomgate check suites/train.toml --filter bs64\n\nExit codes: 0 valid, 2 invalid (every problem is listed with file:line:col).")]
+    #[command(
+        after_help = "Examples:\n  oomgate check suites/quickstart.toml\n  oomgate check suites/train.toml --filter bs64\n\nExit codes: 0 valid, 2 invalid (every problem is listed with file:line:col)."
+    )]
     Check(PlanArgs),
     /// Print the id of every case, one per line; runs nothing.
-    #[command(after_help = "Examples:\n  oomgate list suites/quickstart.toml\n  oomgate list suites/train.toml --filter bs64 | wc -l\n\nExit codes: 0 listed, 2 invalid suite or no case matched.")]
+    #[command(
+        after_help = "Examples:\n  oomgate list suites/quickstart.toml\n  oomgate list suites/train.toml --filter bs64 | wc -l\n\nExit codes: 0 listed, 2 invalid suite or no case matched."
+    )]
     List(PlanArgs),
 }
 
@@ -122,7 +126,9 @@ pub enum CliError {
 impl CliError {
     pub fn outcome(&self) -> Outcome {
         match self {
-            CliError::Suite(SuiteError::Invalid { .. }) | CliError::BadInput(_) => Outcome::BadInput,
+            CliError::Suite(SuiteError::Invalid { .. }) | CliError::BadInput(_) => {
+                Outcome::BadInput
+            }
             // A suite path that cannot be read is the user's input too.
             CliError::Suite(SuiteError::Read { .. }) => Outcome::BadInput,
             CliError::Infrastructure(_) | CliError::Run(_) => Outcome::Infrastructure,
@@ -147,7 +153,9 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
     let interrupt = Interrupt::install()
         .map_err(|e| CliError::Infrastructure(format!("cannot install signal handlers: {e}")))?;
     if let Err(e) = process::become_subreaper() {
-        eprintln!("warning: cannot become a child subreaper ({e}); processes that detach from a case may be missed");
+        eprintln!(
+            "warning: cannot become a child subreaper ({e}); processes that detach from a case may be missed"
+        );
     }
 
     let samplers: Vec<Box<dyn Sampler>> = vec![Box::new(HostSampler)];
@@ -155,10 +163,17 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
         sample_interval_ms: u64::try_from(suite.sample_interval.as_millis()).unwrap_or(u64::MAX),
         host_method: "procfs-rss".to_string(),
         gpu_method: None,
-        gpu_note: Some("this version of oomgate measures host memory only; NVML support is planned".to_string()),
+        gpu_note: Some(
+            "this version of oomgate measures host memory only; NVML support is planned"
+                .to_string(),
+        ),
     };
-    let mut reporter = FanOut::new(vec![Box::new(Terminal::new()), Box::new(outputs) as Box<dyn Reporter>]);
-    let results = Runner::new(&suite, &args.out, interrupt, samplers, measurement).run(&cases, &mut reporter)?;
+    let mut reporter = FanOut::new(vec![
+        Box::new(Terminal::new()),
+        Box::new(outputs) as Box<dyn Reporter>,
+    ]);
+    let results = Runner::new(&suite, &args.out, interrupt, samplers, measurement)
+        .run(&cases, &mut reporter)?;
     Ok(judge(&results))
 }
 
@@ -212,15 +227,24 @@ fn prepare_outputs(args: &RunArgs) -> Result<ResultFiles, CliError> {
         CliError::Infrastructure(format!("cannot write to {}: {e}", path.display()))
     };
     std::fs::create_dir_all(args.out.join("cases")).map_err(|e| infra(&args.out, e))?;
-    let mut files = ResultFiles { json: vec![args.out.join("results.json")], junit: vec![args.out.join("junit.xml")] };
+    let mut files = ResultFiles {
+        json: vec![args.out.join("results.json")],
+        junit: vec![args.out.join("junit.xml")],
+    };
     files.json.extend(args.json.clone());
     files.junit.extend(args.junit.clone());
     for path in files.json.iter().chain(&files.junit) {
-        let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let folder = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         std::fs::create_dir_all(folder).map_err(|e| infra(folder, e))?;
         tempfile::tempfile_in(folder).map_err(|e| infra(folder, e))?;
         if path.is_dir() {
-            return Err(CliError::Infrastructure(format!("{} is a directory, not a file path", path.display())));
+            return Err(CliError::Infrastructure(format!(
+                "{} is a directory, not a file path",
+                path.display()
+            )));
         }
     }
     Ok(files)

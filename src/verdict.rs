@@ -16,13 +16,21 @@ use crate::units::{Bytes, format_duration};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
     /// A budget check failed while the case ran.
-    BudgetExceeded { at: Duration },
-    TimedOut { after: Duration },
+    BudgetExceeded {
+        at: Duration,
+    },
+    TimedOut {
+        after: Duration,
+    },
     Interrupted,
     /// One instance failed, so the others were stopped.
-    InstanceFailed { index: u32 },
+    InstanceFailed {
+        index: u32,
+    },
     /// An instance (or a soak relaunch) could not be started.
-    LaunchFailed { message: String },
+    LaunchFailed {
+        message: String,
+    },
 }
 
 /// What the runner observed about a case.
@@ -46,10 +54,16 @@ pub fn host_budget_check(peak: Option<Bytes>, limit: Bytes) -> Check {
     let (passed, message) = match peak {
         Some(peak) if breaches(peak, limit) => (
             false,
-            format!("host peak {peak} exceeded budget {limit} (by {})", Bytes(peak.0 - limit.0)),
+            format!(
+                "host peak {peak} exceeded budget {limit} (by {})",
+                Bytes(peak.0 - limit.0)
+            ),
         ),
         Some(peak) => (true, format!("host peak {peak} within budget {limit}")),
-        None => (false, format!("host memory could not be measured, so budget {limit} is unverified")),
+        None => (
+            false,
+            format!("host memory could not be measured, so budget {limit} is unverified"),
+        ),
     };
     Check {
         name: "budget.host".to_string(),
@@ -68,18 +82,30 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> (CaseStatus, Option<Stri
     };
     match &observed.stop {
         Some(StopReason::Interrupted) => {
-            return (CaseStatus::Interrupted, Some(format!("interrupted before it finished; {peak} so far")));
+            return (
+                CaseStatus::Interrupted,
+                Some(format!("interrupted before it finished; {peak} so far")),
+            );
         }
-        Some(StopReason::LaunchFailed { message }) => return (CaseStatus::Error, Some(message.clone())),
+        Some(StopReason::LaunchFailed { message }) => {
+            return (CaseStatus::Error, Some(message.clone()));
+        }
         Some(StopReason::TimedOut { after }) => {
             return (
                 CaseStatus::TimedOut,
-                Some(format!("timed out after {}; stopped with its whole process tree; {peak}", format_duration(*after))),
+                Some(format!(
+                    "timed out after {}; stopped with its whole process tree; {peak}",
+                    format_duration(*after)
+                )),
             );
         }
         _ => {}
     }
-    let failed: Vec<&str> = checks.iter().filter(|c| !c.passed).map(|c| c.message.as_str()).collect();
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.message.as_str())
+        .collect();
     if !failed.is_empty() {
         let mut message = failed.join("; ");
         if let Some(StopReason::BudgetExceeded { at }) = observed.stop {
@@ -90,19 +116,30 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> (CaseStatus, Option<Stri
     // With several instances, the first to fail is the cause; the others
     // were stopped because of it.
     let first_failure = match observed.stop {
-        Some(StopReason::InstanceFailed { index }) => {
-            observed.exits.get(index as usize).copied().flatten().map(|exit| (index, exit))
-        }
+        Some(StopReason::InstanceFailed { index }) => observed
+            .exits
+            .get(index as usize)
+            .copied()
+            .flatten()
+            .map(|exit| (index, exit)),
         _ => None,
     }
     .or_else(|| {
-        observed.exits.iter().enumerate().find_map(|(i, exit)| match exit {
-            Some(exit) if !exit.success() => Some((i as u32, *exit)),
-            _ => None,
-        })
+        observed
+            .exits
+            .iter()
+            .enumerate()
+            .find_map(|(i, exit)| match exit {
+                Some(exit) if !exit.success() => Some((i as u32, *exit)),
+                _ => None,
+            })
     });
     if let Some((index, exit)) = first_failure {
-        let who = if observed.exits.len() > 1 { format!("instance {index}") } else { "the command".to_string() };
+        let who = if observed.exits.len() > 1 {
+            format!("instance {index}")
+        } else {
+            "the command".to_string()
+        };
         let mut message = format!("{who} {}", exit.describe());
         if exit == Exit::Signal(libc::SIGKILL) || exit == Exit::Code(137) {
             message.push_str(&format!(
@@ -121,7 +158,11 @@ mod tests {
     const MIB: u64 = 1024 * 1024;
 
     fn observed(stop: Option<StopReason>, exits: &[Option<Exit>], peak: Option<u64>) -> Observed {
-        Observed { stop, exits: exits.to_vec(), host_peak: peak.map(Bytes) }
+        Observed {
+            stop,
+            exits: exits.to_vec(),
+            host_peak: peak.map(Bytes),
+        }
     }
 
     #[test]
@@ -141,7 +182,10 @@ mod tests {
             assert_eq!(check.limit_bytes, Some(512 * MIB));
         }
         let over = host_budget_check(Some(Bytes(612 * MIB)), limit);
-        assert_eq!(over.message, "host peak 612.0 MiB exceeded budget 512.0 MiB (by 100.0 MiB)");
+        assert_eq!(
+            over.message,
+            "host peak 612.0 MiB exceeded budget 512.0 MiB (by 100.0 MiB)"
+        );
         let zero_budget = host_budget_check(Some(Bytes(1)), Bytes(0));
         assert!(!zero_budget.passed);
     }
@@ -152,16 +196,37 @@ mod tests {
         let failing_check = host_budget_check(Some(Bytes(2)), Bytes(1));
         let passing_check = host_budget_check(Some(Bytes(1)), Bytes(1));
         let table: Vec<(Observed, Vec<Check>, CaseStatus, &str)> = vec![
-            (observed(None, &[ok], Some(MIB)), vec![], CaseStatus::Passed, ""),
-            (observed(None, &[ok], None), vec![], CaseStatus::Passed, ""),
-            (observed(None, &[ok], Some(1)), vec![passing_check.clone()], CaseStatus::Passed, ""),
             (
-                observed(Some(StopReason::BudgetExceeded { at: Duration::from_millis(1200) }), &[Some(Exit::Signal(15))], Some(2)),
+                observed(None, &[ok], Some(MIB)),
+                vec![],
+                CaseStatus::Passed,
+                "",
+            ),
+            (observed(None, &[ok], None), vec![], CaseStatus::Passed, ""),
+            (
+                observed(None, &[ok], Some(1)),
+                vec![passing_check.clone()],
+                CaseStatus::Passed,
+                "",
+            ),
+            (
+                observed(
+                    Some(StopReason::BudgetExceeded {
+                        at: Duration::from_millis(1200),
+                    }),
+                    &[Some(Exit::Signal(15))],
+                    Some(2),
+                ),
                 vec![failing_check.clone()],
                 CaseStatus::Failed,
                 "exceeded budget 1 B (by 1 B) — stopped at 1.2s",
             ),
-            (observed(None, &[Some(Exit::Code(3))], Some(MIB)), vec![], CaseStatus::Failed, "the command exited with code 3"),
+            (
+                observed(None, &[Some(Exit::Code(3))], Some(MIB)),
+                vec![],
+                CaseStatus::Failed,
+                "the command exited with code 3",
+            ),
             (
                 observed(None, &[ok, Some(Exit::Code(1))], Some(MIB)),
                 vec![],
@@ -169,7 +234,11 @@ mod tests {
                 "instance 1 exited with code 1",
             ),
             (
-                observed(Some(StopReason::InstanceFailed { index: 2 }), &[Some(Exit::Signal(15)), ok, Some(Exit::Code(4))], None),
+                observed(
+                    Some(StopReason::InstanceFailed { index: 2 }),
+                    &[Some(Exit::Signal(15)), ok, Some(Exit::Code(4))],
+                    None,
+                ),
                 vec![],
                 CaseStatus::Failed,
                 "instance 2 exited with code 4",
@@ -180,21 +249,42 @@ mod tests {
                 CaseStatus::Failed,
                 "the command was killed by SIGKILL (signal 9) — not sent by oomgate: suspect the host's out-of-memory killer",
             ),
-            (observed(None, &[Some(Exit::Signal(11))], None), vec![], CaseStatus::Failed, "the command was killed by SIGSEGV (signal 11)"),
             (
-                observed(Some(StopReason::TimedOut { after: Duration::from_secs(120) }), &[Some(Exit::Signal(9))], Some(MIB)),
+                observed(None, &[Some(Exit::Signal(11))], None),
+                vec![],
+                CaseStatus::Failed,
+                "the command was killed by SIGSEGV (signal 11)",
+            ),
+            (
+                observed(
+                    Some(StopReason::TimedOut {
+                        after: Duration::from_secs(120),
+                    }),
+                    &[Some(Exit::Signal(9))],
+                    Some(MIB),
+                ),
                 vec![failing_check.clone()],
                 CaseStatus::TimedOut,
                 "timed out after 2m00s",
             ),
             (
-                observed(Some(StopReason::Interrupted), &[Some(Exit::Signal(15))], None),
+                observed(
+                    Some(StopReason::Interrupted),
+                    &[Some(Exit::Signal(15))],
+                    None,
+                ),
                 vec![failing_check],
                 CaseStatus::Interrupted,
                 "interrupted before it finished; host peak unknown so far",
             ),
             (
-                observed(Some(StopReason::LaunchFailed { message: "cannot start `x`".into() }), &[None], None),
+                observed(
+                    Some(StopReason::LaunchFailed {
+                        message: "cannot start `x`".into(),
+                    }),
+                    &[None],
+                    None,
+                ),
                 vec![],
                 CaseStatus::Error,
                 "cannot start `x`",
@@ -204,8 +294,15 @@ mod tests {
             let (got_status, message) = decide(&observed, &checks);
             assert_eq!(got_status, status, "{observed:?}");
             let message = message.unwrap_or_default();
-            assert!(message.contains(fragment), "`{fragment}` not in `{message}`");
-            assert_eq!(status == CaseStatus::Passed, message.is_empty(), "{message}");
+            assert!(
+                message.contains(fragment),
+                "`{fragment}` not in `{message}`"
+            );
+            assert_eq!(
+                status == CaseStatus::Passed,
+                message.is_empty(),
+                "{message}"
+            );
         }
     }
 }

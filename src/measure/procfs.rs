@@ -77,7 +77,10 @@ impl Scanner {
         // SAFETY: sysconf has no preconditions; it returns -1 on error.
         let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         Scanner {
-            page_size: u64::try_from(page_size).ok().filter(|p| *p > 0).unwrap_or(4096),
+            page_size: u64::try_from(page_size)
+                .ok()
+                .filter(|p| *p > 0)
+                .unwrap_or(4096),
             buffer: Vec::with_capacity(1024),
             all: Vec::new(),
             queue: Vec::new(),
@@ -91,7 +94,11 @@ impl Scanner {
         self.all.clear();
         for entry in fs::read_dir("/proc")? {
             let Ok(entry) = entry else { continue };
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
                 continue;
             };
             if let Some(proc_entry) = self.read_stat(pid) {
@@ -120,7 +127,10 @@ impl Scanner {
     fn read_stat(&mut self, pid: i32) -> Option<ProcEntry> {
         self.buffer.clear();
         let path = format!("/proc/{pid}/stat");
-        fs::File::open(path).ok()?.read_to_end(&mut self.buffer).ok()?;
+        fs::File::open(path)
+            .ok()?
+            .read_to_end(&mut self.buffer)
+            .ok()?;
         parse_stat(&self.buffer, self.page_size)
     }
 }
@@ -139,7 +149,13 @@ fn parse_stat(text: &[u8], page_size: u64) -> Option<ProcEntry> {
     let pgid = fields.next()?.parse().ok()?;
     // Fields 6..=23 (session .. vsize) are not needed; rss is field 24.
     let rss_pages: u64 = fields.nth(23 - 6 + 1)?.parse().ok()?;
-    Some(ProcEntry { pid, ppid, pgid, rss_bytes: rss_pages.saturating_mul(page_size), state })
+    Some(ProcEntry {
+        pid,
+        ppid,
+        pgid,
+        rss_bytes: rss_pages.saturating_mul(page_size),
+        state,
+    })
 }
 
 #[cfg(test)]
@@ -159,14 +175,23 @@ mod tests {
 
     #[test]
     fn garbage_is_skipped_not_misread() {
-        for bad in [&b""[..], b"12 (x", b"12 (x) S", b"x (y) S 1 1 1", b"\xff\xfe"] {
+        for bad in [
+            &b""[..],
+            b"12 (x",
+            b"12 (x) S",
+            b"x (y) S 1 1 1",
+            b"\xff\xfe",
+        ] {
             assert_eq!(parse_stat(bad, 4096), None);
         }
     }
 
     #[test]
     fn finds_this_process_children() {
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().expect("spawn sleep");
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("spawn sleep");
         let mut scanner = Scanner::new();
         let me = i32::try_from(std::process::id()).expect("pid fits");
         let child_pid = i32::try_from(child.id()).expect("pid fits");

@@ -175,9 +175,19 @@ mod tests {
         timeline.finish();
         assert!(timeline.points.len() <= Timeline::CAPACITY);
         assert_eq!(timeline.samples, total);
-        assert_eq!(timeline.host_peak, Some(Peak { bytes: 9_999, t_ms: 77_777 * 50 }));
+        assert_eq!(
+            timeline.host_peak,
+            Some(Peak {
+                bytes: 9_999,
+                t_ms: 77_777 * 50
+            })
+        );
         let visible_max = timeline.points.iter().filter_map(|p| p.host_bytes).max();
-        assert_eq!(visible_max, Some(9_999), "downsampling must not lower the spike");
+        assert_eq!(
+            visible_max,
+            Some(9_999),
+            "downsampling must not lower the spike"
+        );
         assert!(timeline.points.windows(2).all(|w| w[0].t_ms < w[1].t_ms));
     }
 
@@ -193,7 +203,12 @@ mod tests {
     #[test]
     fn unknown_figures_never_become_zero() {
         let mut timeline = Timeline::new();
-        timeline.push(&Sample { at: Duration::ZERO, host_bytes: None, gpu_bytes: None, processes: 0 });
+        timeline.push(&Sample {
+            at: Duration::ZERO,
+            host_bytes: None,
+            gpu_bytes: None,
+            processes: 0,
+        });
         timeline.finish();
         assert_eq!(timeline.host_peak, None);
         assert_eq!(timeline.points[0].host_bytes, None);

@@ -8,7 +8,10 @@ use super::{Event, Reporter, json, junit};
 /// Replace `path` with `contents` so that a reader (or a crash) never sees
 /// a half-written file: write a temporary file beside it, then rename.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(folder)?;
     let mut file = tempfile::NamedTempFile::new_in(folder)?;
     file.write_all(contents)?;
@@ -44,7 +47,9 @@ fn with_path(error: io::Error, path: &Path) -> io::Error {
 impl Reporter for ResultFiles {
     fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
         match event {
-            Event::CaseFinished { results, .. } | Event::RunFinished { results } => self.write(results),
+            Event::CaseFinished { results, .. } | Event::RunFinished { results } => {
+                self.write(results)
+            }
             _ => Ok(()),
         }
     }

@@ -27,11 +27,18 @@ pub fn render(results: &RunResults) -> io::Result<String> {
     suite.add_properties([
         Property::new("oomgate_version", &results.oomgate_version),
         Property::new("host", &results.host),
-        Property::new("sample_interval_ms", results.measurement.sample_interval_ms.to_string()),
+        Property::new(
+            "sample_interval_ms",
+            results.measurement.sample_interval_ms.to_string(),
+        ),
         Property::new("host_method", &results.measurement.host_method),
         Property::new(
             "gpu_method",
-            results.measurement.gpu_method.as_deref().unwrap_or("not measured"),
+            results
+                .measurement
+                .gpu_method
+                .as_deref()
+                .unwrap_or("not measured"),
         ),
     ]);
 
@@ -59,7 +66,11 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
                 _ => NonSuccessKind::Error,
             };
             let mut status = TestCaseStatus::non_success(kind);
-            status.set_message(case.message.clone().unwrap_or_else(|| other.label().to_string()));
+            status.set_message(
+                case.message
+                    .clone()
+                    .unwrap_or_else(|| other.label().to_string()),
+            );
             status.set_type(failure_type(case));
             status.set_description(details.clone());
             status
@@ -83,9 +94,15 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     }
     for check in &case.checks {
         if let Some(limit) = check.limit_bytes {
-            properties.push(Property::new(format!("{}_bytes", check.name), limit.to_string()));
+            properties.push(Property::new(
+                format!("{}_bytes", check.name),
+                limit.to_string(),
+            ));
         }
-        properties.push(Property::new(format!("{}.passed", check.name), check.passed.to_string()));
+        properties.push(Property::new(
+            format!("{}.passed", check.name),
+            check.passed.to_string(),
+        ));
     }
     for (key, value) in &case.params {
         properties.push(Property::new(format!("param.{key}"), value));

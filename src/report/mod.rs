@@ -21,15 +21,37 @@ use crate::units::Bytes;
 /// Something that happened during a run.
 #[derive(Debug)]
 pub enum Event<'a> {
-    RunStarted { suite: &'a Suite, planned: usize, measurement: &'a Measurement },
-    CaseStarted { case: &'a Case, index: usize, planned: usize },
+    RunStarted {
+        suite: &'a Suite,
+        planned: usize,
+        measurement: &'a Measurement,
+    },
+    CaseStarted {
+        case: &'a Case,
+        index: usize,
+        planned: usize,
+    },
     /// Once per sampling tick while a case runs.
-    CaseProgress { case: &'a Case, elapsed: Duration, host_now: Option<Bytes>, host_peak: Option<Bytes> },
+    CaseProgress {
+        case: &'a Case,
+        elapsed: Duration,
+        host_now: Option<Bytes>,
+        host_peak: Option<Bytes>,
+    },
     /// `results` holds every case finished so far, this one included.
-    CaseFinished { result: &'a CaseResult, index: usize, planned: usize, results: &'a RunResults },
-    RunFinished { results: &'a RunResults },
+    CaseFinished {
+        result: &'a CaseResult,
+        index: usize,
+        planned: usize,
+        results: &'a RunResults,
+    },
+    RunFinished {
+        results: &'a RunResults,
+    },
     /// Something the user should know that is not a case verdict.
-    Warning { message: String },
+    Warning {
+        message: String,
+    },
 }
 
 pub trait Reporter {
@@ -83,7 +105,12 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
     let _ = writeln!(out, "host peak:   {host}, RSS summed over the process tree");
     for check in &case.checks {
         let verdict = if check.passed { "ok" } else { "FAILED" };
-        let _ = writeln!(out, "{:<12} {verdict}: {}", format!("{}:", check.name), check.message);
+        let _ = writeln!(
+            out,
+            "{:<12} {verdict}: {}",
+            format!("{}:", check.name),
+            check.message
+        );
     }
     let gpu = match (case.gpu_peak_bytes, &measurement.gpu_note) {
         (Some(bytes), _) => format!("{} ({bytes} bytes)", Bytes(bytes)),
@@ -102,16 +129,32 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
         .iter()
         .map(|i| {
             let exit = i.exit.map_or("not started".to_string(), Exit::describe);
-            let runs = if i.runs > 1 { format!(", {} runs", i.runs) } else { String::new() };
+            let runs = if i.runs > 1 {
+                format!(", {} runs", i.runs)
+            } else {
+                String::new()
+            };
             format!("#{} {exit}{runs}", i.index)
         })
         .collect();
     let _ = writeln!(out, "instances:   {}", exits.join("; "));
     if case.leftover_processes > 0 {
-        let _ = writeln!(out, "leftovers:   {} process(es) outlived the command and were stopped", case.leftover_processes);
+        let _ = writeln!(
+            out,
+            "leftovers:   {} process(es) outlived the command and were stopped",
+            case.leftover_processes
+        );
     }
-    let _ = writeln!(out, "samples:     {} ({} failed)", case.samples, case.sample_errors);
-    let _ = writeln!(out, "command:     {}", crate::suite::shell_join(&case.command));
+    let _ = writeln!(
+        out,
+        "samples:     {} ({} failed)",
+        case.samples, case.sample_errors
+    );
+    let _ = writeln!(
+        out,
+        "command:     {}",
+        crate::suite::shell_join(&case.command)
+    );
     let _ = writeln!(out, "cwd:         {}", case.cwd.display());
     let _ = writeln!(out, "logs:        {}", case.dir.display());
     out

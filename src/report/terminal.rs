@@ -58,7 +58,11 @@ impl Terminal {
     }
 
     fn paint(&self, style: Style, text: &str) -> String {
-        if self.color { format!("{style}{text}{style:#}") } else { text.to_string() }
+        if self.color {
+            format!("{style}{text}{style:#}")
+        } else {
+            text.to_string()
+        }
     }
 
     fn line(&self, text: &str) {
@@ -80,7 +84,10 @@ impl Terminal {
 
     fn finished_line(&self, case: &CaseResult) -> String {
         let label = format!("{:>12}", case.status.label());
-        let time = format!("[{:>8}]", format_duration(Duration::from_secs_f64(case.wall_time_s)));
+        let time = format!(
+            "[{:>8}]",
+            format_duration(Duration::from_secs_f64(case.wall_time_s))
+        );
         let mut text = format!(
             "{} {time} {}  {}",
             self.paint(Self::status_style(case.status), &label),
@@ -112,12 +119,19 @@ impl Terminal {
                     case.status.label().to_string(),
                     case.id.clone(),
                     format_duration(Duration::from_secs_f64(case.wall_time_s)),
-                    case.host_peak().map_or("unknown".to_string(), |b| b.to_string()),
+                    case.host_peak()
+                        .map_or("unknown".to_string(), |b| b.to_string()),
                     budget,
                 ]
             })
             .chain(results.not_run.iter().map(|id| {
-                ["NOT RUN".to_string(), id.clone(), "-".to_string(), "-".to_string(), "-".to_string()]
+                [
+                    "NOT RUN".to_string(),
+                    id.clone(),
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                ]
             }))
             .collect();
         let mut widths = header.map(str::len);
@@ -140,11 +154,17 @@ impl Terminal {
         };
         let mut out = vec![self.paint(Style::new().bold(), &render(header))];
         for (row, case_status) in rows.iter().zip(
-            results.cases.iter().map(|c| Some(c.status)).chain(results.not_run.iter().map(|_| None)),
+            results
+                .cases
+                .iter()
+                .map(|c| Some(c.status))
+                .chain(results.not_run.iter().map(|_| None)),
         ) {
             let text = render([&row[0], &row[1], &row[2], &row[3], &row[4]]);
             out.push(match case_status {
-                Some(status) if status != CaseStatus::Passed => self.paint(Self::status_style(status), &text),
+                Some(status) if status != CaseStatus::Passed => {
+                    self.paint(Self::status_style(status), &text)
+                }
                 _ => text,
             });
         }
@@ -160,8 +180,15 @@ impl Default for Terminal {
 
 /// `host peak 74.2 MiB (budget 512.0 MiB)`
 fn figures(case: &CaseResult) -> String {
-    let peak = case.host_peak().map_or("unknown".to_string(), |b| b.to_string());
-    match case.checks.iter().find(|c| c.name == "budget.host").and_then(|c| c.limit_bytes) {
+    let peak = case
+        .host_peak()
+        .map_or("unknown".to_string(), |b| b.to_string());
+    match case
+        .checks
+        .iter()
+        .find(|c| c.name == "budget.host")
+        .and_then(|c| c.limit_bytes)
+    {
         Some(limit) => format!("host peak {peak} (budget {})", Bytes(limit)),
         None => format!("host peak {peak}"),
     }
@@ -170,23 +197,37 @@ fn figures(case: &CaseResult) -> String {
 impl Reporter for Terminal {
     fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
         match event {
-            Event::RunStarted { suite, planned, measurement } => {
+            Event::RunStarted {
+                suite,
+                planned,
+                measurement,
+            } => {
                 self.started = Instant::now();
                 let cases = if *planned == 1 { "case" } else { "cases" };
                 self.line(&format!(
                     "{} {planned} {cases} from {} (host memory every {}ms)",
-                    self.paint(AnsiColor::Green.on_default().bold(), &format!("{:>12}", "Starting")),
+                    self.paint(
+                        AnsiColor::Green.on_default().bold(),
+                        &format!("{:>12}", "Starting")
+                    ),
                     suite.path.display(),
                     measurement.sample_interval_ms
                 ));
                 if let Some(note) = &measurement.gpu_note {
                     self.line(&format!(
                         "{} GPU memory is not measured: {note}",
-                        self.paint(AnsiColor::Yellow.on_default().bold(), &format!("{:>12}", "note")),
+                        self.paint(
+                            AnsiColor::Yellow.on_default().bold(),
+                            &format!("{:>12}", "note")
+                        ),
                     ));
                 }
             }
-            Event::CaseStarted { case, index, planned } => {
+            Event::CaseStarted {
+                case,
+                index,
+                planned,
+            } => {
                 self.position = (index + 1, *planned);
                 self.last_heartbeat = Duration::ZERO;
                 if let Some(bar) = &self.bar {
@@ -194,7 +235,12 @@ impl Reporter for Terminal {
                     bar.enable_steady_tick(Duration::from_millis(100));
                 }
             }
-            Event::CaseProgress { case, elapsed, host_now, host_peak } => {
+            Event::CaseProgress {
+                case,
+                elapsed,
+                host_now,
+                host_peak,
+            } => {
                 let now = host_now.map_or("?".to_string(), |b| b.to_string());
                 let peak = host_peak.map_or("?".to_string(), |b| b.to_string());
                 let (index, planned) = self.position;
@@ -224,7 +270,10 @@ impl Reporter for Terminal {
                 self.line(&self.finished_line(result));
             }
             Event::Warning { message } => {
-                self.line(&format!("{} {message}", self.paint(AnsiColor::Yellow.on_default().bold(), "warning:")));
+                self.line(&format!(
+                    "{} {message}",
+                    self.paint(AnsiColor::Yellow.on_default().bold(), "warning:")
+                ));
             }
             Event::RunFinished { results } => {
                 if let Some(bar) = self.bar.take() {
@@ -237,8 +286,15 @@ impl Reporter for Terminal {
                     self.line(&rule);
                 }
                 let s = &results.summary;
-                let mut parts = vec![format!("{} passed", s.passed), format!("{} failed", s.failed)];
-                for (count, word) in [(s.timed_out, "timed out"), (s.error, "errored"), (s.interrupted, "interrupted")] {
+                let mut parts = vec![
+                    format!("{} passed", s.passed),
+                    format!("{} failed", s.failed),
+                ];
+                for (count, word) in [
+                    (s.timed_out, "timed out"),
+                    (s.error, "errored"),
+                    (s.interrupted, "interrupted"),
+                ] {
                     if count > 0 {
                         parts.push(format!("{count} {word}"));
                     }
@@ -246,7 +302,11 @@ impl Reporter for Terminal {
                 if !results.not_run.is_empty() {
                     parts.push(format!("{} not run", results.not_run.len()));
                 }
-                let label = if results.interrupted { "Interrupted" } else { "Summary" };
+                let label = if results.interrupted {
+                    "Interrupted"
+                } else {
+                    "Summary"
+                };
                 let style = if s.not_passed() > 0 || results.interrupted {
                     AnsiColor::Red.on_default().bold()
                 } else {
@@ -257,7 +317,11 @@ impl Reporter for Terminal {
                     self.paint(style, &format!("{label:>12}")),
                     format_duration(self.started.elapsed()),
                     results.cases.len(),
-                    if results.cases.len() == 1 { "case" } else { "cases" },
+                    if results.cases.len() == 1 {
+                        "case"
+                    } else {
+                        "cases"
+                    },
                     parts.join(", ")
                 ));
             }

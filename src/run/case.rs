@@ -40,9 +40,18 @@ struct Instance {
 
 impl Instance {
     fn start(&mut self, case: &Case, case_dir: &Path) -> Result<(), String> {
-        let spec = LaunchSpec { case, index: self.index, case_dir, logs: &self.logs };
+        let spec = LaunchSpec {
+            case,
+            index: self.index,
+            case_dir,
+            logs: &self.logs,
+        };
         let handle = launch(&spec).map_err(|e| e.to_string())?;
-        self.pgid = handle.pids().first().and_then(|pid| i32::try_from(*pid).ok()).unwrap_or(0);
+        self.pgid = handle
+            .pids()
+            .first()
+            .and_then(|pid| i32::try_from(*pid).ok())
+            .unwrap_or(0);
         self.handle = Some(handle);
         self.runs += 1;
         self.exit = None;
@@ -84,7 +93,12 @@ impl Instance {
 }
 
 impl Runner<'_> {
-    pub(super) fn run_case(&mut self, case: &Case, case_dir: &Path, reporter: &mut dyn Reporter) -> CaseResult {
+    pub(super) fn run_case(
+        &mut self,
+        case: &Case,
+        case_dir: &Path,
+        reporter: &mut dyn Reporter,
+    ) -> CaseResult {
         let started_at = super::now_rfc3339();
         let start = Instant::now();
         let mut instances: Vec<Instance> = (0..case.concurrency)
@@ -141,7 +155,9 @@ impl Runner<'_> {
             }
             let now = Instant::now();
             if now >= deadline {
-                stop = Some(StopReason::TimedOut { after: case.timeout });
+                stop = Some(StopReason::TimedOut {
+                    after: case.timeout,
+                });
                 break;
             }
             next_tick += self.suite.sample_interval;
@@ -155,14 +171,20 @@ impl Runner<'_> {
         // Whatever is still running now is either stopped on purpose or left
         // behind by a workload that exited: either way it must not outlive
         // the case.
-        let leftovers = if stop.is_none() { self.live_descendants() } else { 0 };
+        let leftovers = if stop.is_none() {
+            self.live_descendants()
+        } else {
+            0
+        };
         self.stop_everything(&mut instances, case.kill_grace);
         timeline.finish();
 
         let checks: Vec<Check> = case
             .budget
             .host
-            .map(|limit| verdict::host_budget_check(timeline.host_peak.map(|p| Bytes(p.bytes)), limit))
+            .map(|limit| {
+                verdict::host_budget_check(timeline.host_peak.map(|p| Bytes(p.bytes)), limit)
+            })
             .into_iter()
             .collect();
         let observed = Observed {
@@ -174,7 +196,11 @@ impl Runner<'_> {
 
         let timeline_path = case_dir.join("timeline.json");
         if let Err(e) = write_json(&timeline_path, &timeline) {
-            reporter.handle(&Event::Warning { message: format!("cannot write {}: {e}", timeline_path.display()) }).ok();
+            reporter
+                .handle(&Event::Warning {
+                    message: format!("cannot write {}: {e}", timeline_path.display()),
+                })
+                .ok();
         }
         if leftovers > 0 {
             reporter
@@ -193,8 +219,15 @@ impl Runner<'_> {
             .iter()
             .find(|i| i.exit.is_some_and(|e| !e.success()))
             .map_or(0, |i| i.index as usize);
-        let tail = |path: &Path| read_tail(path, TAIL_BYTES).unwrap_or_else(|e| format!("[oomgate: cannot read {}: {e}]", path.display()));
-        let relative = |path: &Path| -> PathBuf { path.strip_prefix(self.out_dir).unwrap_or(path).to_path_buf() };
+        let tail = |path: &Path| {
+            read_tail(path, TAIL_BYTES)
+                .unwrap_or_else(|e| format!("[oomgate: cannot read {}: {e}]", path.display()))
+        };
+        let relative = |path: &Path| -> PathBuf {
+            path.strip_prefix(self.out_dir)
+                .unwrap_or(path)
+                .to_path_buf()
+        };
 
         CaseResult {
             id: case.id.clone(),
@@ -234,7 +267,10 @@ impl Runner<'_> {
 
     /// One tick: scan the tree once, let every sampler read it.
     fn sample(&mut self, at: Duration) -> (Sample, u64) {
-        let mut sample = Sample { at, ..Sample::default() };
+        let mut sample = Sample {
+            at,
+            ..Sample::default()
+        };
         let mut errors = 0;
         match self.scanner.descendants_of(process::self_pid()) {
             Ok(tree) => {
@@ -259,9 +295,13 @@ impl Runner<'_> {
         soak_until: Option<Instant>,
     ) -> Option<StopReason> {
         for instance in instances.iter_mut() {
-            let Some(exit) = instance.poll() else { continue };
+            let Some(exit) = instance.poll() else {
+                continue;
+            };
             if !exit.success() {
-                return Some(StopReason::InstanceFailed { index: instance.index });
+                return Some(StopReason::InstanceFailed {
+                    index: instance.index,
+                });
             }
             if soak_until.is_some_and(|until| Instant::now() < until) {
                 let marker = format!(
@@ -282,14 +322,19 @@ impl Runner<'_> {
     }
 
     fn live_descendants(&mut self) -> usize {
-        self.scanner.descendants_of(process::self_pid()).map(|tree| tree.alive().count()).unwrap_or(0)
+        self.scanner
+            .descendants_of(process::self_pid())
+            .map(|tree| tree.alive().count())
+            .unwrap_or(0)
     }
 
     /// SIGTERM to every instance group and descendant, up to `grace` for
     /// them to exit, then SIGKILL; collect every exit status and reap
     /// re-parented orphans, so nothing of the case survives it.
     fn stop_everything(&mut self, instances: &mut [Instance], grace: Duration) {
-        let leaders = |instances: &[Instance]| -> Vec<i32> { instances.iter().filter_map(Instance::pid).collect() };
+        let leaders = |instances: &[Instance]| -> Vec<i32> {
+            instances.iter().filter_map(Instance::pid).collect()
+        };
         if instances.iter().all(|i| !i.running()) && self.live_descendants() == 0 {
             process::reap_adopted(&mut self.scanner, &[]);
             return;
@@ -306,7 +351,10 @@ impl Runner<'_> {
                 instance.poll();
             }
             process::reap_adopted(&mut self.scanner, &leaders(instances));
-            if self.live_descendants() == 0 || Instant::now() >= grace_end || self.interrupt.insisted() {
+            if self.live_descendants() == 0
+                || Instant::now() >= grace_end
+                || self.interrupt.insisted()
+            {
                 break;
             }
             thread::sleep(STOP_POLL);
@@ -323,7 +371,11 @@ impl Runner<'_> {
                 instance.poll();
             }
             process::reap_adopted(&mut self.scanner, &leaders(instances));
-            let descendants = self.scanner.descendants_of(process::self_pid()).map(|t| t.len()).unwrap_or(0);
+            let descendants = self
+                .scanner
+                .descendants_of(process::self_pid())
+                .map(|t| t.len())
+                .unwrap_or(0);
             if descendants == 0 || Instant::now() >= settle_end {
                 break;
             }
@@ -338,7 +390,11 @@ impl Runner<'_> {
 }
 
 fn append(path: &Path, text: &str) {
-    if let Ok(mut file) = std::fs::OpenOptions::new().append(true).create(true).open(path) {
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+    {
         file.write_all(text.as_bytes()).ok();
     }
 }

@@ -36,7 +36,10 @@ impl InstanceLogs {
             0 => format!("{stream}.log"),
             i => format!("{stream}.{i}.log"),
         };
-        InstanceLogs { stdout: case_dir.join(name("stdout")), stderr: case_dir.join(name("stderr")) }
+        InstanceLogs {
+            stdout: case_dir.join(name("stdout")),
+            stderr: case_dir.join(name("stderr")),
+        }
     }
 }
 
@@ -67,9 +70,11 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<duct::Handle, LaunchError> {
     let env = environment(spec);
     let program = resolve(case, &env)?;
     let open = |path: &Path| -> Result<File, LaunchError> {
-        OpenOptions::new().create(true).append(true).open(path).map_err(|e| {
-            LaunchError(format!("cannot open log file {}: {e}", path.display()))
-        })
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| LaunchError(format!("cannot open log file {}: {e}", path.display())))
     };
     let stdout = open(&spec.logs.stdout)?;
     let stderr = open(&spec.logs.stderr)?;
@@ -87,7 +92,11 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<duct::Handle, LaunchError> {
         })
         .start()
         .map_err(|e| {
-            LaunchError(format!("cannot start `{}` ({}): {e}", case.command[0], program.display()))
+            LaunchError(format!(
+                "cannot start `{}` ({}): {e}",
+                case.command[0],
+                program.display()
+            ))
         })
 }
 
@@ -113,11 +122,21 @@ fn environment(spec: &LaunchSpec<'_>) -> Vec<(OsString, OsString)> {
 fn resolve(case: &Case, env: &[(OsString, OsString)]) -> Result<PathBuf, LaunchError> {
     let written = &case.command[0];
     if case.program.is_absolute() {
-        return check_executable(&case.program).map(|()| case.program.clone()).map_err(|why| {
-            LaunchError(format!("cannot start `{written}`: {} {why}", case.program.display()))
-        });
+        return check_executable(&case.program)
+            .map(|()| case.program.clone())
+            .map_err(|why| {
+                LaunchError(format!(
+                    "cannot start `{written}`: {} {why}",
+                    case.program.display()
+                ))
+            });
     }
-    let path = env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
     for dir in std::env::split_paths(&path) {
         let candidate = dir.join(&case.program);
         if check_executable(&candidate).is_ok() {
@@ -148,7 +167,13 @@ mod tests {
     #[test]
     fn instance_zero_keeps_plain_log_names() {
         let dir = Path::new("/out/cases/a");
-        assert_eq!(InstanceLogs::for_instance(dir, 0).stdout, dir.join("stdout.log"));
-        assert_eq!(InstanceLogs::for_instance(dir, 2).stderr, dir.join("stderr.2.log"));
+        assert_eq!(
+            InstanceLogs::for_instance(dir, 0).stdout,
+            dir.join("stdout.log")
+        );
+        assert_eq!(
+            InstanceLogs::for_instance(dir, 2).stderr,
+            dir.join("stderr.2.log")
+        );
     }
 }

@@ -30,7 +30,10 @@ pub fn read_tail(path: &Path, limit: u64) -> io::Result<String> {
     }
     let cut = bytes.iter().position(|b| *b == b'\n').map_or(0, |i| i + 1);
     let skipped = start + cut as u64;
-    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
     Ok(format!(
         "[oomgate: {skipped} earlier bytes are in {name}]\n{}",
         String::from_utf8_lossy(&bytes[cut..])
@@ -47,7 +50,10 @@ mod tests {
         let path = dir.path().join("out.log");
         std::fs::write(&path, "one\ntwo\n").expect("write");
         assert_eq!(read_tail(&path, 100).expect("read"), "one\ntwo\n");
-        assert_eq!(read_tail(&dir.path().join("none.log"), 100).expect("read"), "");
+        assert_eq!(
+            read_tail(&dir.path().join("none.log"), 100).expect("read"),
+            ""
+        );
     }
 
     #[test]
@@ -69,6 +75,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("out.log");
         std::fs::write(&path, b"ok \xff\xfe\n").expect("write");
-        assert_eq!(read_tail(&path, 100).expect("read"), "ok \u{fffd}\u{fffd}\n");
+        assert_eq!(
+            read_tail(&path, 100).expect("read"),
+            "ok \u{fffd}\u{fffd}\n"
+        );
     }
 }

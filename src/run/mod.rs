@@ -56,12 +56,23 @@ impl<'a> Runner<'a> {
         samplers: Vec<Box<dyn Sampler>>,
         measurement: Measurement,
     ) -> Self {
-        Runner { suite, out_dir, interrupt, scanner: Scanner::new(), samplers, measurement }
+        Runner {
+            suite,
+            out_dir,
+            interrupt,
+            scanner: Scanner::new(),
+            samplers,
+            measurement,
+        }
     }
 
     /// Run the cases in order. Only infrastructure problems are errors;
     /// failing cases are results.
-    pub fn run(&mut self, cases: &[&Case], reporter: &mut dyn Reporter) -> Result<RunResults, RunError> {
+    pub fn run(
+        &mut self,
+        cases: &[&Case],
+        reporter: &mut dyn Reporter,
+    ) -> Result<RunResults, RunError> {
         let mut results = RunResults {
             schema: SCHEMA_VERSION,
             oomgate_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -75,23 +86,36 @@ impl<'a> Runner<'a> {
             finished_at: None,
             interrupted: false,
             measurement: self.measurement.clone(),
-            summary: Summary { planned: cases.len(), ..Summary::default() },
+            summary: Summary {
+                planned: cases.len(),
+                ..Summary::default()
+            },
             cases: Vec::with_capacity(cases.len()),
             not_run: Vec::new(),
             runner_max_rss_bytes: None,
         };
         reporter
-            .handle(&Event::RunStarted { suite: self.suite, planned: cases.len(), measurement: &self.measurement })
+            .handle(&Event::RunStarted {
+                suite: self.suite,
+                planned: cases.len(),
+                measurement: &self.measurement,
+            })
             .map_err(RunError::Report)?;
 
         for (index, case) in cases.iter().enumerate() {
             if self.interrupt.requested() {
-                results.not_run.extend(cases[index..].iter().map(|c| c.id.clone()));
+                results
+                    .not_run
+                    .extend(cases[index..].iter().map(|c| c.id.clone()));
                 break;
             }
             let case_dir = self.prepare_case_dir(case)?;
             reporter
-                .handle(&Event::CaseStarted { case, index, planned: cases.len() })
+                .handle(&Event::CaseStarted {
+                    case,
+                    index,
+                    planned: cases.len(),
+                })
                 .map_err(RunError::Report)?;
             let result = self.run_case(case, &case_dir, reporter);
             results.summary.count(result.status);
@@ -99,7 +123,12 @@ impl<'a> Runner<'a> {
             results.runner_max_rss_bytes = runner_max_rss_bytes();
             if let Some(result) = results.cases.last() {
                 reporter
-                    .handle(&Event::CaseFinished { result, index, planned: cases.len(), results: &results })
+                    .handle(&Event::CaseFinished {
+                        result,
+                        index,
+                        planned: cases.len(),
+                        results: &results,
+                    })
                     .map_err(RunError::Report)?;
             }
         }
@@ -107,7 +136,9 @@ impl<'a> Runner<'a> {
         results.interrupted = self.interrupt.requested();
         results.finished_at = Some(now_rfc3339());
         results.runner_max_rss_bytes = runner_max_rss_bytes();
-        reporter.handle(&Event::RunFinished { results: &results }).map_err(RunError::Report)?;
+        reporter
+            .handle(&Event::RunFinished { results: &results })
+            .map_err(RunError::Report)?;
         Ok(results)
     }
 
@@ -115,7 +146,10 @@ impl<'a> Runner<'a> {
     /// must not be mistaken for this run's.
     fn prepare_case_dir(&self, case: &Case) -> Result<PathBuf, RunError> {
         let path = self.out_dir.join("cases").join(&case.folder);
-        let fail = |source| RunError::CaseDir { path: path.clone(), source };
+        let fail = |source| RunError::CaseDir {
+            path: path.clone(),
+            source,
+        };
         match std::fs::remove_dir_all(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}

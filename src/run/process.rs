@@ -24,7 +24,11 @@ pub fn become_subreaper() -> io::Result<()> {
     // SAFETY: PR_SET_CHILD_SUBREAPER takes one integer argument; no memory
     // is passed to the kernel.
     let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Send `signal` to a process group. A group that no longer exists is not
@@ -43,7 +47,9 @@ pub fn signal_group(pgid: i32, signal: i32) {
 /// Send `signal` to every live descendant of oomgate. Returns how many
 /// processes were signalled.
 pub fn signal_descendants(scanner: &mut Scanner, signal: i32) -> usize {
-    let Ok(tree) = scanner.descendants_of(self_pid()) else { return 0 };
+    let Ok(tree) = scanner.descendants_of(self_pid()) else {
+        return 0;
+    };
     let mut count = 0;
     for process in tree.alive() {
         // SAFETY: kill has no memory arguments. The pid was a descendant a
@@ -60,7 +66,9 @@ pub fn signal_descendants(scanner: &mut Scanner, signal: i32) -> usize {
 /// `exclude` are pids whose exit status someone else (duct) will collect.
 pub fn reap_adopted(scanner: &mut Scanner, exclude: &[i32]) {
     let me = self_pid();
-    let Ok(tree) = scanner.descendants_of(me) else { return };
+    let Ok(tree) = scanner.descendants_of(me) else {
+        return;
+    };
     let zombies: Vec<i32> = tree
         .members()
         .iter()
@@ -105,7 +113,9 @@ impl Exit {
     pub fn describe(self) -> String {
         match self {
             Exit::Code(code) => format!("exited with code {code}"),
-            Exit::Signal(signal) => format!("was killed by {} (signal {signal})", signal_name(signal)),
+            Exit::Signal(signal) => {
+                format!("was killed by {} (signal {signal})", signal_name(signal))
+            }
         }
     }
 }

@@ -46,7 +46,7 @@ pub struct RawSettings {
 pub struct RawCase {
     pub name: Spanned<String>,
     pub command: Spanned<Vec<Spanned<String>>>,
-    pub matrix: Option<Spanned<IndexMap<Spanned<String>, Spanned<Vec<Spanned<toml::Value>>>>>>,
+    pub matrix: Option<Spanned<RawMatrix>>,
     // Spelled out rather than `#[serde(flatten)] RawSettings`: serde's
     // flatten disables both `deny_unknown_fields` and span tracking.
     pub cwd: Option<Spanned<String>>,
@@ -88,6 +88,9 @@ impl RawSettings {
 }
 
 pub type RawEnv = IndexMap<Spanned<String>, Spanned<String>>;
+
+/// `matrix = { key = [values...] }`, keys in file order.
+pub type RawMatrix = IndexMap<Spanned<String>, Spanned<Vec<Spanned<toml::Value>>>>;
 
 /// Borrowed view of the shared keys, so defaults and a case are read by one
 /// piece of code.

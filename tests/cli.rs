@@ -1,0 +1,221 @@
+//! The command-line contract: subcommands, exit codes, errors with
+//! locations, and paths that do not depend on the current directory.
+
+mod common;
+
+use common::*;
+
+const VALID: &str = "[suite]\nname = \"s\"\n[[case]]\nname = \"a-{n}\"\ncommand = [\"true\"]\nmatrix = { n = [1, 2] }\n[[case]]\nname = \"b\"\ncommand = [\"./script.sh\", \"x y\"]\n";
+
+#[test]
+fn malformed_suite_exits_2_with_file_and_line_and_runs_nothing() {
+    let project = Project::new(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\ntmeout = \"5m\"\n",
+    );
+    let run = project.run(&[]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("suite.toml:6:1: unknown key `tmeout`"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("did you mean `timeout`?"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !project.out().exists(),
+        "nothing may be written for an invalid suite"
+    );
+}
+
+#[test]
+fn toml_syntax_error_exits_2_with_location() {
+    let project = Project::new("[suite]\nname = \"s\n");
+    let run = project.run(&[]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("suite.toml:2:"), "{}", run.stderr);
+}
+
+#[test]
+fn missing_suite_file_exits_2() {
+    let run = Run::from(
+        oomgate()
+            .args(["run", "/nonexistent/suite.toml"])
+            .output()
+            .expect("run"),
+        "out".into(),
+    );
+    run.assert_code(2);
+    assert!(
+        run.stderr
+            .contains("cannot read suite /nonexistent/suite.toml"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn unknown_flag_exits_2() {
+    let output = oomgate()
+        .args(["run", "suite.toml", "--no-such-flag"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn filter_matching_nothing_exits_2() {
+    let project = Project::new(VALID);
+    let run = project.run(&["--filter", "zzz"]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("no case of"), "{}", run.stderr);
+    assert!(run.stderr.contains("a-1, a-2, b"), "{}", run.stderr);
+}
+
+#[test]
+fn list_prints_expanded_ids() {
+    let project = Project::new(VALID);
+    let output = oomgate()
+        .arg("list")
+        .arg(project.suite())
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "a-1\na-2\nb\n");
+    let output = oomgate()
+        .arg("list")
+        .arg(project.suite())
+        .args(["--filter", "a-"])
+        .output()
+        .expect("run");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "a-1\na-2\n");
+}
+
+#[test]
+fn check_prints_the_plan_and_runs_nothing() {
+    let project = Project::new(VALID);
+    let output = oomgate()
+        .arg("check")
+        .arg(project.suite())
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("3 case(s)"), "{text}");
+    assert!(text.contains("\na-2\n  command:     true\n"), "{text}");
+    assert!(text.contains("command:     ./script.sh 'x y'"), "{text}");
+    let program = project
+        .path()
+        .canonicalize()
+        .expect("canonical")
+        .join("script.sh");
+    assert!(
+        text.contains(&format!("program:     {}", program.display())),
+        "{text}"
+    );
+    assert!(!project.out().exists());
+}
+
+#[test]
+fn help_has_examples_and_exit_codes() {
+    for sub in ["run", "check", "list"] {
+        let output = oomgate().args([sub, "--help"]).output().expect("run");
+        assert_eq!(output.status.code(), Some(0));
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            text.contains(&format!("oomgate {sub} suites/")),
+            "{sub}: {text}"
+        );
+        assert!(text.contains("Exit codes"), "{sub}: {text}");
+    }
+    let output = oomgate().arg("--help").output().expect("run");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("130  interrupted"));
+}
+
+#[test]
+fn unwritable_out_dir_exits_3_before_running() {
+    let project = Project::new(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"a\"\ncommand = [\"touch\", \"ran\"]\n",
+    );
+    let blocker = project.path().join("blocker");
+    std::fs::write(&blocker, "a file where a folder should be").expect("write");
+    let run = Run::from(
+        oomgate()
+            .arg("run")
+            .arg(project.suite())
+            .arg("--out")
+            .arg(blocker.join("out"))
+            .output()
+            .expect("run"),
+        blocker.join("out"),
+    );
+    run.assert_code(3);
+    assert!(run.stderr.contains("cannot write to"), "{}", run.stderr);
+    assert!(
+        !project.path().join("ran").exists(),
+        "a case ran before the out dir was checked"
+    );
+}
+
+#[test]
+fn paths_resolve_from_the_suite_not_the_current_directory() {
+    let project = Project::new(
+        "[suite]\nname = \"s\"\nworkdir = \"work\"\n[[case]]\nname = \"a\"\ncommand = [\"./bin/hello.sh\"]\ncwd = \"sub\"\n",
+    );
+    let sub = project.path().join("work/sub");
+    std::fs::create_dir_all(sub.join("bin")).expect("mkdir");
+    let script = sub.join("bin/hello.sh");
+    std::fs::write(&script, "#!/bin/sh\npwd\n").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+
+    // Started from an unrelated directory, with a relative suite path.
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let relative_suite = pathdiff(project.suite(), elsewhere.path());
+    let output = oomgate()
+        .current_dir(elsewhere.path())
+        .arg("run")
+        .arg(&relative_suite)
+        .arg("--out")
+        .arg("out")
+        .output()
+        .expect("run");
+    let run = Run::from(output, elsewhere.path().join("out"));
+    run.assert_code(0);
+    let printed =
+        std::fs::read_to_string(elsewhere.path().join("out/cases/a/stdout.log")).expect("log");
+    assert_eq!(
+        printed.trim(),
+        sub.canonicalize().expect("canonical").display().to_string()
+    );
+}
+
+/// `target` relative to `base`, through `..` components.
+fn pathdiff(target: std::path::PathBuf, base: &std::path::Path) -> std::path::PathBuf {
+    let depth = base.components().count() - 1;
+    let mut relative = std::path::PathBuf::new();
+    for _ in 0..depth {
+        relative.push("..");
+    }
+    relative.join(target.strip_prefix("/").expect("absolute"))
+}
+
+#[test]
+fn unsafe_case_names_stay_inside_the_out_dir() {
+    let project = Project::new(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"../../escape\"\ncommand = [\"true\"]\n[[case]]\nname = \"a/b\"\ncommand = [\"true\"]\n",
+    );
+    project.run(&[]).assert_code(0);
+    assert!(
+        project
+            .out()
+            .join("cases/_._.._escape/stdout.log")
+            .is_file()
+    );
+    assert!(project.out().join("cases/a_b/stdout.log").is_file());
+    assert!(!project.path().join("escape").exists());
+    let results = project.results();
+    assert_eq!(results["cases"][0]["id"], "../../escape");
+}

@@ -1,0 +1,152 @@
+//! Helpers for integration tests: a temporary project holding a suite, the
+//! real `oomgate` binary run against it, and its reports read back.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub const MIB: u64 = 1024 * 1024;
+
+/// The repository's fixture workloads.
+pub fn workloads() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/workloads")
+}
+
+pub fn workload(name: &str) -> String {
+    workloads().join(name).display().to_string()
+}
+
+pub fn oomgate() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_oomgate"));
+    // Plain output, whatever the terminal of the person running the tests.
+    command.env("NO_COLOR", "1").env_remove("GITHUB_ACTIONS");
+    command
+}
+
+/// A temporary folder with a suite file in it.
+pub struct Project {
+    pub dir: tempfile::TempDir,
+}
+
+impl Project {
+    pub fn new(suite: &str) -> Self {
+        let dir = tempfile::tempdir().expect("create temp dir");
+        std::fs::write(dir.path().join("suite.toml"), suite).expect("write suite");
+        Project { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn suite(&self) -> PathBuf {
+        self.path().join("suite.toml")
+    }
+
+    pub fn out(&self) -> PathBuf {
+        self.path().join("out")
+    }
+
+    /// `oomgate run suite.toml --out out` plus extra arguments.
+    pub fn run(&self, extra: &[&str]) -> Run {
+        let mut command = oomgate();
+        command
+            .arg("run")
+            .arg(self.suite())
+            .arg("--out")
+            .arg(self.out())
+            .args(extra);
+        Run::from(command.output().expect("run oomgate"), self.out())
+    }
+
+    pub fn results(&self) -> serde_json::Value {
+        read_json(&self.out().join("results.json"))
+    }
+}
+
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub out: PathBuf,
+}
+
+impl Run {
+    pub fn from(output: Output, out: PathBuf) -> Self {
+        Run {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            out,
+        }
+    }
+
+    pub fn results(&self) -> serde_json::Value {
+        read_json(&self.out.join("results.json"))
+    }
+
+    /// The case with this id in results.json.
+    pub fn case(&self, id: &str) -> serde_json::Value {
+        let results = self.results();
+        results["cases"]
+            .as_array()
+            .and_then(|cases| cases.iter().find(|c| c["id"] == id).cloned())
+            .unwrap_or_else(|| panic!("case {id} not in results:\n{results:#}"))
+    }
+
+    pub fn assert_code(&self, expected: i32) {
+        assert_eq!(
+            self.code,
+            Some(expected),
+            "exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout,
+            self.stderr
+        );
+    }
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}\n{text}", path.display()))
+}
+
+/// TOML string literal for a path or argument.
+pub fn toml_str(text: &str) -> String {
+    format!("{text:?}")
+}
+
+/// Whether a pid is a running (non-zombie) process.
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Wait until `path` exists and holds a pid.
+pub fn wait_for_pid(path: &Path, timeout: Duration) -> i32 {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Ok(pid) = text.trim().parse() {
+                return pid;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Read a pid file that must exist.
+pub fn read_pid(path: &Path) -> i32 {
+    wait_for_pid(path, Duration::from_secs(0))
+}

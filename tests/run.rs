@@ -1,0 +1,216 @@
+//! `oomgate run` end to end: the real binary, real workloads, real /proc.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn alloc_suite(case_lines: &str) -> String {
+    format!(
+        "[suite]\nname = \"t\"\nsample_interval = \"20ms\"\n\n[[case]]\nname = \"c\"\ncommand = [\"python3\", {}, {case_lines}]\n",
+        toml_str(&workload("alloc.py"))
+    )
+}
+
+#[test]
+fn quickstart_suite_passes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let suite = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("suites/quickstart.toml");
+    let out = dir.path().join("out");
+    let output = oomgate()
+        .arg("run")
+        .arg(&suite)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run");
+    let run = Run::from(output, out.clone());
+    run.assert_code(0);
+    let results = run.results();
+    assert_eq!(results["schema"], 1);
+    assert_eq!(results["summary"]["passed"], 5, "{results:#}");
+    assert!(results["finished_at"].is_string());
+    let soak = run.case("soak");
+    assert!(
+        soak["instances"][0]["runs"].as_u64().unwrap_or(0) >= 2,
+        "soak relaunched: {soak:#}"
+    );
+    let concurrent = run.case("concurrent-x3");
+    assert_eq!(concurrent["instances"].as_array().map(Vec::len), Some(3));
+    for log in [
+        "stdout.log",
+        "stdout.1.log",
+        "stdout.2.log",
+        "timeline.json",
+    ] {
+        assert!(out.join("cases/concurrent-x3").join(log).is_file(), "{log}");
+    }
+    // One plain line per finished case when stderr is not a terminal.
+    assert_eq!(run.stderr.matches("PASS [").count(), 5, "{}", run.stderr);
+    assert!(run.stderr.contains("5 passed, 0 failed"), "{}", run.stderr);
+}
+
+#[test]
+fn measures_300_mib_within_ten_percent() {
+    let project = Project::new(&alloc_suite("\"--mib\", \"300\", \"--hold\", \"1s\""));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let peak = run.case("c")["host_peak_bytes"]
+        .as_u64()
+        .expect("peak measured");
+    let expected = 300 * MIB;
+    assert!(
+        peak.abs_diff(expected) <= expected / 10,
+        "peak {} MiB is not within 10% of 300 MiB",
+        peak / MIB
+    );
+}
+
+#[test]
+fn parent_and_child_are_measured_as_their_sum() {
+    let project = Project::new(&alloc_suite(
+        "\"--mib\", \"200\", \"--child-mib\", \"150\", \"--hold\", \"1500ms\"",
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let peak = run.case("c")["host_peak_bytes"]
+        .as_u64()
+        .expect("peak measured");
+    // 350 MiB of data plus two interpreters; either process alone is far less.
+    assert!(
+        peak >= 340 * MIB,
+        "peak {} MiB misses a process",
+        peak / MIB
+    );
+    assert!(
+        peak <= 420 * MIB,
+        "peak {} MiB is more than the two processes hold",
+        peak / MIB
+    );
+}
+
+#[test]
+fn grandchildren_count_too() {
+    let project = Project::new(&alloc_suite(
+        "\"--mib\", \"50\", \"--child-mib\", \"50\", \"--grandchild-mib\", \"150\", \"--hold\", \"1500ms\"",
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let peak = run.case("c")["host_peak_bytes"]
+        .as_u64()
+        .expect("peak measured");
+    assert!(
+        peak >= 245 * MIB,
+        "peak {} MiB misses the grandchild",
+        peak / MIB
+    );
+}
+
+#[test]
+fn budget_breach_fails_and_stops_the_case_early() {
+    let suite = format!(
+        "{}budget = {{ host = \"200 MiB\" }}\nkill_grace = \"1s\"\n",
+        alloc_suite("\"--mib\", \"400\", \"--hold\", \"60s\"")
+    );
+    let project = Project::new(&suite);
+    let started = Instant::now();
+    let run = project.run(&[]);
+    run.assert_code(1);
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "the case was not stopped early"
+    );
+    let case = run.case("c");
+    assert_eq!(case["status"], "failed");
+    let message = case["message"].as_str().unwrap_or_default();
+    assert!(message.contains("exceeded budget 200.0 MiB"), "{message}");
+    assert!(message.contains("stopped at"), "{message}");
+    assert!(case["wall_time_s"].as_f64().unwrap_or(99.0) < 30.0);
+    assert_eq!(case["checks"][0]["name"], "budget.host");
+    assert_eq!(case["checks"][0]["passed"], false);
+    assert!(case["host_peak_bytes"].as_u64().unwrap_or(0) > 200 * MIB);
+    assert!(run.stderr.contains("FAIL ["), "{}", run.stderr);
+}
+
+#[test]
+fn a_peak_within_budget_passes() {
+    let suite = format!(
+        "{}budget = {{ host = \"200 MiB\" }}\n",
+        alloc_suite("\"--mib\", \"64\", \"--hold\", \"300ms\"")
+    );
+    let project = Project::new(&suite);
+    let run = project.run(&[]);
+    run.assert_code(0);
+    assert_eq!(run.case("c")["checks"][0]["passed"], true);
+}
+
+#[test]
+fn non_zero_exit_fails_the_case() {
+    let project = Project::new(&alloc_suite(
+        "\"--mib\", \"8\", \"--hold\", \"10ms\", \"--exit\", \"3\"",
+    ));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("c");
+    assert_eq!(case["status"], "failed");
+    assert_eq!(case["message"], "the command exited with code 3");
+    assert_eq!(case["instances"][0]["exit"]["code"], 3);
+}
+
+#[test]
+fn environment_reaches_every_instance() {
+    // Python's f-string braces are escaped: `{k}` would be a placeholder.
+    let script = "import os; print(' '.join(f'{{k}}={{os.environ.get(k)}}' for k in ['OOMGATE_CASE','OOMGATE_INSTANCE','OOMGATE_CONCURRENCY','SIZE','FROM_DEFAULTS']))";
+    let suite = format!(
+        "[suite]\nname = \"t\"\n[defaults]\nenv = {{ FROM_DEFAULTS = \"yes\", SIZE = \"0\" }}\n[[case]]\nname = \"env-{{n}}\"\ncommand = [\"python3\", \"-c\", {}]\nmatrix = {{ n = [7] }}\nenv = {{ SIZE = \"{{n}}\" }}\nconcurrency = 2\n",
+        toml_str(script)
+    );
+    let project = Project::new(&suite);
+    project.run(&[]).assert_code(0);
+    let case_dir = project.out().join("cases/env-7");
+    let first = std::fs::read_to_string(case_dir.join("stdout.log")).expect("stdout.log");
+    let second = std::fs::read_to_string(case_dir.join("stdout.1.log")).expect("stdout.1.log");
+    assert_eq!(
+        first.trim(),
+        "OOMGATE_CASE=env-7 OOMGATE_INSTANCE=0 OOMGATE_CONCURRENCY=2 SIZE=7 FROM_DEFAULTS=yes"
+    );
+    assert_eq!(
+        second.trim(),
+        "OOMGATE_CASE=env-7 OOMGATE_INSTANCE=1 OOMGATE_CONCURRENCY=2 SIZE=7 FROM_DEFAULTS=yes"
+    );
+}
+
+#[test]
+fn extra_report_paths_are_written_too() {
+    let project = Project::new(&alloc_suite("\"--mib\", \"8\", \"--hold\", \"10ms\""));
+    let junit = project.path().join("reports/oomgate.xml");
+    let json = project.path().join("reports/results.json");
+    let run = project.run(&[
+        "--junit",
+        &junit.display().to_string(),
+        "--json",
+        &json.display().to_string(),
+    ]);
+    run.assert_code(0);
+    assert!(
+        std::fs::read_to_string(&junit)
+            .expect("junit")
+            .contains("<testcase name=\"c\"")
+    );
+    assert_eq!(read_json(&json)["cases"][0]["id"], "c");
+    assert!(project.out().join("junit.xml").is_file());
+}
+
+#[test]
+fn a_rerun_replaces_stale_logs() {
+    let project = Project::new(&alloc_suite("\"--mib\", \"8\", \"--hold\", \"10ms\""));
+    let stale = project.out().join("cases/c/stdout.3.log");
+    std::fs::create_dir_all(stale.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&stale, "old").expect("write");
+    project.run(&[]).assert_code(0);
+    assert!(
+        !stale.exists(),
+        "logs of an earlier run were left in the case folder"
+    );
+}
