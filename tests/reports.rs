@@ -5,10 +5,7 @@ mod common;
 use common::*;
 
 fn spew_suite(args: &str) -> String {
-    format!(
-        "[suite]\nname = \"t\"\n[[case]]\nname = \"spew\"\ncommand = [\"python3\", {}, {args}]\n",
-        toml_str(&workload("spew.py"))
-    )
+    single_case_suite("spew", "spew.py", args)
 }
 
 #[test]

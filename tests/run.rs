@@ -6,11 +6,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn alloc_suite(case_lines: &str) -> String {
-    format!(
-        "[suite]\nname = \"t\"\nsample_interval = \"20ms\"\n\n[[case]]\nname = \"c\"\ncommand = [\"python3\", {}, {case_lines}]\n",
-        toml_str(&workload("alloc.py"))
-    )
+/// A suite whose one case `c` runs alloc.py with these (TOML-quoted) arguments.
+fn alloc_suite(args: &str) -> String {
+    single_case_suite("c", "alloc.py", args)
 }
 
 #[test]
@@ -51,59 +49,45 @@ fn quickstart_suite_passes() {
     assert!(run.stderr.contains("5 passed, 0 failed"), "{}", run.stderr);
 }
 
-#[test]
-fn measures_300_mib_within_ten_percent() {
-    let project = Project::new(&alloc_suite("\"--mib\", \"300\", \"--hold\", \"1s\""));
+/// Run alloc.py with these arguments as a passing case; its host peak in MiB.
+fn measured_peak_mib(alloc_args: &str) -> u64 {
+    let project = Project::new(&alloc_suite(alloc_args));
     let run = project.run(&[]);
     run.assert_code(0);
-    let peak = run.case("c")["host_peak_bytes"]
+    run.case("c")["host_peak_bytes"]
         .as_u64()
-        .expect("peak measured");
-    let expected = 300 * MIB;
+        .expect("peak measured")
+        / MIB
+}
+
+#[test]
+fn measures_300_mib_within_ten_percent() {
+    let peak = measured_peak_mib("\"--mib\", \"300\", \"--hold\", \"1s\"");
     assert!(
-        peak.abs_diff(expected) <= expected / 10,
-        "peak {} MiB is not within 10% of 300 MiB",
-        peak / MIB
+        (270..=330).contains(&peak),
+        "peak {peak} MiB is not within 10% of 300 MiB"
     );
 }
 
 #[test]
 fn parent_and_child_are_measured_as_their_sum() {
-    let project = Project::new(&alloc_suite(
-        "\"--mib\", \"200\", \"--child-mib\", \"150\", \"--hold\", \"1500ms\"",
-    ));
-    let run = project.run(&[]);
-    run.assert_code(0);
-    let peak = run.case("c")["host_peak_bytes"]
-        .as_u64()
-        .expect("peak measured");
+    let peak =
+        measured_peak_mib("\"--mib\", \"200\", \"--child-mib\", \"150\", \"--hold\", \"1500ms\"");
     // 350 MiB of data plus two interpreters; either process alone is far less.
     assert!(
-        peak >= 340 * MIB,
-        "peak {} MiB misses a process",
-        peak / MIB
-    );
-    assert!(
-        peak <= 420 * MIB,
-        "peak {} MiB is more than the two processes hold",
-        peak / MIB
+        (340..=420).contains(&peak),
+        "peak {peak} MiB is not the sum of parent and child"
     );
 }
 
 #[test]
 fn grandchildren_count_too() {
-    let project = Project::new(&alloc_suite(
+    let peak = measured_peak_mib(
         "\"--mib\", \"50\", \"--child-mib\", \"50\", \"--grandchild-mib\", \"150\", \"--hold\", \"1500ms\"",
-    ));
-    let run = project.run(&[]);
-    run.assert_code(0);
-    let peak = run.case("c")["host_peak_bytes"]
-        .as_u64()
-        .expect("peak measured");
+    );
     assert!(
-        peak >= 245 * MIB,
-        "peak {} MiB misses the grandchild",
-        peak / MIB
+        (245..=320).contains(&peak),
+        "peak {peak} MiB is not the sum of three generations"
     );
 }
 

@@ -5,11 +5,25 @@
 //! `run::process`), so a grandchild whose parent exits is re-parented to
 //! oomgate instead of init and stays in the tree, and one that calls
 //! `setsid()` to leave the process group is still found through its parent
-//! links. One pass reads `/proc/<pid>/stat` of every process (parent, group,
-//! RSS in one small read) and walks the parent links from the root.
+//! links. A scan reads `/proc/<pid>/stat` (parent, group and RSS in one
+//! small read) and walks the parent links from the root.
+//!
+//! Cost: reading every process's stat on every tick is most of oomgate's
+//! CPU on a busy host. A process that is not a descendant can only become
+//! one by being a new pid (descendants are born by fork, and orphans are
+//! re-parented to oomgate only if they already were descendants), so pids
+//! found outside the tree are skipped on later scans and the skip list is
+//! dropped every [`RESCAN_EVERY`] scans. The one thing that can slip through
+//! is a pid reused by a new descendant right after an outsider with the same
+//! pid exited; it joins the tree at the next full rescan (about a second at
+//! the default interval). See docs/performance.md for measurements.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Read};
+
+/// Every this many scans, every process is read again.
+pub const RESCAN_EVERY: u64 = 20;
 
 /// What one `/proc/<pid>/stat` says that oomgate needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +74,10 @@ impl ProcessTree {
 #[derive(Debug)]
 pub struct Scanner {
     page_size: u64,
-    buffer: Vec<u8>,
+    buffer: [u8; STAT_BUFFER],
+    scans: u64,
+    /// Pids seen outside the tree since the last full rescan.
+    outsiders: HashSet<i32>,
     all: Vec<ProcEntry>,
     queue: Vec<i32>,
     tree: ProcessTree,
@@ -81,7 +98,9 @@ impl Scanner {
                 .ok()
                 .filter(|p| *p > 0)
                 .unwrap_or(4096),
-            buffer: Vec::with_capacity(1024),
+            buffer: [0; STAT_BUFFER],
+            scans: 0,
+            outsiders: HashSet::new(),
             all: Vec::new(),
             queue: Vec::new(),
             tree: ProcessTree::default(),
@@ -91,6 +110,10 @@ impl Scanner {
     /// Every descendant of `root` now. Processes that exit during the scan
     /// are skipped; only failing to list /proc at all is an error.
     pub fn descendants_of(&mut self, root: i32) -> io::Result<&ProcessTree> {
+        if self.scans % RESCAN_EVERY == 0 {
+            self.outsiders.clear();
+        }
+        self.scans += 1;
         self.all.clear();
         for entry in fs::read_dir("/proc")? {
             let Ok(entry) = entry else { continue };
@@ -101,6 +124,9 @@ impl Scanner {
             else {
                 continue;
             };
+            if self.outsiders.contains(&pid) {
+                continue;
+            }
             if let Some(proc_entry) = self.read_stat(pid) {
                 self.all.push(proc_entry);
             }
@@ -121,19 +147,22 @@ impl Scanner {
                 }
             }
         }
+        let members: HashSet<i32> = self.tree.pids().collect();
+        self.outsiders.extend(self.all.iter().map(|p| p.pid).filter(|pid| !members.contains(pid)));
         Ok(&self.tree)
     }
 
     fn read_stat(&mut self, pid: i32) -> Option<ProcEntry> {
-        self.buffer.clear();
+        // One open, one read, one close: `read_to_end` would add a statx,
+        // an lseek and a second read per process.
         let path = format!("/proc/{pid}/stat");
-        fs::File::open(path)
-            .ok()?
-            .read_to_end(&mut self.buffer)
-            .ok()?;
-        parse_stat(&self.buffer, self.page_size)
+        let length = fs::File::open(path).ok()?.read(&mut self.buffer).ok()?;
+        parse_stat(&self.buffer[..length], self.page_size)
     }
 }
+
+/// `/proc/<pid>/stat` is about 300 bytes; the command name is at most 64.
+const STAT_BUFFER: usize = 1024;
 
 /// Parse `/proc/<pid>/stat`. The command name (field 2) is in parentheses
 /// and may itself hold spaces and `)`, so fields are counted from the last
@@ -184,6 +213,20 @@ mod tests {
         ] {
             assert_eq!(parse_stat(bad, 4096), None);
         }
+    }
+
+    #[test]
+    fn a_child_born_after_a_scan_is_found_by_the_next() {
+        let mut scanner = Scanner::new();
+        let me = i32::try_from(std::process::id()).expect("pid fits");
+        let before: Vec<i32> = scanner.descendants_of(me).expect("scan").pids().collect();
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().expect("spawn sleep");
+        let child_pid = i32::try_from(child.id()).expect("pid fits");
+        assert!(!before.contains(&child_pid));
+        let found = scanner.descendants_of(me).expect("scan").pids().any(|p| p == child_pid);
+        child.kill().ok();
+        child.wait().ok();
+        assert!(found, "a new descendant was skipped as an outsider");
     }
 
     #[test]

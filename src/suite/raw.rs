@@ -58,32 +58,31 @@ pub struct RawCase {
     pub budget: Option<Spanned<RawBudget>>,
 }
 
+/// Borrow the shared keys of a `RawCase` or `RawSettings` (same field names).
+macro_rules! settings_ref {
+    ($raw:expr) => {
+        RawSettingsRef {
+            cwd: $raw.cwd.as_ref(),
+            env: $raw.env.as_ref(),
+            timeout: $raw.timeout.as_ref(),
+            kill_grace: $raw.kill_grace.as_ref(),
+            concurrency: $raw.concurrency.as_ref(),
+            duration: $raw.duration.as_ref(),
+            budget: $raw.budget.as_ref(),
+        }
+    };
+}
+
 impl RawCase {
     /// The keys this case shares with `[defaults]`.
     pub fn settings(&self) -> RawSettingsRef<'_> {
-        RawSettingsRef {
-            cwd: self.cwd.as_ref(),
-            env: self.env.as_ref(),
-            timeout: self.timeout.as_ref(),
-            kill_grace: self.kill_grace.as_ref(),
-            concurrency: self.concurrency.as_ref(),
-            duration: self.duration.as_ref(),
-            budget: self.budget.as_ref(),
-        }
+        settings_ref!(self)
     }
 }
 
 impl RawSettings {
     pub fn as_ref(&self) -> RawSettingsRef<'_> {
-        RawSettingsRef {
-            cwd: self.cwd.as_ref(),
-            env: self.env.as_ref(),
-            timeout: self.timeout.as_ref(),
-            kill_grace: self.kill_grace.as_ref(),
-            concurrency: self.concurrency.as_ref(),
-            duration: self.duration.as_ref(),
-            budget: self.budget.as_ref(),
-        }
+        settings_ref!(self)
     }
 }
 

@@ -113,6 +113,16 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}\n{text}", path.display()))
 }
 
+/// A suite with one case that runs a fixture workload with `args`, already
+/// written as TOML strings (`"\"--mib\", \"64\""`); sampled every 20 ms.
+pub fn single_case_suite(id: &str, workload_name: &str, args: &str) -> String {
+    format!(
+        "[suite]\nname = \"t\"\nsample_interval = \"20ms\"\n\n[[case]]\nname = {}\ncommand = [\"python3\", {}, {args}]\n",
+        toml_str(id),
+        toml_str(&workload(workload_name))
+    )
+}
+
 /// TOML string literal for a path or argument.
 pub fn toml_str(text: &str) -> String {
     format!("{text:?}")

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The sampler's own CPU cost. oomgate runs one idle case for SECONDS_PER_RUN
+# seconds (default 20): a single `sleep`, then a 50-process tree, each at
+# 50 ms and 10 ms sampling intervals. oomgate's own CPU time (utime + stime
+# of its /proc/<pid>/stat, which excludes the workload) over the wall time is
+# the share of one core that measuring costs. See docs/performance.md.
+#
+#   scripts/bench-sampler.sh            # 20 s per configuration
+#   SECONDS_PER_RUN=60 scripts/bench-sampler.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${SECONDS_PER_RUN:-20}"
+cargo build --release --quiet
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+tree_cmd="import subprocess, time; ps = [subprocess.Popen(['sleep', '$((seconds + 5))']) for _ in range(49)]; time.sleep($seconds); [p.kill() for p in ps]"
+printf '%-10s %-10s %12s %12s %10s\n' interval tree "cpu seconds" "wall seconds" "core %"
+for interval in 50ms 10ms; do
+    for shape in single tree50; do
+        if [ "$shape" = single ]; then
+            command="[\"sleep\", \"$seconds\"]"
+        else
+            command="[\"python3\", \"-c\", \"$tree_cmd\"]"
+        fi
+        cat > "$work/suite.toml" <<TOML
+[suite]
+name = "bench"
+sample_interval = "$interval"
+[[case]]
+name = "idle"
+command = $command
+TOML
+        # oomgate's own CPU only, read from its /proc/<pid>/stat while it
+        # runs: /usr/bin/time would add the workload's CPU (RUSAGE_CHILDREN).
+        target/release/oomgate run "$work/suite.toml" --out "$work/out" >/dev/null 2>&1 &
+        pid=$!
+        start=$(date +%s.%N)
+        stat=""
+        while kill -0 "$pid" 2>/dev/null; do
+            last=$(cat "/proc/$pid/stat" 2>/dev/null || true)
+            [ -n "$last" ] && stat="$last"
+            sleep 0.2
+        done
+        wait "$pid" || true
+        end=$(date +%s.%N)
+        # utime and stime are fields 14 and 15, in clock ticks.
+        rest="${stat##*) }"
+        set -- $rest
+        utime=${12}; stime=${13}
+        hz=$(getconf CLK_TCK)
+        python3 - "$utime" "$stime" "$hz" "$start" "$end" "$interval" "$shape" <<'PY'
+import sys
+utime, stime, hz, start, end = (float(x) for x in sys.argv[1:6])
+cpu = (utime + stime) / hz
+wall = end - start
+print(f"{sys.argv[6]:<10} {sys.argv[7]:<10} {cpu:12.2f} {wall:12.1f} {100 * cpu / wall:9.2f}%")
+PY
+    done
+done
