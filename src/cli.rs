@@ -150,12 +150,16 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
     let suite = suite::load(&args.plan.suite)?;
     let cases = plan(&suite, &args.plan.filter)?;
     let outputs = prepare_outputs(args)?;
+    // Absolute, because workloads receive it as OOMGATE_OUT in their own cwd.
+    let out_dir = std::path::absolute(&args.out).map_err(|e| {
+        CliError::Infrastructure(format!("cannot resolve {}: {e}", args.out.display()))
+    })?;
     let interrupt = Interrupt::install()
         .map_err(|e| CliError::Infrastructure(format!("cannot install signal handlers: {e}")))?;
     if let Err(e) = process::become_subreaper() {
-        eprintln!(
+        write_stderr(&format!(
             "warning: cannot become a child subreaper ({e}); processes that detach from a case may be missed"
-        );
+        ));
     }
 
     let samplers: Vec<Box<dyn Sampler>> = vec![Box::new(HostSampler)];
@@ -172,7 +176,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
         Box::new(Terminal::new()),
         Box::new(outputs) as Box<dyn Reporter>,
     ]);
-    let results = Runner::new(&suite, &args.out, interrupt, samplers, measurement)
+    let results = Runner::new(&suite, &out_dir, interrupt, samplers, measurement)
         .run(&cases, &mut reporter)?;
     Ok(judge(&results))
 }
@@ -192,17 +196,32 @@ pub fn judge(results: &RunResults) -> Outcome {
 pub fn check(args: &PlanArgs) -> Result<Outcome, CliError> {
     let suite = suite::load(&args.suite)?;
     let cases = plan(&suite, &args.filter)?;
-    print!("{}", describe_plan(&suite, &cases));
+    write_stdout(&describe_plan(&suite, &cases));
     Ok(Outcome::Passed)
 }
 
 /// `oomgate list`: one id per line.
 pub fn list(args: &PlanArgs) -> Result<Outcome, CliError> {
     let suite = suite::load(&args.suite)?;
-    for case in plan(&suite, &args.filter)? {
-        println!("{}", case.id);
-    }
+    let ids: String = plan(&suite, &args.filter)?
+        .iter()
+        .map(|case| format!("{}\n", case.id))
+        .collect();
+    write_stdout(&ids);
     Ok(Outcome::Passed)
+}
+
+/// Print to stdout; a closed pipe (`oomgate list s.toml | head -1`) is not
+/// an error worth a panic.
+fn write_stdout(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+/// Print a line to stderr, ignoring a closed stream.
+pub fn write_stderr(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// The cases to run. A filter that matches nothing is a mistake, not a pass.

@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     match cli::execute(cli) {
         Ok(outcome) => outcome.into(),
         Err(error) => {
-            eprintln!("error: {error}");
+            cli::write_stderr(&format!("error: {error}"));
             error.outcome().into()
         }
     }

@@ -98,6 +98,17 @@ pub enum CaseStatus {
 }
 
 impl CaseStatus {
+    /// The name results.json uses: `passed`, `timed-out`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CaseStatus::Passed => "passed",
+            CaseStatus::Failed => "failed",
+            CaseStatus::TimedOut => "timed-out",
+            CaseStatus::Interrupted => "interrupted",
+            CaseStatus::Error => "error",
+        }
+    }
+
     /// The word the terminal shows, nextest style.
     pub fn label(self) -> &'static str {
         match self {
@@ -179,4 +190,25 @@ pub struct InstanceResult {
     pub exit: Option<Exit>,
     pub stdout_log: PathBuf,
     pub stderr_log: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_names_match_results_json() {
+        for status in [
+            CaseStatus::Passed,
+            CaseStatus::Failed,
+            CaseStatus::TimedOut,
+            CaseStatus::Interrupted,
+            CaseStatus::Error,
+        ] {
+            assert_eq!(
+                serde_json::to_value(status).ok(),
+                Some(serde_json::json!(status.as_str()))
+            );
+        }
+    }
 }

@@ -167,7 +167,7 @@ fn paths_resolve_from_the_suite_not_the_current_directory() {
     let sub = project.path().join("work/sub");
     std::fs::create_dir_all(sub.join("bin")).expect("mkdir");
     let script = sub.join("bin/hello.sh");
-    std::fs::write(&script, "#!/bin/sh\npwd\n").expect("write");
+    std::fs::write(&script, "#!/bin/sh\npwd\necho \"$OOMGATE_OUT\"\n").expect("write");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 
@@ -186,9 +186,15 @@ fn paths_resolve_from_the_suite_not_the_current_directory() {
     run.assert_code(0);
     let printed =
         std::fs::read_to_string(elsewhere.path().join("out/cases/a/stdout.log")).expect("log");
+    let lines: Vec<&str> = printed.lines().collect();
     assert_eq!(
-        printed.trim(),
+        lines[0],
         sub.canonicalize().expect("canonical").display().to_string()
+    );
+    // OOMGATE_OUT is absolute even though --out was relative.
+    assert_eq!(
+        lines[1],
+        elsewhere.path().join("out/cases/a").display().to_string()
     );
 }
 

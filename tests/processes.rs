@@ -34,7 +34,7 @@ fn timeout_kills_the_whole_tree_including_the_grandchild() {
     let project = Project::new(&tree_suite(
         pids.path(),
         &[],
-        "timeout = \"2s\"\nkill_grace = \"1s\"",
+        "timeout = \"3s\"\nkill_grace = \"1s\"",
     ));
     let run = project.run(&[]);
     run.assert_code(1);
@@ -44,7 +44,7 @@ fn timeout_kills_the_whole_tree_including_the_grandchild() {
         case["message"]
             .as_str()
             .unwrap_or_default()
-            .starts_with("timed out after 2.0s"),
+            .starts_with("timed out after 3.0s"),
         "{case:#}"
     );
     assert_all_dead(pids.path());
@@ -57,7 +57,7 @@ fn timeout_kills_a_detached_grandchild_that_ignores_sigterm() {
     let project = Project::new(&tree_suite(
         pids.path(),
         &["--detach", "--ignore-term"],
-        "timeout = \"2s\"\nkill_grace = \"500ms\"",
+        "timeout = \"3s\"\nkill_grace = \"500ms\"",
     ));
     let run = project.run(&[]);
     run.assert_code(1);

@@ -148,7 +148,12 @@ impl Scanner {
             }
         }
         let members: HashSet<i32> = self.tree.pids().collect();
-        self.outsiders.extend(self.all.iter().map(|p| p.pid).filter(|pid| !members.contains(pid)));
+        self.outsiders.extend(
+            self.all
+                .iter()
+                .map(|p| p.pid)
+                .filter(|pid| !members.contains(pid)),
+        );
         Ok(&self.tree)
     }
 
@@ -220,10 +225,17 @@ mod tests {
         let mut scanner = Scanner::new();
         let me = i32::try_from(std::process::id()).expect("pid fits");
         let before: Vec<i32> = scanner.descendants_of(me).expect("scan").pids().collect();
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().expect("spawn sleep");
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("spawn sleep");
         let child_pid = i32::try_from(child.id()).expect("pid fits");
         assert!(!before.contains(&child_pid));
-        let found = scanner.descendants_of(me).expect("scan").pids().any(|p| p == child_pid);
+        let found = scanner
+            .descendants_of(me)
+            .expect("scan")
+            .pids()
+            .any(|p| p == child_pid);
         child.kill().ok();
         child.wait().ok();
         assert!(found, "a new descendant was skipped as an outsider");

@@ -84,7 +84,7 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     }
 
     let mut properties = vec![
-        Property::new("status", format!("{:?}", case.status).to_lowercase()),
+        Property::new("status", case.status.as_str()),
         Property::new("wall_time_s", format!("{:.3}", case.wall_time_s)),
         Property::new("concurrency", case.concurrency.to_string()),
         Property::new("samples", case.samples.to_string()),
