@@ -17,7 +17,8 @@ use crate::report::terminal::Terminal;
 use crate::report::{FanOut, Reporter};
 use crate::results::{Measurement, RunResults};
 use crate::run::{Interrupt, RunError, Runner, process};
-use crate::suite::{self, Case, Suite, SuiteError, shell_join};
+use crate::measure::nvml::Gpu;
+use crate::suite::{self, Case, GpuMode, Suite, SuiteError, shell_join};
 use crate::units::format_duration;
 
 const EXIT_CODES: &str = "\
@@ -25,7 +26,7 @@ Exit codes:
   0    every case passed
   1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)
   2    bad input: invalid suite, unknown flag, no case matched; nothing ran
-  3    infrastructure error: cannot write the out dir, cannot launch the runner itself
+  3    infrastructure error: cannot write the out dir, GPU required but NVML unavailable
   130  interrupted (Ctrl-C or SIGTERM); results so far were written";
 
 #[derive(Debug, Parser)]
@@ -48,13 +49,14 @@ pub enum Command {
     #[command(after_help = concat!(
         "Examples:\n",
         "  oomgate run suites/quickstart.toml\n",
-        "  oomgate run suites/train.toml --out ci-out --junit reports/oomgate.xml --filter bs64\n\n",
+        "  oomgate run suites/train.toml --out ci-out --junit reports/oomgate.xml --filter bs64\n",
+        "  oomgate run suites/train.toml --gpu required   # exit 3 if NVML cannot be loaded\n\n",
         "Writes OUT/results.json, OUT/junit.xml and OUT/cases/<case>/{stdout.log,stderr.log,timeline.json}.\n\n",
         "Exit codes:\n",
         "  0    every case passed\n",
         "  1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)\n",
         "  2    bad input: invalid suite, unknown flag, no case matched; nothing ran\n",
-        "  3    infrastructure error: cannot write the out dir, cannot launch the runner itself\n",
+        "  3    infrastructure error: cannot write the out dir, GPU required but NVML unavailable\n",
         "  130  interrupted (Ctrl-C or SIGTERM); results so far were written"
     ))]
     Run(RunArgs),
@@ -68,6 +70,9 @@ pub enum Command {
         after_help = "Examples:\n  oomgate list suites/quickstart.toml\n  oomgate list suites/train.toml --filter bs64 | wc -l\n\nExit codes: 0 listed, 2 invalid suite or no case matched."
     )]
     List(PlanArgs),
+    /// Show every GPU NVML sees: memory, modes, processes, and how CUDA_VISIBLE_DEVICES maps.
+    #[command(after_help = "Examples:\n  oomgate gpus\n  CUDA_VISIBLE_DEVICES=1 oomgate gpus --json | jq '.devices[].name'\n\nExit codes: 0 listed, 3 NVML cannot be loaded (the reason is printed in one line).")]
+    Gpus(GpusArgs),
 }
 
 #[derive(Debug, Args)]
@@ -92,6 +97,17 @@ pub struct RunArgs {
     /// Also write results.json here.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
+    /// Measure GPU memory: auto (when NVML loads), required (else exit 3)
+    /// or off. Overrides the suite's `gpu`.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub gpu: Option<GpuMode>,
+}
+
+#[derive(Debug, Args)]
+pub struct GpusArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The outcomes oomgate reports through its exit status.
@@ -142,6 +158,7 @@ pub fn execute(cli: Cli) -> Result<Outcome, CliError> {
         Command::Run(args) => run(&args),
         Command::Check(args) => check(&args),
         Command::List(args) => list(&args),
+        Command::Gpus(args) => gpus(&args),
     }
 }
 
@@ -162,23 +179,53 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
         ));
     }
 
+    let (gpu, gpu_note) = open_gpu(args.gpu.unwrap_or(suite.gpu))?;
     let samplers: Vec<Box<dyn Sampler>> = vec![Box::new(HostSampler)];
     let measurement = Measurement {
         sample_interval_ms: u64::try_from(suite.sample_interval.as_millis()).unwrap_or(u64::MAX),
         host_method: "procfs-rss".to_string(),
-        gpu_method: None,
-        gpu_note: Some(
-            "this version of oomgate measures host memory only; NVML support is planned"
-                .to_string(),
-        ),
+        gpu_method: gpu.as_ref().map(|_| "nvml".to_string()),
+        gpu_note,
     };
     let mut reporter = FanOut::new(vec![
         Box::new(Terminal::new()),
         Box::new(outputs) as Box<dyn Reporter>,
     ]);
-    let results = Runner::new(&suite, &out_dir, interrupt, samplers, measurement)
+    let results = Runner::new(&suite, &out_dir, interrupt, samplers, gpu, measurement)
         .run(&cases, &mut reporter)?;
     Ok(judge(&results))
+}
+
+/// NVML as the GPU mode asks: the handle, or why there is none.
+fn open_gpu(mode: GpuMode) -> Result<(Option<Gpu>, Option<String>), CliError> {
+    match mode {
+        GpuMode::Off => Ok((None, Some("GPU measurement is off (gpu = \"off\")".to_string()))),
+        GpuMode::Auto => match Gpu::open() {
+            Ok(gpu) => Ok((Some(gpu), None)),
+            Err(why) => Ok((None, Some(format!("{why}; measuring host memory only")))),
+        },
+        GpuMode::Required => match Gpu::open() {
+            Ok(gpu) => Ok((Some(gpu), None)),
+            Err(why) => Err(CliError::Infrastructure(format!(
+                "GPU memory is required (gpu = \"required\") but cannot be measured: {why}"
+            ))),
+        },
+    }
+}
+
+/// `oomgate gpus`: what NVML sees, for people or (`--json`) machines.
+pub fn gpus(args: &GpusArgs) -> Result<Outcome, CliError> {
+    let mut gpu = Gpu::open()
+        .map_err(|why| CliError::Infrastructure(format!("no GPU can be inspected: {why}")))?;
+    let inventory = crate::report::gpus::Inventory::read(&mut gpu);
+    let text = if args.json {
+        crate::report::gpus::render_json(&inventory)
+            .map_err(|e| CliError::Infrastructure(e.to_string()))?
+    } else {
+        crate::report::gpus::render_text(&inventory)
+    };
+    write_stdout(&text);
+    Ok(Outcome::Passed)
 }
 
 /// The exit status a finished run earns.

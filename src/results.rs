@@ -13,6 +13,8 @@ use std::path::PathBuf;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
+use crate::measure::gpu::{DeviceFigures, ForeignProcess};
+use crate::measure::nvml::GpuDevice;
 use crate::run::process::Exit;
 use crate::units::Bytes;
 
@@ -31,12 +33,22 @@ pub struct RunResults {
     pub finished_at: Option<String>,
     pub interrupted: bool,
     pub measurement: Measurement,
+    /// The driver and every GPU NVML reported; `None` when GPU memory was
+    /// not measured.
+    pub gpu: Option<GpuEnvironment>,
     pub summary: Summary,
     pub cases: Vec<CaseResult>,
     /// Cases planned but not run (after an interruption).
     pub not_run: Vec<String>,
     /// oomgate's own peak RSS (excluding workloads), to keep it honest.
     pub runner_max_rss_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuEnvironment {
+    pub driver_version: String,
+    pub cuda_driver_version: Option<String>,
+    pub devices: Vec<GpuDevice>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -138,8 +150,19 @@ pub struct CaseResult {
     /// Peak of the RSS summed over the case's process tree.
     pub host_peak_bytes: Option<u64>,
     pub host_peak_at_s: Option<f64>,
-    /// Peak GPU memory of the case's processes; `None` when not measured.
+    /// Peak GPU memory of the case over all the devices it sees; `None`
+    /// when not measured or unknown, never zero for unknown.
     pub gpu_peak_bytes: Option<u64>,
+    /// How `gpu_peak_bytes` was obtained: `sampled@50ms`,
+    /// `driver-accounting`, `device-delta`, or `mixed` (see `gpu_devices`).
+    pub gpu_peak_method: Option<String>,
+    /// Per device: before, device peak, the case's peak and its method.
+    pub gpu_devices: Vec<DeviceFigures>,
+    /// `CUDA_VISIBLE_DEVICES` as the case saw it (`None`: unset, all GPUs).
+    pub cuda_visible_devices: Option<String>,
+    /// Compute processes oomgate did not start, found on the case's GPUs
+    /// just before it started.
+    pub foreign_processes: Vec<ForeignProcess>,
     pub checks: Vec<Check>,
     pub instances: Vec<InstanceResult>,
     pub samples: u64,

@@ -27,6 +27,11 @@ pub enum StopReason {
     InstanceFailed {
         index: u32,
     },
+    /// The case was not started: its GPUs run processes oomgate did not
+    /// start, and the suite says `foreign_processes = "fail"`.
+    ForeignProcesses {
+        message: String,
+    },
     /// An instance (or a soak relaunch) could not be started.
     LaunchFailed {
         message: String,
@@ -51,22 +56,84 @@ pub fn breaches(peak: Bytes, limit: Bytes) -> bool {
 /// The host budget verdict. An unknown peak fails: a budget that cannot be
 /// verified must not pass silently.
 pub fn host_budget_check(peak: Option<Bytes>, limit: Bytes) -> Check {
+    budget_check("budget.host", "host", "", peak, limit)
+}
+
+/// The GPU budget verdict, on the case's peak over all its devices; the
+/// method that produced the figure is named in the message.
+pub fn gpu_budget_check(peak: Option<Bytes>, method: &str, limit: Bytes) -> Check {
+    budget_check("budget.gpu", "gpu", &format!(" ({method})"), peak, limit)
+}
+
+fn budget_check(name: &str, what: &str, how: &str, peak: Option<Bytes>, limit: Bytes) -> Check {
     let (passed, message) = match peak {
         Some(peak) if breaches(peak, limit) => (
             false,
             format!(
-                "host peak {peak} exceeded budget {limit} (by {})",
+                "{what} peak {peak}{how} exceeded budget {limit} (by {})",
                 Bytes(peak.0 - limit.0)
             ),
         ),
-        Some(peak) => (true, format!("host peak {peak} within budget {limit}")),
+        Some(peak) => (
+            true,
+            format!("{what} peak {peak}{how} within budget {limit}"),
+        ),
         None => (
             false,
-            format!("host memory could not be measured, so budget {limit} is unverified"),
+            format!("{what} memory could not be measured, so budget {limit} is unverified"),
         ),
     };
     Check {
-        name: "budget.host".to_string(),
+        name: name.to_string(),
+        passed,
+        figure_bytes: peak.map(Bytes::get),
+        limit_bytes: Some(limit.get()),
+        message,
+    }
+}
+
+/// The most a case may use of a device with `total` bytes under a
+/// `gpu_fraction` headroom rule (rounded down to a byte).
+pub fn headroom_limit(total: u64, fraction: f64) -> Bytes {
+    Bytes((total as f64 * fraction).floor() as u64)
+}
+
+/// The headroom verdict for one device: the case's peak on it against a
+/// share of its total memory.
+pub fn headroom_check(
+    device: &str,
+    peak: Option<Bytes>,
+    method: &str,
+    total: Bytes,
+    fraction: f64,
+) -> Check {
+    let limit = headroom_limit(total.get(), fraction);
+    let share = |bytes: Bytes| 100.0 * bytes.get() as f64 / total.get().max(1) as f64;
+    let percent = fraction * 100.0;
+    let (passed, message) = match peak {
+        Some(peak) if breaches(peak, limit) => (
+            false,
+            format!(
+                "{device} peak {peak} ({method}) is {:.1}% of its {total}, above the {percent:.0}% headroom limit ({limit})",
+                share(peak)
+            ),
+        ),
+        Some(peak) => (
+            true,
+            format!(
+                "{device} peak {peak} ({method}) is {:.1}% of its {total}, within {percent:.0}%",
+                share(peak)
+            ),
+        ),
+        None => (
+            false,
+            format!(
+                "{device} memory could not be measured, so the {percent:.0}% headroom is unverified"
+            ),
+        ),
+    };
+    Check {
+        name: "budget.gpu_fraction".to_string(),
         passed,
         figure_bytes: peak.map(Bytes::get),
         limit_bytes: Some(limit.get()),
@@ -87,7 +154,7 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> (CaseStatus, Option<Stri
                 Some(format!("interrupted before it finished; {peak} so far")),
             );
         }
-        Some(StopReason::LaunchFailed { message }) => {
+        Some(StopReason::LaunchFailed { message } | StopReason::ForeignProcesses { message }) => {
             return (CaseStatus::Error, Some(message.clone()));
         }
         Some(StopReason::TimedOut { after }) => {

@@ -8,9 +8,12 @@
 //! sampler matches them against the processes NVML reports. Samplers return
 //! plain figures; they never judge or format them.
 
+pub mod gpu;
 pub mod host;
+pub mod nvml;
 pub mod procfs;
 pub mod timeline;
+pub mod visible;
 
 use std::time::Duration;
 
@@ -35,7 +38,7 @@ pub struct Sample {
 }
 
 /// A source of memory figures, sampled once per tick.
-pub trait Sampler: Send {
+pub trait Sampler {
     /// How the figures are obtained, as reports name it (`procfs-rss`).
     fn method(&self) -> &'static str;
 

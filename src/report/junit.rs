@@ -92,6 +92,13 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     if let Some(peak) = case.host_peak_bytes {
         properties.push(Property::new("host_peak_bytes", peak.to_string()));
     }
+    if let Some(method) = &case.gpu_peak_method {
+        properties.push(Property::new(
+            "gpu_peak_bytes",
+            case.gpu_peak_bytes.map_or("unknown".to_string(), |b| b.to_string()),
+        ));
+        properties.push(Property::new("gpu_peak_method", method));
+    }
     for check in &case.checks {
         if let Some(limit) = check.limit_bytes {
             properties.push(Property::new(

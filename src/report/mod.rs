@@ -7,6 +7,7 @@
 //! hyperfine style, so adding a format touches nothing else.
 
 pub mod files;
+pub mod gpus;
 pub mod json;
 pub mod junit;
 pub mod terminal;
@@ -81,6 +82,23 @@ impl Reporter for FanOut {
     }
 }
 
+/// The method name of a figure that is a device's rise, not the case's own.
+pub const DEVICE_DELTA: &str = "device-delta";
+
+/// What a device-delta figure means, wherever one is shown.
+pub const DEVICE_DELTA_NOTE: &str = "device-delta: no process of the case was seen on this GPU (NVML reports host pids inside containers), so the figure is the device's rise during the case, including anyone else's";
+
+/// `30.0 GiB (sampled@50ms)`, or why there is no figure.
+pub fn gpu_summary(case: &CaseResult, measurement: &Measurement) -> String {
+    match (case.gpu_peak_bytes, &case.gpu_peak_method, &measurement.gpu_note) {
+        (Some(bytes), Some(method), _) => format!("{} ({method})", Bytes(bytes)),
+        (Some(bytes), None, _) => Bytes(bytes).to_string(),
+        (None, Some(_), _) => "unknown (NVML reports the memory of a process of the case as unavailable)".to_string(),
+        (None, None, Some(note)) => format!("not measured: {note}"),
+        (None, None, None) => "not measured".to_string(),
+    }
+}
+
 /// The figures of one case as plain text, for the JUnit failure body and
 /// system-out: many CI viewers show neither properties nor attributes, so
 /// every number a reader needs is here too.
@@ -112,12 +130,37 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
             check.message
         );
     }
-    let gpu = match (case.gpu_peak_bytes, &measurement.gpu_note) {
-        (Some(bytes), _) => format!("{} ({bytes} bytes)", Bytes(bytes)),
-        (None, Some(note)) => format!("not measured: {note}"),
-        (None, None) => "not measured".to_string(),
-    };
-    let _ = writeln!(out, "gpu peak:    {gpu}");
+    let _ = writeln!(out, "gpu peak:    {}", gpu_summary(case, measurement));
+    for device in &case.gpu_devices {
+        let figure = |value: Option<u64>| value.map_or("unknown".to_string(), |b| Bytes(b).to_string());
+        let accounting = device
+            .accounting_peak_bytes
+            .map_or(String::new(), |b| format!(", driver accounting {}", Bytes(b)));
+        let _ = writeln!(
+            out,
+            "  GPU {} {} ({}): case {} by {}{accounting}; device {} peak, {} before, of {}",
+            device.index,
+            device.name,
+            device.uuid,
+            figure(device.peak_bytes),
+            device.method,
+            figure(device.device_peak_bytes),
+            figure(device.before_bytes),
+            Bytes(device.total_bytes)
+        );
+        if device.method == DEVICE_DELTA {
+            let _ = writeln!(out, "    {DEVICE_DELTA_NOTE}");
+        }
+    }
+    for process in &case.foreign_processes {
+        let name = process.name.as_deref().unwrap_or("name not visible");
+        let used = process.used_bytes.map_or("unknown memory".to_string(), |b| Bytes(b).to_string());
+        let _ = writeln!(
+            out,
+            "foreign:     pid {} ({name}) on GPU {} using {used}, not started by oomgate",
+            process.pid, process.device_index
+        );
+    }
     let _ = writeln!(
         out,
         "wall time:   {} (timeout {})",

@@ -104,8 +104,13 @@ impl Terminal {
     }
 
     fn final_table(&self, results: &RunResults) -> String {
-        let header = ["STATUS", "CASE", "TIME", "HOST PEAK", "BUDGET"];
-        let rows: Vec<[String; 5]> = results
+        let with_gpu = results.measurement.gpu_method.is_some();
+        let mut header = vec!["STATUS", "CASE", "TIME", "HOST PEAK", "BUDGET"];
+        if with_gpu {
+            header.extend(["GPU PEAK", "METHOD"]);
+        }
+        let dash = || "-".to_string();
+        let mut rows: Vec<(Option<CaseStatus>, Vec<String>)> = results
             .cases
             .iter()
             .map(|case| {
@@ -114,37 +119,37 @@ impl Terminal {
                     .iter()
                     .find(|c| c.name == "budget.host")
                     .and_then(|c| c.limit_bytes)
-                    .map_or("-".to_string(), |b| Bytes(b).to_string());
-                [
+                    .map_or_else(dash, |b| Bytes(b).to_string());
+                let mut row = vec![
                     case.status.label().to_string(),
                     case.id.clone(),
                     format_duration(Duration::from_secs_f64(case.wall_time_s)),
-                    case.host_peak()
-                        .map_or("unknown".to_string(), |b| b.to_string()),
+                    case.host_peak().map_or("unknown".to_string(), |b| b.to_string()),
                     budget,
-                ]
+                ];
+                if with_gpu {
+                    row.push(case.gpu_peak_bytes.map_or("unknown".to_string(), |b| Bytes(b).to_string()));
+                    row.push(case.gpu_peak_method.clone().unwrap_or_else(dash));
+                }
+                (Some(case.status), row)
             })
-            .chain(results.not_run.iter().map(|id| {
-                [
-                    "NOT RUN".to_string(),
-                    id.clone(),
-                    "-".to_string(),
-                    "-".to_string(),
-                    "-".to_string(),
-                ]
-            }))
             .collect();
-        let mut widths = header.map(str::len);
-        for row in &rows {
+        for id in &results.not_run {
+            let mut row = vec!["NOT RUN".to_string(), id.clone()];
+            row.resize(header.len(), dash());
+            rows.push((None, row));
+        }
+        let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+        for (_, row) in &rows {
             for (width, cell) in widths.iter_mut().zip(row) {
                 *width = (*width).max(cell.chars().count());
             }
         }
-        let render = |cells: [&str; 5]| -> String {
+        let render = |cells: &[&str]| -> String {
             let mut line = String::from(" ");
-            for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
-                // Figures read best right-aligned; names left-aligned.
-                if i >= 2 {
+            for (i, (cell, width)) in cells.iter().zip(&widths).enumerate() {
+                // Figures read best right-aligned; names and words left-aligned.
+                if (2..=5).contains(&i) {
                     line.push_str(&format!("  {cell:>width$}"));
                 } else {
                     line.push_str(&format!("  {cell:<width$}"));
@@ -152,21 +157,19 @@ impl Terminal {
             }
             line.trim_end().to_string()
         };
-        let mut out = vec![self.paint(Style::new().bold(), &render(header))];
-        for (row, case_status) in rows.iter().zip(
-            results
-                .cases
-                .iter()
-                .map(|c| Some(c.status))
-                .chain(results.not_run.iter().map(|_| None)),
-        ) {
-            let text = render([&row[0], &row[1], &row[2], &row[3], &row[4]]);
-            out.push(match case_status {
-                Some(status) if status != CaseStatus::Passed => {
-                    self.paint(Self::status_style(status), &text)
+        let mut out = vec![self.paint(Style::new().bold(), &render(&header))];
+        for (status, row) in &rows {
+            let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+            let text = render(&cells);
+            out.push(match status {
+                Some(status) if *status != CaseStatus::Passed => {
+                    self.paint(Self::status_style(*status), &text)
                 }
                 _ => text,
             });
+        }
+        if results.cases.iter().any(|c| c.gpu_peak_method.as_deref() == Some(super::DEVICE_DELTA)) {
+            out.push(format!(" note: {}", super::DEVICE_DELTA_NOTE));
         }
         out.join("\n")
     }
@@ -183,7 +186,7 @@ fn figures(case: &CaseResult) -> String {
     let peak = case
         .host_peak()
         .map_or("unknown".to_string(), |b| b.to_string());
-    match case
+    let mut text = match case
         .checks
         .iter()
         .find(|c| c.name == "budget.host")
@@ -191,7 +194,12 @@ fn figures(case: &CaseResult) -> String {
     {
         Some(limit) => format!("host peak {peak} (budget {})", Bytes(limit)),
         None => format!("host peak {peak}"),
+    };
+    if let Some(method) = &case.gpu_peak_method {
+        let gpu = case.gpu_peak_bytes.map_or("unknown".to_string(), |b| Bytes(b).to_string());
+        text.push_str(&format!(", gpu peak {gpu} ({method})"));
     }
+    text
 }
 
 impl Reporter for Terminal {

@@ -17,10 +17,11 @@ use super::Runner;
 use super::launch::{InstanceLogs, LaunchSpec, launch};
 use super::logs::{TAIL_BYTES, read_tail};
 use super::process::{self, Exit};
+use crate::measure::gpu::{CaseGpu, GpuFigures};
 use crate::measure::{Sample, Timeline};
 use crate::report::{Event, Reporter};
 use crate::results::{CaseResult, Check, InstanceResult};
-use crate::suite::Case;
+use crate::suite::{Case, ForeignPolicy};
 use crate::units::{Bytes, format_duration};
 use crate::verdict::{self, Observed, StopReason};
 
@@ -112,11 +113,42 @@ impl Runner<'_> {
             })
             .collect();
 
+        // GPU preflight: the devices the case sees, their use before it
+        // starts, and whatever else already runs on them.
+        let mut gpu_slot = self.gpu.take();
         let mut stop = None;
-        for instance in &mut instances {
-            if let Err(message) = instance.start(case, case_dir) {
-                stop = Some(StopReason::LaunchFailed { message });
-                break;
+        let mut foreign = Vec::new();
+        let mut cuda_visible_devices = None;
+        let mut case_gpu = gpu_slot.as_mut().map(|gpu| {
+            let selection = super::gpu::selection(gpu, case);
+            for note in &selection.notes {
+                reporter.handle(&Event::Warning { message: format!("{}: {note}", case.id) }).ok();
+            }
+            cuda_visible_devices = selection.cuda_visible_devices;
+            CaseGpu::begin(gpu, selection.positions, self.measurement.sample_interval_ms)
+        });
+        if let Some(case_gpu) = case_gpu.as_mut() {
+            if let Ok(tree) = self.scanner.descendants_of(process::self_pid()) {
+                foreign = case_gpu.foreign_processes(tree);
+            }
+            if !foreign.is_empty() {
+                let message = super::gpu::describe_foreign(&case.id, &foreign);
+                if self.suite.foreign_processes == ForeignPolicy::Fail {
+                    stop = Some(StopReason::ForeignProcesses {
+                        message: format!("not run: {message} (foreign_processes = \"fail\")"),
+                    });
+                } else {
+                    reporter.handle(&Event::Warning { message }).ok();
+                }
+            }
+        }
+
+        if stop.is_none() {
+            for instance in &mut instances {
+                if let Err(message) = instance.start(case, case_dir) {
+                    stop = Some(StopReason::LaunchFailed { message });
+                    break;
+                }
             }
         }
 
@@ -127,7 +159,7 @@ impl Runner<'_> {
         let mut next_tick = start;
         while stop.is_none() {
             let elapsed = start.elapsed();
-            let (sample, errors) = self.sample(elapsed);
+            let (sample, errors) = self.sample(elapsed, case_gpu.as_mut());
             sample_errors += errors;
             timeline.push(&sample);
             reporter
@@ -139,11 +171,9 @@ impl Runner<'_> {
                 })
                 .ok();
 
-            if let (Some(limit), Some(peak)) = (case.budget.host, timeline.host_peak) {
-                if verdict::breaches(Bytes(peak.bytes), limit) {
-                    stop = Some(StopReason::BudgetExceeded { at: elapsed });
-                    break;
-                }
+            if budget_breached(case, &timeline, case_gpu.as_ref()) {
+                stop = Some(StopReason::BudgetExceeded { at: elapsed });
+                break;
             }
             stop = self.collect_exits(case, case_dir, &mut instances, start, soak_until);
             if stop.is_some() || instances.iter().all(|i| !i.running()) {
@@ -178,15 +208,13 @@ impl Runner<'_> {
         };
         self.stop_everything(&mut instances, case.kill_grace);
         timeline.finish();
+        let gpu_figures = case_gpu.map(|case_gpu| {
+            sample_errors += case_gpu.errors();
+            case_gpu.finish()
+        });
+        self.gpu = gpu_slot;
 
-        let checks: Vec<Check> = case
-            .budget
-            .host
-            .map(|limit| {
-                verdict::host_budget_check(timeline.host_peak.map(|p| Bytes(p.bytes)), limit)
-            })
-            .into_iter()
-            .collect();
+        let checks = budget_checks(case, &timeline, gpu_figures.as_ref());
         let observed = Observed {
             stop,
             exits: instances.iter().map(|i| i.exit).collect(),
@@ -243,7 +271,11 @@ impl Runner<'_> {
             wall_time_s: wall_time.as_secs_f64(),
             host_peak_bytes: timeline.host_peak.map(|p| p.bytes),
             host_peak_at_s: timeline.host_peak.map(|p| p.t_ms as f64 / 1000.0),
-            gpu_peak_bytes: None,
+            gpu_peak_bytes: gpu_figures.as_ref().and_then(|g| g.peak_bytes),
+            gpu_peak_method: gpu_figures.as_ref().map(|g| g.method.clone()),
+            gpu_devices: gpu_figures.map(|g| g.devices).unwrap_or_default(),
+            cuda_visible_devices,
+            foreign_processes: foreign,
             checks,
             instances: instances
                 .iter()
@@ -266,7 +298,7 @@ impl Runner<'_> {
     }
 
     /// One tick: scan the tree once, let every sampler read it.
-    fn sample(&mut self, at: Duration) -> (Sample, u64) {
+    fn sample(&mut self, at: Duration, gpu: Option<&mut CaseGpu<'_>>) -> (Sample, u64) {
         let mut sample = Sample {
             at,
             ..Sample::default()
@@ -278,6 +310,10 @@ impl Runner<'_> {
                     if sampler.sample(tree, &mut sample).is_err() {
                         errors += 1;
                     }
+                }
+                if let Some(gpu) = gpu {
+                    // Counted in CaseGpu::errors, added to the case's total at the end.
+                    gpu.sample(tree, &mut sample);
                 }
             }
             Err(_) => errors += 1,
@@ -387,6 +423,53 @@ impl Runner<'_> {
             instance.wait();
         }
     }
+}
+
+/// Whether a figure measured so far is over its budget: host and GPU peaks,
+/// and each device's share of its memory.
+fn budget_breached(case: &Case, timeline: &Timeline, gpu: Option<&CaseGpu<'_>>) -> bool {
+    let over = |limit: Option<Bytes>, peak: Option<u64>| match (limit, peak) {
+        (Some(limit), Some(peak)) => verdict::breaches(Bytes(peak), limit),
+        _ => false,
+    };
+    if over(case.budget.host, timeline.host_peak.map(|p| p.bytes))
+        || over(case.budget.gpu, timeline.gpu_peak.map(|p| p.bytes))
+    {
+        return true;
+    }
+    match (case.budget.gpu_fraction, gpu) {
+        (Some(fraction), Some(gpu)) => gpu.live_by_device().any(|(device, live)| {
+            verdict::breaches(Bytes(live), verdict::headroom_limit(device.total_bytes, fraction))
+        }),
+        _ => false,
+    }
+}
+
+/// Every budget verdict of a finished case.
+fn budget_checks(case: &Case, timeline: &Timeline, gpu: Option<&GpuFigures>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    if let Some(limit) = case.budget.host {
+        checks.push(verdict::host_budget_check(timeline.host_peak.map(|p| Bytes(p.bytes)), limit));
+    }
+    let unmeasured = || "GPU memory was not measured".to_string();
+    if let Some(limit) = case.budget.gpu {
+        checks.push(match gpu {
+            Some(gpu) => verdict::gpu_budget_check(gpu.peak_bytes.map(Bytes), &gpu.method, limit),
+            None => verdict::gpu_budget_check(None, &unmeasured(), limit),
+        });
+    }
+    if let Some(fraction) = case.budget.gpu_fraction {
+        for device in gpu.map(|g| g.devices.as_slice()).unwrap_or_default() {
+            checks.push(verdict::headroom_check(
+                &format!("GPU {} ({})", device.index, device.name),
+                device.peak_bytes.map(Bytes),
+                &device.method,
+                Bytes(device.total_bytes),
+                fraction,
+            ));
+        }
+    }
+    checks
 }
 
 fn append(path: &Path, text: &str) {

@@ -9,6 +9,7 @@
 //! Ctrl-C loses nothing already measured.
 
 mod case;
+mod gpu;
 pub mod interrupt;
 pub mod launch;
 pub mod logs;
@@ -20,9 +21,10 @@ use std::path::{Path, PathBuf};
 pub use interrupt::Interrupt;
 
 use crate::measure::Sampler;
+use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
 use crate::report::{Event, Reporter};
-use crate::results::{Measurement, RunResults, SCHEMA_VERSION, SuiteInfo, Summary};
+use crate::results::{GpuEnvironment, Measurement, RunResults, SCHEMA_VERSION, SuiteInfo, Summary};
 use crate::suite::{Case, Suite};
 
 /// A problem with oomgate's own surroundings, not with a workload: the run
@@ -45,6 +47,9 @@ pub struct Runner<'a> {
     interrupt: Interrupt,
     scanner: Scanner,
     samplers: Vec<Box<dyn Sampler>>,
+    /// NVML, opened once for the whole run; `None` when GPU memory is not
+    /// measured (the measurement's note says why).
+    gpu: Option<Gpu>,
     measurement: Measurement,
 }
 
@@ -54,6 +59,7 @@ impl<'a> Runner<'a> {
         out_dir: &'a Path,
         interrupt: Interrupt,
         samplers: Vec<Box<dyn Sampler>>,
+        gpu: Option<Gpu>,
         measurement: Measurement,
     ) -> Self {
         Runner {
@@ -62,6 +68,7 @@ impl<'a> Runner<'a> {
             interrupt,
             scanner: Scanner::new(),
             samplers,
+            gpu,
             measurement,
         }
     }
@@ -86,6 +93,11 @@ impl<'a> Runner<'a> {
             finished_at: None,
             interrupted: false,
             measurement: self.measurement.clone(),
+            gpu: self.gpu.as_ref().map(|gpu| GpuEnvironment {
+                driver_version: gpu.driver_version.clone(),
+                cuda_driver_version: gpu.cuda_driver_version.clone(),
+                devices: gpu.devices.clone(),
+            }),
             summary: Summary {
                 planned: cases.len(),
                 ..Summary::default()

@@ -34,7 +34,33 @@ pub struct Suite {
     /// Absolute folder commands run from unless a case sets `cwd`.
     pub workdir: PathBuf,
     pub sample_interval: Duration,
+    pub gpu: GpuMode,
+    pub foreign_processes: ForeignPolicy,
     pub cases: Vec<Case>,
+}
+
+/// Whether GPU memory is measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuMode {
+    /// Measure GPU memory when NVML loads; otherwise say so once and go on.
+    #[default]
+    Auto,
+    /// Fail (exit 3) when NVML cannot be loaded.
+    Required,
+    /// Never load NVML.
+    Off,
+}
+
+/// What to do when a case's GPU already runs processes oomgate did not start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ForeignPolicy {
+    /// Report them and run the case.
+    #[default]
+    Warn,
+    /// Fail the case without running it: its figures would not be trustworthy.
+    Fail,
 }
 
 /// One case after matrix expansion: everything needed to launch it.
@@ -67,10 +93,15 @@ pub struct Case {
 }
 
 /// Hard limits; a breach stops the case at once.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Budget {
     /// On the peak RSS summed over the case's whole process tree.
     pub host: Option<Bytes>,
+    /// On the case's GPU peak, all its devices together.
+    pub gpu: Option<Bytes>,
+    /// Headroom: on each device, the case's peak may not exceed this share
+    /// of the device's total memory (0 < f <= 1).
+    pub gpu_fraction: Option<f64>,
 }
 
 /// Built-in values for keys neither the case nor `[defaults]` sets.

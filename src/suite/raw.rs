@@ -26,6 +26,10 @@ pub struct RawSuiteTable {
     pub name: Spanned<String>,
     pub sample_interval: Option<Spanned<String>>,
     pub workdir: Option<Spanned<String>>,
+    /// `"auto"`, `"required"` or `"off"`.
+    pub gpu: Option<Spanned<String>>,
+    /// `"warn"` or `"fail"`.
+    pub foreign_processes: Option<Spanned<String>>,
 }
 
 /// The keys a case shares with `[defaults]`.
@@ -109,6 +113,9 @@ pub struct RawSettingsRef<'a> {
 pub struct RawBudget {
     /// A size: `"512 MiB"` or a number of bytes.
     pub host: Option<Spanned<toml::Value>>,
-    /// Reserved for GPU measurement; refused with a clear message until then.
+    /// A size, on the case's GPU peak over all its devices.
     pub gpu: Option<Spanned<toml::Value>>,
+    /// Headroom: the peak on each device must stay within this share of
+    /// the device's total memory.
+    pub gpu_fraction: Option<Spanned<toml::Value>>,
 }

@@ -206,9 +206,19 @@ fn errors_name_the_place_and_the_fix() {
             &["negative"],
         ),
         (
-            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nbudget = { gpu = \"8 GiB\" }\n",
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nbudget = { gpu = \"8 parsecs\" }\n",
             (6, 18),
-            &["`budget.gpu` is not supported"],
+            &["`budget.gpu`", "is not a size"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nbudget = { gpu_fraction = 1.5 }\n",
+            (6, 27),
+            &["`budget.gpu_fraction` must be a share"],
+        ),
+        (
+            "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nbudget = { gpu_fraction = 0 }\n",
+            (6, 27),
+            &["above 0 and at most 1"],
         ),
         (
             "[[case]]\nname = \"a\"\ncommand = [\"x\"]\nenv = { OOMGATE_CASE = \"x\" }\n",
@@ -252,6 +262,26 @@ fn errors_name_the_place_and_the_fix() {
             );
         }
     }
+}
+
+#[test]
+fn gpu_settings() {
+    let suite = parse_ok(
+        "[suite]\nname = \"s\"\ngpu = \"required\"\nforeign_processes = \"fail\"\n[defaults]\nbudget = { gpu_fraction = \"90%\" }\n[[case]]\nname = \"a\"\ncommand = [\"x\"]\nbudget = { gpu = \"60 GiB\" }\n",
+    );
+    assert_eq!(suite.gpu, GpuMode::Required);
+    assert_eq!(suite.foreign_processes, ForeignPolicy::Fail);
+    let budget = suite.cases[0].budget;
+    assert_eq!(budget.gpu, Some(crate::units::Bytes(60 * 1024 * MIB)));
+    assert_eq!(budget.gpu_fraction, Some(0.9));
+    let (message, at) = parse_err(
+        "[suite]\nname = \"s\"\ngpu = \"maybe\"\n[[case]]\nname = \"a\"\ncommand = [\"x\"]\n",
+    );
+    assert_eq!(at, Some((3, 7)));
+    assert!(
+        message.contains("\"auto\", \"required\" or \"off\""),
+        "{message}"
+    );
 }
 
 #[test]

@@ -15,7 +15,7 @@ use super::raw::{RawCase, RawSettingsRef, RawSuiteFile};
 use super::template::{expand_matrix, folder_name, placeholders, substitute};
 use super::{
     Budget, Case, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT, Diagnostic,
-    RESERVED_ENV, Suite,
+    ForeignPolicy, GpuMode, RESERVED_ENV, Suite,
 };
 use crate::units::{Bytes, parse_duration};
 
@@ -38,6 +38,28 @@ impl Checker {
             Ok(duration) => Some(duration),
             Err(e) => {
                 self.error(value.span(), format!("`{key}`: {e}"));
+                None
+            }
+        }
+    }
+
+    /// A share in (0, 1]: `0.9`, or `"90%"`.
+    fn fraction(&mut self, key: &str, value: &Spanned<toml::Value>) -> Option<f64> {
+        let parsed = match value.get_ref() {
+            toml::Value::Float(f) => Some(*f),
+            toml::Value::Integer(n) => Some(*n as f64),
+            toml::Value::String(text) => text
+                .trim()
+                .strip_suffix('%')
+                .and_then(|number| number.trim().parse::<f64>().ok())
+                .map(|percent| percent / 100.0),
+            _ => None,
+        };
+        match parsed {
+            Some(f) if f > 0.0 && f <= 1.0 => Some(f),
+            _ => {
+                self.error(value.span(), format!("`{key}` must be a share of the device's memory above 0 and at most 1"))
+                    .help = Some("write e.g. 0.9 or \"90%\": the case fails when its peak on any device goes above that share".into());
                 None
             }
         }
@@ -96,6 +118,35 @@ pub(super) fn validate(
             None => DEFAULT_SAMPLE_INTERVAL,
         },
     };
+    let gpu = match &suite_table.gpu {
+        None => GpuMode::Auto,
+        Some(text) => match text.get_ref().as_str() {
+            "auto" => GpuMode::Auto,
+            "required" => GpuMode::Required,
+            "off" => GpuMode::Off,
+            other => {
+                check.error(
+                    text.span(),
+                    format!("`gpu` must be \"auto\", \"required\" or \"off\", not \"{other}\""),
+                );
+                GpuMode::Auto
+            }
+        },
+    };
+    let foreign_processes = match &suite_table.foreign_processes {
+        None => ForeignPolicy::Warn,
+        Some(text) => match text.get_ref().as_str() {
+            "warn" => ForeignPolicy::Warn,
+            "fail" => ForeignPolicy::Fail,
+            other => {
+                check.error(
+                    text.span(),
+                    format!("`foreign_processes` must be \"warn\" or \"fail\", not \"{other}\""),
+                );
+                ForeignPolicy::Warn
+            }
+        },
+    };
     let workdir = match &suite_table.workdir {
         None => folder.to_path_buf(),
         Some(dir) => lexical_join(folder, Path::new(dir.get_ref())),
@@ -152,6 +203,8 @@ pub(super) fn validate(
             path: path.to_path_buf(),
             workdir,
             sample_interval,
+            gpu,
+            foreign_processes,
             cases,
         })
     } else {
@@ -360,8 +413,10 @@ fn expand_case(
             budget.host = check.size("budget.host", host);
         }
         if let Some(gpu) = &raw_budget.gpu {
-            check.error(gpu.span(), "`budget.gpu` is not supported by this version of oomgate").help =
-                Some("GPU memory is not measured yet (NVML support is planned); remove the key or budget host memory with `budget.host`".into());
+            budget.gpu = check.size("budget.gpu", gpu);
+        }
+        if let Some(fraction) = &raw_budget.gpu_fraction {
+            budget.gpu_fraction = check.fraction("budget.gpu_fraction", fraction);
         }
     }
 

@@ -1,0 +1,262 @@
+//! The GPU through NVML: one handle for the whole run, the device table
+//! read once, and the few per-sample calls, allocation-free.
+//!
+//! [`Gpu::open`] loads `libnvidia-ml.so.1` from the normal library path
+//! (through `nvml-wrapper`), checks that every function oomgate calls is
+//! exported, and reads the device table: index, UUID, name, total memory,
+//! accounting and persistence mode. Every failure becomes one line that
+//! says why ([`GpuUnavailable`]): the library is not found, the driver is
+//! not loaded, a function is missing. Nothing here panics on a strange
+//! driver.
+//!
+//! Process lists are read through the raw `_v3` call into a buffer reused
+//! across samples (the wrapper's method allocates a vector per call).
+
+use std::ffi::c_uint;
+
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper_sys::bindings::{nvmlDevice_t, nvmlProcessInfo_t};
+use serde::Serialize;
+
+/// NVML's "not available" marker for per-process memory.
+const NOT_AVAILABLE: u64 = u64::MAX;
+const NVML_SUCCESS: c_uint = 0;
+const NVML_ERROR_INSUFFICIENT_SIZE: c_uint = 7;
+
+/// Functions oomgate calls beyond init and shutdown. A library that lacks
+/// one is refused at open time, with its name, rather than failing later.
+const REQUIRED: &[&str] = &[
+    "nvmlDeviceGetCount_v2",
+    "nvmlDeviceGetHandleByIndex_v2",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetMemoryInfo_v2",
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlSystemGetDriverVersion",
+];
+
+/// Why GPU memory cannot be measured, in one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct GpuUnavailable(pub String);
+
+/// One GPU as NVML describes it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuDevice {
+    /// NVML's index (PCI bus order, as nvidia-smi numbers devices).
+    pub index: u32,
+    pub uuid: String,
+    pub name: String,
+    pub total_bytes: u64,
+    /// NVML accounting mode (`nvidia-smi -am 1`); `None` when unsupported.
+    pub accounting: Option<bool>,
+    pub persistence: Option<bool>,
+    #[serde(skip)]
+    handle: DeviceHandle,
+}
+
+/// A raw device handle. NVML handles stay valid until `nvmlShutdown`,
+/// which only happens when [`Gpu`] (which owns them) is dropped.
+#[derive(Debug, Clone, Copy)]
+struct DeviceHandle(nvmlDevice_t);
+
+/// One process NVML lists on a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GpuProcess {
+    pub pid: u32,
+    /// `None`: NVML reports the figure as unavailable (WDDM, some MIG
+    /// setups). Never read as zero.
+    pub used_bytes: Option<u64>,
+}
+
+/// The loaded NVML library and its devices.
+pub struct Gpu {
+    nvml: Nvml,
+    pub driver_version: String,
+    /// `12.4`, from `nvmlSystemGetCudaDriverVersion_v2`.
+    pub cuda_driver_version: Option<String>,
+    pub devices: Vec<GpuDevice>,
+    buffer: Vec<nvmlProcessInfo_t>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu")
+            .field("driver_version", &self.driver_version)
+            .field("devices", &self.devices)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gpu {
+    /// Load NVML and read the device table.
+    pub fn open() -> Result<Gpu, GpuUnavailable> {
+        let nvml = Nvml::init().map_err(|e| GpuUnavailable(describe_init_error(&e)))?;
+        let missing: Vec<&str> = REQUIRED
+            .iter()
+            .copied()
+            .filter(|name| !has_symbol(&nvml, name))
+            .collect();
+        if !missing.is_empty() {
+            return Err(GpuUnavailable(format!(
+                "the NVML library lacks {} (an NVIDIA driver older than oomgate supports?)",
+                missing.join(", ")
+            )));
+        }
+        let fail = |what: &str, e: NvmlError| GpuUnavailable(format!("NVML could not {what}: {e}"));
+        let driver_version = nvml
+            .sys_driver_version()
+            .map_err(|e| fail("read the driver version", e))?;
+        let cuda_driver_version = nvml
+            .sys_cuda_driver_version()
+            .ok()
+            .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10));
+        let count = nvml.device_count().map_err(|e| fail("count devices", e))?;
+        let mut devices = Vec::with_capacity(count as usize);
+        for index in 0..count {
+            let device = nvml
+                .device_by_index(index)
+                .map_err(|e| fail(&format!("open device {index}"), e))?;
+            let memory = device
+                .memory_info()
+                .map_err(|e| fail(&format!("read memory of device {index}"), e))?;
+            devices.push(GpuDevice {
+                index,
+                uuid: device
+                    .uuid()
+                    .map_err(|e| fail(&format!("read the UUID of device {index}"), e))?,
+                name: device.name().unwrap_or_else(|_| "unknown GPU".to_string()),
+                total_bytes: memory.total,
+                accounting: device.is_accounting_enabled().ok(),
+                persistence: device.is_in_persistent_mode().ok(),
+                // SAFETY: the handle comes from NVML and stays valid until
+                // shutdown, which only Gpu's drop triggers.
+                handle: DeviceHandle(unsafe { device.handle() }),
+            });
+        }
+        Ok(Gpu {
+            nvml,
+            driver_version,
+            cuda_driver_version,
+            devices,
+            buffer: Vec::with_capacity(64),
+        })
+    }
+
+    fn device(&self, position: usize) -> Device<'_> {
+        // SAFETY: the handle was obtained from this NVML instance, which is
+        // still initialised (self is alive).
+        unsafe { Device::new(self.devices[position].handle.0, &self.nvml) }
+    }
+
+    /// Memory in use on a device (all processes, and the driver's own).
+    pub fn used_bytes(&self, position: usize) -> Result<u64, NvmlError> {
+        self.device(position).memory_info().map(|m| m.used)
+    }
+
+    /// Memory in use and free on a device.
+    pub fn memory(&self, position: usize) -> Result<(u64, u64), NvmlError> {
+        self.device(position)
+            .memory_info()
+            .map(|m| (m.used, m.free))
+    }
+
+    /// The compute processes on a device, into `out` (cleared first).
+    /// Allocation-free once the buffer has grown to the number of
+    /// processes on the device.
+    pub fn processes(
+        &mut self,
+        position: usize,
+        out: &mut Vec<GpuProcess>,
+    ) -> Result<(), NvmlError> {
+        out.clear();
+        let symbol = self
+            .nvml
+            .lib()
+            .nvmlDeviceGetComputeRunningProcesses_v3
+            .as_ref()
+            .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+        let handle = self.devices[position].handle.0;
+        // A process may start between the two calls: retry a few times
+        // with the count NVML asked for, plus headroom.
+        for _ in 0..4 {
+            let mut count = self.buffer.capacity() as c_uint;
+            // SAFETY: `buffer` has room for `count` entries; NVML writes at
+            // most `count` and sets `count` to the number written (or to the
+            // number needed, with INSUFFICIENT_SIZE).
+            let status = unsafe { symbol(handle, &mut count, self.buffer.as_mut_ptr()) };
+            match status {
+                NVML_SUCCESS => {
+                    let written = (count as usize).min(self.buffer.capacity());
+                    // SAFETY: NVML initialised the first `written` entries.
+                    unsafe { self.buffer.set_len(written) };
+                    out.extend(self.buffer.iter().map(|p| GpuProcess {
+                        pid: p.pid,
+                        used_bytes: (p.usedGpuMemory != NOT_AVAILABLE).then_some(p.usedGpuMemory),
+                    }));
+                    self.buffer.clear();
+                    return Ok(());
+                }
+                NVML_ERROR_INSUFFICIENT_SIZE => {
+                    self.buffer.reserve(count as usize + 16);
+                }
+                other => return Err(code_error(other)),
+            }
+        }
+        Err(NvmlError::InsufficientSize(None))
+    }
+
+    /// The driver's exact maximum memory of a process on a device, when
+    /// accounting mode is on and the driver still holds its record.
+    pub fn accounting_max_bytes(&self, position: usize, pid: u32) -> Option<u64> {
+        if self.devices[position].accounting != Some(true) {
+            return None;
+        }
+        self.device(position)
+            .accounting_stats_for(pid)
+            .ok()
+            .and_then(|stats| stats.max_memory_usage)
+    }
+}
+
+fn has_symbol(nvml: &Nvml, name: &str) -> bool {
+    let lib = nvml.lib();
+    match name {
+        "nvmlDeviceGetCount_v2" => lib.nvmlDeviceGetCount_v2.is_ok(),
+        "nvmlDeviceGetHandleByIndex_v2" => lib.nvmlDeviceGetHandleByIndex_v2.is_ok(),
+        "nvmlDeviceGetName" => lib.nvmlDeviceGetName.is_ok(),
+        "nvmlDeviceGetUUID" => lib.nvmlDeviceGetUUID.is_ok(),
+        "nvmlDeviceGetMemoryInfo_v2" => lib.nvmlDeviceGetMemoryInfo_v2.is_ok(),
+        "nvmlDeviceGetComputeRunningProcesses_v3" => {
+            lib.nvmlDeviceGetComputeRunningProcesses_v3.is_ok()
+        }
+        "nvmlSystemGetDriverVersion" => lib.nvmlSystemGetDriverVersion.is_ok(),
+        _ => false,
+    }
+}
+
+/// An NVML status code as the wrapper's error type.
+fn code_error(status: c_uint) -> NvmlError {
+    match nvml_wrapper::error::nvml_try(status) {
+        Err(e) => e,
+        Ok(()) => NvmlError::Unknown,
+    }
+}
+
+/// One line saying why NVML did not load, and what to check.
+pub fn describe_init_error(error: &NvmlError) -> String {
+    match error {
+        NvmlError::LibloadingError(e) => format!(
+            "the NVML library (libnvidia-ml.so.1) was not found: is the NVIDIA driver installed, and the library on the loader path? ({e})"
+        ),
+        NvmlError::DriverNotLoaded => {
+            "the NVIDIA driver is not loaded (nvidia-smi would fail too)".to_string()
+        }
+        NvmlError::NoPermission => {
+            "no permission to use NVML (check the /dev/nvidia* device permissions)".to_string()
+        }
+        NvmlError::FailedToLoadSymbol(e) => format!("the NVML library is incomplete: {e}"),
+        other => format!("NVML failed to initialise: {other}"),
+    }
+}
