@@ -11,13 +11,13 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::measure::nvml::Gpu;
 use crate::measure::{HostSampler, Sampler};
 use crate::report::files::ResultFiles;
 use crate::report::terminal::Terminal;
 use crate::report::{FanOut, Reporter};
 use crate::results::{Measurement, RunResults};
 use crate::run::{Interrupt, RunError, Runner, process};
-use crate::measure::nvml::Gpu;
 use crate::suite::{self, Case, GpuMode, Suite, SuiteError, shell_join};
 use crate::units::format_duration;
 
@@ -71,7 +71,9 @@ pub enum Command {
     )]
     List(PlanArgs),
     /// Show every GPU NVML sees: memory, modes, processes, and how CUDA_VISIBLE_DEVICES maps.
-    #[command(after_help = "Examples:\n  oomgate gpus\n  CUDA_VISIBLE_DEVICES=1 oomgate gpus --json | jq '.devices[].name'\n\nExit codes: 0 listed, 3 NVML cannot be loaded (the reason is printed in one line).")]
+    #[command(
+        after_help = "Examples:\n  oomgate gpus\n  CUDA_VISIBLE_DEVICES=1 oomgate gpus --json | jq '.devices[].name'\n\nExit codes: 0 listed, 3 NVML cannot be loaded (the reason is printed in one line)."
+    )]
     Gpus(GpusArgs),
 }
 
@@ -199,7 +201,10 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
 /// NVML as the GPU mode asks: the handle, or why there is none.
 fn open_gpu(mode: GpuMode) -> Result<(Option<Gpu>, Option<String>), CliError> {
     match mode {
-        GpuMode::Off => Ok((None, Some("GPU measurement is off (gpu = \"off\")".to_string()))),
+        GpuMode::Off => Ok((
+            None,
+            Some("GPU measurement is off (gpu = \"off\")".to_string()),
+        )),
         GpuMode::Auto => match Gpu::open() {
             Ok(gpu) => Ok((Some(gpu), None)),
             Err(why) => Ok((None, Some(format!("{why}; measuring host memory only")))),

@@ -198,3 +198,32 @@ fn a_rerun_replaces_stale_logs() {
         "logs of an earlier run were left in the case folder"
     );
 }
+
+/// Regression: a process whose name the kernel cut inside a multi-byte
+/// character could not be parsed from /proc, so its memory was invisible
+/// and a case far over budget passed with a peak of 0 B.
+#[test]
+fn processes_with_non_utf8_names_are_measured() {
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3");
+    let python = String::from_utf8_lossy(&python.stdout).trim().to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 'a' and five 3-byte characters: the 15-byte comm ends mid-character.
+    let script = dir.path().join("a模型训练脚本.py");
+    let body = std::fs::read_to_string(workloads().join("alloc.py")).expect("alloc.py");
+    let body = body.replacen("#!/usr/bin/env python3", &format!("#!{python}"), 1);
+    std::fs::write(&script, body).expect("write script");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let suite = format!(
+        "[suite]\nname = \"t\"\nsample_interval = \"20ms\"\n[[case]]\nname = \"c\"\ncommand = [{}, \"--mib\", \"200\", \"--hold\", \"1s\"]\nbudget = {{ host = \"100 MiB\" }}\nkill_grace = \"1s\"\n",
+        toml_str(&script.display().to_string())
+    );
+    let project = Project::new(&suite);
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("c");
+    assert!(case["host_peak_bytes"].as_u64().unwrap_or(0) > 100 * MIB, "{case:#}");
+}

@@ -33,8 +33,22 @@ pub struct ProcEntry {
     pub pgid: i32,
     /// Resident set size in bytes.
     pub rss_bytes: u64,
-    /// The state letter; `Z` for a zombie waiting to be reaped.
+    /// The state letter; `Z` for a zombie waiting to be reaped, or for a
+    /// process whose main thread exited while other threads still run.
     pub state: u8,
+    pub threads: u32,
+}
+
+impl ProcEntry {
+    /// Running, or a leader whose other threads still run (and hold memory).
+    pub fn is_alive(&self) -> bool {
+        self.state != b'Z' || self.threads > 1
+    }
+
+    /// Exited, waiting for its parent to collect its status.
+    pub fn is_zombie(&self) -> bool {
+        !self.is_alive()
+    }
 }
 
 /// The descendants of one process at one moment (the root excluded).
@@ -66,7 +80,7 @@ impl ProcessTree {
 
     /// Members still running (zombies excluded).
     pub fn alive(&self) -> impl Iterator<Item = &ProcEntry> + '_ {
-        self.members.iter().filter(|p| p.state != b'Z')
+        self.members.iter().filter(|p| p.is_alive())
     }
 }
 
@@ -147,14 +161,39 @@ impl Scanner {
                 }
             }
         }
-        let members: HashSet<i32> = self.tree.pids().collect();
-        self.outsiders.extend(
-            self.all
-                .iter()
-                .map(|p| p.pid)
-                .filter(|pid| !members.contains(pid)),
-        );
+        self.mark_outsiders(root);
         Ok(&self.tree)
+    }
+
+    /// Like [`Scanner::descendants_of`], but reads every process: for
+    /// stopping a case, where a skipped process could survive it.
+    pub fn all_descendants_of(&mut self, root: i32) -> io::Result<&ProcessTree> {
+        self.outsiders.clear();
+        self.descendants_of(root)
+    }
+
+    /// Remember the pids proven to be outside the tree: those whose parent
+    /// chain, read in full, leads to pid 0 (the kernel's) or to a known
+    /// outsider without passing through the root. A process whose parent
+    /// could not be read (it exited mid-scan) is not proven outside and is
+    /// read again next time.
+    fn mark_outsiders(&mut self, root: i32) {
+        let members: HashSet<i32> = self.tree.pids().collect();
+        self.queue.clear();
+        self.queue.push(0);
+        self.queue.extend(self.outsiders.iter().copied());
+        while let Some(parent) = self.queue.pop() {
+            let start = self.all.partition_point(|p| p.ppid < parent);
+            let end = self.all.partition_point(|p| p.ppid <= parent);
+            for child in &self.all[start..end] {
+                if child.pid != root
+                    && !members.contains(&child.pid)
+                    && self.outsiders.insert(child.pid)
+                {
+                    self.queue.push(child.pid);
+                }
+            }
+        }
     }
 
     fn read_stat(&mut self, pid: i32) -> Option<ProcEntry> {
@@ -162,33 +201,72 @@ impl Scanner {
         // an lseek and a second read per process.
         let path = format!("/proc/{pid}/stat");
         let length = fs::File::open(path).ok()?.read(&mut self.buffer).ok()?;
-        parse_stat(&self.buffer[..length], self.page_size)
+        let mut entry = parse_stat(&self.buffer[..length], self.page_size)?;
+        if entry.state == b'Z' && entry.threads > 1 {
+            // The main thread exited but others run and hold the memory;
+            // the leader's own stat shows no RSS, a live thread's does.
+            entry.rss_bytes = self.live_thread_rss(pid).unwrap_or(0);
+        }
+        Some(entry)
+    }
+
+    fn live_thread_rss(&mut self, pid: i32) -> Option<u64> {
+        for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+            let Some(tid) = task
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            if tid == pid {
+                continue;
+            }
+            let path = format!("/proc/{pid}/task/{tid}/stat");
+            let Ok(length) = fs::File::open(path).and_then(|mut f| f.read(&mut self.buffer)) else {
+                continue;
+            };
+            if let Some(thread) = parse_stat(&self.buffer[..length], self.page_size) {
+                if thread.state != b'Z' {
+                    return Some(thread.rss_bytes);
+                }
+            }
+        }
+        None
     }
 }
 
 /// `/proc/<pid>/stat` is about 300 bytes; the command name is at most 64.
 const STAT_BUFFER: usize = 1024;
 
-/// Parse `/proc/<pid>/stat`. The command name (field 2) is in parentheses
-/// and may itself hold spaces and `)`, so fields are counted from the last
-/// `)`.
-fn parse_stat(text: &[u8], page_size: u64) -> Option<ProcEntry> {
-    let text = std::str::from_utf8(text).ok()?;
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let pid = text[..open].trim().parse().ok()?;
-    let mut fields = text.get(close + 1..)?.split_ascii_whitespace();
+/// Parse `/proc/<pid>/stat`. The command name (field 2) is in parentheses,
+/// may hold spaces and `)`, and need not be UTF-8 (the kernel cuts names at
+/// 15 bytes, possibly inside a character), so the bytes are parsed and the
+/// fields counted from the last `)`.
+fn parse_stat(bytes: &[u8], page_size: u64) -> Option<ProcEntry> {
+    let open = bytes.iter().position(|b| *b == b'(')?;
+    let close = bytes.iter().rposition(|b| *b == b')')?;
+    let pid = std::str::from_utf8(bytes.get(..open)?)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let rest = std::str::from_utf8(bytes.get(close + 1..)?).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
     let state = fields.next()?.bytes().next()?;
     let ppid = fields.next()?.parse().ok()?;
     let pgid = fields.next()?.parse().ok()?;
-    // Fields 6..=23 (session .. vsize) are not needed; rss is field 24.
-    let rss_pages: u64 = fields.nth(23 - 6 + 1)?.parse().ok()?;
+    // Fields 6..=19 (session .. nice) are not needed.
+    let threads: u32 = fields.nth(19 - 6 + 1)?.parse().ok()?;
+    // Fields 21..=23 (itrealvalue .. vsize) neither; rss is field 24.
+    let rss_pages: u64 = fields.nth(23 - 21 + 1)?.parse().ok()?;
     Some(ProcEntry {
         pid,
         ppid,
         pgid,
         rss_bytes: rss_pages.saturating_mul(page_size),
         state,
+        threads,
     })
 }
 
@@ -205,6 +283,31 @@ mod tests {
         assert_eq!(entry.pgid, 4242);
         assert_eq!(entry.state, b'S');
         assert_eq!(entry.rss_bytes, 2560 * 4096);
+        assert_eq!(entry.threads, 1);
+        assert!(entry.is_alive());
+    }
+
+    /// Regression: a name cut by the kernel inside a multi-byte character
+    /// made the whole line unreadable, and the process (with its memory and
+    /// its children) invisible.
+    #[test]
+    fn names_that_are_not_utf8_still_parse() {
+        let mut line = b"77 (a\xe6\xa8".to_vec();
+        line.extend_from_slice(b") S 1 77 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 3 0 1 1 100 0 0\n");
+        let entry = parse_stat(&line, 4096).expect("parses");
+        assert_eq!(
+            (entry.pid, entry.ppid, entry.threads, entry.rss_bytes),
+            (77, 1, 3, 100 * 4096)
+        );
+    }
+
+    #[test]
+    fn a_zombie_leader_with_live_threads_is_alive() {
+        let line = b"9 (x) Z 1 9 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 4 0 1 1 0 0 0\n";
+        let entry = parse_stat(line, 4096).expect("parses");
+        assert!(entry.is_alive());
+        let reaped = b"9 (x) Z 1 9 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 1 0 0 0\n";
+        assert!(parse_stat(reaped, 4096).expect("parses").is_zombie());
     }
 
     #[test]

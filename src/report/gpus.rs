@@ -50,7 +50,10 @@ impl Inventory {
         let mut processes: Vec<GpuProcess> = Vec::new();
         for position in 0..gpu.devices.len() {
             let memory = gpu.memory(position).ok();
-            let processes_error = gpu.processes(position, &mut processes).err().map(|e| e.to_string());
+            let processes_error = gpu
+                .processes(position, &mut processes)
+                .err()
+                .map(|e| e.to_string());
             let device = &gpu.devices[position];
             devices.push(DeviceState {
                 index: device.index,
@@ -63,7 +66,11 @@ impl Inventory {
                 persistence: device.persistence,
                 processes: processes
                     .iter()
-                    .map(|p| ProcessState { pid: p.pid, name: process_name(p.pid), used_bytes: p.used_bytes })
+                    .map(|p| ProcessState {
+                        pid: p.pid,
+                        name: process_name(p.pid),
+                        used_bytes: p.used_bytes,
+                    })
                     .collect(),
                 processes_error,
             });
@@ -72,7 +79,11 @@ impl Inventory {
         let value = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         let order = std::env::var("CUDA_DEVICE_ORDER").ok();
         let visible = visible::select(value.as_deref(), order.as_deref(), &uuids);
-        let visible_indices = visible.positions.iter().map(|&p| gpu.devices[p].index).collect();
+        let visible_indices = visible
+            .positions
+            .iter()
+            .map(|&p| gpu.devices[p].index)
+            .collect();
         Inventory {
             driver_version: gpu.driver_version.clone(),
             cuda_driver_version: gpu.cuda_driver_version.clone(),
@@ -91,7 +102,10 @@ pub fn render_json(inventory: &Inventory) -> io::Result<String> {
 
 pub fn render_text(inventory: &Inventory) -> String {
     let mut out = String::new();
-    let cuda = inventory.cuda_driver_version.as_deref().unwrap_or("unknown");
+    let cuda = inventory
+        .cuda_driver_version
+        .as_deref()
+        .unwrap_or("unknown");
     let _ = writeln!(
         out,
         "NVIDIA driver {}, CUDA driver API {cuda}, {} device(s)",
@@ -105,7 +119,11 @@ pub fn render_text(inventory: &Inventory) -> String {
     };
     let bytes = |value: Option<u64>| value.map_or("unknown".to_string(), |b| Bytes(b).to_string());
     for device in &inventory.devices {
-        let _ = writeln!(out, "\nGPU {}  {}  {}", device.index, device.name, device.uuid);
+        let _ = writeln!(
+            out,
+            "\nGPU {}  {}  {}",
+            device.index, device.name, device.uuid
+        );
         let _ = writeln!(
             out,
             "  memory       {} total, {} used, {} free",
@@ -140,7 +158,11 @@ pub fn render_text(inventory: &Inventory) -> String {
             }
         }
     }
-    let shown: Vec<String> = inventory.visible_indices.iter().map(|i| format!("GPU {i}")).collect();
+    let shown: Vec<String> = inventory
+        .visible_indices
+        .iter()
+        .map(|i| format!("GPU {i}"))
+        .collect();
     let value = match &inventory.visible.cuda_visible_devices {
         Some(value) => format!("CUDA_VISIBLE_DEVICES={value:?}"),
         None => "CUDA_VISIBLE_DEVICES unset".to_string(),
@@ -148,7 +170,11 @@ pub fn render_text(inventory: &Inventory) -> String {
     let _ = writeln!(
         out,
         "\n{value}: a CUDA program here sees {}",
-        if shown.is_empty() { "no GPU".to_string() } else { shown.join(", ") }
+        if shown.is_empty() {
+            "no GPU".to_string()
+        } else {
+            shown.join(", ")
+        }
     );
     for note in &inventory.visible.notes {
         let _ = writeln!(out, "  note: {note}");

@@ -95,7 +95,8 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     if let Some(method) = &case.gpu_peak_method {
         properties.push(Property::new(
             "gpu_peak_bytes",
-            case.gpu_peak_bytes.map_or("unknown".to_string(), |b| b.to_string()),
+            case.gpu_peak_bytes
+                .map_or("unknown".to_string(), |b| b.to_string()),
         ));
         properties.push(Property::new("gpu_peak_method", method));
     }

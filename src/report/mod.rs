@@ -90,10 +90,16 @@ pub const DEVICE_DELTA_NOTE: &str = "device-delta: no process of the case was se
 
 /// `30.0 GiB (sampled@50ms)`, or why there is no figure.
 pub fn gpu_summary(case: &CaseResult, measurement: &Measurement) -> String {
-    match (case.gpu_peak_bytes, &case.gpu_peak_method, &measurement.gpu_note) {
+    match (
+        case.gpu_peak_bytes,
+        &case.gpu_peak_method,
+        &measurement.gpu_note,
+    ) {
         (Some(bytes), Some(method), _) => format!("{} ({method})", Bytes(bytes)),
         (Some(bytes), None, _) => Bytes(bytes).to_string(),
-        (None, Some(_), _) => "unknown (NVML reports the memory of a process of the case as unavailable)".to_string(),
+        (None, Some(_), _) => {
+            "unknown (NVML reports the memory of a process of the case as unavailable)".to_string()
+        }
         (None, None, Some(note)) => format!("not measured: {note}"),
         (None, None, None) => "not measured".to_string(),
     }
@@ -132,10 +138,11 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
     }
     let _ = writeln!(out, "gpu peak:    {}", gpu_summary(case, measurement));
     for device in &case.gpu_devices {
-        let figure = |value: Option<u64>| value.map_or("unknown".to_string(), |b| Bytes(b).to_string());
-        let accounting = device
-            .accounting_peak_bytes
-            .map_or(String::new(), |b| format!(", driver accounting {}", Bytes(b)));
+        let figure =
+            |value: Option<u64>| value.map_or("unknown".to_string(), |b| Bytes(b).to_string());
+        let accounting = device.accounting_peak_bytes.map_or(String::new(), |b| {
+            format!(", driver accounting {}", Bytes(b))
+        });
         let _ = writeln!(
             out,
             "  GPU {} {} ({}): case {} by {}{accounting}; device {} peak, {} before, of {}",
@@ -154,7 +161,9 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
     }
     for process in &case.foreign_processes {
         let name = process.name.as_deref().unwrap_or("name not visible");
-        let used = process.used_bytes.map_or("unknown memory".to_string(), |b| Bytes(b).to_string());
+        let used = process
+            .used_bytes
+            .map_or("unknown memory".to_string(), |b| Bytes(b).to_string());
         let _ = writeln!(
             out,
             "foreign:     pid {} ({name}) on GPU {} using {used}, not started by oomgate",

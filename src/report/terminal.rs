@@ -124,11 +124,15 @@ impl Terminal {
                     case.status.label().to_string(),
                     case.id.clone(),
                     format_duration(Duration::from_secs_f64(case.wall_time_s)),
-                    case.host_peak().map_or("unknown".to_string(), |b| b.to_string()),
+                    case.host_peak()
+                        .map_or("unknown".to_string(), |b| b.to_string()),
                     budget,
                 ];
                 if with_gpu {
-                    row.push(case.gpu_peak_bytes.map_or("unknown".to_string(), |b| Bytes(b).to_string()));
+                    row.push(
+                        case.gpu_peak_bytes
+                            .map_or("unknown".to_string(), |b| Bytes(b).to_string()),
+                    );
                     row.push(case.gpu_peak_method.clone().unwrap_or_else(dash));
                 }
                 (Some(case.status), row)
@@ -168,7 +172,11 @@ impl Terminal {
                 _ => text,
             });
         }
-        if results.cases.iter().any(|c| c.gpu_peak_method.as_deref() == Some(super::DEVICE_DELTA)) {
+        if results
+            .cases
+            .iter()
+            .any(|c| c.gpu_peak_method.as_deref() == Some(super::DEVICE_DELTA))
+        {
             out.push(format!(" note: {}", super::DEVICE_DELTA_NOTE));
         }
         out.join("\n")
@@ -196,7 +204,9 @@ fn figures(case: &CaseResult) -> String {
         None => format!("host peak {peak}"),
     };
     if let Some(method) = &case.gpu_peak_method {
-        let gpu = case.gpu_peak_bytes.map_or("unknown".to_string(), |b| Bytes(b).to_string());
+        let gpu = case
+            .gpu_peak_bytes
+            .map_or("unknown".to_string(), |b| Bytes(b).to_string());
         text.push_str(&format!(", gpu peak {gpu} ({method})"));
     }
     text

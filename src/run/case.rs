@@ -81,16 +81,6 @@ impl Instance {
         self.exit = Some(exit);
         Some(exit)
     }
-
-    /// Block until the instance has exited (after SIGKILL, this is prompt).
-    fn wait(&mut self) {
-        if let Some(handle) = self.handle.take() {
-            self.exit = Some(match handle.wait() {
-                Ok(output) => Exit::from_status(output.status),
-                Err(_) => Exit::Code(-1),
-            });
-        }
-    }
 }
 
 impl Runner<'_> {
@@ -122,10 +112,18 @@ impl Runner<'_> {
         let mut case_gpu = gpu_slot.as_mut().map(|gpu| {
             let selection = super::gpu::selection(gpu, case);
             for note in &selection.notes {
-                reporter.handle(&Event::Warning { message: format!("{}: {note}", case.id) }).ok();
+                reporter
+                    .handle(&Event::Warning {
+                        message: format!("{}: {note}", case.id),
+                    })
+                    .ok();
             }
             cuda_visible_devices = selection.cuda_visible_devices;
-            CaseGpu::begin(gpu, selection.positions, self.measurement.sample_interval_ms)
+            CaseGpu::begin(
+                gpu,
+                selection.positions,
+                self.measurement.sample_interval_ms,
+            )
         });
         if let Some(case_gpu) = case_gpu.as_mut() {
             if let Ok(tree) = self.scanner.descendants_of(process::self_pid()) {
@@ -154,12 +152,18 @@ impl Runner<'_> {
 
         let mut timeline = Timeline::new();
         let mut sample_errors = 0u64;
-        let deadline = start + case.timeout;
-        let soak_until = case.soak.map(|soak| start + soak);
+        // Durations are bounded by validation; the fallbacks only guard the
+        // arithmetic.
+        let far = || start + Duration::from_secs(365 * 24 * 3600);
+        let deadline = start.checked_add(case.timeout).unwrap_or_else(far);
+        let soak_until = case
+            .soak
+            .map(|soak| start.checked_add(soak).unwrap_or_else(far));
+        let mut zombies = Vec::new();
         let mut next_tick = start;
         while stop.is_none() {
             let elapsed = start.elapsed();
-            let (sample, errors) = self.sample(elapsed, case_gpu.as_mut());
+            let (sample, errors) = self.sample(elapsed, case_gpu.as_mut(), &mut zombies);
             sample_errors += errors;
             timeline.push(&sample);
             reporter
@@ -175,7 +179,18 @@ impl Runner<'_> {
                 stop = Some(StopReason::BudgetExceeded { at: elapsed });
                 break;
             }
-            stop = self.collect_exits(case, case_dir, &mut instances, start, soak_until);
+            // Orphans re-parented to oomgate are reaped as they exit, so a
+            // long soak does not pile up zombies (pid limits in containers).
+            let leaders: Vec<i32> = instances.iter().filter_map(Instance::pid).collect();
+            process::reap(zombies.iter().copied().filter(|pid| !leaders.contains(pid)));
+            let may_relaunch = !self.interrupt.requested() && Instant::now() < deadline;
+            stop = self.collect_exits(
+                case,
+                case_dir,
+                &mut instances,
+                start,
+                soak_until.filter(|_| may_relaunch),
+            );
             if stop.is_some() || instances.iter().all(|i| !i.running()) {
                 break;
             }
@@ -206,7 +221,17 @@ impl Runner<'_> {
         } else {
             0
         };
-        self.stop_everything(&mut instances, case.kill_grace);
+        let stuck = self.stop_everything(&mut instances, case.kill_grace);
+        if !stuck.is_empty() {
+            reporter
+                .handle(&Event::Warning {
+                    message: format!(
+                        "{}: pid(s) {stuck:?} did not exit even after SIGKILL (stuck in the kernel, e.g. a hung file system or GPU driver); oomgate leaves them",
+                        case.id
+                    ),
+                })
+                .ok();
+        }
         timeline.finish();
         let gpu_figures = case_gpu.map(|case_gpu| {
             sample_errors += case_gpu.errors();
@@ -241,12 +266,16 @@ impl Runner<'_> {
                 .ok();
         }
 
-        // The instance whose output explains the verdict: the first that
-        // failed on its own, else instance 0.
-        let focus = instances
-            .iter()
-            .find(|i| i.exit.is_some_and(|e| !e.success()))
-            .map_or(0, |i| i.index as usize);
+        // The instance whose output explains the verdict: the one that
+        // failed on its own (not one oomgate stopped because of it), else
+        // the first that failed, else instance 0.
+        let focus = match &observed.stop {
+            Some(StopReason::InstanceFailed { index }) => *index as usize,
+            _ => instances
+                .iter()
+                .find(|i| i.exit.is_some_and(|e| !e.success()))
+                .map_or(0, |i| i.index as usize),
+        };
         let tail = |path: &Path| {
             read_tail(path, TAIL_BYTES)
                 .unwrap_or_else(|e| format!("[oomgate: cannot read {}: {e}]", path.display()))
@@ -297,8 +326,15 @@ impl Runner<'_> {
         }
     }
 
-    /// One tick: scan the tree once, let every sampler read it.
-    fn sample(&mut self, at: Duration, gpu: Option<&mut CaseGpu<'_>>) -> (Sample, u64) {
+    /// One tick: scan the tree once, let every sampler read it. `zombies`
+    /// receives the exited processes waiting for oomgate to reap them.
+    fn sample(
+        &mut self,
+        at: Duration,
+        gpu: Option<&mut CaseGpu<'_>>,
+        zombies: &mut Vec<i32>,
+    ) -> (Sample, u64) {
+        zombies.clear();
         let mut sample = Sample {
             at,
             ..Sample::default()
@@ -306,6 +342,13 @@ impl Runner<'_> {
         let mut errors = 0;
         match self.scanner.descendants_of(process::self_pid()) {
             Ok(tree) => {
+                let me = process::self_pid();
+                zombies.extend(
+                    tree.members()
+                        .iter()
+                        .filter(|p| p.ppid == me && p.is_zombie())
+                        .map(|p| p.pid),
+                );
                 for sampler in &mut self.samplers {
                     if sampler.sample(tree, &mut sample).is_err() {
                         errors += 1;
@@ -357,31 +400,38 @@ impl Runner<'_> {
         None
     }
 
+    /// Descendants still running, read with a full scan (a skipped
+    /// process must not survive a case).
     fn live_descendants(&mut self) -> usize {
         self.scanner
-            .descendants_of(process::self_pid())
+            .all_descendants_of(process::self_pid())
             .map(|tree| tree.alive().count())
             .unwrap_or(0)
     }
 
-    /// SIGTERM to every instance group and descendant, up to `grace` for
-    /// them to exit, then SIGKILL; collect every exit status and reap
-    /// re-parented orphans, so nothing of the case survives it.
-    fn stop_everything(&mut self, instances: &mut [Instance], grace: Duration) {
+    /// SIGTERM (and SIGCONT, so a stopped process can act on it) to every
+    /// instance group and descendant, up to `grace` for them to exit, then
+    /// SIGKILL; collect every exit status and reap re-parented orphans, so
+    /// nothing of the case survives it. Returns the pids of instances that
+    /// did not exit even after SIGKILL (stuck in the kernel).
+    fn stop_everything(&mut self, instances: &mut [Instance], grace: Duration) -> Vec<i32> {
         let leaders = |instances: &[Instance]| -> Vec<i32> {
             instances.iter().filter_map(Instance::pid).collect()
         };
         if instances.iter().all(|i| !i.running()) && self.live_descendants() == 0 {
             process::reap_adopted(&mut self.scanner, &[]);
-            return;
+            return Vec::new();
         }
-        for instance in instances.iter() {
-            if instance.running() {
-                process::signal_group(instance.pgid, libc::SIGTERM);
+        let groups = leaders(instances);
+        for signal in [libc::SIGTERM, libc::SIGCONT] {
+            for &group in &groups {
+                process::signal_group(group, signal);
             }
+            process::signal_descendants(&mut self.scanner, signal, &groups);
         }
-        process::signal_descendants(&mut self.scanner, libc::SIGTERM);
-        let grace_end = Instant::now() + grace;
+        let grace_end = Instant::now()
+            .checked_add(grace)
+            .unwrap_or_else(Instant::now);
         loop {
             for instance in instances.iter_mut() {
                 instance.poll();
@@ -402,14 +452,14 @@ impl Runner<'_> {
                     process::signal_group(instance.pgid, libc::SIGKILL);
                 }
             }
-            process::signal_descendants(&mut self.scanner, libc::SIGKILL);
+            process::signal_descendants(&mut self.scanner, libc::SIGKILL, &[]);
             for instance in instances.iter_mut() {
                 instance.poll();
             }
             process::reap_adopted(&mut self.scanner, &leaders(instances));
             let descendants = self
                 .scanner
-                .descendants_of(process::self_pid())
+                .all_descendants_of(process::self_pid())
                 .map(|t| t.len())
                 .unwrap_or(0);
             if descendants == 0 || Instant::now() >= settle_end {
@@ -417,11 +467,15 @@ impl Runner<'_> {
             }
             thread::sleep(STOP_POLL);
         }
-        // Anything still unreaped is a duct child stuck in the kernel; wait
-        // for it rather than leave a zombie.
-        for instance in instances.iter_mut() {
-            instance.wait();
+        // A leader that outlived SIGKILL this long is stuck in the kernel
+        // (uninterruptible sleep: a hung file system or GPU driver). Waiting
+        // for it could block forever; report it instead.
+        let stuck = leaders(instances);
+        for instance in instances.iter_mut().filter(|i| i.running()) {
+            instance.handle = None;
+            instance.exit = None;
         }
+        stuck
     }
 }
 
@@ -439,7 +493,10 @@ fn budget_breached(case: &Case, timeline: &Timeline, gpu: Option<&CaseGpu<'_>>) 
     }
     match (case.budget.gpu_fraction, gpu) {
         (Some(fraction), Some(gpu)) => gpu.live_by_device().any(|(device, live)| {
-            verdict::breaches(Bytes(live), verdict::headroom_limit(device.total_bytes, fraction))
+            verdict::breaches(
+                Bytes(live),
+                verdict::headroom_limit(device.total_bytes, fraction),
+            )
         }),
         _ => false,
     }
@@ -449,7 +506,10 @@ fn budget_breached(case: &Case, timeline: &Timeline, gpu: Option<&CaseGpu<'_>>) 
 fn budget_checks(case: &Case, timeline: &Timeline, gpu: Option<&GpuFigures>) -> Vec<Check> {
     let mut checks = Vec::new();
     if let Some(limit) = case.budget.host {
-        checks.push(verdict::host_budget_check(timeline.host_peak.map(|p| Bytes(p.bytes)), limit));
+        checks.push(verdict::host_budget_check(
+            timeline.host_peak.map(|p| Bytes(p.bytes)),
+            limit,
+        ));
     }
     let unmeasured = || "GPU memory was not measured".to_string();
     if let Some(limit) = case.budget.gpu {

@@ -10,7 +10,12 @@ use crate::units::Bytes;
 /// The devices a case sees: `CUDA_VISIBLE_DEVICES` (and
 /// `CUDA_DEVICE_ORDER`) from the case's env, else from oomgate's own.
 pub fn selection(gpu: &Gpu, case: &Case) -> Selection {
-    let lookup = |name: &str| case.env.get(name).cloned().or_else(|| std::env::var(name).ok());
+    let lookup = |name: &str| {
+        case.env
+            .get(name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+    };
     let value = lookup("CUDA_VISIBLE_DEVICES");
     let order = lookup("CUDA_DEVICE_ORDER");
     let uuids: Vec<&str> = gpu.devices.iter().map(|d| d.uuid.as_str()).collect();
@@ -22,8 +27,13 @@ pub fn describe_foreign(case_id: &str, foreign: &[ForeignProcess]) -> String {
     let list: Vec<String> = foreign
         .iter()
         .map(|p| {
-            let name = p.name.as_deref().map_or(String::new(), |n| format!(" ({n})"));
-            let used = p.used_bytes.map_or("unknown memory".to_string(), |b| Bytes(b).to_string());
+            let name = p
+                .name
+                .as_deref()
+                .map_or(String::new(), |n| format!(" ({n})"));
+            let used = p
+                .used_bytes
+                .map_or("unknown memory".to_string(), |b| Bytes(b).to_string());
             format!("pid {}{name} on GPU {} using {used}", p.pid, p.device_index)
         })
         .collect();

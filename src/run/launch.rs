@@ -18,6 +18,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
+use super::process;
 use crate::suite::Case;
 
 /// Where one instance writes its output.
@@ -76,6 +77,7 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<duct::Handle, LaunchError> {
             .open(path)
             .map_err(|e| LaunchError(format!("cannot open log file {}: {e}", path.display())))
     };
+    let parent = process::self_pid();
     let stdout = open(&spec.logs.stdout)?;
     let stderr = open(&spec.logs.stderr)?;
 
@@ -86,8 +88,13 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<duct::Handle, LaunchError> {
         .stdout_file(stdout)
         .stderr_file(stderr)
         .unchecked()
-        .before_spawn(|command| {
+        .before_spawn(move |command| {
             command.process_group(0);
+            // SAFETY: the closure runs between fork and exec and only makes
+            // async-signal-safe system calls (see die_with_parent).
+            unsafe {
+                command.pre_exec(move || process::die_with_parent(parent));
+            }
             Ok(())
         })
         .start()

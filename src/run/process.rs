@@ -44,14 +44,16 @@ pub fn signal_group(pgid: i32, signal: i32) {
     }
 }
 
-/// Send `signal` to every live descendant of oomgate. Returns how many
+/// Send `signal` to every live descendant of oomgate, except members of
+/// `skip_groups` (already signalled through their group: a second SIGTERM
+/// makes many programs skip their graceful shutdown). Returns how many
 /// processes were signalled.
-pub fn signal_descendants(scanner: &mut Scanner, signal: i32) -> usize {
-    let Ok(tree) = scanner.descendants_of(self_pid()) else {
+pub fn signal_descendants(scanner: &mut Scanner, signal: i32, skip_groups: &[i32]) -> usize {
+    let Ok(tree) = scanner.all_descendants_of(self_pid()) else {
         return 0;
     };
     let mut count = 0;
-    for process in tree.alive() {
+    for process in tree.alive().filter(|p| !skip_groups.contains(&p.pgid)) {
         // SAFETY: kill has no memory arguments. The pid was a descendant a
         // moment ago; a pid is only reused after its parent reaped it, and
         // the parent is oomgate or one of its descendants.
@@ -72,17 +74,43 @@ pub fn reap_adopted(scanner: &mut Scanner, exclude: &[i32]) {
     let zombies: Vec<i32> = tree
         .members()
         .iter()
-        .filter(|p| p.ppid == me && p.state == b'Z' && !exclude.contains(&p.pid))
+        .filter(|p| p.ppid == me && p.is_zombie() && !exclude.contains(&p.pid))
         .map(|p| p.pid)
         .collect();
-    for pid in zombies {
+    reap(zombies.into_iter());
+}
+
+/// Reap these exited children of oomgate (none of them a pid duct waits on).
+pub fn reap(pids: impl Iterator<Item = i32>) {
+    for pid in pids {
         let mut status = 0;
-        // SAFETY: waitpid on a specific pid that is our zombie child; status
-        // is a valid pointer to a local.
+        // SAFETY: waitpid on a specific pid; status points to a local.
         unsafe {
             libc::waitpid(pid, &mut status, libc::WNOHANG);
         }
     }
+}
+
+/// Ask the kernel to SIGKILL the calling process when its parent thread
+/// exits. Called in a freshly forked child before exec, so that a workload
+/// does not outlive an oomgate that was itself killed with SIGKILL (which
+/// leaves it no chance to stop anything). Only the instance's leader is
+/// covered; its own children are not.
+///
+/// Must only do async-signal-safe work: it runs between fork and exec.
+pub fn die_with_parent(parent: i32) -> std::io::Result<()> {
+    // SAFETY: prctl and getppid are async-signal-safe system calls with no
+    // memory arguments.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // The parent may have died before the prctl took effect.
+        if libc::getppid() != parent {
+            libc::_exit(137);
+        }
+    }
+    Ok(())
 }
 
 /// How a process ended, as a shell would report it.

@@ -143,7 +143,7 @@ pub fn parse(source: &str, path: &Path, folder: &Path) -> Result<Suite, SuiteErr
     };
     let raw: raw::RawSuiteFile =
         toml::from_str(source).map_err(|e| invalid(vec![diag::from_toml_error(&e)]))?;
-    validate::validate(raw, path, folder).map_err(invalid)
+    validate::validate(raw, source, path, folder).map_err(invalid)
 }
 
 impl Suite {

@@ -335,3 +335,58 @@ fn rendered_error_shows_the_line_and_a_caret() {
     let expected = "suite.toml:6:1: unknown key `tmeout`\n  |\n6 | tmeout = \"5m\"\n  | ^^^^^^\n  = help: did you mean `timeout`? valid keys here: `name`, `command`, `matrix`, `cwd`, `env`, `timeout`, `kill_grace`, `concurrency`, `duration`, `budget`";
     assert_eq!(message, expected);
 }
+
+#[test]
+fn a_bad_default_is_reported_once_even_when_overridden() {
+    let source = "[suite]\nname = \"s\"\n[defaults]\ntimeout = \"soon\"\n[[case]]\nname = \"a\"\ncommand = [\"x\"]\n[[case]]\nname = \"b\"\ncommand = [\"x\"]\n[[case]]\nname = \"c\"\ncommand = [\"x\"]\ntimeout = \"1m\"\n";
+    let (message, at) = parse_err(source);
+    assert_eq!(at, Some((4, 11)));
+    assert_eq!(
+        message.matches("`soon` is not a duration").count(),
+        1,
+        "{message}"
+    );
+}
+
+#[test]
+fn durations_that_would_overflow_are_refused() {
+    for (key, value) in [
+        ("timeout", "300000000000y"),
+        ("kill_grace", "2h"),
+        ("timeout", "31days"),
+    ] {
+        let source = format!(
+            "[suite]\nname = \"s\"\n[[case]]\nname = \"a\"\ncommand = [\"x\"]\n{key} = \"{value}\"\n"
+        );
+        let (message, _) = parse_err(&source);
+        assert!(message.contains(&format!("`{key}`")), "{message}");
+    }
+}
+
+#[test]
+fn matrix_values_keep_their_spelling_and_keys_must_be_placeholders() {
+    let suite = parse_ok(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"lr-{lr}\"\ncommand = [\"x\", \"{lr}\"]\nmatrix = { lr = [1.0, 2.5e-5, 3] }\n",
+    );
+    let ids: Vec<&str> = suite.cases.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["lr-1.0", "lr-2.5e-5", "lr-3"]);
+    let (message, at) = parse_err(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"a\"\ncommand = [\"x\"]\nmatrix = { \"batch size\" = [1] }\n",
+    );
+    assert_eq!(at, Some((6, 12)));
+    assert!(
+        message.contains("cannot be used as a placeholder"),
+        "{message}"
+    );
+}
+
+#[test]
+fn substitution_cannot_empty_the_program() {
+    let (message, _) = parse_err(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"a-{p}\"\ncommand = [\"{p}\"]\nmatrix = { p = [\"\", \"x\"] }\n",
+    );
+    assert!(
+        message.contains("in case `a-`, the program is empty after substitution"),
+        "{message}"
+    );
+}

@@ -12,7 +12,7 @@ use indexmap::IndexMap;
 use toml::Spanned;
 
 use super::raw::{RawCase, RawSettingsRef, RawSuiteFile};
-use super::template::{expand_matrix, folder_name, placeholders, substitute};
+use super::template::{expand_matrix, folder_name, is_identifier, placeholders, substitute};
 use super::{
     Budget, Case, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT, Diagnostic,
     ForeignPolicy, GpuMode, RESERVED_ENV, Suite,
@@ -22,15 +22,37 @@ use crate::units::{Bytes, parse_duration};
 const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
 const MAX_SAMPLE_INTERVAL: Duration = Duration::from_secs(60);
 
-struct Checker {
+struct Checker<'s> {
+    /// The suite text, for values best kept as written (floats).
+    source: &'s str,
     problems: Vec<Diagnostic>,
 }
 
-impl Checker {
+impl Checker<'_> {
     fn error(&mut self, span: Range<usize>, message: impl Into<String>) -> &mut Diagnostic {
         self.problems.push(Diagnostic::new(Some(span), message));
         let last = self.problems.len() - 1;
         &mut self.problems[last]
+    }
+
+    fn bounded_duration(
+        &mut self,
+        key: &str,
+        value: &Spanned<String>,
+        max: Duration,
+    ) -> Option<Duration> {
+        let duration = self.duration(key, value)?;
+        if duration > max {
+            self.error(
+                value.span(),
+                format!(
+                    "`{key}` is longer than {}, the most oomgate accepts",
+                    humantime::format_duration(max)
+                ),
+            );
+            return None;
+        }
+        Some(duration)
     }
 
     fn duration(&mut self, key: &str, value: &Spanned<String>) -> Option<Duration> {
@@ -89,10 +111,12 @@ fn pick<'a, T>(case: Option<&'a T>, defaults: Option<&'a T>) -> Option<&'a T> {
 
 pub(super) fn validate(
     raw: RawSuiteFile,
+    source: &str,
     path: &Path,
     folder: &Path,
 ) -> Result<Suite, Vec<Diagnostic>> {
     let mut check = Checker {
+        source,
         problems: Vec::new(),
     };
     let suite_table = raw.suite.get_ref();
@@ -157,6 +181,11 @@ pub(super) fn validate(
         .as_ref()
         .map(|d| d.get_ref().as_ref())
         .unwrap_or_default();
+    if raw.defaults.is_some() {
+        // Checked on their own too, so a bad default is reported even when
+        // every case overrides it (duplicates are dropped below).
+        limits(&mut check, defaults, RawSettingsRef::default());
+    }
     if raw.cases.is_empty() {
         check
             .error(raw.suite.span(), "the suite has no `[[case]]`")
@@ -197,6 +226,11 @@ pub(super) fn validate(
         }
     }
 
+    // A default inherited by several cases is checked once per case.
+    let mut seen = HashSet::new();
+    check
+        .problems
+        .retain(|p| seen.insert((p.span.clone(), p.message.clone())));
     if check.problems.is_empty() {
         Ok(Suite {
             name,
@@ -250,6 +284,18 @@ fn expand_case(
             );
         }
         for (key, values) in raw_matrix.get_ref() {
+            if !is_identifier(key.get_ref()) {
+                check
+                    .error(
+                        key.span(),
+                        format!(
+                            "matrix key `{}` cannot be used as a placeholder",
+                            key.get_ref()
+                        ),
+                    )
+                    .help =
+                    Some("use letters, digits, `_` and `-`, starting with a letter or `_`".into());
+            }
             if values.get_ref().is_empty() {
                 check
                     .error(
@@ -260,7 +306,7 @@ fn expand_case(
             }
             let mut texts = Vec::new();
             for value in values.get_ref() {
-                match scalar_text(value.get_ref()) {
+                match scalar_text(value, check.source) {
                     Some(text) => texts.push(text),
                     None => {
                         check.error(
@@ -353,24 +399,111 @@ fn expand_case(
         }
     }
 
+    let Limits {
+        timeout,
+        kill_grace,
+        soak,
+        concurrency,
+        budget,
+    } = limits(check, own, defaults);
+    if check.problems.len() > before {
+        return Vec::new();
+    }
+    let (Some(timeout), Some(kill_grace)) = (timeout, kill_grace) else {
+        return Vec::new();
+    };
+
+    let mut cases = Vec::new();
+    for params in expand_matrix(&matrix) {
+        let id = substitute(raw.name.get_ref(), &params);
+        let command: Vec<String> = command
+            .iter()
+            .map(|arg| substitute(arg.get_ref(), &params))
+            .collect();
+        let env: IndexMap<String, String> = merged_env(own, defaults)
+            .into_iter()
+            .map(|(k, v)| (k.get_ref().clone(), substitute(v.get_ref(), &params)))
+            .collect();
+        // Matrix values can empty a program or bring a NUL byte in: check
+        // what will really be launched.
+        if command[0].trim().is_empty() {
+            check.error(
+                raw.command.get_ref()[0].span(),
+                format!("in case `{id}`, the program is empty after substitution"),
+            );
+        }
+        let nul = command
+            .iter()
+            .chain(env.values())
+            .chain(std::iter::once(&id))
+            .any(|text| text.contains('\0'));
+        if nul {
+            check.error(
+                raw.name.span(),
+                format!("case `{id}` has a NUL byte after substitution, which no process can take"),
+            );
+        }
+        if command[0].trim().is_empty() || nul {
+            continue;
+        }
+        let cwd = match pick(own.cwd, defaults.cwd) {
+            Some(dir) => lexical_join(workdir, Path::new(&substitute(dir.get_ref(), &params))),
+            None => workdir.to_path_buf(),
+        };
+        let program = resolve_program(&command[0], &cwd);
+        cases.push(Case {
+            folder: folder_name(&id),
+            id,
+            params,
+            command,
+            program,
+            cwd,
+            env,
+            timeout,
+            kill_grace,
+            concurrency,
+            soak,
+            budget,
+        });
+    }
+    cases
+}
+
+/// The time and memory limits of a case (or of `[defaults]` alone).
+struct Limits {
+    timeout: Option<Duration>,
+    kill_grace: Option<Duration>,
+    soak: Option<Duration>,
+    concurrency: u32,
+    budget: Budget,
+}
+
+/// Longest `timeout` and `duration` accepted: a month. Beyond that it is a
+/// typo, and the deadline arithmetic must stay far from overflow.
+const MAX_CASE_TIME: Duration = Duration::from_secs(30 * 24 * 3600);
+const MAX_KILL_GRACE: Duration = Duration::from_secs(3600);
+
+fn limits(check: &mut Checker, own: RawSettingsRef<'_>, defaults: RawSettingsRef<'_>) -> Limits {
     let timeout = match pick(own.timeout, defaults.timeout) {
         None => Some(DEFAULT_TIMEOUT),
-        Some(text) => check.duration("timeout", text).filter(|d| {
-            let ok = !d.is_zero();
-            if !ok {
-                check.error(text.span(), "`timeout` must be longer than zero");
-            }
-            ok
-        }),
+        Some(text) => check
+            .bounded_duration("timeout", text, MAX_CASE_TIME)
+            .filter(|d| {
+                let ok = !d.is_zero();
+                if !ok {
+                    check.error(text.span(), "`timeout` must be longer than zero");
+                }
+                ok
+            }),
     };
     let kill_grace = match pick(own.kill_grace, defaults.kill_grace) {
         None => Some(DEFAULT_KILL_GRACE),
-        Some(text) => check.duration("kill_grace", text),
+        Some(text) => check.bounded_duration("kill_grace", text, MAX_KILL_GRACE),
     };
     let soak = match pick(own.duration, defaults.duration) {
         None => None,
         Some(text) => {
-            let soak = check.duration("duration", text);
+            let soak = check.bounded_duration("duration", text, MAX_CASE_TIME);
             if let (Some(soak), Some(timeout)) = (soak, timeout) {
                 if soak >= timeout {
                     check.error(
@@ -419,47 +552,13 @@ fn expand_case(
             budget.gpu_fraction = check.fraction("budget.gpu_fraction", fraction);
         }
     }
-
-    if check.problems.len() > before {
-        return Vec::new();
+    Limits {
+        timeout,
+        kill_grace,
+        soak,
+        concurrency,
+        budget,
     }
-    let (Some(timeout), Some(kill_grace)) = (timeout, kill_grace) else {
-        return Vec::new();
-    };
-
-    expand_matrix(&matrix)
-        .into_iter()
-        .map(|params| {
-            let id = substitute(raw.name.get_ref(), &params);
-            let command: Vec<String> = command
-                .iter()
-                .map(|arg| substitute(arg.get_ref(), &params))
-                .collect();
-            let cwd = match pick(own.cwd, defaults.cwd) {
-                Some(dir) => lexical_join(workdir, Path::new(&substitute(dir.get_ref(), &params))),
-                None => workdir.to_path_buf(),
-            };
-            let program = resolve_program(&command[0], &cwd);
-            let env = merged_env(own, defaults)
-                .into_iter()
-                .map(|(k, v)| (k.get_ref().clone(), substitute(v.get_ref(), &params)))
-                .collect();
-            Case {
-                folder: folder_name(&id),
-                id,
-                params,
-                command,
-                program,
-                cwd,
-                env,
-                timeout,
-                kill_grace,
-                concurrency,
-                soak,
-                budget,
-            }
-        })
-        .collect()
 }
 
 /// `[defaults].env` overlaid with the case's `env`, keeping first-seen order.
@@ -477,11 +576,18 @@ fn merged_env<'a>(
     merged
 }
 
-fn scalar_text(value: &toml::Value) -> Option<String> {
-    match value {
+/// A matrix value as the text substituted into commands. Floats keep the
+/// spelling the suite used (`1.0`, `2.5e-5`), not Rust's reformatting.
+fn scalar_text(value: &Spanned<toml::Value>, source: &str) -> Option<String> {
+    match value.get_ref() {
         toml::Value::String(s) => Some(s.clone()),
         toml::Value::Integer(n) => Some(n.to_string()),
-        toml::Value::Float(f) => Some(f.to_string()),
+        toml::Value::Float(f) => Some(
+            source
+                .get(value.span())
+                .map(|text| text.trim().replace('_', ""))
+                .unwrap_or_else(|| f.to_string()),
+        ),
         toml::Value::Boolean(b) => Some(b.to_string()),
         _ => None,
     }
