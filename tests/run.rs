@@ -225,5 +225,8 @@ fn processes_with_non_utf8_names_are_measured() {
     let run = project.run(&[]);
     run.assert_code(1);
     let case = run.case("c");
-    assert!(case["host_peak_bytes"].as_u64().unwrap_or(0) > 100 * MIB, "{case:#}");
+    assert!(
+        case["host_peak_bytes"].as_u64().unwrap_or(0) > 100 * MIB,
+        "{case:#}"
+    );
 }

@@ -258,9 +258,17 @@ impl<'g> CaseGpu<'g> {
                 .map(|d| d.peak_bytes)
                 .try_fold(0u64, |sum, p| p.map(|p| sum.saturating_add(p)))
         };
-        let method = match devices.first() {
+        // Devices the case never touched (nothing of it seen, no rise) do
+        // not decide how the total was obtained.
+        let contributing: Vec<&DeviceFigures> = devices
+            .iter()
+            .filter(|d| d.method != self.sampled_label || d.peak_bytes != Some(0))
+            .collect();
+        let method = match contributing.first() {
             None => self.sampled_label.clone(),
-            Some(first) if devices.iter().all(|d| d.method == first.method) => first.method.clone(),
+            Some(first) if contributing.iter().all(|d| d.method == first.method) => {
+                first.method.clone()
+            }
             Some(_) => "mixed".to_string(),
         };
         GpuFigures {

@@ -172,11 +172,12 @@ impl Terminal {
                 _ => text,
             });
         }
-        if results
-            .cases
-            .iter()
-            .any(|c| c.gpu_peak_method.as_deref() == Some(super::DEVICE_DELTA))
-        {
+        let delta = |c: &CaseResult| {
+            c.gpu_devices
+                .iter()
+                .any(|d| d.method == super::DEVICE_DELTA)
+        };
+        if results.cases.iter().any(delta) {
             out.push(format!(" note: {}", super::DEVICE_DELTA_NOTE));
         }
         out.join("\n")

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod fake_nvml;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -28,13 +30,25 @@ pub fn oomgate() -> Command {
 /// A temporary folder with a suite file in it.
 pub struct Project {
     pub dir: tempfile::TempDir,
+    /// Extra environment for every oomgate this project runs.
+    pub env: Vec<(String, String)>,
 }
 
 impl Project {
     pub fn new(suite: &str) -> Self {
         let dir = tempfile::tempdir().expect("create temp dir");
         std::fs::write(dir.path().join("suite.toml"), suite).expect("write suite");
-        Project { dir }
+        Project {
+            dir,
+            env: Vec::new(),
+        }
+    }
+
+    /// An oomgate command with this project's environment.
+    pub fn oomgate(&self) -> Command {
+        let mut command = oomgate();
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        command
     }
 
     pub fn path(&self) -> &Path {
@@ -51,7 +65,7 @@ impl Project {
 
     /// `oomgate run suite.toml --out out` plus extra arguments.
     pub fn run(&self, extra: &[&str]) -> Run {
-        let mut command = oomgate();
+        let mut command = self.oomgate();
         command
             .arg("run")
             .arg(self.suite())

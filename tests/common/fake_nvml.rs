@@ -1,0 +1,101 @@
+//! The fake NVML driver (fixtures/fake-nvml), built on first use and put on
+//! the library path as `libnvidia-ml.so.1`, the name oomgate loads.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use super::Project;
+
+pub const GIB: u64 = 1024 * 1024 * 1024;
+pub const UUID_0: &str = "GPU-00000000-1111-2222-3333-444444444444";
+pub const UUID_1: &str = "GPU-11111111-1111-2222-3333-444444444444";
+
+/// Which build of the fake library.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    Complete,
+    /// Lacks nvmlDeviceGetComputeRunningProcesses_v3, like an old driver.
+    MissingProcessList,
+}
+
+/// The folder holding `libnvidia-ml.so.1` for a variant, built if needed.
+/// `cargo build` runs once per test process; it is a no-op when up to date
+/// and cargo's lock serialises concurrent test processes.
+pub fn library_dir(variant: Variant) -> PathBuf {
+    static COMPLETE: OnceLock<PathBuf> = OnceLock::new();
+    static MISSING: OnceLock<PathBuf> = OnceLock::new();
+    let cell = match variant {
+        Variant::Complete => &COMPLETE,
+        Variant::MissingProcessList => &MISSING,
+    };
+    cell.get_or_init(|| build(variant)).clone()
+}
+
+fn build(variant: Variant) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let name = match variant {
+        Variant::Complete => "fake-nvml",
+        Variant::MissingProcessList => "fake-nvml-missing-process-list",
+    };
+    let target = root.join("target").join(name);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(root)
+        .args(["build", "--quiet", "-p", "fake-nvml", "--target-dir"])
+        .arg(&target);
+    if variant == Variant::MissingProcessList {
+        command.args(["--features", "missing-process-list"]);
+    }
+    let status = command.status().expect("run cargo build for the fake NVML");
+    assert!(status.success(), "building fixtures/fake-nvml failed");
+    let lib_dir = target.join("lib");
+    std::fs::create_dir_all(&lib_dir).expect("create lib dir");
+    // Copy under a unique name, then rename: another test process may be
+    // loading the library at this moment.
+    let staged = lib_dir.join(format!(".libnvidia-ml.so.1.{}", std::process::id()));
+    std::fs::copy(target.join("debug/libfake_nvml.so"), &staged).expect("copy the fake library");
+    std::fs::rename(&staged, lib_dir.join("libnvidia-ml.so.1")).expect("install the fake library");
+    lib_dir
+}
+
+/// One fake device line: `total` and `used` in bytes.
+pub fn device(uuid: &str, total: u64, used: u64, accounting: bool, name: &str) -> String {
+    format!(
+        "device {uuid} total={total} used={used} accounting={} persistence=1 name={name}\n",
+        u8::from(accounting)
+    )
+}
+
+/// Two 8 GiB devices, 256 MiB in use on each before anything runs.
+pub fn two_devices(accounting: bool) -> String {
+    format!(
+        "driver 550.54.15\ncuda 12040\n{}{}",
+        device(UUID_0, 8 * GIB, 256 << 20, accounting, "Fake H100 80GB"),
+        device(UUID_1, 8 * GIB, 256 << 20, accounting, "Fake H100 80GB"),
+    )
+}
+
+impl Project {
+    /// Make every oomgate this project runs see the fake driver with this
+    /// configuration (and the fixture workloads find its state folder).
+    pub fn with_fake_gpus(mut self, config: &str, variant: Variant) -> Self {
+        let config_path = self.path().join("fake-nvml.conf");
+        std::fs::write(&config_path, config).expect("write fake NVML config");
+        self.env.push((
+            "LD_LIBRARY_PATH".into(),
+            library_dir(variant).display().to_string(),
+        ));
+        self.env.push((
+            "OOMGATE_FAKE_NVML_CONFIG".into(),
+            config_path.display().to_string(),
+        ));
+        self
+    }
+
+    /// The fake driver's process folder.
+    pub fn fake_gpu_state(&self) -> PathBuf {
+        self.path().join("procs")
+    }
+}

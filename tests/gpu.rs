@@ -1,0 +1,443 @@
+//! GPU measurement end to end, on the fake NVML driver loaded through the
+//! normal library path: the real binary, the real nvml-wrapper code path.
+
+mod common;
+
+use common::fake_nvml::*;
+use common::*;
+
+/// A suite with one case `c` running gpu_alloc.py with these arguments
+/// (TOML strings), plus extra case lines.
+fn gpu_suite(interval: &str, args: &str, case_lines: &str) -> String {
+    format!(
+        "[suite]\nname = \"g\"\nsample_interval = \"{interval}\"\n[[case]]\nname = \"c\"\ncommand = [\"python3\", {}, {args}]\nkill_grace = \"1s\"\n{case_lines}\n",
+        toml_str(&workload("gpu_alloc.py"))
+    )
+}
+
+fn gpu_project(suite: &str, config: &str) -> Project {
+    Project::new(suite).with_fake_gpus(config, Variant::Complete)
+}
+
+fn mib(value: &serde_json::Value) -> Option<u64> {
+    value.as_u64().map(|b| b / MIB)
+}
+
+#[test]
+fn peak_sums_every_instance_and_child_of_the_case() {
+    let project = gpu_project(
+        &gpu_suite(
+            "20ms",
+            "\"--mib\", \"512\", \"--child-mib\", \"256\", \"--hold\", \"1500ms\"",
+            "concurrency = 2",
+        ),
+        &two_devices(false),
+    );
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("c");
+    assert_eq!(
+        mib(&case["gpu_peak_bytes"]),
+        Some(2 * (512 + 256)),
+        "{case:#}"
+    );
+    assert_eq!(case["gpu_peak_method"], "sampled@20ms");
+    let device = &case["gpu_devices"][0];
+    assert_eq!(device["uuid"], UUID_0);
+    assert_eq!(mib(&device["before_bytes"]), Some(256));
+    assert_eq!(mib(&device["device_peak_bytes"]), Some(256 + 1536));
+    assert_eq!(
+        mib(&case["gpu_devices"][1]["peak_bytes"]),
+        Some(0),
+        "nothing ran on GPU 1"
+    );
+    let results = run.results();
+    assert_eq!(results["gpu"]["driver_version"], "550.54.15");
+    assert_eq!(results["gpu"]["cuda_driver_version"], "12.4");
+    assert_eq!(results["gpu"]["devices"][1]["uuid"], UUID_1);
+    assert_eq!(results["measurement"]["gpu_method"], "nvml");
+    assert!(
+        run.stderr.contains("gpu peak 1.50 GiB (sampled@20ms)"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn container_pids_fall_back_to_the_device_delta_and_say_so() {
+    let project = gpu_project(
+        &gpu_suite(
+            "20ms",
+            "\"--mib\", \"768\", \"--pid-offset\", \"1000000\", \"--hold\", \"1s\"",
+            "",
+        ),
+        &two_devices(false),
+    );
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("c");
+    assert_eq!(case["gpu_devices"][0]["method"], "device-delta", "{case:#}");
+    assert_eq!(mib(&case["gpu_devices"][0]["peak_bytes"]), Some(768));
+    assert_eq!(
+        case["gpu_peak_method"], "device-delta",
+        "GPU 1, untouched, does not count"
+    );
+    assert_eq!(mib(&case["gpu_peak_bytes"]), Some(768));
+    assert!(
+        run.stderr
+            .contains("device-delta: no process of the case was seen"),
+        "{}",
+        run.stderr
+    );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(
+        junit.contains("device-delta: no process of the case was seen"),
+        "{junit}"
+    );
+}
+
+#[test]
+fn unavailable_memory_is_unknown_never_zero() {
+    let project = gpu_project(
+        &gpu_suite(
+            "20ms",
+            "\"--mib\", \"512\", \"--unavailable\", \"--hold\", \"500ms\"",
+            "budget = { gpu = \"1 GiB\" }",
+        ),
+        &two_devices(false),
+    );
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("c");
+    assert!(case["gpu_peak_bytes"].is_null(), "{case:#}");
+    assert_eq!(case["gpu_devices"][0]["method"], "unavailable");
+    assert!(
+        case["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("gpu memory could not be measured"),
+        "{case:#}"
+    );
+}
+
+#[test]
+fn driver_accounting_catches_a_spike_shorter_than_the_interval() {
+    let project = gpu_project(
+        &gpu_suite(
+            "1s",
+            "\"--mib\", \"2048\", \"--pattern\", \"spike\", \"--base-mib\", \"128\", \"--spike-ms\", \"2\", \"--hold\", \"1200ms\"",
+            "",
+        ),
+        &two_devices(true),
+    );
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let device = &run.case("c")["gpu_devices"][0];
+    assert_eq!(
+        mib(&device["sampled_peak_bytes"]),
+        Some(128),
+        "sampling missed the spike: {device:#}"
+    );
+    assert_eq!(mib(&device["accounting_peak_bytes"]), Some(2048));
+    assert_eq!(mib(&device["peak_bytes"]), Some(2048));
+    assert_eq!(device["method"], "driver-accounting");
+}
+
+#[test]
+fn headroom_breach_stops_the_case_early() {
+    let project = gpu_project(
+        &gpu_suite(
+            "20ms",
+            "\"--mib\", \"1024\", \"--pattern\", \"leak\", \"--hold\", \"60s\"",
+            "budget = { gpu_fraction = 0.5 }",
+        ),
+        &two_devices(false),
+    );
+    let started = std::time::Instant::now();
+    let run = project.run(&[]);
+    run.assert_code(1);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(40),
+        "not stopped early"
+    );
+    let case = run.case("c");
+    assert_eq!(case["status"], "failed");
+    let message = case["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("above the 50% headroom limit (4.00 GiB)"),
+        "{message}"
+    );
+    assert!(message.contains("stopped at"), "{message}");
+}
+
+#[test]
+fn gpu_budget_breach_names_the_figure_and_method() {
+    let project = gpu_project(
+        &gpu_suite(
+            "20ms",
+            "\"--mib\", \"512\", \"--hold\", \"30s\"",
+            "budget = { gpu = \"256 MiB\" }",
+        ),
+        &two_devices(false),
+    );
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let message = run.case("c")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("gpu peak 512.0 MiB (sampled@20ms) exceeded budget 256.0 MiB"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_workload_that_fills_the_device_fails_with_the_pytorch_message() {
+    let project = gpu_project(
+        &gpu_suite("20ms", "\"--mib\", \"9000\"", ""),
+        &two_devices(false),
+    );
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let stderr =
+        std::fs::read_to_string(project.out().join("cases/c/stderr.log")).expect("stderr.log");
+    assert!(stderr.starts_with("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.79 GiB. GPU 0 has a total capacity of 8.00 GiB"), "{stderr}");
+}
+
+/// A process on the GPU that the test (not oomgate) started.
+struct Foreign {
+    child: std::process::Child,
+}
+
+impl Foreign {
+    fn start(project: &Project, uuid: &str, bytes: u64) -> Self {
+        let child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("spawn sleep");
+        let state = project.fake_gpu_state();
+        std::fs::create_dir_all(&state).expect("state dir");
+        std::fs::write(
+            state.join(child.id().to_string()),
+            format!("owner={} device={uuid} used={bytes}\n", child.id()),
+        )
+        .expect("write foreign process");
+        Foreign { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Foreign {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+#[test]
+fn foreign_processes_warn_by_default_and_are_left_alone() {
+    let project = gpu_project(
+        &gpu_suite("20ms", "\"--mib\", \"64\", \"--hold\", \"200ms\"", ""),
+        &two_devices(false),
+    );
+    let foreign = Foreign::start(&project, UUID_0, GIB);
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("c");
+    assert_eq!(
+        case["foreign_processes"][0]["pid"],
+        foreign.pid(),
+        "{case:#}"
+    );
+    assert_eq!(case["foreign_processes"][0]["name"], "sleep");
+    assert!(
+        run.stderr.contains(&format!(
+            "pid {} (sleep) on GPU 0 using 1.00 GiB",
+            foreign.pid()
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        alive(i32::try_from(foreign.pid()).expect("pid")),
+        "oomgate touched a process it did not start"
+    );
+    // The foreign process's memory is not the case's.
+    assert_eq!(mib(&case["gpu_peak_bytes"]), Some(64));
+}
+
+#[test]
+fn foreign_processes_fail_the_case_when_the_suite_says_so() {
+    let suite = gpu_suite("20ms", "\"--mib\", \"64\"", "")
+        .replace("[suite]\n", "[suite]\nforeign_processes = \"fail\"\n");
+    let project = gpu_project(&suite, &two_devices(false));
+    let foreign = Foreign::start(&project, UUID_0, GIB);
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("c");
+    assert_eq!(case["status"], "error");
+    assert!(
+        case["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("not run: c: 1 process(es) not started by oomgate"),
+        "{case:#}"
+    );
+    assert!(
+        case["instances"][0]["exit"].is_null(),
+        "the case must not have run"
+    );
+    assert!(alive(i32::try_from(foreign.pid()).expect("pid")));
+}
+
+#[test]
+fn cuda_visible_devices_selects_by_index_and_by_uuid() {
+    for value in ["1", UUID_1, "GPU-1111"] {
+        let suite = gpu_suite(
+            "20ms",
+            "\"--mib\", \"300\", \"--hold\", \"500ms\"",
+            &format!(
+                "env = {{ CUDA_VISIBLE_DEVICES = \"{value}\", CUDA_DEVICE_ORDER = \"PCI_BUS_ID\" }}"
+            ),
+        );
+        let project = gpu_project(&suite, &two_devices(false));
+        let run = project.run(&[]);
+        run.assert_code(0);
+        let case = run.case("c");
+        let devices = case["gpu_devices"].as_array().expect("devices");
+        assert_eq!(devices.len(), 1, "{value}: {case:#}");
+        assert_eq!(devices[0]["uuid"], UUID_1, "{value}");
+        assert_eq!(mib(&devices[0]["peak_bytes"]), Some(300), "{value}");
+        assert_eq!(case["cuda_visible_devices"], value);
+    }
+}
+
+#[test]
+fn required_gpu_without_a_driver_exits_3_with_one_line() {
+    // The fake library without its configuration behaves like a machine
+    // whose driver is not loaded.
+    let mut project = gpu_project(
+        &gpu_suite("20ms", "\"--mib\", \"64\"", ""),
+        &two_devices(false),
+    );
+    project.env.retain(|(k, _)| k != "OOMGATE_FAKE_NVML_CONFIG");
+    let run = project.run(&["--gpu", "required"]);
+    run.assert_code(3);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", run.stderr);
+    assert!(
+        lines[0].contains("GPU memory is required"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        lines[0].contains("the NVIDIA driver is not loaded"),
+        "{}",
+        run.stderr
+    );
+
+    // auto: one note, and host memory is still measured.
+    let run = project.run(&["--gpu", "auto"]);
+    run.assert_code(1); // gpu_alloc.py itself needs the configuration
+    assert_eq!(
+        run.stderr.matches("GPU memory is not measured").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert!(run.case("c")["host_peak_bytes"].as_u64().is_some());
+}
+
+#[test]
+fn gpus_command_text_and_json() {
+    let project = gpu_project("", &two_devices(true));
+    let foreign = Foreign::start(&project, UUID_1, 2 * GIB);
+    let output = project
+        .oomgate()
+        .arg("gpus")
+        .env("CUDA_VISIBLE_DEVICES", "1")
+        .output()
+        .expect("run");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.starts_with("NVIDIA driver 550.54.15, CUDA driver API 12.4, 2 device(s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("GPU 1  Fake H100 80GB  {UUID_1}")),
+        "{text}"
+    );
+    assert!(
+        text.contains("memory       8.00 GiB total, 2.25 GiB used, 5.75 GiB free"),
+        "{text}"
+    );
+    assert!(text.contains("accounting on, persistence on"), "{text}");
+    assert!(
+        text.contains(&format!("pid {} (sleep) 2.00 GiB", foreign.pid())),
+        "{text}"
+    );
+    assert!(
+        text.contains("CUDA_VISIBLE_DEVICES=\"1\": a CUDA program here sees GPU 1"),
+        "{text}"
+    );
+
+    let output = project
+        .oomgate()
+        .args(["gpus", "--json"])
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["devices"][1]["processes"][0]["pid"], foreign.pid());
+    assert_eq!(json["devices"][0]["total_bytes"], 8 * GIB);
+    assert_eq!(json["visible_indices"], serde_json::json!([0, 1]));
+}
+
+#[test]
+fn gpus_without_nvml_exits_3_with_one_line() {
+    let mut project = gpu_project("", &two_devices(false));
+    project.env.retain(|(k, _)| k != "OOMGATE_FAKE_NVML_CONFIG");
+    let output = project.oomgate().arg("gpus").output().expect("run");
+    assert_eq!(output.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no GPU can be inspected"), "{stderr}");
+}
+
+#[test]
+fn a_library_missing_a_symbol_is_a_clear_error_not_a_crash() {
+    let project = Project::new(&gpu_suite(
+        "20ms",
+        "\"--mib\", \"64\", \"--hold\", \"100ms\"",
+        "",
+    ))
+    .with_fake_gpus(&two_devices(false), Variant::MissingProcessList);
+    let output = project.oomgate().arg("gpus").output().expect("run");
+    assert_eq!(output.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("lacks nvmlDeviceGetComputeRunningProcesses_v3"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    let run = project.run(&[]);
+    run.assert_code(0);
+    assert!(
+        run.stderr
+            .contains("lacks nvmlDeviceGetComputeRunningProcesses_v3"),
+        "{}",
+        run.stderr
+    );
+}
