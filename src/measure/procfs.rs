@@ -18,9 +18,10 @@
 //! pid exited; it joins the tree at the next full rescan (about a second at
 //! the default interval). See docs/performance.md for measurements.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
 
 /// Every this many scans, every process is read again.
 pub const RESCAN_EVERY: u64 = 20;
@@ -95,7 +96,15 @@ pub struct Scanner {
     all: Vec<ProcEntry>,
     queue: Vec<i32>,
     tree: ProcessTree,
+    /// Open `/proc/<pid>/stat` of tree members, re-read each scan.
+    open_stats: HashMap<i32, fs::File>,
+    /// Files opened during this scan, kept if their process is a member.
+    fresh: Vec<(i32, fs::File)>,
 }
+
+/// At most this many stat files stay open (well under the usual limit of
+/// 1024 descriptors); members beyond are opened per scan.
+const MAX_OPEN_STATS: usize = 256;
 
 impl Default for Scanner {
     fn default() -> Self {
@@ -118,6 +127,8 @@ impl Scanner {
             all: Vec::new(),
             queue: Vec::new(),
             tree: ProcessTree::default(),
+            open_stats: HashMap::new(),
+            fresh: Vec::new(),
         }
     }
 
@@ -162,6 +173,7 @@ impl Scanner {
             }
         }
         self.mark_outsiders(root);
+        self.keep_member_files();
         Ok(&self.tree)
     }
 
@@ -170,6 +182,18 @@ impl Scanner {
     pub fn all_descendants_of(&mut self, root: i32) -> io::Result<&ProcessTree> {
         self.outsiders.clear();
         self.descendants_of(root)
+    }
+
+    /// Keep the stat files of members open for the next scan; close the rest.
+    fn keep_member_files(&mut self) {
+        let members = &self.tree.members;
+        let is_member = |pid: i32| members.iter().any(|m| m.pid == pid);
+        self.open_stats.retain(|pid, _| is_member(*pid));
+        for (pid, file) in self.fresh.drain(..) {
+            if self.open_stats.len() < MAX_OPEN_STATS && is_member(pid) {
+                self.open_stats.insert(pid, file);
+            }
+        }
     }
 
     /// Remember the pids proven to be outside the tree: those whose parent
@@ -197,10 +221,27 @@ impl Scanner {
     }
 
     fn read_stat(&mut self, pid: i32) -> Option<ProcEntry> {
-        // One open, one read, one close: `read_to_end` would add a statx,
-        // an lseek and a second read per process.
-        let path = format!("/proc/{pid}/stat");
-        let length = fs::File::open(path).ok()?.read(&mut self.buffer).ok()?;
+        // A member's stat file stays open between scans and is re-read in
+        // place: one pread instead of open, read and close. Once the process
+        // is gone the read fails and the file is dropped, so a reused pid is
+        // never read through a stale handle.
+        let length = match self.open_stats.get(&pid) {
+            Some(file) => match file.read_at(&mut self.buffer, 0) {
+                Ok(length) => length,
+                Err(_) => {
+                    self.open_stats.remove(&pid);
+                    return None;
+                }
+            },
+            None => {
+                // One open, one read, one close: `read_to_end` would add a
+                // statx, an lseek and a second read.
+                let mut file = fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+                let length = file.read(&mut self.buffer).ok()?;
+                self.fresh.push((pid, file));
+                length
+            }
+        };
         let mut entry = parse_stat(&self.buffer[..length], self.page_size)?;
         if entry.state == b'Z' && entry.threads > 1 {
             // The main thread exited but others run and hold the memory;
