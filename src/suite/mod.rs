@@ -36,7 +36,60 @@ pub struct Suite {
     pub sample_interval: Duration,
     pub gpu: GpuMode,
     pub foreign_processes: ForeignPolicy,
+    /// What to do when the environment differs from the baseline's.
+    pub on_drift: DriftPolicy,
+    /// What to record about the workloads' software (`[environment]`).
+    pub environment: EnvironmentSpec,
     pub cases: Vec<Case>,
+}
+
+/// `[environment]`: what to capture once per run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvironmentSpec {
+    /// The interpreter the workloads use; a path with `/` is resolved from
+    /// the workdir. `None`: no Python packages are recorded.
+    pub python: Option<String>,
+    pub packages: Vec<String>,
+    /// Record the full `python -m pip freeze`.
+    pub freeze: bool,
+    /// Named commands whose trimmed stdout is recorded, run in the workdir.
+    pub commands: IndexMap<String, Vec<String>>,
+}
+
+/// What to do when the environment drifted from the baseline's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DriftPolicy {
+    /// List the differences beside the figures.
+    #[default]
+    Warn,
+    /// Also fail every compared case.
+    Fail,
+}
+
+/// How far a figure may move from its baseline before it counts:
+/// `new > base × (1 + relative) + absolute` is a regression.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerance {
+    pub relative: f64,
+    pub absolute: Bytes,
+}
+
+/// Tolerances per figure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerances {
+    pub host: Tolerance,
+    pub gpu: Tolerance,
+}
+
+impl Default for Tolerances {
+    /// 10% + 64 MiB for host memory, 5% + 64 MiB for GPU memory.
+    fn default() -> Self {
+        Tolerances {
+            host: Tolerance { relative: 0.10, absolute: Bytes::from_mib(64) },
+            gpu: Tolerance { relative: 0.05, absolute: Bytes::from_mib(64) },
+        }
+    }
 }
 
 /// Whether GPU memory is measured.
@@ -90,6 +143,10 @@ pub struct Case {
     /// Soak: relaunch each instance that exits 0 until this much time passed.
     pub soak: Option<Duration>,
     pub budget: Budget,
+    /// How far figures may move from the baseline.
+    pub tolerance: Tolerances,
+    /// Runs of the whole case; the compared figure is their maximum.
+    pub repeat: u32,
 }
 
 /// Hard limits; a breach stops the case at once.

@@ -18,6 +18,18 @@ pub struct RawSuiteFile {
     pub defaults: Option<Spanned<RawSettings>>,
     #[serde(default, rename = "case")]
     pub cases: Vec<Spanned<RawCase>>,
+    #[serde(default)]
+    pub environment: Option<Spanned<RawEnvironment>>,
+}
+
+/// `[environment]`: what to record about the software the workloads use.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEnvironment {
+    pub python: Option<Spanned<String>>,
+    pub packages: Option<Vec<Spanned<String>>>,
+    pub freeze: Option<bool>,
+    pub commands: Option<IndexMap<Spanned<String>, Spanned<Vec<Spanned<String>>>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -30,6 +42,27 @@ pub struct RawSuiteTable {
     pub gpu: Option<Spanned<String>>,
     /// `"warn"` or `"fail"`.
     pub foreign_processes: Option<Spanned<String>>,
+    /// `"warn"` or `"fail"`: environment drift against the baseline.
+    pub on_drift: Option<Spanned<String>>,
+    pub tolerance: Option<Spanned<RawTolerance>>,
+}
+
+/// `tolerance = { relative = "5%", absolute = "64 MiB", host = { ... }, gpu = { ... } }`:
+/// the flat keys apply to every figure, `host` / `gpu` override them.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTolerance {
+    pub relative: Option<Spanned<toml::Value>>,
+    pub absolute: Option<Spanned<toml::Value>>,
+    pub host: Option<Spanned<RawToleranceFigure>>,
+    pub gpu: Option<Spanned<RawToleranceFigure>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawToleranceFigure {
+    pub relative: Option<Spanned<toml::Value>>,
+    pub absolute: Option<Spanned<toml::Value>>,
 }
 
 /// The keys a case shares with `[defaults]`.
@@ -43,6 +76,8 @@ pub struct RawSettings {
     pub concurrency: Option<Spanned<i64>>,
     pub duration: Option<Spanned<String>>,
     pub budget: Option<Spanned<RawBudget>>,
+    pub tolerance: Option<Spanned<RawTolerance>>,
+    pub repeat: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -60,6 +95,8 @@ pub struct RawCase {
     pub concurrency: Option<Spanned<i64>>,
     pub duration: Option<Spanned<String>>,
     pub budget: Option<Spanned<RawBudget>>,
+    pub tolerance: Option<Spanned<RawTolerance>>,
+    pub repeat: Option<Spanned<i64>>,
 }
 
 /// Borrow the shared keys of a `RawCase` or `RawSettings` (same field names).
@@ -73,6 +110,8 @@ macro_rules! settings_ref {
             concurrency: $raw.concurrency.as_ref(),
             duration: $raw.duration.as_ref(),
             budget: $raw.budget.as_ref(),
+            tolerance: $raw.tolerance.as_ref(),
+            repeat: $raw.repeat.as_ref(),
         }
     };
 }
@@ -106,6 +145,8 @@ pub struct RawSettingsRef<'a> {
     pub concurrency: Option<&'a Spanned<i64>>,
     pub duration: Option<&'a Spanned<String>>,
     pub budget: Option<&'a Spanned<RawBudget>>,
+    pub tolerance: Option<&'a Spanned<RawTolerance>>,
+    pub repeat: Option<&'a Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

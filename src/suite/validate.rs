@@ -11,11 +11,11 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use toml::Spanned;
 
-use super::raw::{RawCase, RawSettingsRef, RawSuiteFile};
+use super::raw::{RawCase, RawEnvironment, RawSettingsRef, RawSuiteFile, RawTolerance};
 use super::template::{expand_matrix, folder_name, is_identifier, placeholders, substitute};
 use super::{
     Budget, Case, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT, Diagnostic,
-    ForeignPolicy, GpuMode, RESERVED_ENV, Suite,
+    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, RESERVED_ENV, Suite, Tolerances,
 };
 use crate::units::{Bytes, parse_duration};
 
@@ -67,17 +67,7 @@ impl Checker<'_> {
 
     /// A share in (0, 1]: `0.9`, or `"90%"`.
     fn fraction(&mut self, key: &str, value: &Spanned<toml::Value>) -> Option<f64> {
-        let parsed = match value.get_ref() {
-            toml::Value::Float(f) => Some(*f),
-            toml::Value::Integer(n) => Some(*n as f64),
-            toml::Value::String(text) => text
-                .trim()
-                .strip_suffix('%')
-                .and_then(|number| number.trim().parse::<f64>().ok())
-                .map(|percent| percent / 100.0),
-            _ => None,
-        };
-        match parsed {
+        match share(value.get_ref()) {
             Some(f) if f > 0.0 && f <= 1.0 => Some(f),
             _ => {
                 self.error(value.span(), format!("`{key}` must be a share of the device's memory above 0 and at most 1"))
@@ -85,6 +75,43 @@ impl Checker<'_> {
                 None
             }
         }
+    }
+
+    /// A tolerance's relative part: `"5%"` or `0.05`, from 0 up to 10 (1000%).
+    fn relative(&mut self, key: &str, value: &Spanned<toml::Value>) -> Option<f64> {
+        match share(value.get_ref()) {
+            Some(f) if (0.0..=10.0).contains(&f) => Some(f),
+            _ => {
+                self.error(value.span(), format!("`{key}` must be a share such as \"5%\" or 0.05, from 0 to 1000%"));
+                None
+            }
+        }
+    }
+
+    /// Layer one `tolerance` table over `base`: flat keys for every figure,
+    /// then `host` / `gpu` for one.
+    fn tolerance(&mut self, base: Tolerances, raw: Option<&Spanned<RawTolerance>>) -> Tolerances {
+        let Some(raw) = raw else { return base };
+        let raw = raw.get_ref();
+        let mut result = base;
+        let relative = raw.relative.as_ref().and_then(|v| self.relative("tolerance.relative", v));
+        let absolute = raw.absolute.as_ref().and_then(|v| self.size("tolerance.absolute", v));
+        for figure in [&mut result.host, &mut result.gpu] {
+            figure.relative = relative.unwrap_or(figure.relative);
+            figure.absolute = absolute.unwrap_or(figure.absolute);
+        }
+        for (name, specific) in [("host", &raw.host), ("gpu", &raw.gpu)] {
+            let Some(specific) = specific else { continue };
+            let specific = specific.get_ref();
+            let relative =
+                specific.relative.as_ref().and_then(|v| self.relative(&format!("tolerance.{name}.relative"), v));
+            let absolute =
+                specific.absolute.as_ref().and_then(|v| self.size(&format!("tolerance.{name}.absolute"), v));
+            let figure = if name == "host" { &mut result.host } else { &mut result.gpu };
+            figure.relative = relative.unwrap_or(figure.relative);
+            figure.absolute = absolute.unwrap_or(figure.absolute);
+        }
+        result
     }
 
     fn size(&mut self, key: &str, value: &Spanned<toml::Value>) -> Option<Bytes> {
@@ -175,6 +202,19 @@ pub(super) fn validate(
         None => folder.to_path_buf(),
         Some(dir) => lexical_join(folder, Path::new(dir.get_ref())),
     };
+    let on_drift = match &suite_table.on_drift {
+        None => DriftPolicy::Warn,
+        Some(text) => match text.get_ref().as_str() {
+            "warn" => DriftPolicy::Warn,
+            "fail" => DriftPolicy::Fail,
+            other => {
+                check.error(text.span(), format!("`on_drift` must be \"warn\" or \"fail\", not \"{other}\""));
+                DriftPolicy::Warn
+            }
+        },
+    };
+    let suite_tolerance = check.tolerance(Tolerances::default(), suite_table.tolerance.as_ref());
+    let environment = environment_spec(&mut check, raw.environment.as_ref().map(|e| e.get_ref()));
 
     let defaults = raw
         .defaults
@@ -184,7 +224,7 @@ pub(super) fn validate(
     if raw.defaults.is_some() {
         // Checked on their own too, so a bad default is reported even when
         // every case overrides it (duplicates are dropped below).
-        limits(&mut check, defaults, RawSettingsRef::default());
+        limits(&mut check, defaults, RawSettingsRef::default(), suite_tolerance);
     }
     if raw.cases.is_empty() {
         check
@@ -197,7 +237,7 @@ pub(super) fn validate(
     let mut seen_folders: HashMap<String, String> = HashMap::new();
     for raw_case in &raw.cases {
         let raw_case = raw_case.get_ref();
-        for case in expand_case(&mut check, raw_case, defaults, &workdir) {
+        for case in expand_case(&mut check, raw_case, defaults, suite_tolerance, &workdir) {
             let name_span = raw_case.name.span();
             if seen_ids.contains(&case.id) {
                 check
@@ -239,6 +279,8 @@ pub(super) fn validate(
             sample_interval,
             gpu,
             foreign_processes,
+            on_drift,
+            environment,
             cases,
         })
     } else {
@@ -269,6 +311,7 @@ fn expand_case(
     check: &mut Checker,
     raw: &RawCase,
     defaults: RawSettingsRef<'_>,
+    suite_tolerance: Tolerances,
     workdir: &Path,
 ) -> Vec<Case> {
     let before = check.problems.len();
@@ -405,7 +448,9 @@ fn expand_case(
         soak,
         concurrency,
         budget,
-    } = limits(check, own, defaults);
+        tolerance,
+        repeat,
+    } = limits(check, own, defaults, suite_tolerance);
     if check.problems.len() > before {
         return Vec::new();
     }
@@ -464,6 +509,8 @@ fn expand_case(
             concurrency,
             soak,
             budget,
+            tolerance,
+            repeat,
         });
     }
     cases
@@ -476,6 +523,8 @@ struct Limits {
     soak: Option<Duration>,
     concurrency: u32,
     budget: Budget,
+    tolerance: Tolerances,
+    repeat: u32,
 }
 
 /// Longest `timeout` and `duration` accepted: a month. Beyond that it is a
@@ -483,7 +532,12 @@ struct Limits {
 const MAX_CASE_TIME: Duration = Duration::from_secs(30 * 24 * 3600);
 const MAX_KILL_GRACE: Duration = Duration::from_secs(3600);
 
-fn limits(check: &mut Checker, own: RawSettingsRef<'_>, defaults: RawSettingsRef<'_>) -> Limits {
+fn limits(
+    check: &mut Checker,
+    own: RawSettingsRef<'_>,
+    defaults: RawSettingsRef<'_>,
+    suite_tolerance: Tolerances,
+) -> Limits {
     let timeout = match pick(own.timeout, defaults.timeout) {
         None => Some(DEFAULT_TIMEOUT),
         Some(text) => check
@@ -552,13 +606,42 @@ fn limits(check: &mut Checker, own: RawSettingsRef<'_>, defaults: RawSettingsRef
             budget.gpu_fraction = check.fraction("budget.gpu_fraction", fraction);
         }
     }
+    let tolerance = check.tolerance(suite_tolerance, defaults.tolerance);
+    let tolerance = check.tolerance(tolerance, own.tolerance);
+    let repeat = match pick(own.repeat, defaults.repeat) {
+        None => 1,
+        Some(n) => match u32::try_from(*n.get_ref()) {
+            Ok(value) if (1..=100).contains(&value) => value,
+            _ => {
+                check.error(n.span(), format!("`repeat` must be between 1 and 100, not {}", n.get_ref()));
+                1
+            }
+        },
+    };
     Limits {
         timeout,
         kill_grace,
         soak,
         concurrency,
         budget,
+        tolerance,
+        repeat,
     }
+}
+
+/// `0.9`, `1`, or `"90%"` as a number; `None` when it is neither.
+fn share(value: &toml::Value) -> Option<f64> {
+    match value {
+        toml::Value::Float(f) => Some(*f),
+        toml::Value::Integer(n) => Some(*n as f64),
+        toml::Value::String(text) => text
+            .trim()
+            .strip_suffix('%')
+            .and_then(|number| number.trim().parse::<f64>().ok())
+            .map(|percent| percent / 100.0),
+        _ => None,
+    }
+    .filter(|f| f.is_finite())
 }
 
 /// `[defaults].env` overlaid with the case's `env`, keeping first-seen order.
@@ -611,4 +694,35 @@ fn lexical_join(base: &Path, relative: &Path) -> PathBuf {
         .components()
         .filter(|c| !matches!(c, std::path::Component::CurDir))
         .collect()
+}
+
+/// `[environment]`: checked, with defaults. Python packages need an
+/// interpreter; `python3` is assumed when packages or freeze are asked.
+fn environment_spec(check: &mut Checker, raw: Option<&RawEnvironment>) -> EnvironmentSpec {
+    let Some(raw) = raw else { return EnvironmentSpec::default() };
+    let packages: Vec<String> = raw.packages.iter().flatten().map(|p| p.get_ref().trim().to_string()).collect();
+    for package in raw.packages.iter().flatten() {
+        if package.get_ref().trim().is_empty() {
+            check.error(package.span(), "an empty package name");
+        }
+    }
+    let freeze = raw.freeze.unwrap_or(false);
+    let python = match &raw.python {
+        Some(python) if python.get_ref().trim().is_empty() => {
+            check.error(python.span(), "`python` is empty: name the interpreter the workloads use");
+            None
+        }
+        Some(python) => Some(python.get_ref().clone()),
+        None if !packages.is_empty() || freeze => Some("python3".to_string()),
+        None => None,
+    };
+    let mut commands = IndexMap::new();
+    for (name, argv) in raw.commands.iter().flatten() {
+        if argv.get_ref().is_empty() || argv.get_ref()[0].get_ref().trim().is_empty() {
+            check.error(argv.span(), format!("command `{}` is empty", name.get_ref()));
+            continue;
+        }
+        commands.insert(name.get_ref().clone(), argv.get_ref().iter().map(|a| a.get_ref().clone()).collect());
+    }
+    EnvironmentSpec { python, packages, freeze, commands }
 }
