@@ -6,7 +6,9 @@
 //! decisions) → [`report`] (terminal, results.json, junit.xml) → exit code
 //! ([`cli`]). `docs/architecture.md` is the map.
 
+pub mod baseline;
 pub mod cli;
+pub mod environment;
 pub mod measure;
 pub mod report;
 pub mod results;

@@ -21,7 +21,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 
 pub use diag::{Diagnostic, Located, SuiteError};
-pub use template::{folder_name, shell_join};
+pub use template::{fnv1a, folder_name, shell_join};
 
 use crate::units::Bytes;
 
@@ -86,8 +86,14 @@ impl Default for Tolerances {
     /// 10% + 64 MiB for host memory, 5% + 64 MiB for GPU memory.
     fn default() -> Self {
         Tolerances {
-            host: Tolerance { relative: 0.10, absolute: Bytes::from_mib(64) },
-            gpu: Tolerance { relative: 0.05, absolute: Bytes::from_mib(64) },
+            host: Tolerance {
+                relative: 0.10,
+                absolute: Bytes::from_mib(64),
+            },
+            gpu: Tolerance {
+                relative: 0.05,
+                absolute: Bytes::from_mib(64),
+            },
         }
     }
 }

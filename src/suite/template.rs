@@ -143,7 +143,7 @@ pub fn folder_name(case_id: &str) -> String {
 }
 
 /// FNV-1a: stable across releases and platforms, unlike `DefaultHasher`.
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
     })

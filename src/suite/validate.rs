@@ -82,7 +82,10 @@ impl Checker<'_> {
         match share(value.get_ref()) {
             Some(f) if (0.0..=10.0).contains(&f) => Some(f),
             _ => {
-                self.error(value.span(), format!("`{key}` must be a share such as \"5%\" or 0.05, from 0 to 1000%"));
+                self.error(
+                    value.span(),
+                    format!("`{key}` must be a share such as \"5%\" or 0.05, from 0 to 1000%"),
+                );
                 None
             }
         }
@@ -94,8 +97,14 @@ impl Checker<'_> {
         let Some(raw) = raw else { return base };
         let raw = raw.get_ref();
         let mut result = base;
-        let relative = raw.relative.as_ref().and_then(|v| self.relative("tolerance.relative", v));
-        let absolute = raw.absolute.as_ref().and_then(|v| self.size("tolerance.absolute", v));
+        let relative = raw
+            .relative
+            .as_ref()
+            .and_then(|v| self.relative("tolerance.relative", v));
+        let absolute = raw
+            .absolute
+            .as_ref()
+            .and_then(|v| self.size("tolerance.absolute", v));
         for figure in [&mut result.host, &mut result.gpu] {
             figure.relative = relative.unwrap_or(figure.relative);
             figure.absolute = absolute.unwrap_or(figure.absolute);
@@ -103,11 +112,19 @@ impl Checker<'_> {
         for (name, specific) in [("host", &raw.host), ("gpu", &raw.gpu)] {
             let Some(specific) = specific else { continue };
             let specific = specific.get_ref();
-            let relative =
-                specific.relative.as_ref().and_then(|v| self.relative(&format!("tolerance.{name}.relative"), v));
-            let absolute =
-                specific.absolute.as_ref().and_then(|v| self.size(&format!("tolerance.{name}.absolute"), v));
-            let figure = if name == "host" { &mut result.host } else { &mut result.gpu };
+            let relative = specific
+                .relative
+                .as_ref()
+                .and_then(|v| self.relative(&format!("tolerance.{name}.relative"), v));
+            let absolute = specific
+                .absolute
+                .as_ref()
+                .and_then(|v| self.size(&format!("tolerance.{name}.absolute"), v));
+            let figure = if name == "host" {
+                &mut result.host
+            } else {
+                &mut result.gpu
+            };
             figure.relative = relative.unwrap_or(figure.relative);
             figure.absolute = absolute.unwrap_or(figure.absolute);
         }
@@ -208,7 +225,10 @@ pub(super) fn validate(
             "warn" => DriftPolicy::Warn,
             "fail" => DriftPolicy::Fail,
             other => {
-                check.error(text.span(), format!("`on_drift` must be \"warn\" or \"fail\", not \"{other}\""));
+                check.error(
+                    text.span(),
+                    format!("`on_drift` must be \"warn\" or \"fail\", not \"{other}\""),
+                );
                 DriftPolicy::Warn
             }
         },
@@ -224,7 +244,12 @@ pub(super) fn validate(
     if raw.defaults.is_some() {
         // Checked on their own too, so a bad default is reported even when
         // every case overrides it (duplicates are dropped below).
-        limits(&mut check, defaults, RawSettingsRef::default(), suite_tolerance);
+        limits(
+            &mut check,
+            defaults,
+            RawSettingsRef::default(),
+            suite_tolerance,
+        );
     }
     if raw.cases.is_empty() {
         check
@@ -613,7 +638,10 @@ fn limits(
         Some(n) => match u32::try_from(*n.get_ref()) {
             Ok(value) if (1..=100).contains(&value) => value,
             _ => {
-                check.error(n.span(), format!("`repeat` must be between 1 and 100, not {}", n.get_ref()));
+                check.error(
+                    n.span(),
+                    format!("`repeat` must be between 1 and 100, not {}", n.get_ref()),
+                );
                 1
             }
         },
@@ -699,8 +727,15 @@ fn lexical_join(base: &Path, relative: &Path) -> PathBuf {
 /// `[environment]`: checked, with defaults. Python packages need an
 /// interpreter; `python3` is assumed when packages or freeze are asked.
 fn environment_spec(check: &mut Checker, raw: Option<&RawEnvironment>) -> EnvironmentSpec {
-    let Some(raw) = raw else { return EnvironmentSpec::default() };
-    let packages: Vec<String> = raw.packages.iter().flatten().map(|p| p.get_ref().trim().to_string()).collect();
+    let Some(raw) = raw else {
+        return EnvironmentSpec::default();
+    };
+    let packages: Vec<String> = raw
+        .packages
+        .iter()
+        .flatten()
+        .map(|p| p.get_ref().trim().to_string())
+        .collect();
     for package in raw.packages.iter().flatten() {
         if package.get_ref().trim().is_empty() {
             check.error(package.span(), "an empty package name");
@@ -709,7 +744,10 @@ fn environment_spec(check: &mut Checker, raw: Option<&RawEnvironment>) -> Enviro
     let freeze = raw.freeze.unwrap_or(false);
     let python = match &raw.python {
         Some(python) if python.get_ref().trim().is_empty() => {
-            check.error(python.span(), "`python` is empty: name the interpreter the workloads use");
+            check.error(
+                python.span(),
+                "`python` is empty: name the interpreter the workloads use",
+            );
             None
         }
         Some(python) => Some(python.get_ref().clone()),
@@ -719,10 +757,21 @@ fn environment_spec(check: &mut Checker, raw: Option<&RawEnvironment>) -> Enviro
     let mut commands = IndexMap::new();
     for (name, argv) in raw.commands.iter().flatten() {
         if argv.get_ref().is_empty() || argv.get_ref()[0].get_ref().trim().is_empty() {
-            check.error(argv.span(), format!("command `{}` is empty", name.get_ref()));
+            check.error(
+                argv.span(),
+                format!("command `{}` is empty", name.get_ref()),
+            );
             continue;
         }
-        commands.insert(name.get_ref().clone(), argv.get_ref().iter().map(|a| a.get_ref().clone()).collect());
+        commands.insert(
+            name.get_ref().clone(),
+            argv.get_ref().iter().map(|a| a.get_ref().clone()).collect(),
+        );
     }
-    EnvironmentSpec { python, packages, freeze, commands }
+    EnvironmentSpec {
+        python,
+        packages,
+        freeze,
+        commands,
+    }
 }

@@ -1,0 +1,232 @@
+//! Comparing a figure with its baseline: pure functions, table tested at
+//! every boundary.
+//!
+//! A regression is `new > base × (1 + relative) + absolute`; an improvement
+//! is the mirror image, `new < base × (1 − relative) − absolute`. Anything
+//! between is within tolerance. "Not enough data" (no baseline, an unknown
+//! figure) is its own outcome, never an error and never a pass in disguise.
+
+use serde::Serialize;
+
+use crate::suite::Tolerance;
+use crate::units::Bytes;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Within,
+    Regressed,
+    Improved,
+    /// The lock has no figure for this case.
+    NoBaseline,
+    /// This run has no figure (not measured, or unknown).
+    Unknown,
+    /// Not compared (GPU model changed).
+    Skipped,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FigureComparison {
+    /// `host` or `gpu`.
+    pub figure: String,
+    pub outcome: Outcome,
+    pub new_bytes: Option<u64>,
+    pub baseline_bytes: Option<u64>,
+    /// `new - baseline`, signed.
+    pub delta_bytes: Option<i64>,
+    /// Relative change; `None` when the baseline is zero.
+    pub delta_ratio: Option<f64>,
+    /// Largest value that is not a regression.
+    pub limit_bytes: Option<u64>,
+    pub message: String,
+}
+
+/// `5% + 64.0 MiB`
+pub fn describe_tolerance(tolerance: Tolerance) -> String {
+    format!("{} + {}", percent(tolerance.relative), tolerance.absolute)
+}
+
+fn percent(ratio: f64) -> String {
+    let value = ratio * 100.0;
+    if (value - value.round()).abs() < 1e-9 {
+        format!("{value:.0}%")
+    } else {
+        format!("{value:.1}%")
+    }
+}
+
+/// The largest value within tolerance above `base`.
+pub fn upper_limit(base: u64, tolerance: Tolerance) -> u64 {
+    let scaled = (base as f64 * (1.0 + tolerance.relative)).floor();
+    (scaled as u64).saturating_add(tolerance.absolute.get())
+}
+
+/// The smallest value within tolerance below `base`.
+pub fn lower_limit(base: u64, tolerance: Tolerance) -> u64 {
+    let scaled = (base as f64 * (1.0 - tolerance.relative)).ceil().max(0.0);
+    (scaled as u64).saturating_sub(tolerance.absolute.get())
+}
+
+/// Compare one figure (`what`: `host` or `gpu`) with its baseline.
+pub fn compare(
+    what: &str,
+    new: Option<u64>,
+    base: Option<u64>,
+    tolerance: Tolerance,
+) -> FigureComparison {
+    let mut result = FigureComparison {
+        figure: what.to_string(),
+        outcome: Outcome::Within,
+        new_bytes: new,
+        baseline_bytes: base,
+        delta_bytes: None,
+        delta_ratio: None,
+        limit_bytes: None,
+        message: String::new(),
+    };
+    let (new, base) = match (new, base) {
+        (_, None) => {
+            result.outcome = Outcome::NoBaseline;
+            result.message = format!("{what} peak: no baseline");
+            return result;
+        }
+        (None, Some(base)) => {
+            result.outcome = Outcome::Unknown;
+            result.message = format!("{what} peak unknown this run (baseline {})", Bytes(base));
+            return result;
+        }
+        (Some(new), Some(base)) => (new, base),
+    };
+    let delta = i128::from(new) - i128::from(base);
+    result.delta_bytes = i64::try_from(delta).ok();
+    result.delta_ratio = (base > 0).then(|| delta as f64 / base as f64);
+    let limit = upper_limit(base, tolerance);
+    result.limit_bytes = Some(limit);
+    let change = match result.delta_ratio {
+        Some(ratio) => format!("{}{}", if ratio >= 0.0 { "+" } else { "" }, percent(ratio)),
+        None => format!("+{} from zero", Bytes(new)),
+    };
+    let tolerance_text = describe_tolerance(tolerance);
+    if new > limit {
+        result.outcome = Outcome::Regressed;
+        result.message = format!(
+            "{what} peak {} > baseline {} ({change}, tolerance {tolerance_text})",
+            Bytes(new),
+            Bytes(base)
+        );
+    } else if new < lower_limit(base, tolerance) {
+        result.outcome = Outcome::Improved;
+        result.message = format!(
+            "{what} peak {} < baseline {} ({change}, beyond tolerance {tolerance_text}): re-lock to tighten the gate",
+            Bytes(new),
+            Bytes(base)
+        );
+    } else {
+        result.message = format!(
+            "{what} peak {} vs baseline {} ({change}, within {tolerance_text})",
+            Bytes(new),
+            Bytes(base)
+        );
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1024 * 1024;
+
+    fn tolerance(relative: f64, absolute_mib: u64) -> Tolerance {
+        Tolerance {
+            relative,
+            absolute: Bytes(absolute_mib * MIB),
+        }
+    }
+
+    #[test]
+    fn boundaries() {
+        let t = tolerance(0.05, 64);
+        let base = 1000 * MIB;
+        let limit = upper_limit(base, t); // 1050 MiB + 64 MiB
+        assert_eq!(limit, 1114 * MIB);
+        let table: &[(Option<u64>, Option<u64>, Outcome)] = &[
+            (Some(base), Some(base), Outcome::Within),
+            (Some(limit), Some(base), Outcome::Within),
+            (Some(limit + 1), Some(base), Outcome::Regressed),
+            (Some(lower_limit(base, t)), Some(base), Outcome::Within),
+            (
+                Some(lower_limit(base, t) - 1),
+                Some(base),
+                Outcome::Improved,
+            ),
+            (Some(0), Some(0), Outcome::Within),
+            (Some(64 * MIB), Some(0), Outcome::Within),
+            (Some(64 * MIB + 1), Some(0), Outcome::Regressed),
+            (Some(5), None, Outcome::NoBaseline),
+            (None, None, Outcome::NoBaseline),
+            (None, Some(base), Outcome::Unknown),
+            (Some(u64::MAX), Some(u64::MAX), Outcome::Within),
+        ];
+        for (new, old, expected) in table {
+            let result = compare("gpu", *new, *old, t);
+            assert_eq!(
+                result.outcome, *expected,
+                "{new:?} vs {old:?}: {}",
+                result.message
+            );
+        }
+    }
+
+    #[test]
+    fn zero_tolerance_is_exact() {
+        let t = tolerance(0.0, 0);
+        assert_eq!(
+            compare("host", Some(100), Some(100), t).outcome,
+            Outcome::Within
+        );
+        assert_eq!(
+            compare("host", Some(101), Some(100), t).outcome,
+            Outcome::Regressed
+        );
+        assert_eq!(
+            compare("host", Some(99), Some(100), t).outcome,
+            Outcome::Improved
+        );
+    }
+
+    #[test]
+    fn messages_carry_figure_baseline_delta_and_tolerance() {
+        let gib = 1024 * MIB;
+        let result = compare(
+            "gpu",
+            Some(41 * gib + gib / 5),
+            Some(38 * gib),
+            tolerance(0.05, 64),
+        );
+        assert_eq!(result.outcome, Outcome::Regressed);
+        assert_eq!(
+            result.message,
+            "gpu peak 41.2 GiB > baseline 38.0 GiB (+8.4%, tolerance 5% + 64.0 MiB)"
+        );
+        assert_eq!(result.delta_bytes, Some((3 * gib + gib / 5) as i64));
+        let improved = compare(
+            "host",
+            Some(500 * MIB),
+            Some(1000 * MIB),
+            tolerance(0.1, 64),
+        );
+        assert!(improved.message.contains("-50%"), "{}", improved.message);
+        assert!(
+            improved.message.contains("re-lock to tighten the gate"),
+            "{}",
+            improved.message
+        );
+        let from_zero = compare("gpu", Some(100 * MIB), Some(0), tolerance(0.05, 64));
+        assert!(
+            from_zero.message.contains("from zero"),
+            "{}",
+            from_zero.message
+        );
+    }
+}

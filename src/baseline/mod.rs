@@ -1,0 +1,365 @@
+//! Baselines: the lock file a passing run writes, and the comparison of a
+//! later run against it.
+//!
+//! The lock is TOML (`version = 1`) committed next to the suite, written in
+//! a stable order so a pull request shows exactly which figure moved: per
+//! case its peaks (with the method that produced the GPU figure), duration,
+//! and the expanded definition (command, params, env) with a hash; and the
+//! environment captured by the run. It is written atomically and read
+//! strictly: a corrupt lock, or one from a newer oomgate, is an error (exit
+//! 2), never ignored or overwritten.
+//!
+//! Comparison (`compare`) and drift (`drift`) are pure functions; this
+//! module only joins them to the results model.
+
+pub mod compare;
+pub mod drift;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use compare::{FigureComparison, Outcome};
+pub use drift::Drift;
+
+use crate::environment::Environment;
+use crate::suite::Tolerances;
+use crate::units::Bytes;
+
+pub const LOCK_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lock {
+    pub version: u32,
+    pub suite: String,
+    /// When the locked run started (RFC 3339).
+    pub locked_at: String,
+    pub environment: Environment,
+    pub cases: BTreeMap<String, LockedCase>,
+}
+
+/// One case as locked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LockedCase {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_peak_bytes: Option<u64>,
+    /// The same figure for people reading the diff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_peak: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_peak_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_peak: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_peak_method: Option<String>,
+    pub wall_time_s: f64,
+    /// FNV-1a of the expanded command, params and env.
+    pub definition_hash: String,
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Why a lock file cannot be used. Nothing runs when this is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("cannot read lock {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("lock {} is corrupt: {message}\n  = help: restore it from version control, or write a new one with `oomgate lock`", path.display())]
+    Corrupt { path: PathBuf, message: String },
+    #[error("lock {} has version {found}, newer than this oomgate understands ({LOCK_VERSION}); upgrade oomgate", path.display())]
+    Newer { path: PathBuf, found: u64 },
+    #[error("cannot write lock {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The default lock path: beside the suite, `<suite-stem>.lock`.
+pub fn default_path(suite: &Path) -> PathBuf {
+    suite.with_extension("lock")
+}
+
+/// Read and check a lock file.
+pub fn read(path: &Path) -> Result<Lock, LockError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LockError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+pub fn parse(text: &str, path: &Path) -> Result<Lock, LockError> {
+    let corrupt = |message: String| LockError::Corrupt {
+        path: path.to_path_buf(),
+        message,
+    };
+    // The version first, so a newer format is named as such rather than
+    // reported as whatever field it added.
+    let value: toml::Table = toml::from_str(text).map_err(|e| corrupt(one_line(&e.to_string())))?;
+    match value.get("version").and_then(toml::Value::as_integer) {
+        Some(1) => {}
+        Some(found) if found > 1 => {
+            return Err(LockError::Newer {
+                path: path.to_path_buf(),
+                found: found as u64,
+            });
+        }
+        Some(other) => return Err(corrupt(format!("unknown version {other}"))),
+        None => return Err(corrupt("no `version` key".to_string())),
+    }
+    toml::from_str(text).map_err(|e| corrupt(one_line(&e.to_string())))
+}
+
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != "|")
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Write a lock atomically.
+pub fn write(path: &Path, lock: &Lock) -> Result<(), LockError> {
+    let fail = |source| LockError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let body = toml::to_string_pretty(lock).map_err(|e| fail(std::io::Error::other(e)))?;
+    let text = format!(
+        "# oomgate baseline for suite `{}`. Written by `oomgate lock`; commit it next to the suite.\n# Refresh it from a CI artifact with: oomgate lock SUITE.toml --from results.json\n\n{body}",
+        lock.suite
+    );
+    crate::report::files::write_atomic(path, text.as_bytes()).map_err(fail)
+}
+
+/// The hash of a case's expanded definition, stable across runs.
+pub fn definition_hash(
+    command: &[String],
+    params: &BTreeMap<String, String>,
+    env: &BTreeMap<String, String>,
+) -> String {
+    let mut text = String::new();
+    for arg in command {
+        text.push_str(arg);
+        text.push('\0');
+    }
+    text.push('\u{1}');
+    for (key, value) in params
+        .iter()
+        .chain(std::iter::once((&String::new(), &String::new())))
+        .chain(env)
+    {
+        text.push_str(key);
+        text.push('=');
+        text.push_str(value);
+        text.push('\0');
+    }
+    format!("{:016x}", crate::suite::fnv1a(text.as_bytes()))
+}
+
+/// A case's result against its locked baseline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseComparison {
+    /// False when the lock has no such case.
+    pub locked: bool,
+    pub host: FigureComparison,
+    pub gpu: FigureComparison,
+    /// What changed in the case's definition since locking.
+    pub changes: Vec<String>,
+}
+
+/// Compare one case's figures and definition with the lock.
+pub fn compare_case(
+    locked: Option<&LockedCase>,
+    host: Option<u64>,
+    gpu: Option<u64>,
+    definition: (
+        &[String],
+        &BTreeMap<String, String>,
+        &BTreeMap<String, String>,
+    ),
+    tolerance: Tolerances,
+    compare_gpu: bool,
+) -> CaseComparison {
+    let host_comparison = compare::compare(
+        "host",
+        host,
+        locked.and_then(|l| l.host_peak_bytes),
+        tolerance.host,
+    );
+    let mut gpu_comparison = compare::compare(
+        "gpu",
+        gpu,
+        locked.and_then(|l| l.gpu_peak_bytes),
+        tolerance.gpu,
+    );
+    if !compare_gpu && locked.is_some_and(|l| l.gpu_peak_bytes.is_some()) {
+        gpu_comparison.outcome = Outcome::Skipped;
+        gpu_comparison.message =
+            "gpu peak not compared: the GPU model differs from the baseline's (use --compare-across-gpus to compare anyway)"
+                .to_string();
+    }
+    let changes = locked
+        .map(|l| definition_changes(l, definition))
+        .unwrap_or_default();
+    CaseComparison {
+        locked: locked.is_some(),
+        host: host_comparison,
+        gpu: gpu_comparison,
+        changes,
+    }
+}
+
+fn definition_changes(
+    locked: &LockedCase,
+    (command, params, env): (
+        &[String],
+        &BTreeMap<String, String>,
+        &BTreeMap<String, String>,
+    ),
+) -> Vec<String> {
+    let mut changes = Vec::new();
+    if locked.command != command {
+        changes.push(format!(
+            "command: {} → {}",
+            crate::suite::shell_join(&locked.command),
+            crate::suite::shell_join(command)
+        ));
+    }
+    let mut diff_maps = |label: &str,
+                         before: &BTreeMap<String, String>,
+                         after: &BTreeMap<String, String>| {
+        for key in before
+            .keys()
+            .chain(after.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            let (a, b) = (before.get(key), after.get(key));
+            if a != b {
+                let show = |v: Option<&String>| v.map_or("unset".to_string(), |v| format!("{v:?}"));
+                changes.push(format!("{label} {key}: {} → {}", show(a), show(b)));
+            }
+        }
+    };
+    diff_maps("param", &locked.params, params);
+    diff_maps("env", &locked.env, env);
+    changes
+}
+
+/// `1.50 GiB`, for the lock's human-readable twins of byte figures.
+pub fn human(bytes: Option<u64>) -> Option<String> {
+    bytes.map(|b| Bytes(b).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock() -> Lock {
+        let mut cases = BTreeMap::new();
+        cases.insert(
+            "a".to_string(),
+            LockedCase {
+                host_peak_bytes: Some(100),
+                host_peak: human(Some(100)),
+                gpu_peak_bytes: None,
+                gpu_peak: None,
+                gpu_peak_method: None,
+                wall_time_s: 1.5,
+                definition_hash: "00".into(),
+                command: vec!["python3".into(), "x.py".into()],
+                params: BTreeMap::new(),
+                env: [("A".to_string(), "1".to_string())].into(),
+            },
+        );
+        Lock {
+            version: LOCK_VERSION,
+            suite: "s".into(),
+            locked_at: "2026-12-02T10:00:00.000+00:00".into(),
+            environment: Environment {
+                oomgate_version: "0.1.0".into(),
+                ..Environment::default()
+            },
+            cases,
+        }
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.lock");
+        write(&path, &lock()).expect("write");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.starts_with("# oomgate baseline"), "{text}");
+        assert!(text.contains("version = 1"), "{text}");
+        assert_eq!(read(&path).expect("parse"), lock());
+    }
+
+    #[test]
+    fn corrupt_and_newer_locks_are_errors() {
+        let path = Path::new("s.lock");
+        assert!(matches!(
+            parse("version = 1\nsuite = ", path),
+            Err(LockError::Corrupt { .. })
+        ));
+        assert!(matches!(
+            parse("suite = \"s\"", path),
+            Err(LockError::Corrupt { .. })
+        ));
+        assert!(matches!(
+            parse("version = 2\nwhatever = true", path),
+            Err(LockError::Newer { found: 2, .. })
+        ));
+        assert!(matches!(
+            parse("version = 1\nsuite = \"s\"", path),
+            Err(LockError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn definition_changes_are_named() {
+        let locked = &lock().cases["a"];
+        let command = vec!["python3".to_string(), "y.py".to_string()];
+        let params = BTreeMap::new();
+        let env: BTreeMap<String, String> = [
+            ("A".to_string(), "2".to_string()),
+            ("B".to_string(), "x".to_string()),
+        ]
+        .into();
+        let changes = definition_changes(locked, (&command, &params, &env));
+        assert_eq!(
+            changes,
+            [
+                "command: python3 x.py → python3 y.py",
+                "env A: \"1\" → \"2\"",
+                "env B: unset → \"x\""
+            ]
+        );
+    }
+
+    #[test]
+    fn definition_hash_is_stable_and_sensitive() {
+        let command = vec!["a".to_string()];
+        let empty = BTreeMap::new();
+        let env: BTreeMap<String, String> = [("K".to_string(), "v".to_string())].into();
+        assert_eq!(
+            definition_hash(&command, &empty, &env),
+            definition_hash(&command, &empty, &env)
+        );
+        assert_ne!(
+            definition_hash(&command, &empty, &env),
+            definition_hash(&command, &env, &empty)
+        );
+    }
+}

@@ -1,0 +1,331 @@
+//! The software environment of a run, captured once before the first case:
+//! driver, CUDA, GPU models, OS, kernel, CPU, Python packages and the
+//! suite's own probe commands.
+//!
+//! Captured so that a memory regression can be read next to what changed
+//! ("torch 2.4.1 → 2.5.0"), and stored in results.json and in the lock.
+//! Every field is optional: a probe that fails is recorded as failed, never
+//! fatal. Maps are ordered (`BTreeMap`) so the lock file diffs cleanly.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::measure::nvml::Gpu;
+use crate::suite::EnvironmentSpec;
+use crate::units::Bytes;
+
+/// How long one probe command may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    pub oomgate_version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_driver_version: Option<String>,
+    /// One entry per GPU, in NVML order: `NVIDIA H100 80GB HBM3 (79.6 GiB)`.
+    #[serde(default)]
+    pub gpu_models: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python: Option<PythonEnvironment>,
+    /// The suite's `[environment].commands`, by name.
+    #[serde(default)]
+    pub commands: BTreeMap<String, ProbeOutput>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PythonEnvironment {
+    pub interpreter: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Installed version of each package asked for; `"absent"` when not
+    /// installed (TOML has no null).
+    #[serde(default)]
+    pub packages: BTreeMap<String, String>,
+    /// `pip freeze`, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freeze: Option<Vec<String>>,
+    /// Why the interpreter could not be asked, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The marker for a package that is not installed.
+pub const ABSENT: &str = "absent";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeOutput {
+    pub ok: bool,
+    /// Trimmed stdout; for a failed command, why and the end of its stderr.
+    pub output: String,
+}
+
+/// Environment variables that change how much memory a workload takes, or
+/// on which device: recorded for every case as launched.
+pub fn is_allocator_variable(name: &str) -> bool {
+    matches!(
+        name,
+        "PYTORCH_ALLOC_CONF"
+            | "PYTORCH_CUDA_ALLOC_CONF"
+            | "CUDA_VISIBLE_DEVICES"
+            | "CUDA_DEVICE_ORDER"
+            | "TF_GPU_ALLOCATOR"
+            | "TF_FORCE_GPU_ALLOW_GROWTH"
+    ) || name.starts_with("XLA_PYTHON_CLIENT_")
+        || name.starts_with("NCCL_")
+}
+
+/// Capture everything once. `workdir` is where the suite's commands run.
+pub fn capture(spec: &EnvironmentSpec, workdir: &Path, gpu: Option<&Gpu>) -> Environment {
+    let mut environment = Environment {
+        oomgate_version: env!("CARGO_PKG_VERSION").to_string(),
+        os: os_name(),
+        kernel: read_trimmed("/proc/sys/kernel/osrelease"),
+        cpu_model: cpu_model(),
+        ..Environment::default()
+    };
+    if let Some(gpu) = gpu {
+        environment.driver_version = Some(gpu.driver_version.clone());
+        environment.cuda_driver_version = gpu.cuda_driver_version.clone();
+        environment.gpu_models = gpu
+            .devices
+            .iter()
+            .map(|d| format!("{} ({})", d.name, Bytes(d.total_bytes)))
+            .collect();
+    }
+    if let Some(python) = &spec.python {
+        environment.python = Some(python_environment(
+            python,
+            &spec.packages,
+            spec.freeze,
+            workdir,
+        ));
+    }
+    for (name, argv) in &spec.commands {
+        let output = match run_probe(argv, workdir) {
+            Ok(stdout) => ProbeOutput {
+                ok: true,
+                output: stdout,
+            },
+            Err(why) => ProbeOutput {
+                ok: false,
+                output: why,
+            },
+        };
+        environment.commands.insert(name.clone(), output);
+    }
+    environment
+}
+
+const PACKAGES_SCRIPT: &str = r#"
+import json, sys
+import importlib.metadata as metadata
+found = {}
+for name in sys.argv[1:]:
+    try:
+        found[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        found[name] = None
+print(json.dumps({"version": sys.version.split()[0], "packages": found}))
+"#;
+
+fn python_environment(
+    python: &str,
+    packages: &[String],
+    freeze: bool,
+    workdir: &Path,
+) -> PythonEnvironment {
+    let interpreter = if python.contains('/') {
+        workdir.join(python).display().to_string()
+    } else {
+        python.to_string()
+    };
+    let mut result = PythonEnvironment {
+        interpreter: interpreter.clone(),
+        ..PythonEnvironment::default()
+    };
+    let mut argv = vec![
+        interpreter.clone(),
+        "-c".to_string(),
+        PACKAGES_SCRIPT.to_string(),
+    ];
+    argv.extend(packages.iter().cloned());
+    match run_probe(&argv, workdir) {
+        Ok(stdout) => match serde_json::from_str::<serde_json::Value>(&stdout) {
+            Ok(value) => {
+                result.version = value["version"].as_str().map(str::to_string);
+                for name in packages {
+                    let version = value["packages"][name].as_str().unwrap_or(ABSENT);
+                    result.packages.insert(name.clone(), version.to_string());
+                }
+            }
+            Err(e) => result.error = Some(format!("unexpected output from {interpreter}: {e}")),
+        },
+        Err(why) => result.error = Some(why),
+    }
+    if freeze {
+        let argv = [
+            interpreter,
+            "-m".to_string(),
+            "pip".to_string(),
+            "freeze".to_string(),
+        ];
+        match run_probe(&argv, workdir) {
+            Ok(stdout) => result.freeze = Some(stdout.lines().map(str::to_string).collect()),
+            Err(why) => {
+                let error = result
+                    .error
+                    .take()
+                    .map_or(String::new(), |e| format!("{e}; "));
+                result.error = Some(format!("{error}pip freeze: {why}"));
+            }
+        }
+    }
+    result
+}
+
+/// Run a probe with a time limit; its trimmed stdout, or why it failed.
+fn run_probe(argv: &[String], workdir: &Path) -> Result<String, String> {
+    // A bare name is looked up on PATH; duct would treat a `Path` without a
+    // slash as relative to the working directory, so pass it as a string.
+    let program: std::ffi::OsString = if argv[0].contains('/') {
+        workdir.join(&argv[0]).into_os_string()
+    } else {
+        argv[0].clone().into()
+    };
+    let handle = duct::cmd(&program, &argv[1..])
+        .dir(workdir)
+        .stdin_null()
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .start()
+        .map_err(|e| format!("cannot start `{}`: {e}", argv[0]))?;
+    let deadline = Instant::now() + PROBE_TIMEOUT;
+    loop {
+        match handle.try_wait() {
+            Ok(Some(output)) => {
+                let stdout = String::from_utf8_lossy(&output.stdout).trim().to_string();
+                if output.status.success() {
+                    return Ok(stdout);
+                }
+                let stderr = String::from_utf8_lossy(&output.stderr);
+                let tail: String = stderr
+                    .trim()
+                    .lines()
+                    .rev()
+                    .take(5)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                return Err(format!("`{}` failed ({}): {tail}", argv[0], output.status));
+            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) => {
+                handle.kill().ok();
+                return Err(format!(
+                    "`{}` did not finish within {}s",
+                    argv[0],
+                    PROBE_TIMEOUT.as_secs()
+                ));
+            }
+            Err(e) => return Err(format!("`{}`: {e}", argv[0])),
+        }
+    }
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn os_name() -> Option<String> {
+    let text = std::fs::read_to_string("/etc/os-release").ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("PRETTY_NAME="))
+        .map(|value| value.trim_matches('"').to_string())
+}
+
+fn cpu_model() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    text.lines().find_map(|line| {
+        line.strip_prefix("model name")
+            .and_then(|rest| rest.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocator_variables() {
+        for name in [
+            "PYTORCH_CUDA_ALLOC_CONF",
+            "PYTORCH_ALLOC_CONF",
+            "CUDA_VISIBLE_DEVICES",
+            "XLA_PYTHON_CLIENT_MEM_FRACTION",
+            "NCCL_DEBUG",
+            "TF_GPU_ALLOCATOR",
+        ] {
+            assert!(is_allocator_variable(name), "{name}");
+        }
+        for name in ["PATH", "PYTHONPATH", "XLA_FLAGS", "NCCLX"] {
+            assert!(!is_allocator_variable(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn probes_record_output_and_failures() {
+        let dir = std::env::temp_dir();
+        assert_eq!(
+            run_probe(&["echo".into(), " hi ".into()], &dir),
+            Ok("hi".to_string())
+        );
+        let failed = run_probe(
+            &["sh".into(), "-c".into(), "echo oops >&2; exit 3".into()],
+            &dir,
+        )
+        .unwrap_err();
+        assert!(failed.contains("oops"), "{failed}");
+        assert!(
+            run_probe(&["no-such-probe-oomgate".into()], &dir)
+                .unwrap_err()
+                .contains("cannot start")
+        );
+    }
+
+    #[test]
+    fn python_packages_present_and_absent() {
+        let env = python_environment(
+            "python3",
+            &["pip".into(), "no-such-package-oomgate".into()],
+            false,
+            &std::env::temp_dir(),
+        );
+        assert_eq!(env.error, None);
+        assert!(env.version.is_some());
+        assert_ne!(env.packages.get("pip").map(String::as_str), Some(ABSENT));
+        assert_eq!(
+            env.packages
+                .get("no-such-package-oomgate")
+                .map(String::as_str),
+            Some(ABSENT)
+        );
+    }
+}
