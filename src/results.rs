@@ -8,14 +8,18 @@
 //! comparisons and GPU headroom later), so new kinds of verdict add entries
 //! rather than fields. The schema is versioned; fields are only ever added.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
+use crate::baseline::{CaseComparison, Drift};
+use crate::environment::Environment;
 use crate::measure::gpu::{DeviceFigures, ForeignProcess};
 use crate::measure::nvml::GpuDevice;
 use crate::run::process::Exit;
+use crate::suite::DriftPolicy;
 use crate::units::Bytes;
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -36,12 +40,29 @@ pub struct RunResults {
     /// The driver and every GPU NVML reported; `None` when GPU memory was
     /// not measured.
     pub gpu: Option<GpuEnvironment>,
+    /// The software environment, captured once before the first case.
+    pub environment: Environment,
+    /// The baseline this run was compared with, if any.
+    pub baseline: Option<BaselineInfo>,
     pub summary: Summary,
     pub cases: Vec<CaseResult>,
     /// Cases planned but not run (after an interruption).
     pub not_run: Vec<String>,
     /// oomgate's own peak RSS (excluding workloads), to keep it honest.
     pub runner_max_rss_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BaselineInfo {
+    pub path: PathBuf,
+    pub locked_at: String,
+    /// Every difference between the locked environment and this run's.
+    pub drift: Vec<Drift>,
+    pub on_drift: DriftPolicy,
+    /// False when the GPU models differ: GPU figures were not compared.
+    pub gpu_compared: bool,
+    /// Cases in the lock that the suite no longer has.
+    pub removed: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -163,6 +184,16 @@ pub struct CaseResult {
     /// Compute processes oomgate did not start, found on the case's GPUs
     /// just before it started.
     pub foreign_processes: Vec<ForeignProcess>,
+    /// The case's own environment (`[defaults].env` and its `env`).
+    pub env: IndexMap<String, String>,
+    /// Allocator- and device-related variables as the case was launched
+    /// (`PYTORCH_CUDA_ALLOC_CONF`, `CUDA_VISIBLE_DEVICES`, `NCCL_*`, ...).
+    pub allocator_env: BTreeMap<String, String>,
+    /// The comparison with the baseline, when there is one.
+    pub baseline: Option<CaseComparison>,
+    /// With `repeat > 1`: each run's figures; the case's figures are their
+    /// maximum.
+    pub repeats: Vec<RepeatFigures>,
     pub checks: Vec<Check>,
     pub instances: Vec<InstanceResult>,
     pub samples: u64,
@@ -190,6 +221,15 @@ impl CaseResult {
     pub fn failed_checks(&self) -> impl Iterator<Item = &Check> {
         self.checks.iter().filter(|c| !c.passed)
     }
+}
+
+/// The figures of one run of a repeated case.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RepeatFigures {
+    pub status: CaseStatus,
+    pub wall_time_s: f64,
+    pub host_peak_bytes: Option<u64>,
+    pub gpu_peak_bytes: Option<u64>,
 }
 
 /// One verdict on one figure.

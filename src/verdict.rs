@@ -141,6 +141,27 @@ pub fn headroom_check(
     }
 }
 
+/// A case's status once more checks were added after it ran (baseline,
+/// drift): a passing case with a failing check fails, with the failing
+/// checks' messages; a case that already failed keeps its status and the
+/// message of its first cause (every check stays in the results).
+pub fn with_checks(
+    status: CaseStatus,
+    message: Option<String>,
+    checks: &[Check],
+) -> (CaseStatus, Option<String>) {
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.message.as_str())
+        .collect();
+    match (status, message) {
+        (CaseStatus::Passed, _) if failed.is_empty() => (CaseStatus::Passed, None),
+        (CaseStatus::Passed, _) => (CaseStatus::Failed, Some(failed.join("; "))),
+        (other, message) => (other, message),
+    }
+}
+
 /// The case's status and, when it did not pass, why — most important first.
 pub fn decide(observed: &Observed, checks: &[Check]) -> (CaseStatus, Option<String>) {
     let peak = match observed.host_peak {

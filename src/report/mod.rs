@@ -7,9 +7,11 @@
 //! hyperfine style, so adding a format touches nothing else.
 
 pub mod files;
+pub mod github;
 pub mod gpus;
 pub mod json;
 pub mod junit;
+pub mod markdown;
 pub mod terminal;
 
 use std::io;

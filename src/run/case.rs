@@ -8,6 +8,7 @@
 //! one thread deciding everything, so there is no race between "the
 //! workload exited" and "the budget was exceeded".
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -17,6 +18,7 @@ use super::Runner;
 use super::launch::{InstanceLogs, LaunchSpec, launch};
 use super::logs::{TAIL_BYTES, read_tail};
 use super::process::{self, Exit};
+use crate::environment::is_allocator_variable;
 use crate::measure::gpu::{CaseGpu, GpuFigures};
 use crate::measure::{Sample, Timeline};
 use crate::report::{Event, Reporter};
@@ -84,13 +86,28 @@ impl Instance {
 }
 
 impl Runner<'_> {
+    /// Run one case once (`repeat` counts from 0). Later repeats append to
+    /// the same logs, after a marker line.
     pub(super) fn run_case(
         &mut self,
         case: &Case,
         case_dir: &Path,
+        repeat: u32,
         reporter: &mut dyn Reporter,
     ) -> CaseResult {
         let started_at = super::now_rfc3339();
+        if repeat > 0 {
+            let marker = format!(
+                "\n[oomgate] repeat {} of {} starts\n",
+                repeat + 1,
+                case.repeat
+            );
+            for index in 0..case.concurrency {
+                let logs = InstanceLogs::for_instance(case_dir, index);
+                append(&logs.stdout, &marker);
+                append(&logs.stderr, &marker);
+            }
+        }
         let start = Instant::now();
         let mut instances: Vec<Instance> = (0..case.concurrency)
             .map(|index| Instance {
@@ -247,7 +264,10 @@ impl Runner<'_> {
         };
         let (status, message) = verdict::decide(&observed, &checks);
 
-        let timeline_path = case_dir.join("timeline.json");
+        let timeline_path = match repeat {
+            0 => case_dir.join("timeline.json"),
+            k => case_dir.join(format!("timeline.repeat-{}.json", k + 1)),
+        };
         if let Err(e) = write_json(&timeline_path, &timeline) {
             reporter
                 .handle(&Event::Warning {
@@ -305,6 +325,10 @@ impl Runner<'_> {
             gpu_devices: gpu_figures.map(|g| g.devices).unwrap_or_default(),
             cuda_visible_devices,
             foreign_processes: foreign,
+            env: case.env.clone(),
+            allocator_env: allocator_env(case),
+            baseline: None,
+            repeats: Vec::new(),
             checks,
             instances: instances
                 .iter()
@@ -530,6 +554,20 @@ fn budget_checks(case: &Case, timeline: &Timeline, gpu: Option<&GpuFigures>) -> 
         }
     }
     checks
+}
+
+/// The allocator- and device-related variables the case is launched with:
+/// oomgate's own environment overlaid with the case's.
+fn allocator_env(case: &Case) -> BTreeMap<String, String> {
+    let mut variables: BTreeMap<String, String> = std::env::vars()
+        .filter(|(name, _)| is_allocator_variable(name))
+        .collect();
+    for (name, value) in &case.env {
+        if is_allocator_variable(name) {
+            variables.insert(name.clone(), value.clone());
+        }
+    }
+    variables
 }
 
 fn append(path: &Path, text: &str) {

@@ -11,6 +11,7 @@
 mod case;
 mod gpu;
 pub mod interrupt;
+mod judge;
 pub mod launch;
 pub mod logs;
 pub mod process;
@@ -20,11 +21,16 @@ use std::path::{Path, PathBuf};
 
 pub use interrupt::Interrupt;
 
+use crate::baseline::Lock;
+use crate::environment::Environment;
 use crate::measure::Sampler;
 use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
 use crate::report::{Event, Reporter};
-use crate::results::{GpuEnvironment, Measurement, RunResults, SCHEMA_VERSION, SuiteInfo, Summary};
+use crate::results::{
+    BaselineInfo, CaseStatus, GpuEnvironment, Measurement, RunResults, SCHEMA_VERSION, SuiteInfo,
+    Summary,
+};
 use crate::suite::{Case, Suite};
 
 /// A problem with oomgate's own surroundings, not with a workload: the run
@@ -41,35 +47,56 @@ pub enum RunError {
     Report(#[source] io::Error),
 }
 
+/// Everything a run needs besides the suite and the out dir.
+pub struct RunSetup {
+    pub interrupt: Interrupt,
+    pub samplers: Vec<Box<dyn Sampler>>,
+    /// NVML, opened once for the whole run; `None` when GPU memory is not
+    /// measured (the measurement's note says why).
+    pub gpu: Option<Gpu>,
+    pub measurement: Measurement,
+    pub environment: Environment,
+    pub baseline: BaselineSetup,
+}
+
+/// Which baseline to compare with, and how strictly.
+#[derive(Debug, Default)]
+pub struct BaselineSetup {
+    /// The lock and where it was read from; `None`: no baseline.
+    pub lock: Option<(PathBuf, Lock)>,
+    /// A case without a baseline fails instead of passing with a notice.
+    pub require: bool,
+    /// Compare GPU figures even when the GPU model changed.
+    pub compare_across_gpus: bool,
+}
+
 pub struct Runner<'a> {
     suite: &'a Suite,
     out_dir: &'a Path,
     interrupt: Interrupt,
     scanner: Scanner,
     samplers: Vec<Box<dyn Sampler>>,
-    /// NVML, opened once for the whole run; `None` when GPU memory is not
-    /// measured (the measurement's note says why).
     gpu: Option<Gpu>,
     measurement: Measurement,
+    environment: Environment,
+    baseline: BaselineSetup,
+    /// Filled when the run starts, from the lock and this environment.
+    baseline_info: Option<BaselineInfo>,
 }
 
 impl<'a> Runner<'a> {
-    pub fn new(
-        suite: &'a Suite,
-        out_dir: &'a Path,
-        interrupt: Interrupt,
-        samplers: Vec<Box<dyn Sampler>>,
-        gpu: Option<Gpu>,
-        measurement: Measurement,
-    ) -> Self {
+    pub fn new(suite: &'a Suite, out_dir: &'a Path, setup: RunSetup) -> Self {
         Runner {
             suite,
             out_dir,
-            interrupt,
+            interrupt: setup.interrupt,
             scanner: Scanner::new(),
-            samplers,
-            gpu,
-            measurement,
+            samplers: setup.samplers,
+            gpu: setup.gpu,
+            measurement: setup.measurement,
+            environment: setup.environment,
+            baseline: setup.baseline,
+            baseline_info: None,
         }
     }
 
@@ -102,10 +129,14 @@ impl<'a> Runner<'a> {
                 planned: cases.len(),
                 ..Summary::default()
             },
+            environment: self.environment.clone(),
+            baseline: None,
             cases: Vec::with_capacity(cases.len()),
             not_run: Vec::new(),
             runner_max_rss_bytes: None,
         };
+        self.baseline_info = self.baseline_info(&results.environment);
+        results.baseline = self.baseline_info.clone();
         reporter
             .handle(&Event::RunStarted {
                 suite: self.suite,
@@ -129,7 +160,20 @@ impl<'a> Runner<'a> {
                     planned: cases.len(),
                 })
                 .map_err(RunError::Report)?;
-            let result = self.run_case(case, &case_dir, reporter);
+            let mut runs = Vec::new();
+            for repeat in 0..case.repeat {
+                if repeat > 0 && self.interrupt.requested() {
+                    break;
+                }
+                let run = self.run_case(case, &case_dir, repeat, reporter);
+                let passed = run.status == CaseStatus::Passed;
+                runs.push(run);
+                if !passed {
+                    break; // one failing repeat decides; more runs only cost time
+                }
+            }
+            let mut result = judge::merge_repeats(runs);
+            self.compare_with_baseline(case, &mut result);
             results.summary.count(result.status);
             results.cases.push(result);
             results.runner_max_rss_bytes = runner_max_rss_bytes();

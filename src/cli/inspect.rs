@@ -1,0 +1,214 @@
+//! `oomgate check`, `list`, `gpus` and `diff`: commands that only read.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::{CliError, DiffArgs, GpusArgs, Outcome, PlanArgs, plan, write_stdout};
+use crate::baseline::{self, Lock, Outcome as Comparison};
+use crate::measure::nvml::Gpu;
+use crate::suite::{self, Case, Suite, Tolerances, shell_join};
+use crate::units::{Bytes, format_duration};
+
+/// `oomgate check`: the expanded plan, in full.
+pub fn check(args: &PlanArgs) -> Result<Outcome, CliError> {
+    let suite = suite::load(&args.suite)?;
+    let cases = plan(&suite, &args.filter)?;
+    write_stdout(&describe_plan(&suite, &cases));
+    Ok(Outcome::Passed)
+}
+
+/// `oomgate list`: one id per line.
+pub fn list(args: &PlanArgs) -> Result<Outcome, CliError> {
+    let suite = suite::load(&args.suite)?;
+    let ids: String = plan(&suite, &args.filter)?
+        .iter()
+        .map(|case| format!("{}\n", case.id))
+        .collect();
+    write_stdout(&ids);
+    Ok(Outcome::Passed)
+}
+
+/// `oomgate gpus`: what NVML sees, for people or (`--json`) machines.
+pub fn gpus(args: &GpusArgs) -> Result<Outcome, CliError> {
+    let mut gpu = Gpu::open()
+        .map_err(|why| CliError::Infrastructure(format!("no GPU can be inspected: {why}")))?;
+    let inventory = crate::report::gpus::Inventory::read(&mut gpu);
+    let text = if args.json {
+        crate::report::gpus::render_json(&inventory)
+            .map_err(|e| CliError::Infrastructure(e.to_string()))?
+    } else {
+        crate::report::gpus::render_text(&inventory)
+    };
+    write_stdout(&text);
+    Ok(Outcome::Passed)
+}
+
+/// `oomgate diff A B`: two results or lock files, compared with the default
+/// tolerances; exit 1 when a figure regressed.
+pub fn diff(args: &DiffArgs) -> Result<Outcome, CliError> {
+    let before = read_any(&args.before)?;
+    let after = read_any(&args.after)?;
+    let (text, regressed) = render_diff(&before, &after, Tolerances::default());
+    write_stdout(&text);
+    Ok(if regressed {
+        Outcome::CasesFailed
+    } else {
+        Outcome::Passed
+    })
+}
+
+/// A results.json (any status) or a lock file, as a lock.
+fn read_any(path: &Path) -> Result<Lock, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::BadInput(format!("cannot read {}: {e}", path.display())))?;
+    if text.trim_start().starts_with('{') {
+        let view = baseline::ResultsView::parse(&text)
+            .map_err(|why| CliError::BadInput(format!("{}: {why}", path.display())))?;
+        return Ok(baseline::lock_of(&view));
+    }
+    Ok(baseline::parse(&text, path)?)
+}
+
+/// The comparison table and the drift list; whether anything regressed.
+pub fn render_diff(before: &Lock, after: &Lock, tolerance: Tolerances) -> (String, bool) {
+    let mut rows = vec![
+        [
+            "CASE",
+            "HOST BEFORE",
+            "HOST AFTER",
+            "HOST",
+            "GPU BEFORE",
+            "GPU AFTER",
+            "GPU",
+        ]
+        .map(String::from),
+    ];
+    let mut regressed = false;
+    let ids: std::collections::BTreeSet<&String> =
+        before.cases.keys().chain(after.cases.keys()).collect();
+    let figure = |bytes: Option<u64>| bytes.map_or("-".to_string(), |b| Bytes(b).to_string());
+    for id in ids {
+        let (a, b) = (before.cases.get(id), after.cases.get(id));
+        let verdict = |what: &str, old: Option<u64>, new: Option<u64>, t| {
+            if a.is_none() {
+                return "new case".to_string();
+            }
+            if b.is_none() {
+                return "removed".to_string();
+            }
+            let comparison = baseline::compare::compare(what, new, old, t);
+            let change = comparison.delta_ratio.map_or(String::new(), |r| {
+                format!(" {}{:.1}%", if r >= 0.0 { "+" } else { "" }, r * 100.0)
+            });
+            match comparison.outcome {
+                Comparison::Regressed => format!("REGRESSED{change}"),
+                Comparison::Improved => format!("improved{change}"),
+                Comparison::Within => format!("ok{change}"),
+                Comparison::NoBaseline | Comparison::Unknown | Comparison::Skipped => {
+                    "-".to_string()
+                }
+            }
+        };
+        let host = verdict(
+            "host",
+            a.and_then(|c| c.host_peak_bytes),
+            b.and_then(|c| c.host_peak_bytes),
+            tolerance.host,
+        );
+        let gpu = verdict(
+            "gpu",
+            a.and_then(|c| c.gpu_peak_bytes),
+            b.and_then(|c| c.gpu_peak_bytes),
+            tolerance.gpu,
+        );
+        regressed |= host.starts_with("REGRESSED") || gpu.starts_with("REGRESSED");
+        rows.push([
+            id.clone(),
+            figure(a.and_then(|c| c.host_peak_bytes)),
+            figure(b.and_then(|c| c.host_peak_bytes)),
+            host,
+            figure(a.and_then(|c| c.gpu_peak_bytes)),
+            figure(b.and_then(|c| c.gpu_peak_bytes)),
+            gpu,
+        ]);
+    }
+    let mut widths = [0usize; 7];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    let drift = baseline::drift::drift(&before.environment, &after.environment);
+    if drift.is_empty() {
+        let _ = writeln!(out, "\nenvironment: no differences");
+    } else {
+        let _ = writeln!(out, "\nenvironment changes:");
+        for change in drift {
+            let _ = writeln!(out, "  {change}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\ntolerances: host {}, gpu {}",
+        baseline::compare::describe_tolerance(tolerance.host),
+        baseline::compare::describe_tolerance(tolerance.gpu)
+    );
+    (out, regressed)
+}
+
+/// The text `oomgate check` prints.
+pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "suite {} ({}): {} case(s), sampling every {}, workdir {}",
+        suite.name,
+        suite.path.display(),
+        cases.len(),
+        format_duration(suite.sample_interval),
+        suite.workdir.display()
+    );
+    for case in cases {
+        let _ = writeln!(out, "\n{}", case.id);
+        let _ = writeln!(out, "  command:     {}", shell_join(&case.command));
+        if case.program.is_absolute() {
+            let _ = writeln!(out, "  program:     {}", case.program.display());
+        }
+        let _ = writeln!(out, "  cwd:         {}", case.cwd.display());
+        if !case.env.is_empty() {
+            let env: Vec<String> = case.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let _ = writeln!(out, "  env:         {}", shell_join(&env));
+        }
+        let mut limits = vec![
+            format!("timeout {}", format_duration(case.timeout)),
+            format!("concurrency {}", case.concurrency),
+        ];
+        if let Some(soak) = case.soak {
+            limits.push(format!("soak {}", format_duration(soak)));
+        }
+        if let Some(host) = case.budget.host {
+            limits.push(format!("budget host {host}"));
+        }
+        if let Some(gpu) = case.budget.gpu {
+            limits.push(format!("budget gpu {gpu}"));
+        }
+        if let Some(fraction) = case.budget.gpu_fraction {
+            limits.push(format!("gpu headroom {:.0}%", fraction * 100.0));
+        }
+        if case.repeat > 1 {
+            limits.push(format!("repeat {}", case.repeat));
+        }
+        let _ = writeln!(out, "  limits:      {}", limits.join(", "));
+        let _ = writeln!(out, "  folder:      cases/{}", case.folder);
+    }
+    out
+}

@@ -1,0 +1,255 @@
+//! The command line: clap definitions, the subcommands as short pipelines,
+//! and the mapping from errors to documented exit codes.
+//!
+//! Library errors arrive here typed; this is the only place that decides
+//! which exit code a problem earns: 2 when the user's input is wrong and
+//! nothing ran, 3 when oomgate's surroundings failed it. `run` holds the
+//! commands that run a suite (`run`, `lock`), `inspect` those that only
+//! read (`check`, `list`, `gpus`, `diff`).
+
+mod inspect;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::baseline::LockError;
+use crate::run::RunError;
+use crate::suite::{Case, GpuMode, Suite, SuiteError};
+
+pub use inspect::describe_plan;
+pub use run::judge;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    every case passed
+  1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)
+  2    bad input: invalid suite, unknown flag, no case matched; nothing ran
+  3    infrastructure error: cannot write the out dir, GPU required but NVML unavailable
+  130  interrupted (Ctrl-C or SIGTERM); results so far were written";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "oomgate",
+    version,
+    about = "Catch out-of-memory in CI, not in production: run a suite of workloads, \
+             measure their peak memory, fail the build on a breach.",
+    after_help = EXIT_CODES,
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a suite: launch every case, measure peak memory, write reports.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate run suites/quickstart.toml\n",
+        "  oomgate run suites/train.toml --out ci-out --junit reports/oomgate.xml --filter bs64\n",
+        "  oomgate run suites/train.toml --gpu required   # exit 3 if NVML cannot be loaded\n\n",
+        "Writes OUT/results.json, OUT/junit.xml and OUT/cases/<case>/{stdout.log,stderr.log,timeline.json}.\n\n",
+        "Exit codes:\n",
+        "  0    every case passed\n",
+        "  1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)\n",
+        "  2    bad input: invalid suite, unknown flag, no case matched; nothing ran\n",
+        "  3    infrastructure error: cannot write the out dir, GPU required but NVML unavailable\n",
+        "  130  interrupted (Ctrl-C or SIGTERM); results so far were written"
+    ))]
+    Run(RunArgs),
+    /// Validate a suite and print every case after matrix expansion; runs nothing.
+    #[command(
+        after_help = "Examples:\n  oomgate check suites/quickstart.toml\n  oomgate check suites/train.toml --filter bs64\n\nExit codes: 0 valid, 2 invalid (every problem is listed with file:line:col)."
+    )]
+    Check(PlanArgs),
+    /// Print the id of every case, one per line; runs nothing.
+    #[command(
+        after_help = "Examples:\n  oomgate list suites/quickstart.toml\n  oomgate list suites/train.toml --filter bs64 | wc -l\n\nExit codes: 0 listed, 2 invalid suite or no case matched."
+    )]
+    List(PlanArgs),
+    /// Show every GPU NVML sees: memory, modes, processes, and how CUDA_VISIBLE_DEVICES maps.
+    #[command(
+        after_help = "Examples:\n  oomgate gpus\n  CUDA_VISIBLE_DEVICES=1 oomgate gpus --json | jq '.devices[].name'\n\nExit codes: 0 listed, 3 NVML cannot be loaded (the reason is printed in one line)."
+    )]
+    Gpus(GpusArgs),
+    /// Lock a passing run as the baseline: run the suite, or take a results.json.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate lock suites/quickstart.toml                  # run, and lock if every case passes\n",
+        "  oomgate lock suites/train.toml --from ci-out/results.json   # lock a CI artifact, no GPU time\n\n",
+        "Writes <suite>.lock beside the suite (or --output). A run with any failing case writes nothing.\n\n",
+        "Exit codes: 0 locked, 1 not locked (a case failed), 2 bad input (suite, results file), 3 infrastructure, 130 interrupted."
+    ))]
+    Lock(LockArgs),
+    /// Compare two results.json or lock files, running nothing.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate diff suites/train.lock ci-out/results.json\n",
+        "  oomgate diff old/results.json new/results.json\n\n",
+        "Exit codes: 0 no regression, 1 a figure regressed beyond the default tolerances, 2 a file cannot be read."
+    ))]
+    Diff(DiffArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The suite file.
+    pub suite: PathBuf,
+    /// Only cases whose id contains this text; repeat to take the union.
+    #[arg(long, value_name = "SUBSTRING")]
+    pub filter: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Folder for results.json, junit.xml and per-case logs.
+    #[arg(long, value_name = "DIR", default_value = "oomgate-out")]
+    pub out: PathBuf,
+    /// Also write the JUnit report here.
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<PathBuf>,
+    /// Also write results.json here.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Measure GPU memory: auto (when NVML loads), required (else exit 3)
+    /// or off. Overrides the suite's `gpu`.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub gpu: Option<GpuMode>,
+    /// Compare with this lock instead of <suite>.lock.
+    #[arg(long, value_name = "PATH", conflicts_with = "no_baseline")]
+    pub baseline: Option<PathBuf>,
+    /// Compare with no baseline, even if <suite>.lock exists.
+    #[arg(long)]
+    pub no_baseline: bool,
+    /// Fail cases that have no baseline instead of passing them with a notice.
+    #[arg(long)]
+    pub require_baseline: bool,
+    /// Compare GPU figures even when the GPU model differs from the baseline's.
+    #[arg(long)]
+    pub compare_across_gpus: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// The suite file.
+    pub suite: PathBuf,
+    /// Lock this results.json (e.g. a CI artifact) instead of running the suite.
+    #[arg(long, value_name = "RESULTS")]
+    pub from: Option<PathBuf>,
+    /// Write the lock here instead of <suite>.lock.
+    #[arg(long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// Folder for the run's reports (without --from).
+    #[arg(long, value_name = "DIR", default_value = "oomgate-out")]
+    pub out: PathBuf,
+    /// GPU mode for the run (without --from).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub gpu: Option<GpuMode>,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The earlier results.json or lock file.
+    pub before: PathBuf,
+    /// The later results.json or lock file.
+    pub after: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct GpusArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The outcomes oomgate reports through its exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Passed = 0,
+    CasesFailed = 1,
+    BadInput = 2,
+    Infrastructure = 3,
+    Interrupted = 130,
+}
+
+impl From<Outcome> for ExitCode {
+    fn from(outcome: Outcome) -> Self {
+        ExitCode::from(outcome as u8)
+    }
+}
+
+/// A problem that ends oomgate before or outside the cases' verdicts.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Suite(#[from] SuiteError),
+    #[error("{0}")]
+    BadInput(String),
+    #[error("{0}")]
+    Infrastructure(String),
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+}
+
+impl CliError {
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            CliError::Suite(SuiteError::Invalid { .. }) | CliError::BadInput(_) => {
+                Outcome::BadInput
+            }
+            // A suite path that cannot be read is the user's input too.
+            CliError::Suite(SuiteError::Read { .. }) => Outcome::BadInput,
+            CliError::Infrastructure(_) | CliError::Run(_) => Outcome::Infrastructure,
+            CliError::Lock(LockError::Write { .. }) => Outcome::Infrastructure,
+            CliError::Lock(_) => Outcome::BadInput,
+        }
+    }
+}
+
+/// Dispatch a parsed command line.
+pub fn execute(cli: Cli) -> Result<Outcome, CliError> {
+    match cli.command {
+        Command::Run(args) => run::run(&args),
+        Command::Lock(args) => run::lock(&args),
+        Command::Check(args) => inspect::check(&args),
+        Command::List(args) => inspect::list(&args),
+        Command::Gpus(args) => inspect::gpus(&args),
+        Command::Diff(args) => inspect::diff(&args),
+    }
+}
+
+/// Print to stdout; a closed pipe (`oomgate list s.toml | head -1`) is not
+/// an error worth a panic.
+fn write_stdout(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+/// Print a line to stderr, ignoring a closed stream.
+pub fn write_stderr(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// The cases to run. A filter that matches nothing is a mistake, not a pass.
+fn plan<'s>(suite: &'s Suite, filters: &[String]) -> Result<Vec<&'s Case>, CliError> {
+    let cases = suite.filtered(filters);
+    if cases.is_empty() {
+        let ids: Vec<&str> = suite.cases.iter().map(|c| c.id.as_str()).collect();
+        return Err(CliError::BadInput(format!(
+            "no case of {} matches --filter {}; case ids: {}",
+            suite.path.display(),
+            filters.join(" --filter "),
+            ids.join(", ")
+        )));
+    }
+    Ok(cases)
+}

@@ -1,0 +1,279 @@
+//! `oomgate run` and `oomgate lock`: the commands that run a suite.
+
+use std::path::{Path, PathBuf};
+
+use super::{CliError, LockArgs, Outcome, RunArgs, plan, write_stderr};
+use crate::baseline::{self, Lock};
+use crate::environment;
+use crate::measure::nvml::Gpu;
+use crate::measure::{HostSampler, Sampler};
+use crate::report::files::ResultFiles;
+use crate::report::terminal::Terminal;
+use crate::report::{FanOut, Reporter, github, markdown};
+use crate::results::{CaseStatus, Measurement, RunResults};
+use crate::run::{BaselineSetup, Interrupt, RunSetup, Runner, process};
+use crate::suite::{self, GpuMode, Suite};
+
+/// What to compare a run with.
+enum BaselineChoice {
+    /// `<suite>.lock` when it exists.
+    Default,
+    /// This lock; it must exist.
+    Path(PathBuf),
+    None,
+}
+
+/// Where reports go.
+struct Outputs<'a> {
+    out: &'a Path,
+    junit: Option<&'a Path>,
+    json: Option<&'a Path>,
+}
+
+/// `oomgate run`: load, plan, run, judge.
+pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
+    let suite = suite::load(&args.plan.suite)?;
+    let cases = plan(&suite, &args.plan.filter)?;
+    let choice = match (&args.baseline, args.no_baseline) {
+        (_, true) => BaselineChoice::None,
+        (Some(path), false) => BaselineChoice::Path(path.clone()),
+        (None, false) => BaselineChoice::Default,
+    };
+    let lock = load_baseline(&suite, choice)?;
+    let setup = BaselineSetup {
+        lock,
+        require: args.require_baseline,
+        compare_across_gpus: args.compare_across_gpus,
+    };
+    let outputs = Outputs {
+        out: &args.out,
+        junit: args.junit.as_deref(),
+        json: args.json.as_deref(),
+    };
+    let results = execute(
+        &suite,
+        &cases,
+        &outputs,
+        args.gpu.unwrap_or(suite.gpu),
+        setup,
+    )?;
+    Ok(judge(&results))
+}
+
+/// `oomgate lock`: lock a passing run, fresh or from a results file.
+pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
+    let suite = suite::load(&args.suite)?;
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| baseline::default_path(&args.suite));
+    let (lock, outcome) = match &args.from {
+        Some(results_path) => {
+            let text = std::fs::read_to_string(results_path).map_err(|e| {
+                CliError::BadInput(format!(
+                    "cannot read results {}: {e}",
+                    results_path.display()
+                ))
+            })?;
+            let view = baseline::ResultsView::parse(&text)
+                .map_err(|why| CliError::BadInput(format!("{}: {why}", results_path.display())))?;
+            if view.suite.name != suite.name {
+                write_stderr(&format!(
+                    "warning: {} is from suite `{}`, not `{}`",
+                    results_path.display(),
+                    view.suite.name,
+                    suite.name
+                ));
+            }
+            (baseline::lock_from_results(&view), Outcome::Passed)
+        }
+        None => {
+            let cases: Vec<_> = suite.cases.iter().collect();
+            let outputs = Outputs {
+                out: &args.out,
+                junit: None,
+                json: None,
+            };
+            let results = execute(
+                &suite,
+                &cases,
+                &outputs,
+                args.gpu.unwrap_or(suite.gpu),
+                BaselineSetup::default(),
+            )?;
+            let view = baseline::ResultsView::from_results(&results).map_err(|why| {
+                CliError::Infrastructure(format!("cannot read back this run's results: {why}"))
+            })?;
+            (baseline::lock_from_results(&view), judge(&results))
+        }
+    };
+    match lock {
+        Ok(lock) => {
+            let missing: Vec<&str> = suite
+                .cases
+                .iter()
+                .map(|c| c.id.as_str())
+                .filter(|id| !lock.cases.contains_key(*id))
+                .collect();
+            baseline::write(&output, &lock)?;
+            write_stderr(&format!(
+                "locked {} case(s) of suite `{}` in {}",
+                lock.cases.len(),
+                lock.suite,
+                output.display()
+            ));
+            if !missing.is_empty() {
+                write_stderr(&format!(
+                    "warning: not in the lock (no result for them): {}",
+                    missing.join(", ")
+                ));
+            }
+            Ok(Outcome::Passed)
+        }
+        Err(why) => {
+            write_stderr(&format!(
+                "not locked: {why}; {} was left as it was",
+                output.display()
+            ));
+            Ok(if outcome == Outcome::Passed {
+                Outcome::CasesFailed
+            } else {
+                outcome
+            })
+        }
+    }
+}
+
+/// Read the baseline the choice names. A lock that exists but cannot be
+/// used is an error (exit 2): comparing with nothing would pass silently.
+fn load_baseline(
+    suite: &Suite,
+    choice: BaselineChoice,
+) -> Result<Option<(PathBuf, Lock)>, CliError> {
+    let path = match choice {
+        BaselineChoice::None => return Ok(None),
+        BaselineChoice::Path(path) => path,
+        BaselineChoice::Default => {
+            let path = baseline::default_path(&suite.path);
+            if !path.exists() {
+                return Ok(None);
+            }
+            path
+        }
+    };
+    let lock = baseline::read(&path)?;
+    write_stderr(&format!(
+        "baseline: {} (locked {})",
+        path.display(),
+        lock.locked_at
+    ));
+    Ok(Some((path, lock)))
+}
+
+/// The shared pipeline of `run` and `lock`: prepare outputs, open the GPU,
+/// capture the environment, run every case, report.
+fn execute(
+    suite: &Suite,
+    cases: &[&crate::suite::Case],
+    outputs: &Outputs<'_>,
+    gpu_mode: GpuMode,
+    baseline: BaselineSetup,
+) -> Result<RunResults, CliError> {
+    let files = prepare_outputs(outputs)?;
+    // Absolute, because workloads receive it as OOMGATE_OUT in their own cwd.
+    let out_dir = std::path::absolute(outputs.out).map_err(|e| {
+        CliError::Infrastructure(format!("cannot resolve {}: {e}", outputs.out.display()))
+    })?;
+    let interrupt = Interrupt::install()
+        .map_err(|e| CliError::Infrastructure(format!("cannot install signal handlers: {e}")))?;
+    if let Err(e) = process::become_subreaper() {
+        write_stderr(&format!(
+            "warning: cannot become a child subreaper ({e}); processes that detach from a case may be missed"
+        ));
+    }
+    let (gpu, gpu_note) = open_gpu(gpu_mode)?;
+    let environment = environment::capture(&suite.environment, &suite.workdir, gpu.as_ref());
+    let samplers: Vec<Box<dyn Sampler>> = vec![Box::new(HostSampler)];
+    let measurement = Measurement {
+        sample_interval_ms: u64::try_from(suite.sample_interval.as_millis()).unwrap_or(u64::MAX),
+        host_method: "procfs-rss".to_string(),
+        gpu_method: gpu.as_ref().map(|_| "nvml".to_string()),
+        gpu_note,
+    };
+    let mut reporter = FanOut::new(vec![
+        Box::new(Terminal::new()),
+        Box::new(files) as Box<dyn Reporter>,
+        Box::new(markdown::Summary::new(out_dir.join("summary.md"))),
+        Box::new(github::Annotations::from_env()),
+    ]);
+    let setup = RunSetup {
+        interrupt,
+        samplers,
+        gpu,
+        measurement,
+        environment,
+        baseline,
+    };
+    Ok(Runner::new(suite, &out_dir, setup).run(cases, &mut reporter)?)
+}
+
+/// NVML as the GPU mode asks: the handle, or why there is none.
+fn open_gpu(mode: GpuMode) -> Result<(Option<Gpu>, Option<String>), CliError> {
+    match mode {
+        GpuMode::Off => Ok((
+            None,
+            Some("GPU measurement is off (gpu = \"off\")".to_string()),
+        )),
+        GpuMode::Auto => match Gpu::open() {
+            Ok(gpu) => Ok((Some(gpu), None)),
+            Err(why) => Ok((None, Some(format!("{why}; measuring host memory only")))),
+        },
+        GpuMode::Required => match Gpu::open() {
+            Ok(gpu) => Ok((Some(gpu), None)),
+            Err(why) => Err(CliError::Infrastructure(format!(
+                "GPU memory is required (gpu = \"required\") but cannot be measured: {why}"
+            ))),
+        },
+    }
+}
+
+/// The exit status a finished run earns.
+pub fn judge(results: &RunResults) -> Outcome {
+    if results.interrupted {
+        Outcome::Interrupted
+    } else if results.cases.iter().any(|c| c.status != CaseStatus::Passed) {
+        Outcome::CasesFailed
+    } else {
+        Outcome::Passed
+    }
+}
+
+/// Create the out dir and check that every report path can be written
+/// before any GPU time is spent.
+fn prepare_outputs(outputs: &Outputs<'_>) -> Result<ResultFiles, CliError> {
+    let infra = |path: &Path, e: std::io::Error| {
+        CliError::Infrastructure(format!("cannot write to {}: {e}", path.display()))
+    };
+    std::fs::create_dir_all(outputs.out.join("cases")).map_err(|e| infra(outputs.out, e))?;
+    let mut files = ResultFiles {
+        json: vec![outputs.out.join("results.json")],
+        junit: vec![outputs.out.join("junit.xml")],
+    };
+    files.json.extend(outputs.json.map(Path::to_path_buf));
+    files.junit.extend(outputs.junit.map(Path::to_path_buf));
+    for path in files.json.iter().chain(&files.junit) {
+        let folder = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(folder).map_err(|e| infra(folder, e))?;
+        tempfile::tempfile_in(folder).map_err(|e| infra(folder, e))?;
+        if path.is_dir() {
+            return Err(CliError::Infrastructure(format!(
+                "{} is a directory, not a file path",
+                path.display()
+            )));
+        }
+    }
+    Ok(files)
+}

@@ -1,0 +1,88 @@
+//! GitHub Actions annotations: `::error` for every case that did not pass,
+//! `::warning` for environment drift, `::notice` for improvements worth a
+//! re-lock. Printed to stdout (where the runner reads workflow commands),
+//! only when `GITHUB_ACTIONS=true`.
+
+use std::io::{self, Write};
+
+use super::{Event, Reporter};
+use crate::baseline::Outcome;
+use crate::results::CaseStatus;
+
+pub struct Annotations {
+    enabled: bool,
+}
+
+impl Annotations {
+    pub fn from_env() -> Self {
+        Annotations {
+            enabled: std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"),
+        }
+    }
+}
+
+/// Escape a workflow-command value (`%`, CR and LF), as the runner expects.
+pub fn escape(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Properties (`title=`) additionally escape `:` and `,`.
+fn escape_property(text: &str) -> String {
+    escape(text).replace(':', "%3A").replace(',', "%2C")
+}
+
+impl Reporter for Annotations {
+    fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
+        if !self.enabled {
+            return Ok(());
+        }
+        let mut out = io::stdout().lock();
+        match event {
+            Event::CaseFinished { result, .. } => {
+                if result.status != CaseStatus::Passed {
+                    let title = escape_property(&format!(
+                        "oomgate {} {}",
+                        result.status.as_str(),
+                        result.id
+                    ));
+                    let message = result.message.as_deref().unwrap_or(result.status.as_str());
+                    writeln!(out, "::error title={title}::{}", escape(message))?;
+                } else if let Some(comparison) = &result.baseline {
+                    for figure in [&comparison.host, &comparison.gpu] {
+                        if figure.outcome == Outcome::Improved {
+                            let title = escape_property(&format!("oomgate improved {}", result.id));
+                            writeln!(out, "::notice title={title}::{}", escape(&figure.message))?;
+                        }
+                    }
+                }
+            }
+            Event::RunFinished { results } => {
+                if let Some(baseline) = &results.baseline {
+                    for change in &baseline.drift {
+                        let title = escape_property("oomgate environment drift");
+                        writeln!(
+                            out,
+                            "::warning title={title}::{}",
+                            escape(&change.to_string())
+                        )?;
+                    }
+                }
+            }
+            _ => {}
+        }
+        out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_workflow_commands() {
+        assert_eq!(escape("50% of\nGPU"), "50%25 of%0AGPU");
+        assert_eq!(escape_property("a: b, c"), "a%3A b%2C c");
+    }
+}

@@ -1,0 +1,225 @@
+//! `summary.md`: the run as a Markdown table, the environment drift, and
+//! every failure with its message — written to the out dir after every
+//! case, and appended once to `$GITHUB_STEP_SUMMARY` when GitHub Actions
+//! sets it, so the job's summary page shows it.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use super::{Event, Reporter, files::write_atomic};
+use crate::baseline::Outcome;
+use crate::results::{CaseResult, CaseStatus, RunResults};
+use crate::units::Bytes;
+
+pub struct Summary {
+    path: PathBuf,
+    step_summary: Option<PathBuf>,
+}
+
+impl Summary {
+    pub fn new(path: PathBuf) -> Self {
+        let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        Summary { path, step_summary }
+    }
+}
+
+impl Reporter for Summary {
+    fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
+        match event {
+            Event::CaseFinished { results, .. } => {
+                write_atomic(&self.path, render(results).as_bytes())
+            }
+            Event::RunFinished { results } => {
+                let text = render(results);
+                write_atomic(&self.path, text.as_bytes())?;
+                if let Some(step_summary) = &self.step_summary {
+                    let mut file = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(step_summary)?;
+                    file.write_all(text.as_bytes())?;
+                    file.write_all(b"\n")?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn icon(status: CaseStatus) -> &'static str {
+    match status {
+        CaseStatus::Passed => "✅ passed",
+        CaseStatus::Failed => "❌ failed",
+        CaseStatus::TimedOut => "⏱️ timed out",
+        CaseStatus::Interrupted => "⚠️ interrupted",
+        CaseStatus::Error => "❌ error",
+    }
+}
+
+/// Markdown table cells cannot hold `|` or line breaks.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}
+
+fn bytes(value: Option<u64>) -> String {
+    value.map_or("–".to_string(), |b| Bytes(b).to_string())
+}
+
+/// The baseline and delta of the case's main figure: GPU when measured,
+/// else host memory.
+fn baseline_cells(case: &CaseResult) -> (String, String) {
+    let Some(comparison) = &case.baseline else {
+        return ("–".to_string(), "–".to_string());
+    };
+    let figure = if case.gpu_peak_bytes.is_some() || comparison.gpu.baseline_bytes.is_some() {
+        &comparison.gpu
+    } else {
+        &comparison.host
+    };
+    let label = if figure.figure == "host" {
+        " (host)"
+    } else {
+        ""
+    };
+    let baseline = match figure.outcome {
+        Outcome::NoBaseline => "no baseline".to_string(),
+        Outcome::Skipped => "not compared (GPU changed)".to_string(),
+        _ => format!("{}{label}", bytes(figure.baseline_bytes)),
+    };
+    let delta = match (figure.delta_ratio, figure.outcome) {
+        (Some(ratio), outcome) => {
+            let sign = if ratio >= 0.0 { "+" } else { "" };
+            let mark = match outcome {
+                Outcome::Regressed => " ⬆️ regressed",
+                Outcome::Improved => " ⬇️ improved",
+                _ => "",
+            };
+            format!("{sign}{:.1}%{mark}", ratio * 100.0)
+        }
+        (None, _) => "–".to_string(),
+    };
+    (baseline, delta)
+}
+
+pub fn render(results: &RunResults) -> String {
+    let s = &results.summary;
+    let mut out = String::new();
+    let mut counts = vec![
+        format!("{} passed", s.passed),
+        format!("{} failed", s.failed),
+    ];
+    for (count, word) in [
+        (s.timed_out, "timed out"),
+        (s.error, "errored"),
+        (s.interrupted, "interrupted"),
+    ] {
+        if count > 0 {
+            counts.push(format!("{count} {word}"));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "## oomgate: {} — {}\n",
+        cell(&results.suite.name),
+        counts.join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "| case | status | GPU peak | baseline | delta | host peak |"
+    );
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
+    for case in &results.cases {
+        let gpu = match (&case.gpu_peak_method, case.gpu_peak_bytes) {
+            (Some(method), Some(b)) => format!("{} ({method})", Bytes(b)),
+            (Some(_), None) => "unknown".to_string(),
+            (None, _) => "not measured".to_string(),
+        };
+        let (baseline, delta) = baseline_cells(case);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} |",
+            cell(&case.id),
+            icon(case.status),
+            cell(&gpu),
+            cell(&baseline),
+            cell(&delta),
+            bytes(case.host_peak_bytes)
+        );
+    }
+    for id in &results.not_run {
+        let _ = writeln!(out, "| {} | not run | – | – | – | – |", cell(id));
+    }
+    if let Some(baseline) = &results.baseline {
+        let _ = writeln!(
+            out,
+            "\nBaseline: `{}`, locked {}.",
+            baseline.path.display(),
+            baseline.locked_at
+        );
+        if baseline.drift.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n### Environment drift\n\nNone: the environment matches the baseline's."
+            );
+        } else {
+            let _ = writeln!(out, "\n### Environment drift\n");
+            for change in &baseline.drift {
+                let _ = writeln!(out, "- {change}");
+            }
+        }
+        if !baseline.gpu_compared {
+            let _ = writeln!(
+                out,
+                "\nGPU figures were not compared: the GPU model differs from the baseline's."
+            );
+        }
+        if !baseline.removed.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nIn the baseline but no longer in the suite: {}.",
+                baseline.removed.join(", ")
+            );
+        }
+    }
+    let improved: Vec<&str> = results
+        .cases
+        .iter()
+        .filter(|c| {
+            c.baseline.as_ref().is_some_and(|b| {
+                [&b.host, &b.gpu]
+                    .iter()
+                    .any(|f| f.outcome == Outcome::Improved)
+            })
+        })
+        .map(|c| c.id.as_str())
+        .collect();
+    if !improved.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nImproved beyond tolerance: {}. Re-lock (`oomgate lock … --from results.json`) to tighten the gate.",
+            improved.join(", ")
+        );
+    }
+    let failures: Vec<&CaseResult> = results
+        .cases
+        .iter()
+        .filter(|c| c.status != CaseStatus::Passed)
+        .collect();
+    if !failures.is_empty() {
+        let _ = writeln!(out, "\n### Failures\n");
+        for case in failures {
+            let _ = writeln!(
+                out,
+                "- **{}** — {} (logs: `{}`)",
+                cell(&case.id),
+                case.message.as_deref().unwrap_or(case.status.as_str()),
+                case.dir.display()
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,221 @@
+//! After a case has run: merging repeats, and judging it against the
+//! baseline. The decisions themselves are pure functions in `baseline` and
+//! `verdict`; this file only feeds them the runner's state.
+
+use std::collections::BTreeMap;
+
+use super::Runner;
+use crate::baseline::{self, Outcome};
+use crate::environment::Environment;
+use crate::results::{BaselineInfo, CaseResult, Check, RepeatFigures};
+use crate::suite::{Case, DriftPolicy};
+use crate::verdict;
+
+/// One result for a case run `repeat` times: the figures are the maximum
+/// over the runs, the status and message those of the first run that did
+/// not pass, and every run's figures are kept so the spread is visible.
+pub(super) fn merge_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
+    if runs.len() <= 1 {
+        return runs.pop().unwrap_or_else(no_runs);
+    }
+    let figures: Vec<RepeatFigures> = runs
+        .iter()
+        .map(|r| RepeatFigures {
+            status: r.status,
+            wall_time_s: r.wall_time_s,
+            host_peak_bytes: r.host_peak_bytes,
+            gpu_peak_bytes: r.gpu_peak_bytes,
+        })
+        .collect();
+    let max = |pick: fn(&CaseResult) -> Option<u64>| runs.iter().filter_map(pick).max();
+    let host = max(|r| r.host_peak_bytes);
+    let gpu = max(|r| r.gpu_peak_bytes);
+    let wall: f64 = runs.iter().map(|r| r.wall_time_s).sum();
+    let samples: u64 = runs.iter().map(|r| r.samples).sum();
+    let chosen = match runs
+        .iter()
+        .position(|r| r.status != crate::results::CaseStatus::Passed)
+    {
+        Some(failed) => failed,
+        None => (0..runs.len())
+            .max_by_key(|&i| (runs[i].gpu_peak_bytes, runs[i].host_peak_bytes))
+            .unwrap_or(0),
+    };
+    let mut result = runs.swap_remove(chosen);
+    result.host_peak_bytes = host;
+    // An unknown GPU figure in any run keeps the maximum unknown.
+    result.gpu_peak_bytes = if figures.iter().any(|f| f.gpu_peak_bytes.is_none()) {
+        None
+    } else {
+        gpu
+    };
+    result.wall_time_s = wall;
+    result.samples = samples;
+    result.repeats = figures;
+    result
+}
+
+/// `runs` is never empty (`repeat` is at least 1); should that ever change,
+/// a result saying so beats a panic.
+fn no_runs() -> CaseResult {
+    CaseResult {
+        id: String::new(),
+        params: Default::default(),
+        command: Vec::new(),
+        cwd: Default::default(),
+        concurrency: 0,
+        timeout_s: 0.0,
+        soak_s: None,
+        status: crate::results::CaseStatus::Error,
+        message: Some("oomgate ran this case no times (an internal error)".to_string()),
+        started_at: String::new(),
+        wall_time_s: 0.0,
+        host_peak_bytes: None,
+        host_peak_at_s: None,
+        gpu_peak_bytes: None,
+        gpu_peak_method: None,
+        gpu_devices: Vec::new(),
+        cuda_visible_devices: None,
+        foreign_processes: Vec::new(),
+        env: Default::default(),
+        allocator_env: BTreeMap::new(),
+        baseline: None,
+        repeats: Vec::new(),
+        checks: Vec::new(),
+        instances: Vec::new(),
+        samples: 0,
+        sample_errors: 0,
+        leftover_processes: 0,
+        dir: Default::default(),
+        timeline: Default::default(),
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+    }
+}
+
+impl Runner<'_> {
+    /// What the run is compared with: the lock's drift against this
+    /// environment, and the locked cases that are gone from the suite.
+    pub(super) fn baseline_info(&self, environment: &Environment) -> Option<BaselineInfo> {
+        let (path, lock) = self.baseline.lock.as_ref()?;
+        let planned: Vec<&str> = self.suite.cases.iter().map(|c| c.id.as_str()).collect();
+        Some(BaselineInfo {
+            path: path.clone(),
+            locked_at: lock.locked_at.clone(),
+            drift: baseline::drift::drift(&lock.environment, environment),
+            on_drift: self.suite.on_drift,
+            gpu_compared: self.baseline.compare_across_gpus
+                || baseline::drift::same_gpus(&lock.environment, environment),
+            removed: lock
+                .cases
+                .keys()
+                .filter(|id| !planned.contains(&id.as_str()))
+                .cloned()
+                .collect(),
+        })
+    }
+
+    /// Compare a finished case with its baseline; failing comparisons
+    /// become failing checks and may turn a pass into a failure.
+    pub(super) fn compare_with_baseline(&self, case: &Case, result: &mut CaseResult) {
+        let Some(info) = &self.baseline_info else {
+            if self.baseline.require {
+                result.checks.push(failing(
+                    "baseline",
+                    "no baseline: no lock file (--require-baseline)".to_string(),
+                ));
+                finish(result);
+            }
+            return;
+        };
+        let locked = self
+            .baseline
+            .lock
+            .as_ref()
+            .and_then(|(_, lock)| lock.cases.get(&case.id));
+        let params: BTreeMap<String, String> = case.params.clone().into_iter().collect();
+        let env: BTreeMap<String, String> = case.env.clone().into_iter().collect();
+        let comparison = baseline::compare_case(
+            locked,
+            result.host_peak_bytes,
+            result.gpu_peak_bytes,
+            (&case.command, &params, &env),
+            case.tolerance,
+            info.gpu_compared,
+        );
+        let drift: Vec<String> = info.drift.iter().map(ToString::to_string).collect();
+        let with_drift = |message: &str| {
+            if drift.is_empty() {
+                message.to_string()
+            } else {
+                format!(
+                    "{message}; environment changes since the baseline: {}",
+                    drift.join(", ")
+                )
+            }
+        };
+        if !comparison.locked {
+            let message = format!("no baseline for this case in {}", info.path.display());
+            result.checks.push(if self.baseline.require {
+                failing("baseline", format!("{message} (--require-baseline)"))
+            } else {
+                passing("baseline", message)
+            });
+        } else {
+            for figure in [&comparison.host, &comparison.gpu] {
+                let name = format!("baseline.{}", figure.figure);
+                match figure.outcome {
+                    Outcome::Regressed => {
+                        let mut check = failing(&name, with_drift(&figure.message));
+                        check.figure_bytes = figure.new_bytes;
+                        check.limit_bytes = figure.limit_bytes;
+                        result.checks.push(check);
+                    }
+                    Outcome::NoBaseline if figure.new_bytes.is_none() => {}
+                    _ => {
+                        let mut check = passing(&name, figure.message.clone());
+                        check.figure_bytes = figure.new_bytes;
+                        check.limit_bytes = figure.limit_bytes;
+                        result.checks.push(check);
+                    }
+                }
+            }
+        }
+        if !drift.is_empty() && info.on_drift == DriftPolicy::Fail {
+            result.checks.push(failing(
+                "environment.drift",
+                format!(
+                    "the environment drifted from the baseline (on_drift = \"fail\"): {}",
+                    drift.join(", ")
+                ),
+            ));
+        }
+        result.baseline = Some(comparison);
+        finish(result);
+    }
+}
+
+fn passing(name: &str, message: String) -> Check {
+    Check {
+        name: name.to_string(),
+        passed: true,
+        figure_bytes: None,
+        limit_bytes: None,
+        message,
+    }
+}
+
+fn failing(name: &str, message: String) -> Check {
+    Check {
+        passed: false,
+        ..passing(name, message)
+    }
+}
+
+/// Re-decide a case's status after checks were added.
+fn finish(result: &mut CaseResult) {
+    let (status, message) =
+        verdict::with_checks(result.status, result.message.take(), &result.checks);
+    result.status = status;
+    result.message = message;
+}
