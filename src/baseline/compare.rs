@@ -103,7 +103,11 @@ pub fn compare(
     let limit = upper_limit(base, tolerance);
     result.limit_bytes = Some(limit);
     let change = match result.delta_ratio {
-        Some(ratio) => format!("{}{}", if ratio >= 0.0 { "+" } else { "" }, percent(ratio)),
+        Some(ratio) => format!(
+            "{}{:.1}%",
+            if ratio >= 0.0 { "+" } else { "" },
+            ratio * 100.0
+        ),
         None => format!("+{} from zero", Bytes(new)),
     };
     let tolerance_text = describe_tolerance(tolerance);
@@ -216,7 +220,7 @@ mod tests {
             Some(1000 * MIB),
             tolerance(0.1, 64),
         );
-        assert!(improved.message.contains("-50%"), "{}", improved.message);
+        assert!(improved.message.contains("-50.0%"), "{}", improved.message);
         assert!(
             improved.message.contains("re-lock to tighten the gate"),
             "{}",

@@ -67,6 +67,11 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
         .output
         .clone()
         .unwrap_or_else(|| baseline::default_path(&args.suite));
+    // An existing lock that cannot be read is never overwritten: it may be
+    // a newer oomgate's, or damage worth a look. Checked before any run.
+    if output.exists() {
+        baseline::read(&output)?;
+    }
     let (lock, outcome) = match &args.from {
         Some(results_path) => {
             let text = std::fs::read_to_string(results_path).map_err(|e| {

@@ -112,6 +112,30 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
             check.passed.to_string(),
         ));
     }
+    if let Some(comparison) = &case.baseline {
+        for figure in [&comparison.host, &comparison.gpu] {
+            let prefix = format!("baseline.{}", figure.figure);
+            properties.push(Property::new(
+                format!("{prefix}.outcome"),
+                serde_plain(&figure.outcome),
+            ));
+            if let Some(base) = figure.baseline_bytes {
+                properties.push(Property::new(format!("{prefix}_bytes"), base.to_string()));
+            }
+            if let Some(delta) = figure.delta_bytes {
+                properties.push(Property::new(
+                    format!("{prefix}.delta_bytes"),
+                    delta.to_string(),
+                ));
+            }
+            if let Some(ratio) = figure.delta_ratio {
+                properties.push(Property::new(
+                    format!("{prefix}.delta_percent"),
+                    format!("{:.2}", ratio * 100.0),
+                ));
+            }
+        }
+    }
     for (key, value) in &case.params {
         properties.push(Property::new(format!("param.{key}"), value));
     }
@@ -129,12 +153,22 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     test_case
 }
 
+/// A unit-like enum as the word serde writes for it (`regressed`).
+fn serde_plain(value: &impl serde::Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
 /// A stable word for the kind of failure, for JUnit's `type` attribute.
 fn failure_type(case: &CaseResult) -> &'static str {
     match case.status {
         CaseStatus::TimedOut => "timeout",
         CaseStatus::Interrupted => "interrupted",
         CaseStatus::Error => "launch-error",
+        _ if case.failed_checks().any(|c| c.name.starts_with("baseline")) => "regression",
+        _ if case.failed_checks().any(|c| c.name == "environment.drift") => "environment-drift",
         _ if case.failed_checks().next().is_some() => "budget-exceeded",
         _ => "exit-status",
     }

@@ -69,42 +69,6 @@ fn bytes(value: Option<u64>) -> String {
     value.map_or("–".to_string(), |b| Bytes(b).to_string())
 }
 
-/// The baseline and delta of the case's main figure: GPU when measured,
-/// else host memory.
-fn baseline_cells(case: &CaseResult) -> (String, String) {
-    let Some(comparison) = &case.baseline else {
-        return ("–".to_string(), "–".to_string());
-    };
-    let figure = if case.gpu_peak_bytes.is_some() || comparison.gpu.baseline_bytes.is_some() {
-        &comparison.gpu
-    } else {
-        &comparison.host
-    };
-    let label = if figure.figure == "host" {
-        " (host)"
-    } else {
-        ""
-    };
-    let baseline = match figure.outcome {
-        Outcome::NoBaseline => "no baseline".to_string(),
-        Outcome::Skipped => "not compared (GPU changed)".to_string(),
-        _ => format!("{}{label}", bytes(figure.baseline_bytes)),
-    };
-    let delta = match (figure.delta_ratio, figure.outcome) {
-        (Some(ratio), outcome) => {
-            let sign = if ratio >= 0.0 { "+" } else { "" };
-            let mark = match outcome {
-                Outcome::Regressed => " ⬆️ regressed",
-                Outcome::Improved => " ⬇️ improved",
-                _ => "",
-            };
-            format!("{sign}{:.1}%{mark}", ratio * 100.0)
-        }
-        (None, _) => "–".to_string(),
-    };
-    (baseline, delta)
-}
-
 pub fn render(results: &RunResults) -> String {
     let s = &results.summary;
     let mut out = String::new();
@@ -138,7 +102,7 @@ pub fn render(results: &RunResults) -> String {
             (Some(_), None) => "unknown".to_string(),
             (None, _) => "not measured".to_string(),
         };
-        let (baseline, delta) = baseline_cells(case);
+        let (baseline, delta) = super::baseline_cells(case);
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} |",

@@ -84,6 +84,49 @@ impl Reporter for FanOut {
     }
 }
 
+/// The baseline and delta of a case's main figure (GPU when measured, else
+/// host memory), as table cells: `38.0 GiB`, `+8.4% regressed`.
+pub fn baseline_cells(case: &CaseResult) -> (String, String) {
+    use crate::baseline::Outcome;
+    let dash = || "–".to_string();
+    let Some(comparison) = &case.baseline else {
+        return (dash(), dash());
+    };
+    let figure = if case.gpu_peak_bytes.is_some() || comparison.gpu.baseline_bytes.is_some() {
+        &comparison.gpu
+    } else {
+        &comparison.host
+    };
+    let label = if figure.figure == "host" {
+        " (host)"
+    } else {
+        ""
+    };
+    let baseline = match figure.outcome {
+        Outcome::NoBaseline => "no baseline".to_string(),
+        Outcome::Skipped => "not compared".to_string(),
+        _ => figure
+            .baseline_bytes
+            .map_or_else(dash, |b| format!("{}{label}", Bytes(b))),
+    };
+    let delta = match figure.delta_ratio {
+        Some(ratio) => {
+            let mark = match figure.outcome {
+                Outcome::Regressed => " regressed",
+                Outcome::Improved => " improved",
+                _ => "",
+            };
+            format!(
+                "{}{:.1}%{mark}",
+                if ratio >= 0.0 { "+" } else { "" },
+                ratio * 100.0
+            )
+        }
+        None => dash(),
+    };
+    (baseline, delta)
+}
+
 /// The method name of a figure that is a device's rise, not the case's own.
 pub const DEVICE_DELTA: &str = "device-delta";
 
@@ -197,6 +240,33 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
             out,
             "leftovers:   {} process(es) outlived the command and were stopped",
             case.leftover_processes
+        );
+    }
+    if let Some(comparison) = &case.baseline {
+        for figure in [&comparison.host, &comparison.gpu] {
+            if figure.outcome != crate::baseline::Outcome::NoBaseline || figure.new_bytes.is_some()
+            {
+                let _ = writeln!(out, "baseline:    {}", figure.message);
+            }
+        }
+        for change in &comparison.changes {
+            let _ = writeln!(out, "changed:     {change} (since the baseline)");
+        }
+    }
+    if case.repeats.len() > 1 {
+        let spread = |pick: fn(&crate::results::RepeatFigures) -> Option<u64>| {
+            let values: Vec<u64> = case.repeats.iter().filter_map(pick).collect();
+            match (values.iter().min(), values.iter().max()) {
+                (Some(min), Some(max)) => format!("{}–{}", Bytes(*min), Bytes(*max)),
+                _ => "unknown".to_string(),
+            }
+        };
+        let _ = writeln!(
+            out,
+            "repeats:     {} runs; host peak {}, gpu peak {} (the maximum is compared)",
+            case.repeats.len(),
+            spread(|r| r.host_peak_bytes),
+            spread(|r| r.gpu_peak_bytes)
         );
     }
     let _ = writeln!(

@@ -105,9 +105,13 @@ impl Terminal {
 
     fn final_table(&self, results: &RunResults) -> String {
         let with_gpu = results.measurement.gpu_method.is_some();
+        let with_baseline = results.baseline.is_some();
         let mut header = vec!["STATUS", "CASE", "TIME", "HOST PEAK", "BUDGET"];
         if with_gpu {
             header.extend(["GPU PEAK", "METHOD"]);
+        }
+        if with_baseline {
+            header.extend(["BASELINE", "DELTA"]);
         }
         let dash = || "-".to_string();
         let mut rows: Vec<(Option<CaseStatus>, Vec<String>)> = results
@@ -135,6 +139,10 @@ impl Terminal {
                     );
                     row.push(case.gpu_peak_method.clone().unwrap_or_else(dash));
                 }
+                if with_baseline {
+                    let (baseline, delta) = super::baseline_cells(case);
+                    row.extend([baseline, delta]);
+                }
                 (Some(case.status), row)
             })
             .collect();
@@ -153,7 +161,7 @@ impl Terminal {
             let mut line = String::from(" ");
             for (i, (cell, width)) in cells.iter().zip(&widths).enumerate() {
                 // Figures read best right-aligned; names and words left-aligned.
-                if (2..=5).contains(&i) {
+                if ["TIME", "HOST PEAK", "BUDGET", "GPU PEAK", "BASELINE"].contains(&header[i]) {
                     line.push_str(&format!("  {cell:>width$}"));
                 } else {
                     line.push_str(&format!("  {cell:<width$}"));
@@ -188,6 +196,60 @@ impl Default for Terminal {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// What the reader should know about the baseline beyond the table.
+fn baseline_notes(results: &RunResults, baseline: &crate::results::BaselineInfo) -> Vec<String> {
+    let mut notes = Vec::new();
+    if baseline.drift.is_empty() {
+        notes.push(format!(
+            "baseline {}: environment unchanged",
+            baseline.path.display()
+        ));
+    } else {
+        notes.push(format!(
+            "environment changes since the baseline ({}):",
+            baseline.path.display()
+        ));
+        notes.extend(baseline.drift.iter().map(|d| format!("  {d}")));
+    }
+    if !baseline.gpu_compared {
+        notes.push("GPU figures not compared: the GPU model differs from the baseline's (--compare-across-gpus)".into());
+    }
+    if !baseline.removed.is_empty() {
+        notes.push(format!(
+            "in the baseline but no longer in the suite: {}",
+            baseline.removed.join(", ")
+        ));
+    }
+    let improved: Vec<&str> = results
+        .cases
+        .iter()
+        .filter(|c| {
+            c.baseline.as_ref().is_some_and(|b| {
+                [&b.host, &b.gpu]
+                    .iter()
+                    .any(|f| f.outcome == crate::baseline::Outcome::Improved)
+            })
+        })
+        .map(|c| c.id.as_str())
+        .collect();
+    if !improved.is_empty() {
+        notes.push(format!(
+            "improved beyond tolerance: {}; re-lock (oomgate lock) to tighten the gate",
+            improved.join(", ")
+        ));
+    }
+    let unlocked: Vec<&str> = results
+        .cases
+        .iter()
+        .filter(|c| c.baseline.as_ref().is_some_and(|b| !b.locked))
+        .map(|c| c.id.as_str())
+        .collect();
+    if !unlocked.is_empty() {
+        notes.push(format!("no baseline yet for: {}", unlocked.join(", ")));
+    }
+    notes
 }
 
 /// `host peak 74.2 MiB (budget 512.0 MiB)`
@@ -303,6 +365,11 @@ impl Reporter for Terminal {
                 if !results.cases.is_empty() || !results.not_run.is_empty() {
                     self.line(&self.final_table(results));
                     self.line(&rule);
+                }
+                if let Some(baseline) = &results.baseline {
+                    for line in baseline_notes(results, baseline) {
+                        self.line(&line);
+                    }
                 }
                 let s = &results.summary;
                 let mut parts = vec![

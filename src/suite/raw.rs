@@ -29,7 +29,7 @@ pub struct RawEnvironment {
     pub python: Option<Spanned<String>>,
     pub packages: Option<Vec<Spanned<String>>>,
     pub freeze: Option<bool>,
-    pub commands: Option<IndexMap<Spanned<String>, Spanned<Vec<Spanned<String>>>>>,
+    pub commands: Option<IndexMap<Spanned<String>, Spanned<RawArgv>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,6 +128,9 @@ impl RawSettings {
         settings_ref!(self)
     }
 }
+
+/// An argv list.
+pub type RawArgv = Vec<Spanned<String>>;
 
 pub type RawEnv = IndexMap<Spanned<String>, Spanned<String>>;
 

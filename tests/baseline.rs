@@ -1,0 +1,413 @@
+//! Baselines end to end: lock, run against the lock, regressions,
+//! improvements, drift, corrupt locks, diff, reports. GPU figures come from
+//! the fake NVML driver, so they are exact and the messages can be checked
+//! to the byte.
+
+mod common;
+
+use common::fake_nvml::*;
+use common::*;
+
+/// One GPU case `c` allocating `mib` on the fake driver, plus a host-only
+/// case `h`. `extra_suite` goes into `[suite]`.
+fn suite(mib: u64, extra_suite: &str) -> String {
+    format!(
+        "[suite]\nname = \"b\"\nsample_interval = \"20ms\"\n{extra_suite}\n\
+         [environment]\ncommands = {{ marker = [\"cat\", \"marker.txt\"] }}\n\n\
+         [[case]]\nname = \"c\"\ncommand = [\"python3\", {}, \"--mib\", \"{mib}\", \"--hold\", \"300ms\"]\n\n\
+         [[case]]\nname = \"h\"\ncommand = [\"python3\", {}, \"--mib\", \"16\", \"--hold\", \"100ms\"]\n",
+        toml_str(&workload("gpu_alloc.py")),
+        toml_str(&workload("alloc.py"))
+    )
+}
+
+fn project(mib: u64, extra_suite: &str) -> Project {
+    let project = Project::new(&suite(mib, extra_suite))
+        .with_fake_gpus(&two_devices(false), Variant::Complete);
+    std::fs::write(project.path().join("marker.txt"), "one").expect("marker");
+    project
+}
+
+impl Project {
+    fn lock(&self, extra: &[&str]) -> Run {
+        let output = self
+            .oomgate()
+            .arg("lock")
+            .arg(self.suite())
+            .arg("--out")
+            .arg(self.out())
+            .args(extra)
+            .output();
+        Run::from(output.expect("run oomgate lock"), self.out())
+    }
+
+    fn lock_path(&self) -> std::path::PathBuf {
+        self.path().join("suite.lock")
+    }
+
+    fn rewrite_suite(&self, text: &str) {
+        std::fs::write(self.suite(), text).expect("rewrite suite");
+    }
+}
+
+fn message(run: &Run, id: &str) -> String {
+    run.case(id)["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn lock_then_an_unchanged_run_passes() {
+    let project = project(1000, "");
+    let locked = project.lock(&[]);
+    locked.assert_code(0);
+    assert!(
+        locked.stderr.contains("locked 2 case(s) of suite `b`"),
+        "{}",
+        locked.stderr
+    );
+    let text = std::fs::read_to_string(project.lock_path()).expect("lock written");
+    assert!(text.contains("version = 1"), "{text}");
+    assert!(text.contains("gpu_peak = \"1000.0 MiB\""), "{text}");
+    assert!(text.contains("[cases.c]"), "{text}");
+
+    let run = project.run(&[]);
+    run.assert_code(0);
+    assert!(run.stderr.contains("baseline: "), "{}", run.stderr);
+    let case = run.case("c");
+    assert_eq!(case["baseline"]["gpu"]["outcome"], "within", "{case:#}");
+    assert_eq!(case["baseline"]["gpu"]["delta_bytes"], 0);
+    assert!(
+        run.stderr.contains("environment unchanged"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_workload_made_20_percent_larger_fails_with_the_figures() {
+    let project = project(1000, "");
+    project.lock(&[]).assert_code(0);
+    project.rewrite_suite(&suite(1200, ""));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("c");
+    assert_eq!(case["status"], "failed");
+    assert_eq!(
+        message(&run, "c"),
+        "gpu peak 1.17 GiB > baseline 1000.0 MiB (+20.0%, tolerance 5% + 64.0 MiB)"
+    );
+    assert_eq!(
+        case["baseline"]["changes"][0],
+        format!(
+            "command: python3 {} --mib 1000 --hold 300ms → python3 {} --mib 1200 --hold 300ms",
+            workload("gpu_alloc.py"),
+            workload("gpu_alloc.py")
+        )
+    );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains("message=\"gpu peak 1.17 GiB &gt; baseline 1000.0 MiB (+20.0%, tolerance 5% + 64.0 MiB)\""), "{junit}");
+    assert!(junit.contains("type=\"regression\""), "{junit}");
+    assert_eq!(run.case("h")["status"], "passed");
+}
+
+#[test]
+fn an_improvement_passes_and_suggests_relocking() {
+    let project = project(1000, "");
+    project.lock(&[]).assert_code(0);
+    project.rewrite_suite(&suite(500, ""));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    assert_eq!(run.case("c")["baseline"]["gpu"]["outcome"], "improved");
+    assert!(
+        run.stderr.contains("improved beyond tolerance: c; re-lock"),
+        "{}",
+        run.stderr
+    );
+    let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary.md");
+    assert!(
+        summary.contains("Improved beyond tolerance: c."),
+        "{summary}"
+    );
+}
+
+#[test]
+fn drift_is_listed_beside_a_regression_and_can_fail_the_run() {
+    let project = project(1000, "");
+    project.lock(&[]).assert_code(0);
+    std::fs::write(project.path().join("marker.txt"), "two").expect("marker");
+    project.rewrite_suite(&suite(1200, ""));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    assert!(
+        message(&run, "c")
+            .ends_with("; environment changes since the baseline: command marker one → two"),
+        "{}",
+        message(&run, "c")
+    );
+    assert!(
+        run.stderr
+            .contains("environment changes since the baseline"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        run.results()["baseline"]["drift"][0]["what"],
+        "command marker"
+    );
+
+    // on_drift = "fail": the unchanged workload now fails too.
+    project.rewrite_suite(&suite(1000, "on_drift = \"fail\""));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    assert_eq!(run.case("h")["status"], "failed");
+    assert!(message(&run, "h").contains("the environment drifted from the baseline (on_drift = \"fail\"): command marker one → two"), "{}", message(&run, "h"));
+}
+
+#[test]
+fn a_corrupt_lock_exits_2_and_is_left_untouched() {
+    let project = project(100, "");
+    let garbage = "version = 1\n[cases.c\nhost_peak_bytes = 12\n";
+    std::fs::write(project.lock_path(), garbage).expect("write lock");
+    let run = project.run(&[]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("is corrupt"), "{}", run.stderr);
+    let locked = project.lock(&[]);
+    locked.assert_code(2);
+    assert_eq!(
+        std::fs::read_to_string(project.lock_path()).expect("lock"),
+        garbage
+    );
+    assert!(
+        !project.out().join("results.json").exists(),
+        "nothing may run with a corrupt lock"
+    );
+
+    std::fs::write(project.lock_path(), "version = 7\n").expect("write lock");
+    let run = project.run(&[]);
+    run.assert_code(2);
+    assert!(
+        run.stderr
+            .contains("version 7, newer than this oomgate understands"),
+        "{}",
+        run.stderr
+    );
+    // --no-baseline runs anyway.
+    project.run(&["--no-baseline"]).assert_code(0);
+}
+
+#[test]
+fn a_failing_run_writes_no_lock() {
+    let project = project(9000, ""); // more than the fake 8 GiB device: a CUDA OOM
+    let locked = project.lock(&[]);
+    locked.assert_code(1);
+    assert!(
+        locked
+            .stderr
+            .contains("not locked: 1 case(s) did not pass: c"),
+        "{}",
+        locked.stderr
+    );
+    assert!(!project.lock_path().exists());
+}
+
+#[test]
+fn lock_from_a_results_file() {
+    let project = project(1000, "");
+    project.run(&["--no-baseline"]).assert_code(0);
+    let results = project.out().join("results.json");
+    let output = project
+        .oomgate()
+        .arg("lock")
+        .arg(project.suite())
+        .arg("--from")
+        .arg(&results)
+        .output()
+        .expect("lock");
+    let locked = Run::from(output, project.out());
+    locked.assert_code(0);
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(lock.contains("gpu_peak_bytes = 1048576000"), "{lock}");
+
+    // A failing results file is refused, and the existing lock kept.
+    let failing = project.path().join("failing.json");
+    let text = std::fs::read_to_string(&results)
+        .expect("results")
+        .replacen("\"status\": \"passed\"", "\"status\": \"failed\"", 1);
+    std::fs::write(&failing, text).expect("write");
+    let output = project
+        .oomgate()
+        .arg("lock")
+        .arg(project.suite())
+        .arg("--from")
+        .arg(&failing)
+        .output()
+        .expect("lock");
+    let refused = Run::from(output, project.out());
+    refused.assert_code(1);
+    assert!(refused.stderr.contains("not locked"), "{}", refused.stderr);
+    assert_eq!(
+        std::fs::read_to_string(project.lock_path()).expect("lock"),
+        lock
+    );
+
+    // Not a results file at all: bad input.
+    std::fs::write(&failing, "{\"hello\": 1}").expect("write");
+    let output = project
+        .oomgate()
+        .arg("lock")
+        .arg(project.suite())
+        .arg("--from")
+        .arg(&failing)
+        .output()
+        .expect("lock");
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn cases_without_baseline_pass_with_a_notice_unless_required() {
+    let project = project(1000, "");
+    project.lock(&[]).assert_code(0);
+    let mut text = suite(1000, "");
+    text.push_str("\n[[case]]\nname = \"new\"\ncommand = [\"true\"]\n");
+    let text = text.replacen("[[case]]\nname = \"h\"", "[[case]]\nname = \"h2\"", 1);
+    project.rewrite_suite(&text);
+    let run = project.run(&[]);
+    run.assert_code(0);
+    assert!(
+        run.stderr.contains("no baseline yet for: h2, new"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("in the baseline but no longer in the suite: h"),
+        "{}",
+        run.stderr
+    );
+    let run = project.run(&["--require-baseline"]);
+    run.assert_code(1);
+    assert!(
+        message(&run, "new").contains("(--require-baseline)"),
+        "{}",
+        message(&run, "new")
+    );
+}
+
+#[test]
+fn repeats_compare_their_maximum_and_show_the_spread() {
+    let text = suite(1000, "").replacen(
+        "\"--hold\", \"300ms\"]\n",
+        "\"--hold\", \"300ms\"]\nrepeat = 3\n",
+        1,
+    );
+    let project = Project::new(&text).with_fake_gpus(&two_devices(false), Variant::Complete);
+    std::fs::write(project.path().join("marker.txt"), "one").expect("marker");
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("c");
+    assert_eq!(
+        case["repeats"].as_array().map(Vec::len),
+        Some(3),
+        "{case:#}"
+    );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains("repeats:     3 runs; host peak"), "{junit}");
+    let log = std::fs::read_to_string(project.out().join("cases/c/stdout.log")).expect("log");
+    assert!(log.contains("[oomgate] repeat 3 of 3 starts"), "{log}");
+}
+
+#[test]
+fn diff_compares_two_files_without_running() {
+    let project = project(1000, "");
+    project.lock(&[]).assert_code(0);
+    project.rewrite_suite(&suite(1200, ""));
+    project.run(&["--no-baseline"]).assert_code(0);
+    let output = project
+        .oomgate()
+        .arg("diff")
+        .arg(project.lock_path())
+        .arg(project.out().join("results.json"))
+        .output()
+        .expect("diff");
+    assert_eq!(output.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("c "))
+        .unwrap_or_default();
+    assert!(
+        row.contains("1000.0 MiB") && row.contains("1.17 GiB") && row.contains("REGRESSED +20.0%"),
+        "{text}"
+    );
+    assert!(text.contains("environment: no differences"), "{text}");
+}
+
+#[test]
+fn markdown_summary_and_github_annotations() {
+    let project = project(1000, "");
+    project.lock(&[]).assert_code(0);
+    project.rewrite_suite(&suite(1200, ""));
+    let step_summary = project.path().join("step-summary.md");
+    std::fs::write(&step_summary, "earlier step\n").expect("write");
+    let output = project
+        .oomgate()
+        .arg("run")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(project.out())
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &step_summary)
+        .output()
+        .expect("run");
+    let run = Run::from(output, project.out());
+    run.assert_code(1);
+    assert!(
+        run.stdout.contains("::error title=oomgate failed c::gpu peak 1.17 GiB > baseline 1000.0 MiB (+20.0%25, tolerance 5%25 + 64.0 MiB)"),
+        "{}",
+        run.stdout
+    );
+
+    // The summary, with the host peak (which varies) blanked out.
+    let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary.md");
+    let normalised: Vec<String> = summary
+        .lines()
+        .map(|line| match line.rsplit_once(" | ") {
+            Some((head, tail)) if line.starts_with("| c ") || line.starts_with("| h ") => {
+                let _ = tail;
+                format!("{head} | HOST |")
+            }
+            _ => line.to_string(),
+        })
+        .map(|line| {
+            if line.starts_with("Baseline: `") {
+                "Baseline: LOCK".to_string()
+            } else {
+                line
+            }
+        })
+        .collect();
+    let expected = "## oomgate: b — 1 passed, 1 failed
+
+| case | status | GPU peak | baseline | delta | host peak |
+| --- | --- | --- | --- | --- | --- |
+| c | ❌ failed | 1.17 GiB (sampled@20ms) | 1000.0 MiB | +20.0% regressed | HOST |
+| h | ✅ passed | 0 B (sampled@20ms) | 0 B | – | HOST |
+
+Baseline: LOCK
+
+### Environment drift
+
+None: the environment matches the baseline's.
+
+### Failures
+
+- **c** — gpu peak 1.17 GiB > baseline 1000.0 MiB (+20.0%, tolerance 5% + 64.0 MiB) (logs: `cases/c`)";
+    assert_eq!(normalised.join("\n"), expected);
+    let appended = std::fs::read_to_string(&step_summary).expect("step summary");
+    assert!(
+        appended.starts_with("earlier step\n## oomgate: b"),
+        "{appended}"
+    );
+}
