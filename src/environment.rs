@@ -34,12 +34,12 @@ pub struct Environment {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda_driver_version: Option<String>,
     /// One entry per GPU, in NVML order: `NVIDIA H100 80GB HBM3 (79.6 GiB)`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_models: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub python: Option<PythonEnvironment>,
     /// The suite's `[environment].commands`, by name.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub commands: BTreeMap<String, ProbeOutput>,
 }
 
@@ -50,7 +50,7 @@ pub struct PythonEnvironment {
     pub version: Option<String>,
     /// Installed version of each package asked for; `"absent"` when not
     /// installed (TOML has no null).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub packages: BTreeMap<String, String>,
     /// `pip freeze`, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]

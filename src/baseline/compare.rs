@@ -55,6 +55,16 @@ fn percent(ratio: f64) -> String {
     }
 }
 
+/// A change as `+8.4%` / `-12.0%`; a change that rounds to zero is `+0.0%`.
+pub fn signed_percent(ratio: f64) -> String {
+    let value = ratio * 100.0;
+    if value.abs() < 0.05 {
+        "+0.0%".to_string()
+    } else {
+        format!("{value:+.1}%")
+    }
+}
+
 /// The largest value within tolerance above `base`.
 pub fn upper_limit(base: u64, tolerance: Tolerance) -> u64 {
     let scaled = (base as f64 * (1.0 + tolerance.relative)).floor();
@@ -103,11 +113,7 @@ pub fn compare(
     let limit = upper_limit(base, tolerance);
     result.limit_bytes = Some(limit);
     let change = match result.delta_ratio {
-        Some(ratio) => format!(
-            "{}{:.1}%",
-            if ratio >= 0.0 { "+" } else { "" },
-            ratio * 100.0
-        ),
+        Some(ratio) => signed_percent(ratio),
         None => format!("+{} from zero", Bytes(new)),
     };
     let tolerance_text = describe_tolerance(tolerance);

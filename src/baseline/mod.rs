@@ -57,9 +57,9 @@ pub struct LockedCase {
     /// FNV-1a of the expanded command, params and env.
     pub definition_hash: String,
     pub command: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
 }
 

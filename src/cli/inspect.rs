@@ -98,7 +98,7 @@ pub fn render_diff(before: &Lock, after: &Lock, tolerance: Tolerances) -> (Strin
             }
             let comparison = baseline::compare::compare(what, new, old, t);
             let change = comparison.delta_ratio.map_or(String::new(), |r| {
-                format!(" {}{:.1}%", if r >= 0.0 { "+" } else { "" }, r * 100.0)
+                format!(" {}", baseline::compare::signed_percent(r))
             });
             match comparison.outcome {
                 Comparison::Regressed => format!("REGRESSED{change}"),

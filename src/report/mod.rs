@@ -116,11 +116,7 @@ pub fn baseline_cells(case: &CaseResult) -> (String, String) {
                 Outcome::Improved => " improved",
                 _ => "",
             };
-            format!(
-                "{}{:.1}%{mark}",
-                if ratio >= 0.0 { "+" } else { "" },
-                ratio * 100.0
-            )
+            format!("{}{mark}", crate::baseline::compare::signed_percent(ratio))
         }
         None => dash(),
     };
