@@ -441,3 +441,93 @@ fn a_library_missing_a_symbol_is_a_clear_error_not_a_crash() {
         run.stderr
     );
 }
+
+/// Regression: a device the case never used was charged with another
+/// tenant's growth (device delta per device), failing budgets falsely.
+#[test]
+fn another_tenants_growth_on_an_unused_gpu_is_not_charged() {
+    let project = gpu_project(
+        &gpu_suite(
+            "20ms",
+            "\"--mib\", \"1024\", \"--hold\", \"1500ms\"",
+            "budget = { gpu = \"2 GiB\" }",
+        ),
+        &two_devices(false),
+    );
+    let tenant = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("spawn sleep");
+    let state = project.fake_gpu_state();
+    let tenant_pid = tenant.id();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        std::fs::create_dir_all(&state).expect("state dir");
+        let line = format!("owner={tenant_pid} device={UUID_1} used={}\n", 4 * GIB);
+        std::fs::write(state.join(tenant_pid.to_string()), line).expect("write tenant");
+    });
+    let run = project.run(&[]);
+    writer.join().expect("writer");
+    let mut tenant = tenant;
+    tenant.kill().ok();
+    tenant.wait().ok();
+    run.assert_code(0);
+    let case = run.case("c");
+    assert_eq!(mib(&case["gpu_peak_bytes"]), Some(1024), "{case:#}");
+    assert_eq!(mib(&case["gpu_devices"][1]["peak_bytes"]), Some(0));
+    assert!(
+        mib(&case["gpu_devices"][1]["device_peak_bytes"]).unwrap_or(0) >= 4096,
+        "the tenant did grow: {case:#}"
+    );
+}
+
+/// Regression: driver accounting summed processes that ran one after
+/// another, reporting twice the real peak.
+#[test]
+fn accounting_does_not_add_up_processes_that_ran_one_after_another() {
+    let script = format!(
+        "python3 {0} --mib 1024 --hold 300ms && python3 {0} --mib 1024 --hold 300ms",
+        workload("gpu_alloc.py")
+    );
+    let suite = format!(
+        "[suite]\nname = \"g\"\nsample_interval = \"20ms\"\n[[case]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", {}]\n",
+        toml_str(&script)
+    );
+    let project = gpu_project(&suite, &two_devices(true));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let device = &run.case("c")["gpu_devices"][0];
+    assert_eq!(
+        mib(&device["accounting_peak_bytes"]),
+        Some(1024),
+        "{device:#}"
+    );
+    assert_eq!(mib(&device["peak_bytes"]), Some(1024));
+}
+
+/// Regression: a MIG instance that cannot be mapped gave a figure of 0 and
+/// passed every GPU budget.
+#[test]
+fn an_unmappable_mig_device_makes_gpu_figures_unknown() {
+    let project = gpu_project(
+        &gpu_suite(
+            "20ms",
+            "\"--mib\", \"3000\", \"--device\", \"0\", \"--hold\", \"300ms\"",
+            "env = { CUDA_VISIBLE_DEVICES = \"MIG-abcd\" }\nbudget = { gpu = \"1 GiB\" }",
+        ),
+        &two_devices(false),
+    );
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("c");
+    assert!(case["gpu_peak_bytes"].is_null(), "{case:#}");
+    assert_eq!(case["gpu_peak_method"], "unavailable");
+    assert!(run.stderr.contains("MIG instance"), "{}", run.stderr);
+    assert!(
+        case["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("could not be measured"),
+        "{case:#}"
+    );
+}

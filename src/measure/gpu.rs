@@ -18,7 +18,7 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use super::nvml::{Gpu, GpuProcess};
+use super::nvml::{AccountingRecord, Gpu, GpuProcess};
 use super::{ProcessTree, Sample};
 use crate::units::Bytes;
 
@@ -69,6 +69,11 @@ struct DeviceState {
     tree_peak: Option<u64>,
     tree_seen: bool,
     unknown: bool,
+    /// Whether the process list was ever read (else nothing is known).
+    listed: bool,
+    /// This tick's readings, before the live figure is decided.
+    used_now: Option<u64>,
+    tree_now: u64,
     /// This tick's figure for live budget checks.
     live: u64,
 }
@@ -84,11 +89,23 @@ pub struct CaseGpu<'g> {
     processes: Vec<GpuProcess>,
     sampled_label: String,
     errors: u64,
+    /// Microseconds since the epoch when the case started: driver
+    /// accounting records older than this belong to someone else.
+    started_us: u64,
+    /// The case sees a device oomgate cannot map (a MIG instance): its GPU
+    /// figures are unknown rather than a misleading zero.
+    unmapped: bool,
 }
 
 impl<'g> CaseGpu<'g> {
-    /// Read each device's use before the case starts.
-    pub fn begin(gpu: &'g mut Gpu, positions: Vec<usize>, sample_interval_ms: u64) -> Self {
+    /// Read each device's use before the case starts. `unmapped`: the case
+    /// also sees devices that could not be mapped to NVML ones.
+    pub fn begin(
+        gpu: &'g mut Gpu,
+        positions: Vec<usize>,
+        sample_interval_ms: u64,
+        unmapped: bool,
+    ) -> Self {
         let states = positions
             .iter()
             .map(|&position| DeviceState {
@@ -96,6 +113,9 @@ impl<'g> CaseGpu<'g> {
                 ..DeviceState::default()
             })
             .collect();
+        let started_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
         CaseGpu {
             gpu,
             positions,
@@ -105,6 +125,8 @@ impl<'g> CaseGpu<'g> {
             processes: Vec::with_capacity(16),
             sampled_label: format!("sampled@{sample_interval_ms}ms"),
             errors: 0,
+            started_us,
+            unmapped,
         }
     }
 
@@ -138,61 +160,69 @@ impl<'g> CaseGpu<'g> {
         let mut errors = 0;
         self.seen_pids
             .extend(tree.pids().filter_map(|p| u32::try_from(p).ok()));
-        let mut total = 0u64;
-        let mut total_tree = 0u64;
-        let mut total_known = true;
+        let mut lists_complete = true;
         for (state, &position) in self.states.iter_mut().zip(&self.positions) {
-            let used = match self.gpu.used_bytes(position) {
+            state.used_now = match self.gpu.used_bytes(position) {
                 Ok(used) => Some(used),
                 Err(_) => {
                     errors += 1;
                     None
                 }
             };
-            if let Some(used) = used {
+            if let Some(used) = state.used_now {
                 state.peak_used = Some(state.peak_used.map_or(used, |p| p.max(used)));
             }
+            state.tree_now = 0;
             if self.gpu.processes(position, &mut self.processes).is_err() {
                 errors += 1;
-                total_known = false;
+                lists_complete = false;
                 continue;
             }
-            let mut sum = 0u64;
+            state.listed = true;
             let mut found = false;
             for process in self.processes.iter().filter(|p| in_tree(tree, p.pid)) {
                 found = true;
                 match process.used_bytes {
-                    Some(bytes) => sum = sum.saturating_add(bytes),
+                    Some(bytes) => state.tree_now = state.tree_now.saturating_add(bytes),
                     None => state.unknown = true,
                 }
             }
             if found {
                 state.tree_seen = true;
-                state.tree_peak = Some(state.tree_peak.map_or(sum, |p| p.max(sum)));
+                state.tree_peak = Some(
+                    state
+                        .tree_peak
+                        .map_or(state.tree_now, |p| p.max(state.tree_now)),
+                );
             }
-            state.live = if state.tree_seen {
-                sum
+        }
+        // Once a process of the case was seen on any device, NVML's pids are
+        // ours: a device where none appears is untouched (0), not a rise to
+        // blame on the case. Only when none was ever seen (containers) is a
+        // device's rise the best figure.
+        let any_seen = self.states.iter().any(|s| s.tree_seen);
+        let mut total = 0u64;
+        let mut total_tree = 0u64;
+        for state in &mut self.states {
+            state.live = if any_seen {
+                state.tree_now
             } else {
-                // Nothing of the tree on this device (yet): the device's rise
-                // is the best figure (containers report host pids).
-                match (used, state.before) {
+                match (state.used_now, state.before) {
                     (Some(used), Some(before)) => used.saturating_sub(before),
                     _ => 0,
                 }
             };
-            if state.unknown {
-                total_known = false;
-            }
             total = total.saturating_add(state.live);
-            total_tree = total_tree.saturating_add(sum);
+            total_tree = total_tree.saturating_add(state.tree_now);
         }
-        if total_known {
+        let known = lists_complete && !self.unmapped && !self.states.iter().any(|s| s.unknown);
+        if known {
             self.total_tree_peak = Some(
                 self.total_tree_peak
                     .map_or(total_tree, |p| p.max(total_tree)),
             );
         }
-        sample.gpu_bytes = total_known.then_some(Bytes(total));
+        sample.gpu_bytes = known.then_some(Bytes(total));
         self.errors += errors;
         errors
     }
@@ -212,29 +242,43 @@ impl<'g> CaseGpu<'g> {
     /// The case's figures, once its processes are gone. Accounting
     /// records are read now, so they include pids that already exited.
     pub fn finish(self) -> GpuFigures {
+        let any_seen = self.states.iter().any(|s| s.tree_seen);
         let mut devices = Vec::with_capacity(self.positions.len());
         for (state, &position) in self.states.iter().zip(&self.positions) {
             let device = &self.gpu.devices[position];
-            let accounting: Option<u64> = self
+            let records: Vec<AccountingRecord> = self
                 .seen_pids
                 .iter()
-                .filter_map(|&pid| self.gpu.accounting_max_bytes(position, pid))
-                .reduce(|a, b| a.saturating_add(b));
+                .filter_map(|&pid| self.gpu.accounting_record(position, pid))
+                // Records from before the case are another process that
+                // once had this pid.
+                .filter(|r| r.start_us >= self.started_us.saturating_sub(1_000_000))
+                .collect();
+            let accounting =
+                (!records.is_empty()).then(|| concurrent_peak(&records).min(device.total_bytes));
             let sampled = if state.unknown { None } else { state.tree_peak };
             let delta = match (state.peak_used, state.before) {
-                (Some(peak), Some(before)) if peak > before => Some(peak - before),
+                (Some(peak), Some(before)) => Some(peak.saturating_sub(before)),
                 _ => None,
             };
-            let (peak_bytes, method) = match (state.tree_seen, sampled, accounting) {
-                (true, Some(s), Some(a)) if a > s => (Some(a), "driver-accounting".to_string()),
-                (true, Some(s), _) => (Some(s), self.sampled_label.clone()),
-                (true, None, Some(a)) => (Some(a), "driver-accounting".to_string()),
-                (true, None, None) => (None, "unavailable".to_string()),
-                (false, _, Some(a)) => (Some(a), "driver-accounting".to_string()),
-                (false, _, None) => match delta {
-                    Some(d) => (Some(d), "device-delta".to_string()),
-                    None => (Some(0), self.sampled_label.clone()),
-                },
+            let unavailable = || (None, "unavailable".to_string());
+            let (peak_bytes, method) = if self.unmapped || !state.listed {
+                unavailable()
+            } else {
+                match (state.tree_seen, sampled, accounting) {
+                    (true, Some(s), Some(a)) if a > s => (Some(a), "driver-accounting".to_string()),
+                    (true, Some(s), _) => (Some(s), self.sampled_label.clone()),
+                    (true, None, Some(a)) => (Some(a), "driver-accounting".to_string()),
+                    (true, None, None) => unavailable(),
+                    (false, _, Some(a)) if any_seen => (Some(a), "driver-accounting".to_string()),
+                    // The case ran on other devices; this one it left alone.
+                    (false, _, _) if any_seen => (Some(0), self.sampled_label.clone()),
+                    (false, _, _) => match delta {
+                        Some(0) => (Some(0), self.sampled_label.clone()),
+                        Some(d) => (Some(d), "device-delta".to_string()),
+                        None => unavailable(),
+                    },
+                }
             };
             devices.push(DeviceFigures {
                 index: device.index,
@@ -249,13 +293,23 @@ impl<'g> CaseGpu<'g> {
                 accounting_peak_bytes: accounting,
             });
         }
+        let known = |d: &DeviceFigures| d.peak_bytes;
         let all_sampled = devices.iter().all(|d| d.method == self.sampled_label);
-        let peak_bytes = if all_sampled && self.total_tree_peak.is_some() {
-            self.total_tree_peak.or(Some(0))
+        let peak_bytes = if self.unmapped {
+            None
+        } else if all_sampled {
+            // The peak of the per-sample sum; never below one device's own
+            // peak (a tick where another device could not be read is not in
+            // the sum).
+            let device_max = devices.iter().filter_map(known).max();
+            match (self.total_tree_peak, device_max) {
+                (Some(total), Some(device)) => Some(total.max(device)),
+                (total, device) => total.or(device).or(Some(0)),
+            }
         } else {
             devices
                 .iter()
-                .map(|d| d.peak_bytes)
+                .map(known)
                 .try_fold(0u64, |sum, p| p.map(|p| sum.saturating_add(p)))
         };
         // Devices the case never touched (nothing of it seen, no rise) do
@@ -265,6 +319,7 @@ impl<'g> CaseGpu<'g> {
             .filter(|d| d.method != self.sampled_label || d.peak_bytes != Some(0))
             .collect();
         let method = match contributing.first() {
+            _ if self.unmapped => "unavailable".to_string(),
             None => self.sampled_label.clone(),
             Some(first) if contributing.iter().all(|d| d.method == first.method) => {
                 first.method.clone()
@@ -279,6 +334,30 @@ impl<'g> CaseGpu<'g> {
     }
 }
 
+/// The largest sum of per-process maxima over processes whose lifetimes
+/// overlap: an upper bound of the true peak that, unlike a plain sum, does
+/// not add up processes that ran one after another.
+pub fn concurrent_peak(records: &[AccountingRecord]) -> u64 {
+    let mut events: Vec<(u64, bool, u64)> = Vec::with_capacity(records.len() * 2);
+    for record in records {
+        events.push((record.start_us, true, record.max_bytes));
+        events.push((record.end_us.max(record.start_us), false, record.max_bytes));
+    }
+    // At equal times, ends come first: a process that ended as another
+    // began did not overlap it.
+    events.sort_by_key(|&(time, is_start, _)| (time, is_start));
+    let (mut now, mut peak) = (0u64, 0u64);
+    for (_, is_start, bytes) in events {
+        if is_start {
+            now = now.saturating_add(bytes);
+            peak = peak.max(now);
+        } else {
+            now = now.saturating_sub(bytes);
+        }
+    }
+    peak
+}
+
 fn in_tree(tree: &ProcessTree, pid: u32) -> bool {
     i32::try_from(pid).is_ok_and(|pid| tree.pids().any(|p| p == pid))
 }
@@ -288,4 +367,40 @@ pub fn process_name(pid: u32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .ok()
         .map(|name| name.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(start_us: u64, end_us: u64, max_bytes: u64) -> AccountingRecord {
+        AccountingRecord {
+            start_us,
+            end_us,
+            max_bytes,
+        }
+    }
+
+    #[test]
+    fn accounting_sums_only_processes_that_overlapped() {
+        // One after another: the peak is the larger, not the sum.
+        assert_eq!(
+            concurrent_peak(&[record(0, 10, 100), record(10, 20, 300), record(20, 30, 200)]),
+            300
+        );
+        // Together: the sum.
+        assert_eq!(
+            concurrent_peak(&[record(0, 10, 100), record(5, 20, 300)]),
+            400
+        );
+        // A parent with two overlapping children, then a third alone.
+        let records = [
+            record(0, 100, 50),
+            record(10, 30, 100),
+            record(20, 40, 100),
+            record(50, 60, 500),
+        ];
+        assert_eq!(concurrent_peak(&records), 550);
+        assert_eq!(concurrent_peak(&[]), 0);
+    }
 }

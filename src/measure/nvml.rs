@@ -61,6 +61,16 @@ pub struct GpuDevice {
 #[derive(Debug, Clone, Copy)]
 struct DeviceHandle(nvmlDevice_t);
 
+/// The driver's accounting record of one process on one device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccountingRecord {
+    /// Microseconds since the epoch.
+    pub start_us: u64,
+    pub end_us: u64,
+    /// The process's exact peak memory on the device.
+    pub max_bytes: u64,
+}
+
 /// One process NVML lists on a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct GpuProcess {
@@ -207,16 +217,29 @@ impl Gpu {
         Err(NvmlError::InsufficientSize(None))
     }
 
-    /// The driver's exact maximum memory of a process on a device, when
-    /// accounting mode is on and the driver still holds its record.
-    pub fn accounting_max_bytes(&self, position: usize, pid: u32) -> Option<u64> {
+    /// The driver's record of a process on a device (exact peak, lifetime),
+    /// when accounting mode is on and the driver still holds it.
+    pub fn accounting_record(&self, position: usize, pid: u32) -> Option<AccountingRecord> {
         if self.devices[position].accounting != Some(true) {
             return None;
         }
-        self.device(position)
-            .accounting_stats_for(pid)
-            .ok()
-            .and_then(|stats| stats.max_memory_usage)
+        let stats = self.device(position).accounting_stats_for(pid).ok()?;
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        // `time` is the run time in ms; a running process runs until now.
+        let end_us = if stats.is_running {
+            now_us
+        } else {
+            stats
+                .start_time
+                .saturating_add(stats.time.saturating_mul(1000))
+        };
+        Some(AccountingRecord {
+            start_us: stats.start_time,
+            end_us,
+            max_bytes: stats.max_memory_usage?,
+        })
     }
 }
 

@@ -25,15 +25,24 @@ pub struct Selection {
     pub positions: Vec<usize>,
     /// What the user should know: ignored entries, index-order caveats.
     pub notes: Vec<String>,
+    /// The case sees a device oomgate cannot map (a MIG instance), so its
+    /// GPU figures are unknown.
+    pub unmapped: bool,
 }
 
 /// Apply `CUDA_VISIBLE_DEVICES` (and `CUDA_DEVICE_ORDER`) to a device
-/// table given as UUIDs in NVML index order.
-pub fn select(value: Option<&str>, device_order: Option<&str>, uuids: &[&str]) -> Selection {
+/// table given as (UUID, model name) in NVML index order.
+pub fn select(
+    value: Option<&str>,
+    device_order: Option<&str>,
+    devices: &[(&str, &str)],
+) -> Selection {
+    let uuids: Vec<&str> = devices.iter().map(|(uuid, _)| *uuid).collect();
     let mut selection = Selection {
         cuda_visible_devices: value.map(str::to_string),
         positions: Vec::new(),
         notes: Vec::new(),
+        unmapped: false,
     };
     let Some(value) = value else {
         selection.positions = (0..uuids.len()).collect();
@@ -64,9 +73,13 @@ pub fn select(value: Option<&str>, device_order: Option<&str>, uuids: &[&str]) -
                     _ => Err(format!("entry `{entry}` matches several device UUIDs")),
                 }
             }
-            Err(_) if entry.starts_with("MIG-") => Err(format!(
-                "entry `{entry}` is a MIG instance, which oomgate cannot map to a device yet"
-            )),
+            Err(_) if entry.starts_with("MIG-") => {
+                selection.unmapped = true;
+                selection.notes.push(format!(
+                    "CUDA_VISIBLE_DEVICES entry `{entry}` is a MIG instance, which oomgate cannot map to a GPU yet: GPU figures are unknown"
+                ));
+                break;
+            }
             Err(_) if entry.is_empty() && value.trim().is_empty() => return selection,
             Err(_) => Err(format!(
                 "entry `{entry}` is neither a device index nor a GPU UUID"
@@ -88,7 +101,10 @@ pub fn select(value: Option<&str>, device_order: Option<&str>, uuids: &[&str]) -
             }
         }
     }
-    if used_an_index && uuids.len() > 1 && device_order != Some("PCI_BUS_ID") {
+    // The fastest-first order CUDA uses by default can only differ from PCI
+    // bus order between different models.
+    let mixed_models = devices.iter().any(|(_, name)| *name != devices[0].1);
+    if used_an_index && mixed_models && device_order != Some("PCI_BUS_ID") {
         selection.notes.push(
             "indices in CUDA_VISIBLE_DEVICES are matched in PCI bus order (as nvidia-smi); set CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers devices the same way, or use GPU UUIDs".to_string(),
         );
@@ -106,8 +122,11 @@ mod tests {
         "GPU-bbbbcccc-0000-0000-0000-000000000000",
     ];
 
+    const SAME: [(&str, &str); 3] = [(UUIDS[0], "H100"), (UUIDS[1], "H100"), (UUIDS[2], "H100")];
+    const MIXED: [(&str, &str); 3] = [(UUIDS[0], "H100"), (UUIDS[1], "A100"), (UUIDS[2], "H100")];
+
     fn positions(value: Option<&str>) -> Vec<usize> {
-        select(value, Some("PCI_BUS_ID"), &UUIDS).positions
+        select(value, Some("PCI_BUS_ID"), &SAME).positions
     }
 
     #[test]
@@ -135,7 +154,7 @@ mod tests {
 
     #[test]
     fn ignored_entries_are_explained() {
-        let selection = select(Some("0,7,1"), Some("PCI_BUS_ID"), &UUIDS);
+        let selection = select(Some("0,7,1"), Some("PCI_BUS_ID"), &SAME);
         assert_eq!(selection.notes.len(), 1);
         assert!(
             selection.notes[0].contains("entry `7` names no device"),
@@ -146,18 +165,30 @@ mod tests {
 
     #[test]
     fn index_order_caveat_only_when_it_matters() {
-        assert!(
-            select(Some("1"), None, &UUIDS)
+        let caveat = |selection: Selection| {
+            selection
                 .notes
                 .iter()
                 .any(|n| n.contains("CUDA_DEVICE_ORDER"))
-        );
+        };
+        assert!(caveat(select(Some("1"), None, &MIXED)));
         assert!(
-            select(Some("1"), Some("PCI_BUS_ID"), &UUIDS)
-                .notes
-                .is_empty()
+            !caveat(select(Some("1"), None, &SAME)),
+            "identical models: same order"
         );
-        assert!(select(Some(UUIDS[1]), None, &UUIDS).notes.is_empty());
-        assert!(select(Some("0"), None, &UUIDS[..1]).notes.is_empty());
+        assert!(!caveat(select(Some("1"), Some("PCI_BUS_ID"), &MIXED)));
+        assert!(!caveat(select(Some(UUIDS[1]), None, &MIXED)));
+    }
+
+    #[test]
+    fn mig_instances_make_figures_unknown() {
+        let selection = select(Some("MIG-1234"), None, &SAME);
+        assert!(selection.unmapped);
+        assert!(
+            selection.notes[0].contains("MIG instance"),
+            "{:?}",
+            selection.notes
+        );
+        assert!(!select(Some("0,7"), None, &SAME).unmapped);
     }
 }

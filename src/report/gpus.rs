@@ -75,7 +75,11 @@ impl Inventory {
                 processes_error,
             });
         }
-        let uuids: Vec<&str> = gpu.devices.iter().map(|d| d.uuid.as_str()).collect();
+        let uuids: Vec<(&str, &str)> = gpu
+            .devices
+            .iter()
+            .map(|d| (d.uuid.as_str(), d.name.as_str()))
+            .collect();
         let value = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         let order = std::env::var("CUDA_DEVICE_ORDER").ok();
         let visible = visible::select(value.as_deref(), order.as_deref(), &uuids);

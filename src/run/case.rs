@@ -140,6 +140,7 @@ impl Runner<'_> {
                 gpu,
                 selection.positions,
                 self.measurement.sample_interval_ms,
+                selection.unmapped,
             )
         });
         if let Some(case_gpu) = case_gpu.as_mut() {

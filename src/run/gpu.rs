@@ -18,8 +18,12 @@ pub fn selection(gpu: &Gpu, case: &Case) -> Selection {
     };
     let value = lookup("CUDA_VISIBLE_DEVICES");
     let order = lookup("CUDA_DEVICE_ORDER");
-    let uuids: Vec<&str> = gpu.devices.iter().map(|d| d.uuid.as_str()).collect();
-    visible::select(value.as_deref(), order.as_deref(), &uuids)
+    let devices: Vec<(&str, &str)> = gpu
+        .devices
+        .iter()
+        .map(|d| (d.uuid.as_str(), d.name.as_str()))
+        .collect();
+    visible::select(value.as_deref(), order.as_deref(), &devices)
 }
 
 /// One line per foreign process, for warnings and failure messages.
