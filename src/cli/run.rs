@@ -222,8 +222,19 @@ fn execute(
     Ok(Runner::new(suite, &out_dir, setup).run(cases, &mut reporter)?)
 }
 
-/// NVML as the GPU mode asks: the handle, or why there is none.
+/// NVML as the GPU mode asks: the handle, or why there is none. GPUs that
+/// could not be opened are named once; the others are measured.
 fn open_gpu(mode: GpuMode) -> Result<(Option<Gpu>, Option<String>), CliError> {
+    let opened = open_gpu_quietly(mode)?;
+    if let (Some(gpu), _) = &opened {
+        for why in &gpu.unusable {
+            write_stderr(&format!("warning: not measuring {why}"));
+        }
+    }
+    Ok(opened)
+}
+
+fn open_gpu_quietly(mode: GpuMode) -> Result<(Option<Gpu>, Option<String>), CliError> {
     match mode {
         GpuMode::Off => Ok((
             None,

@@ -86,6 +86,11 @@ pub struct Gpu {
     pub driver_version: String,
     /// `12.4`, from `nvmlSystemGetCudaDriverVersion_v2`.
     pub cuda_driver_version: Option<String>,
+    /// Devices NVML lists but that could not be opened, and why; they are
+    /// not measured.
+    pub unusable: Vec<String>,
+    /// The usable devices, in NVML index order (a position in this list is
+    /// not an NVML index when a device is unusable).
     pub devices: Vec<GpuDevice>,
     buffer: Vec<nvmlProcessInfo_t>,
 }
@@ -124,32 +129,41 @@ impl Gpu {
             .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10));
         let count = nvml.device_count().map_err(|e| fail("count devices", e))?;
         let mut devices = Vec::with_capacity(count as usize);
+        let mut unusable = Vec::new();
+        // One unusable GPU (fallen off the bus, hidden by a cgroup) must not
+        // stop the others from being measured: it is skipped and named.
         for index in 0..count {
-            let device = nvml
-                .device_by_index(index)
-                .map_err(|e| fail(&format!("open device {index}"), e))?;
-            let memory = device
-                .memory_info()
-                .map_err(|e| fail(&format!("read memory of device {index}"), e))?;
-            devices.push(GpuDevice {
-                index,
-                uuid: device
-                    .uuid()
-                    .map_err(|e| fail(&format!("read the UUID of device {index}"), e))?,
-                name: device.name().unwrap_or_else(|_| "unknown GPU".to_string()),
-                total_bytes: memory.total,
-                accounting: device.is_accounting_enabled().ok(),
-                persistence: device.is_in_persistent_mode().ok(),
-                // SAFETY: the handle comes from NVML and stays valid until
-                // shutdown, which only Gpu's drop triggers.
-                handle: DeviceHandle(unsafe { device.handle() }),
+            let opened = nvml.device_by_index(index).and_then(|device| {
+                let memory = device.memory_info()?;
+                Ok(GpuDevice {
+                    index,
+                    uuid: device.uuid()?,
+                    name: device.name().unwrap_or_else(|_| "unknown GPU".to_string()),
+                    total_bytes: memory.total,
+                    accounting: device.is_accounting_enabled().ok(),
+                    persistence: device.is_in_persistent_mode().ok(),
+                    // SAFETY: the handle comes from NVML and stays valid
+                    // until shutdown, which only Gpu's drop triggers.
+                    handle: DeviceHandle(unsafe { device.handle() }),
+                })
             });
+            match opened {
+                Ok(device) => devices.push(device),
+                Err(e) => unusable.push(format!("GPU {index}: {e}")),
+            }
+        }
+        if devices.is_empty() && !unusable.is_empty() {
+            return Err(GpuUnavailable(format!(
+                "no GPU could be opened ({})",
+                unusable.join("; ")
+            )));
         }
         Ok(Gpu {
             nvml,
             driver_version,
             cuda_driver_version,
             devices,
+            unusable,
             buffer: Vec::with_capacity(64),
         })
     }

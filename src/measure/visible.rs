@@ -30,14 +30,18 @@ pub struct Selection {
     pub unmapped: bool,
 }
 
+/// A device as `select` needs it: NVML index, UUID, model name.
+pub type DeviceId<'a> = (u32, &'a str, &'a str);
+
 /// Apply `CUDA_VISIBLE_DEVICES` (and `CUDA_DEVICE_ORDER`) to a device
-/// table given as (UUID, model name) in NVML index order.
+/// table in NVML index order (devices that could not be opened left out,
+/// so an index entry is matched against each device's NVML index).
 pub fn select(
     value: Option<&str>,
     device_order: Option<&str>,
-    devices: &[(&str, &str)],
+    devices: &[DeviceId<'_>],
 ) -> Selection {
-    let uuids: Vec<&str> = devices.iter().map(|(uuid, _)| *uuid).collect();
+    let uuids: Vec<&str> = devices.iter().map(|(_, uuid, _)| *uuid).collect();
     let mut selection = Selection {
         cuda_visible_devices: value.map(str::to_string),
         positions: Vec::new(),
@@ -53,12 +57,17 @@ pub fn select(
         let found = match entry.parse::<usize>() {
             Ok(index) => {
                 used_an_index = true;
-                (index < uuids.len()).then_some(index).ok_or_else(|| {
-                    format!(
-                        "entry `{entry}` names no device (there are {})",
-                        uuids.len()
-                    )
-                })
+                devices
+                    .iter()
+                    .position(|(nvml_index, _, _)| {
+                        usize::try_from(*nvml_index).is_ok_and(|i| i == index)
+                    })
+                    .ok_or_else(|| {
+                        format!(
+                            "entry `{entry}` names no usable device (there are {})",
+                            uuids.len()
+                        )
+                    })
             }
             Err(_) if entry.starts_with("GPU-") => {
                 let matches: Vec<usize> = uuids
@@ -103,7 +112,7 @@ pub fn select(
     }
     // The fastest-first order CUDA uses by default can only differ from PCI
     // bus order between different models.
-    let mixed_models = devices.iter().any(|(_, name)| *name != devices[0].1);
+    let mixed_models = devices.iter().any(|(_, _, name)| *name != devices[0].2);
     if used_an_index && mixed_models && device_order != Some("PCI_BUS_ID") {
         selection.notes.push(
             "indices in CUDA_VISIBLE_DEVICES are matched in PCI bus order (as nvidia-smi); set CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers devices the same way, or use GPU UUIDs".to_string(),
@@ -122,8 +131,24 @@ mod tests {
         "GPU-bbbbcccc-0000-0000-0000-000000000000",
     ];
 
-    const SAME: [(&str, &str); 3] = [(UUIDS[0], "H100"), (UUIDS[1], "H100"), (UUIDS[2], "H100")];
-    const MIXED: [(&str, &str); 3] = [(UUIDS[0], "H100"), (UUIDS[1], "A100"), (UUIDS[2], "H100")];
+    const SAME: [DeviceId<'static>; 3] = [
+        (0, UUIDS[0], "H100"),
+        (1, UUIDS[1], "H100"),
+        (2, UUIDS[2], "H100"),
+    ];
+    const MIXED: [DeviceId<'static>; 3] = [
+        (0, UUIDS[0], "H100"),
+        (1, UUIDS[1], "A100"),
+        (2, UUIDS[2], "H100"),
+    ];
+
+    #[test]
+    fn indices_are_nvml_indices_when_a_device_is_unusable() {
+        // NVML index 1 could not be opened: "2" is the second usable device.
+        let usable = [SAME[0], SAME[2]];
+        assert_eq!(select(Some("2"), None, &usable).positions, [1]);
+        assert!(select(Some("1"), None, &usable).positions.is_empty());
+    }
 
     fn positions(value: Option<&str>) -> Vec<usize> {
         select(value, Some("PCI_BUS_ID"), &SAME).positions
@@ -157,7 +182,7 @@ mod tests {
         let selection = select(Some("0,7,1"), Some("PCI_BUS_ID"), &SAME);
         assert_eq!(selection.notes.len(), 1);
         assert!(
-            selection.notes[0].contains("entry `7` names no device"),
+            selection.notes[0].contains("entry `7` names no usable device"),
             "{:?}",
             selection.notes
         );

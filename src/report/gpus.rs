@@ -16,6 +16,8 @@ pub struct Inventory {
     pub driver_version: String,
     pub cuda_driver_version: Option<String>,
     pub devices: Vec<DeviceState>,
+    /// Devices NVML lists but that could not be opened, and why.
+    pub unusable: Vec<String>,
     /// How this shell's `CUDA_VISIBLE_DEVICES` maps onto the devices.
     pub visible: Selection,
     /// Visible devices by NVML index, in CUDA's order.
@@ -75,10 +77,10 @@ impl Inventory {
                 processes_error,
             });
         }
-        let uuids: Vec<(&str, &str)> = gpu
+        let uuids: Vec<visible::DeviceId<'_>> = gpu
             .devices
             .iter()
-            .map(|d| (d.uuid.as_str(), d.name.as_str()))
+            .map(|d| (d.index, d.uuid.as_str(), d.name.as_str()))
             .collect();
         let value = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         let order = std::env::var("CUDA_DEVICE_ORDER").ok();
@@ -92,6 +94,7 @@ impl Inventory {
             driver_version: gpu.driver_version.clone(),
             cuda_driver_version: gpu.cuda_driver_version.clone(),
             devices,
+            unusable: gpu.unusable.clone(),
             visible,
             visible_indices,
         }
@@ -161,6 +164,9 @@ pub fn render_text(inventory: &Inventory) -> String {
                 }
             }
         }
+    }
+    for why in &inventory.unusable {
+        let _ = writeln!(out, "\nunusable: {why}");
     }
     let shown: Vec<String> = inventory
         .visible_indices

@@ -18,10 +18,10 @@ pub fn selection(gpu: &Gpu, case: &Case) -> Selection {
     };
     let value = lookup("CUDA_VISIBLE_DEVICES");
     let order = lookup("CUDA_DEVICE_ORDER");
-    let devices: Vec<(&str, &str)> = gpu
+    let devices: Vec<visible::DeviceId<'_>> = gpu
         .devices
         .iter()
-        .map(|d| (d.uuid.as_str(), d.name.as_str()))
+        .map(|d| (d.index, d.uuid.as_str(), d.name.as_str()))
         .collect();
     visible::select(value.as_deref(), order.as_deref(), &devices)
 }
