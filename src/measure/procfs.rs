@@ -100,6 +100,10 @@ pub struct Scanner {
     open_stats: HashMap<i32, fs::File>,
     /// Files opened during this scan, kept if their process is a member.
     fresh: Vec<(i32, fs::File)>,
+    loadavg: Option<fs::File>,
+    /// `/proc/loadavg`'s last pid and the root at the previous scan.
+    seen_last_pid: Option<u64>,
+    seen_root: i32,
 }
 
 /// At most this many stat files stay open (well under the usual limit of
@@ -129,17 +133,39 @@ impl Scanner {
             tree: ProcessTree::default(),
             open_stats: HashMap::new(),
             fresh: Vec::new(),
+            loadavg: None,
+            seen_last_pid: None,
+            seen_root: 0,
         }
     }
 
     /// Every descendant of `root` now. Processes that exit during the scan
     /// are skipped; only failing to list /proc at all is an error.
     pub fn descendants_of(&mut self, root: i32) -> io::Result<&ProcessTree> {
-        if self.scans % RESCAN_EVERY == 0 {
+        let full = self.scans % RESCAN_EVERY == 0;
+        if full {
             self.outsiders.clear();
         }
         self.scans += 1;
         self.all.clear();
+        // No pid was allocated since the last scan of this root: the tree
+        // can only have lost members, so only they are read again (no
+        // listing of /proc).
+        let last_pid = self.last_pid();
+        let unchanged = last_pid.is_some() && last_pid == self.seen_last_pid && self.seen_root == root;
+        self.seen_last_pid = last_pid;
+        self.seen_root = root;
+        if unchanged && !full {
+            let members: Vec<i32> = self.tree.pids().collect();
+            for pid in members {
+                if let Some(entry) = self.read_stat(pid) {
+                    self.all.push(entry);
+                }
+            }
+            self.build_tree(root);
+            self.keep_member_files();
+            return Ok(&self.tree);
+        }
         for entry in fs::read_dir("/proc")? {
             let Ok(entry) = entry else { continue };
             let Some(pid) = entry
@@ -156,6 +182,14 @@ impl Scanner {
                 self.all.push(proc_entry);
             }
         }
+        self.build_tree(root);
+        self.mark_outsiders(root);
+        self.keep_member_files();
+        Ok(&self.tree)
+    }
+
+    /// Walk the parent links in `all` down from `root`.
+    fn build_tree(&mut self, root: i32) {
         self.all.sort_unstable_by_key(|p| p.ppid);
         self.tree.members.clear();
         self.queue.clear();
@@ -172,9 +206,16 @@ impl Scanner {
                 }
             }
         }
-        self.mark_outsiders(root);
-        self.keep_member_files();
-        Ok(&self.tree)
+    }
+
+    /// The most recently allocated pid in this pid namespace, the last
+    /// field of `/proc/loadavg` (kept open and re-read in place).
+    fn last_pid(&mut self) -> Option<u64> {
+        if self.loadavg.is_none() {
+            self.loadavg = fs::File::open("/proc/loadavg").ok();
+        }
+        let length = self.loadavg.as_ref()?.read_at(&mut self.buffer, 0).ok()?;
+        std::str::from_utf8(&self.buffer[..length]).ok()?.split_ascii_whitespace().last()?.parse().ok()
     }
 
     /// Like [`Scanner::descendants_of`], but reads every process: for
