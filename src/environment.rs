@@ -209,6 +209,11 @@ fn run_probe(argv: &[String], workdir: &Path) -> Result<String, String> {
         .stdout_capture()
         .stderr_capture()
         .unchecked()
+        // Its own process group, so a timeout stops what it started too.
+        .before_spawn(|command| {
+            std::os::unix::process::CommandExt::process_group(command, 0);
+            Ok(())
+        })
         .start()
         .map_err(|e| format!("cannot start `{}`: {e}", argv[0]))?;
     let deadline = Instant::now() + PROBE_TIMEOUT;
@@ -234,6 +239,9 @@ fn run_probe(argv: &[String], workdir: &Path) -> Result<String, String> {
             }
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
             Ok(None) => {
+                if let Some(pid) = handle.pids().first().and_then(|p| i32::try_from(*p).ok()) {
+                    crate::run::process::signal_group(pid, libc::SIGKILL);
+                }
                 handle.kill().ok();
                 return Err(format!(
                     "`{}` did not finish within {}s",

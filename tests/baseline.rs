@@ -125,7 +125,9 @@ fn an_improvement_passes_and_suggests_relocking() {
         "{}",
         run.stderr
     );
-    let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary.md");
+    let summary = std::fs::read_to_string(project.out().join("summary.md"))
+        .expect("summary.md")
+        .replace(&workload("gpu_alloc.py"), "gpu_alloc.py");
     assert!(
         summary.contains("Improved beyond tolerance: c."),
         "{summary}"
@@ -370,7 +372,9 @@ fn markdown_summary_and_github_annotations() {
     );
 
     // The summary, with the host peak (which varies) blanked out.
-    let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary.md");
+    let summary = std::fs::read_to_string(project.out().join("summary.md"))
+        .expect("summary.md")
+        .replace(&workload("gpu_alloc.py"), "gpu_alloc.py");
     let normalised: Vec<String> = summary
         .lines()
         .map(|line| match line.rsplit_once(" | ") {
@@ -393,13 +397,17 @@ fn markdown_summary_and_github_annotations() {
 | case | status | GPU peak | baseline | delta | host peak |
 | --- | --- | --- | --- | --- | --- |
 | c | ❌ failed | 1.17 GiB (sampled@20ms) | 1000.0 MiB | +20.0% regressed | HOST |
-| h | ✅ passed | 0 B (sampled@20ms) | 0 B | – | HOST |
+| h | ✅ passed | 0 B (sampled@20ms) | 0 B | +0.0% | HOST |
 
 Baseline: LOCK
 
 ### Environment drift
 
 None: the environment matches the baseline's.
+
+### Changed since the baseline
+
+- **c**: command: python3 gpu_alloc.py --mib 1000 --hold 300ms → python3 gpu_alloc.py --mib 1200 --hold 300ms
 
 ### Failures
 
@@ -409,5 +417,83 @@ None: the environment matches the baseline's.
     assert!(
         appended.starts_with("earlier step\n## oomgate: b"),
         "{appended}"
+    );
+}
+
+/// Regression: a locked GPU figure that this run could not measure passed.
+#[test]
+fn a_locked_gpu_figure_that_cannot_be_measured_fails() {
+    let project = project(1000, "");
+    project.lock(&[]).assert_code(0);
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(1);
+    let message = message(&run, "c");
+    assert!(message.contains("gpu peak unknown this run (baseline 1000.0 MiB): the regression gate cannot be verified"), "{message}");
+}
+
+/// Regression: locking the results of a filtered run dropped the other
+/// cases' baselines, and results of another suite were locked.
+#[test]
+fn lock_from_partial_results_keeps_the_other_baselines() {
+    let project = project(1000, "");
+    project.lock(&[]).assert_code(0);
+    let before = std::fs::read_to_string(project.lock_path()).expect("lock");
+    project.rewrite_suite(&suite(1200, ""));
+    project
+        .run(&["--no-baseline", "--filter", "c"])
+        .assert_code(0);
+    let results = project.out().join("results.json");
+    let output = project
+        .oomgate()
+        .arg("lock")
+        .arg(project.suite())
+        .arg("--from")
+        .arg(&results)
+        .output()
+        .expect("lock");
+    let locked = Run::from(output, project.out());
+    locked.assert_code(0);
+    assert!(
+        locked
+            .stderr
+            .contains("their previous baseline was kept: h"),
+        "{}",
+        locked.stderr
+    );
+    let after = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(after.contains("gpu_peak = \"1.17 GiB\""), "{after}");
+    let section = |text: &str| {
+        text.split("[cases.h]")
+            .nth(1)
+            .map(|s| s.split("[cases.").next().unwrap_or_default().to_string())
+    };
+    assert_eq!(
+        section(&after),
+        section(&before),
+        "h's baseline must be kept as it was"
+    );
+
+    let other = std::fs::read_to_string(&results)
+        .expect("results")
+        .replace("\"name\": \"b\"", "\"name\": \"other\"");
+    let other_path = project.path().join("other.json");
+    std::fs::write(&other_path, other).expect("write");
+    let output = project
+        .oomgate()
+        .arg("lock")
+        .arg(project.suite())
+        .arg("--from")
+        .arg(&other_path)
+        .output()
+        .expect("lock");
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("holds results of suite `other`, not of `b`")
     );
 }

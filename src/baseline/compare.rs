@@ -65,16 +65,35 @@ pub fn signed_percent(ratio: f64) -> String {
     }
 }
 
+/// The relative tolerance in parts per million: limits are computed in
+/// integers, so a value exactly at the limit is never misjudged by a
+/// floating-point rounding (`1.0 + 0.15` is just below 1.15).
+fn parts_per_million(relative: f64) -> u128 {
+    (relative * 1_000_000.0).round().max(0.0) as u128
+}
+
+/// `base × relative`, rounded down (`up`: rounded up), exactly.
+fn scaled(base: u64, relative: f64, up: bool) -> u128 {
+    let product = u128::from(base) * parts_per_million(relative);
+    if up {
+        product.div_ceil(1_000_000)
+    } else {
+        product / 1_000_000
+    }
+}
+
 /// The largest value within tolerance above `base`.
 pub fn upper_limit(base: u64, tolerance: Tolerance) -> u64 {
-    let scaled = (base as f64 * (1.0 + tolerance.relative)).floor();
-    (scaled as u64).saturating_add(tolerance.absolute.get())
+    let limit = u128::from(base)
+        + scaled(base, tolerance.relative, false)
+        + u128::from(tolerance.absolute.get());
+    u64::try_from(limit).unwrap_or(u64::MAX)
 }
 
 /// The smallest value within tolerance below `base`.
 pub fn lower_limit(base: u64, tolerance: Tolerance) -> u64 {
-    let scaled = (base as f64 * (1.0 - tolerance.relative)).ceil().max(0.0);
-    (scaled as u64).saturating_sub(tolerance.absolute.get())
+    let margin = scaled(base, tolerance.relative, true) + u128::from(tolerance.absolute.get());
+    u64::try_from(u128::from(base).saturating_sub(margin)).unwrap_or(0)
 }
 
 /// Compare one figure (`what`: `host` or `gpu`) with its baseline.
@@ -185,6 +204,28 @@ mod tests {
                 "{new:?} vs {old:?}: {}",
                 result.message
             );
+        }
+    }
+
+    /// Regression: with 15%, `1.0 + 0.15` rounded below 1.15 in floating
+    /// point and a value exactly at the limit counted as a regression.
+    #[test]
+    fn exactly_at_the_limit_passes_for_every_tolerance() {
+        for percent in [3u64, 7, 15, 20, 25, 30, 33] {
+            let t = tolerance(percent as f64 / 100.0, 64);
+            for base_mib in [3u64, 7, 20, 25, 30, 1000, 80_000] {
+                let base = base_mib * MIB;
+                let limit = base + base * percent / 100 + 64 * MIB;
+                assert_eq!(upper_limit(base, t), limit, "{percent}% of {base_mib} MiB");
+                assert_eq!(
+                    compare("gpu", Some(limit), Some(base), t).outcome,
+                    Outcome::Within
+                );
+                assert_eq!(
+                    compare("gpu", Some(limit + 1), Some(base), t).outcome,
+                    Outcome::Regressed
+                );
+            }
         }
     }
 

@@ -103,11 +103,21 @@ pub fn drift(before: &Environment, after: &Environment) -> Vec<Drift> {
 }
 
 /// Whether GPU figures of the two environments can be compared: the same
-/// GPU models (both unknown counts as the same).
+/// set of GPU models. The number of GPUs, their order and their memory as
+/// reported (ECC on or off) may differ — those are drift, listed, not a
+/// reason to skip the gate. Unknown on either side counts as the same.
 pub fn same_gpus(before: &Environment, after: &Environment) -> bool {
-    before.gpu_models == after.gpu_models
-        || before.gpu_models.is_empty()
-        || after.gpu_models.is_empty()
+    let models = |env: &Environment| -> BTreeSet<String> {
+        env.gpu_models
+            .iter()
+            .map(|m| {
+                m.rsplit_once(" (")
+                    .map_or(m.as_str(), |(name, _)| name)
+                    .to_string()
+            })
+            .collect()
+    };
+    before.gpu_models.is_empty() || after.gpu_models.is_empty() || models(before) == models(after)
 }
 
 /// Package versions from the explicit list and, when recorded, `pip freeze`
@@ -203,6 +213,15 @@ mod tests {
             "gpu 0 H100 (80.0 GiB) → A100 (40.0 GiB)"
         );
         assert!(same_gpus(&before, &Environment::default()));
+        // Regression: one GPU fewer of the same model skipped every GPU
+        // comparison.
+        let mut two = env("2.4.1", "H100 (80.0 GiB)");
+        two.gpu_models.push("H100 (80.0 GiB)".into());
+        assert!(same_gpus(&two, &before));
+        assert!(
+            same_gpus(&before, &env("2.4.1", "H100 (79.2 GiB)")),
+            "memory reported differently"
+        );
     }
 
     #[test]

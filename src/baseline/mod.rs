@@ -61,6 +61,9 @@ pub struct LockedCase {
     pub params: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Allocator- and device-related variables the case was launched with.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocator_env: BTreeMap<String, String>,
 }
 
 /// Why a lock file cannot be used. Nothing runs when this is returned.
@@ -179,39 +182,45 @@ pub struct CaseComparison {
     pub changes: Vec<String>,
 }
 
+/// A case as this run saw it, for comparison with its locked self.
+#[derive(Debug, Clone, Copy)]
+pub struct CaseNow<'a> {
+    pub host: Option<u64>,
+    pub gpu: Option<u64>,
+    pub gpu_method: Option<&'a str>,
+    pub command: &'a [String],
+    pub params: &'a BTreeMap<String, String>,
+    pub env: &'a BTreeMap<String, String>,
+    pub allocator_env: &'a BTreeMap<String, String>,
+}
+
 /// Compare one case's figures and definition with the lock.
 pub fn compare_case(
     locked: Option<&LockedCase>,
-    host: Option<u64>,
-    gpu: Option<u64>,
-    definition: (
-        &[String],
-        &BTreeMap<String, String>,
-        &BTreeMap<String, String>,
-    ),
+    now: CaseNow<'_>,
     tolerance: Tolerances,
     compare_gpu: bool,
 ) -> CaseComparison {
     let host_comparison = compare::compare(
         "host",
-        host,
+        now.host,
         locked.and_then(|l| l.host_peak_bytes),
         tolerance.host,
     );
     let mut gpu_comparison = compare::compare(
         "gpu",
-        gpu,
+        now.gpu,
         locked.and_then(|l| l.gpu_peak_bytes),
         tolerance.gpu,
     );
     if !compare_gpu && locked.is_some_and(|l| l.gpu_peak_bytes.is_some()) {
         gpu_comparison.outcome = Outcome::Skipped;
         gpu_comparison.message =
-            "gpu peak not compared: the GPU model differs from the baseline's (use --compare-across-gpus to compare anyway)"
+            "gpu peak not compared: the GPU models differ from the baseline's (use --compare-across-gpus to compare anyway)"
                 .to_string();
     }
     let changes = locked
-        .map(|l| definition_changes(l, definition))
+        .map(|l| definition_changes(l, now))
         .unwrap_or_default();
     CaseComparison {
         locked: locked.is_some(),
@@ -221,20 +230,15 @@ pub fn compare_case(
     }
 }
 
-fn definition_changes(
-    locked: &LockedCase,
-    (command, params, env): (
-        &[String],
-        &BTreeMap<String, String>,
-        &BTreeMap<String, String>,
-    ),
-) -> Vec<String> {
+/// What differs in a case's definition and in how its GPU figure was
+/// obtained since it was locked: the likely causes of a moved figure.
+fn definition_changes(locked: &LockedCase, now: CaseNow<'_>) -> Vec<String> {
     let mut changes = Vec::new();
-    if locked.command != command {
+    if locked.command != now.command {
         changes.push(format!(
             "command: {} → {}",
             crate::suite::shell_join(&locked.command),
-            crate::suite::shell_join(command)
+            crate::suite::shell_join(now.command)
         ));
     }
     let mut diff_maps = |label: &str,
@@ -252,8 +256,26 @@ fn definition_changes(
             }
         }
     };
-    diff_maps("param", &locked.params, params);
-    diff_maps("env", &locked.env, env);
+    diff_maps("param", &locked.params, now.params);
+    diff_maps("env", &locked.env, now.env);
+    // The suite's env is already listed; these come from the environment
+    // the case was launched in (a workflow's PYTORCH_CUDA_ALLOC_CONF).
+    let launched_only = |map: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+        map.iter()
+            .filter(|(k, _)| !now.env.contains_key(*k) && !locked.env.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    diff_maps(
+        "allocator env",
+        &launched_only(&locked.allocator_env),
+        &launched_only(now.allocator_env),
+    );
+    if let (Some(before), Some(after)) = (locked.gpu_peak_method.as_deref(), now.gpu_method) {
+        if before != after {
+            changes.push(format!("gpu figure method: {before} → {after}"));
+        }
+    }
     changes
 }
 
@@ -295,6 +317,8 @@ pub struct CaseView {
     pub params: BTreeMap<String, String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub allocator_env: BTreeMap<String, String>,
 }
 
 impl ResultsView {
@@ -365,6 +389,7 @@ pub fn lock_of(view: &ResultsView) -> Lock {
                 command: case.command.clone(),
                 params: case.params.clone(),
                 env: case.env.clone(),
+                allocator_env: case.allocator_env.clone(),
             };
             (case.id.clone(), locked)
         })
@@ -402,6 +427,11 @@ mod tests {
                 command: vec!["python3".into(), "x.py".into()],
                 params: BTreeMap::new(),
                 env: [("A".to_string(), "1".to_string())].into(),
+                allocator_env: [(
+                    "PYTORCH_CUDA_ALLOC_CONF".to_string(),
+                    "expandable_segments:True".to_string(),
+                )]
+                .into(),
             },
         );
         Lock {
@@ -458,13 +488,27 @@ mod tests {
             ("B".to_string(), "x".to_string()),
         ]
         .into();
-        let changes = definition_changes(locked, (&command, &params, &env));
+        let allocator_env = BTreeMap::new();
+        let now = CaseNow {
+            host: None,
+            gpu: None,
+            gpu_method: Some("device-delta"),
+            command: &command,
+            params: &params,
+            env: &env,
+            allocator_env: &allocator_env,
+        };
+        let mut locked = locked.clone();
+        locked.gpu_peak_method = Some("sampled@50ms".into());
+        let changes = definition_changes(&locked, now);
         assert_eq!(
             changes,
             [
                 "command: python3 x.py → python3 y.py",
                 "env A: \"1\" → \"2\"",
-                "env B: unset → \"x\""
+                "env B: unset → \"x\"",
+                "allocator env PYTORCH_CUDA_ALLOC_CONF: \"expandable_segments:True\" → unset",
+                "gpu figure method: sampled@50ms → device-delta",
             ]
         );
     }

@@ -84,6 +84,7 @@ pub fn render_diff(before: &Lock, after: &Lock, tolerance: Tolerances) -> (Strin
         .map(String::from),
     ];
     let mut regressed = false;
+    let same_gpus = baseline::drift::same_gpus(&before.environment, &after.environment);
     let ids: std::collections::BTreeSet<&String> =
         before.cases.keys().chain(after.cases.keys()).collect();
     let figure = |bytes: Option<u64>| bytes.map_or("-".to_string(), |b| Bytes(b).to_string());
@@ -115,12 +116,17 @@ pub fn render_diff(before: &Lock, after: &Lock, tolerance: Tolerances) -> (Strin
             b.and_then(|c| c.host_peak_bytes),
             tolerance.host,
         );
-        let gpu = verdict(
-            "gpu",
-            a.and_then(|c| c.gpu_peak_bytes),
-            b.and_then(|c| c.gpu_peak_bytes),
-            tolerance.gpu,
-        );
+        // GPU figures of different models are not comparable, as in `run`.
+        let gpu = if same_gpus {
+            verdict(
+                "gpu",
+                a.and_then(|c| c.gpu_peak_bytes),
+                b.and_then(|c| c.gpu_peak_bytes),
+                tolerance.gpu,
+            )
+        } else {
+            "not compared (GPU models differ)".to_string()
+        };
         regressed |= host.starts_with("REGRESSED") || gpu.starts_with("REGRESSED");
         rows.push([
             id.clone(),

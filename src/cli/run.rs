@@ -69,9 +69,11 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
         .unwrap_or_else(|| baseline::default_path(&args.suite));
     // An existing lock that cannot be read is never overwritten: it may be
     // a newer oomgate's, or damage worth a look. Checked before any run.
-    if output.exists() {
-        baseline::read(&output)?;
-    }
+    let previous = if output.exists() {
+        Some(baseline::read(&output)?)
+    } else {
+        None
+    };
     let (lock, outcome) = match &args.from {
         Some(results_path) => {
             let text = std::fs::read_to_string(results_path).map_err(|e| {
@@ -83,12 +85,13 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             let view = baseline::ResultsView::parse(&text)
                 .map_err(|why| CliError::BadInput(format!("{}: {why}", results_path.display())))?;
             if view.suite.name != suite.name {
-                write_stderr(&format!(
-                    "warning: {} is from suite `{}`, not `{}`",
+                return Err(CliError::BadInput(format!(
+                    "{} holds results of suite `{}`, not of `{}` ({})",
                     results_path.display(),
                     view.suite.name,
-                    suite.name
-                ));
+                    suite.name,
+                    args.suite.display()
+                )));
             }
             (baseline::lock_from_results(&view), Outcome::Passed)
         }
@@ -112,41 +115,68 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             (baseline::lock_from_results(&view), judge(&results))
         }
     };
-    match lock {
-        Ok(lock) => {
-            let missing: Vec<&str> = suite
-                .cases
-                .iter()
-                .map(|c| c.id.as_str())
-                .filter(|id| !lock.cases.contains_key(*id))
-                .collect();
-            baseline::write(&output, &lock)?;
-            write_stderr(&format!(
-                "locked {} case(s) of suite `{}` in {}",
-                lock.cases.len(),
-                lock.suite,
-                output.display()
-            ));
-            if !missing.is_empty() {
-                write_stderr(&format!(
-                    "warning: not in the lock (no result for them): {}",
-                    missing.join(", ")
-                ));
-            }
-            Ok(Outcome::Passed)
-        }
+    let mut lock = match lock {
+        Ok(lock) => lock,
         Err(why) => {
             write_stderr(&format!(
                 "not locked: {why}; {} was left as it was",
                 output.display()
             ));
-            Ok(if outcome == Outcome::Passed {
+            return Ok(if outcome == Outcome::Passed {
                 Outcome::CasesFailed
             } else {
                 outcome
-            })
+            });
+        }
+    };
+    // Results of a filtered run lock only some cases: the others keep their
+    // previous baseline rather than silently losing it.
+    let mut kept = Vec::new();
+    let mut missing = Vec::new();
+    for case in &suite.cases {
+        if lock.cases.contains_key(&case.id) {
+            continue;
+        }
+        match previous.as_ref().and_then(|p| p.cases.get(&case.id)) {
+            Some(old) => {
+                lock.cases.insert(case.id.clone(), old.clone());
+                kept.push(case.id.as_str());
+            }
+            None => missing.push(case.id.as_str()),
         }
     }
+    baseline::write(&output, &lock)?;
+    write_stderr(&format!(
+        "locked {} case(s) of suite `{}` in {}",
+        lock.cases.len(),
+        lock.suite,
+        output.display()
+    ));
+    if !kept.is_empty() {
+        write_stderr(&format!(
+            "warning: not in these results, their previous baseline was kept: {}",
+            kept.join(", ")
+        ));
+    }
+    if !missing.is_empty() {
+        write_stderr(&format!(
+            "warning: no baseline for (no result for them): {}",
+            missing.join(", ")
+        ));
+    }
+    let gpu_unknown: Vec<&str> = lock
+        .cases
+        .iter()
+        .filter(|(_, c)| c.gpu_peak_bytes.is_none() && c.gpu_peak_method.is_some())
+        .map(|(id, _)| id.as_str())
+        .collect();
+    if !gpu_unknown.is_empty() {
+        write_stderr(&format!(
+            "warning: GPU figure unknown for {}: their GPU memory is not gated by this lock",
+            gpu_unknown.join(", ")
+        ));
+    }
+    Ok(Outcome::Passed)
 }
 
 /// Read the baseline the choice names. A lock that exists but cannot be

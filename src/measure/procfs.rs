@@ -152,7 +152,8 @@ impl Scanner {
         // can only have lost members, so only they are read again (no
         // listing of /proc).
         let last_pid = self.last_pid();
-        let unchanged = last_pid.is_some() && last_pid == self.seen_last_pid && self.seen_root == root;
+        let unchanged =
+            last_pid.is_some() && last_pid == self.seen_last_pid && self.seen_root == root;
         self.seen_last_pid = last_pid;
         self.seen_root = root;
         if unchanged && !full {
@@ -215,7 +216,12 @@ impl Scanner {
             self.loadavg = fs::File::open("/proc/loadavg").ok();
         }
         let length = self.loadavg.as_ref()?.read_at(&mut self.buffer, 0).ok()?;
-        std::str::from_utf8(&self.buffer[..length]).ok()?.split_ascii_whitespace().last()?.parse().ok()
+        std::str::from_utf8(&self.buffer[..length])
+            .ok()?
+            .split_ascii_whitespace()
+            .last()?
+            .parse()
+            .ok()
     }
 
     /// Like [`Scanner::descendants_of`], but reads every process: for

@@ -103,7 +103,7 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     for check in &case.checks {
         if let Some(limit) = check.limit_bytes {
             properties.push(Property::new(
-                format!("{}_bytes", check.name),
+                format!("{}.limit_bytes", check.name),
                 limit.to_string(),
             ));
         }

@@ -168,6 +168,32 @@ pub fn render(results: &RunResults) -> String {
             improved.join(", ")
         );
     }
+    let changed: Vec<String> = results
+        .cases
+        .iter()
+        .filter_map(|c| {
+            c.baseline
+                .as_ref()
+                .filter(|b| !b.changes.is_empty())
+                .map(|b| (c, b))
+        })
+        .map(|(c, b)| format!("- **{}**: {}", cell(&c.id), b.changes.join("; ")))
+        .collect();
+    if !changed.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n### Changed since the baseline\n\n{}",
+            changed.join("\n")
+        );
+    }
+    let spreads: Vec<String> = results
+        .cases
+        .iter()
+        .filter_map(|c| super::repeat_spread(c).map(|s| format!("- **{}**: {s}", cell(&c.id))))
+        .collect();
+    if !spreads.is_empty() {
+        let _ = writeln!(out, "\n### Repeats\n\n{}", spreads.join("\n"));
+    }
     let failures: Vec<&CaseResult> = results
         .cases
         .iter()

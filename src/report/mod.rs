@@ -92,11 +92,21 @@ pub fn baseline_cells(case: &CaseResult) -> (String, String) {
     let Some(comparison) = &case.baseline else {
         return (dash(), dash());
     };
-    let figure = if case.gpu_peak_bytes.is_some() || comparison.gpu.baseline_bytes.is_some() {
-        &comparison.gpu
-    } else {
-        &comparison.host
+    // The figure that failed the gate, if one did; else GPU when there is a
+    // GPU figure on either side, else host.
+    let failing = |f: &&crate::baseline::FigureComparison| {
+        matches!(f.outcome, Outcome::Regressed | Outcome::Unknown)
     };
+    let figure = [&comparison.gpu, &comparison.host]
+        .into_iter()
+        .find(failing)
+        .unwrap_or(
+            if case.gpu_peak_bytes.is_some() || comparison.gpu.baseline_bytes.is_some() {
+                &comparison.gpu
+            } else {
+                &comparison.host
+            },
+        );
     let label = if figure.figure == "host" {
         " (host)"
     } else {
@@ -109,18 +119,44 @@ pub fn baseline_cells(case: &CaseResult) -> (String, String) {
             .baseline_bytes
             .map_or_else(dash, |b| format!("{}{label}", Bytes(b))),
     };
-    let delta = match figure.delta_ratio {
-        Some(ratio) => {
-            let mark = match figure.outcome {
-                Outcome::Regressed => " regressed",
-                Outcome::Improved => " improved",
-                _ => "",
-            };
-            format!("{}{mark}", crate::baseline::compare::signed_percent(ratio))
-        }
-        None => dash(),
+    let mark = match figure.outcome {
+        Outcome::Regressed => " regressed",
+        Outcome::Improved => " improved",
+        _ => "",
+    };
+    let delta = match (figure.outcome, figure.delta_ratio) {
+        (Outcome::Skipped | Outcome::NoBaseline, _) => dash(),
+        (Outcome::Unknown, _) => "unknown".to_string(),
+        (_, Some(ratio)) => format!("{}{mark}", crate::baseline::compare::signed_percent(ratio)),
+        // A zero baseline has no ratio: show the change itself.
+        (_, None) => match figure.delta_bytes {
+            Some(0) => "+0.0%".to_string(),
+            Some(d) => format!("+{}{mark}", Bytes(d.unsigned_abs())),
+            None => dash(),
+        },
     };
     (baseline, delta)
+}
+
+/// With `repeat > 1`: `3 runs; host peak 70.1 MiB–74.2 MiB, gpu peak …
+/// (the maximum is compared)`, so run-to-run noise is visible.
+pub fn repeat_spread(case: &CaseResult) -> Option<String> {
+    if case.repeats.len() < 2 {
+        return None;
+    }
+    let spread = |pick: fn(&crate::results::RepeatFigures) -> Option<u64>| {
+        let values: Vec<u64> = case.repeats.iter().filter_map(pick).collect();
+        match (values.iter().min(), values.iter().max()) {
+            (Some(min), Some(max)) => format!("{}–{}", Bytes(*min), Bytes(*max)),
+            _ => "unknown".to_string(),
+        }
+    };
+    Some(format!(
+        "{} runs; host peak {}, gpu peak {} (the maximum is compared)",
+        case.repeats.len(),
+        spread(|r| r.host_peak_bytes),
+        spread(|r| r.gpu_peak_bytes)
+    ))
 }
 
 /// The method name of a figure that is a device's rise, not the case's own.
@@ -249,21 +285,8 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
             let _ = writeln!(out, "changed:     {change} (since the baseline)");
         }
     }
-    if case.repeats.len() > 1 {
-        let spread = |pick: fn(&crate::results::RepeatFigures) -> Option<u64>| {
-            let values: Vec<u64> = case.repeats.iter().filter_map(pick).collect();
-            match (values.iter().min(), values.iter().max()) {
-                (Some(min), Some(max)) => format!("{}–{}", Bytes(*min), Bytes(*max)),
-                _ => "unknown".to_string(),
-            }
-        };
-        let _ = writeln!(
-            out,
-            "repeats:     {} runs; host peak {}, gpu peak {} (the maximum is compared)",
-            case.repeats.len(),
-            spread(|r| r.host_peak_bytes),
-            spread(|r| r.gpu_peak_bytes)
-        );
+    if let Some(spread) = repeat_spread(case) {
+        let _ = writeln!(out, "repeats:     {spread}");
     }
     let _ = writeln!(
         out,

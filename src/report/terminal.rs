@@ -240,6 +240,17 @@ fn baseline_notes(results: &RunResults, baseline: &crate::results::BaselineInfo)
             improved.join(", ")
         ));
     }
+    for case in &results.cases {
+        if let Some(comparison) = &case.baseline {
+            if !comparison.changes.is_empty() {
+                notes.push(format!(
+                    "{}: changed since the baseline: {}",
+                    case.id,
+                    comparison.changes.join("; ")
+                ));
+            }
+        }
+    }
     let unlocked: Vec<&str> = results
         .cases
         .iter()
@@ -365,6 +376,11 @@ impl Reporter for Terminal {
                 if !results.cases.is_empty() || !results.not_run.is_empty() {
                     self.line(&self.final_table(results));
                     self.line(&rule);
+                }
+                for case in &results.cases {
+                    if let Some(spread) = super::repeat_spread(case) {
+                        self.line(&format!("{}: {spread}", case.id));
+                    }
                 }
                 if let Some(baseline) = &results.baseline {
                     for line in baseline_notes(results, baseline) {

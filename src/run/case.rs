@@ -545,13 +545,16 @@ fn budget_checks(case: &Case, timeline: &Timeline, gpu: Option<&GpuFigures>) -> 
     }
     if let Some(fraction) = case.budget.gpu_fraction {
         for device in gpu.map(|g| g.devices.as_slice()).unwrap_or_default() {
-            checks.push(verdict::headroom_check(
+            let mut check = verdict::headroom_check(
                 &format!("GPU {} ({})", device.index, device.name),
                 device.peak_bytes.map(Bytes),
                 &device.method,
                 Bytes(device.total_bytes),
                 fraction,
-            ));
+            );
+            // One check per device, each with its own name.
+            check.name = format!("budget.gpu_fraction.gpu{}", device.index);
+            checks.push(check);
         }
     }
     checks

@@ -135,14 +135,16 @@ impl Runner<'_> {
             .and_then(|(_, lock)| lock.cases.get(&case.id));
         let params: BTreeMap<String, String> = case.params.clone().into_iter().collect();
         let env: BTreeMap<String, String> = case.env.clone().into_iter().collect();
-        let comparison = baseline::compare_case(
-            locked,
-            result.host_peak_bytes,
-            result.gpu_peak_bytes,
-            (&case.command, &params, &env),
-            case.tolerance,
-            info.gpu_compared,
-        );
+        let now = baseline::CaseNow {
+            host: result.host_peak_bytes,
+            gpu: result.gpu_peak_bytes,
+            gpu_method: result.gpu_peak_method.as_deref(),
+            command: &case.command,
+            params: &params,
+            env: &env,
+            allocator_env: &result.allocator_env,
+        };
+        let comparison = baseline::compare_case(locked, now, case.tolerance, info.gpu_compared);
         let drift: Vec<String> = info.drift.iter().map(ToString::to_string).collect();
         let with_drift = |message: &str| {
             if drift.is_empty() {
@@ -171,7 +173,20 @@ impl Runner<'_> {
                         check.limit_bytes = figure.limit_bytes;
                         result.checks.push(check);
                     }
+                    // The lock has a figure this run could not measure: the
+                    // gate cannot be verified, which must not pass.
+                    Outcome::Unknown => {
+                        let message =
+                            format!("{}: the regression gate cannot be verified", figure.message);
+                        result.checks.push(failing(&name, with_drift(&message)));
+                    }
                     Outcome::NoBaseline if figure.new_bytes.is_none() => {}
+                    // Locked without this figure (e.g. GPU unknown then).
+                    Outcome::NoBaseline if self.baseline.require => {
+                        let message =
+                            format!("{} in the lock (--require-baseline)", figure.message);
+                        result.checks.push(failing(&name, message));
+                    }
                     _ => {
                         let mut check = passing(&name, figure.message.clone());
                         check.figure_bytes = figure.new_bytes;
