@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The sampler's own CPU cost. oomgate runs one idle case for SECONDS_PER_RUN
 # seconds (default 20): a single `sleep`, then a 50-process tree, each at
-# 50 ms and 10 ms sampling intervals. oomgate's own CPU time (utime + stime
-# of its /proc/<pid>/stat, which excludes the workload) over the wall time is
-# the share of one core that measuring costs. See docs/performance.md.
+# 50 ms and 10 ms sampling intervals. oomgate's own CPU time (runner_cpu_s in
+# results.json: getrusage of oomgate itself, excluding the workload) over the
+# wall time is the share of one core that measuring costs, start-up and
+# reports included. See docs/performance.md.
 #
 #   scripts/bench-sampler.sh            # 20 s per configuration
 #   SECONDS_PER_RUN=60 scripts/bench-sampler.sh
+#   INTERVALS=50ms SECONDS_PER_RUN=60 scripts/bench-sampler.sh   # one interval only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${SECONDS_PER_RUN:-20}"
@@ -31,7 +33,7 @@ cp target/fake-nvml-release/release/libfake_nvml.so "$work/lib/libnvidia-ml.so.1
 } > "$work/fake-nvml.conf"
 
 printf '%-9s %-22s %12s %12s %9s\n' interval configuration "cpu seconds" "wall seconds" "core %"
-for interval in 50ms 10ms; do
+for interval in ${INTERVALS:-50ms 10ms}; do
     for shape in single tree50 tree50-8gpus; do
         if [ "$shape" = single ]; then
             command="[\"sleep\", \"$seconds\"]"
@@ -54,30 +56,18 @@ gpu = "$gpu"
 name = "idle"
 command = $command
 TOML
-        # oomgate's own CPU only, read from its /proc/<pid>/stat while it
-        # runs: /usr/bin/time would add the workload's CPU (RUSAGE_CHILDREN).
-        target/release/oomgate run "$work/suite.toml" --out "$work/out" >/dev/null 2>&1 &
-        pid=$!
+        # oomgate records its own CPU time (getrusage of itself, so the
+        # workload is not counted) in results.json; nothing polls it while
+        # it runs, since every process started on the host would make
+        # oomgate list /proc again.
         start=$(date +%s.%N)
-        stat=""
-        while kill -0 "$pid" 2>/dev/null; do
-            last=$(cat "/proc/$pid/stat" 2>/dev/null || true)
-            [ -n "$last" ] && stat="$last"
-            sleep 0.2
-        done
-        wait "$pid" || true
+        target/release/oomgate run "$work/suite.toml" --out "$work/out" >/dev/null 2>&1 || true
         end=$(date +%s.%N)
-        # utime and stime are fields 14 and 15, in clock ticks.
-        rest="${stat##*) }"
-        set -- $rest
-        utime=${12}; stime=${13}
-        hz=$(getconf CLK_TCK)
-        python3 - "$utime" "$stime" "$hz" "$start" "$end" "$interval" "$shape" <<'PY'
-import sys
-utime, stime, hz, start, end = (float(x) for x in sys.argv[1:6])
-cpu = (utime + stime) / hz
-wall = end - start
-print(f"{sys.argv[6]:<9} {sys.argv[7]:<22} {cpu:12.2f} {wall:12.1f} {100 * cpu / wall:8.2f}%")
+        python3 - "$work/out/results.json" "$start" "$end" "$interval" "$shape" <<'PY'
+import json, sys
+cpu = json.load(open(sys.argv[1]))["runner_cpu_s"]
+wall = float(sys.argv[3]) - float(sys.argv[2])
+print(f"{sys.argv[4]:<9} {sys.argv[5]:<22} {cpu:12.2f} {wall:12.1f} {100 * cpu / wall:8.2f}%")
 PY
     done
 done

@@ -50,6 +50,8 @@ pub struct RunResults {
     pub not_run: Vec<String>,
     /// oomgate's own peak RSS (excluding workloads), to keep it honest.
     pub runner_max_rss_bytes: Option<u64>,
+    /// oomgate's own CPU time so far (user + system), workloads excluded.
+    pub runner_cpu_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]

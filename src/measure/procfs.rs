@@ -100,15 +100,18 @@ pub struct Scanner {
     open_stats: HashMap<i32, fs::File>,
     /// Files opened during this scan, kept if their process is a member.
     fresh: Vec<(i32, fs::File)>,
+    /// Open `/proc/<pid>/statm` of tree members, for the quick re-reads.
+    open_statms: HashMap<i32, fs::File>,
     loadavg: Option<fs::File>,
     /// `/proc/loadavg`'s last pid and the root at the previous scan.
     seen_last_pid: Option<u64>,
     seen_root: i32,
 }
 
-/// At most this many stat files stay open (well under the usual limit of
-/// 1024 descriptors); members beyond are opened per scan.
-const MAX_OPEN_STATS: usize = 256;
+/// At most this many `stat` and as many `statm` files stay open (400
+/// descriptors, well under the usual limit of 1024); members beyond are
+/// opened per scan.
+const MAX_OPEN_STATS: usize = 200;
 
 impl Default for Scanner {
     fn default() -> Self {
@@ -133,6 +136,7 @@ impl Scanner {
             tree: ProcessTree::default(),
             open_stats: HashMap::new(),
             fresh: Vec::new(),
+            open_statms: HashMap::new(),
             loadavg: None,
             seen_last_pid: None,
             seen_root: 0,
@@ -157,13 +161,22 @@ impl Scanner {
         self.seen_last_pid = last_pid;
         self.seen_root = root;
         if unchanged && !full {
-            let members: Vec<i32> = self.tree.pids().collect();
-            for pid in members {
-                if let Some(entry) = self.read_stat(pid) {
-                    self.all.push(entry);
-                }
+            // Members stay members (orphans are re-parented to oomgate, the
+            // subreaper), so only their memory is re-read, from the cheaper
+            // `statm`. A zero there may mean the process became a zombie (or
+            // a leader whose threads live on): `stat` then says which.
+            let previous = std::mem::take(&mut self.tree.members);
+            for member in previous {
+                let refreshed = match self.read_statm(member.pid) {
+                    Some(rss) if rss > 0 && member.state != b'Z' => Some(ProcEntry {
+                        rss_bytes: rss,
+                        ..member
+                    }),
+                    Some(_) => self.read_stat(member.pid),
+                    None => None,
+                };
+                self.tree.members.extend(refreshed);
             }
-            self.build_tree(root);
             self.keep_member_files();
             return Ok(&self.tree);
         }
@@ -236,9 +249,32 @@ impl Scanner {
         let members = &self.tree.members;
         let is_member = |pid: i32| members.iter().any(|m| m.pid == pid);
         self.open_stats.retain(|pid, _| is_member(*pid));
+        self.open_statms.retain(|pid, _| is_member(*pid));
         for (pid, file) in self.fresh.drain(..) {
             if self.open_stats.len() < MAX_OPEN_STATS && is_member(pid) {
                 self.open_stats.insert(pid, file);
+            }
+        }
+    }
+
+    /// A process's resident memory from `/proc/<pid>/statm` (kept open);
+    /// `None` once the process is gone.
+    fn read_statm(&mut self, pid: i32) -> Option<u64> {
+        if !self.open_statms.contains_key(&pid) {
+            let file = fs::File::open(format!("/proc/{pid}/statm")).ok()?;
+            if self.open_statms.len() < MAX_OPEN_STATS {
+                self.open_statms.insert(pid, file);
+            } else {
+                let length = (&file).read(&mut self.buffer).ok()?;
+                return parse_statm(&self.buffer[..length], self.page_size);
+            }
+        }
+        let file = self.open_statms.get(&pid)?;
+        match file.read_at(&mut self.buffer, 0) {
+            Ok(length) => parse_statm(&self.buffer[..length], self.page_size),
+            Err(_) => {
+                self.open_statms.remove(&pid);
+                None
             }
         }
     }
@@ -322,6 +358,13 @@ impl Scanner {
         }
         None
     }
+}
+
+/// `/proc/<pid>/statm`: sizes in pages; the second is the resident set.
+fn parse_statm(bytes: &[u8], page_size: u64) -> Option<u64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let pages: u64 = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    Some(pages.saturating_mul(page_size))
 }
 
 /// `/proc/<pid>/stat` is about 300 bytes; the command name is at most 64.
@@ -430,6 +473,46 @@ mod tests {
         child.kill().ok();
         child.wait().ok();
         assert!(found, "a new descendant was skipped as an outsider");
+    }
+
+    /// The quick path (members only, from `statm`) must still notice a
+    /// member turning into a zombie and then disappearing.
+    #[test]
+    fn a_member_that_exits_becomes_a_zombie_then_leaves_the_tree() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = i32::try_from(child.id()).expect("pid fits");
+        let me = i32::try_from(std::process::id()).expect("pid fits");
+        let mut scanner = Scanner::new();
+        let find = |scanner: &mut Scanner| {
+            scanner
+                .descendants_of(me)
+                .expect("scan")
+                .members()
+                .iter()
+                .find(|p| p.pid == pid)
+                .copied()
+        };
+        assert!(find(&mut scanner).is_some_and(|p| p.is_alive()));
+        // SAFETY: signalling the child this test started.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !find(&mut scanner).is_some_and(|p| p.is_zombie()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the zombie was never seen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.wait().expect("reap");
+        assert!(
+            find(&mut scanner).is_none(),
+            "a reaped child stayed in the tree"
+        );
     }
 
     #[test]

@@ -134,6 +134,7 @@ impl<'a> Runner<'a> {
             cases: Vec::with_capacity(cases.len()),
             not_run: Vec::new(),
             runner_max_rss_bytes: None,
+            runner_cpu_s: None,
         };
         self.baseline_info = self.baseline_info(&results.environment);
         results.baseline = self.baseline_info.clone();
@@ -177,6 +178,7 @@ impl<'a> Runner<'a> {
             results.summary.count(result.status);
             results.cases.push(result);
             results.runner_max_rss_bytes = runner_max_rss_bytes();
+            results.runner_cpu_s = runner_cpu_seconds();
             if let Some(result) = results.cases.last() {
                 reporter
                     .handle(&Event::CaseFinished {
@@ -192,6 +194,7 @@ impl<'a> Runner<'a> {
         results.interrupted = self.interrupt.requested();
         results.finished_at = Some(now_rfc3339());
         results.runner_max_rss_bytes = runner_max_rss_bytes();
+        results.runner_cpu_s = runner_cpu_seconds();
         reporter
             .handle(&Event::RunFinished { results: &results })
             .map_err(RunError::Report)?;
@@ -230,15 +233,24 @@ fn host_name() -> String {
 
 /// oomgate's own peak RSS; workloads are not included.
 fn runner_max_rss_bytes() -> Option<u64> {
+    // Linux reports ru_maxrss in KiB.
+    own_usage()
+        .and_then(|usage| u64::try_from(usage.ru_maxrss).ok())
+        .map(|kib| kib * 1024)
+}
+
+/// oomgate's own CPU time (user + system), workloads excluded: what
+/// measuring costs.
+fn runner_cpu_seconds() -> Option<f64> {
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    own_usage().map(|usage| seconds(usage.ru_utime) + seconds(usage.ru_stime))
+}
+
+fn own_usage() -> Option<libc::rusage> {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: getrusage writes one rusage struct to the pointer we pass,
     // which points to properly sized, zero-initialised memory.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: getrusage succeeded, so the struct is initialised.
-    let usage = unsafe { usage.assume_init() };
-    // Linux reports ru_maxrss in KiB.
-    u64::try_from(usage.ru_maxrss).ok().map(|kib| kib * 1024)
+    // SAFETY: on success the struct is initialised.
+    (rc == 0).then(|| unsafe { usage.assume_init() })
 }

@@ -1,0 +1,125 @@
+//! First hypotheses for a failed case, chosen by symptom. Each hint names
+//! the evidence it rests on; none claims more than the figures show, and
+//! none suggests `torch.cuda.empty_cache()` as a fix (it frees only cached,
+//! unreferenced blocks, never tensors the program still holds).
+
+use super::{Diagnosis, FailureKind};
+use crate::units::Bytes;
+
+const GIB: u64 = 1024 * 1024 * 1024;
+
+/// Hints from one case's own evidence.
+pub fn case_hints(diagnosis: &Diagnosis, host_peak: Option<u64>) -> Vec<String> {
+    let mut hints = Vec::new();
+    match diagnosis.kind {
+        FailureKind::GpuOom => {
+            if let Some(oom) = &diagnosis.oom {
+                let own = oom.process_bytes.or(oom.allocated_bytes);
+                if let (Some(total), Some(free), Some(own)) = (oom.total_bytes, oom.free_bytes, own) {
+                    if own < total / 2 && free < total / 10 {
+                        let others: Vec<String> = oom
+                            .other_processes
+                            .iter()
+                            .map(|(pid, bytes)| format!("process {pid} {}", Bytes(*bytes)))
+                            .collect();
+                        let who = if others.is_empty() {
+                            "other processes or memory outside PyTorch".to_string()
+                        } else {
+                            format!("other processes ({})", others.join(", "))
+                        };
+                        hints.push(format!(
+                            "The device was nearly full ({} free of {}) while this process held {}: {who} held the rest. Check what else runs on the GPU (oomgate gpus, foreign processes) before shrinking the workload.",
+                            Bytes(free),
+                            Bytes(total),
+                            Bytes(own)
+                        ));
+                    }
+                }
+                if let (Some(unallocated), Some(allocated)) = (oom.reserved_unallocated_bytes, oom.allocated_bytes) {
+                    if unallocated >= GIB && unallocated * 4 >= allocated {
+                        hints.push(format!(
+                            "{} is reserved by PyTorch but unallocated, against {} allocated: inspect torch.cuda.memory_summary() / memory_stats() before tuning the allocator — a gap alone does not prove fragmentation. As a next step only: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb (ignored by cudaMallocAsync).",
+                            Bytes(unallocated),
+                            Bytes(allocated)
+                        ));
+                    }
+                }
+            }
+        }
+        FailureKind::HostOomSuspected => hints.push(format!(
+            "Killed by SIGKILL with no error message, not by oomgate, with a host peak of {}: check the kernel log (dmesg) for the OOM killer, or the container's memory limit.",
+            host_peak.map_or("unknown".to_string(), |b| Bytes(b).to_string())
+        )),
+        FailureKind::CudaSetup => {
+            let text = diagnosis.exception.as_deref().unwrap_or_default();
+            let hint = if text.contains("no kernel image") {
+                "The framework has no kernels for this GPU's architecture: compare its build (torch.version.cuda, TORCH_CUDA_ARCH_LIST) with the GPU's compute capability."
+            } else if text.contains("too old") || text.contains("insufficient") {
+                "The NVIDIA driver is older than the CUDA runtime the framework was built with: upgrade the driver or use a build for an older CUDA."
+            } else if text.contains("busy or unavailable") {
+                "The GPU is busy or unavailable: check its compute mode (exclusive-process) and what else runs on it."
+            } else {
+                "CUDA is not usable from the workload: check CUDA_VISIBLE_DEVICES, the driver, and that the framework build has CUDA."
+            };
+            hints.push(hint.to_string());
+        }
+        FailureKind::CudaFault => hints.push(
+            "A CUDA fault is a bug, not a lack of memory: rerun with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel."
+                .to_string(),
+        ),
+        FailureKind::Timeout | FailureKind::ExitNonzero => {}
+    }
+    hints
+}
+
+/// A case of a matrix, as the cross-case hint needs it.
+pub struct MatrixCase<'a> {
+    pub params: &'a indexmap::IndexMap<String, String>,
+    pub gpu_oom: bool,
+}
+
+/// "Only the largest values fail": for each matrix key, among cases that
+/// differ only in that key, the ones that ran out of GPU memory are exactly
+/// those with the largest values. Returns (case index, hint) pairs.
+pub fn largest_values_fail(cases: &[MatrixCase<'_>]) -> Vec<(usize, String)> {
+    let mut hints = Vec::new();
+    let Some(first) = cases.first() else { return hints };
+    for key in first.params.keys() {
+        // Group by every other param.
+        let mut groups: Vec<(Vec<(&String, &String)>, Vec<usize>)> = Vec::new();
+        for (i, case) in cases.iter().enumerate() {
+            let rest: Vec<(&String, &String)> = case.params.iter().filter(|(k, _)| *k != key).collect();
+            match groups.iter_mut().find(|(r, _)| *r == rest) {
+                Some((_, members)) => members.push(i),
+                None => groups.push((rest, vec![i])),
+            }
+        }
+        for (_, members) in groups {
+            let mut valued: Vec<(f64, usize)> = members
+                .iter()
+                .filter_map(|&i| cases[i].params.get(key).and_then(|v| v.parse::<f64>().ok()).map(|v| (v, i)))
+                .collect();
+            if valued.len() < 2 {
+                continue;
+            }
+            valued.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let failing = valued.iter().filter(|(_, i)| cases[*i].gpu_oom).count();
+            let top_fail = valued.iter().rev().take(failing).all(|(_, i)| cases[*i].gpu_oom);
+            if failing == 0 || failing == valued.len() || !top_fail {
+                continue;
+            }
+            let passed_max = valued[valued.len() - failing - 1].0;
+            let failed: Vec<String> = valued.iter().rev().take(failing).map(|(v, _)| v.to_string()).collect();
+            for (_, i) in valued.iter().rev().take(failing) {
+                hints.push((
+                    *i,
+                    format!(
+                        "Only the largest {key} values ran out of GPU memory ({}) while {key} = {passed_max} passed: record the dimensions at the failure, and consider an explicit size limit or a separate path for the largest inputs.",
+                        failed.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    hints
+}

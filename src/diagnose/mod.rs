@@ -1,0 +1,230 @@
+//! Diagnosing a failed case: what kind of failure it was, the figures its
+//! error message holds, and a first hypothesis chosen by symptom.
+//!
+//! The whole stderr log of the failing instance is scanned line by line
+//! after the case (logs are on disk, so an OOM early in a huge log is not
+//! missed and memory stays bounded: lines are capped, and only the first
+//! matching exception is kept). Classification prefers the most specific
+//! evidence: an OOM message over a CUDA setup error over a CUDA fault, then
+//! what the process's end says (timeout, SIGKILL, exit code). Hints name
+//! the evidence they rest on and never claim more than the figures show.
+
+pub mod hints;
+pub mod oom;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use serde::Serialize;
+
+pub use oom::OomFigures;
+
+use crate::results::CaseStatus;
+use crate::run::process::Exit;
+
+/// What kind of failure a case had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    GpuOom,
+    HostOomSuspected,
+    CudaSetup,
+    CudaFault,
+    Timeout,
+    ExitNonzero,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::GpuOom => "gpu-oom",
+            FailureKind::HostOomSuspected => "host-oom-suspected",
+            FailureKind::CudaSetup => "cuda-setup",
+            FailureKind::CudaFault => "cuda-fault",
+            FailureKind::Timeout => "timeout",
+            FailureKind::ExitNonzero => "exit-nonzero",
+        }
+    }
+}
+
+/// The diagnosis of one failed case.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnosis {
+    pub kind: FailureKind,
+    /// The figures of a GPU OOM message.
+    pub oom: Option<OomFigures>,
+    /// The final exception as printed (all its lines, rank prefixes kept).
+    pub exception: Option<String>,
+    /// The rank that raised it, from a `[rankN]:` prefix.
+    pub rank: Option<u32>,
+    /// Ranks that printed an OOM, when several did.
+    pub oom_ranks: Vec<u32>,
+    /// First hypotheses, each with the evidence it rests on.
+    pub hints: Vec<String>,
+}
+
+/// What a line of error output is evidence of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Evidence {
+    Oom,
+    Setup,
+    Fault,
+}
+
+const SETUP_MARKERS: [&str; 7] = [
+    "no kernel image is available for execution on the device",
+    "CUDA driver version is insufficient for CUDA runtime version",
+    "The NVIDIA driver on your system is too old",
+    "No CUDA GPUs are available",
+    "Torch not compiled with CUDA enabled",
+    "is/are busy or unavailable",
+    "torch.cuda.is_available() is False",
+];
+
+const FAULT_MARKERS: [&str; 5] =
+    ["an illegal memory access was encountered", "CUDA error:", "NCCL error", "ncclUnhandledCudaError", "CUDA_ERROR_"];
+
+/// Longest line kept from a log; longer lines are cut (a progress bar that
+/// never prints a newline must not grow memory).
+const MAX_LINE: usize = 64 * 1024;
+/// Most lines of an exception kept (JAX prints allocation statistics).
+const MAX_EXCEPTION_LINES: usize = 40;
+
+/// `[rank3]: text` → (Some(3), "text").
+pub fn split_rank(line: &str) -> (Option<u32>, &str) {
+    if let Some(rest) = line.strip_prefix("[rank") {
+        if let Some(end) = rest.find("]:") {
+            if let Ok(rank) = rest[..end].parse() {
+                return (Some(rank), rest[end + 2..].trim_start());
+            }
+        }
+    }
+    (None, line)
+}
+
+fn evidence(line: &str) -> Option<Evidence> {
+    if oom::parse(line).is_some() {
+        return Some(Evidence::Oom);
+    }
+    if SETUP_MARKERS.iter().any(|m| line.contains(m)) {
+        return Some(Evidence::Setup);
+    }
+    // An NCCL or CUDA error that states an allocation failure is an OOM
+    // (caught above when it does); other CUDA errors are faults.
+    if FAULT_MARKERS.iter().any(|m| line.contains(m)) {
+        return Some(Evidence::Fault);
+    }
+    None
+}
+
+/// What scanning a log found: the strongest evidence and its exception.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scan {
+    evidence: Option<Evidence>,
+    pub oom: Option<OomFigures>,
+    pub exception: Option<String>,
+    pub rank: Option<u32>,
+    pub oom_ranks: Vec<u32>,
+}
+
+/// Scan error output, line by line, in one pass.
+pub fn scan(reader: impl Read) -> Scan {
+    let mut scan = Scan::default();
+    let mut reader = BufReader::new(reader);
+    let mut raw = Vec::new();
+    // Lines after the chosen exception's first line that belong to it.
+    let mut collecting = false;
+    let mut collected = 0;
+    loop {
+        raw.clear();
+        let Ok(read) = reader.by_ref().take(MAX_LINE as u64).read_until(b'\n', &mut raw) else { break };
+        if read == 0 {
+            break;
+        }
+        if raw.len() >= MAX_LINE && raw.last() != Some(&b'\n') {
+            // Skip the rest of an over-long line.
+            let mut sink = Vec::new();
+            let _ = reader.read_until(b'\n', &mut sink);
+        }
+        let text = String::from_utf8_lossy(&raw);
+        let line = text.trim_end_matches(['\n', '\r']);
+        let (rank, body) = split_rank(line);
+        if collecting {
+            let same_rank = rank == scan.rank;
+            if body.trim().is_empty() || collected >= MAX_EXCEPTION_LINES {
+                collecting = false;
+            } else if same_rank && !body.starts_with("Traceback") {
+                if let Some(exception) = scan.exception.as_mut() {
+                    exception.push('\n');
+                    exception.push_str(line);
+                }
+                collected += 1;
+                continue;
+            } else if same_rank {
+                collecting = false;
+            }
+        }
+        let Some(found) = evidence(body) else { continue };
+        if found == Evidence::Oom {
+            if let Some(rank) = rank {
+                if !scan.oom_ranks.contains(&rank) {
+                    scan.oom_ranks.push(rank);
+                }
+            }
+        }
+        // The first line of the strongest kind wins (OOM > setup > fault).
+        let stronger = match (scan.evidence, found) {
+            (None, _) => true,
+            (Some(Evidence::Fault), Evidence::Oom | Evidence::Setup) => true,
+            (Some(Evidence::Setup), Evidence::Oom) => true,
+            _ => false,
+        };
+        if stronger {
+            scan.evidence = Some(found);
+            scan.oom = if found == Evidence::Oom { oom::parse(body) } else { None };
+            scan.exception = Some(line.to_string());
+            scan.rank = rank;
+            collecting = true;
+            collected = 0;
+        }
+    }
+    scan
+}
+
+/// Classify a case that did not pass. `None` for a case that passed, or
+/// that failed a check (budget, regression): those carry their own message.
+pub fn diagnose(
+    status: CaseStatus,
+    exit: Option<Exit>,
+    stopped_by_oomgate: bool,
+    check_failed: bool,
+    stderr_log: &Path,
+) -> Option<Diagnosis> {
+    if matches!(status, CaseStatus::Passed | CaseStatus::Interrupted) || (check_failed && stopped_by_oomgate) {
+        return None;
+    }
+    let scan = File::open(stderr_log).map(scan).unwrap_or_default();
+    let kind = match scan.evidence {
+        Some(Evidence::Oom) => FailureKind::GpuOom,
+        Some(Evidence::Setup) => FailureKind::CudaSetup,
+        Some(Evidence::Fault) => FailureKind::CudaFault,
+        None if status == CaseStatus::TimedOut => FailureKind::Timeout,
+        None if !stopped_by_oomgate && matches!(exit, Some(Exit::Signal(9)) | Some(Exit::Code(137))) => {
+            FailureKind::HostOomSuspected
+        }
+        None if status == CaseStatus::Error || check_failed => return None,
+        None => FailureKind::ExitNonzero,
+    };
+    Some(Diagnosis {
+        kind,
+        oom: scan.oom,
+        exception: scan.exception,
+        rank: scan.rank,
+        oom_ranks: scan.oom_ranks,
+        hints: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests;
