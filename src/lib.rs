@@ -8,6 +8,7 @@
 
 pub mod baseline;
 pub mod cli;
+pub mod diagnose;
 pub mod environment;
 pub mod measure;
 pub mod report;

@@ -15,6 +15,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::{CaseComparison, Drift};
+use crate::diagnose::Diagnosis;
 use crate::environment::Environment;
 use crate::measure::gpu::{DeviceFigures, ForeignProcess};
 use crate::measure::nvml::GpuDevice;
@@ -193,6 +194,9 @@ pub struct CaseResult {
     pub allocator_env: BTreeMap<String, String>,
     /// The comparison with the baseline, when there is one.
     pub baseline: Option<CaseComparison>,
+    /// For a case that failed on its own: the kind, the figures of its
+    /// error message, the exception, and first hypotheses.
+    pub diagnosis: Option<Diagnosis>,
     /// With `repeat > 1`: each run's figures; the case's figures are their
     /// maximum.
     pub repeats: Vec<RepeatFigures>,

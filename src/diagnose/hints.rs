@@ -75,6 +75,9 @@ pub fn case_hints(diagnosis: &Diagnosis, host_peak: Option<u64>) -> Vec<String> 
 /// A case of a matrix, as the cross-case hint needs it.
 pub struct MatrixCase<'a> {
     pub params: &'a indexmap::IndexMap<String, String>,
+    /// The expanded command: cases of different `[[case]]` entries that
+    /// happen to share param names are not compared.
+    pub command: &'a [String],
     pub gpu_oom: bool,
 }
 
@@ -83,33 +86,63 @@ pub struct MatrixCase<'a> {
 /// those with the largest values. Returns (case index, hint) pairs.
 pub fn largest_values_fail(cases: &[MatrixCase<'_>]) -> Vec<(usize, String)> {
     let mut hints = Vec::new();
-    let Some(first) = cases.first() else { return hints };
+    let Some(first) = cases.first() else {
+        return hints;
+    };
     for key in first.params.keys() {
         // Group by every other param.
-        let mut groups: Vec<(Vec<(&String, &String)>, Vec<usize>)> = Vec::new();
+        type Group<'c> = (Vec<(&'c String, &'c String)>, Vec<String>, Vec<usize>);
+        let mut groups: Vec<Group<'_>> = Vec::new();
         for (i, case) in cases.iter().enumerate() {
-            let rest: Vec<(&String, &String)> = case.params.iter().filter(|(k, _)| *k != key).collect();
-            match groups.iter_mut().find(|(r, _)| *r == rest) {
-                Some((_, members)) => members.push(i),
-                None => groups.push((rest, vec![i])),
+            let Some(value) = case.params.get(key).filter(|v| !v.is_empty()) else {
+                continue;
+            };
+            let rest: Vec<(&String, &String)> =
+                case.params.iter().filter(|(k, _)| *k != key).collect();
+            let shape: Vec<String> = case
+                .command
+                .iter()
+                .map(|arg| arg.replace(value.as_str(), "{}"))
+                .collect();
+            match groups
+                .iter_mut()
+                .find(|(r, s, _)| *r == rest && *s == shape)
+            {
+                Some((_, _, members)) => members.push(i),
+                None => groups.push((rest, shape, vec![i])),
             }
         }
-        for (_, members) in groups {
+        for (_, _, members) in groups {
             let mut valued: Vec<(f64, usize)> = members
                 .iter()
-                .filter_map(|&i| cases[i].params.get(key).and_then(|v| v.parse::<f64>().ok()).map(|v| (v, i)))
+                .filter_map(|&i| {
+                    cases[i]
+                        .params
+                        .get(key)
+                        .and_then(|v| v.parse::<f64>().ok())
+                        .map(|v| (v, i))
+                })
                 .collect();
             if valued.len() < 2 {
                 continue;
             }
             valued.sort_by(|a, b| a.0.total_cmp(&b.0));
             let failing = valued.iter().filter(|(_, i)| cases[*i].gpu_oom).count();
-            let top_fail = valued.iter().rev().take(failing).all(|(_, i)| cases[*i].gpu_oom);
+            let top_fail = valued
+                .iter()
+                .rev()
+                .take(failing)
+                .all(|(_, i)| cases[*i].gpu_oom);
             if failing == 0 || failing == valued.len() || !top_fail {
                 continue;
             }
             let passed_max = valued[valued.len() - failing - 1].0;
-            let failed: Vec<String> = valued.iter().rev().take(failing).map(|(v, _)| v.to_string()).collect();
+            let failed: Vec<String> = valued
+                .iter()
+                .rev()
+                .take(failing)
+                .map(|(v, _)| v.to_string())
+                .collect();
             for (_, i) in valued.iter().rev().take(failing) {
                 hints.push((
                     *i,

@@ -82,8 +82,13 @@ const SETUP_MARKERS: [&str; 7] = [
     "torch.cuda.is_available() is False",
 ];
 
-const FAULT_MARKERS: [&str; 5] =
-    ["an illegal memory access was encountered", "CUDA error:", "NCCL error", "ncclUnhandledCudaError", "CUDA_ERROR_"];
+const FAULT_MARKERS: [&str; 5] = [
+    "an illegal memory access was encountered",
+    "CUDA error:",
+    "NCCL error",
+    "ncclUnhandledCudaError",
+    "CUDA_ERROR_",
+];
 
 /// Longest line kept from a log; longer lines are cut (a progress bar that
 /// never prints a newline must not grow memory).
@@ -138,7 +143,13 @@ pub fn scan(reader: impl Read) -> Scan {
     let mut collected = 0;
     loop {
         raw.clear();
-        let Ok(read) = reader.by_ref().take(MAX_LINE as u64).read_until(b'\n', &mut raw) else { break };
+        let Ok(read) = reader
+            .by_ref()
+            .take(MAX_LINE as u64)
+            .read_until(b'\n', &mut raw)
+        else {
+            break;
+        };
         if read == 0 {
             break;
         }
@@ -165,7 +176,9 @@ pub fn scan(reader: impl Read) -> Scan {
                 collecting = false;
             }
         }
-        let Some(found) = evidence(body) else { continue };
+        let Some(found) = evidence(body) else {
+            continue;
+        };
         if found == Evidence::Oom {
             if let Some(rank) = rank {
                 if !scan.oom_ranks.contains(&rank) {
@@ -174,15 +187,19 @@ pub fn scan(reader: impl Read) -> Scan {
             }
         }
         // The first line of the strongest kind wins (OOM > setup > fault).
-        let stronger = match (scan.evidence, found) {
-            (None, _) => true,
-            (Some(Evidence::Fault), Evidence::Oom | Evidence::Setup) => true,
-            (Some(Evidence::Setup), Evidence::Oom) => true,
-            _ => false,
-        };
+        let stronger = matches!(
+            (scan.evidence, found),
+            (None, _)
+                | (Some(Evidence::Fault), Evidence::Oom | Evidence::Setup)
+                | (Some(Evidence::Setup), Evidence::Oom)
+        );
         if stronger {
             scan.evidence = Some(found);
-            scan.oom = if found == Evidence::Oom { oom::parse(body) } else { None };
+            scan.oom = if found == Evidence::Oom {
+                oom::parse(body)
+            } else {
+                None
+            };
             scan.exception = Some(line.to_string());
             scan.rank = rank;
             collecting = true;
@@ -201,7 +218,9 @@ pub fn diagnose(
     check_failed: bool,
     stderr_log: &Path,
 ) -> Option<Diagnosis> {
-    if matches!(status, CaseStatus::Passed | CaseStatus::Interrupted) || (check_failed && stopped_by_oomgate) {
+    if matches!(status, CaseStatus::Passed | CaseStatus::Interrupted)
+        || (check_failed && stopped_by_oomgate)
+    {
         return None;
     }
     let scan = File::open(stderr_log).map(scan).unwrap_or_default();
@@ -210,7 +229,9 @@ pub fn diagnose(
         Some(Evidence::Setup) => FailureKind::CudaSetup,
         Some(Evidence::Fault) => FailureKind::CudaFault,
         None if status == CaseStatus::TimedOut => FailureKind::Timeout,
-        None if !stopped_by_oomgate && matches!(exit, Some(Exit::Signal(9)) | Some(Exit::Code(137))) => {
+        None if !stopped_by_oomgate
+            && matches!(exit, Some(Exit::Signal(9)) | Some(Exit::Code(137))) =>
+        {
             FailureKind::HostOomSuspected
         }
         None if status == CaseStatus::Error || check_failed => return None,
@@ -228,3 +249,84 @@ pub fn diagnose(
 
 #[cfg(test)]
 mod tests;
+
+/// The line a reader sees first for a diagnosed failure: the kind and the
+/// figures, e.g. `gpu-oom: tried to allocate 2.00 GiB on GPU 0 (NVIDIA
+/// H200, 139.8 GiB total, 1.19 GiB free); torch 2.5.1; batch=64 seq=4096`.
+/// `None` when the kind adds nothing to the exit's own message.
+pub fn headline(
+    diagnosis: &Diagnosis,
+    device_names: &[String],
+    torch: Option<&str>,
+    params: &indexmap::IndexMap<String, String>,
+) -> Option<String> {
+    use crate::units::Bytes;
+    let mut parts = Vec::new();
+    match diagnosis.kind {
+        FailureKind::GpuOom => {
+            let mut head = "gpu-oom".to_string();
+            if let Some(rank) = diagnosis.rank {
+                head.push_str(&format!(" on rank {rank}"));
+                if diagnosis.oom_ranks.len() > 1 {
+                    let ranks: Vec<String> =
+                        diagnosis.oom_ranks.iter().map(u32::to_string).collect();
+                    head.push_str(&format!(" (ranks {} ran out)", ranks.join(", ")));
+                }
+            }
+            let oom = diagnosis.oom.clone().unwrap_or_default();
+            let mut what = match oom.requested_bytes {
+                Some(bytes) => format!("tried to allocate {}", Bytes(bytes)),
+                None => format!("{} allocation failed", oom.framework),
+            };
+            if let Some(shape) = &oom.tensor_shape {
+                what.push_str(&format!(" (tensor of shape {shape})"));
+            }
+            if let Some(index) = oom.device_index {
+                let mut device = Vec::new();
+                if let Some(name) = device_names.get(index as usize) {
+                    device.push(name.clone());
+                }
+                if let Some(total) = oom.total_bytes {
+                    device.push(format!("{} total", Bytes(total)));
+                }
+                if let Some(free) = oom.free_bytes {
+                    device.push(format!("{} free", Bytes(free)));
+                }
+                what.push_str(&format!(" on GPU {index}"));
+                if !device.is_empty() {
+                    what.push_str(&format!(" ({})", device.join(", ")));
+                }
+            }
+            parts.push(format!("{head}: {what}"));
+        }
+        FailureKind::HostOomSuspected => {
+            parts.push("host-oom-suspected: killed by SIGKILL with no error message".to_string())
+        }
+        FailureKind::CudaSetup | FailureKind::CudaFault => {
+            let first = diagnosis
+                .exception
+                .as_deref()
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .unwrap_or_default();
+            let (_, first) = split_rank(first);
+            let first: String = first.chars().take(200).collect();
+            parts.push(format!("{}: {first}", diagnosis.kind.as_str()));
+        }
+        FailureKind::Timeout | FailureKind::ExitNonzero => return None,
+    }
+    if let Some(torch) = torch {
+        parts.push(format!("torch {torch}"));
+    }
+    if !params.is_empty() {
+        parts.push(
+            params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+    }
+    Some(parts.join("; "))
+}

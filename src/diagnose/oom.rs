@@ -51,12 +51,17 @@ fn size_at(text: &str) -> Option<u64> {
     let number_end = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
     let rest = &text[number_end..];
     let unit_start = rest.len() - rest.trim_start().len();
-    let unit_len = rest[unit_start..].find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len() - unit_start);
+    let unit_len = rest[unit_start..]
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .unwrap_or(rest.len() - unit_start);
     let unit = &rest[unit_start..unit_start + unit_len];
     if unit.is_empty() || number_end == 0 {
         return None;
     }
-    format!("{} {unit}", &text[..number_end]).parse::<Bytes>().ok().map(Bytes::get)
+    format!("{} {unit}", &text[..number_end])
+        .parse::<Bytes>()
+        .ok()
+        .map(Bytes::get)
 }
 
 /// The size right after `marker` in `line`.
@@ -65,28 +70,36 @@ fn size_after(line: &str, marker: &str) -> Option<u64> {
     size_at(&line[at + marker.len()..])
 }
 
-/// The size right before `marker` (`… 130.35 MiB already allocated`).
+/// The size right before `marker` (`… and 130.35 MiB already allocated`):
+/// the last two words before it.
 fn size_before(line: &str, marker: &str) -> Option<u64> {
     let at = line.find(marker)?;
-    let head = line[..at].trim_end();
-    let start = head.rfind(|c: char| c == ';' || c == '(' || c == ',').map_or(0, |i| i + 1);
-    size_at(&head[start..])
+    let mut words = line[..at].split_whitespace().rev();
+    let unit = words.next()?;
+    let number = words.next()?.trim_start_matches(['(', ';', ',']);
+    size_at(&format!("{number} {unit}"))
 }
 
 fn number_after(line: &str, marker: &str) -> Option<u32> {
     let at = line.find(marker)?;
     let rest = line[at + marker.len()..].trim_start();
-    let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
     rest[..end].parse().ok()
 }
 
 fn parse_pytorch(line: &str) -> Option<OomFigures> {
     // `CUDA out of memory. Tried to allocate`, `XPU out of memory. …`,
     // `MLU …`, or the device-generic `Out of memory. Tried to allocate`.
-    let at = line.find("out of memory. Tried to allocate").or_else(|| line.find("Out of memory. Tried to allocate"))?;
-    let backend = line[..at].trim_end().rsplit(|c: char| !c.is_ascii_alphanumeric()).next().filter(|b| {
-        matches!(*b, "CUDA" | "XPU" | "MLU")
-    });
+    let at = line
+        .find("out of memory. Tried to allocate")
+        .or_else(|| line.find("Out of memory. Tried to allocate"))?;
+    let backend = line[..at]
+        .trim_end()
+        .rsplit(|c: char| !c.is_ascii_alphanumeric())
+        .next()
+        .filter(|b| matches!(*b, "CUDA" | "XPU" | "MLU"));
     let mut figures = OomFigures {
         framework: "pytorch".to_string(),
         backend: backend.map(str::to_string),
@@ -106,17 +119,20 @@ fn parse_pytorch(line: &str) -> Option<OomFigures> {
     // Current: "GPU 0 has a total capacity of 79.25 GiB of which 3.19 MiB is free."
     // (2.1 spelled it "capacty"; the index can be missing: "GPU  has".)
     figures.device_index = number_after(line, "GPU ");
-    figures.total_bytes =
-        size_after(line, "has a total capacity of").or_else(|| size_after(line, "has a total capacty of"));
+    figures.total_bytes = size_after(line, "has a total capacity of")
+        .or_else(|| size_after(line, "has a total capacty of"));
     figures.free_bytes = size_after(line, " of which");
     figures.process_bytes = size_after(line, "this process has");
     figures.allocated_bytes = size_after(line, "Of the allocated memory");
-    figures.reserved_unallocated_bytes = size_before(line, "is reserved by PyTorch but unallocated");
+    figures.reserved_unallocated_bytes =
+        size_before(line, "is reserved by PyTorch but unallocated");
     figures.private_pool_bytes = size_after(line, "allocated by PyTorch, with");
     let mut rest = line;
     while let Some(at) = rest.find("Process ") {
         rest = &rest[at + "Process ".len()..];
-        let Some(pid) = number_after(rest, "") else { continue };
+        let Some(pid) = number_after(rest, "") else {
+            continue;
+        };
         if let Some(bytes) = size_after(rest, "has") {
             figures.other_processes.push((pid, bytes));
         }
@@ -130,8 +146,15 @@ fn parse_jax(line: &str) -> Option<OomFigures> {
         return None;
     }
     let rest = &line[at + "Out of memory while trying to allocate".len()..];
-    let requested = rest.trim_start().split_whitespace().next().and_then(|n| n.parse::<u64>().ok());
-    Some(OomFigures { framework: "jax".to_string(), requested_bytes: requested, ..OomFigures::default() })
+    let requested = rest
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse::<u64>().ok());
+    Some(OomFigures {
+        framework: "jax".to_string(),
+        requested_bytes: requested,
+        ..OomFigures::default()
+    })
 }
 
 fn parse_tensorflow(line: &str) -> Option<OomFigures> {
@@ -159,10 +182,13 @@ fn parse_runtime(line: &str) -> Option<OomFigures> {
         "CUDA error: out of memory",
         "CUDA_ERROR_OUT_OF_MEMORY",
     ];
-    MARKERS.iter().any(|m| line.contains(m)).then(|| OomFigures {
-        framework: "cuda-runtime".to_string(),
-        ..OomFigures::default()
-    })
+    MARKERS
+        .iter()
+        .any(|m| line.contains(m))
+        .then(|| OomFigures {
+            framework: "cuda-runtime".to_string(),
+            ..OomFigures::default()
+        })
 }
 
 #[cfg(test)]

@@ -163,6 +163,9 @@ fn serde_plain(value: &impl serde::Serialize) -> String {
 
 /// A stable word for the kind of failure, for JUnit's `type` attribute.
 fn failure_type(case: &CaseResult) -> &'static str {
+    if let Some(diagnosis) = &case.diagnosis {
+        return diagnosis.kind.as_str();
+    }
     match case.status {
         CaseStatus::TimedOut => "timeout",
         CaseStatus::Interrupted => "interrupted",

@@ -209,7 +209,26 @@ pub fn render(results: &RunResults) -> String {
                 case.message.as_deref().unwrap_or(case.status.as_str()),
                 case.dir.display()
             );
+            for hint in case.diagnosis.iter().flat_map(|d| &d.hints) {
+                let _ = writeln!(out, "  - hint: {hint}");
+            }
+            if let Some(exception) = case.diagnosis.as_ref().and_then(|d| d.exception.as_deref()) {
+                let fence = if exception.contains("```") {
+                    "~~~~"
+                } else {
+                    "```"
+                };
+                let _ = writeln!(out, "\n  {fence}text\n{}\n  {fence}", indent(exception));
+            }
         }
     }
     out
+}
+
+/// Indent every line by two spaces, to nest a block under a list item.
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|line| format!("  {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -267,6 +267,15 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
         })
         .collect();
     let _ = writeln!(out, "instances:   {}", exits.join("; "));
+    if let Some(diagnosis) = &case.diagnosis {
+        let _ = writeln!(out, "diagnosis:   {}", diagnosis.kind.as_str());
+        for hint in &diagnosis.hints {
+            let _ = writeln!(out, "hint:        {hint}");
+        }
+        if let Some(exception) = &diagnosis.exception {
+            let _ = writeln!(out, "exception:\n{exception}");
+        }
+    }
     if case.leftover_processes > 0 {
         let _ = writeln!(
             out,

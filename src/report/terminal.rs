@@ -97,6 +97,9 @@ impl Terminal {
         if let Some(message) = &case.message {
             text.push_str(&format!("\n{:>12}   {message}", ""));
             if case.status != CaseStatus::Passed {
+                for hint in case.diagnosis.iter().flat_map(|d| &d.hints) {
+                    text.push_str(&format!("\n{:>12}   hint: {hint}", ""));
+                }
                 text.push_str(&format!("\n{:>12}   logs: {}", "", case.dir.display()));
             }
         }

@@ -18,6 +18,7 @@ use super::Runner;
 use super::launch::{InstanceLogs, LaunchSpec, launch};
 use super::logs::{TAIL_BYTES, read_tail};
 use super::process::{self, Exit};
+use crate::diagnose::{self, Diagnosis};
 use crate::environment::is_allocator_variable;
 use crate::measure::gpu::{CaseGpu, GpuFigures};
 use crate::measure::{Sample, Timeline};
@@ -297,6 +298,16 @@ impl Runner<'_> {
                 .find(|i| i.exit.is_some_and(|e| !e.success()))
                 .map_or(0, |i| i.index as usize),
         };
+        let diagnosis = diagnose_case(status, &observed, &checks, &instances[focus]);
+        let message = match (&diagnosis, message) {
+            (Some(d), Some(message)) => {
+                Some(match self.headline(d, case, &gpu_names(&gpu_figures)) {
+                    Some(headline) => format!("{headline} — {message}"),
+                    None => message,
+                })
+            }
+            (_, message) => message,
+        };
         let tail = |path: &Path| {
             read_tail(path, TAIL_BYTES)
                 .unwrap_or_else(|e| format!("[oomgate: cannot read {}: {e}]", path.display()))
@@ -346,9 +357,32 @@ impl Runner<'_> {
             leftover_processes: leftovers,
             dir: relative(case_dir),
             timeline: relative(&timeline_path),
+            diagnosis,
             stdout_tail: tail(&instances[focus].logs.stdout),
             stderr_tail: tail(&instances[focus].logs.stderr),
         }
+    }
+
+    /// The diagnosis's headline, with the framework version when the suite
+    /// records it and the case's matrix params.
+    fn headline(
+        &self,
+        diagnosis: &Diagnosis,
+        case: &Case,
+        device_names: &[String],
+    ) -> Option<String> {
+        let torch = self
+            .environment
+            .python
+            .as_ref()
+            .and_then(|p| p.packages.get("torch"))
+            .filter(|v| v.as_str() != crate::environment::ABSENT);
+        diagnose::headline(
+            diagnosis,
+            device_names,
+            torch.map(String::as_str),
+            &case.params,
+        )
     }
 
     /// One tick: scan the tree once, let every sampler read it. `zombies`
@@ -572,6 +606,38 @@ fn allocator_env(case: &Case) -> BTreeMap<String, String> {
         }
     }
     variables
+}
+
+/// Classify a case that failed on its own, from its stderr and exit.
+fn diagnose_case(
+    status: crate::results::CaseStatus,
+    observed: &Observed,
+    checks: &[Check],
+    focus: &Instance,
+) -> Option<Diagnosis> {
+    let stopped_by_oomgate = !matches!(
+        observed.stop,
+        None | Some(StopReason::InstanceFailed { .. })
+    );
+    let check_failed = checks.iter().any(|c| !c.passed);
+    let mut diagnosis = diagnose::diagnose(
+        status,
+        focus.exit,
+        stopped_by_oomgate,
+        check_failed,
+        &focus.logs.stderr,
+    )?;
+    diagnosis.hints = diagnose::hints::case_hints(&diagnosis, observed.host_peak.map(Bytes::get));
+    Some(diagnosis)
+}
+
+/// The names of the case's GPUs in CUDA's order (the order a framework's
+/// device index counts in).
+fn gpu_names(figures: &Option<GpuFigures>) -> Vec<String> {
+    figures
+        .as_ref()
+        .map(|g| g.devices.iter().map(|d| d.name.clone()).collect())
+        .unwrap_or_default()
 }
 
 fn append(path: &Path, text: &str) {

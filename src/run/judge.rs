@@ -80,6 +80,7 @@ fn no_runs() -> CaseResult {
         env: Default::default(),
         allocator_env: BTreeMap::new(),
         baseline: None,
+        diagnosis: None,
         repeats: Vec::new(),
         checks: Vec::new(),
         instances: Vec::new(),
@@ -90,6 +91,31 @@ fn no_runs() -> CaseResult {
         timeline: Default::default(),
         stdout_tail: String::new(),
         stderr_tail: String::new(),
+    }
+}
+
+/// Across the cases of one matrix: when only the largest values of a key
+/// ran out of GPU memory, say so on those cases.
+pub(super) fn largest_values_hints(cases: &mut [CaseResult]) {
+    use crate::diagnose::{FailureKind, hints};
+    let view: Vec<hints::MatrixCase<'_>> = cases
+        .iter()
+        .map(|c| hints::MatrixCase {
+            params: &c.params,
+            command: &c.command,
+            gpu_oom: c
+                .diagnosis
+                .as_ref()
+                .is_some_and(|d| d.kind == FailureKind::GpuOom),
+        })
+        .collect();
+    let found = hints::largest_values_fail(&view);
+    for (index, hint) in found {
+        if let Some(diagnosis) = cases.get_mut(index).and_then(|c| c.diagnosis.as_mut()) {
+            if !diagnosis.hints.contains(&hint) {
+                diagnosis.hints.push(hint);
+            }
+        }
     }
 }
 

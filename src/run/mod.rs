@@ -191,6 +191,7 @@ impl<'a> Runner<'a> {
             }
         }
 
+        judge::largest_values_hints(&mut results.cases);
         results.interrupted = self.interrupt.requested();
         results.finished_at = Some(now_rfc3339());
         results.runner_max_rss_bytes = runner_max_rss_bytes();
