@@ -29,7 +29,7 @@ fn nasty_output_keeps_junit_valid_xml() {
         failure.attribute("message"),
         Some("the command exited with code 1")
     );
-    assert_eq!(failure.attribute("type"), Some("exit-status"));
+    assert_eq!(failure.attribute("type"), Some("exit-nonzero"));
     let failure_text = failure.text().unwrap_or_default();
     assert!(
         failure_text.contains("host peak:"),
