@@ -11,6 +11,7 @@ pub mod cli;
 pub mod diagnose;
 pub mod environment;
 pub mod measure;
+pub mod probe;
 pub mod report;
 pub mod results;
 pub mod run;

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::baseline::{CaseComparison, Drift};
 use crate::diagnose::Diagnosis;
+use crate::probe::ProbeSummary;
 use crate::environment::Environment;
 use crate::measure::gpu::{DeviceFigures, ForeignProcess};
 use crate::measure::nvml::GpuDevice;
@@ -197,6 +198,8 @@ pub struct CaseResult {
     /// For a case that failed on its own: the kind, the figures of its
     /// error message, the exception, and first hypotheses.
     pub diagnosis: Option<Diagnosis>,
+    /// What the workload reported through `$OOMGATE_METRICS`, if anything.
+    pub probe: Option<ProbeSummary>,
     /// With `repeat > 1`: each run's figures; the case's figures are their
     /// maximum.
     pub repeats: Vec<RepeatFigures>,

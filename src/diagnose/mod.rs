@@ -256,6 +256,7 @@ mod tests;
 /// `None` when the kind adds nothing to the exit's own message.
 pub fn headline(
     diagnosis: &Diagnosis,
+    step: Option<&crate::probe::StepSeen>,
     device_names: &[String],
     torch: Option<&str>,
     params: &indexmap::IndexMap<String, String>,
@@ -265,6 +266,15 @@ pub fn headline(
     match diagnosis.kind {
         FailureKind::GpuOom => {
             let mut head = "gpu-oom".to_string();
+            // The step the workload's probe reported last: where it broke.
+            if let Some(step) = step {
+                match (step.step, &step.phase) {
+                    (Some(n), Some(phase)) => head.push_str(&format!(" at step {n} ({phase})")),
+                    (Some(n), None) => head.push_str(&format!(" at step {n}")),
+                    (None, Some(phase)) => head.push_str(&format!(" in {phase}")),
+                    (None, None) => {}
+                }
+            }
             if let Some(rank) = diagnosis.rank {
                 head.push_str(&format!(" on rank {rank}"));
                 if diagnosis.oom_ranks.len() > 1 {

@@ -19,6 +19,7 @@ use super::launch::{InstanceLogs, LaunchSpec, launch};
 use super::logs::{TAIL_BYTES, read_tail};
 use super::process::{self, Exit};
 use crate::diagnose::{self, Diagnosis};
+use crate::probe::{ProbeReader, ProbeSummary, StepSeen};
 use crate::environment::is_allocator_variable;
 use crate::measure::gpu::{CaseGpu, GpuFigures};
 use crate::measure::{Sample, Timeline};
@@ -170,6 +171,7 @@ impl Runner<'_> {
         }
 
         let mut timeline = Timeline::new();
+        let mut probe = ProbeReader::new(instances.iter().map(|i| (i.index, i.logs.metrics.clone())).collect());
         let mut sample_errors = 0u64;
         // Durations are bounded by validation; the fallbacks only guard the
         // arithmetic.
@@ -185,6 +187,7 @@ impl Runner<'_> {
             let (sample, errors) = self.sample(elapsed, case_gpu.as_mut(), &mut zombies);
             sample_errors += errors;
             timeline.push(&sample);
+            probe.poll();
             reporter
                 .handle(&Event::CaseProgress {
                     case,
@@ -258,7 +261,9 @@ impl Runner<'_> {
         });
         self.gpu = gpu_slot;
 
-        let checks = budget_checks(case, &timeline, gpu_figures.as_ref());
+        let probe = probe.finish();
+        let mut checks = budget_checks(case, &timeline, gpu_figures.as_ref());
+        checks.extend(limit_checks(case, probe.as_ref()));
         let observed = Observed {
             stop,
             exits: instances.iter().map(|i| i.exit).collect(),
@@ -301,7 +306,7 @@ impl Runner<'_> {
         let diagnosis = diagnose_case(status, &observed, &checks, &instances[focus]);
         let message = match (&diagnosis, message) {
             (Some(d), Some(message)) => {
-                Some(match self.headline(d, case, &gpu_names(&gpu_figures)) {
+                Some(match self.headline(d, probe.as_ref().and_then(|p| p.last_step.as_ref()), case, &gpu_names(&gpu_figures)) {
                     Some(headline) => format!("{headline} — {message}"),
                     None => message,
                 })
@@ -358,6 +363,7 @@ impl Runner<'_> {
             dir: relative(case_dir),
             timeline: relative(&timeline_path),
             diagnosis,
+            probe,
             stdout_tail: tail(&instances[focus].logs.stdout),
             stderr_tail: tail(&instances[focus].logs.stderr),
         }
@@ -368,6 +374,7 @@ impl Runner<'_> {
     fn headline(
         &self,
         diagnosis: &Diagnosis,
+        step: Option<&StepSeen>,
         case: &Case,
         device_names: &[String],
     ) -> Option<String> {
@@ -379,6 +386,7 @@ impl Runner<'_> {
             .filter(|v| v.as_str() != crate::environment::ABSENT);
         diagnose::headline(
             diagnosis,
+            step,
             device_names,
             torch.map(String::as_str),
             &case.params,
@@ -559,6 +567,34 @@ fn budget_breached(case: &Case, timeline: &Timeline, gpu: Option<&CaseGpu<'_>>) 
         }),
         _ => false,
     }
+}
+
+/// The case's `limits` on what its probe reported. A figure the workload
+/// never reported fails its limit: it cannot be verified.
+fn limit_checks(case: &Case, probe: Option<&ProbeSummary>) -> Vec<Check> {
+    case.limits
+        .iter()
+        .map(|limit| {
+            let figure = probe.and_then(|p| p.figure(&limit.key));
+            let shown = |value: f64| {
+                if limit.key.starts_with("probe.peak") { Bytes(value as u64).to_string() } else { format!("{value}") }
+            };
+            let (passed, message) = match figure {
+                Some(value) if limit.op.holds(value, limit.value) => {
+                    (true, format!("{} = {} within limit {}", limit.key, shown(value), limit.text))
+                }
+                Some(value) => (false, format!("{} = {} breaks limit {}", limit.key, shown(value), limit.text)),
+                None => (false, format!("{} was not reported by the workload, so limit {} is unverified", limit.key, limit.text)),
+            };
+            Check {
+                name: format!("limit.{}", limit.key),
+                passed,
+                figure_bytes: None,
+                limit_bytes: None,
+                message,
+            }
+        })
+        .collect()
 }
 
 /// Every budget verdict of a finished case.

@@ -81,6 +81,7 @@ fn no_runs() -> CaseResult {
         allocator_env: BTreeMap::new(),
         baseline: None,
         diagnosis: None,
+        probe: None,
         repeats: Vec::new(),
         checks: Vec::new(),
         instances: Vec::new(),

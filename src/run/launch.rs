@@ -26,6 +26,8 @@ use crate::suite::Case;
 pub struct InstanceLogs {
     pub stdout: PathBuf,
     pub stderr: PathBuf,
+    /// The workload probe's JSON lines (`$OOMGATE_METRICS`).
+    pub metrics: PathBuf,
 }
 
 impl InstanceLogs {
@@ -37,9 +39,14 @@ impl InstanceLogs {
             0 => format!("{stream}.log"),
             i => format!("{stream}.{i}.log"),
         };
+        let metrics = match index {
+            0 => "metrics.jsonl".to_string(),
+            i => format!("metrics.{i}.jsonl"),
+        };
         InstanceLogs {
             stdout: case_dir.join(name("stdout")),
             stderr: case_dir.join(name("stderr")),
+            metrics: case_dir.join(metrics),
         }
     }
 }
@@ -122,6 +129,7 @@ fn environment(spec: &LaunchSpec<'_>) -> Vec<(OsString, OsString)> {
     set("OOMGATE_INSTANCE", spec.index.to_string().into());
     set("OOMGATE_CONCURRENCY", case.concurrency.to_string().into());
     set("OOMGATE_OUT", spec.case_dir.as_os_str().to_owned());
+    set("OOMGATE_METRICS", spec.logs.metrics.as_os_str().to_owned());
     env
 }
 

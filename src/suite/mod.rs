@@ -153,6 +153,39 @@ pub struct Case {
     pub tolerance: Tolerances,
     /// Runs of the whole case; the compared figure is their maximum.
     pub repeat: u32,
+    /// Thresholds on figures the workload reports through the probe.
+    pub limits: Vec<Limit>,
+}
+
+/// A threshold on a probe figure or custom metric: `metric.tokens_per_s >= 1500`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    /// `probe.peak_allocated`, `probe.peak_reserved`, `probe.last_step`,
+    /// `metric.<name>` (last value), `metric.<name>.min` / `.max`.
+    pub key: String,
+    pub op: LimitOp,
+    pub value: f64,
+    /// As written, for messages: `<= 40 GiB`.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitOp {
+    Below,
+    AtMost,
+    Above,
+    AtLeast,
+}
+
+impl LimitOp {
+    pub fn holds(self, figure: f64, value: f64) -> bool {
+        match self {
+            LimitOp::Below => figure < value,
+            LimitOp::AtMost => figure <= value,
+            LimitOp::Above => figure > value,
+            LimitOp::AtLeast => figure >= value,
+        }
+    }
 }
 
 /// Hard limits; a breach stops the case at once.
@@ -173,11 +206,12 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// Variables oomgate sets for every instance; a suite may not set them.
-pub const RESERVED_ENV: [&str; 4] = [
+pub const RESERVED_ENV: [&str; 5] = [
     "OOMGATE_CASE",
     "OOMGATE_INSTANCE",
     "OOMGATE_CONCURRENCY",
     "OOMGATE_OUT",
+    "OOMGATE_METRICS",
 ];
 
 /// Read and validate a suite file.

@@ -78,6 +78,7 @@ pub struct RawSettings {
     pub budget: Option<Spanned<RawBudget>>,
     pub tolerance: Option<Spanned<RawTolerance>>,
     pub repeat: Option<Spanned<i64>>,
+    pub limits: Option<Spanned<RawLimits>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -97,6 +98,7 @@ pub struct RawCase {
     pub budget: Option<Spanned<RawBudget>>,
     pub tolerance: Option<Spanned<RawTolerance>>,
     pub repeat: Option<Spanned<i64>>,
+    pub limits: Option<Spanned<RawLimits>>,
 }
 
 /// Borrow the shared keys of a `RawCase` or `RawSettings` (same field names).
@@ -112,6 +114,7 @@ macro_rules! settings_ref {
             budget: $raw.budget.as_ref(),
             tolerance: $raw.tolerance.as_ref(),
             repeat: $raw.repeat.as_ref(),
+            limits: $raw.limits.as_ref(),
         }
     };
 }
@@ -128,6 +131,9 @@ impl RawSettings {
         settings_ref!(self)
     }
 }
+
+/// `limits = { "probe.peak_allocated" = "<= 40 GiB", "metric.tokens_per_s" = ">= 1500" }`
+pub type RawLimits = IndexMap<Spanned<String>, Spanned<String>>;
 
 /// An argv list.
 pub type RawArgv = Vec<Spanned<String>>;
@@ -150,6 +156,7 @@ pub struct RawSettingsRef<'a> {
     pub budget: Option<&'a Spanned<RawBudget>>,
     pub tolerance: Option<&'a Spanned<RawTolerance>>,
     pub repeat: Option<&'a Spanned<i64>>,
+    pub limits: Option<&'a Spanned<RawLimits>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

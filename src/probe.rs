@@ -1,0 +1,276 @@
+//! The workload probe: JSON lines a workload appends to `$OOMGATE_METRICS`.
+//!
+//! ```text
+//! {"event":"step","step":12,"phase":"forward","allocated":1073741824,"reserved":2147483648,"peak_allocated":1610612736}
+//! {"event":"metric","name":"tokens_per_s","value":1834.2}
+//! ```
+//!
+//! Any language can write them; `python/oomgate_probe.py` is a
+//! dependency-free helper for Python. oomgate reads each instance's file
+//! while the case runs, from where it left off, so a probe that writes
+//! thousands of lines costs a read per tick, never the whole file again.
+//! Malformed lines are counted and reported, never fatal; a line longer
+//! than [`MAX_LINE`] is dropped as malformed. What is kept is bounded: the
+//! last step seen, the allocator peaks, and per metric its last, smallest
+//! and largest value.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Longest probe line accepted.
+pub const MAX_LINE: usize = 64 * 1024;
+/// Most bytes read from one file per tick; the rest waits for the next.
+const MAX_READ_PER_TICK: usize = 4 * 1024 * 1024;
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+enum Line {
+    Step {
+        step: Option<u64>,
+        phase: Option<String>,
+        allocated: Option<u64>,
+        reserved: Option<u64>,
+        peak_allocated: Option<u64>,
+        peak_reserved: Option<u64>,
+    },
+    Metric {
+        name: String,
+        value: f64,
+    },
+}
+
+/// The last step a workload reported: where an OOM interrupted it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StepSeen {
+    pub instance: u32,
+    pub step: Option<u64>,
+    pub phase: Option<String>,
+}
+
+/// One custom metric over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricSeen {
+    pub last: f64,
+    pub min: f64,
+    pub max: f64,
+    pub count: u64,
+}
+
+/// What the probe reported over a case (all instances).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProbeSummary {
+    pub lines: u64,
+    pub malformed: u64,
+    pub last_step: Option<StepSeen>,
+    /// Largest `allocated` / `peak_allocated` reported (bytes).
+    pub peak_allocated: Option<u64>,
+    /// Largest `reserved` / `peak_reserved` reported (bytes).
+    pub peak_reserved: Option<u64>,
+    pub metrics: BTreeMap<String, MetricSeen>,
+}
+
+impl ProbeSummary {
+    /// A figure by the name `limits` use: `probe.peak_allocated`,
+    /// `probe.peak_reserved`, `probe.last_step`, `metric.<name>` (its last
+    /// value), `metric.<name>.min` / `.max`.
+    pub fn figure(&self, key: &str) -> Option<f64> {
+        match key {
+            "probe.peak_allocated" => self.peak_allocated.map(|b| b as f64),
+            "probe.peak_reserved" => self.peak_reserved.map(|b| b as f64),
+            "probe.last_step" => self.last_step.as_ref().and_then(|s| s.step).map(|s| s as f64),
+            _ => {
+                let name = key.strip_prefix("metric.")?;
+                if let Some(metric) = self.metrics.get(name) {
+                    return Some(metric.last);
+                }
+                let (name, which) = name.rsplit_once('.')?;
+                let metric = self.metrics.get(name)?;
+                match which {
+                    "min" => Some(metric.min),
+                    "max" => Some(metric.max),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    fn record(&mut self, instance: u32, line: &[u8]) {
+        self.lines += 1;
+        let parsed = std::str::from_utf8(line).ok().and_then(|text| serde_json::from_str::<Line>(text).ok());
+        match parsed {
+            Some(Line::Step { step, phase, allocated, reserved, peak_allocated, peak_reserved }) => {
+                self.last_step = Some(StepSeen { instance, step, phase });
+                let max = |current: Option<u64>, values: [Option<u64>; 2]| {
+                    values.into_iter().flatten().chain(current).max()
+                };
+                self.peak_allocated = max(self.peak_allocated, [allocated, peak_allocated]);
+                self.peak_reserved = max(self.peak_reserved, [reserved, peak_reserved]);
+            }
+            Some(Line::Metric { name, value }) if value.is_finite() => {
+                let metric =
+                    self.metrics.entry(name).or_insert(MetricSeen { last: value, min: value, max: value, count: 0 });
+                metric.last = value;
+                metric.min = metric.min.min(value);
+                metric.max = metric.max.max(value);
+                metric.count += 1;
+            }
+            _ => self.malformed += 1,
+        }
+    }
+}
+
+/// One instance's probe file, read incrementally.
+#[derive(Debug)]
+struct Source {
+    instance: u32,
+    path: PathBuf,
+    offset: u64,
+    /// The start of a line not yet terminated.
+    partial: Vec<u8>,
+    /// The partial line grew past MAX_LINE: drop until the next newline.
+    skipping: bool,
+}
+
+/// The probe files of a case's instances.
+#[derive(Debug, Default)]
+pub struct ProbeReader {
+    sources: Vec<Source>,
+    summary: ProbeSummary,
+    buffer: Vec<u8>,
+}
+
+impl ProbeReader {
+    pub fn new(paths: Vec<(u32, PathBuf)>) -> Self {
+        ProbeReader {
+            sources: paths
+                .into_iter()
+                .map(|(instance, path)| Source { instance, path, offset: 0, partial: Vec::new(), skipping: false })
+                .collect(),
+            summary: ProbeSummary::default(),
+            buffer: Vec::new(),
+        }
+    }
+
+    /// Read what was appended since the last call.
+    pub fn poll(&mut self) {
+        for source in &mut self.sources {
+            let Ok(mut file) = File::open(&source.path) else { continue };
+            let Ok(length) = file.metadata().map(|m| m.len()) else { continue };
+            if length < source.offset {
+                // Truncated and rewritten: start over.
+                source.offset = 0;
+                source.partial.clear();
+            }
+            if length == source.offset || file.seek(SeekFrom::Start(source.offset)).is_err() {
+                continue;
+            }
+            self.buffer.clear();
+            let Ok(read) = file.take(MAX_READ_PER_TICK as u64).read_to_end(&mut self.buffer) else { continue };
+            source.offset += read as u64;
+            for &byte in &self.buffer[..read] {
+                if byte == b'\n' {
+                    if source.skipping {
+                        self.summary.lines += 1;
+                        self.summary.malformed += 1;
+                    } else if !source.partial.iter().all(u8::is_ascii_whitespace) {
+                        self.summary.record(source.instance, &source.partial);
+                    }
+                    source.partial.clear();
+                    source.skipping = false;
+                } else if !source.skipping {
+                    if source.partial.len() >= MAX_LINE {
+                        source.partial.clear();
+                        source.skipping = true;
+                    } else {
+                        source.partial.push(byte);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Everything read, after a last poll (a final line without a newline
+    /// counts too).
+    pub fn finish(mut self) -> Option<ProbeSummary> {
+        self.poll();
+        // Drain what is left beyond the per-tick cap.
+        for _ in 0..1024 {
+            let before: Vec<u64> = self.sources.iter().map(|s| s.offset).collect();
+            self.poll();
+            if self.sources.iter().map(|s| s.offset).eq(before) {
+                break;
+            }
+        }
+        for source in &mut self.sources {
+            if !source.partial.is_empty() && !source.skipping {
+                let line = std::mem::take(&mut source.partial);
+                self.summary.record(source.instance, &line);
+            }
+        }
+        (self.summary.lines > 0).then_some(self.summary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn reads_incrementally_counts_garbage_and_keeps_peaks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("metrics.jsonl");
+        let mut reader = ProbeReader::new(vec![(0, path.clone())]);
+        reader.poll(); // no file yet: nothing, no error
+        let mut file = std::fs::File::create(&path).expect("create");
+        writeln!(file, r#"{{"event":"step","step":1,"phase":"forward","allocated":100,"reserved":200}}"#).expect("w");
+        write!(file, r#"{{"event":"step","step":2,"phase":"back"#).expect("w"); // half a line
+        reader.poll();
+        writeln!(file, r#"ward","allocated":150,"peak_allocated":300}}"#).expect("w");
+        writeln!(file, "not json").expect("w");
+        writeln!(file, r#"{{"event":"metric","name":"tokens_per_s","value":1834.2}}"#).expect("w");
+        writeln!(file, r#"{{"event":"metric","name":"tokens_per_s","value":1500}}"#).expect("w");
+        writeln!(file, r#"{{"event":"unknown"}}"#).expect("w");
+        writeln!(file).expect("w");
+        reader.poll();
+        let summary = reader.finish().expect("lines were read");
+        assert_eq!(summary.lines, 6);
+        assert_eq!(summary.malformed, 2);
+        assert_eq!(summary.last_step, Some(StepSeen { instance: 0, step: Some(2), phase: Some("backward".into()) }));
+        assert_eq!(summary.peak_allocated, Some(300));
+        assert_eq!(summary.peak_reserved, Some(200));
+        assert_eq!(summary.figure("metric.tokens_per_s"), Some(1500.0));
+        assert_eq!(summary.figure("metric.tokens_per_s.max"), Some(1834.2));
+        assert_eq!(summary.figure("probe.peak_allocated"), Some(300.0));
+        assert_eq!(summary.figure("metric.nope"), None);
+    }
+
+    #[test]
+    fn an_endless_line_is_dropped_not_buffered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("metrics.jsonl");
+        let mut text = "x".repeat(MAX_LINE * 3);
+        text.push('\n');
+        text.push_str(r#"{"event":"step","step":7}"#);
+        std::fs::write(&path, text).expect("write");
+        let summary = ProbeReader::new(vec![(3, path)]).finish().expect("lines");
+        assert_eq!(summary.malformed, 1);
+        assert_eq!(summary.last_step.map(|s| (s.instance, s.step)), Some((3, Some(7))));
+    }
+
+    #[test]
+    fn thousands_of_lines_beyond_one_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("metrics.jsonl");
+        let line = r#"{"event":"step","step":1,"allocated":5}"#;
+        let count = MAX_READ_PER_TICK / line.len() + 1000;
+        std::fs::write(&path, format!("{line}\n").repeat(count)).expect("write");
+        let summary = ProbeReader::new(vec![(0, path)]).finish().expect("lines");
+        assert_eq!(summary.lines, count as u64);
+        assert_eq!(summary.malformed, 0);
+    }
+}
