@@ -81,7 +81,11 @@ impl ProbeSummary {
         match key {
             "probe.peak_allocated" => self.peak_allocated.map(|b| b as f64),
             "probe.peak_reserved" => self.peak_reserved.map(|b| b as f64),
-            "probe.last_step" => self.last_step.as_ref().and_then(|s| s.step).map(|s| s as f64),
+            "probe.last_step" => self
+                .last_step
+                .as_ref()
+                .and_then(|s| s.step)
+                .map(|s| s as f64),
             _ => {
                 let name = key.strip_prefix("metric.")?;
                 if let Some(metric) = self.metrics.get(name) {
@@ -100,10 +104,23 @@ impl ProbeSummary {
 
     fn record(&mut self, instance: u32, line: &[u8]) {
         self.lines += 1;
-        let parsed = std::str::from_utf8(line).ok().and_then(|text| serde_json::from_str::<Line>(text).ok());
+        let parsed = std::str::from_utf8(line)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Line>(text).ok());
         match parsed {
-            Some(Line::Step { step, phase, allocated, reserved, peak_allocated, peak_reserved }) => {
-                self.last_step = Some(StepSeen { instance, step, phase });
+            Some(Line::Step {
+                step,
+                phase,
+                allocated,
+                reserved,
+                peak_allocated,
+                peak_reserved,
+            }) => {
+                self.last_step = Some(StepSeen {
+                    instance,
+                    step,
+                    phase,
+                });
                 let max = |current: Option<u64>, values: [Option<u64>; 2]| {
                     values.into_iter().flatten().chain(current).max()
                 };
@@ -111,8 +128,12 @@ impl ProbeSummary {
                 self.peak_reserved = max(self.peak_reserved, [reserved, peak_reserved]);
             }
             Some(Line::Metric { name, value }) if value.is_finite() => {
-                let metric =
-                    self.metrics.entry(name).or_insert(MetricSeen { last: value, min: value, max: value, count: 0 });
+                let metric = self.metrics.entry(name).or_insert(MetricSeen {
+                    last: value,
+                    min: value,
+                    max: value,
+                    count: 0,
+                });
                 metric.last = value;
                 metric.min = metric.min.min(value);
                 metric.max = metric.max.max(value);
@@ -148,7 +169,13 @@ impl ProbeReader {
         ProbeReader {
             sources: paths
                 .into_iter()
-                .map(|(instance, path)| Source { instance, path, offset: 0, partial: Vec::new(), skipping: false })
+                .map(|(instance, path)| Source {
+                    instance,
+                    path,
+                    offset: 0,
+                    partial: Vec::new(),
+                    skipping: false,
+                })
                 .collect(),
             summary: ProbeSummary::default(),
             buffer: Vec::new(),
@@ -158,8 +185,12 @@ impl ProbeReader {
     /// Read what was appended since the last call.
     pub fn poll(&mut self) {
         for source in &mut self.sources {
-            let Ok(mut file) = File::open(&source.path) else { continue };
-            let Ok(length) = file.metadata().map(|m| m.len()) else { continue };
+            let Ok(mut file) = File::open(&source.path) else {
+                continue;
+            };
+            let Ok(length) = file.metadata().map(|m| m.len()) else {
+                continue;
+            };
             if length < source.offset {
                 // Truncated and rewritten: start over.
                 source.offset = 0;
@@ -169,7 +200,12 @@ impl ProbeReader {
                 continue;
             }
             self.buffer.clear();
-            let Ok(read) = file.take(MAX_READ_PER_TICK as u64).read_to_end(&mut self.buffer) else { continue };
+            let Ok(read) = file
+                .take(MAX_READ_PER_TICK as u64)
+                .read_to_end(&mut self.buffer)
+            else {
+                continue;
+            };
             source.offset += read as u64;
             for &byte in &self.buffer[..read] {
                 if byte == b'\n' {
@@ -227,20 +263,39 @@ mod tests {
         let mut reader = ProbeReader::new(vec![(0, path.clone())]);
         reader.poll(); // no file yet: nothing, no error
         let mut file = std::fs::File::create(&path).expect("create");
-        writeln!(file, r#"{{"event":"step","step":1,"phase":"forward","allocated":100,"reserved":200}}"#).expect("w");
+        writeln!(
+            file,
+            r#"{{"event":"step","step":1,"phase":"forward","allocated":100,"reserved":200}}"#
+        )
+        .expect("w");
         write!(file, r#"{{"event":"step","step":2,"phase":"back"#).expect("w"); // half a line
         reader.poll();
         writeln!(file, r#"ward","allocated":150,"peak_allocated":300}}"#).expect("w");
         writeln!(file, "not json").expect("w");
-        writeln!(file, r#"{{"event":"metric","name":"tokens_per_s","value":1834.2}}"#).expect("w");
-        writeln!(file, r#"{{"event":"metric","name":"tokens_per_s","value":1500}}"#).expect("w");
+        writeln!(
+            file,
+            r#"{{"event":"metric","name":"tokens_per_s","value":1834.2}}"#
+        )
+        .expect("w");
+        writeln!(
+            file,
+            r#"{{"event":"metric","name":"tokens_per_s","value":1500}}"#
+        )
+        .expect("w");
         writeln!(file, r#"{{"event":"unknown"}}"#).expect("w");
         writeln!(file).expect("w");
         reader.poll();
         let summary = reader.finish().expect("lines were read");
         assert_eq!(summary.lines, 6);
         assert_eq!(summary.malformed, 2);
-        assert_eq!(summary.last_step, Some(StepSeen { instance: 0, step: Some(2), phase: Some("backward".into()) }));
+        assert_eq!(
+            summary.last_step,
+            Some(StepSeen {
+                instance: 0,
+                step: Some(2),
+                phase: Some("backward".into())
+            })
+        );
         assert_eq!(summary.peak_allocated, Some(300));
         assert_eq!(summary.peak_reserved, Some(200));
         assert_eq!(summary.figure("metric.tokens_per_s"), Some(1500.0));
@@ -259,7 +314,10 @@ mod tests {
         std::fs::write(&path, text).expect("write");
         let summary = ProbeReader::new(vec![(3, path)]).finish().expect("lines");
         assert_eq!(summary.malformed, 1);
-        assert_eq!(summary.last_step.map(|s| (s.instance, s.step)), Some((3, Some(7))));
+        assert_eq!(
+            summary.last_step.map(|s| (s.instance, s.step)),
+            Some((3, Some(7)))
+        );
     }
 
     #[test]

@@ -16,10 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::baseline::{CaseComparison, Drift};
 use crate::diagnose::Diagnosis;
-use crate::probe::ProbeSummary;
 use crate::environment::Environment;
 use crate::measure::gpu::{DeviceFigures, ForeignProcess};
 use crate::measure::nvml::GpuDevice;
+use crate::probe::ProbeSummary;
 use crate::run::process::Exit;
 use crate::suite::DriftPolicy;
 use crate::units::Bytes;

@@ -19,10 +19,10 @@ use super::launch::{InstanceLogs, LaunchSpec, launch};
 use super::logs::{TAIL_BYTES, read_tail};
 use super::process::{self, Exit};
 use crate::diagnose::{self, Diagnosis};
-use crate::probe::{ProbeReader, ProbeSummary, StepSeen};
 use crate::environment::is_allocator_variable;
 use crate::measure::gpu::{CaseGpu, GpuFigures};
 use crate::measure::{Sample, Timeline};
+use crate::probe::{ProbeReader, ProbeSummary, StepSeen};
 use crate::report::{Event, Reporter};
 use crate::results::{CaseResult, Check, InstanceResult};
 use crate::suite::{Case, ForeignPolicy};
@@ -171,7 +171,12 @@ impl Runner<'_> {
         }
 
         let mut timeline = Timeline::new();
-        let mut probe = ProbeReader::new(instances.iter().map(|i| (i.index, i.logs.metrics.clone())).collect());
+        let mut probe = ProbeReader::new(
+            instances
+                .iter()
+                .map(|i| (i.index, i.logs.metrics.clone()))
+                .collect(),
+        );
         let mut sample_errors = 0u64;
         // Durations are bounded by validation; the fallbacks only guard the
         // arithmetic.
@@ -305,12 +310,17 @@ impl Runner<'_> {
         };
         let diagnosis = diagnose_case(status, &observed, &checks, &instances[focus]);
         let message = match (&diagnosis, message) {
-            (Some(d), Some(message)) => {
-                Some(match self.headline(d, probe.as_ref().and_then(|p| p.last_step.as_ref()), case, &gpu_names(&gpu_figures)) {
+            (Some(d), Some(message)) => Some(
+                match self.headline(
+                    d,
+                    probe.as_ref().and_then(|p| p.last_step.as_ref()),
+                    case,
+                    &gpu_names(&gpu_figures),
+                ) {
                     Some(headline) => format!("{headline} — {message}"),
                     None => message,
-                })
-            }
+                },
+            ),
             (_, message) => message,
         };
         let tail = |path: &Path| {
@@ -577,14 +587,38 @@ fn limit_checks(case: &Case, probe: Option<&ProbeSummary>) -> Vec<Check> {
         .map(|limit| {
             let figure = probe.and_then(|p| p.figure(&limit.key));
             let shown = |value: f64| {
-                if limit.key.starts_with("probe.peak") { Bytes(value as u64).to_string() } else { format!("{value}") }
+                if limit.key.starts_with("probe.peak") {
+                    Bytes(value as u64).to_string()
+                } else {
+                    format!("{value}")
+                }
             };
             let (passed, message) = match figure {
-                Some(value) if limit.op.holds(value, limit.value) => {
-                    (true, format!("{} = {} within limit {}", limit.key, shown(value), limit.text))
-                }
-                Some(value) => (false, format!("{} = {} breaks limit {}", limit.key, shown(value), limit.text)),
-                None => (false, format!("{} was not reported by the workload, so limit {} is unverified", limit.key, limit.text)),
+                Some(value) if limit.op.holds(value, limit.value) => (
+                    true,
+                    format!(
+                        "{} = {} within limit {}",
+                        limit.key,
+                        shown(value),
+                        limit.text
+                    ),
+                ),
+                Some(value) => (
+                    false,
+                    format!(
+                        "{} = {} breaks limit {}",
+                        limit.key,
+                        shown(value),
+                        limit.text
+                    ),
+                ),
+                None => (
+                    false,
+                    format!(
+                        "{} was not reported by the workload, so limit {} is unverified",
+                        limit.key, limit.text
+                    ),
+                ),
             };
             Check {
                 name: format!("limit.{}", limit.key),

@@ -15,7 +15,8 @@ use super::raw::{RawCase, RawEnvironment, RawSettingsRef, RawSuiteFile, RawToler
 use super::template::{expand_matrix, folder_name, is_identifier, placeholders, substitute};
 use super::{
     Budget, Case, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT, Diagnostic,
-    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Limit, LimitOp, RESERVED_ENV, Suite, Tolerances,
+    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Limit, LimitOp, RESERVED_ENV, Suite,
+    Tolerances,
 };
 use crate::units::{Bytes, parse_duration};
 
@@ -134,26 +135,47 @@ impl Checker<'_> {
     /// `"<= 40 GiB"`, `">= 1500"` on a probe figure or metric.
     fn limit(&mut self, key: &Spanned<String>, value: &Spanned<String>) -> Option<Limit> {
         let name = key.get_ref().trim();
-        let known_probe = ["probe.peak_allocated", "probe.peak_reserved", "probe.last_step"];
+        let known_probe = [
+            "probe.peak_allocated",
+            "probe.peak_reserved",
+            "probe.last_step",
+        ];
         let valid_key = known_probe.contains(&name)
             || name.strip_prefix("metric.").is_some_and(|m| !m.is_empty());
         if !valid_key {
-            self.error(key.span(), format!("`{name}` is not a figure limits can check")).help = Some(format!(
+            self.error(
+                key.span(),
+                format!("`{name}` is not a figure limits can check"),
+            )
+            .help = Some(format!(
                 "use {}, `metric.<name>`, `metric.<name>.min` or `metric.<name>.max`",
                 known_probe.map(|k| format!("`{k}`")).join(", ")
             ));
             return None;
         }
         let text = value.get_ref().trim();
-        let (op, rest) = [("<=", LimitOp::AtMost), (">=", LimitOp::AtLeast), ("<", LimitOp::Below), (">", LimitOp::Above)]
-            .into_iter()
-            .find_map(|(prefix, op)| text.strip_prefix(prefix).map(|rest| (op, rest.trim())))
-            .unzip();
+        let (op, rest) = [
+            ("<=", LimitOp::AtMost),
+            (">=", LimitOp::AtLeast),
+            ("<", LimitOp::Below),
+            (">", LimitOp::Above),
+        ]
+        .into_iter()
+        .find_map(|(prefix, op)| text.strip_prefix(prefix).map(|rest| (op, rest.trim())))
+        .unzip();
         let parsed = rest.and_then(|rest| {
-            rest.parse::<f64>().ok().filter(|v| v.is_finite()).or_else(|| rest.parse::<Bytes>().ok().map(|b| b.get() as f64))
+            rest.parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .or_else(|| rest.parse::<Bytes>().ok().map(|b| b.get() as f64))
         });
         match (op, parsed) {
-            (Some(op), Some(limit)) => Some(Limit { key: name.to_string(), op, value: limit, text: text.to_string() }),
+            (Some(op), Some(limit)) => Some(Limit {
+                key: name.to_string(),
+                op,
+                value: limit,
+                text: text.to_string(),
+            }),
             _ => {
                 self.error(value.span(), format!("`{text}` is not a limit")).help =
                     Some("write a comparison and a number or size: \"<= 40 GiB\", \">= 1500\", \"< 0.5\"".into());

@@ -1,0 +1,179 @@
+//! The workload probe end to end: python/oomgate_probe.py in a training
+//! loop (with a stand-in torch from fixtures/python), read by oomgate while
+//! the case runs; limits on what it reports.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+fn python_path() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    format!(
+        "{}:{}",
+        root.join("python").display(),
+        root.join("fixtures/python").display()
+    )
+}
+
+fn train_suite(args: &str, case_lines: &str) -> String {
+    format!(
+        "[suite]\nname = \"p\"\nsample_interval = \"20ms\"\n[[case]]\nname = \"train\"\ncommand = [\"python3\", {}, {args}]\nenv = {{ PYTHONPATH = {} }}\n{case_lines}\n",
+        toml_str(&workload("probe_train.py")),
+        toml_str(&python_path())
+    )
+}
+
+#[test]
+fn an_oom_names_the_interrupted_step_and_leaves_the_memory_summary() {
+    let project = Project::new(&train_suite("\"--steps\", \"10\", \"--oom-at\", \"3\"", ""));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("train");
+    let message = case["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("gpu-oom at step 3 (backward): tried to allocate 2.00 GiB on GPU 0"),
+        "{message}"
+    );
+    assert_eq!(case["probe"]["last_step"]["step"], 3);
+    assert_eq!(case["probe"]["last_step"]["phase"], "backward");
+    assert_eq!(case["probe"]["peak_allocated"], 512 * MIB);
+    assert_eq!(case["probe"]["malformed"], 0);
+    let summary = std::fs::read_to_string(project.out().join("cases/train/memory_summary.txt"))
+        .expect("memory summary");
+    assert!(summary.contains("stand-in memory summary"), "{summary}");
+}
+
+#[test]
+fn snapshots_are_dumped_on_oom_and_at_exit() {
+    let project = Project::new(
+        &train_suite("\"--steps\", \"10\", \"--oom-at\", \"2\"", "").replace(
+            "env = { PYTHONPATH",
+            "env = { OOMGATE_SNAPSHOT = \"1\", PYTHONPATH",
+        ),
+    );
+    project.run(&[]).assert_code(1);
+    assert!(
+        project
+            .out()
+            .join("cases/train/memory_snapshot_oom.pickle")
+            .is_file()
+    );
+
+    let project = Project::new(&train_suite("\"--steps\", \"3\"", "").replace(
+        "env = { PYTHONPATH",
+        "env = { OOMGATE_SNAPSHOT = \"1\", PYTHONPATH",
+    ));
+    project.run(&[]).assert_code(0);
+    assert!(
+        project
+            .out()
+            .join("cases/train/memory_snapshot.pickle")
+            .is_file()
+    );
+}
+
+#[test]
+fn limits_on_metrics_and_probe_figures() {
+    let limits = "limits = { \"metric.tokens_per_s\" = \">= 1500\", \"probe.peak_allocated\" = \"<= 1 GiB\" }";
+    let project = Project::new(&train_suite(
+        "\"--steps\", \"4\", \"--tokens-per-s\", \"1800\"",
+        limits,
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let checks = run.case("train")["checks"].to_string();
+    assert!(
+        checks.contains("metric.tokens_per_s = 1800 within limit >= 1500"),
+        "{checks}"
+    );
+
+    // Throughput halved: a memory fix that costs this much is not a fix.
+    let project = Project::new(&train_suite(
+        "\"--steps\", \"4\", \"--tokens-per-s\", \"900\"",
+        limits,
+    ));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let message = run.case("train")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(message, "metric.tokens_per_s = 900 breaks limit >= 1500");
+
+    let project = Project::new(&train_suite(
+        "\"--steps\", \"4\", \"--leak-mib\", \"400\"",
+        "limits = { \"probe.peak_allocated\" = \"<= 1 GiB\", \"metric.loss\" = \"< 3\" }",
+    ));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let message = run.case("train")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("probe.peak_allocated = 1.67 GiB breaks limit <= 1 GiB"),
+        "{message}"
+    );
+    assert!(
+        message
+            .contains("metric.loss was not reported by the workload, so limit < 3 is unverified"),
+        "{message}"
+    );
+}
+
+#[test]
+fn malformed_and_thousands_of_lines_are_read_without_failing() {
+    let script = "import os\nwith open(os.environ['OOMGATE_METRICS'], 'a') as f:\n    for i in range(5000):\n        f.write('{\"event\":\"step\",\"step\":%d,\"phase\":\"forward\",\"allocated\":%d}\\n' % (i, i))\n    f.write('this is not json\\n{\"event\":\"metric\"}\\n' + 'x' * 100000 + '\\n')\n";
+    let suite = format!(
+        "[suite]\nname = \"p\"\n[[case]]\nname = \"noisy\"\ncommand = [\"python3\", \"-c\", {}]\nconcurrency = 2\n",
+        toml_str(script)
+    );
+    let project = Project::new(&suite);
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let probe = &run.case("noisy")["probe"];
+    assert_eq!(probe["lines"], 2 * 5003, "{probe:#}");
+    assert_eq!(probe["malformed"], 2 * 3);
+    assert_eq!(probe["last_step"]["step"], 4999);
+    assert_eq!(probe["peak_allocated"], 4999);
+    assert!(project.out().join("cases/noisy/metrics.1.jsonl").is_file());
+}
+
+#[test]
+fn the_helper_is_a_no_op_outside_oomgate() {
+    let output = std::process::Command::new("python3")
+        .env("PYTHONPATH", python_path())
+        .env_remove("OOMGATE_METRICS")
+        .args(["-c", "import oomgate_probe as p\nassert not p.enabled()\np.step('forward')\np.metric('x', 1)\nwith p.guard():\n    pass\nprint('ok')"])
+        .output()
+        .expect("python3");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "ok",
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn a_bad_limit_is_refused_with_its_location() {
+    let project = Project::new(&train_suite(
+        "\"--steps\", \"1\"",
+        "limits = { \"metric.x\" = \"about 3\", \"gpu.peak\" = \"< 1\" }",
+    ));
+    let run = project.run(&[]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("`about 3` is not a limit"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("`gpu.peak` is not a figure limits can check"),
+        "{}",
+        run.stderr
+    );
+}
