@@ -14,14 +14,22 @@ pub fn case_hints(diagnosis: &Diagnosis, host_peak: Option<u64>) -> Vec<String> 
     match diagnosis.kind {
         FailureKind::GpuOom => {
             if let Some(oom) = &diagnosis.oom {
-                let own = oom.process_bytes.or(oom.allocated_bytes);
+                // This process's own memory: as the message states it, else
+                // what PyTorch allocated plus what it reserved on top.
+                let own = oom.process_bytes.or_else(|| {
+                    let reserved = oom.reserved_bytes.or_else(|| {
+                        oom.reserved_unallocated_bytes.zip(oom.allocated_bytes).map(|(r, a)| r + a)
+                    });
+                    reserved.or(oom.allocated_bytes)
+                });
                 if let (Some(total), Some(free), Some(own)) = (oom.total_bytes, oom.free_bytes, own) {
                     if own < total / 2 && free < total / 10 {
-                        let others: Vec<String> = oom
-                            .other_processes
-                            .iter()
-                            .map(|(pid, bytes)| format!("process {pid} {}", Bytes(*bytes)))
-                            .collect();
+                        // Without "this process has …", one of the listed
+                        // processes may be this one (containers list it as a
+                        // plain `Process N`): name them only when it is known.
+                        let listed = if oom.process_bytes.is_some() { oom.other_processes.as_slice() } else { &[] };
+                        let others: Vec<String> =
+                            listed.iter().map(|(pid, bytes)| format!("process {pid} {}", Bytes(*bytes))).collect();
                         let who = if others.is_empty() {
                             "other processes or memory outside PyTorch".to_string()
                         } else {
@@ -79,6 +87,7 @@ pub struct MatrixCase<'a> {
     /// happen to share param names are not compared.
     pub command: &'a [String],
     pub gpu_oom: bool,
+    pub passed: bool,
 }
 
 /// "Only the largest values fail": for each matrix key, among cases that
@@ -99,10 +108,18 @@ pub fn largest_values_fail(cases: &[MatrixCase<'_>]) -> Vec<(usize, String)> {
             };
             let rest: Vec<(&String, &String)> =
                 case.params.iter().filter(|(k, _)| *k != key).collect();
+            // The command with this value's own arguments blanked out
+            // (`--mib 100`, `--mib=100`), other arguments kept whole.
             let shape: Vec<String> = case
                 .command
                 .iter()
-                .map(|arg| arg.replace(value.as_str(), "{}"))
+                .map(|arg| {
+                    if arg == value || arg.ends_with(&format!("={value}")) {
+                        "{}".to_string()
+                    } else {
+                        arg.clone()
+                    }
+                })
                 .collect();
             match groups
                 .iter_mut()
@@ -113,6 +130,15 @@ pub fn largest_values_fail(cases: &[MatrixCase<'_>]) -> Vec<(usize, String)> {
             }
         }
         for (_, _, members) in groups {
+            // Only a clean split says something: every case either passed or
+            // ran out of GPU memory (a timeout or a budget failure among them
+            // would make "smaller ones passed" untrue).
+            if members
+                .iter()
+                .any(|&i| !cases[i].passed && !cases[i].gpu_oom)
+            {
+                continue;
+            }
             let mut valued: Vec<(f64, usize)> = members
                 .iter()
                 .filter_map(|&i| {
@@ -136,12 +162,13 @@ pub fn largest_values_fail(cases: &[MatrixCase<'_>]) -> Vec<(usize, String)> {
             if failing == 0 || failing == valued.len() || !top_fail {
                 continue;
             }
-            let passed_max = valued[valued.len() - failing - 1].0;
+            let written = |i: usize| cases[i].params.get(key).cloned().unwrap_or_default();
+            let passed_max = written(valued[valued.len() - failing - 1].1);
             let failed: Vec<String> = valued
                 .iter()
                 .rev()
                 .take(failing)
-                .map(|(v, _)| v.to_string())
+                .map(|(_, i)| written(*i))
                 .collect();
             for (_, i) in valued.iter().rev().take(failing) {
                 hints.push((

@@ -108,19 +108,53 @@ pub fn split_rank(line: &str) -> (Option<u32>, &str) {
     (None, line)
 }
 
-fn evidence(line: &str) -> Option<Evidence> {
-    if oom::parse(line).is_some() {
-        return Some(Evidence::Oom);
+/// What a line is evidence of, with the OOM figures when it is an OOM.
+/// A warning (`UserWarning: CUDA error: …, falling back to CPU`) is not
+/// evidence: the workload went on.
+fn evidence(line: &str) -> Option<(Evidence, Option<OomFigures>)> {
+    if let Some(figures) = oom::parse(line) {
+        return (!is_warning(line, "out of memory")).then_some((Evidence::Oom, Some(figures)));
     }
-    if SETUP_MARKERS.iter().any(|m| line.contains(m)) {
-        return Some(Evidence::Setup);
+    if let Some(marker) = SETUP_MARKERS.iter().find(|m| line.contains(*m)) {
+        return (!is_warning(line, marker)).then_some((Evidence::Setup, None));
     }
     // An NCCL or CUDA error that states an allocation failure is an OOM
-    // (caught above when it does); other CUDA errors are faults.
-    if FAULT_MARKERS.iter().any(|m| line.contains(m)) {
-        return Some(Evidence::Fault);
+    // (caught above); other CUDA errors are faults.
+    if let Some(marker) = FAULT_MARKERS.iter().find(|m| line.contains(*m)) {
+        return (!is_warning(line, marker)).then_some((Evidence::Fault, None));
     }
     None
+}
+
+/// Whether a `…Warning:` comes before the marker on the line.
+fn is_warning(line: &str, marker: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    let marker_at = lower
+        .find(&marker.to_ascii_lowercase())
+        .unwrap_or(lower.len());
+    lower[..marker_at].contains("warning:") || lower[..marker_at].contains("warn ")
+}
+
+/// Skip the rest of an over-long line without keeping it.
+fn skip_line(reader: &mut impl BufRead) {
+    loop {
+        let Ok(buffer) = reader.fill_buf() else {
+            return;
+        };
+        if buffer.is_empty() {
+            return;
+        }
+        match buffer.iter().position(|b| *b == b'\n') {
+            Some(at) => {
+                reader.consume(at + 1);
+                return;
+            }
+            None => {
+                let length = buffer.len();
+                reader.consume(length);
+            }
+        }
+    }
 }
 
 /// What scanning a log found: the strongest evidence and its exception.
@@ -154,32 +188,13 @@ pub fn scan(reader: impl Read) -> Scan {
             break;
         }
         if raw.len() >= MAX_LINE && raw.last() != Some(&b'\n') {
-            // Skip the rest of an over-long line.
-            let mut sink = Vec::new();
-            let _ = reader.read_until(b'\n', &mut sink);
+            skip_line(&mut reader);
         }
         let text = String::from_utf8_lossy(&raw);
         let line = text.trim_end_matches(['\n', '\r']);
         let (rank, body) = split_rank(line);
-        if collecting {
-            let same_rank = rank == scan.rank;
-            if body.trim().is_empty() || collected >= MAX_EXCEPTION_LINES {
-                collecting = false;
-            } else if same_rank && !body.starts_with("Traceback") {
-                if let Some(exception) = scan.exception.as_mut() {
-                    exception.push('\n');
-                    exception.push_str(line);
-                }
-                collected += 1;
-                continue;
-            } else if same_rank {
-                collecting = false;
-            }
-        }
-        let Some(found) = evidence(body) else {
-            continue;
-        };
-        if found == Evidence::Oom {
+        let found = evidence(body);
+        if let Some((Evidence::Oom, _)) = &found {
             if let Some(rank) = rank {
                 if !scan.oom_ranks.contains(&rank) {
                     scan.oom_ranks.push(rank);
@@ -187,26 +202,54 @@ pub fn scan(reader: impl Read) -> Scan {
             }
         }
         // The first line of the strongest kind wins (OOM > setup > fault).
-        let stronger = matches!(
-            (scan.evidence, found),
-            (None, _)
-                | (Some(Evidence::Fault), Evidence::Oom | Evidence::Setup)
-                | (Some(Evidence::Setup), Evidence::Oom)
-        );
-        if stronger {
-            scan.evidence = Some(found);
-            scan.oom = if found == Evidence::Oom {
-                oom::parse(body)
-            } else {
-                None
-            };
+        let stronger = found.as_ref().is_some_and(|(kind, _)| {
+            matches!(
+                (scan.evidence, kind),
+                (None, _)
+                    | (Some(Evidence::Fault), Evidence::Oom | Evidence::Setup)
+                    | (Some(Evidence::Setup), Evidence::Oom)
+            )
+        });
+        if let (true, Some((kind, figures))) = (stronger, found) {
+            scan.evidence = Some(kind);
+            scan.oom = figures;
             scan.exception = Some(line.to_string());
             scan.rank = rank;
             collecting = true;
             collected = 0;
+            continue;
+        }
+        if collecting {
+            let same_rank = rank == scan.rank;
+            if same_rank
+                && (body.trim().is_empty()
+                    || collected >= MAX_EXCEPTION_LINES
+                    || body.starts_with("Traceback")
+                    || looks_like_log(body))
+            {
+                collecting = false;
+            } else if same_rank {
+                if let Some(exception) = scan.exception.as_mut() {
+                    exception.push('\n');
+                    exception.push_str(line);
+                }
+                collected += 1;
+            }
         }
     }
     scan
+}
+
+/// A line of ordinary logging (timestamps, levels, progress), which ends
+/// an exception's block rather than continuing it.
+fn looks_like_log(body: &str) -> bool {
+    let first = body.split_whitespace().next().unwrap_or_default();
+    first.starts_with(|c: char| c.is_ascii_digit())
+        || [
+            "INFO", "WARNING", "WARN", "DEBUG", "ERROR", "wandb:", "W1", "I1", "E1",
+        ]
+        .iter()
+        .any(|p| first.starts_with(p))
 }
 
 /// Classify a case that did not pass. `None` for a case that passed, or
@@ -217,13 +260,25 @@ pub fn diagnose(
     stopped_by_oomgate: bool,
     check_failed: bool,
     stderr_log: &Path,
+    from_offset: u64,
 ) -> Option<Diagnosis> {
+    // A budget or baseline failure is its own explanation when oomgate
+    // stopped the case or the workload itself succeeded: a recovered OOM in
+    // its log is not the cause.
+    let exited_well = exit.is_some_and(Exit::success);
     if matches!(status, CaseStatus::Passed | CaseStatus::Interrupted)
-        || (check_failed && stopped_by_oomgate)
+        || (check_failed && (stopped_by_oomgate || exited_well))
     {
         return None;
     }
-    let scan = File::open(stderr_log).map(scan).unwrap_or_default();
+    // Only this run's output: repeats and soak runs append to the same log.
+    let scan = File::open(stderr_log)
+        .and_then(|mut file| {
+            use std::io::Seek;
+            file.seek(std::io::SeekFrom::Start(from_offset))?;
+            Ok(scan(file))
+        })
+        .unwrap_or_default();
     let kind = match scan.evidence {
         Some(Evidence::Oom) => FailureKind::GpuOom,
         Some(Evidence::Setup) => FailureKind::CudaSetup,

@@ -45,19 +45,24 @@ pub fn parse(line: &str) -> Option<OomFigures> {
         .or_else(|| parse_runtime(line))
 }
 
-/// A size as PyTorch prints it (`20.00 MiB`, `3.00 B`) at the start of `text`.
+/// Units as frameworks print them, longest first so `MiB` wins over `B`.
+const UNITS: [&str; 11] = [
+    "KiB", "MiB", "GiB", "TiB", "PiB", "KB", "MB", "GB", "TB", "PB", "B",
+];
+
+/// A size as PyTorch prints it (`20.00 MiB`, `3.00 B`) at the start of
+/// `text`. The unit is matched, not read to the end of the word: MLU builds
+/// print `1.00 MiBis free`.
 fn size_at(text: &str) -> Option<u64> {
     let text = text.trim_start();
-    let number_end = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let rest = &text[number_end..];
-    let unit_start = rest.len() - rest.trim_start().len();
-    let unit_len = rest[unit_start..]
-        .find(|c: char| !c.is_ascii_alphabetic())
-        .unwrap_or(rest.len() - unit_start);
-    let unit = &rest[unit_start..unit_start + unit_len];
-    if unit.is_empty() || number_end == 0 {
+    let number_end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    if number_end == 0 {
         return None;
     }
+    let rest = text[number_end..].trim_start();
+    let unit = UNITS.iter().find(|u| rest.starts_with(**u))?;
     format!("{} {unit}", &text[..number_end])
         .parse::<Bytes>()
         .ok()
@@ -118,7 +123,8 @@ fn parse_pytorch(line: &str) -> Option<OomFigures> {
     }
     // Current: "GPU 0 has a total capacity of 79.25 GiB of which 3.19 MiB is free."
     // (2.1 spelled it "capacty"; the index can be missing: "GPU  has".)
-    figures.device_index = number_after(line, "GPU ");
+    // The device named after the request, not any "GPU n" a log prefix has.
+    figures.device_index = number_after(&line[at..], "GPU ");
     figures.total_bytes = size_after(line, "has a total capacity of")
         .or_else(|| size_after(line, "has a total capacty of"));
     figures.free_bytes = size_after(line, " of which");
@@ -127,14 +133,21 @@ fn parse_pytorch(line: &str) -> Option<OomFigures> {
     figures.reserved_unallocated_bytes =
         size_before(line, "is reserved by PyTorch but unallocated");
     figures.private_pool_bytes = size_after(line, "allocated by PyTorch, with");
+    // "Process 4242 has 61.00 GiB memory in use." — `has` right after the
+    // pid, so each entry is read in place (linear in the line).
     let mut rest = line;
-    while let Some(at) = rest.find("Process ") {
-        rest = &rest[at + "Process ".len()..];
-        let Some(pid) = number_after(rest, "") else {
+    while let Some(found) = rest.find("Process ") {
+        rest = &rest[found + "Process ".len()..];
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let Ok(pid) = rest[..digits].parse::<u32>() else {
             continue;
         };
-        if let Some(bytes) = size_after(rest, "has") {
-            figures.other_processes.push((pid, bytes));
+        if let Some(after) = rest[digits..].strip_prefix(" has ") {
+            if let Some(bytes) = size_at(after) {
+                figures.other_processes.push((pid, bytes));
+            }
         }
     }
     Some(figures)
@@ -175,12 +188,16 @@ fn parse_tensorflow(line: &str) -> Option<OomFigures> {
 /// Allocation failures of the CUDA runtime and libraries: OOM, without
 /// allocator detail.
 fn parse_runtime(line: &str) -> Option<OomFigures> {
-    const MARKERS: [&str; 5] = [
+    const MARKERS: [&str; 8] = [
         "CUBLAS_STATUS_ALLOC_FAILED",
         "CUDNN_STATUS_ALLOC_FAILED",
         "cudaErrorMemoryAllocation",
         "CUDA error: out of memory",
         "CUDA_ERROR_OUT_OF_MEMORY",
+        // NCCL stating an allocation failure.
+        "Cuda failure 'out of memory'",
+        "Failed to CUDA calloc",
+        "CUDA driver error: out of memory",
     ];
     MARKERS
         .iter()

@@ -214,7 +214,7 @@ fn classification_uses_the_exit_when_the_log_is_silent() {
     let silent = dir.path().join("silent.log");
     std::fs::write(&silent, "training...\n").expect("write");
     let kind =
-        |status, exit, stopped| diagnose(status, exit, stopped, false, &silent).map(|d| d.kind);
+        |status, exit, stopped| diagnose(status, exit, stopped, false, &silent, 0).map(|d| d.kind);
     assert_eq!(
         kind(CaseStatus::Failed, Some(Exit::Signal(9)), false),
         Some(FailureKind::HostOomSuspected)
@@ -235,7 +235,7 @@ fn classification_uses_the_exit_when_the_log_is_silent() {
     let oom_log = dir.path().join("oom.log");
     std::fs::write(&oom_log, fixture("pytorch-current.txt")).expect("write");
     assert_eq!(
-        diagnose(CaseStatus::TimedOut, None, true, false, &oom_log).map(|d| d.kind),
+        diagnose(CaseStatus::TimedOut, None, true, false, &oom_log, 0).map(|d| d.kind),
         Some(FailureKind::GpuOom),
         "a hang after an OOM is an OOM"
     );
@@ -322,6 +322,60 @@ mod fuzz {
         let start = std::time::Instant::now();
         let figures = oom::parse(&line).expect("an OOM");
         assert_eq!(figures.other_processes.len(), 100_000);
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+}
+
+/// Regressions found in review: each of these was misread.
+mod regressions {
+    use super::*;
+
+    #[test]
+    fn a_warning_is_not_the_error() {
+        let text =
+            "UserWarning: CUDA error: no device, falling back to CPU\nValueError: bad shape\n";
+        assert_eq!(scan(text.as_bytes()).evidence, None);
+    }
+
+    #[test]
+    fn nccl_stating_an_allocation_failure_is_an_oom() {
+        let text = "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error\nncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure 'out of memory'\n";
+        let scan = scan(text.as_bytes());
+        assert_eq!(scan.evidence, Some(Evidence::Oom));
+        assert_eq!(
+            scan.oom.map(|o| o.framework).as_deref(),
+            Some("cuda-runtime")
+        );
+    }
+
+    #[test]
+    fn an_oom_right_after_a_fault_is_not_swallowed_by_the_fault_block() {
+        let text = "RuntimeError: CUDA error: an illegal memory access was encountered\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 MiB. GPU 0 has a total capacity of 8.00 GiB of which 0 B is free.\n";
+        assert_eq!(scan(text.as_bytes()).evidence, Some(Evidence::Oom));
+    }
+
+    #[test]
+    fn mlu_free_memory_without_a_space_and_a_gpu_in_a_log_prefix() {
+        let mlu = scan_fixture("pytorch-mlu.txt").oom.expect("figures");
+        assert_eq!(mlu.free_bytes, Some(MIB));
+        let line = "worker GPU 7 step 3: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 MiB. GPU 1 has a total capacity of 8.00 GiB of which 0 B is free.";
+        assert_eq!(oom::parse(line).and_then(|o| o.device_index), Some(1));
+    }
+
+    #[test]
+    fn process_words_without_figures_stay_linear() {
+        let line = format!(
+            "CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 8.00 GiB of which 0 B is free. {}",
+            "Process 1 ".repeat(6_000)
+        );
+        let text = format!("{line}\n").repeat(200);
+        let start = std::time::Instant::now();
+        let scan = scan(text.as_bytes());
+        assert_eq!(scan.evidence, Some(Evidence::Oom));
         assert!(
             start.elapsed() < std::time::Duration::from_secs(20),
             "{:?}",

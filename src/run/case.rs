@@ -41,10 +41,14 @@ struct Instance {
     pgid: i32,
     runs: u32,
     exit: Option<Exit>,
+    /// Length of its stderr log when its current run started: diagnosis
+    /// reads only this run's output.
+    stderr_offset: u64,
 }
 
 impl Instance {
     fn start(&mut self, case: &Case, case_dir: &Path) -> Result<(), String> {
+        self.stderr_offset = std::fs::metadata(&self.logs.stderr).map_or(0, |m| m.len());
         let spec = LaunchSpec {
             case,
             index: self.index,
@@ -119,6 +123,7 @@ impl Runner<'_> {
                 pgid: 0,
                 runs: 0,
                 exit: None,
+                stderr_offset: 0,
             })
             .collect();
 
@@ -696,18 +701,26 @@ fn diagnose_case(
         stopped_by_oomgate,
         check_failed,
         &focus.logs.stderr,
+        focus.stderr_offset,
     )?;
     diagnosis.hints = diagnose::hints::case_hints(&diagnosis, observed.host_peak.map(Bytes::get));
     Some(diagnosis)
 }
 
-/// The names of the case's GPUs in CUDA's order (the order a framework's
-/// device index counts in).
+/// The names of the case's GPUs, by the device index a framework reports,
+/// when that index cannot point at the wrong model: every GPU the case sees
+/// is the same model (CUDA's fastest-first numbering can differ from NVML's
+/// order only between different models). Otherwise none are named.
 fn gpu_names(figures: &Option<GpuFigures>) -> Vec<String> {
-    figures
+    let names: Vec<String> = figures
         .as_ref()
         .map(|g| g.devices.iter().map(|d| d.name.clone()).collect())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    if names.windows(2).all(|pair| pair[0] == pair[1]) {
+        names
+    } else {
+        Vec::new()
+    }
 }
 
 fn append(path: &Path, text: &str) {

@@ -108,6 +108,7 @@ pub(super) fn largest_values_hints(cases: &mut [CaseResult]) {
                 .diagnosis
                 .as_ref()
                 .is_some_and(|d| d.kind == FailureKind::GpuOom),
+            passed: c.status == crate::results::CaseStatus::Passed,
         })
         .collect();
     let found = hints::largest_values_fail(&view);
