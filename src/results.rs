@@ -4,8 +4,8 @@
 //! One model feeds all outputs (JSON, JUnit, terminal), so a figure cannot
 //! differ between them. Figures are bytes in `u64`, named by what they
 //! measure; `None` means "not measured" or "unknown", never zero. Each
-//! decision about a case is a [`Check`] (a budget today; baseline
-//! comparisons and GPU headroom later), so new kinds of verdict add entries
+//! decision about a case is a [`Check`] (budgets, GPU headroom, baseline
+//! comparisons, probe limits, drift), so new kinds of verdict add entries
 //! rather than fields. The schema is versioned; fields are only ever added.
 
 use std::collections::BTreeMap;
