@@ -182,6 +182,15 @@ pub struct CaseComparison {
     pub changes: Vec<String>,
 }
 
+impl CaseComparison {
+    /// Whether a figure improved beyond its tolerance: worth a re-lock.
+    pub fn improved(&self) -> bool {
+        [&self.host, &self.gpu]
+            .iter()
+            .any(|f| f.outcome == Outcome::Improved)
+    }
+}
+
 /// A case as this run saw it, for comparison with its locked self.
 #[derive(Debug, Clone, Copy)]
 pub struct CaseNow<'a> {

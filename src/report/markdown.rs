@@ -8,7 +8,6 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use super::{Event, Reporter, files::write_atomic};
-use crate::baseline::Outcome;
 use crate::results::{CaseResult, CaseStatus, RunResults};
 use crate::units::Bytes;
 
@@ -153,11 +152,9 @@ pub fn render(results: &RunResults) -> String {
         .cases
         .iter()
         .filter(|c| {
-            c.baseline.as_ref().is_some_and(|b| {
-                [&b.host, &b.gpu]
-                    .iter()
-                    .any(|f| f.outcome == Outcome::Improved)
-            })
+            c.baseline
+                .as_ref()
+                .is_some_and(crate::baseline::CaseComparison::improved)
         })
         .map(|c| c.id.as_str())
         .collect();

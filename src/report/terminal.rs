@@ -229,11 +229,9 @@ fn baseline_notes(results: &RunResults, baseline: &crate::results::BaselineInfo)
         .cases
         .iter()
         .filter(|c| {
-            c.baseline.as_ref().is_some_and(|b| {
-                [&b.host, &b.gpu]
-                    .iter()
-                    .any(|f| f.outcome == crate::baseline::Outcome::Improved)
-            })
+            c.baseline
+                .as_ref()
+                .is_some_and(crate::baseline::CaseComparison::improved)
         })
         .map(|c| c.id.as_str())
         .collect();

@@ -66,6 +66,41 @@ impl Checker<'_> {
         }
     }
 
+    /// One of a few words; the first is the default when the key is unset
+    /// (and after an error, so checking goes on).
+    fn choice<T: Copy>(
+        &mut self,
+        key: &str,
+        value: Option<&Spanned<String>>,
+        words: &[(&str, T)],
+    ) -> T {
+        let default = words[0].1;
+        let Some(value) = value else { return default };
+        match words
+            .iter()
+            .find(|(word, _)| *word == value.get_ref().as_str())
+        {
+            Some((_, choice)) => *choice,
+            None => {
+                let list: Vec<String> = words
+                    .iter()
+                    .map(|(word, _)| format!("\"{word}\""))
+                    .collect();
+                let list = match list.split_last() {
+                    Some((last, rest)) if !rest.is_empty() => {
+                        format!("{} or {last}", rest.join(", "))
+                    }
+                    _ => list.join(""),
+                };
+                self.error(
+                    value.span(),
+                    format!("`{key}` must be {list}, not \"{}\"", value.get_ref()),
+                );
+                default
+            }
+        }
+    }
+
     /// A share in (0, 1]: `0.9`, or `"90%"`.
     fn fraction(&mut self, key: &str, value: &Spanned<toml::Value>) -> Option<f64> {
         match share(value.get_ref()) {
@@ -239,52 +274,28 @@ pub(super) fn validate(
             None => DEFAULT_SAMPLE_INTERVAL,
         },
     };
-    let gpu = match &suite_table.gpu {
-        None => GpuMode::Auto,
-        Some(text) => match text.get_ref().as_str() {
-            "auto" => GpuMode::Auto,
-            "required" => GpuMode::Required,
-            "off" => GpuMode::Off,
-            other => {
-                check.error(
-                    text.span(),
-                    format!("`gpu` must be \"auto\", \"required\" or \"off\", not \"{other}\""),
-                );
-                GpuMode::Auto
-            }
-        },
-    };
-    let foreign_processes = match &suite_table.foreign_processes {
-        None => ForeignPolicy::Warn,
-        Some(text) => match text.get_ref().as_str() {
-            "warn" => ForeignPolicy::Warn,
-            "fail" => ForeignPolicy::Fail,
-            other => {
-                check.error(
-                    text.span(),
-                    format!("`foreign_processes` must be \"warn\" or \"fail\", not \"{other}\""),
-                );
-                ForeignPolicy::Warn
-            }
-        },
-    };
+    let gpu = check.choice(
+        "gpu",
+        suite_table.gpu.as_ref(),
+        &[
+            ("auto", GpuMode::Auto),
+            ("required", GpuMode::Required),
+            ("off", GpuMode::Off),
+        ],
+    );
+    let foreign_processes = check.choice(
+        "foreign_processes",
+        suite_table.foreign_processes.as_ref(),
+        &[("warn", ForeignPolicy::Warn), ("fail", ForeignPolicy::Fail)],
+    );
+    let on_drift = check.choice(
+        "on_drift",
+        suite_table.on_drift.as_ref(),
+        &[("warn", DriftPolicy::Warn), ("fail", DriftPolicy::Fail)],
+    );
     let workdir = match &suite_table.workdir {
         None => folder.to_path_buf(),
         Some(dir) => lexical_join(folder, Path::new(dir.get_ref())),
-    };
-    let on_drift = match &suite_table.on_drift {
-        None => DriftPolicy::Warn,
-        Some(text) => match text.get_ref().as_str() {
-            "warn" => DriftPolicy::Warn,
-            "fail" => DriftPolicy::Fail,
-            other => {
-                check.error(
-                    text.span(),
-                    format!("`on_drift` must be \"warn\" or \"fail\", not \"{other}\""),
-                );
-                DriftPolicy::Warn
-            }
-        },
     };
     let suite_tolerance = check.tolerance(Tolerances::default(), suite_table.tolerance.as_ref());
     let environment = environment_spec(&mut check, raw.environment.as_ref().map(|e| e.get_ref()));
