@@ -15,6 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::Runner;
+use super::checks::{budget_breached, budget_checks, limit_checks};
 use super::launch::{InstanceLogs, LaunchSpec, launch};
 use super::logs::{TAIL_BYTES, read_tail};
 use super::process::{self, Exit};
@@ -22,25 +23,20 @@ use crate::diagnose::{self, Diagnosis};
 use crate::environment::is_allocator_variable;
 use crate::measure::gpu::{CaseGpu, GpuFigures};
 use crate::measure::{Sample, Timeline};
-use crate::probe::{ProbeReader, ProbeSummary, StepSeen};
+use crate::probe::{ProbeReader, StepSeen};
 use crate::report::{Event, Reporter};
 use crate::results::{CaseResult, Check, InstanceResult};
 use crate::suite::{Case, ForeignPolicy};
 use crate::units::{Bytes, format_duration};
 use crate::verdict::{self, Observed, StopReason};
 
-/// How often the stop procedure checks whether everything has exited.
-const STOP_POLL: Duration = Duration::from_millis(20);
-/// After SIGKILL, how long to wait for the kernel to tear processes down.
-const KILL_SETTLE: Duration = Duration::from_secs(5);
-
-struct Instance {
+pub(super) struct Instance {
     index: u32,
     logs: InstanceLogs,
-    handle: Option<duct::Handle>,
-    pgid: i32,
+    pub(super) handle: Option<duct::Handle>,
+    pub(super) pgid: i32,
     runs: u32,
-    exit: Option<Exit>,
+    pub(super) exit: Option<Exit>,
     /// Length of its stderr log when its current run started: diagnosis
     /// reads only this run's output.
     stderr_offset: u64,
@@ -67,16 +63,16 @@ impl Instance {
         Ok(())
     }
 
-    fn running(&self) -> bool {
+    pub(super) fn running(&self) -> bool {
         self.handle.is_some()
     }
 
-    fn pid(&self) -> Option<i32> {
+    pub(super) fn pid(&self) -> Option<i32> {
         self.running().then_some(self.pgid)
     }
 
     /// Collect the exit status if the instance has exited.
-    fn poll(&mut self) -> Option<Exit> {
+    pub(super) fn poll(&mut self) -> Option<Exit> {
         let handle = self.handle.as_ref()?;
         let exit = match handle.try_wait() {
             Ok(Some(output)) => Exit::from_status(output.status),
@@ -481,192 +477,6 @@ impl Runner<'_> {
         }
         None
     }
-
-    /// Descendants still running, read with a full scan (a skipped
-    /// process must not survive a case).
-    fn live_descendants(&mut self) -> usize {
-        self.scanner
-            .all_descendants_of(process::self_pid())
-            .map(|tree| tree.alive().count())
-            .unwrap_or(0)
-    }
-
-    /// SIGTERM (and SIGCONT, so a stopped process can act on it) to every
-    /// instance group and descendant, up to `grace` for them to exit, then
-    /// SIGKILL; collect every exit status and reap re-parented orphans, so
-    /// nothing of the case survives it. Returns the pids of instances that
-    /// did not exit even after SIGKILL (stuck in the kernel).
-    fn stop_everything(&mut self, instances: &mut [Instance], grace: Duration) -> Vec<i32> {
-        let leaders = |instances: &[Instance]| -> Vec<i32> {
-            instances.iter().filter_map(Instance::pid).collect()
-        };
-        if instances.iter().all(|i| !i.running()) && self.live_descendants() == 0 {
-            process::reap_adopted(&mut self.scanner, &[]);
-            return Vec::new();
-        }
-        let groups = leaders(instances);
-        for signal in [libc::SIGTERM, libc::SIGCONT] {
-            for &group in &groups {
-                process::signal_group(group, signal);
-            }
-            process::signal_descendants(&mut self.scanner, signal, &groups);
-        }
-        let grace_end = Instant::now()
-            .checked_add(grace)
-            .unwrap_or_else(Instant::now);
-        loop {
-            for instance in instances.iter_mut() {
-                instance.poll();
-            }
-            process::reap_adopted(&mut self.scanner, &leaders(instances));
-            if self.live_descendants() == 0
-                || Instant::now() >= grace_end
-                || self.interrupt.insisted()
-            {
-                break;
-            }
-            thread::sleep(STOP_POLL);
-        }
-        let settle_end = Instant::now() + KILL_SETTLE;
-        loop {
-            for instance in instances.iter() {
-                if instance.running() {
-                    process::signal_group(instance.pgid, libc::SIGKILL);
-                }
-            }
-            process::signal_descendants(&mut self.scanner, libc::SIGKILL, &[]);
-            for instance in instances.iter_mut() {
-                instance.poll();
-            }
-            process::reap_adopted(&mut self.scanner, &leaders(instances));
-            let descendants = self
-                .scanner
-                .all_descendants_of(process::self_pid())
-                .map(|t| t.len())
-                .unwrap_or(0);
-            if descendants == 0 || Instant::now() >= settle_end {
-                break;
-            }
-            thread::sleep(STOP_POLL);
-        }
-        // A leader that outlived SIGKILL this long is stuck in the kernel
-        // (uninterruptible sleep: a hung file system or GPU driver). Waiting
-        // for it could block forever; report it instead.
-        let stuck = leaders(instances);
-        for instance in instances.iter_mut().filter(|i| i.running()) {
-            instance.handle = None;
-            instance.exit = None;
-        }
-        stuck
-    }
-}
-
-/// Whether a figure measured so far is over its budget: host and GPU peaks,
-/// and each device's share of its memory.
-fn budget_breached(case: &Case, timeline: &Timeline, gpu: Option<&CaseGpu<'_>>) -> bool {
-    let over = |limit: Option<Bytes>, peak: Option<u64>| match (limit, peak) {
-        (Some(limit), Some(peak)) => verdict::breaches(Bytes(peak), limit),
-        _ => false,
-    };
-    if over(case.budget.host, timeline.host_peak.map(|p| p.bytes))
-        || over(case.budget.gpu, timeline.gpu_peak.map(|p| p.bytes))
-    {
-        return true;
-    }
-    match (case.budget.gpu_fraction, gpu) {
-        (Some(fraction), Some(gpu)) => gpu.live_by_device().any(|(device, live)| {
-            verdict::breaches(
-                Bytes(live),
-                verdict::headroom_limit(device.total_bytes, fraction),
-            )
-        }),
-        _ => false,
-    }
-}
-
-/// The case's `limits` on what its probe reported. A figure the workload
-/// never reported fails its limit: it cannot be verified.
-fn limit_checks(case: &Case, probe: Option<&ProbeSummary>) -> Vec<Check> {
-    case.limits
-        .iter()
-        .map(|limit| {
-            let figure = probe.and_then(|p| p.figure(&limit.key));
-            let shown = |value: f64| {
-                if limit.key.starts_with("probe.peak") {
-                    Bytes(value as u64).to_string()
-                } else {
-                    format!("{value}")
-                }
-            };
-            let (passed, message) = match figure {
-                Some(value) if limit.op.holds(value, limit.value) => (
-                    true,
-                    format!(
-                        "{} = {} within limit {}",
-                        limit.key,
-                        shown(value),
-                        limit.text
-                    ),
-                ),
-                Some(value) => (
-                    false,
-                    format!(
-                        "{} = {} breaks limit {}",
-                        limit.key,
-                        shown(value),
-                        limit.text
-                    ),
-                ),
-                None => (
-                    false,
-                    format!(
-                        "{} was not reported by the workload, so limit {} is unverified",
-                        limit.key, limit.text
-                    ),
-                ),
-            };
-            Check {
-                name: format!("limit.{}", limit.key),
-                passed,
-                figure_bytes: None,
-                limit_bytes: None,
-                message,
-            }
-        })
-        .collect()
-}
-
-/// Every budget verdict of a finished case.
-fn budget_checks(case: &Case, timeline: &Timeline, gpu: Option<&GpuFigures>) -> Vec<Check> {
-    let mut checks = Vec::new();
-    if let Some(limit) = case.budget.host {
-        checks.push(verdict::host_budget_check(
-            timeline.host_peak.map(|p| Bytes(p.bytes)),
-            limit,
-        ));
-    }
-    let unmeasured = || "GPU memory was not measured".to_string();
-    if let Some(limit) = case.budget.gpu {
-        checks.push(match gpu {
-            Some(gpu) => verdict::gpu_budget_check(gpu.peak_bytes.map(Bytes), &gpu.method, limit),
-            None => verdict::gpu_budget_check(None, &unmeasured(), limit),
-        });
-    }
-    if let Some(fraction) = case.budget.gpu_fraction {
-        for device in gpu.map(|g| g.devices.as_slice()).unwrap_or_default() {
-            let mut check = verdict::headroom_check(
-                &format!("GPU {} ({})", device.index, device.name),
-                device.peak_bytes.map(Bytes),
-                &device.method,
-                Bytes(device.total_bytes),
-                fraction,
-            );
-            // One check per device, each with its own name.
-            check.name = format!("budget.gpu_fraction.gpu{}", device.index);
-            checks.push(check);
-        }
-    }
-    checks
 }
 
 /// The allocator- and device-related variables the case is launched with:

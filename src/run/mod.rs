@@ -9,12 +9,14 @@
 //! Ctrl-C loses nothing already measured.
 
 mod case;
+mod checks;
 mod gpu;
 pub mod interrupt;
 mod judge;
 pub mod launch;
 pub mod logs;
 pub mod process;
+mod stop;
 
 use std::io;
 use std::path::{Path, PathBuf};

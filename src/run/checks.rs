@@ -1,0 +1,124 @@
+//! The verdicts a finished (or running) case's figures earn against its
+//! own limits: host and GPU budgets, per-device headroom, and `limits` on
+//! what its probe reported. The decisions themselves are `verdict`'s; this
+//! file gathers the figures for them.
+
+use crate::measure::Timeline;
+use crate::measure::gpu::{CaseGpu, GpuFigures};
+use crate::probe::ProbeSummary;
+use crate::results::Check;
+use crate::suite::Case;
+use crate::units::Bytes;
+use crate::verdict;
+
+/// Whether a figure measured so far is over its budget: host and GPU peaks,
+/// and each device's share of its memory.
+pub(super) fn budget_breached(case: &Case, timeline: &Timeline, gpu: Option<&CaseGpu<'_>>) -> bool {
+    let over = |limit: Option<Bytes>, peak: Option<u64>| match (limit, peak) {
+        (Some(limit), Some(peak)) => verdict::breaches(Bytes(peak), limit),
+        _ => false,
+    };
+    if over(case.budget.host, timeline.host_peak.map(|p| p.bytes))
+        || over(case.budget.gpu, timeline.gpu_peak.map(|p| p.bytes))
+    {
+        return true;
+    }
+    match (case.budget.gpu_fraction, gpu) {
+        (Some(fraction), Some(gpu)) => gpu.live_by_device().any(|(device, live)| {
+            verdict::breaches(
+                Bytes(live),
+                verdict::headroom_limit(device.total_bytes, fraction),
+            )
+        }),
+        _ => false,
+    }
+}
+
+/// The case's `limits` on what its probe reported. A figure the workload
+/// never reported fails its limit: it cannot be verified.
+pub(super) fn limit_checks(case: &Case, probe: Option<&ProbeSummary>) -> Vec<Check> {
+    case.limits
+        .iter()
+        .map(|limit| {
+            let figure = probe.and_then(|p| p.figure(&limit.key));
+            let shown = |value: f64| {
+                if limit.key.starts_with("probe.peak") {
+                    Bytes(value as u64).to_string()
+                } else {
+                    format!("{value}")
+                }
+            };
+            let (passed, message) = match figure {
+                Some(value) if limit.op.holds(value, limit.value) => (
+                    true,
+                    format!(
+                        "{} = {} within limit {}",
+                        limit.key,
+                        shown(value),
+                        limit.text
+                    ),
+                ),
+                Some(value) => (
+                    false,
+                    format!(
+                        "{} = {} breaks limit {}",
+                        limit.key,
+                        shown(value),
+                        limit.text
+                    ),
+                ),
+                None => (
+                    false,
+                    format!(
+                        "{} was not reported by the workload, so limit {} is unverified",
+                        limit.key, limit.text
+                    ),
+                ),
+            };
+            Check {
+                name: format!("limit.{}", limit.key),
+                passed,
+                figure_bytes: None,
+                limit_bytes: None,
+                message,
+            }
+        })
+        .collect()
+}
+
+/// Every budget verdict of a finished case.
+pub(super) fn budget_checks(
+    case: &Case,
+    timeline: &Timeline,
+    gpu: Option<&GpuFigures>,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    if let Some(limit) = case.budget.host {
+        checks.push(verdict::host_budget_check(
+            timeline.host_peak.map(|p| Bytes(p.bytes)),
+            limit,
+        ));
+    }
+    let unmeasured = || "GPU memory was not measured".to_string();
+    if let Some(limit) = case.budget.gpu {
+        checks.push(match gpu {
+            Some(gpu) => verdict::gpu_budget_check(gpu.peak_bytes.map(Bytes), &gpu.method, limit),
+            None => verdict::gpu_budget_check(None, &unmeasured(), limit),
+        });
+    }
+    if let Some(fraction) = case.budget.gpu_fraction {
+        for device in gpu.map(|g| g.devices.as_slice()).unwrap_or_default() {
+            let mut check = verdict::headroom_check(
+                &format!("GPU {} ({})", device.index, device.name),
+                device.peak_bytes.map(Bytes),
+                &device.method,
+                Bytes(device.total_bytes),
+                fraction,
+            );
+            // One check per device, each with its own name.
+            check.name = format!("budget.gpu_fraction.gpu{}", device.index);
+            checks.push(check);
+        }
+    }
+    checks
+}

@@ -1,0 +1,99 @@
+//! Stopping what is left of a case: SIGTERM (and SIGCONT) to every
+//! instance group and descendant, a grace period, SIGKILL, and reaping, so
+//! nothing of the case survives it.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::Runner;
+use super::case::Instance;
+use super::process;
+
+/// How often the stop procedure checks whether everything has exited.
+const STOP_POLL: Duration = Duration::from_millis(20);
+/// After SIGKILL, how long to wait for the kernel to tear processes down.
+const KILL_SETTLE: Duration = Duration::from_secs(5);
+
+impl Runner<'_> {
+    /// Descendants still running, read with a full scan (a skipped
+    /// process must not survive a case).
+    pub(super) fn live_descendants(&mut self) -> usize {
+        self.scanner
+            .all_descendants_of(process::self_pid())
+            .map(|tree| tree.alive().count())
+            .unwrap_or(0)
+    }
+
+    /// SIGTERM (and SIGCONT, so a stopped process can act on it) to every
+    /// instance group and descendant, up to `grace` for them to exit, then
+    /// SIGKILL; collect every exit status and reap re-parented orphans, so
+    /// nothing of the case survives it. Returns the pids of instances that
+    /// did not exit even after SIGKILL (stuck in the kernel).
+    pub(super) fn stop_everything(
+        &mut self,
+        instances: &mut [Instance],
+        grace: Duration,
+    ) -> Vec<i32> {
+        let leaders = |instances: &[Instance]| -> Vec<i32> {
+            instances.iter().filter_map(Instance::pid).collect()
+        };
+        if instances.iter().all(|i| !i.running()) && self.live_descendants() == 0 {
+            process::reap_adopted(&mut self.scanner, &[]);
+            return Vec::new();
+        }
+        let groups = leaders(instances);
+        for signal in [libc::SIGTERM, libc::SIGCONT] {
+            for &group in &groups {
+                process::signal_group(group, signal);
+            }
+            process::signal_descendants(&mut self.scanner, signal, &groups);
+        }
+        let grace_end = Instant::now()
+            .checked_add(grace)
+            .unwrap_or_else(Instant::now);
+        loop {
+            for instance in instances.iter_mut() {
+                instance.poll();
+            }
+            process::reap_adopted(&mut self.scanner, &leaders(instances));
+            if self.live_descendants() == 0
+                || Instant::now() >= grace_end
+                || self.interrupt.insisted()
+            {
+                break;
+            }
+            thread::sleep(STOP_POLL);
+        }
+        let settle_end = Instant::now() + KILL_SETTLE;
+        loop {
+            for instance in instances.iter() {
+                if instance.running() {
+                    process::signal_group(instance.pgid, libc::SIGKILL);
+                }
+            }
+            process::signal_descendants(&mut self.scanner, libc::SIGKILL, &[]);
+            for instance in instances.iter_mut() {
+                instance.poll();
+            }
+            process::reap_adopted(&mut self.scanner, &leaders(instances));
+            let descendants = self
+                .scanner
+                .all_descendants_of(process::self_pid())
+                .map(|t| t.len())
+                .unwrap_or(0);
+            if descendants == 0 || Instant::now() >= settle_end {
+                break;
+            }
+            thread::sleep(STOP_POLL);
+        }
+        // A leader that outlived SIGKILL this long is stuck in the kernel
+        // (uninterruptible sleep: a hung file system or GPU driver). Waiting
+        // for it could block forever; report it instead.
+        let stuck = leaders(instances);
+        for instance in instances.iter_mut().filter(|i| i.running()) {
+            instance.handle = None;
+            instance.exit = None;
+        }
+        stuck
+    }
+}
