@@ -10,6 +10,7 @@
 //! relative to the suite file's folder, `cwd` to the workdir, and a command
 //! whose first element contains `/` to the case's working directory.
 
+mod checker;
 mod diag;
 mod raw;
 mod template;

@@ -4,237 +4,22 @@
 //! value, so one run of `oomgate check` lists every mistake in the file.
 
 use std::collections::{HashMap, HashSet};
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indexmap::IndexMap;
 use toml::Spanned;
 
-use super::raw::{RawCase, RawEnvironment, RawSettingsRef, RawSuiteFile, RawTolerance};
+use super::checker::Checker;
+use super::raw::{RawCase, RawEnvironment, RawSettingsRef, RawSuiteFile};
 use super::template::{expand_matrix, folder_name, is_identifier, placeholders, substitute};
 use super::{
     Budget, Case, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT, Diagnostic,
-    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Limit, LimitOp, RESERVED_ENV, Suite,
-    Tolerances,
+    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Limit, RESERVED_ENV, Suite, Tolerances,
 };
-use crate::units::{Bytes, parse_duration};
 
 const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
 const MAX_SAMPLE_INTERVAL: Duration = Duration::from_secs(60);
-
-struct Checker<'s> {
-    /// The suite text, for values best kept as written (floats).
-    source: &'s str,
-    problems: Vec<Diagnostic>,
-}
-
-impl Checker<'_> {
-    fn error(&mut self, span: Range<usize>, message: impl Into<String>) -> &mut Diagnostic {
-        self.problems.push(Diagnostic::new(Some(span), message));
-        let last = self.problems.len() - 1;
-        &mut self.problems[last]
-    }
-
-    fn bounded_duration(
-        &mut self,
-        key: &str,
-        value: &Spanned<String>,
-        max: Duration,
-    ) -> Option<Duration> {
-        let duration = self.duration(key, value)?;
-        if duration > max {
-            self.error(
-                value.span(),
-                format!(
-                    "`{key}` is longer than {}, the most oomgate accepts",
-                    humantime::format_duration(max)
-                ),
-            );
-            return None;
-        }
-        Some(duration)
-    }
-
-    fn duration(&mut self, key: &str, value: &Spanned<String>) -> Option<Duration> {
-        match parse_duration(value.get_ref()) {
-            Ok(duration) => Some(duration),
-            Err(e) => {
-                self.error(value.span(), format!("`{key}`: {e}"));
-                None
-            }
-        }
-    }
-
-    /// One of a few words; the first is the default when the key is unset
-    /// (and after an error, so checking goes on).
-    fn choice<T: Copy>(
-        &mut self,
-        key: &str,
-        value: Option<&Spanned<String>>,
-        words: &[(&str, T)],
-    ) -> T {
-        let default = words[0].1;
-        let Some(value) = value else { return default };
-        match words
-            .iter()
-            .find(|(word, _)| *word == value.get_ref().as_str())
-        {
-            Some((_, choice)) => *choice,
-            None => {
-                let list: Vec<String> = words
-                    .iter()
-                    .map(|(word, _)| format!("\"{word}\""))
-                    .collect();
-                let list = match list.split_last() {
-                    Some((last, rest)) if !rest.is_empty() => {
-                        format!("{} or {last}", rest.join(", "))
-                    }
-                    _ => list.join(""),
-                };
-                self.error(
-                    value.span(),
-                    format!("`{key}` must be {list}, not \"{}\"", value.get_ref()),
-                );
-                default
-            }
-        }
-    }
-
-    /// A share in (0, 1]: `0.9`, or `"90%"`.
-    fn fraction(&mut self, key: &str, value: &Spanned<toml::Value>) -> Option<f64> {
-        match share(value.get_ref()) {
-            Some(f) if f > 0.0 && f <= 1.0 => Some(f),
-            _ => {
-                self.error(value.span(), format!("`{key}` must be a share of the device's memory above 0 and at most 1"))
-                    .help = Some("write e.g. 0.9 or \"90%\": the case fails when its peak on any device goes above that share".into());
-                None
-            }
-        }
-    }
-
-    /// A tolerance's relative part: `"5%"` or `0.05`, from 0 up to 10 (1000%).
-    fn relative(&mut self, key: &str, value: &Spanned<toml::Value>) -> Option<f64> {
-        match share(value.get_ref()) {
-            Some(f) if (0.0..=10.0).contains(&f) => Some(f),
-            _ => {
-                self.error(
-                    value.span(),
-                    format!("`{key}` must be a share such as \"5%\" or 0.05, from 0 to 1000%"),
-                );
-                None
-            }
-        }
-    }
-
-    /// Layer one `tolerance` table over `base`: flat keys for every figure,
-    /// then `host` / `gpu` for one.
-    fn tolerance(&mut self, base: Tolerances, raw: Option<&Spanned<RawTolerance>>) -> Tolerances {
-        let Some(raw) = raw else { return base };
-        let raw = raw.get_ref();
-        let mut result = base;
-        let relative = raw
-            .relative
-            .as_ref()
-            .and_then(|v| self.relative("tolerance.relative", v));
-        let absolute = raw
-            .absolute
-            .as_ref()
-            .and_then(|v| self.size("tolerance.absolute", v));
-        for figure in [&mut result.host, &mut result.gpu] {
-            figure.relative = relative.unwrap_or(figure.relative);
-            figure.absolute = absolute.unwrap_or(figure.absolute);
-        }
-        for (name, specific) in [("host", &raw.host), ("gpu", &raw.gpu)] {
-            let Some(specific) = specific else { continue };
-            let specific = specific.get_ref();
-            let relative = specific
-                .relative
-                .as_ref()
-                .and_then(|v| self.relative(&format!("tolerance.{name}.relative"), v));
-            let absolute = specific
-                .absolute
-                .as_ref()
-                .and_then(|v| self.size(&format!("tolerance.{name}.absolute"), v));
-            let figure = if name == "host" {
-                &mut result.host
-            } else {
-                &mut result.gpu
-            };
-            figure.relative = relative.unwrap_or(figure.relative);
-            figure.absolute = absolute.unwrap_or(figure.absolute);
-        }
-        result
-    }
-
-    /// `"<= 40 GiB"`, `">= 1500"` on a probe figure or metric.
-    fn limit(&mut self, key: &Spanned<String>, value: &Spanned<String>) -> Option<Limit> {
-        let name = key.get_ref().trim();
-        let known_probe = [
-            "probe.peak_allocated",
-            "probe.peak_reserved",
-            "probe.last_step",
-        ];
-        let valid_key = known_probe.contains(&name)
-            || name.strip_prefix("metric.").is_some_and(|m| !m.is_empty());
-        if !valid_key {
-            self.error(
-                key.span(),
-                format!("`{name}` is not a figure limits can check"),
-            )
-            .help = Some(format!(
-                "use {}, `metric.<name>`, `metric.<name>.min` or `metric.<name>.max`",
-                known_probe.map(|k| format!("`{k}`")).join(", ")
-            ));
-            return None;
-        }
-        let text = value.get_ref().trim();
-        let (op, rest) = [
-            ("<=", LimitOp::AtMost),
-            (">=", LimitOp::AtLeast),
-            ("<", LimitOp::Below),
-            (">", LimitOp::Above),
-        ]
-        .into_iter()
-        .find_map(|(prefix, op)| text.strip_prefix(prefix).map(|rest| (op, rest.trim())))
-        .unzip();
-        let parsed = rest.and_then(|rest| {
-            rest.parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite())
-                .or_else(|| rest.parse::<Bytes>().ok().map(|b| b.get() as f64))
-        });
-        match (op, parsed) {
-            (Some(op), Some(limit)) => Some(Limit {
-                key: name.to_string(),
-                op,
-                value: limit,
-                text: text.to_string(),
-            }),
-            _ => {
-                self.error(value.span(), format!("`{text}` is not a limit")).help =
-                    Some("write a comparison and a number or size: \"<= 40 GiB\", \">= 1500\", \"< 0.5\"".into());
-                None
-            }
-        }
-    }
-
-    fn size(&mut self, key: &str, value: &Spanned<toml::Value>) -> Option<Bytes> {
-        let parsed = match value.get_ref() {
-            toml::Value::String(text) => text.parse::<Bytes>().map_err(|e| e.to_string()),
-            toml::Value::Integer(n) => u64::try_from(*n)
-                .map(Bytes)
-                .map_err(|_| format!("`{n}` is negative: a size cannot be")),
-            other => Err(format!(
-                "expected a size such as \"512 MiB\", found a {}",
-                other.type_str()
-            )),
-        };
-        parsed
-            .map_err(|message| self.error(value.span(), format!("`{key}`: {message}")))
-            .ok()
-    }
-}
 
 /// Effective settings of one case: its own keys over `[defaults]`.
 fn pick<'a, T>(case: Option<&'a T>, defaults: Option<&'a T>) -> Option<&'a T> {
@@ -734,21 +519,6 @@ fn limits(
         repeat,
         limits,
     }
-}
-
-/// `0.9`, `1`, or `"90%"` as a number; `None` when it is neither.
-fn share(value: &toml::Value) -> Option<f64> {
-    match value {
-        toml::Value::Float(f) => Some(*f),
-        toml::Value::Integer(n) => Some(*n as f64),
-        toml::Value::String(text) => text
-            .trim()
-            .strip_suffix('%')
-            .and_then(|number| number.trim().parse::<f64>().ok())
-            .map(|percent| percent / 100.0),
-        _ => None,
-    }
-    .filter(|f| f.is_finite())
 }
 
 /// `[defaults].env` overlaid with the case's `env`, keeping first-seen order.
