@@ -71,7 +71,14 @@ pub struct ProbeSummary {
     /// Largest `reserved` / `peak_reserved` reported (bytes).
     pub peak_reserved: Option<u64>,
     pub metrics: BTreeMap<String, MetricSeen>,
+    /// `allocated` at each step, per (instance, phase), for leak detection;
+    /// bounded (halved, keeping every other point, when full).
+    #[serde(skip)]
+    pub series: BTreeMap<(u32, String), Vec<u64>>,
 }
+
+/// Most points kept per series before it is halved.
+const MAX_SERIES: usize = 100_000;
 
 impl ProbeSummary {
     /// A figure by the name `limits` use: `probe.peak_allocated`,
@@ -116,6 +123,17 @@ impl ProbeSummary {
                 peak_allocated,
                 peak_reserved,
             }) => {
+                if let Some(bytes) = allocated {
+                    let series = self
+                        .series
+                        .entry((instance, phase.clone().unwrap_or_default()))
+                        .or_default();
+                    if series.len() >= MAX_SERIES {
+                        let halved: Vec<u64> = series.iter().step_by(2).copied().collect();
+                        *series = halved;
+                    }
+                    series.push(bytes);
+                }
                 self.last_step = Some(StepSeen {
                     instance,
                     step,

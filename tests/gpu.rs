@@ -531,3 +531,34 @@ fn an_unmappable_mig_device_makes_gpu_figures_unknown() {
         "{case:#}"
     );
 }
+
+#[test]
+fn a_leak_across_soak_runs_on_the_fake_gpu_is_detected() {
+    let leak = "duration = \"4s\"\nleak = { warmup = 1, max_growth = \"64 MiB\" }";
+    let project = gpu_project(
+        &gpu_suite(
+            "20ms",
+            "\"--mib\", \"256\", \"--grow-per-run\", \"64\", \"--hold\", \"150ms\"",
+            leak,
+        ),
+        &two_devices(false),
+    );
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let message = run.case("c")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.starts_with("leak: the peak grows 64.0 MiB per iteration over"),
+        "{message}"
+    );
+    assert!(message.contains("soak runs after warm-up"), "{message}");
+
+    // The same soak without growth passes.
+    let project = gpu_project(
+        &gpu_suite("20ms", "\"--mib\", \"256\", \"--hold\", \"150ms\"", leak),
+        &two_devices(false),
+    );
+    project.run(&[]).assert_code(0);
+}

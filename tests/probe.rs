@@ -177,3 +177,31 @@ fn a_bad_limit_is_refused_with_its_location() {
         run.stderr
     );
 }
+
+#[test]
+fn a_leak_over_probe_steps_fails_and_a_steady_noisy_loop_does_not() {
+    let leak = "leak = { warmup = 3, max_growth = \"64 MiB\" }";
+    let project = Project::new(&train_suite(
+        "\"--steps\", \"30\", \"--leak-mib\", \"8\"",
+        leak,
+    ));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let message = run.case("train")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.starts_with("leak: allocated memory grows 8.00 MiB per iteration over 27 probe steps (forward) after warm-up: 208.0 MiB"),
+        "{message}"
+    );
+
+    let project = Project::new(&train_suite(
+        "\"--steps\", \"30\", \"--noise-mib\", \"40\"",
+        leak,
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let checks = run.case("train")["checks"].to_string();
+    assert!(checks.contains("no leak: allocated memory"), "{checks}");
+}

@@ -15,7 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::Runner;
-use super::checks::{budget_breached, budget_checks, limit_checks};
+use super::checks::{budget_breached, budget_checks, leak_check, limit_checks};
 use super::launch::{InstanceLogs, LaunchSpec, launch};
 use super::logs::{TAIL_BYTES, read_tail};
 use super::process::{self, Exit};
@@ -172,6 +172,8 @@ impl Runner<'_> {
         }
 
         let mut timeline = Timeline::new();
+        let mut soak_peaks: Vec<u64> = Vec::new();
+        let mut run_peak = 0u64;
         let mut probe = ProbeReader::new(
             instances
                 .iter()
@@ -194,6 +196,9 @@ impl Runner<'_> {
             sample_errors += errors;
             timeline.push(&sample);
             probe.poll();
+            // Each soak run's peak (instance 0's runs), for leak detection.
+            run_peak = run_peak.max(sample.gpu_bytes.or(sample.host_bytes).map_or(0, Bytes::get));
+            let runs_before = instances.first().map_or(0, |i| i.runs);
             reporter
                 .handle(&Event::CaseProgress {
                     case,
@@ -219,6 +224,9 @@ impl Runner<'_> {
                 start,
                 soak_until.filter(|_| may_relaunch),
             );
+            if instances.first().map_or(0, |i| i.runs) > runs_before {
+                soak_peaks.push(std::mem::take(&mut run_peak));
+            }
             if stop.is_some() || instances.iter().all(|i| !i.running()) {
                 break;
             }
@@ -270,6 +278,10 @@ impl Runner<'_> {
         let probe = probe.finish();
         let mut checks = budget_checks(case, &timeline, gpu_figures.as_ref());
         checks.extend(limit_checks(case, probe.as_ref()));
+        if let Some(leak) = case.leak {
+            soak_peaks.push(run_peak);
+            checks.push(leak_check(leak, probe.as_ref(), &soak_peaks));
+        }
         let observed = Observed {
             stop,
             exits: instances.iter().map(|i| i.exit).collect(),
@@ -309,7 +321,16 @@ impl Runner<'_> {
                 .find(|i| i.exit.is_some_and(|e| !e.success()))
                 .map_or(0, |i| i.index as usize),
         };
-        let diagnosis = diagnose_case(status, &observed, &checks, &instances[focus]);
+        let mut diagnosis = diagnose_case(status, &observed, &checks, &instances[focus]);
+        if let (Some(diagnosis), Some(leak)) = (
+            diagnosis.as_mut(),
+            checks.iter().find(|c| c.name == "leak" && !c.passed),
+        ) {
+            diagnosis.hints.push(format!(
+                "Memory grows between comparable iterations ({}): look for references kept across iterations — losses kept as tensors, callbacks, metrics, stored outputs.",
+                leak.message.trim_start_matches("leak: ")
+            ));
+        }
         let message = match (&diagnosis, message) {
             (Some(d), Some(message)) => Some(
                 match self.headline(

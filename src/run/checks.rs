@@ -7,7 +7,7 @@ use crate::measure::Timeline;
 use crate::measure::gpu::{CaseGpu, GpuFigures};
 use crate::probe::ProbeSummary;
 use crate::results::Check;
-use crate::suite::Case;
+use crate::suite::{Case, Leak};
 use crate::units::Bytes;
 use crate::verdict;
 
@@ -121,4 +121,57 @@ pub(super) fn budget_checks(
         }
     }
     checks
+}
+
+/// The leak verdict: growth of a per-iteration figure after warm-up. The
+/// probe's steps are the iterations when the workload reports them (the
+/// longest series of one instance and phase), else the soak's runs (each
+/// run's peak). Too few iterations to tell passes, and says so.
+pub(super) fn leak_check(leak: Leak, probe: Option<&ProbeSummary>, soak_peaks: &[u64]) -> Check {
+    let warmup = leak.warmup as usize;
+    let probe_series = probe
+        .and_then(|p| p.series.iter().max_by_key(|(_, series)| series.len()))
+        .filter(|(_, series)| series.len() >= warmup + 3);
+    let figures = match probe_series {
+        Some(((_, phase), series)) => {
+            let source = if phase.is_empty() {
+                "probe steps".to_string()
+            } else {
+                format!("probe steps ({phase})")
+            };
+            crate::leak::growth(series, warmup, &source).map(|f| ("allocated memory", f))
+        }
+        None => crate::leak::growth(soak_peaks, warmup, "soak runs").map(|f| ("the peak", f)),
+    };
+    let (passed, message) = match figures {
+        Some((what, figures)) if figures.growth_bytes > leak.max_growth.get() as f64 => (
+            false,
+            format!(
+                "leak: {what} {}, more than the {} allowed",
+                crate::leak::describe(&figures),
+                leak.max_growth
+            ),
+        ),
+        Some((what, figures)) => (
+            true,
+            format!(
+                "no leak: {what} {}, within {}",
+                crate::leak::describe(&figures),
+                leak.max_growth
+            ),
+        ),
+        None => (
+            true,
+            format!(
+                "leak not checked: fewer than 3 iterations after a warm-up of {warmup}, from probe steps or soak runs"
+            ),
+        ),
+    };
+    Check {
+        name: "leak".to_string(),
+        passed,
+        figure_bytes: None,
+        limit_bytes: Some(leak.max_growth.get()),
+        message,
+    }
 }

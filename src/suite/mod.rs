@@ -156,6 +156,17 @@ pub struct Case {
     pub repeat: u32,
     /// Thresholds on figures the workload reports through the probe.
     pub limits: Vec<Limit>,
+    /// Fail when a per-iteration figure keeps growing after warm-up.
+    pub leak: Option<Leak>,
+}
+
+/// `leak = { warmup = 3, max_growth = "64 MiB" }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leak {
+    /// Iterations ignored at the start (allocator and caches settling).
+    pub warmup: u32,
+    /// Most growth allowed over the iterations after warm-up.
+    pub max_growth: Bytes,
 }
 
 /// A threshold on a probe figure or custom metric: `metric.tokens_per_s >= 1500`.

@@ -79,6 +79,7 @@ pub struct RawSettings {
     pub tolerance: Option<Spanned<RawTolerance>>,
     pub repeat: Option<Spanned<i64>>,
     pub limits: Option<Spanned<RawLimits>>,
+    pub leak: Option<Spanned<RawLeak>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -99,6 +100,7 @@ pub struct RawCase {
     pub tolerance: Option<Spanned<RawTolerance>>,
     pub repeat: Option<Spanned<i64>>,
     pub limits: Option<Spanned<RawLimits>>,
+    pub leak: Option<Spanned<RawLeak>>,
 }
 
 /// Borrow the shared keys of a `RawCase` or `RawSettings` (same field names).
@@ -115,6 +117,7 @@ macro_rules! settings_ref {
             tolerance: $raw.tolerance.as_ref(),
             repeat: $raw.repeat.as_ref(),
             limits: $raw.limits.as_ref(),
+            leak: $raw.leak.as_ref(),
         }
     };
 }
@@ -134,6 +137,14 @@ impl RawSettings {
 
 /// `limits = { "probe.peak_allocated" = "<= 40 GiB", "metric.tokens_per_s" = ">= 1500" }`
 pub type RawLimits = IndexMap<Spanned<String>, Spanned<String>>;
+
+/// `leak = { warmup = 3, max_growth = "64 MiB" }`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLeak {
+    pub warmup: Option<Spanned<i64>>,
+    pub max_growth: Option<Spanned<toml::Value>>,
+}
 
 /// An argv list.
 pub type RawArgv = Vec<Spanned<String>>;
@@ -157,6 +168,7 @@ pub struct RawSettingsRef<'a> {
     pub tolerance: Option<&'a Spanned<RawTolerance>>,
     pub repeat: Option<&'a Spanned<i64>>,
     pub limits: Option<&'a Spanned<RawLimits>>,
+    pub leak: Option<&'a Spanned<RawLeak>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

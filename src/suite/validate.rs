@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indexmap::IndexMap;
+
+use crate::units::Bytes;
 use toml::Spanned;
 
 use super::checker::Checker;
@@ -15,7 +17,8 @@ use super::raw::{RawCase, RawEnvironment, RawSettingsRef, RawSuiteFile};
 use super::template::{expand_matrix, folder_name, is_identifier, placeholders, substitute};
 use super::{
     Budget, Case, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT, Diagnostic,
-    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Limit, RESERVED_ENV, Suite, Tolerances,
+    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, RESERVED_ENV, Suite,
+    Tolerances,
 };
 
 const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
@@ -325,6 +328,7 @@ fn expand_case(
         tolerance,
         repeat,
         limits: probe_limits,
+        leak,
     } = limits(check, own, defaults, suite_tolerance);
     if check.problems.len() > before {
         return Vec::new();
@@ -387,6 +391,7 @@ fn expand_case(
             tolerance,
             repeat,
             limits: probe_limits.clone(),
+            leak,
         });
     }
     cases
@@ -402,6 +407,7 @@ struct Limits {
     tolerance: Tolerances,
     repeat: u32,
     limits: Vec<Limit>,
+    leak: Option<Leak>,
 }
 
 /// Longest `timeout` and `duration` accepted: a month. Beyond that it is a
@@ -509,6 +515,26 @@ fn limits(
             }
         }
     }
+    let leak = pick(own.leak, defaults.leak).map(|raw| {
+        let raw = raw.get_ref();
+        let warmup = match &raw.warmup {
+            None => 3,
+            Some(n) => u32::try_from(*n.get_ref()).unwrap_or_else(|_| {
+                check.error(
+                    n.span(),
+                    format!("`leak.warmup` must be 0 or more, not {}", n.get_ref()),
+                );
+                3
+            }),
+        };
+        let max_growth = match &raw.max_growth {
+            None => Bytes::from_mib(64),
+            Some(value) => check
+                .size("leak.max_growth", value)
+                .unwrap_or(Bytes::from_mib(64)),
+        };
+        Leak { warmup, max_growth }
+    });
     Limits {
         timeout,
         kill_grace,
@@ -518,6 +544,7 @@ fn limits(
         tolerance,
         repeat,
         limits,
+        leak,
     }
 }
 
