@@ -66,6 +66,8 @@ pub struct ProbeSummary {
     pub lines: u64,
     pub malformed: u64,
     pub last_step: Option<StepSeen>,
+    /// The lowest step number reported (0 or 1, usually).
+    pub first_step: Option<u64>,
     /// Largest `allocated` / `peak_allocated` reported (bytes).
     pub peak_allocated: Option<u64>,
     /// Largest `reserved` / `peak_reserved` reported (bytes).
@@ -123,6 +125,9 @@ impl ProbeSummary {
                 peak_allocated,
                 peak_reserved,
             }) => {
+                if let Some(n) = step {
+                    self.first_step = Some(self.first_step.map_or(n, |first| first.min(n)));
+                }
                 if let Some(bytes) = allocated {
                     let series = self
                         .series

@@ -40,6 +40,11 @@ fn an_oom_names_the_interrupted_step_and_leaves_the_memory_summary() {
     assert_eq!(case["probe"]["last_step"]["phase"], "backward");
     assert_eq!(case["probe"]["peak_allocated"], 512 * MIB);
     assert_eq!(case["probe"]["malformed"], 0);
+    let hints = case["diagnosis"]["hints"].to_string();
+    assert!(
+        !hints.contains("first step"),
+        "step 3 is not the first: {hints}"
+    );
     let summary = std::fs::read_to_string(project.out().join("cases/train/memory_summary.txt"))
         .expect("memory summary");
     assert!(summary.contains("stand-in memory summary"), "{summary}");
@@ -204,4 +209,21 @@ fn a_leak_over_probe_steps_fails_and_a_steady_noisy_loop_does_not() {
     run.assert_code(0);
     let checks = run.case("train")["checks"].to_string();
     assert!(checks.contains("no leak: allocated memory"), "{checks}");
+}
+
+#[test]
+fn an_oom_at_the_first_step_suggests_a_smaller_input() {
+    let project = Project::new(&train_suite("\"--steps\", \"10\", \"--oom-at\", \"0\"", ""));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("train");
+    assert!(
+        case["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("gpu-oom at step 0 (backward)"),
+        "{case:#}"
+    );
+    let hints = case["diagnosis"]["hints"].to_string();
+    assert!(hints.contains("The OOM came at the first step the workload reported (step 0): try a smaller micro-batch"), "{hints}");
 }

@@ -322,6 +322,18 @@ impl Runner<'_> {
                 .map_or(0, |i| i.index as usize),
         };
         let mut diagnosis = diagnose_case(status, &observed, &checks, &instances[focus]);
+        if let (Some(diagnosis), Some(probe)) = (diagnosis.as_mut(), probe.as_ref()) {
+            let last = probe.last_step.as_ref().and_then(|s| s.step);
+            if diagnosis.kind == diagnose::FailureKind::GpuOom
+                && last.is_some()
+                && last == probe.first_step
+            {
+                diagnosis.hints.push(format!(
+                    "The OOM came at the first step the workload reported (step {}): try a smaller micro-batch or input and see whether the failing step changes.",
+                    last.unwrap_or_default()
+                ));
+            }
+        }
         if let (Some(diagnosis), Some(leak)) = (
             diagnosis.as_mut(),
             checks.iter().find(|c| c.name == "leak" && !c.passed),
