@@ -9,7 +9,7 @@ use crate::measure::nvml::Gpu;
 use crate::measure::{HostSampler, Sampler};
 use crate::report::files::ResultFiles;
 use crate::report::terminal::Terminal;
-use crate::report::{FanOut, Reporter, github, markdown};
+use crate::report::{FanOut, Reporter, github, html, markdown};
 use crate::results::{CaseStatus, Measurement, RunResults};
 use crate::run::{BaselineSetup, Interrupt, RunSetup, Runner, process};
 use crate::suite::{self, GpuMode, Suite};
@@ -239,6 +239,7 @@ fn execute(
         Box::new(Terminal::new()),
         Box::new(files) as Box<dyn Reporter>,
         Box::new(markdown::Summary::new(out_dir.join("summary.md"))),
+        Box::new(html::HtmlReport::new(out_dir.clone())),
         Box::new(github::Annotations::from_env()),
     ]);
     let setup = RunSetup {

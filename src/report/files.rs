@@ -14,6 +14,13 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(folder)?;
     let mut file = tempfile::NamedTempFile::new_in(folder)?;
+    // Temporary files are private (0600); a report or lock is for everyone
+    // who may read the folder, as a file written in place would be.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
     file.write_all(contents)?;
     file.as_file().sync_data()?;
     file.persist(path).map_err(|e| e.error)?;

@@ -9,6 +9,7 @@
 pub mod files;
 pub mod github;
 pub mod gpus;
+pub mod html;
 pub mod json;
 pub mod junit;
 pub mod markdown;
