@@ -52,7 +52,7 @@ pub enum Command {
         "  oomgate run suites/quickstart.toml\n",
         "  oomgate run suites/train.toml --out ci-out --junit reports/oomgate.xml --filter bs64\n",
         "  oomgate run suites/train.toml --gpu required   # exit 3 if NVML cannot be loaded\n\n",
-        "Writes OUT/results.json, OUT/junit.xml, OUT/summary.md and OUT/cases/<case>/{stdout.log,stderr.log,timeline.json}.\n\n",
+        "Writes OUT/results.json, OUT/junit.xml, OUT/summary.md, OUT/report.html and OUT/cases/<case>/{stdout.log,stderr.log,timeline.json}.\n\n",
         "Exit codes:\n",
         "  0    every case passed\n",
         "  1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)\n",
