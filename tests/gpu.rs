@@ -56,6 +56,24 @@ fn peak_sums_every_instance_and_child_of_the_case() {
     assert_eq!(results["gpu"]["cuda_driver_version"], "12.4");
     assert_eq!(results["gpu"]["devices"][1]["uuid"], UUID_1);
     assert_eq!(results["measurement"]["gpu_method"], "nvml");
+    // The timeline (and report.html's chart) has the devices' use too.
+    let timeline = read_json(&project.out().join("cases/c/timeline.json"));
+    let device_max = timeline["points"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["gpu_device_bytes"].as_u64())
+        .max();
+    assert_eq!(
+        device_max.map(|b| b / MIB),
+        Some(2 * 256 + 1536),
+        "both devices' use: {timeline}"
+    );
+    let html = std::fs::read_to_string(project.out().join("report.html")).expect("report.html");
+    assert!(
+        html.contains("gpu device used") && html.contains("gpu (case)"),
+        "chart series"
+    );
     assert!(
         run.stderr.contains("gpu peak 1.50 GiB (sampled@20ms)"),
         "{}",

@@ -223,6 +223,12 @@ impl<'g> CaseGpu<'g> {
             );
         }
         sample.gpu_bytes = known.then_some(Bytes(total));
+        let device_used: Option<u64> = self
+            .states
+            .iter()
+            .map(|s| s.used_now)
+            .try_fold(0u64, |sum, used| used.map(|u| sum.saturating_add(u)));
+        sample.gpu_device_bytes = device_used.filter(|_| !self.states.is_empty()).map(Bytes);
         self.errors += errors;
         errors
     }

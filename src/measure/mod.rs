@@ -33,6 +33,8 @@ pub struct Sample {
     /// GPU memory of the case's processes. `None` means not measured (no
     /// GPU sampler) or unknown, never zero.
     pub gpu_bytes: Option<Bytes>,
+    /// Memory in use on the case's GPUs, everyone's (device `used`, summed).
+    pub gpu_device_bytes: Option<Bytes>,
     /// Processes in the tree at this moment.
     pub processes: u32,
 }

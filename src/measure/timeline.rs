@@ -21,6 +21,8 @@ pub struct TimelinePoint {
     pub t_ms: u64,
     pub host_bytes: Option<u64>,
     pub gpu_bytes: Option<u64>,
+    /// Device `used` over the case's GPUs (everyone's memory).
+    pub gpu_device_bytes: Option<u64>,
     pub processes: u32,
 }
 
@@ -70,6 +72,7 @@ impl Timeline {
             t_ms,
             host_bytes: sample.host_bytes.map(Bytes::get),
             gpu_bytes: sample.gpu_bytes.map(Bytes::get),
+            gpu_device_bytes: sample.gpu_device_bytes.map(Bytes::get),
             processes: sample.processes,
         };
         self.samples += 1;
@@ -129,6 +132,7 @@ fn merge(a: TimelinePoint, b: TimelinePoint) -> TimelinePoint {
         t_ms: a.t_ms.min(b.t_ms),
         host_bytes: max_known(a.host_bytes, b.host_bytes),
         gpu_bytes: max_known(a.gpu_bytes, b.gpu_bytes),
+        gpu_device_bytes: max_known(a.gpu_device_bytes, b.gpu_device_bytes),
         processes: a.processes.max(b.processes),
     }
 }
@@ -151,6 +155,7 @@ mod tests {
             at: Duration::from_millis(ms),
             host_bytes: Some(Bytes(host)),
             gpu_bytes: None,
+            gpu_device_bytes: None,
             processes: 1,
         }
     }
@@ -207,6 +212,7 @@ mod tests {
             at: Duration::ZERO,
             host_bytes: None,
             gpu_bytes: None,
+            gpu_device_bytes: None,
             processes: 0,
         });
         timeline.finish();

@@ -197,6 +197,7 @@ fn chart(case: &CaseResult, out_dir: &Path) -> Option<String> {
     };
     let host = series("host_bytes");
     let gpu = series("gpu_bytes");
+    let device = series("gpu_device_bytes");
     if host.is_empty() && gpu.is_empty() {
         return None;
     }
@@ -231,6 +232,7 @@ fn chart(case: &CaseResult, out_dir: &Path) -> Option<String> {
     let top = host
         .iter()
         .chain(&gpu)
+        .chain(&device)
         .map(|p| p.1)
         .chain(lines.iter().map(|l| l.1))
         .fold(1.0, f64::max)
@@ -259,6 +261,14 @@ fn chart(case: &CaseResult, out_dir: &Path) -> Option<String> {
                 .ok()?
                 .label("host RSS")
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
+        }
+        if !device.is_empty() {
+            let grey = RGBColor(150, 150, 150);
+            chart
+                .draw_series(LineSeries::new(device, grey.stroke_width(1)))
+                .ok()?
+                .label("gpu device used")
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], grey));
         }
         if !gpu.is_empty() {
             chart
