@@ -227,3 +227,45 @@ fn an_oom_at_the_first_step_suggests_a_smaller_input() {
     let hints = case["diagnosis"]["hints"].to_string();
     assert!(hints.contains("The OOM came at the first step the workload reported (step 0): try a smaller micro-batch"), "{hints}");
 }
+
+#[test]
+fn the_baseline_compares_the_probes_allocated_peak() {
+    let project = Project::new(&train_suite("\"--steps\", \"4\"", ""));
+    let output = project
+        .oomgate()
+        .arg("lock")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(project.out())
+        .output()
+        .expect("lock");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lock = std::fs::read_to_string(project.path().join("suite.lock")).expect("lock");
+    assert!(
+        lock.contains(&format!("probe_peak_allocated_bytes = {}", 512 * MIB)),
+        "{lock}"
+    );
+
+    std::fs::write(
+        project.suite(),
+        train_suite("\"--steps\", \"4\", \"--leak-mib\", \"200\"", ""),
+    )
+    .expect("suite");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let message = run.case("train")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.starts_with(
+            "allocated peak 1.09 GiB > baseline 512.0 MiB (+117.2%, tolerance 5% + 64.0 MiB)"
+        ),
+        "{message}"
+    );
+}

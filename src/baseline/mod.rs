@@ -64,6 +64,9 @@ pub struct LockedCase {
     /// Allocator- and device-related variables the case was launched with.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub allocator_env: BTreeMap<String, String>,
+    /// The allocator's peak the workload's probe reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_peak_allocated_bytes: Option<u64>,
 }
 
 /// Why a lock file cannot be used. Nothing runs when this is returned.
@@ -178,14 +181,21 @@ pub struct CaseComparison {
     pub locked: bool,
     pub host: FigureComparison,
     pub gpu: FigureComparison,
+    /// The allocator's peak the workload's probe reported (`probe.peak_allocated`).
+    pub allocated: FigureComparison,
     /// What changed in the case's definition since locking.
     pub changes: Vec<String>,
 }
 
 impl CaseComparison {
+    /// Every compared figure: host, GPU, and the probe's allocated peak.
+    pub fn figures(&self) -> [&FigureComparison; 3] {
+        [&self.host, &self.gpu, &self.allocated]
+    }
+
     /// Whether a figure improved beyond its tolerance: worth a re-lock.
     pub fn improved(&self) -> bool {
-        [&self.host, &self.gpu]
+        self.figures()
             .iter()
             .any(|f| f.outcome == Outcome::Improved)
     }
@@ -197,6 +207,8 @@ pub struct CaseNow<'a> {
     pub host: Option<u64>,
     pub gpu: Option<u64>,
     pub gpu_method: Option<&'a str>,
+    /// The probe's allocated peak, when the workload reports one.
+    pub allocated: Option<u64>,
     pub command: &'a [String],
     pub params: &'a BTreeMap<String, String>,
     pub env: &'a BTreeMap<String, String>,
@@ -228,6 +240,13 @@ pub fn compare_case(
             "gpu peak not compared: the GPU models differ from the baseline's (use --compare-across-gpus to compare anyway)"
                 .to_string();
     }
+    // Allocator figures are as stable as GPU figures, so GPU tolerance.
+    let allocated = compare::compare(
+        "allocated",
+        now.allocated,
+        locked.and_then(|l| l.probe_peak_allocated_bytes),
+        tolerance.gpu,
+    );
     let changes = locked
         .map(|l| definition_changes(l, now))
         .unwrap_or_default();
@@ -235,6 +254,7 @@ pub fn compare_case(
         locked: locked.is_some(),
         host: host_comparison,
         gpu: gpu_comparison,
+        allocated,
         changes,
     }
 }
@@ -328,6 +348,13 @@ pub struct CaseView {
     pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub allocator_env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub probe: Option<ProbeView>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ProbeView {
+    pub peak_allocated: Option<u64>,
 }
 
 impl ResultsView {
@@ -399,6 +426,7 @@ pub fn lock_of(view: &ResultsView) -> Lock {
                 params: case.params.clone(),
                 env: case.env.clone(),
                 allocator_env: case.allocator_env.clone(),
+                probe_peak_allocated_bytes: case.probe.as_ref().and_then(|p| p.peak_allocated),
             };
             (case.id.clone(), locked)
         })
@@ -441,6 +469,7 @@ mod tests {
                     "expandable_segments:True".to_string(),
                 )]
                 .into(),
+                probe_peak_allocated_bytes: None,
             },
         );
         Lock {
@@ -502,6 +531,7 @@ mod tests {
             host: None,
             gpu: None,
             gpu_method: Some("device-delta"),
+            allocated: None,
             command: &command,
             params: &params,
             env: &env,

@@ -50,7 +50,7 @@ impl Reporter for Annotations {
                     let message = result.message.as_deref().unwrap_or(result.status.as_str());
                     writeln!(out, "::error title={title}::{}", escape(message))?;
                 } else if let Some(comparison) = &result.baseline {
-                    for figure in [&comparison.host, &comparison.gpu] {
+                    for figure in comparison.figures() {
                         if figure.outcome == Outcome::Improved {
                             let title = escape_property(&format!("oomgate improved {}", result.id));
                             writeln!(out, "::notice title={title}::{}", escape(&figure.message))?;

@@ -113,7 +113,7 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
         ));
     }
     if let Some(comparison) = &case.baseline {
-        for figure in [&comparison.host, &comparison.gpu] {
+        for figure in comparison.figures() {
             let prefix = format!("baseline.{}", figure.figure);
             properties.push(Property::new(
                 format!("{prefix}.outcome"),

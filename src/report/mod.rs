@@ -285,7 +285,7 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
         );
     }
     if let Some(comparison) = &case.baseline {
-        for figure in [&comparison.host, &comparison.gpu] {
+        for figure in comparison.figures() {
             if figure.outcome != crate::baseline::Outcome::NoBaseline || figure.new_bytes.is_some()
             {
                 let _ = writeln!(out, "baseline:    {}", figure.message);

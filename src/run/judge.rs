@@ -167,6 +167,7 @@ impl Runner<'_> {
             host: result.host_peak_bytes,
             gpu: result.gpu_peak_bytes,
             gpu_method: result.gpu_peak_method.as_deref(),
+            allocated: result.probe.as_ref().and_then(|p| p.peak_allocated),
             command: &case.command,
             params: &params,
             env: &env,
@@ -192,7 +193,7 @@ impl Runner<'_> {
                 passing("baseline", message)
             });
         } else {
-            for figure in [&comparison.host, &comparison.gpu] {
+            for figure in comparison.figures() {
                 let name = format!("baseline.{}", figure.figure);
                 match figure.outcome {
                     Outcome::Regressed => {
