@@ -218,3 +218,70 @@ fn only_the_largest_values_failing_is_pointed_out() {
         "{hints}"
     );
 }
+
+/// The reader's view of an OOM case, whole: the JUnit failure element and
+/// the summary.md entry, with paths and timings normalised.
+#[test]
+fn junit_and_markdown_snapshots_of_an_oom_case() {
+    let fail = toml_str(&workload("fail.py"));
+    let suite = format!(
+        "[suite]\nname = \"snap\"\n[[case]]\nname = \"oom\"\ncommand = [\"python3\", {fail}, \"--text\", {}]\n",
+        toml_str(&oom_fixture("pytorch-fragmented.txt"))
+    );
+    let project = Project::new(&suite);
+    project.run(&[]).assert_code(1);
+
+    let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary");
+    let failures = summary.split("### Failures\n\n").nth(1).unwrap_or_default();
+    let expected = "- **oom** — gpu-oom: tried to allocate 4.00 GiB on GPU 0 (39.4 GiB total, 2.25 GiB free) — the command exited with code 1 (logs: `cases/oom`)
+  - hint: 16.1 GiB is reserved by PyTorch but unallocated, against 20.4 GiB allocated: inspect torch.cuda.memory_summary() / memory_stats() before tuning the allocator — a gap alone does not prove fragmentation. As a next step only: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb (ignored by cudaMallocAsync).
+
+  ```text
+  torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 39.38 GiB of which 2.25 GiB is free. Including non-PyTorch memory, this process has 37.12 GiB memory in use. Of the allocated memory 20.40 GiB is allocated by PyTorch, and 16.10 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)
+  ```
+";
+    assert_eq!(failures, expected);
+
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    let document = roxmltree::Document::parse(&junit).expect("valid XML");
+    let failure = document
+        .descendants()
+        .find(|n| n.has_tag_name("failure"))
+        .expect("failure");
+    assert_eq!(failure.attribute("type"), Some("gpu-oom"));
+    assert_eq!(
+        failure.attribute("message"),
+        Some(
+            "gpu-oom: tried to allocate 4.00 GiB on GPU 0 (39.4 GiB total, 2.25 GiB free) — the command exited with code 1"
+        )
+    );
+    // The body, minus the lines that vary (time, peaks, paths).
+    let body: Vec<&str> = failure
+        .text()
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            ![
+                "host peak:",
+                "wall time:",
+                "samples:",
+                "cwd:",
+                "command:",
+                "gpu peak:",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p))
+        })
+        .collect();
+    let expected_body = [
+        "case:        oom",
+        "status:      FAIL — gpu-oom: tried to allocate 4.00 GiB on GPU 0 (39.4 GiB total, 2.25 GiB free) — the command exited with code 1",
+        "instances:   #0 exited with code 1",
+        "diagnosis:   gpu-oom",
+        "hint:        16.1 GiB is reserved by PyTorch but unallocated, against 20.4 GiB allocated: inspect torch.cuda.memory_summary() / memory_stats() before tuning the allocator — a gap alone does not prove fragmentation. As a next step only: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb (ignored by cudaMallocAsync).",
+        "exception:",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 39.38 GiB of which 2.25 GiB is free. Including non-PyTorch memory, this process has 37.12 GiB memory in use. Of the allocated memory 20.40 GiB is allocated by PyTorch, and 16.10 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
+        "logs:        cases/oom",
+    ];
+    assert_eq!(body, expected_body);
+}
