@@ -148,16 +148,7 @@ pub fn render(results: &RunResults) -> String {
             );
         }
     }
-    let improved: Vec<&str> = results
-        .cases
-        .iter()
-        .filter(|c| {
-            c.baseline
-                .as_ref()
-                .is_some_and(crate::baseline::CaseComparison::improved)
-        })
-        .map(|c| c.id.as_str())
-        .collect();
+    let improved = super::improved_cases(results);
     if !improved.is_empty() {
         let _ = writeln!(
             out,

@@ -139,6 +139,21 @@ pub fn baseline_cells(case: &CaseResult) -> (String, String) {
     (baseline, delta)
 }
 
+/// The cases that improved beyond tolerance against the baseline: worth a
+/// re-lock to tighten the gate.
+pub fn improved_cases(results: &RunResults) -> Vec<&str> {
+    results
+        .cases
+        .iter()
+        .filter(|c| {
+            c.baseline
+                .as_ref()
+                .is_some_and(crate::baseline::CaseComparison::improved)
+        })
+        .map(|c| c.id.as_str())
+        .collect()
+}
+
 /// With `repeat > 1`: `3 runs; host peak 70.1 MiB–74.2 MiB, gpu peak …
 /// (the maximum is compared)`, so run-to-run noise is visible.
 pub fn repeat_spread(case: &CaseResult) -> Option<String> {

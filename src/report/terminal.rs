@@ -225,16 +225,7 @@ fn baseline_notes(results: &RunResults, baseline: &crate::results::BaselineInfo)
             baseline.removed.join(", ")
         ));
     }
-    let improved: Vec<&str> = results
-        .cases
-        .iter()
-        .filter(|c| {
-            c.baseline
-                .as_ref()
-                .is_some_and(crate::baseline::CaseComparison::improved)
-        })
-        .map(|c| c.id.as_str())
-        .collect();
+    let improved = super::improved_cases(results);
     if !improved.is_empty() {
         notes.push(format!(
             "improved beyond tolerance: {}; re-lock (oomgate lock) to tighten the gate",
