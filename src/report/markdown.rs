@@ -71,19 +71,7 @@ fn bytes(value: Option<u64>) -> String {
 pub fn render(results: &RunResults) -> String {
     let s = &results.summary;
     let mut out = String::new();
-    let mut counts = vec![
-        format!("{} passed", s.passed),
-        format!("{} failed", s.failed),
-    ];
-    for (count, word) in [
-        (s.timed_out, "timed out"),
-        (s.error, "errored"),
-        (s.interrupted, "interrupted"),
-    ] {
-        if count > 0 {
-            counts.push(format!("{count} {word}"));
-        }
-    }
+    let counts = super::summary_counts(s);
     let _ = writeln!(
         out,
         "## oomgate: {} — {}\n",

@@ -154,6 +154,26 @@ pub fn improved_cases(results: &RunResults) -> Vec<&str> {
         .collect()
 }
 
+/// `3 passed, 1 failed, 2 timed out`: passed and failed always, the rarer
+/// outcomes only when they happened. Shared by the terminal summary line and
+/// the Markdown heading so both speak the same words.
+pub fn summary_counts(s: &crate::results::Summary) -> Vec<String> {
+    let mut counts = vec![
+        format!("{} passed", s.passed),
+        format!("{} failed", s.failed),
+    ];
+    for (count, word) in [
+        (s.timed_out, "timed out"),
+        (s.error, "errored"),
+        (s.interrupted, "interrupted"),
+    ] {
+        if count > 0 {
+            counts.push(format!("{count} {word}"));
+        }
+    }
+    counts
+}
+
 /// With `repeat > 1`: `3 runs; host peak 70.1 MiB–74.2 MiB, gpu peak …
 /// (the maximum is compared)`, so run-to-run noise is visible.
 pub fn repeat_spread(case: &CaseResult) -> Option<String> {

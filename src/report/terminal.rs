@@ -380,19 +380,7 @@ impl Reporter for Terminal {
                     }
                 }
                 let s = &results.summary;
-                let mut parts = vec![
-                    format!("{} passed", s.passed),
-                    format!("{} failed", s.failed),
-                ];
-                for (count, word) in [
-                    (s.timed_out, "timed out"),
-                    (s.error, "errored"),
-                    (s.interrupted, "interrupted"),
-                ] {
-                    if count > 0 {
-                        parts.push(format!("{count} {word}"));
-                    }
-                }
+                let mut parts = super::summary_counts(s);
                 if !results.not_run.is_empty() {
                     parts.push(format!("{} not run", results.not_run.len()));
                 }
