@@ -5,8 +5,17 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use oomgate::cli::{self, Cli};
+use oomgate::run::supervise;
 
 fn main() -> ExitCode {
+    // `oomgate __supervise ...` is the small process between oomgate and a
+    // workload (see run::supervise): it must do nothing else first, so that
+    // its memory stays small.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().take(2).collect();
+    if args.get(1).is_some_and(|a| a == supervise::ARG) {
+        let rest: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
+        return ExitCode::from(u8::try_from(supervise::main(&rest)).unwrap_or(2));
+    }
     let cli = Cli::parse();
     match cli::execute(cli) {
         Ok(outcome) => outcome.into(),

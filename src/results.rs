@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::baseline::{CaseComparison, Drift};
 use crate::diagnose::Diagnosis;
 use crate::environment::Environment;
+use crate::measure::cgroup::CgroupVersion;
 use crate::measure::gpu::{DeviceFigures, ForeignProcess};
+use crate::measure::host::{HostFloor, HostFloors, HostMethod};
 use crate::measure::nvml::GpuDevice;
 use crate::probe::ProbeSummary;
 use crate::run::process::Exit;
@@ -87,11 +89,24 @@ pub struct SuiteInfo {
 #[derive(Debug, Clone, Serialize)]
 pub struct Measurement {
     pub sample_interval_ms: u64,
-    /// `procfs-rss`: RSS summed over the case's process tree.
-    pub host_method: String,
+    /// `cgroup-v1` / `cgroup-v2`: a memory cgroup per case, with PSS,
+    /// VmHWM and reaped rusage; `procfs-pss`: the same without the cgroup
+    /// (see `host_note`). A case says its own in `host_method`.
+    pub host_method: HostMethod,
+    /// Why host memory is not measured with a cgroup, when it is not.
+    pub host_note: Option<String>,
+    /// oomgate's own memory cgroup, under which each case gets its own.
+    pub host_cgroup: Option<HostCgroup>,
     /// `None`: GPU memory was not measured, and `gpu_note` says why.
     pub gpu_method: Option<String>,
     pub gpu_note: Option<String>,
+}
+
+/// Where the per-case memory cgroups are made.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostCgroup {
+    pub version: CgroupVersion,
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -172,9 +187,26 @@ pub struct CaseResult {
     pub message: Option<String>,
     pub started_at: String,
     pub wall_time_s: f64,
-    /// Peak of the RSS summed over the case's process tree.
+    /// The gated host peak: the largest of the kernel's floors in
+    /// `host_floors`, named by `host_peak_source`; `None` when none was
+    /// observed. Page cache is not in it (see `host_charged_peak_bytes`).
     pub host_peak_bytes: Option<u64>,
     pub host_peak_at_s: Option<f64>,
+    /// How the host figures were obtained: `cgroup-v1`, `cgroup-v2`, or
+    /// `procfs-pss` (no cgroup; `host_note` says why when the run had one).
+    pub host_method: HostMethod,
+    /// The floor that set the host peak: `cgroup-anon-shmem`, `pss-sum`,
+    /// `vmhwm` or `rusage-maxrss`.
+    pub host_peak_source: Option<HostFloor>,
+    /// Each floor's own peak; `None`: not observed.
+    pub host_floors: HostFloors,
+    /// The case cgroup's largest charge, page cache included: the figure
+    /// to hold against a container's memory limit. Not gated.
+    pub host_charged_peak_bytes: Option<u64>,
+    /// Processes of the case killed by the kernel's OOM killer, counted by
+    /// its cgroup; `None` without one.
+    pub host_oom_kills: Option<u64>,
+    pub host_note: Option<String>,
     /// Peak GPU memory of the case over all the devices it sees; `None`
     /// when not measured or unknown, never zero for unknown.
     pub gpu_peak_bytes: Option<u64>,

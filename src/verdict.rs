@@ -53,10 +53,11 @@ pub fn breaches(peak: Bytes, limit: Bytes) -> bool {
     peak > limit
 }
 
-/// The host budget verdict. An unknown peak fails: a budget that cannot be
-/// verified must not pass silently.
-pub fn host_budget_check(peak: Option<Bytes>, limit: Bytes) -> Check {
-    budget_check("budget.host", "host", "", peak, limit)
+/// The host budget verdict, on the gated host peak; `how` names the floor
+/// that set it and the method (`vmhwm, cgroup-v1`). An unknown peak fails:
+/// a budget that cannot be verified must not pass silently.
+pub fn host_budget_check(peak: Option<Bytes>, how: &str, limit: Bytes) -> Check {
+    budget_check("budget.host", "host", &format!(" ({how})"), peak, limit)
 }
 
 /// The GPU budget verdict, on the case's peak over all its devices; the
@@ -265,24 +266,24 @@ mod tests {
             (None, false),
         ];
         for (peak, passes) in table {
-            let check = host_budget_check(peak.map(Bytes), limit);
+            let check = host_budget_check(peak.map(Bytes), "pss-sum, cgroup-v1", limit);
             assert_eq!(check.passed, *passes, "{peak:?}: {}", check.message);
             assert_eq!(check.limit_bytes, Some(512 * MIB));
         }
-        let over = host_budget_check(Some(Bytes(612 * MIB)), limit);
+        let over = host_budget_check(Some(Bytes(612 * MIB)), "vmhwm, cgroup-v1", limit);
         assert_eq!(
             over.message,
-            "host peak 612.0 MiB exceeded budget 512.0 MiB (by 100.0 MiB)"
+            "host peak 612.0 MiB (vmhwm, cgroup-v1) exceeded budget 512.0 MiB (by 100.0 MiB)"
         );
-        let zero_budget = host_budget_check(Some(Bytes(1)), Bytes(0));
+        let zero_budget = host_budget_check(Some(Bytes(1)), "x", Bytes(0));
         assert!(!zero_budget.passed);
     }
 
     #[test]
     fn status_priorities() {
         let ok = Some(Exit::Code(0));
-        let failing_check = host_budget_check(Some(Bytes(2)), Bytes(1));
-        let passing_check = host_budget_check(Some(Bytes(1)), Bytes(1));
+        let failing_check = host_budget_check(Some(Bytes(2)), "pss-sum, procfs-pss", Bytes(1));
+        let passing_check = host_budget_check(Some(Bytes(1)), "pss-sum, procfs-pss", Bytes(1));
         let table: Vec<(Observed, Vec<Check>, CaseStatus, &str)> = vec![
             (
                 observed(None, &[ok], Some(MIB)),

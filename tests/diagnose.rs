@@ -263,6 +263,9 @@ fn junit_and_markdown_snapshots_of_an_oom_case() {
         .filter(|l| {
             ![
                 "host peak:",
+                "host floors:",
+                "host charged peak:",
+                "host note:",
                 "wall time:",
                 "samples:",
                 "cwd:",

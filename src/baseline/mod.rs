@@ -24,6 +24,7 @@ pub use compare::{FigureComparison, Outcome};
 pub use drift::Drift;
 
 use crate::environment::Environment;
+use crate::measure::HostMethod;
 use crate::suite::Tolerances;
 use crate::units::Bytes;
 
@@ -47,6 +48,10 @@ pub struct LockedCase {
     /// The same figure for people reading the diff.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_peak: Option<String>,
+    /// How the host figure was measured. Locks written before host methods
+    /// were recorded have none: theirs was `procfs-rss`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_peak_method: Option<HostMethod>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_peak_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -67,6 +72,14 @@ pub struct LockedCase {
     /// The allocator's peak the workload's probe reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_peak_allocated_bytes: Option<u64>,
+}
+
+impl LockedCase {
+    /// The method of the locked host figure (`procfs-rss` for locks that
+    /// predate the field).
+    pub fn host_method(&self) -> HostMethod {
+        self.host_peak_method.unwrap_or(HostMethod::ProcfsRss)
+    }
 }
 
 /// Why a lock file cannot be used. Nothing runs when this is returned.
@@ -205,6 +218,7 @@ impl CaseComparison {
 #[derive(Debug, Clone, Copy)]
 pub struct CaseNow<'a> {
     pub host: Option<u64>,
+    pub host_method: HostMethod,
     pub gpu: Option<u64>,
     pub gpu_method: Option<&'a str>,
     /// The probe's allocated peak, when the workload reports one.
@@ -222,12 +236,23 @@ pub fn compare_case(
     tolerance: Tolerances,
     compare_gpu: bool,
 ) -> CaseComparison {
-    let host_comparison = compare::compare(
+    let mut host_comparison = compare::compare(
         "host",
         now.host,
         locked.and_then(|l| l.host_peak_bytes),
         tolerance.host,
     );
+    if let Some(locked_method) = locked
+        .filter(|l| l.host_peak_bytes.is_some())
+        .map(LockedCase::host_method)
+        .filter(|m| *m != now.host_method)
+    {
+        host_comparison.outcome = Outcome::Skipped;
+        host_comparison.message = format!(
+            "host peak not comparable: locked as measured by {locked_method}, measured by {} now; re-lock (oomgate lock) to gate it again",
+            now.host_method
+        );
+    }
     let mut gpu_comparison = compare::compare(
         "gpu",
         now.gpu,
@@ -338,6 +363,9 @@ pub struct CaseView {
     pub status: crate::results::CaseStatus,
     pub message: Option<String>,
     pub host_peak_bytes: Option<u64>,
+    /// Absent in results written before host methods were recorded.
+    #[serde(default)]
+    pub host_method: Option<HostMethod>,
     pub gpu_peak_bytes: Option<u64>,
     pub gpu_peak_method: Option<String>,
     pub wall_time_s: f64,
@@ -417,6 +445,7 @@ pub fn lock_of(view: &ResultsView) -> Lock {
             let locked = LockedCase {
                 host_peak_bytes: case.host_peak_bytes,
                 host_peak: human(case.host_peak_bytes),
+                host_peak_method: Some(case.host_method.unwrap_or(HostMethod::ProcfsRss)),
                 gpu_peak_bytes: case.gpu_peak_bytes,
                 gpu_peak: human(case.gpu_peak_bytes),
                 gpu_peak_method: case.gpu_peak_method.clone(),
@@ -456,6 +485,7 @@ mod tests {
             LockedCase {
                 host_peak_bytes: Some(100),
                 host_peak: human(Some(100)),
+                host_peak_method: Some(HostMethod::CgroupV1),
                 gpu_peak_bytes: None,
                 gpu_peak: None,
                 gpu_peak_method: None,
@@ -529,6 +559,7 @@ mod tests {
         let allocator_env = BTreeMap::new();
         let now = CaseNow {
             host: None,
+            host_method: HostMethod::CgroupV1,
             gpu: None,
             gpu_method: Some("device-delta"),
             allocated: None,
@@ -549,6 +580,64 @@ mod tests {
                 "allocator env PYTORCH_CUDA_ALLOC_CONF: \"expandable_segments:True\" → unset",
                 "gpu figure method: sampled@50ms → device-delta",
             ]
+        );
+    }
+
+    #[test]
+    fn a_host_figure_of_another_method_is_not_compared() {
+        let command = vec!["python3".to_string(), "x.py".to_string()];
+        let empty = BTreeMap::new();
+        let env: BTreeMap<String, String> = [("A".to_string(), "1".to_string())].into();
+        let now = |method| CaseNow {
+            host: Some(1_000),
+            host_method: method,
+            gpu: None,
+            gpu_method: None,
+            allocated: None,
+            command: &command,
+            params: &empty,
+            env: &env,
+            allocator_env: &empty,
+        };
+        let locked = lock().cases["a"].clone();
+        let same = compare_case(
+            Some(&locked),
+            now(HostMethod::CgroupV1),
+            Tolerances::default(),
+            true,
+        );
+        assert_eq!(same.host.outcome, Outcome::Within, "{}", same.host.message);
+        let other = compare_case(
+            Some(&locked),
+            now(HostMethod::ProcfsPss),
+            Tolerances::default(),
+            true,
+        );
+        assert_eq!(other.host.outcome, Outcome::Skipped);
+        assert!(
+            other.host.message.contains("cgroup-v1"),
+            "{}",
+            other.host.message
+        );
+        assert!(
+            other.host.message.contains("re-lock"),
+            "{}",
+            other.host.message
+        );
+        // A lock from before methods were recorded measured RSS sums.
+        let mut legacy = locked;
+        legacy.host_peak_method = None;
+        let old = compare_case(
+            Some(&legacy),
+            now(HostMethod::CgroupV1),
+            Tolerances::default(),
+            true,
+        );
+        assert_eq!(old.host.outcome, Outcome::Skipped);
+        assert!(
+            old.host.message.contains("procfs-rss"),
+            "{}",
+            old.host.message
         );
     }
 

@@ -110,12 +110,22 @@ pub fn render_diff(before: &Lock, after: &Lock, tolerance: Tolerances) -> (Strin
                 }
             }
         };
-        let host = verdict(
-            "host",
-            a.and_then(|c| c.host_peak_bytes),
-            b.and_then(|c| c.host_peak_bytes),
-            tolerance.host,
-        );
+        // Host figures measured by different methods are not comparable.
+        let host = match (a, b) {
+            (Some(a), Some(b))
+                if a.host_peak_bytes.is_some()
+                    && b.host_peak_bytes.is_some()
+                    && a.host_method() != b.host_method() =>
+            {
+                format!("not compared ({} vs {})", a.host_method(), b.host_method())
+            }
+            _ => verdict(
+                "host",
+                a.and_then(|c| c.host_peak_bytes),
+                b.and_then(|c| c.host_peak_bytes),
+                tolerance.host,
+            ),
+        };
         // GPU figures of different models are not comparable, as in `run`.
         let gpu = if same_gpus {
             verdict(

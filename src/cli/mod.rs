@@ -27,7 +27,8 @@ Exit codes:
   0    every case passed
   1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)
   2    bad input: invalid suite, unknown flag, no case matched; nothing ran
-  3    infrastructure error: cannot write the out dir, GPU required but NVML unavailable
+  3    infrastructure error: cannot write the out dir, GPU required but NVML unavailable,
+       --host-method cgroup but no memory cgroup can be created
   130  interrupted (Ctrl-C or SIGTERM); results so far were written";
 
 #[derive(Debug, Parser)]
@@ -57,7 +58,8 @@ pub enum Command {
         "  0    every case passed\n",
         "  1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)\n",
         "  2    bad input: invalid suite, unknown flag, no case matched; nothing ran\n",
-        "  3    infrastructure error: cannot write the out dir, GPU required but NVML unavailable\n",
+        "  3    infrastructure error: cannot write the out dir, GPU required but NVML unavailable,\n",
+        "       --host-method cgroup but no memory cgroup can be created\n",
         "  130  interrupted (Ctrl-C or SIGTERM); results so far were written"
     ))]
     Run(RunArgs),
@@ -121,6 +123,11 @@ pub struct RunArgs {
     /// or off. Overrides the suite's `gpu`.
     #[arg(long, value_enum, value_name = "MODE")]
     pub gpu: Option<GpuMode>,
+    /// Measure host memory with a memory cgroup per case: auto (when one
+    /// can be created, else from /proc, saying why), cgroup (else exit 3)
+    /// or procfs (never).
+    #[arg(long, value_enum, value_name = "METHOD", default_value = "auto")]
+    pub host_method: HostMode,
     /// Compare with this lock instead of <suite>.lock.
     #[arg(long, value_name = "PATH", conflicts_with = "no_baseline")]
     pub baseline: Option<PathBuf>,
@@ -151,6 +158,21 @@ pub struct LockArgs {
     /// GPU mode for the run (without --from).
     #[arg(long, value_enum, value_name = "MODE")]
     pub gpu: Option<GpuMode>,
+    /// Host memory method for the run (without --from); see `run --help`.
+    #[arg(long, value_enum, value_name = "METHOD", default_value = "auto")]
+    pub host_method: HostMode,
+}
+
+/// How host memory is measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum HostMode {
+    /// A memory cgroup per case when one can be created; else /proc.
+    #[default]
+    Auto,
+    /// A memory cgroup per case, or exit 3.
+    Cgroup,
+    /// /proc only (PSS, VmHWM, reaped rusage), never a cgroup.
+    Procfs,
 }
 
 #[derive(Debug, Args)]

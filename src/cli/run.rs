@@ -2,15 +2,16 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CliError, LockArgs, Outcome, RunArgs, plan, write_stderr};
+use super::{CliError, HostMode, LockArgs, Outcome, RunArgs, plan, write_stderr};
 use crate::baseline::{self, Lock};
 use crate::environment;
+use crate::measure::HostMethod;
+use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::nvml::Gpu;
-use crate::measure::{HostSampler, Sampler};
 use crate::report::files::ResultFiles;
 use crate::report::terminal::Terminal;
 use crate::report::{FanOut, Reporter, github, html, markdown};
-use crate::results::{CaseStatus, Measurement, RunResults};
+use crate::results::{CaseStatus, HostCgroup, Measurement, RunResults};
 use crate::run::{BaselineSetup, Interrupt, RunSetup, Runner, process};
 use crate::suite::{self, GpuMode, Suite};
 
@@ -54,7 +55,10 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
         &suite,
         &cases,
         &outputs,
-        args.gpu.unwrap_or(suite.gpu),
+        Modes {
+            gpu: args.gpu.unwrap_or(suite.gpu),
+            host: args.host_method,
+        },
         setup,
     )?;
     Ok(judge(&results))
@@ -106,7 +110,10 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 &suite,
                 &cases,
                 &outputs,
-                args.gpu.unwrap_or(suite.gpu),
+                Modes {
+                    gpu: args.gpu.unwrap_or(suite.gpu),
+                    host: args.host_method,
+                },
                 BaselineSetup::default(),
             )?;
             let view = baseline::ResultsView::from_results(&results).map_err(|why| {
@@ -205,13 +212,19 @@ fn load_baseline(
     Ok(Some((path, lock)))
 }
 
+/// How GPU and host memory are to be measured.
+struct Modes {
+    gpu: GpuMode,
+    host: HostMode,
+}
+
 /// The shared pipeline of `run` and `lock`: prepare outputs, open the GPU,
-/// capture the environment, run every case, report.
+/// find the memory cgroups, capture the environment, run every case, report.
 fn execute(
     suite: &Suite,
     cases: &[&crate::suite::Case],
     outputs: &Outputs<'_>,
-    gpu_mode: GpuMode,
+    modes: Modes,
     baseline: BaselineSetup,
 ) -> Result<RunResults, CliError> {
     let files = prepare_outputs(outputs)?;
@@ -226,12 +239,21 @@ fn execute(
             "warning: cannot become a child subreaper ({e}); processes that detach from a case may be missed"
         ));
     }
-    let (gpu, gpu_note) = open_gpu(gpu_mode)?;
+    // The sampler keeps a file open per process of large trees.
+    process::raise_open_file_limit();
+    let (memory, host_note) = open_memory_cgroups(modes.host)?;
+    let (gpu, gpu_note) = open_gpu(modes.gpu)?;
     let environment = environment::capture(&suite.environment, &suite.workdir, gpu.as_ref());
-    let samplers: Vec<Box<dyn Sampler>> = vec![Box::new(HostSampler)];
     let measurement = Measurement {
         sample_interval_ms: u64::try_from(suite.sample_interval.as_millis()).unwrap_or(u64::MAX),
-        host_method: "procfs-rss".to_string(),
+        host_method: memory
+            .as_ref()
+            .map_or(HostMethod::ProcfsPss, |m| HostMethod::of_cgroup(m.version)),
+        host_note,
+        host_cgroup: memory.as_ref().map(|m| HostCgroup {
+            version: m.version,
+            dir: m.dir.clone(),
+        }),
         gpu_method: gpu.as_ref().map(|_| "nvml".to_string()),
         gpu_note,
     };
@@ -244,13 +266,41 @@ fn execute(
     ]);
     let setup = RunSetup {
         interrupt,
-        samplers,
+        memory,
         gpu,
         measurement,
         environment,
         baseline,
     };
     Ok(Runner::new(suite, &out_dir, setup).run(cases, &mut reporter)?)
+}
+
+/// The memory cgroup hierarchy as the host mode asks: where each case gets
+/// its cgroup, or why host memory is measured from /proc only (said once).
+fn open_memory_cgroups(
+    mode: HostMode,
+) -> Result<(Option<MemoryHierarchy>, Option<String>), CliError> {
+    match mode {
+        HostMode::Procfs => Ok((
+            None,
+            Some("no memory cgroups (--host-method procfs)".to_string()),
+        )),
+        HostMode::Auto => match MemoryHierarchy::discover() {
+            Ok(hierarchy) => Ok((Some(hierarchy), None)),
+            Err(why) => {
+                write_stderr(&format!(
+                    "note: host memory is measured from /proc (PSS, VmHWM, reaped rusage), without a memory cgroup per case: {why}"
+                ));
+                Ok((None, Some(why.to_string())))
+            }
+        },
+        HostMode::Cgroup => match MemoryHierarchy::discover() {
+            Ok(hierarchy) => Ok((Some(hierarchy), None)),
+            Err(why) => Err(CliError::Infrastructure(format!(
+                "a memory cgroup per case is required (--host-method cgroup) but cannot be made: {why}"
+            ))),
+        },
+    }
 }
 
 /// NVML as the GPU mode asks: the handle, or why there is none. GPUs that

@@ -54,6 +54,10 @@ pub fn case_hints(diagnosis: &Diagnosis, host_peak: Option<u64>) -> Vec<String> 
                 }
             }
         }
+        FailureKind::HostOom => hints.push(format!(
+            "The kernel's OOM killer killed a process of this case (counted in its memory cgroup), with a host peak of {}: the host or the container's memory limit is too small for it — compare the peak with the limit (the charged peak in the details includes page cache), or lower the workload's host memory (data-loader workers, pinned memory, prefetch).",
+            host_peak.map_or("unknown".to_string(), |b| Bytes(b).to_string())
+        )),
         FailureKind::HostOomSuspected => hints.push(format!(
             "Killed by SIGKILL with no error message, not by oomgate, with a host peak of {}: check the kernel log (dmesg) for the OOM killer, or the container's memory limit.",
             host_peak.map_or("unknown".to_string(), |b| Bytes(b).to_string())

@@ -28,6 +28,9 @@ use crate::run::process::Exit;
 #[serde(rename_all = "kebab-case")]
 pub enum FailureKind {
     GpuOom,
+    /// The kernel's OOM killer killed a process of the case: certain, from
+    /// the case's memory cgroup.
+    HostOom,
     HostOomSuspected,
     CudaSetup,
     CudaFault,
@@ -39,6 +42,7 @@ impl FailureKind {
     pub fn as_str(self) -> &'static str {
         match self {
             FailureKind::GpuOom => "gpu-oom",
+            FailureKind::HostOom => "host-oom",
             FailureKind::HostOomSuspected => "host-oom-suspected",
             FailureKind::CudaSetup => "cuda-setup",
             FailureKind::CudaFault => "cuda-fault",
@@ -261,6 +265,7 @@ pub fn diagnose(
     check_failed: bool,
     stderr_log: &Path,
     from_offset: u64,
+    host_oom_kills: Option<u64>,
 ) -> Option<Diagnosis> {
     // A budget or baseline failure is its own explanation when oomgate
     // stopped the case or the workload itself succeeded: a recovered OOM in
@@ -281,6 +286,9 @@ pub fn diagnose(
         .unwrap_or_default();
     let kind = match scan.evidence {
         Some(Evidence::Oom) => FailureKind::GpuOom,
+        // The kernel's count outranks anything a workload printed after
+        // one of its processes was killed.
+        _ if host_oom_kills.is_some_and(|kills| kills > 0) => FailureKind::HostOom,
         Some(Evidence::Setup) => FailureKind::CudaSetup,
         Some(Evidence::Fault) => FailureKind::CudaFault,
         None if status == CaseStatus::TimedOut => FailureKind::Timeout,
@@ -363,6 +371,9 @@ pub fn headline(
                 }
             }
             parts.push(format!("{head}: {what}"));
+        }
+        FailureKind::HostOom => {
+            parts.push("host-oom: the kernel's OOM killer killed a process of the case".to_string())
         }
         FailureKind::HostOomSuspected => {
             parts.push("host-oom-suspected: killed by SIGKILL with no error message".to_string())

@@ -213,8 +213,9 @@ fn classification_uses_the_exit_when_the_log_is_silent() {
     let dir = tempfile::tempdir().expect("tempdir");
     let silent = dir.path().join("silent.log");
     std::fs::write(&silent, "training...\n").expect("write");
-    let kind =
-        |status, exit, stopped| diagnose(status, exit, stopped, false, &silent, 0).map(|d| d.kind);
+    let kind = |status, exit, stopped| {
+        diagnose(status, exit, stopped, false, &silent, 0, None).map(|d| d.kind)
+    };
     assert_eq!(
         kind(CaseStatus::Failed, Some(Exit::Signal(9)), false),
         Some(FailureKind::HostOomSuspected)
@@ -232,12 +233,49 @@ fn classification_uses_the_exit_when_the_log_is_silent() {
         Some(FailureKind::Timeout)
     );
     assert_eq!(kind(CaseStatus::Passed, Some(Exit::Code(0)), false), None);
+    // The case cgroup counted an OOM kill: certain, whatever the exit.
+    let counted = |exit, kills| {
+        diagnose(
+            CaseStatus::Failed,
+            Some(exit),
+            false,
+            false,
+            &silent,
+            0,
+            kills,
+        )
+        .map(|d| d.kind)
+    };
+    assert_eq!(
+        counted(Exit::Signal(9), Some(1)),
+        Some(FailureKind::HostOom)
+    );
+    assert_eq!(counted(Exit::Code(1), Some(2)), Some(FailureKind::HostOom));
+    assert_eq!(
+        counted(Exit::Signal(9), Some(0)),
+        Some(FailureKind::HostOomSuspected),
+        "no kill counted: still only a suspicion"
+    );
     let oom_log = dir.path().join("oom.log");
     std::fs::write(&oom_log, fixture("pytorch-current.txt")).expect("write");
     assert_eq!(
-        diagnose(CaseStatus::TimedOut, None, true, false, &oom_log, 0).map(|d| d.kind),
+        diagnose(CaseStatus::TimedOut, None, true, false, &oom_log, 0, None).map(|d| d.kind),
         Some(FailureKind::GpuOom),
         "a hang after an OOM is an OOM"
+    );
+    assert_eq!(
+        diagnose(
+            CaseStatus::Failed,
+            Some(Exit::Code(1)),
+            false,
+            false,
+            &oom_log,
+            0,
+            Some(1)
+        )
+        .map(|d| d.kind),
+        Some(FailureKind::GpuOom),
+        "a GPU OOM message names the failure even when the host also killed something"
     );
 }
 

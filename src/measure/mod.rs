@@ -2,12 +2,14 @@
 //! memory they hold.
 //!
 //! Each tick the runner takes one [`ProcessTree`] snapshot (the case's
-//! processes, from /proc) and hands it to every [`Sampler`], which fills its
-//! own fields of a [`Sample`]. The tree is scanned once and shared because
-//! every sampler needs the same pids: host memory sums their RSS, and the GPU
-//! sampler matches them against the processes NVML reports. Samplers return
-//! plain figures; they never judge or format them.
+//! processes, from /proc) and hands it to the case's meters: the
+//! [`host::HostMeter`] (the case's memory cgroup, PSS, VmHWM, reaped
+//! rusage) and the GPU meter (`gpu::CaseGpu`, which matches the pids
+//! against the processes NVML reports). The tree is scanned once and shared
+//! because both need the same pids. Meters return plain figures; they never
+//! judge or format them.
 
+pub mod cgroup;
 pub mod gpu;
 pub mod host;
 pub mod nvml;
@@ -17,7 +19,7 @@ pub mod visible;
 
 use std::time::Duration;
 
-pub use host::HostSampler;
+pub use host::{HostFigures, HostMeter, HostMethod};
 pub use procfs::ProcessTree;
 pub use timeline::{Timeline, TimelinePoint};
 
@@ -28,31 +30,18 @@ use crate::units::Bytes;
 pub struct Sample {
     /// Time since the case started.
     pub at: Duration,
-    /// RSS summed over the case's process tree.
+    /// The case's unreclaimable host memory now: the larger of its cgroup's
+    /// anonymous + shmem charge and its tree's PSS sum (the last one read;
+    /// PSS reads are paced).
     pub host_bytes: Option<Bytes>,
+    /// Everything the case's cgroup is charged now, page cache included;
+    /// `None` without a cgroup.
+    pub host_charged_bytes: Option<Bytes>,
     /// GPU memory of the case's processes. `None` means not measured (no
     /// GPU sampler) or unknown, never zero.
     pub gpu_bytes: Option<Bytes>,
     /// Memory in use on the case's GPUs, everyone's (device `used`, summed).
     pub gpu_device_bytes: Option<Bytes>,
-    /// Processes in the tree at this moment.
+    /// The workload's processes in the tree at this moment.
     pub processes: u32,
-}
-
-/// A source of memory figures, sampled once per tick.
-pub trait Sampler {
-    /// How the figures are obtained, as reports name it (`procfs-rss`).
-    fn method(&self) -> &'static str;
-
-    /// Fill this sampler's fields of `sample` for the given tree.
-    fn sample(&mut self, tree: &ProcessTree, sample: &mut Sample) -> Result<(), SampleError>;
-}
-
-/// A sampler could not read its figures this tick. The runner records the
-/// error and keeps the case running: losing a sample must not lose the case.
-#[derive(Debug, thiserror::Error)]
-#[error("{method}: {message}")]
-pub struct SampleError {
-    pub method: &'static str,
-    pub message: String,
 }

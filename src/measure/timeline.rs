@@ -19,7 +19,11 @@ use crate::units::Bytes;
 pub struct TimelinePoint {
     /// Start of the covered span, milliseconds since the case started.
     pub t_ms: u64,
+    /// The case's unreclaimable host memory (see `Sample::host_bytes`).
     pub host_bytes: Option<u64>,
+    /// The case cgroup's whole charge, page cache included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_charged_bytes: Option<u64>,
     pub gpu_bytes: Option<u64>,
     /// Device `used` over the case's GPUs (everyone's memory).
     pub gpu_device_bytes: Option<u64>,
@@ -71,6 +75,7 @@ impl Timeline {
         let point = TimelinePoint {
             t_ms,
             host_bytes: sample.host_bytes.map(Bytes::get),
+            host_charged_bytes: sample.host_charged_bytes.map(Bytes::get),
             gpu_bytes: sample.gpu_bytes.map(Bytes::get),
             gpu_device_bytes: sample.gpu_device_bytes.map(Bytes::get),
             processes: sample.processes,
@@ -131,6 +136,7 @@ fn merge(a: TimelinePoint, b: TimelinePoint) -> TimelinePoint {
     TimelinePoint {
         t_ms: a.t_ms.min(b.t_ms),
         host_bytes: max_known(a.host_bytes, b.host_bytes),
+        host_charged_bytes: max_known(a.host_charged_bytes, b.host_charged_bytes),
         gpu_bytes: max_known(a.gpu_bytes, b.gpu_bytes),
         gpu_device_bytes: max_known(a.gpu_device_bytes, b.gpu_device_bytes),
         processes: a.processes.max(b.processes),
@@ -154,6 +160,7 @@ mod tests {
         Sample {
             at: Duration::from_millis(ms),
             host_bytes: Some(Bytes(host)),
+            host_charged_bytes: None,
             gpu_bytes: None,
             gpu_device_bytes: None,
             processes: 1,
@@ -211,6 +218,7 @@ mod tests {
         timeline.push(&Sample {
             at: Duration::ZERO,
             host_bytes: None,
+            host_charged_bytes: None,
             gpu_bytes: None,
             gpu_device_bytes: None,
             processes: 0,

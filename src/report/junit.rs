@@ -31,7 +31,7 @@ pub fn render(results: &RunResults) -> io::Result<String> {
             "sample_interval_ms",
             results.measurement.sample_interval_ms.to_string(),
         ),
-        Property::new("host_method", &results.measurement.host_method),
+        Property::new("host_method", results.measurement.host_method.as_str()),
         Property::new(
             "gpu_method",
             results
@@ -89,8 +89,23 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
         Property::new("concurrency", case.concurrency.to_string()),
         Property::new("samples", case.samples.to_string()),
     ];
-    if let Some(peak) = case.host_peak_bytes {
-        properties.push(Property::new("host_peak_bytes", peak.to_string()));
+    properties.push(Property::new(
+        "host_peak_bytes",
+        case.host_peak_bytes
+            .map_or("unknown".to_string(), |b| b.to_string()),
+    ));
+    properties.push(Property::new("host_method", case.host_method.as_str()));
+    if let Some(source) = case.host_peak_source {
+        properties.push(Property::new("host_peak_source", source.as_str()));
+    }
+    if let Some(charged) = case.host_charged_peak_bytes {
+        properties.push(Property::new(
+            "host_charged_peak_bytes",
+            charged.to_string(),
+        ));
+    }
+    if let Some(kills) = case.host_oom_kills {
+        properties.push(Property::new("host_oom_kills", kills.to_string()));
     }
     if let Some(method) = &case.gpu_peak_method {
         properties.push(Property::new(

@@ -289,12 +289,13 @@ impl Reporter for Terminal {
                 self.started = Instant::now();
                 let cases = if *planned == 1 { "case" } else { "cases" };
                 self.line(&format!(
-                    "{} {planned} {cases} from {} (host memory every {}ms)",
+                    "{} {planned} {cases} from {} (host memory by {}, every {}ms)",
                     self.paint(
                         AnsiColor::Green.on_default().bold(),
                         &format!("{:>12}", "Starting")
                     ),
                     suite.path.display(),
+                    measurement.host_method,
                     measurement.sample_interval_ms
                 ));
                 if let Some(note) = &measurement.gpu_note {

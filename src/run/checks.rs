@@ -3,8 +3,8 @@
 //! what its probe reported. The decisions themselves are `verdict`'s; this
 //! file gathers the figures for them.
 
-use crate::measure::Timeline;
 use crate::measure::gpu::{CaseGpu, GpuFigures};
+use crate::measure::{HostFigures, Timeline};
 use crate::probe::ProbeSummary;
 use crate::results::Check;
 use crate::suite::{Case, Leak};
@@ -13,12 +13,18 @@ use crate::verdict;
 
 /// Whether a figure measured so far is over its budget: host and GPU peaks,
 /// and each device's share of its memory.
-pub(super) fn budget_breached(case: &Case, timeline: &Timeline, gpu: Option<&CaseGpu<'_>>) -> bool {
+/// `host_peak`: the gated host peak so far (see `measure::host`).
+pub(super) fn budget_breached(
+    case: &Case,
+    host_peak: Option<Bytes>,
+    timeline: &Timeline,
+    gpu: Option<&CaseGpu<'_>>,
+) -> bool {
     let over = |limit: Option<Bytes>, peak: Option<u64>| match (limit, peak) {
         (Some(limit), Some(peak)) => verdict::breaches(Bytes(peak), limit),
         _ => false,
     };
-    if over(case.budget.host, timeline.host_peak.map(|p| p.bytes))
+    if over(case.budget.host, host_peak.map(Bytes::get))
         || over(case.budget.gpu, timeline.gpu_peak.map(|p| p.bytes))
     {
         return true;
@@ -89,13 +95,18 @@ pub(super) fn limit_checks(case: &Case, probe: Option<&ProbeSummary>) -> Vec<Che
 /// Every budget verdict of a finished case.
 pub(super) fn budget_checks(
     case: &Case,
-    timeline: &Timeline,
+    host: &HostFigures,
     gpu: Option<&GpuFigures>,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
     if let Some(limit) = case.budget.host {
+        let how = match host.peak_source {
+            Some(source) => format!("{}, {}", source.as_str(), host.method),
+            None => host.method.to_string(),
+        };
         checks.push(verdict::host_budget_check(
-            timeline.host_peak.map(|p| Bytes(p.bytes)),
+            host.peak_bytes.map(Bytes),
+            &how,
             limit,
         ));
     }
@@ -174,4 +185,21 @@ pub(super) fn leak_check(leak: Leak, probe: Option<&ProbeSummary>, soak_peaks: &
         limit_bytes: Some(leak.max_growth.get()),
         message,
     }
+}
+
+/// A process of the case killed by the kernel's OOM killer fails it, even
+/// when the workload recovered (a data-loader worker respawned): the case
+/// ran out of host memory. Only known with a cgroup.
+pub(super) fn oom_kill_check(host: &HostFigures) -> Option<Check> {
+    let kills = host.oom_kills.filter(|kills| *kills > 0)?;
+    Some(Check {
+        name: "host.oom_kill".to_string(),
+        passed: false,
+        figure_bytes: None,
+        limit_bytes: None,
+        message: format!(
+            "the kernel's OOM killer killed {kills} process(es) of the case (counted by its memory cgroup, {})",
+            host.method
+        ),
+    })
 }

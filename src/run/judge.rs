@@ -41,8 +41,28 @@ pub(super) fn merge_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
             .max_by_key(|&i| (runs[i].gpu_peak_bytes, runs[i].host_peak_bytes))
             .unwrap_or(0),
     };
+    // The host figures (peak, its source and floors, the charged peak) of
+    // the run with the largest host peak, so they describe one run.
+    let host_run = (0..runs.len())
+        .max_by_key(|&i| runs[i].host_peak_bytes)
+        .unwrap_or(0);
+    let from = &runs[host_run];
+    let host_figures = (
+        from.host_peak_at_s,
+        from.host_peak_source,
+        from.host_floors,
+        from.host_charged_peak_bytes,
+    );
+    let oom_kills = runs.iter().filter_map(|r| r.host_oom_kills).max();
     let mut result = runs.swap_remove(chosen);
     result.host_peak_bytes = host;
+    (
+        result.host_peak_at_s,
+        result.host_peak_source,
+        result.host_floors,
+        result.host_charged_peak_bytes,
+    ) = host_figures;
+    result.host_oom_kills = oom_kills;
     // An unknown GPU figure in any run keeps the maximum unknown.
     result.gpu_peak_bytes = if figures.iter().any(|f| f.gpu_peak_bytes.is_none()) {
         None
@@ -72,6 +92,12 @@ fn no_runs() -> CaseResult {
         wall_time_s: 0.0,
         host_peak_bytes: None,
         host_peak_at_s: None,
+        host_method: crate::measure::HostMethod::ProcfsPss,
+        host_peak_source: None,
+        host_floors: Default::default(),
+        host_charged_peak_bytes: None,
+        host_oom_kills: None,
+        host_note: None,
         gpu_peak_bytes: None,
         gpu_peak_method: None,
         gpu_devices: Vec::new(),
@@ -165,6 +191,7 @@ impl Runner<'_> {
         let env: BTreeMap<String, String> = case.env.clone().into_iter().collect();
         let now = baseline::CaseNow {
             host: result.host_peak_bytes,
+            host_method: result.host_method,
             gpu: result.gpu_peak_bytes,
             gpu_method: result.gpu_peak_method.as_deref(),
             allocated: result.probe.as_ref().and_then(|p| p.peak_allocated),

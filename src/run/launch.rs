@@ -1,10 +1,17 @@
-//! Launching one instance of a case with duct: its own process group, the
-//! case's environment, output straight into its log files.
+//! Launching one instance of a case: its own process group, the case's
+//! environment, output straight into its log files, through a supervisor.
 //!
 //! Output goes to the log files by file descriptor, not through a pipe that
 //! oomgate copies: a workload printing gigabytes costs oomgate no memory and
 //! no CPU, nothing is lost if oomgate dies, and the bounded tail that reports
 //! need is read back from the end of the file afterwards (see `logs`).
+//!
+//! oomgate does not fork the workload itself: it starts `oomgate
+//! __supervise` (see `supervise` for why: a process forked from oomgate
+//! carries oomgate's memory in its high-water mark), which forks the
+//! workload into the case's memory cgroup and reports its pid, its exit and
+//! its `ru_maxrss` on a pipe. The supervisor is the process-group leader;
+//! the workload shares the group, so one `killpg` still reaches both.
 //!
 //! The program is resolved before spawning (relative to the case directory,
 //! or on the case's `PATH`) so that a missing or non-executable command gets
@@ -12,13 +19,16 @@
 //! `execve` gives for a missing program and a missing working directory
 //! alike.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::fs::{File, OpenOptions};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
-use super::process;
+use super::{process, supervise};
 use crate::suite::Case;
 
 /// Where one instance writes its output.
@@ -62,11 +72,31 @@ pub struct LaunchSpec<'a> {
     pub index: u32,
     pub case_dir: &'a Path,
     pub logs: &'a InstanceLogs,
+    /// The case cgroup's `cgroup.procs`, for the workload to join.
+    pub cgroup_procs: Option<&'a CString>,
 }
 
-/// Start one run of an instance. The returned handle's single pid is also
-/// the instance's process-group id.
-pub fn launch(spec: &LaunchSpec<'_>) -> Result<duct::Handle, LaunchError> {
+/// A started run of an instance.
+#[derive(Debug)]
+pub struct Launched {
+    /// The supervisor's pid, also the process-group id of the instance.
+    pub supervisor: i32,
+    /// The workload's pid.
+    pub workload: i32,
+    /// The read end of the supervisor's report pipe (non-blocking), and
+    /// what was read from it past the `pid` line.
+    pub report: File,
+    pub unread: Vec<u8>,
+    /// The errno of the workload's failed attempt to join the cgroup.
+    pub cgroup_error: Option<i32>,
+}
+
+/// How long a supervisor may take to start the workload before the launch
+/// counts as failed (it takes about a millisecond).
+const START_TIMEOUT_MS: i32 = 30_000;
+
+/// Start one run of an instance.
+pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
     let case = spec.case;
     if !case.cwd.is_dir() {
         return Err(LaunchError(format!(
@@ -84,34 +114,207 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<duct::Handle, LaunchError> {
             .open(path)
             .map_err(|e| LaunchError(format!("cannot open log file {}: {e}", path.display())))
     };
-    let parent = process::self_pid();
     let stdout = open(&spec.logs.stdout)?;
     let stderr = open(&spec.logs.stderr)?;
+    let (report, report_writer) = report_pipe().map_err(|e| {
+        LaunchError(format!(
+            "cannot create a pipe for `{}`: {e}",
+            case.command[0]
+        ))
+    })?;
+    let writer_fd = report_writer.as_raw_fd();
+    let parent = process::self_pid();
+    let limits = process::launch_limits();
 
-    duct::cmd(&program, &case.command[1..])
-        .dir(&case.cwd)
-        .full_env(env)
-        .stdin_null()
-        .stdout_file(stdout)
-        .stderr_file(stderr)
-        .unchecked()
-        .before_spawn(move |command| {
-            command.process_group(0);
-            // SAFETY: the closure runs between fork and exec and only makes
-            // async-signal-safe system calls (see die_with_parent).
-            unsafe {
-                command.pre_exec(move || process::die_with_parent(parent));
+    let mut command = std::process::Command::new("/proc/self/exe");
+    command
+        .arg0("oomgate-supervise")
+        .arg(supervise::ARG)
+        .arg(writer_fd.to_string())
+        .arg(match spec.cgroup_procs {
+            Some(procs) => OsString::from(std::ffi::OsStr::from_bytes(procs.as_bytes())),
+            None => OsString::from("-"),
+        })
+        .arg("--")
+        .arg(&program)
+        .args(&case.command[1..])
+        .current_dir(&case.cwd)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0);
+    // SAFETY: the closure runs between fork and exec and only makes
+    // async-signal-safe system calls (prctl, getppid, fcntl, setrlimit).
+    unsafe {
+        command.pre_exec(move || {
+            process::die_with_parent(parent)?;
+            // The report pipe's write end is the one descriptor the
+            // supervisor inherits on purpose.
+            if libc::fcntl(writer_fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
             }
+            process::restore_limits(&limits);
             Ok(())
-        })
-        .start()
-        .map_err(|e| {
-            LaunchError(format!(
-                "cannot start `{}` ({}): {e}",
-                case.command[0],
-                program.display()
-            ))
-        })
+        });
+    }
+    let child = command.spawn().map_err(|e| {
+        LaunchError(format!(
+            "cannot start `{}` ({}): {e}",
+            case.command[0],
+            program.display()
+        ))
+    })?;
+    drop(report_writer);
+    let supervisor = i32::try_from(child.id()).unwrap_or(0);
+    // Reaped by the instance with wait4 once its report pipe closes.
+    drop(child);
+    let cannot = |why: String| {
+        // The supervisor is gone or about to be: collect it.
+        process::wait(supervisor, true);
+        LaunchError(format!(
+            "cannot start `{}` ({}): {why}",
+            case.command[0],
+            program.display()
+        ))
+    };
+    let mut reader = ReportReader::new(report);
+    let mut cgroup_error = None;
+    loop {
+        match reader.next_blocking(START_TIMEOUT_MS) {
+            Ok(Some(supervise::Report::CgroupFailed(errno))) => cgroup_error = Some(errno),
+            Ok(Some(supervise::Report::Started(workload))) => {
+                let (report, unread) = reader.into_parts();
+                return Ok(Launched {
+                    supervisor,
+                    workload,
+                    report,
+                    unread,
+                    cgroup_error,
+                });
+            }
+            Ok(Some(supervise::Report::SpawnFailed(why))) => return Err(cannot(why)),
+            Ok(Some(supervise::Report::Exited { .. })) | Ok(None) => {
+                return Err(cannot(
+                    "its supervisor ended before starting it".to_string(),
+                ));
+            }
+            Err(e) => {
+                process::signal_group(supervisor, libc::SIGKILL);
+                return Err(cannot(format!("no word from its supervisor: {e}")));
+            }
+        }
+    }
+}
+
+/// Reads the supervisor's report lines from the non-blocking pipe.
+#[derive(Debug)]
+pub struct ReportReader {
+    file: File,
+    buffer: Vec<u8>,
+    closed: bool,
+}
+
+impl ReportReader {
+    pub fn new(file: File) -> Self {
+        Self::resume(file, Vec::new())
+    }
+
+    pub fn resume(file: File, unread: Vec<u8>) -> Self {
+        ReportReader {
+            file,
+            buffer: unread,
+            closed: false,
+        }
+    }
+
+    pub fn into_parts(self) -> (File, Vec<u8>) {
+        (self.file, self.buffer)
+    }
+
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// The supervisor closed its end: it exited.
+    pub fn closed(&self) -> bool {
+        self.closed && !self.buffer.contains(&b'\n')
+    }
+
+    /// The next complete line, if one is there now. Unknown lines are
+    /// skipped.
+    pub fn next_report(&mut self) -> Option<supervise::Report> {
+        use std::io::Read;
+        loop {
+            if let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                let text = String::from_utf8_lossy(&line[..end]);
+                match supervise::Report::parse(&text) {
+                    Some(report) => return Some(report),
+                    None => continue,
+                }
+            }
+            if self.closed {
+                return None;
+            }
+            let mut chunk = [0u8; 512];
+            match (&self.file).read(&mut chunk) {
+                Ok(0) => self.closed = true,
+                Ok(n) => self.buffer.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None, // WouldBlock: nothing yet
+            }
+        }
+    }
+
+    /// The next line, waiting up to `timeout_ms`; `Ok(None)` once closed.
+    fn next_blocking(&mut self, timeout_ms: i32) -> std::io::Result<Option<supervise::Report>> {
+        let deadline = std::time::Instant::now()
+            + std::time::Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
+        loop {
+            if let Some(report) = self.next_report() {
+                return Ok(Some(report));
+            }
+            if self.closed {
+                return Ok(None);
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "timed out",
+                ));
+            }
+            let mut poll = libc::pollfd {
+                fd: self.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let wait_ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
+            // SAFETY: poll reads and writes one pollfd on the stack.
+            unsafe {
+                libc::poll(&mut poll, 1, wait_ms);
+            }
+        }
+    }
+}
+
+/// A pipe whose read end is non-blocking; both ends close on exec.
+fn report_pipe() -> std::io::Result<(File, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the descriptors were just created and are owned here only.
+    let (read, write) = unsafe { (File::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // The write end blocks: the supervisor's few short lines never fill it.
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        libc::fcntl(write.as_raw_fd(), libc::F_SETFL, 0);
+    }
+    Ok((read, write))
 }
 
 /// oomgate's environment, then the suite's, then the instance variables.

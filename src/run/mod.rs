@@ -2,21 +2,25 @@
 //! once, every event handed to a [`Reporter`].
 //!
 //! The [`Runner`] owns everything that lives for the whole run — the /proc
-//! scanner, the samplers, the interrupt counter — and `case` runs one case
-//! with them. The runner never formats anything: it builds the results model
+//! scanner, NVML, the memory cgroup hierarchy, the interrupt counter — and
+//! `case` runs one case with them (`instance` and `launch` start its
+//! processes through `supervise`, `assemble` makes its result). The runner never formats anything: it builds the results model
 //! and emits events, and the reporters write files and the terminal. After
 //! every case the reporters get the whole results so far, so a crash or a
 //! Ctrl-C loses nothing already measured.
 
+mod assemble;
 mod case;
 mod checks;
 mod gpu;
+mod instance;
 pub mod interrupt;
 mod judge;
 pub mod launch;
 pub mod logs;
 pub mod process;
 mod stop;
+pub mod supervise;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -25,7 +29,7 @@ pub use interrupt::Interrupt;
 
 use crate::baseline::Lock;
 use crate::environment::Environment;
-use crate::measure::Sampler;
+use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
 use crate::report::{Event, Reporter};
@@ -52,7 +56,9 @@ pub enum RunError {
 /// Everything a run needs besides the suite and the out dir.
 pub struct RunSetup {
     pub interrupt: Interrupt,
-    pub samplers: Vec<Box<dyn Sampler>>,
+    /// Where each case gets a memory cgroup; `None`: host memory is
+    /// measured from /proc (the measurement's note says why).
+    pub memory: Option<MemoryHierarchy>,
     /// NVML, opened once for the whole run; `None` when GPU memory is not
     /// measured (the measurement's note says why).
     pub gpu: Option<Gpu>,
@@ -77,7 +83,9 @@ pub struct Runner<'a> {
     out_dir: &'a Path,
     interrupt: Interrupt,
     scanner: Scanner,
-    samplers: Vec<Box<dyn Sampler>>,
+    memory: Option<MemoryHierarchy>,
+    /// Case cgroups made so far (each gets a new name).
+    cgroup_serial: u64,
     gpu: Option<Gpu>,
     measurement: Measurement,
     environment: Environment,
@@ -93,7 +101,8 @@ impl<'a> Runner<'a> {
             out_dir,
             interrupt: setup.interrupt,
             scanner: Scanner::new(),
-            samplers: setup.samplers,
+            memory: setup.memory,
+            cgroup_serial: 0,
             gpu: setup.gpu,
             measurement: setup.measurement,
             environment: setup.environment,

@@ -65,11 +65,12 @@ pub fn signal_descendants(scanner: &mut Scanner, signal: i32, skip_groups: &[i32
 }
 
 /// Reap descendants that were re-parented to oomgate and have exited.
-/// `exclude` are pids whose exit status someone else (duct) will collect.
-pub fn reap_adopted(scanner: &mut Scanner, exclude: &[i32]) {
+/// `exclude` are pids whose exit status an instance collects itself.
+/// Returns the largest `ru_maxrss` (bytes) among the reaped.
+pub fn reap_adopted(scanner: &mut Scanner, exclude: &[i32]) -> u64 {
     let me = self_pid();
     let Ok(tree) = scanner.descendants_of(me) else {
-        return;
+        return 0;
     };
     let zombies: Vec<i32> = tree
         .members()
@@ -77,16 +78,88 @@ pub fn reap_adopted(scanner: &mut Scanner, exclude: &[i32]) {
         .filter(|p| p.ppid == me && p.is_zombie() && !exclude.contains(&p.pid))
         .map(|p| p.pid)
         .collect();
-    reap(zombies.into_iter());
+    reap(zombies.into_iter())
 }
 
-/// Reap these exited children of oomgate (none of them a pid duct waits on).
-pub fn reap(pids: impl Iterator<Item = i32>) {
-    for pid in pids {
-        let mut status = 0;
-        // SAFETY: waitpid on a specific pid; status points to a local.
+/// Reap these exited children of oomgate (none of them an instance's
+/// supervisor); the largest `ru_maxrss` among them, in bytes.
+pub fn reap(pids: impl Iterator<Item = i32>) -> u64 {
+    pids.filter_map(|pid| wait(pid, false))
+        .map(|(_, maxrss)| maxrss)
+        .max()
+        .unwrap_or(0)
+}
+
+/// `wait4` for one child: how it ended and its `ru_maxrss` in bytes (its
+/// own high-water mark, or a waited-for descendant's if larger). `None`
+/// while it runs (with `block` false) or when it is not a child.
+pub fn wait(pid: i32, block: bool) -> Option<(Exit, u64)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data the kernel fills in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let flags = if block { 0 } else { libc::WNOHANG };
+    loop {
+        // SAFETY: wait4 writes to the two locals passed.
+        let reaped = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if reaped == pid {
+            let kib = u64::try_from(usage.ru_maxrss).unwrap_or(0);
+            return Some((Exit::from_wait_status(status), kib.saturating_mul(1024)));
+        }
+        if reaped < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return None;
+    }
+}
+
+/// The open-file limit oomgate found at start, before raising its own: the
+/// sampler keeps a file open per process of large trees, but workloads get
+/// the limit they would have had without oomgate (some programs still use
+/// `select()`, which breaks above 1024 descriptors).
+static ORIGINAL_NOFILE: std::sync::OnceLock<libc::rlimit> = std::sync::OnceLock::new();
+
+/// Raise oomgate's soft open-file limit to the hard limit. Returns the
+/// soft limit now in force.
+pub fn raise_open_file_limit() -> u64 {
+    // SAFETY: getrlimit/setrlimit read and write one local struct.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        let original = *ORIGINAL_NOFILE.get_or_init(|| limit);
+        let raised = libc::rlimit {
+            rlim_cur: original.rlim_max,
+            rlim_max: original.rlim_max,
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+            raised.rlim_cur
+        } else {
+            limit.rlim_cur
+        }
+    }
+}
+
+/// The limits to restore in a launched process (copied before the fork).
+#[derive(Debug, Clone, Copy)]
+pub struct LaunchLimits {
+    nofile: Option<libc::rlimit>,
+}
+
+pub fn launch_limits() -> LaunchLimits {
+    LaunchLimits {
+        nofile: ORIGINAL_NOFILE.get().copied(),
+    }
+}
+
+/// Put back the limits oomgate found. Async-signal-safe (setrlimit only):
+/// called between fork and exec.
+pub fn restore_limits(limits: &LaunchLimits) {
+    if let Some(nofile) = &limits.nofile {
+        // SAFETY: setrlimit reads one struct; a failure leaves the raised
+        // limit, which is harmless.
         unsafe {
-            libc::waitpid(pid, &mut status, libc::WNOHANG);
+            libc::setrlimit(libc::RLIMIT_NOFILE, nofile);
         }
     }
 }
@@ -94,16 +167,17 @@ pub fn reap(pids: impl Iterator<Item = i32>) {
 /// Ask the kernel to SIGKILL the calling process when its parent thread
 /// exits. Called in a freshly forked child before exec, so that a workload
 /// does not outlive an oomgate that was itself killed with SIGKILL (which
-/// leaves it no chance to stop anything). Only the instance's leader is
-/// covered; its own children are not.
+/// leaves it no chance to stop anything). It covers the instance's
+/// supervisor, and the supervisor sets the same for the workload it forks;
+/// the workload's own children are not covered.
 ///
 /// Must only do async-signal-safe work: it runs between fork and exec.
-pub fn die_with_parent(parent: i32) -> std::io::Result<()> {
+pub fn die_with_parent(parent: i32) -> io::Result<()> {
     // SAFETY: prctl and getppid are async-signal-safe system calls with no
     // memory arguments.
     unsafe {
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-            return Err(std::io::Error::last_os_error());
+            return Err(io::Error::last_os_error());
         }
         // The parent may have died before the prctl took effect.
         if libc::getppid() != parent {
@@ -122,14 +196,14 @@ pub enum Exit {
 }
 
 impl Exit {
-    pub fn from_status(status: std::process::ExitStatus) -> Self {
-        use std::os::unix::process::ExitStatusExt;
-        match (status.code(), status.signal()) {
-            (Some(code), _) => Exit::Code(code),
-            (None, Some(signal)) => Exit::Signal(signal),
-            // Neither is only possible for a stopped process, which wait
-            // does not report; treat it as a failure rather than success.
-            (None, None) => Exit::Code(-1),
+    /// From a raw `wait` status.
+    pub fn from_wait_status(status: i32) -> Self {
+        if libc::WIFEXITED(status) {
+            Exit::Code(libc::WEXITSTATUS(status))
+        } else if libc::WIFSIGNALED(status) {
+            Exit::Signal(libc::WTERMSIG(status))
+        } else {
+            Exit::Code(-1)
         }
     }
 

@@ -6,7 +6,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::Runner;
-use super::case::Instance;
+use super::instance::Instance;
 use super::process;
 
 /// How often the stop procedure checks whether everything has exited.
@@ -27,19 +27,21 @@ impl Runner<'_> {
     /// SIGTERM (and SIGCONT, so a stopped process can act on it) to every
     /// instance group and descendant, up to `grace` for them to exit, then
     /// SIGKILL; collect every exit status and reap re-parented orphans, so
-    /// nothing of the case survives it. Returns the pids of instances that
-    /// did not exit even after SIGKILL (stuck in the kernel).
+    /// nothing of the case survives it. Returns the supervisor pids of
+    /// instances that did not exit even after SIGKILL (stuck in the
+    /// kernel), and the largest `ru_maxrss` (bytes) of the orphans reaped.
     pub(super) fn stop_everything(
         &mut self,
         instances: &mut [Instance],
         grace: Duration,
-    ) -> Vec<i32> {
+    ) -> (Vec<i32>, u64) {
         let leaders = |instances: &[Instance]| -> Vec<i32> {
-            instances.iter().filter_map(Instance::pid).collect()
+            instances.iter().filter_map(Instance::group).collect()
         };
+        let mut maxrss = 0;
         if instances.iter().all(|i| !i.running()) && self.live_descendants() == 0 {
-            process::reap_adopted(&mut self.scanner, &[]);
-            return Vec::new();
+            maxrss = process::reap_adopted(&mut self.scanner, &[]);
+            return (Vec::new(), maxrss);
         }
         let groups = leaders(instances);
         for signal in [libc::SIGTERM, libc::SIGCONT] {
@@ -55,7 +57,10 @@ impl Runner<'_> {
             for instance in instances.iter_mut() {
                 instance.poll();
             }
-            process::reap_adopted(&mut self.scanner, &leaders(instances));
+            maxrss = maxrss.max(process::reap_adopted(
+                &mut self.scanner,
+                &leaders(instances),
+            ));
             if self.live_descendants() == 0
                 || Instant::now() >= grace_end
                 || self.interrupt.insisted()
@@ -66,16 +71,17 @@ impl Runner<'_> {
         }
         let settle_end = Instant::now() + KILL_SETTLE;
         loop {
-            for instance in instances.iter() {
-                if instance.running() {
-                    process::signal_group(instance.pgid, libc::SIGKILL);
-                }
+            for group in leaders(instances) {
+                process::signal_group(group, libc::SIGKILL);
             }
             process::signal_descendants(&mut self.scanner, libc::SIGKILL, &[]);
             for instance in instances.iter_mut() {
                 instance.poll();
             }
-            process::reap_adopted(&mut self.scanner, &leaders(instances));
+            maxrss = maxrss.max(process::reap_adopted(
+                &mut self.scanner,
+                &leaders(instances),
+            ));
             let descendants = self
                 .scanner
                 .all_descendants_of(process::self_pid())
@@ -91,9 +97,8 @@ impl Runner<'_> {
         // for it could block forever; report it instead.
         let stuck = leaders(instances);
         for instance in instances.iter_mut().filter(|i| i.running()) {
-            instance.handle = None;
-            instance.exit = None;
+            instance.abandon();
         }
-        stuck
+        (stuck, maxrss)
     }
 }

@@ -1,0 +1,560 @@
+//! One memory cgroup per case: the kernel's own account of what the case's
+//! processes were charged, with no sampling gap and no double counting.
+//!
+//! [`MemoryHierarchy::discover`] finds the hierarchy that has the `memory`
+//! controller (machines mix versions: a cgroup2 mount without `memory` next
+//! to a v1 `memory` hierarchy is common) from `/proc/self/mountinfo` and
+//! `/proc/self/cgroup`, and oomgate's own cgroup in it. Each run of a case
+//! gets a child [`CaseCgroup`] beside nothing else, which the case's
+//! processes join before they execute the workload (see `run::supervise`),
+//! so every descendant — setsid'd, daemonised, re-parented — is charged to
+//! it. It is removed after the case.
+//!
+//! What is read, and why:
+//! - the charged peak (v2 `memory.peak`, v1 `memory.max_usage_in_bytes`):
+//!   exact, but it includes page cache the case brought in (reading a
+//!   10 GiB checkpoint), which the kernel reclaims under pressure, so it is
+//!   reported beside the gated figure and never gated by default;
+//! - anonymous + shmem/tmpfs memory (`memory.stat`), sampled each tick: the
+//!   part of the charge that cannot be reclaimed without swap, one of the
+//!   floors the gated host peak is the largest of (see `measure::host`);
+//! - the charge now (`memory.current`, `memory.usage_in_bytes`), for the
+//!   timeline;
+//! - OOM kills (v2 `memory.events` `oom_kill`, v1 `memory.oom_control`
+//!   `oom_kill`), counted in the victim's cgroup whether the kill came from
+//!   a cgroup limit above (a container's) or from the whole host, so an OOM
+//!   kill of a case is a certainty, not a guess from exit status 137.
+//!
+//! The one design choice a newcomer may question: the case cgroup is a child
+//! of oomgate's own cgroup, not of a cgroup oomgate creates for itself. In
+//! v1 that is always allowed; in v2 it needs `memory` in oomgate's cgroup's
+//! `cgroup.subtree_control`, which oomgate tries to enable and which fails
+//! where processes sit in that cgroup (the v2 "no internal processes"
+//! rule). oomgate does not move itself (or its CI agent) to make room: it
+//! falls back to /proc and says why.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// The cgroup interface a hierarchy speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CgroupVersion {
+    V1,
+    V2,
+}
+
+/// oomgate's own cgroup in the hierarchy that has the memory controller.
+#[derive(Debug, Clone)]
+pub struct MemoryHierarchy {
+    pub version: CgroupVersion,
+    /// oomgate's own cgroup directory (cases are created inside it).
+    pub dir: PathBuf,
+}
+
+/// Why no per-case cgroup can be made; the run measures from /proc.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unavailable(pub String);
+
+impl MemoryHierarchy {
+    /// Find the memory hierarchy and oomgate's cgroup in it, and prove that
+    /// a child can be created there (create one, remove it). Leftover case
+    /// cgroups of an oomgate that was killed are removed on the way (only
+    /// empty ones named after a pid that no longer runs).
+    pub fn discover() -> Result<Self, Unavailable> {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| Unavailable(format!("cannot read /proc/self/mountinfo: {e}")))?;
+        let membership = fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| Unavailable(format!("cannot read /proc/self/cgroup: {e}")))?;
+        let hierarchy = locate(&mountinfo, &membership, |dir| {
+            fs::read_to_string(dir.join("cgroup.controllers"))
+                .is_ok_and(|c| c.split_ascii_whitespace().any(|w| w == "memory"))
+        })?;
+        if hierarchy.version == CgroupVersion::V2 {
+            hierarchy.enable_memory_for_children()?;
+        }
+        hierarchy.remove_stale();
+        let probe = hierarchy
+            .dir
+            .join(format!("oomgate-{}-probe", std::process::id()));
+        match fs::create_dir(&probe) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(Unavailable(format!(
+                    "cannot create a memory cgroup in {}: {e}",
+                    hierarchy.dir.display()
+                )));
+            }
+        }
+        let usable = CaseCgroup::open(hierarchy.version, probe.clone()).map(|_| ());
+        fs::remove_dir(&probe).ok();
+        usable.map_err(|e| {
+            Unavailable(format!(
+                "a memory cgroup made in {} lacks its memory files: {e}",
+                hierarchy.dir.display()
+            ))
+        })?;
+        Ok(hierarchy)
+    }
+
+    fn enable_memory_for_children(&self) -> Result<(), Unavailable> {
+        let control = self.dir.join("cgroup.subtree_control");
+        let enabled = fs::read_to_string(&control)
+            .is_ok_and(|c| c.split_ascii_whitespace().any(|w| w == "memory"));
+        if enabled {
+            return Ok(());
+        }
+        fs::write(&control, "+memory").map_err(|e| {
+            Unavailable(format!(
+                "cgroup v2: cannot enable the memory controller for children of {} ({e}); \
+                 run oomgate in a delegated cgroup of its own (e.g. `systemd-run --user --scope -p Delegate=yes oomgate ...`)",
+                self.dir.display()
+            ))
+        })
+    }
+
+    /// Remove `oomgate-<pid>-*` cgroups left by an oomgate that no longer
+    /// runs. `rmdir` of a cgroup succeeds only when no process is in it, so
+    /// nothing of anyone's is ever lost.
+    fn remove_stale(&self) {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("oomgate-"))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                fs::remove_dir(entry.path()).ok();
+            }
+        }
+    }
+
+    /// A fresh cgroup for one run of a case.
+    pub fn create_case(&self, serial: u64) -> io::Result<CaseCgroup> {
+        let dir = self
+            .dir
+            .join(format!("oomgate-{}-{serial}", std::process::id()));
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            // A leftover of ours (a case whose processes could not be
+            // killed): never reuse its charge.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("{} already exists", dir.display()),
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+        CaseCgroup::open(self.version, dir.clone()).inspect_err(|_| {
+            fs::remove_dir(&dir).ok();
+        })
+    }
+}
+
+/// Find the hierarchy with the memory controller and oomgate's cgroup
+/// directory in it. `v2_has_memory` says whether a cgroup2 directory lists
+/// `memory` in its `cgroup.controllers`. A v1 `memory` hierarchy wins: where
+/// both exist, v2 cannot have the controller.
+fn locate(
+    mountinfo: &str,
+    membership: &str,
+    v2_has_memory: impl Fn(&Path) -> bool,
+) -> Result<MemoryHierarchy, Unavailable> {
+    let mounts: Vec<Mount> = mountinfo.lines().filter_map(parse_mount).collect();
+    let v1_path = membership.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "memory")
+            .then(|| path.to_string())
+    });
+    if let Some(path) = v1_path {
+        let mount = mounts
+            .iter()
+            .find(|m| m.fstype == "cgroup" && m.super_options.split(',').any(|o| o == "memory"))
+            .ok_or_else(|| {
+                Unavailable("cgroup v1: the memory controller is not mounted here".to_string())
+            })?;
+        return Ok(MemoryHierarchy {
+            version: CgroupVersion::V1,
+            dir: mount.dir_of(&path)?,
+        });
+    }
+    let v2_path = membership
+        .lines()
+        .find_map(|line| line.strip_prefix("0::").map(str::to_string));
+    let (Some(path), Some(mount)) = (v2_path, mounts.iter().find(|m| m.fstype == "cgroup2")) else {
+        return Err(Unavailable(
+            "no cgroup hierarchy with the memory controller is mounted".to_string(),
+        ));
+    };
+    let dir = mount.dir_of(&path)?;
+    if !v2_has_memory(&dir) {
+        return Err(Unavailable(format!(
+            "cgroup v2: the memory controller is not available in {}",
+            dir.display()
+        )));
+    }
+    Ok(MemoryHierarchy {
+        version: CgroupVersion::V2,
+        dir,
+    })
+}
+
+/// What one line of `/proc/self/mountinfo` says that oomgate needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Mount {
+    /// The path inside the hierarchy that is mounted (field 4).
+    root: String,
+    mount_point: PathBuf,
+    fstype: String,
+    super_options: String,
+}
+
+impl Mount {
+    /// The directory of cgroup `path` under this mount.
+    fn dir_of(&self, path: &str) -> Result<PathBuf, Unavailable> {
+        let relative = if self.root == "/" {
+            Some(path)
+        } else {
+            path.strip_prefix(self.root.as_str())
+                .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+        }
+        .ok_or_else(|| {
+            Unavailable(format!(
+                "oomgate's cgroup {path} is outside the mounted part ({}) of its hierarchy",
+                self.root
+            ))
+        })?;
+        Ok(self.mount_point.join(relative.trim_start_matches('/')))
+    }
+}
+
+/// `36 25 0:32 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory`:
+/// optional fields end at ` - `; paths escape spaces as `\040`.
+fn parse_mount(line: &str) -> Option<Mount> {
+    let (before, after) = line.split_once(" - ")?;
+    let mut head = before.split(' ');
+    let root = unescape(head.nth(3)?);
+    let mount_point = PathBuf::from(unescape(head.next()?));
+    let mut tail = after.split(' ');
+    let fstype = tail.next()?.to_string();
+    let _source = tail.next()?;
+    let super_options = tail.next().unwrap_or_default().to_string();
+    Some(Mount {
+        root,
+        mount_point,
+        fstype,
+        super_options,
+    })
+}
+
+/// mountinfo's octal escapes (`\040` space, `\011` tab, `\012`, `\134`).
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)))
+            .and_then(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 8).ok());
+        match octal {
+            Some(byte) => {
+                out.push(byte);
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The memory cgroup of one run of a case, its files kept open: one
+/// `pread` each per tick.
+#[derive(Debug)]
+pub struct CaseCgroup {
+    pub version: CgroupVersion,
+    pub dir: PathBuf,
+    /// `cgroup.procs`, as a C string: a process joins by writing `0` to it
+    /// between fork and exec, where nothing may allocate.
+    procs: CString,
+    stat: fs::File,
+    current: fs::File,
+    /// v2 `memory.peak` is missing before Linux 5.19: the peak of the
+    /// sampled charge stands in, and says so.
+    peak: Option<fs::File>,
+    events: fs::File,
+    sampled_charge_peak: u64,
+    buffer: Vec<u8>,
+}
+
+/// The cgroup's figures at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CgroupNow {
+    /// Everything charged now, page cache included.
+    pub charged_bytes: u64,
+    /// Anonymous memory plus shmem/tmpfs: what cannot be reclaimed without
+    /// swap.
+    pub anon_shmem_bytes: u64,
+}
+
+/// How the charged peak was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ChargedPeakSource {
+    /// `memory.peak` or `memory.max_usage_in_bytes`: exact.
+    #[serde(rename = "kernel")]
+    Kernel,
+    /// The largest charge sampled (v2 without `memory.peak`).
+    #[serde(rename = "sampled")]
+    Sampled,
+}
+
+impl CaseCgroup {
+    fn open(version: CgroupVersion, dir: PathBuf) -> io::Result<Self> {
+        let file = |name: &str| fs::File::open(dir.join(name));
+        let (current, peak, events) = match version {
+            CgroupVersion::V1 => (
+                file("memory.usage_in_bytes")?,
+                Some(file("memory.max_usage_in_bytes")?),
+                file("memory.oom_control")?,
+            ),
+            CgroupVersion::V2 => (
+                file("memory.current")?,
+                file("memory.peak").ok(),
+                file("memory.events")?,
+            ),
+        };
+        let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
+            .map_err(|_| io::Error::other("cgroup path holds a NUL byte"))?;
+        Ok(CaseCgroup {
+            version,
+            stat: file("memory.stat")?,
+            current,
+            peak,
+            events,
+            procs,
+            dir,
+            sampled_charge_peak: 0,
+            buffer: vec![0; 8192],
+        })
+    }
+
+    /// The path a process writes `0` to in order to join.
+    pub fn procs_path(&self) -> &CString {
+        &self.procs
+    }
+
+    fn read(&mut self, which: Which) -> io::Result<&str> {
+        let file = match which {
+            Which::Stat => &self.stat,
+            Which::Current => &self.current,
+            Which::Peak => self.peak.as_ref().ok_or(io::ErrorKind::NotFound)?,
+            Which::Events => &self.events,
+        };
+        let length = file.read_at(&mut self.buffer, 0)?;
+        std::str::from_utf8(&self.buffer[..length]).map_err(io::Error::other)
+    }
+
+    /// The charge and its unreclaimable part now.
+    pub fn now(&mut self) -> io::Result<CgroupNow> {
+        let version = self.version;
+        let charged_bytes = parse_number(self.read(Which::Current)?)?;
+        let anon_shmem_bytes = anon_shmem(version, self.read(Which::Stat)?)?;
+        self.sampled_charge_peak = self.sampled_charge_peak.max(charged_bytes);
+        Ok(CgroupNow {
+            charged_bytes,
+            anon_shmem_bytes,
+        })
+    }
+
+    /// The largest charge of the cgroup's life, page cache included.
+    pub fn charged_peak(&mut self) -> Option<(u64, ChargedPeakSource)> {
+        if self.peak.is_some() {
+            if let Ok(peak) = self.read(Which::Peak).and_then(parse_number) {
+                return Some((peak, ChargedPeakSource::Kernel));
+            }
+        }
+        (self.sampled_charge_peak > 0)
+            .then_some((self.sampled_charge_peak, ChargedPeakSource::Sampled))
+    }
+
+    /// Processes of the cgroup killed by the kernel's OOM killer.
+    pub fn oom_kills(&mut self) -> Option<u64> {
+        let text = self.read(Which::Events).ok()?;
+        keyed(text, "oom_kill")
+    }
+
+    /// Pids in the cgroup now.
+    pub fn pids(&self) -> Vec<i32> {
+        fs::read_to_string(self.dir.join("cgroup.procs"))
+            .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Remove the cgroup; it must be empty. A few retries: the kernel
+    /// finishes tearing down exited processes asynchronously.
+    pub fn remove(self) -> io::Result<()> {
+        let CaseCgroup { dir, .. } = self;
+        let mut last = Ok(());
+        for _ in 0..50 {
+            last = fs::remove_dir(&dir);
+            match &last {
+                Ok(()) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(_) => break,
+            }
+        }
+        last.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Which {
+    Stat,
+    Current,
+    Peak,
+    Events,
+}
+
+fn parse_number(text: &str) -> io::Result<u64> {
+    text.trim()
+        .parse()
+        .map_err(|_| io::Error::other(format!("not a number: {:?}", text.trim())))
+}
+
+/// The value of `key` in a `key value` per line file.
+fn keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (name, value) = line.split_once(' ')?;
+        (name == key).then(|| value.trim().parse().ok()).flatten()
+    })
+}
+
+/// Anonymous + shmem bytes from `memory.stat`. v1's `total_rss` is
+/// anonymous memory (and swap cache) of the cgroup and its children; shmem
+/// is part of `cache` there and listed on its own as `total_shmem`.
+fn anon_shmem(version: CgroupVersion, stat: &str) -> io::Result<u64> {
+    let (anon, shmem) = match version {
+        CgroupVersion::V1 => ("total_rss", "total_shmem"),
+        CgroupVersion::V2 => ("anon", "shmem"),
+    };
+    match (keyed(stat, anon), keyed(stat, shmem)) {
+        (Some(a), Some(s)) => Ok(a.saturating_add(s)),
+        _ => Err(io::Error::other(format!(
+            "memory.stat lacks `{anon}` or `{shmem}`"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V1_MOUNTS: &str = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+
+    #[test]
+    fn v1_memory_wins_over_a_v2_mount_without_it() {
+        let membership = "4:memory:/process_api/abc\n1:cpu:/\n0::/\n";
+        let found = locate(V1_MOUNTS, membership, |_| false).expect("found");
+        assert_eq!(found.version, CgroupVersion::V1);
+        assert_eq!(
+            found.dir,
+            PathBuf::from("/sys/fs/cgroup/memory/process_api/abc")
+        );
+    }
+
+    #[test]
+    fn v2_needs_the_controller() {
+        let mounts = "30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n";
+        let membership = "0::/user.slice/ci.scope\n";
+        let found = locate(mounts, membership, |_| true).expect("found");
+        assert_eq!(found.version, CgroupVersion::V2);
+        assert_eq!(
+            found.dir,
+            PathBuf::from("/sys/fs/cgroup/user.slice/ci.scope")
+        );
+        let refused = locate(mounts, membership, |_| false).expect_err("no controller");
+        assert!(refused.0.contains("not available"), "{refused}");
+    }
+
+    #[test]
+    fn a_bind_mounted_subtree_is_resolved_or_refused() {
+        // Containers mount only their part of the hierarchy.
+        let mounts = "40 30 0:32 /docker/1234 /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n";
+        let inside = locate(mounts, "9:memory:/docker/1234/ci\n", |_| false).expect("inside");
+        assert_eq!(inside.dir, PathBuf::from("/sys/fs/cgroup/memory/ci"));
+        let lookalike = locate(mounts, "9:memory:/docker/12345\n", |_| false);
+        assert!(lookalike.is_err(), "{lookalike:?}");
+    }
+
+    #[test]
+    fn nothing_mounted_says_so() {
+        let error = locate("", "0::/\n", |_| true).expect_err("nothing");
+        assert!(error.0.contains("no cgroup hierarchy"), "{error}");
+        let no_v1_mount = locate("", "4:memory:/x\n", |_| true).expect_err("no mount");
+        assert!(no_v1_mount.0.contains("not mounted"), "{no_v1_mount}");
+    }
+
+    #[test]
+    fn mount_points_with_spaces_are_unescaped() {
+        let mount =
+            parse_mount("1 2 0:3 / /mnt/my\\040cgroups rw - cgroup2 none rw").expect("parses");
+        assert_eq!(mount.mount_point, PathBuf::from("/mnt/my cgroups"));
+        assert_eq!(unescape("a\\134b\\9"), "a\\b\\9");
+    }
+
+    #[test]
+    fn anon_and_shmem_per_version() {
+        let v1 = "cache 4096\nrss 100\nshmem 0\ntotal_cache 314572800\ntotal_rss 1048576\ntotal_shmem 314572800\n";
+        assert_eq!(
+            anon_shmem(CgroupVersion::V1, v1).ok(),
+            Some(1_048_576 + 314_572_800)
+        );
+        let v2 = "anon 2097152\nfile 999\nkernel 5\nshmem 4096\nfile_mapped 1\n";
+        assert_eq!(
+            anon_shmem(CgroupVersion::V2, v2).ok(),
+            Some(2_097_152 + 4096)
+        );
+        // `anon_thp` must not be read as `anon`.
+        let thp_first = "anon_thp 7\nanon 1\nshmem 2\n";
+        assert_eq!(anon_shmem(CgroupVersion::V2, thp_first).ok(), Some(3));
+        assert!(anon_shmem(CgroupVersion::V2, "file 1\n").is_err());
+    }
+
+    #[test]
+    fn oom_kill_counters() {
+        let v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n";
+        assert_eq!(keyed(v1, "oom_kill"), Some(2));
+        let v2 = "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n";
+        assert_eq!(keyed(v2, "oom_kill"), Some(1));
+        assert_eq!(keyed("oom_kill_disable 0\n", "oom_kill"), None);
+    }
+}

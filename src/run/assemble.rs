@@ -1,0 +1,290 @@
+//! The result of one run of a case, from what the sampling loop observed:
+//! checks against the case's own limits, the verdict, the diagnosis of a
+//! failure and its headline, log tails, and the results model's
+//! `CaseResult`. The decisions are `verdict`'s and `diagnose`'s pure
+//! functions; this file gathers their inputs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::Runner;
+use super::case::CaseOutcome;
+use super::checks::{budget_checks, leak_check, limit_checks, oom_kill_check};
+use super::instance::Instance;
+use super::logs::{TAIL_BYTES, read_tail};
+use crate::diagnose::{self, Diagnosis};
+use crate::environment::is_allocator_variable;
+use crate::measure::gpu::GpuFigures;
+use crate::probe::StepSeen;
+use crate::report::{Event, Reporter};
+use crate::results::{CaseResult, Check, InstanceResult};
+use crate::suite::Case;
+use crate::units::Bytes;
+use crate::verdict::{self, Observed, StopReason};
+
+impl Runner<'_> {
+    /// The case's result from what one run observed.
+    pub(super) fn assemble(
+        &self,
+        case: &Case,
+        case_dir: &Path,
+        repeat: u32,
+        started_at: String,
+        outcome: CaseOutcome,
+        reporter: &mut dyn Reporter,
+    ) -> CaseResult {
+        let CaseOutcome {
+            stop,
+            instances,
+            timeline,
+            host,
+            gpu: gpu_figures,
+            foreign,
+            cuda_visible_devices,
+            probe,
+            soak_peaks,
+            sample_errors,
+            leftovers,
+            wall_time,
+        } = outcome;
+        let mut checks = budget_checks(case, &host, gpu_figures.as_ref());
+        checks.extend(oom_kill_check(&host));
+        checks.extend(limit_checks(case, probe.as_ref()));
+        if let Some(leak) = case.leak {
+            checks.push(leak_check(leak, probe.as_ref(), &soak_peaks));
+        }
+        let observed = Observed {
+            stop,
+            exits: instances.iter().map(|i| i.exit).collect(),
+            host_peak: host.peak_bytes.map(Bytes),
+        };
+        let (status, message) = verdict::decide(&observed, &checks);
+
+        let timeline_path = match repeat {
+            0 => case_dir.join("timeline.json"),
+            k => case_dir.join(format!("timeline.repeat-{}.json", k + 1)),
+        };
+        if let Err(e) = write_json(&timeline_path, &timeline) {
+            reporter
+                .handle(&Event::Warning {
+                    message: format!("cannot write {}: {e}", timeline_path.display()),
+                })
+                .ok();
+        }
+        if leftovers > 0 {
+            reporter
+                .handle(&Event::Warning {
+                    message: format!(
+                        "{}: {leftovers} process(es) were still running after the command exited; oomgate stopped them",
+                        case.id
+                    ),
+                })
+                .ok();
+        }
+        if let Some(note) = &host.note {
+            reporter
+                .handle(&Event::Warning {
+                    message: format!("{}: {note}", case.id),
+                })
+                .ok();
+        }
+
+        // The instance whose output explains the verdict: the one that
+        // failed on its own (not one oomgate stopped because of it), else
+        // the first that failed, else instance 0.
+        let focus = match &observed.stop {
+            Some(StopReason::InstanceFailed { index }) => *index as usize,
+            _ => instances
+                .iter()
+                .find(|i| i.exit.is_some_and(|e| !e.success()))
+                .map_or(0, |i| i.index as usize),
+        };
+        let mut diagnosis = diagnose_case(
+            status,
+            &observed,
+            &checks,
+            &instances[focus],
+            host.oom_kills,
+        );
+        if let (Some(diagnosis), Some(probe)) = (diagnosis.as_mut(), probe.as_ref()) {
+            let last = probe.last_step.as_ref().and_then(|s| s.step);
+            if diagnosis.kind == diagnose::FailureKind::GpuOom
+                && last.is_some()
+                && last == probe.first_step
+            {
+                diagnosis.hints.push(format!(
+                    "The OOM came at the first step the workload reported (step {}): try a smaller micro-batch or input and see whether the failing step changes.",
+                    last.unwrap_or_default()
+                ));
+            }
+        }
+        if let (Some(diagnosis), Some(leak)) = (
+            diagnosis.as_mut(),
+            checks.iter().find(|c| c.name == "leak" && !c.passed),
+        ) {
+            diagnosis.hints.push(format!(
+                "Memory grows between comparable iterations ({}): look for references kept across iterations — losses kept as tensors, callbacks, metrics, stored outputs.",
+                leak.message.trim_start_matches("leak: ")
+            ));
+        }
+        let message = match (&diagnosis, message) {
+            (Some(d), Some(message)) => Some(
+                match self.headline(
+                    d,
+                    probe.as_ref().and_then(|p| p.last_step.as_ref()),
+                    case,
+                    &gpu_names(&gpu_figures),
+                ) {
+                    Some(headline) => format!("{headline} — {message}"),
+                    None => message,
+                },
+            ),
+            (_, message) => message,
+        };
+        let tail = |path: &Path| {
+            read_tail(path, TAIL_BYTES)
+                .unwrap_or_else(|e| format!("[oomgate: cannot read {}: {e}]", path.display()))
+        };
+        let relative = |path: &Path| -> PathBuf {
+            path.strip_prefix(self.out_dir)
+                .unwrap_or(path)
+                .to_path_buf()
+        };
+
+        CaseResult {
+            id: case.id.clone(),
+            params: case.params.clone(),
+            command: case.command.clone(),
+            cwd: case.cwd.clone(),
+            concurrency: case.concurrency,
+            timeout_s: case.timeout.as_secs_f64(),
+            soak_s: case.soak.map(|d| d.as_secs_f64()),
+            status,
+            message,
+            started_at,
+            wall_time_s: wall_time.as_secs_f64(),
+            host_peak_bytes: host.peak_bytes,
+            host_peak_at_s: host.peak_at_ms.map(|ms| ms as f64 / 1000.0),
+            host_method: host.method,
+            host_peak_source: host.peak_source,
+            host_floors: host.floors,
+            host_charged_peak_bytes: host.charged_peak_bytes,
+            host_oom_kills: host.oom_kills,
+            host_note: host.note,
+            gpu_peak_bytes: gpu_figures.as_ref().and_then(|g| g.peak_bytes),
+            gpu_peak_method: gpu_figures.as_ref().map(|g| g.method.clone()),
+            gpu_devices: gpu_figures.map(|g| g.devices).unwrap_or_default(),
+            cuda_visible_devices,
+            foreign_processes: foreign,
+            env: case.env.clone(),
+            allocator_env: allocator_env(case),
+            baseline: None,
+            repeats: Vec::new(),
+            checks,
+            instances: instances
+                .iter()
+                .map(|i| InstanceResult {
+                    index: i.index,
+                    runs: i.runs,
+                    exit: i.exit,
+                    stdout_log: relative(&i.logs.stdout),
+                    stderr_log: relative(&i.logs.stderr),
+                })
+                .collect(),
+            samples: timeline.samples,
+            sample_errors,
+            leftover_processes: leftovers,
+            dir: relative(case_dir),
+            timeline: relative(&timeline_path),
+            diagnosis,
+            probe,
+            stdout_tail: tail(&instances[focus].logs.stdout),
+            stderr_tail: tail(&instances[focus].logs.stderr),
+        }
+    }
+
+    /// The diagnosis's headline, with the framework version when the suite
+    /// records it and the case's matrix params.
+    fn headline(
+        &self,
+        diagnosis: &Diagnosis,
+        step: Option<&StepSeen>,
+        case: &Case,
+        device_names: &[String],
+    ) -> Option<String> {
+        let torch = self
+            .environment
+            .python
+            .as_ref()
+            .and_then(|p| p.packages.get("torch"))
+            .filter(|v| v.as_str() != crate::environment::ABSENT);
+        diagnose::headline(
+            diagnosis,
+            step,
+            device_names,
+            torch.map(String::as_str),
+            &case.params,
+        )
+    }
+}
+
+/// The allocator- and device-related variables the case is launched with:
+/// oomgate's own environment overlaid with the case's.
+fn allocator_env(case: &Case) -> BTreeMap<String, String> {
+    let mut variables: BTreeMap<String, String> = std::env::vars()
+        .filter(|(name, _)| is_allocator_variable(name))
+        .collect();
+    for (name, value) in &case.env {
+        if is_allocator_variable(name) {
+            variables.insert(name.clone(), value.clone());
+        }
+    }
+    variables
+}
+
+/// Classify a case that failed on its own, from its stderr and exit.
+fn diagnose_case(
+    status: crate::results::CaseStatus,
+    observed: &Observed,
+    checks: &[Check],
+    focus: &Instance,
+    host_oom_kills: Option<u64>,
+) -> Option<Diagnosis> {
+    let stopped_by_oomgate = !matches!(
+        observed.stop,
+        None | Some(StopReason::InstanceFailed { .. })
+    );
+    let check_failed = checks.iter().any(|c| !c.passed);
+    let mut diagnosis = diagnose::diagnose(
+        status,
+        focus.exit,
+        stopped_by_oomgate,
+        check_failed,
+        &focus.logs.stderr,
+        focus.stderr_offset,
+        host_oom_kills,
+    )?;
+    diagnosis.hints = diagnose::hints::case_hints(&diagnosis, observed.host_peak.map(Bytes::get));
+    Some(diagnosis)
+}
+
+/// The names of the case's GPUs, by the device index a framework reports,
+/// when that index cannot point at the wrong model: every GPU the case sees
+/// is the same model (CUDA's fastest-first numbering can differ from NVML's
+/// order only between different models). Otherwise none are named.
+fn gpu_names(figures: &Option<GpuFigures>) -> Vec<String> {
+    let names: Vec<String> = figures
+        .as_ref()
+        .map(|g| g.devices.iter().map(|d| d.name.clone()).collect())
+        .unwrap_or_default();
+    if names.windows(2).all(|pair| pair[0] == pair[1]) {
+        names
+    } else {
+        Vec::new()
+    }
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let text = serde_json::to_string(value).map_err(std::io::Error::other)?;
+    std::fs::write(path, text)
+}

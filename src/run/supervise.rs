@@ -1,0 +1,260 @@
+//! The per-instance supervisor: a small process between oomgate and the
+//! workload, so that the workload's own high-water mark can be read.
+//!
+//! Why it exists: a process's `ru_maxrss` (and `VmHWM`) includes the pages
+//! it had *before* it executed the workload — a child forked from oomgate
+//! starts with a copy of oomgate's page tables, and `execve` folds that
+//! memory's high-water mark into the process's maximum for good. Measured:
+//! `true` forked from a process of 200 MiB reports `ru_maxrss` = 210 MiB.
+//! So oomgate (whose memory grows with the results it holds) starts
+//! `oomgate __supervise` instead — a fresh executable of about a megabyte —
+//! and that forks the workload. The supervisor:
+//!
+//! - ignores SIGTERM/SIGINT/SIGHUP/SIGQUIT (they are for the workload: it
+//!   shares the workload's process group) and dies with oomgate
+//!   (`PR_SET_PDEATHSIG`, set by oomgate before exec);
+//! - makes the workload join the case's memory cgroup between fork and
+//!   exec, so every descendant is charged to it, and dies with the
+//!   supervisor the same way;
+//! - is the child subreaper of the workload's tree and reaps with `wait4`,
+//!   so the largest `ru_maxrss` of everything it reaped is known — the
+//!   workload's own includes every descendant it waited for;
+//! - reports on a pipe, one line each: `cgroup <errno>` when joining the
+//!   cgroup failed, `pid <pid>`, then `exit code|signal <n> <maxrss KiB>`.
+//!   oomgate polls that pipe, so an exit is noticed at once.
+//!
+//! It never writes anything else and holds no other file.
+
+use std::ffi::{CString, OsString};
+use std::io::Write;
+use std::os::fd::{FromRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+
+/// The hidden first argument that makes `oomgate` a supervisor.
+pub const ARG: &str = "__supervise";
+/// Signals meant for the workload: the supervisor ignores them, the
+/// workload gets them back at their default before it executes.
+const FOR_THE_WORKLOAD: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+
+/// A line of the supervisor's report, as oomgate reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    /// The workload could not join the case cgroup (errno); it runs anyway.
+    CgroupFailed(i32),
+    /// The workload started with this pid.
+    Started(i32),
+    /// The workload could not be started.
+    SpawnFailed(String),
+    /// The workload ended: how, and the largest `ru_maxrss` (KiB) of it and
+    /// every process the supervisor reaped.
+    Exited {
+        exit: super::process::Exit,
+        maxrss_kib: u64,
+    },
+}
+
+impl Report {
+    pub fn parse(line: &str) -> Option<Report> {
+        let mut words = line.split(' ');
+        match words.next()? {
+            "cgroup" => Some(Report::CgroupFailed(words.next()?.parse().ok()?)),
+            "pid" => Some(Report::Started(words.next()?.parse().ok()?)),
+            "spawn-error" => Some(Report::SpawnFailed(
+                line.trim_start_matches("spawn-error").trim().to_string(),
+            )),
+            "exit" => {
+                let kind = words.next()?;
+                let value: i32 = words.next()?.parse().ok()?;
+                let maxrss_kib = words.next()?.parse().ok()?;
+                let exit = match kind {
+                    "code" => super::process::Exit::Code(value),
+                    "signal" => super::process::Exit::Signal(value),
+                    _ => return None,
+                };
+                Some(Report::Exited { exit, maxrss_kib })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `oomgate __supervise <report-fd> <cgroup.procs path | -> -- <program> <args>...`
+/// Returns the supervisor's exit status.
+pub fn main(args: &[OsString]) -> i32 {
+    let parsed = (|| {
+        let fd: RawFd = args.first()?.to_str()?.parse().ok()?;
+        let cgroup = match args.get(1)?.as_bytes() {
+            b"-" => None,
+            path => Some(CString::new(path).ok()?),
+        };
+        if args.get(2)?.as_bytes() != b"--" {
+            return None;
+        }
+        let program = args.get(3)?;
+        Some((fd, cgroup, program, &args[4..]))
+    })();
+    let Some((fd, cgroup, program, rest)) = parsed else {
+        eprintln!("oomgate: `{ARG}` is internal to `oomgate run`");
+        return 2;
+    };
+    // SAFETY: fcntl and prctl take no memory; the fd was given to us by
+    // oomgate for this purpose and nothing else owns it.
+    let mut report = unsafe {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        for signal in FOR_THE_WORKLOAD {
+            libc::signal(signal, libc::SIG_IGN);
+        }
+        std::fs::File::from_raw_fd(fd)
+    };
+    let supervisor = std::process::id() as i32;
+    let mut command = std::process::Command::new(program);
+    command.args(rest);
+    // SAFETY: the closure runs between fork and exec and makes only
+    // async-signal-safe calls (signal, prctl, getppid, open, write, close)
+    // on memory prepared before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            for signal in FOR_THE_WORKLOAD {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
+                || libc::getppid() != supervisor
+            {
+                libc::_exit(137);
+            }
+            if let Some(procs) = &cgroup {
+                join_cgroup(procs, fd);
+            }
+            Ok(())
+        });
+    }
+    let child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            writeln!(report, "spawn-error {e}").ok();
+            return 0;
+        }
+    };
+    let pid = child.id() as i32;
+    // The child is reaped below with wait4, never through `child`.
+    drop(child);
+    writeln!(report, "pid {pid}").ok();
+    let (status, mut maxrss_kib) = wait_for(pid);
+    // Orphans that exited before the workload and were re-parented here
+    // are reaped; those still running go to oomgate with the supervisor's
+    // exit, and oomgate reaps them.
+    maxrss_kib = maxrss_kib.max(reap_exited());
+    let (kind, value) = if libc::WIFEXITED(status) {
+        ("code", libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        ("signal", libc::WTERMSIG(status))
+    } else {
+        ("code", -1)
+    };
+    writeln!(report, "exit {kind} {value} {maxrss_kib}").ok();
+    0
+}
+
+/// Write `0` (this process) to `cgroup.procs`; on failure report the errno
+/// on the report pipe. Async-signal-safe: no allocation.
+fn join_cgroup(procs: &CString, report_fd: RawFd) {
+    // SAFETY: open/write/close on a NUL-terminated path and stack buffers.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        let ok = fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+        let errno = if ok { 0 } else { *libc::__errno_location() };
+        if fd >= 0 {
+            libc::close(fd);
+        }
+        if !ok {
+            let mut line = *b"cgroup 0000000000\n";
+            let mut n = errno.unsigned_abs();
+            for slot in line[7..17].iter_mut().rev() {
+                *slot = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+            libc::write(report_fd, line.as_ptr().cast(), line.len());
+        }
+    }
+}
+
+/// Wait for `pid`, reaping every other child (adopted orphans) on the way.
+/// Returns its wait status and the largest `ru_maxrss` (KiB) seen.
+fn wait_for(pid: i32) -> (i32, u64) {
+    let mut largest = 0u64;
+    loop {
+        let mut status = 0;
+        // SAFETY: rusage is plain data the kernel fills in.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: wait4 writes to the two locals passed.
+        let reaped = unsafe { libc::wait4(-1, &mut status, 0, &mut usage) };
+        if reaped < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            // ECHILD: nothing left to wait for (cannot happen before `pid`).
+            return (-1, largest);
+        }
+        largest = largest.max(u64::try_from(usage.ru_maxrss).unwrap_or(0));
+        if reaped == pid {
+            return (status, largest);
+        }
+    }
+}
+
+/// Reap children that already exited, without waiting; their largest
+/// `ru_maxrss` (KiB).
+fn reap_exited() -> u64 {
+    let mut largest = 0u64;
+    loop {
+        let mut status = 0;
+        // SAFETY: as in wait_for.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: wait4 writes to the two locals passed.
+        let reaped = unsafe { libc::wait4(-1, &mut status, libc::WNOHANG, &mut usage) };
+        if reaped <= 0 {
+            return largest;
+        }
+        largest = largest.max(u64::try_from(usage.ru_maxrss).unwrap_or(0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::process::Exit;
+
+    #[test]
+    fn report_lines() {
+        assert_eq!(Report::parse("pid 42"), Some(Report::Started(42)));
+        assert_eq!(
+            Report::parse("cgroup 0000000013"),
+            Some(Report::CgroupFailed(13))
+        );
+        assert_eq!(
+            Report::parse("exit code 3 2048"),
+            Some(Report::Exited {
+                exit: Exit::Code(3),
+                maxrss_kib: 2048
+            })
+        );
+        assert_eq!(
+            Report::parse("exit signal 9 100"),
+            Some(Report::Exited {
+                exit: Exit::Signal(9),
+                maxrss_kib: 100
+            })
+        );
+        assert_eq!(
+            Report::parse("spawn-error Permission denied (os error 13)"),
+            Some(Report::SpawnFailed(
+                "Permission denied (os error 13)".to_string()
+            ))
+        );
+        for bad in ["", "pid", "pid x", "exit code", "exit maybe 1 2", "hello"] {
+            assert_eq!(Report::parse(bad), None, "{bad:?}");
+        }
+    }
+}

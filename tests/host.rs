@@ -1,0 +1,418 @@
+//! Host-memory accuracy: the real binary on workloads whose true peak is
+//! known, measured against the kernel's own figures.
+//!
+//! Wherever a memory cgroup can be created (this project's machines: cgroup
+//! v1, root), the tests assert that the run used one (`cgroup-v1` or
+//! `cgroup-v2` in results.json), so a silent fallback fails them; where none
+//! can be (unprivileged containers, cgroup v2 without delegation), the same
+//! tests check the /proc fallback and its note instead.
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{MIB, Project, toml_str, workload};
+use oomgate::measure::cgroup::MemoryHierarchy;
+
+/// Whether oomgate can make a memory cgroup per case on this machine.
+fn cgroups_available() -> bool {
+    MemoryHierarchy::discover().is_ok()
+}
+
+fn suite(interval: &str, cases: &str) -> String {
+    format!("[suite]\nname = \"host\"\nsample_interval = \"{interval}\"\n\n{cases}")
+}
+
+fn pattern_case(name: &str, args: &str, extra: &str) -> String {
+    format!(
+        "[[case]]\nname = \"{name}\"\ncommand = [\"python3\", {}, {args}]\n{extra}\n",
+        toml_str(&workload("host_patterns.py"))
+    )
+}
+
+fn mib(value: &serde_json::Value) -> f64 {
+    value.as_u64().map_or(f64::NAN, |b| b as f64 / MIB as f64)
+}
+
+/// The method results.json names must be the one this machine allows.
+fn assert_method(case: &serde_json::Value) {
+    let method = case["host_method"].as_str().unwrap_or_default().to_string();
+    if cgroups_available() {
+        assert!(
+            method.starts_with("cgroup-v"),
+            "a memory cgroup can be made here, but the case was measured with {method}: {case:#}"
+        );
+        assert!(
+            case["host_charged_peak_bytes"].as_u64().is_some(),
+            "{case:#}"
+        );
+        assert_eq!(case["host_oom_kills"], 0, "{case:#}");
+    } else {
+        assert_eq!(method, "procfs-pss", "{case:#}");
+        assert!(case["host_oom_kills"].is_null(), "{case:#}");
+    }
+}
+
+#[test]
+fn pages_shared_by_forked_children_count_once() {
+    // 200 MiB touched, then 4 forked children that only sleep: ~1 GiB as
+    // a sum of RSS, ~200 MiB in truth.
+    let project = Project::new(&suite(
+        "50ms",
+        &pattern_case(
+            "shared",
+            "\"shared\", \"--mib\", \"200\", \"--children\", \"4\", \"--hold\", \"1s\"",
+            "",
+        ),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("shared");
+    assert_method(&case);
+    let peak = mib(&case["host_peak_bytes"]);
+    assert!(
+        (200.0..300.0).contains(&peak),
+        "shared pages were counted more than once: {peak:.1} MiB\n{case:#}"
+    );
+}
+
+#[test]
+fn a_spike_freed_before_the_next_sample_is_kept() {
+    // 300 MiB touched and freed at once, then 1 s of sleep, sampled every
+    // 2 s: no sample can see it; the process's own high-water mark does.
+    let project = Project::new(&suite(
+        "2s",
+        &pattern_case(
+            "spike",
+            "\"spike\", \"--mib\", \"300\", \"--after\", \"1s\"",
+            "",
+        ),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("spike");
+    assert_method(&case);
+    let peak = mib(&case["host_peak_bytes"]);
+    assert!(peak >= 300.0, "the spike was lost: {peak:.1} MiB\n{case:#}");
+    assert!(peak < 340.0, "{peak:.1} MiB\n{case:#}");
+}
+
+#[test]
+fn a_grandchild_spike_reaches_the_case_through_its_parent() {
+    // The spike is in a grandchild that its shell parent waits for.
+    let project = Project::new(&suite(
+        "2s",
+        &format!(
+            "[[case]]\nname = \"grandchild\"\ncommand = [\"sh\", \"-c\", {}]\n",
+            toml_str(&format!(
+                "python3 {} spike --mib 300 --after 0; sleep 0.5",
+                workload("host_patterns.py")
+            ))
+        ),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("grandchild");
+    assert_method(&case);
+    let peak = mib(&case["host_peak_bytes"]);
+    assert!(
+        peak >= 300.0,
+        "the grandchild's spike was lost: {peak:.1} MiB\n{case:#}"
+    );
+    assert_eq!(case["host_peak_source"], "rusage-maxrss", "{case:#}");
+}
+
+#[test]
+fn a_spike_of_a_few_milliseconds_breaches_the_budget_every_time() {
+    let cases: String = (0..3)
+        .map(|i| {
+            pattern_case(
+                &format!("spike-{i}"),
+                "\"spike\", \"--mib\", \"101\", \"--after\", \"0\"",
+                "budget = { host = \"64 MiB\" }",
+            )
+        })
+        .collect();
+    let project = Project::new(&suite("50ms", &cases));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    for i in 0..3 {
+        let case = run.case(&format!("spike-{i}"));
+        assert_eq!(case["status"], "failed", "{case:#}");
+        let check = &case["checks"][0];
+        assert_eq!(check["name"], "budget.host");
+        assert_eq!(check["passed"], false, "{case:#}");
+        assert!(
+            check["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("exceeded budget 64.0 MiB")),
+            "{check:#}"
+        );
+    }
+}
+
+#[test]
+fn memory_written_to_dev_shm_is_charged_to_the_case() {
+    let project = Project::new(&suite(
+        "50ms",
+        &pattern_case("shm", "\"shm\", \"--mib\", \"300\", \"--hold\", \"1s\"", ""),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("shm");
+    assert_method(&case);
+    if cgroups_available() {
+        let shm = mib(&case["host_floors"]["cgroup_anon_shmem_bytes"]);
+        assert!(
+            shm >= 300.0,
+            "tmpfs pages not counted: {shm:.1} MiB\n{case:#}"
+        );
+        assert!(mib(&case["host_peak_bytes"]) >= 300.0, "{case:#}");
+        assert_eq!(case["host_peak_source"], "cgroup-anon-shmem", "{case:#}");
+    } else {
+        // No process maps the file: /proc cannot see it, and says how the
+        // figure was measured.
+        assert!(case["host_floors"]["cgroup_anon_shmem_bytes"].is_null());
+    }
+}
+
+#[test]
+fn page_cache_is_reported_but_never_gated() {
+    let project = Project::new(&suite(
+        "50ms",
+        &pattern_case(
+            "cache",
+            &format!(
+                "\"cache\", \"--mib\", \"300\", \"--hold\", \"200ms\", \"--dir\", {}",
+                toml_str(&std::env::temp_dir().display().to_string())
+            ),
+            "budget = { host = \"100 MiB\" }",
+        ),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("cache");
+    assert_method(&case);
+    assert!(mib(&case["host_peak_bytes"]) < 100.0, "{case:#}");
+    if cgroups_available() {
+        let charged = mib(&case["host_charged_peak_bytes"]);
+        assert!(
+            charged >= 300.0,
+            "the charged peak should include the page cache: {charged:.1} MiB\n{case:#}"
+        );
+    }
+}
+
+#[test]
+fn a_process_that_ends_before_the_first_sample_is_never_zero() {
+    let cases: String = (0..20)
+        .map(|i| format!("[[case]]\nname = \"true-{i}\"\ncommand = [\"true\"]\n\n"))
+        .collect();
+    let project = Project::new(&suite("1s", &cases));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    for i in 0..20 {
+        let case = run.case(&format!("true-{i}"));
+        let peak = case["host_peak_bytes"].as_u64();
+        assert!(
+            peak.is_some_and(|p| p > 0 && p < 16 * MIB),
+            "`true` measured as {peak:?}\n{case:#}"
+        );
+    }
+}
+
+#[test]
+fn many_processes_sharing_libraries_are_not_summed() {
+    // 256 `sleep`s: their RSS sums to a few hundred MiB of the same libc
+    // pages; their PSS and charge are a fraction of that.
+    let project = Project::new(&suite(
+        "100ms",
+        &pattern_case(
+            "sleepers",
+            "\"sleepers\", \"--count\", \"256\", \"--hold\", \"2s\"",
+            "",
+        ),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("sleepers");
+    assert_method(&case);
+    let peak = mib(&case["host_peak_bytes"]);
+    assert!(peak < 120.0, "{peak:.1} MiB for 256 sleeps\n{case:#}");
+}
+
+#[test]
+fn an_exit_is_noticed_at_once_not_at_the_next_sample() {
+    // Sampled once a minute: a workload of 50 ms must not wait for the tick.
+    let project = Project::new(&suite(
+        "60s",
+        "[[case]]\nname = \"quick\"\ncommand = [\"sleep\", \"0.05\"]\ntimeout = \"10m\"\n",
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let wall = run.case("quick")["wall_time_s"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
+    assert!(wall < 30.0, "the exit waited for the next tick: {wall}s");
+}
+
+#[test]
+fn the_procfs_method_can_be_forced_and_names_itself() {
+    let project = Project::new(&suite(
+        "50ms",
+        &pattern_case(
+            "shared",
+            "\"shared\", \"--mib\", \"100\", \"--children\", \"3\", \"--hold\", \"500ms\"",
+            "",
+        ),
+    ));
+    let run = project.run(&["--host-method", "procfs"]);
+    run.assert_code(0);
+    let results = run.results();
+    assert_eq!(results["measurement"]["host_method"], "procfs-pss");
+    assert!(results["measurement"]["host_note"].is_string());
+    let case = run.case("shared");
+    assert_eq!(case["host_method"], "procfs-pss");
+    assert!(case["host_floors"]["cgroup_anon_shmem_bytes"].is_null());
+    assert!(case["host_charged_peak_bytes"].is_null());
+    let peak = mib(&case["host_peak_bytes"]);
+    assert!((100.0..160.0).contains(&peak), "{peak:.1} MiB\n{case:#}");
+}
+
+#[test]
+fn a_required_cgroup_is_there_or_exit_3() {
+    let project = Project::new(&suite(
+        "50ms",
+        "[[case]]\nname = \"t\"\ncommand = [\"true\"]\n",
+    ));
+    let run = project.run(&["--host-method", "cgroup"]);
+    if cgroups_available() {
+        run.assert_code(0);
+        assert!(
+            run.case("t")["host_method"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("cgroup-v"))
+        );
+    } else {
+        run.assert_code(3);
+        assert!(
+            run.stderr.contains("--host-method cgroup"),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+/// The memory cgroup this test process is in (v1 only: where the tests can
+/// make a limited parent for oomgate).
+fn own_v1_memory_cgroup() -> Option<PathBuf> {
+    let hierarchy = MemoryHierarchy::discover().ok()?;
+    (hierarchy.version == oomgate::measure::cgroup::CgroupVersion::V1).then_some(hierarchy.dir)
+}
+
+/// A memory cgroup with a limit, removed when dropped.
+struct LimitedCgroup(PathBuf);
+
+impl Drop for LimitedCgroup {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[test]
+fn an_oom_kill_under_a_container_limit_is_a_certain_host_oom() {
+    let Some(own) = own_v1_memory_cgroup() else {
+        eprintln!("skipped: no writable cgroup v1 memory hierarchy to set a limit in");
+        return;
+    };
+    // oomgate runs in a cgroup limited to 200 MiB, as in a container; the
+    // workload wants 600 MiB.
+    let parent = LimitedCgroup(own.join(format!("oomgate-test-limit-{}", std::process::id())));
+    std::fs::create_dir(&parent.0).expect("create the limited cgroup");
+    std::fs::write(parent.0.join("memory.limit_in_bytes"), "209715200").expect("set the limit");
+    // No swap to escape to, where swap accounting exists.
+    std::fs::write(parent.0.join("memory.memsw.limit_in_bytes"), "209715200").ok();
+    let project = Project::new(&suite(
+        "50ms",
+        &format!(
+            "[[case]]\nname = \"too-big\"\ncommand = [\"python3\", {}, \"--mib\", \"600\", \"--hold\", \"1s\"]\n",
+            toml_str(&workload("alloc.py"))
+        ),
+    ));
+    let procs = parent.0.join("cgroup.procs");
+    let mut command = project.oomgate();
+    command
+        .arg("run")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(project.out());
+    let procs_c = std::ffi::CString::new(procs.display().to_string()).expect("path");
+    // SAFETY: the closure runs between fork and exec and makes only
+    // async-signal-safe calls (open, write, close) on a path prepared
+    // before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            let fd = libc::open(procs_c.as_ptr(), libc::O_WRONLY);
+            if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::close(fd);
+            Ok(())
+        });
+    }
+    let run = common::Run::from(command.output().expect("run oomgate"), project.out());
+    run.assert_code(1);
+    let case = run.case("too-big");
+    assert_eq!(case["host_method"], "cgroup-v1", "{case:#}");
+    assert!(
+        case["host_oom_kills"].as_u64().is_some_and(|k| k >= 1),
+        "{case:#}"
+    );
+    assert_eq!(case["diagnosis"]["kind"], "host-oom", "{case:#}");
+    assert!(
+        case["checks"]
+            .as_array()
+            .is_some_and(|checks| checks.iter().any(|c| c["name"] == "host.oom_kill")),
+        "{case:#}"
+    );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains("type=\"host-oom\""), "{junit}");
+}
+
+#[test]
+fn case_cgroups_are_removed_after_the_run() {
+    let Ok(hierarchy) = MemoryHierarchy::discover() else {
+        eprintln!("skipped: no memory cgroup can be made here");
+        return;
+    };
+    let project = Project::new(&suite(
+        "50ms",
+        "[[case]]\nname = \"a\"\ncommand = [\"true\"]\n\n[[case]]\nname = \"b\"\ncommand = [\"sleep\", \"0.1\"]\nrepeat = 2\n",
+    ));
+    let child = project
+        .oomgate()
+        .arg("run")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(project.out())
+        .spawn()
+        .expect("start oomgate");
+    let pid = child.id();
+    let output = child.wait_with_output().expect("oomgate");
+    assert_eq!(output.status.code(), Some(0));
+    let prefix = format!("oomgate-{pid}-");
+    let left: Vec<String> = std::fs::read_dir(&hierarchy.dir)
+        .expect("list the cgroup")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|name| name.starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "case cgroups left behind: {left:?}");
+}
