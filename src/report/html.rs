@@ -7,40 +7,14 @@
 //! from each case's `timeline.json`, read back when the page is written.
 
 use std::fmt::Write as _;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::{Event, Reporter, baseline_cells, case_details, files::write_atomic, gpu_summary};
+use super::{baseline_cells, case_details, gpu_summary};
 use crate::results::{CaseResult, CaseStatus, RunResults};
 
 const MIB: f64 = 1024.0 * 1024.0;
-
-pub struct HtmlReport {
-    path: PathBuf,
-    out_dir: PathBuf,
-}
-
-impl HtmlReport {
-    pub fn new(out_dir: PathBuf) -> Self {
-        HtmlReport {
-            path: out_dir.join("report.html"),
-            out_dir,
-        }
-    }
-}
-
-impl Reporter for HtmlReport {
-    fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
-        match event {
-            Event::CaseFinished { results, .. } | Event::RunFinished { results } => {
-                write_atomic(&self.path, render(results, &self.out_dir).as_bytes())
-            }
-            _ => Ok(()),
-        }
-    }
-}
 
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
