@@ -12,8 +12,9 @@
 //! made a suite quadratic in its number of cases; a crash or SIGKILL now
 //! loses at most the cases of the last interval, the price of a bounded
 //! cost. summary.md (and `$GITHUB_STEP_SUMMARY`) and report.html are read
-//! after the run, so they are rendered once, at the end. Every file is
-//! replaced atomically ([`write_atomic`]).
+//! after the run, so they are rendered once, at the end; an earlier run's
+//! copies are removed when the run starts, so they are never mistaken for
+//! this one's. Every file is replaced atomically ([`write_atomic`]).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -137,6 +138,22 @@ impl ReportFiles {
         Ok(())
     }
 
+    /// The pages of an earlier run in the same out dir go when this run
+    /// starts: they are only rewritten at its end, and until then (or
+    /// after a crash) they would sit beside this run's results.json as if
+    /// they described it. The checkpoint files are replaced after the first
+    /// case, so they are left alone.
+    fn remove_earlier_pages(&self) -> io::Result<()> {
+        for path in [&self.paths.summary_md, &self.paths.html] {
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(with_path(e, path)),
+            }
+        }
+        Ok(())
+    }
+
     /// Everything, once, when the run is over: the checkpoint files first
     /// (the ones CI tools read), then the pages people read.
     fn write_final(&mut self, results: &RunResults) -> io::Result<()> {
@@ -165,6 +182,7 @@ impl Reporter for ReportFiles {
                 self.write_checkpoint(results)
             }
             Event::RunFinished { results } => self.write_final(results),
+            Event::RunStarted { .. } => self.remove_earlier_pages(),
             _ => Ok(()),
         }
     }
