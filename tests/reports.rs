@@ -279,3 +279,29 @@ fn results_are_checkpointed_after_the_first_case_and_pages_written_at_the_end() 
         assert!(text.contains("second"), "{page} written at the end: {text}");
     }
 }
+
+#[test]
+fn failures_beyond_the_chart_cap_are_in_the_table() {
+    const FAILURES: usize = 60;
+    let mut suite = String::from("[suite]\nname = \"cap\"\nsample_interval = \"20ms\"\n");
+    for i in 0..FAILURES {
+        suite.push_str(&format!(
+            "\n[[case]]\nname = \"f{i:02}\"\ncommand = [\"false\"]\n"
+        ));
+    }
+    let project = Project::new(&suite);
+    project.run(&[]).assert_code(1);
+    let html = std::fs::read_to_string(project.out().join("report.html")).expect("report.html");
+    assert_eq!(html.matches("<section ").count(), 50, "the cap");
+    // The first failures in run order have sections; the rest have rows.
+    assert!(html_section(&html, "f49").is_some());
+    assert!(html_section(&html, "f50").is_none());
+    assert!(
+        html.contains("<tr id=\"case-f59\" class=\"fail\">"),
+        "{html}"
+    );
+    assert!(
+        html.contains("10 more cases that did not pass are over the cap"),
+        "the page says so"
+    );
+}
