@@ -1,4 +1,5 @@
-//! Reports stay valid and oomgate stays small whatever a workload prints.
+//! Reports stay valid and oomgate stays small whatever a workload prints,
+//! and whatever the number of cases; each file is written when it is due.
 
 mod common;
 
@@ -136,4 +137,171 @@ fn results_json_has_the_documented_shape() {
     let timeline = read_json(&project.out().join("cases/spew/timeline.json"));
     assert!(timeline["samples"].as_u64().unwrap_or(0) >= 1);
     assert_eq!(timeline["host_peak"]["bytes"], case["host_peak_bytes"]);
+}
+
+/// `n` cases running `true`, named `c0000`…, with one failing case `fail`
+/// (long enough to be sampled, so it has a timeline) at position `fail_at`.
+fn many_cases_suite(n: usize, fail_at: usize) -> String {
+    let mut suite = String::from("[suite]\nname = \"many\"\nsample_interval = \"20ms\"\n");
+    for i in 0..n {
+        if i == fail_at {
+            suite.push_str(
+                "\n[[case]]\nname = \"fail\"\ncommand = [\"sh\", \"-c\", \"sleep 0.3; exit 1\"]\n",
+            );
+        }
+        suite.push_str(&format!(
+            "\n[[case]]\nname = \"c{i:04}\"\ncommand = [\"true\"]\n"
+        ));
+    }
+    suite
+}
+
+/// The text of one case's section in report.html, if it has one.
+fn html_section<'a>(html: &'a str, id: &str) -> Option<&'a str> {
+    let start = html.find(&format!("<section id=\"case-{id}\""))?;
+    let length = html[start..].find("</section>")?;
+    Some(&html[start..start + length])
+}
+
+#[test]
+fn hundreds_of_cases_make_complete_reports() {
+    const CASES: usize = 300;
+    let project = Project::new(&many_cases_suite(CASES, 137));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let ids: Vec<String> = (0..CASES)
+        .map(|i| format!("c{i:04}"))
+        .chain(["fail".to_string()])
+        .collect();
+
+    // results.json: the last checkpoint is the whole run.
+    let results = run.results();
+    assert_eq!(results["summary"]["passed"], CASES);
+    assert_eq!(results["summary"]["failed"], 1);
+    assert!(results["finished_at"].is_string(), "the final write");
+    let in_json: Vec<&str> = results["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert_eq!(in_json.len(), CASES + 1);
+    for id in &ids {
+        assert!(in_json.contains(&id.as_str()), "{id} in results.json");
+    }
+
+    // junit.xml: valid, one testcase per case, the one failure.
+    let xml = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit.xml");
+    let document = roxmltree::Document::parse(&xml).expect("valid XML");
+    let testcases: Vec<_> = document
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    assert_eq!(testcases.len(), CASES + 1);
+    let failed: Vec<_> = testcases
+        .iter()
+        .filter(|t| t.children().any(|n| n.has_tag_name("failure")))
+        .filter_map(|t| t.attribute("name"))
+        .collect();
+    assert_eq!(failed, ["fail"]);
+
+    // summary.md: a row per case.
+    let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary.md");
+    assert!(
+        summary.starts_with("## oomgate: many — 300 passed, 1 failed"),
+        "{summary}"
+    );
+    for id in &ids {
+        assert!(
+            summary.contains(&format!("\n| {id} | ")),
+            "{id} in summary.md"
+        );
+    }
+
+    // report.html: every case in the table, a bounded number of sections,
+    // and the failure among them with its chart.
+    let html = std::fs::read_to_string(project.out().join("report.html")).expect("report.html");
+    let table = &html[..html.find("</table>").expect("the table")];
+    assert_eq!(
+        table.matches("<tr").count(),
+        CASES + 2,
+        "a header and a row per case"
+    );
+    for id in &ids {
+        assert!(table.contains(&format!(">{id}<")), "{id} in the table");
+    }
+    let sections = html.matches("<section ").count();
+    assert!((1..=50).contains(&sections), "{sections} charted cases");
+    assert!(html.matches("<svg").count() <= sections);
+    assert!(
+        html.contains(&format!("{sections} of {} cases have a chart", CASES + 1)),
+        "the page says how many are charted"
+    );
+    let failure = html_section(&html, "fail").expect("the failing case has a section");
+    assert!(failure.contains("<svg"), "and a chart: {failure}");
+    assert!(
+        table.contains("the command exited with code 1"),
+        "the table says why a case failed"
+    );
+}
+
+/// The workload of a case that runs after `first`: it passes only if
+/// results.json already holds `first` and no page has been written yet.
+const CHECKS_THE_FIRST_CHECKPOINT: &str = r#"out="$OOMGATE_OUT/../.."
+for i in $(seq 1 300); do
+  grep -q '"id": "first"' "$out/results.json" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q '"id": "first"' "$out/results.json" || { echo "results.json lacks the first case" >&2; exit 1; }
+for page in summary.md report.html; do
+  if [ -e "$out/$page" ]; then echo "$page written before the end" >&2; exit 1; fi
+done
+"#;
+
+#[test]
+fn results_are_checkpointed_after_the_first_case_and_pages_written_at_the_end() {
+    let suite = format!(
+        "[suite]\nname = \"t\"\nsample_interval = \"20ms\"\n\n[[case]]\nname = \"first\"\ncommand = [\"true\"]\n\n[[case]]\nname = \"second\"\ncommand = [\"sh\", \"-c\", {}]\ntimeout = \"60s\"\n",
+        toml_str(CHECKS_THE_FIRST_CHECKPOINT)
+    );
+    let project = Project::new(&suite);
+    // Pages of an earlier run in the same out dir must not pass for this
+    // run's while it goes on.
+    std::fs::create_dir_all(project.out()).expect("out dir");
+    for page in ["summary.md", "report.html"] {
+        std::fs::write(project.out().join(page), "an earlier run").expect("stale page");
+    }
+    let run = project.run(&[]);
+    run.assert_code(0);
+    assert_eq!(run.case("second")["status"], "passed");
+    for page in ["summary.md", "report.html"] {
+        let text = std::fs::read_to_string(project.out().join(page)).expect(page);
+        assert!(text.contains("second"), "{page} written at the end: {text}");
+    }
+}
+
+#[test]
+fn failures_beyond_the_chart_cap_are_in_the_table() {
+    const FAILURES: usize = 60;
+    let mut suite = String::from("[suite]\nname = \"cap\"\nsample_interval = \"20ms\"\n");
+    for i in 0..FAILURES {
+        suite.push_str(&format!(
+            "\n[[case]]\nname = \"f{i:02}\"\ncommand = [\"false\"]\n"
+        ));
+    }
+    let project = Project::new(&suite);
+    project.run(&[]).assert_code(1);
+    let html = std::fs::read_to_string(project.out().join("report.html")).expect("report.html");
+    assert_eq!(html.matches("<section ").count(), 50, "the cap");
+    // The first failures in run order have sections; the rest have rows.
+    assert!(html_section(&html, "f49").is_some());
+    assert!(html_section(&html, "f50").is_none());
+    assert!(
+        html.contains("<tr id=\"case-f59\" class=\"fail\">"),
+        "{html}"
+    );
+    assert!(
+        html.contains("10 more cases that did not pass are over the cap"),
+        "the page says so"
+    );
 }

@@ -8,9 +8,9 @@ use crate::environment;
 use crate::measure::HostMethod;
 use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::nvml::Gpu;
-use crate::report::files::ResultFiles;
+use crate::report::files::{ReportFiles, ReportPaths};
 use crate::report::terminal::Terminal;
-use crate::report::{FanOut, Reporter, github, html, markdown};
+use crate::report::{FanOut, Reporter, github};
 use crate::results::{CaseStatus, HostCgroup, Measurement, RunResults};
 use crate::run::{BaselineSetup, Interrupt, RunSetup, Runner, process};
 use crate::suite::{self, GpuMode, Suite};
@@ -227,11 +227,11 @@ fn execute(
     modes: Modes,
     baseline: BaselineSetup,
 ) -> Result<RunResults, CliError> {
-    let files = prepare_outputs(outputs)?;
     // Absolute, because workloads receive it as OOMGATE_OUT in their own cwd.
     let out_dir = std::path::absolute(outputs.out).map_err(|e| {
         CliError::Infrastructure(format!("cannot resolve {}: {e}", outputs.out.display()))
     })?;
+    let paths = prepare_outputs(outputs, &out_dir)?;
     let interrupt = Interrupt::install()
         .map_err(|e| CliError::Infrastructure(format!("cannot install signal handlers: {e}")))?;
     if let Err(e) = process::become_subreaper() {
@@ -257,11 +257,10 @@ fn execute(
         gpu_method: gpu.as_ref().map(|_| "nvml".to_string()),
         gpu_note,
     };
+    // Every file, and when it is written, is ReportFiles' business.
     let mut reporter = FanOut::new(vec![
         Box::new(Terminal::new()),
-        Box::new(files) as Box<dyn Reporter>,
-        Box::new(markdown::Summary::new(out_dir.join("summary.md"))),
-        Box::new(html::HtmlReport::new(out_dir.clone())),
+        Box::new(ReportFiles::new(paths)) as Box<dyn Reporter>,
         Box::new(github::Annotations::from_env()),
     ]);
     let setup = RunSetup {
@@ -347,15 +346,12 @@ pub fn judge(results: &RunResults) -> Outcome {
 
 /// Create the out dir and check that every report path can be written
 /// before any GPU time is spent.
-fn prepare_outputs(outputs: &Outputs<'_>) -> Result<ResultFiles, CliError> {
+fn prepare_outputs(outputs: &Outputs<'_>, out_dir: &Path) -> Result<ReportPaths, CliError> {
     let infra = |path: &Path, e: std::io::Error| {
         CliError::Infrastructure(format!("cannot write to {}: {e}", path.display()))
     };
     std::fs::create_dir_all(outputs.out.join("cases")).map_err(|e| infra(outputs.out, e))?;
-    let mut files = ResultFiles {
-        json: vec![outputs.out.join("results.json")],
-        junit: vec![outputs.out.join("junit.xml")],
-    };
+    let mut files = ReportPaths::in_out_dir(out_dir);
     files.json.extend(outputs.json.map(Path::to_path_buf));
     files.junit.extend(outputs.junit.map(Path::to_path_buf));
     for path in files.json.iter().chain(&files.junit) {

@@ -1,9 +1,31 @@
-//! Writing report files: atomically, and to every path the user asked for.
+//! The report files and when each is written: the one place that decides.
+//!
+//! [`ReportFiles`] owns every output path and is the only [`Reporter`] that
+//! writes files. The formats themselves (`json`, `junit`, `markdown`,
+//! `html`) are plain `render` functions of the results model, nextest and
+//! hyperfine style: serialising is theirs, writing and timing are here.
+//!
+//! results.json and junit.xml are checkpoints: written after the first
+//! finished case, then after a finished case only when
+//! [`CHECKPOINT_INTERVAL`] has passed since the last write, and always when
+//! the run finishes (also after Ctrl-C). Rewriting them after every case
+//! made a suite quadratic in its number of cases; a crash or SIGKILL now
+//! loses at most the cases of the last interval, the price of a bounded
+//! cost. summary.md (and `$GITHUB_STEP_SUMMARY`) and report.html are read
+//! after the run, so they are rendered once, at the end; an earlier run's
+//! copies are removed when the run starts, so they are never mistaken for
+//! this one's. Every file is replaced atomically ([`write_atomic`]).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use super::{Event, Reporter, json, junit};
+use super::{Event, Reporter, html, json, junit, markdown};
+use crate::results::RunResults;
+
+/// The longest time finished cases wait to reach results.json and
+/// junit.xml while the run goes on.
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Replace `path` with `contents` so that a reader (or a crash) never sees
 /// a half-written file: write a temporary file beside it, then rename.
@@ -27,23 +49,125 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// results.json and junit.xml, rewritten after every case and at the end.
-pub struct ResultFiles {
+/// Where each report goes.
+#[derive(Debug, Clone)]
+pub struct ReportPaths {
+    /// results.json in the out dir, plus `--json` when given.
     pub json: Vec<PathBuf>,
+    /// junit.xml in the out dir, plus `--junit` when given.
     pub junit: Vec<PathBuf>,
+    pub summary_md: PathBuf,
+    pub html: PathBuf,
+    /// The out dir: case timelines are read relative to it for the charts.
+    pub out_dir: PathBuf,
+    /// `$GITHUB_STEP_SUMMARY`, which summary.md is appended to once.
+    pub step_summary: Option<PathBuf>,
 }
 
-impl ResultFiles {
-    fn write(&self, results: &crate::results::RunResults) -> io::Result<()> {
+impl ReportPaths {
+    /// The standard files in `out_dir`, with the GitHub step summary taken
+    /// from the environment.
+    pub fn in_out_dir(out_dir: &Path) -> Self {
+        ReportPaths {
+            json: vec![out_dir.join("results.json")],
+            junit: vec![out_dir.join("junit.xml")],
+            summary_md: out_dir.join("summary.md"),
+            html: out_dir.join("report.html"),
+            out_dir: out_dir.to_path_buf(),
+            step_summary: markdown::step_summary_from_env(),
+        }
+    }
+}
+
+/// When the next checkpoint of results.json and junit.xml is due. Pure:
+/// the caller passes the time, so the decision is tested without a clock.
+#[derive(Debug, Clone)]
+pub struct Checkpoints {
+    interval: Duration,
+    last: Option<Instant>,
+}
+
+impl Checkpoints {
+    pub fn new(interval: Duration) -> Self {
+        Checkpoints {
+            interval,
+            last: None,
+        }
+    }
+
+    /// Whether a case finished at `now` should be written: the first one
+    /// always (a quick first checkpoint shows the run is alive), then once
+    /// `interval` has passed since the last write.
+    pub fn due(&self, now: Instant) -> bool {
+        self.last
+            .is_none_or(|last| now.saturating_duration_since(last) >= self.interval)
+    }
+
+    /// A checkpoint was written at `now`. Counted from the end of a write,
+    /// so writing never takes more than about half of the run's time even
+    /// when the files are large.
+    pub fn written(&mut self, now: Instant) {
+        self.last = Some(now);
+    }
+}
+
+/// Writes every report file, each when it is due.
+pub struct ReportFiles {
+    paths: ReportPaths,
+    checkpoints: Checkpoints,
+}
+
+impl ReportFiles {
+    pub fn new(paths: ReportPaths) -> Self {
+        ReportFiles {
+            paths,
+            checkpoints: Checkpoints::new(CHECKPOINT_INTERVAL),
+        }
+    }
+
+    fn write_checkpoint(&mut self, results: &RunResults) -> io::Result<()> {
         let json_text = json::render(results)?;
-        for path in &self.json {
+        for path in &self.paths.json {
             write_atomic(path, json_text.as_bytes()).map_err(|e| with_path(e, path))?;
         }
         let junit_text = junit::render(results)?;
-        for path in &self.junit {
+        for path in &self.paths.junit {
             write_atomic(path, junit_text.as_bytes()).map_err(|e| with_path(e, path))?;
         }
+        self.checkpoints.written(Instant::now());
         Ok(())
+    }
+
+    /// The pages of an earlier run in the same out dir go when this run
+    /// starts: they are only rewritten at its end, and until then (or
+    /// after a crash) they would sit beside this run's results.json as if
+    /// they described it. The checkpoint files are replaced after the first
+    /// case, so they are left alone.
+    fn remove_earlier_pages(&self) -> io::Result<()> {
+        for path in [&self.paths.summary_md, &self.paths.html] {
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(with_path(e, path)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Everything, once, when the run is over: the checkpoint files first
+    /// (the ones CI tools read), then the pages people read.
+    fn write_final(&mut self, results: &RunResults) -> io::Result<()> {
+        self.write_checkpoint(results)?;
+        let summary = markdown::render(results);
+        let path = &self.paths.summary_md;
+        write_atomic(path, summary.as_bytes()).map_err(|e| with_path(e, path))?;
+        if let Some(step_summary) = &self.paths.step_summary {
+            markdown::append_step_summary(step_summary, &summary)
+                .map_err(|e| with_path(e, step_summary))?;
+        }
+        let page = html::render(results, &self.paths.out_dir);
+        let path = &self.paths.html;
+        write_atomic(path, page.as_bytes()).map_err(|e| with_path(e, path))
     }
 }
 
@@ -51,13 +175,84 @@ fn with_path(error: io::Error, path: &Path) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }
 
-impl Reporter for ResultFiles {
+impl Reporter for ReportFiles {
     fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
         match event {
-            Event::CaseFinished { results, .. } | Event::RunFinished { results } => {
-                self.write(results)
+            Event::CaseFinished { results, .. } if self.checkpoints.due(Instant::now()) => {
+                self.write_checkpoint(results)
             }
+            Event::RunFinished { results } => self.write_final(results),
+            Event::RunStarted { .. } => self.remove_earlier_pages(),
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn the_first_finished_case_is_written_at_once() {
+        let checkpoints = Checkpoints::new(ms(1000));
+        assert!(checkpoints.due(Instant::now()));
+    }
+
+    #[test]
+    fn later_cases_wait_for_the_interval() {
+        let start = Instant::now();
+        let mut checkpoints = Checkpoints::new(ms(1000));
+        checkpoints.written(start);
+        for (after, due) in [
+            (ms(0), false),
+            (ms(1), false),
+            (ms(999), false),
+            (ms(1000), true), // exactly at the interval
+            (ms(1001), true),
+            (ms(60_000), true),
+        ] {
+            assert_eq!(checkpoints.due(start + after), due, "{after:?} after");
+        }
+    }
+
+    #[test]
+    fn the_interval_counts_from_the_last_write() {
+        let start = Instant::now();
+        let mut checkpoints = Checkpoints::new(ms(1000));
+        checkpoints.written(start);
+        checkpoints.written(start + ms(1500));
+        assert!(!checkpoints.due(start + ms(2000)));
+        assert!(checkpoints.due(start + ms(2500)));
+    }
+
+    #[test]
+    fn a_clock_behind_the_last_write_is_not_due() {
+        // Instants are monotonic, but the decision must not panic or fire
+        // if a caller passes an earlier one.
+        let start = Instant::now();
+        let mut checkpoints = Checkpoints::new(ms(1000));
+        checkpoints.written(start + ms(500));
+        assert!(!checkpoints.due(start));
+    }
+
+    #[test]
+    fn many_quick_cases_make_few_checkpoints() {
+        // 2000 cases finishing every 5 ms over 10 s: the first, then about
+        // one a second.
+        let start = Instant::now();
+        let mut checkpoints = Checkpoints::new(CHECKPOINT_INTERVAL);
+        let mut written = 0;
+        for case in 0..2000 {
+            let now = start + ms(5 * case);
+            if checkpoints.due(now) {
+                checkpoints.written(now);
+                written += 1;
+            }
+        }
+        assert_eq!(written, 10);
     }
 }

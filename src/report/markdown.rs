@@ -1,52 +1,32 @@
 //! `summary.md`: the run as a Markdown table, the environment drift, and
-//! every failure with its message — written to the out dir after every
-//! case, and appended once to `$GITHUB_STEP_SUMMARY` when GitHub Actions
-//! sets it, so the job's summary page shows it.
+//! every failure with its message. [`render`] only builds the text;
+//! `files::ReportFiles` writes it to the out dir once, when the run
+//! finishes, and appends it to `$GITHUB_STEP_SUMMARY` when GitHub Actions
+//! sets it, so the job's summary page shows it. Appended, not replaced:
+//! earlier steps of the job own the rest of that file.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use super::{Event, Reporter, files::write_atomic};
 use crate::results::{CaseResult, CaseStatus, RunResults};
 use crate::units::Bytes;
 
-pub struct Summary {
-    path: PathBuf,
-    step_summary: Option<PathBuf>,
+/// `$GITHUB_STEP_SUMMARY`, when set and not empty.
+pub fn step_summary_from_env() -> Option<PathBuf> {
+    std::env::var_os("GITHUB_STEP_SUMMARY")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
-impl Summary {
-    pub fn new(path: PathBuf) -> Self {
-        let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from);
-        Summary { path, step_summary }
-    }
-}
-
-impl Reporter for Summary {
-    fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
-        match event {
-            Event::CaseFinished { results, .. } => {
-                write_atomic(&self.path, render(results).as_bytes())
-            }
-            Event::RunFinished { results } => {
-                let text = render(results);
-                write_atomic(&self.path, text.as_bytes())?;
-                if let Some(step_summary) = &self.step_summary {
-                    let mut file = std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(step_summary)?;
-                    file.write_all(text.as_bytes())?;
-                    file.write_all(b"\n")?;
-                }
-                Ok(())
-            }
-            _ => Ok(()),
-        }
-    }
+/// Add the summary to the job's step summary file, after what is there.
+pub fn append_step_summary(path: &Path, summary: &str) -> io::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    file.write_all(summary.as_bytes())?;
+    file.write_all(b"\n")
 }
 
 fn icon(status: CaseStatus) -> &'static str {

@@ -2,9 +2,13 @@
 //! same results model.
 //!
 //! The runner emits [`Event`]s; a [`FanOut`] hands each one to every
-//! [`Reporter`] in turn: the terminal display, and the files (results.json,
-//! junit.xml) rewritten after every case. One file per format, nextest and
-//! hyperfine style, so adding a format touches nothing else.
+//! [`Reporter`] in turn: the terminal display, the GitHub annotations, and
+//! [`files::ReportFiles`], the one reporter that writes files and decides
+//! when each is due (results.json and junit.xml as checkpoints about once a
+//! second and at the end, summary.md and report.html once at the end). One
+//! file per format, nextest and hyperfine style: each format is a plain
+//! `render` of the results model, so adding one touches nothing else, and
+//! how often a format is written is never the format's own decision.
 
 pub mod files;
 pub mod github;

@@ -1,0 +1,226 @@
+//! One case's memory over time as an inline SVG chart, drawn by plotters
+//! from the case's `timeline.json`: host RSS, the case's GPU memory, the
+//! devices' use, budget and baseline lines, and the moment the case ended
+//! if it did not pass.
+//!
+//! A timeline holds up to 2048 points per series, more than the chart has
+//! pixels for, so each series is [`downsample`]d to
+//! [`MAX_POINTS_PER_SERIES`] first. Like the timeline's own merging, it
+//! keeps each group's highest point: a peak is never lowered or lost,
+//! only the dips between samples may be.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::results::{CaseResult, CaseStatus};
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Points per series in a chart: about one per two pixels of its width.
+pub const MAX_POINTS_PER_SERIES: usize = 400;
+
+/// At most `max_points` of `points` (time, value), in time order: runs of
+/// consecutive points become their highest one, at the moment it happened.
+pub fn downsample(points: &[(f64, f64)], max_points: usize) -> Vec<(f64, f64)> {
+    let max_points = max_points.max(1);
+    if points.len() <= max_points {
+        return points.to_vec();
+    }
+    // ceil(n / max) per group makes at most `max_points` groups.
+    let group = points.len().div_ceil(max_points);
+    points
+        .chunks(group)
+        .filter_map(|run| run.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1)))
+        .collect()
+}
+
+/// The case's memory over time as an SVG, from its timeline.json.
+pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(out_dir.join(&case.timeline)).ok()?;
+    let timeline: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let points = timeline["points"].as_array()?;
+    let series = |key: &str| -> Vec<(f64, f64)> {
+        let all: Vec<(f64, f64)> = points
+            .iter()
+            .filter_map(|p| Some((p["t_ms"].as_f64()? / 1000.0, p[key].as_f64()? / MIB)))
+            .collect();
+        downsample(&all, MAX_POINTS_PER_SERIES)
+    };
+    let host = series("host_bytes");
+    let gpu = series("gpu_bytes");
+    let device = series("gpu_device_bytes");
+    if host.is_empty() && gpu.is_empty() {
+        return None;
+    }
+    let limit = |name: &str| {
+        case.checks
+            .iter()
+            .find(|c| c.name == name)
+            .and_then(|c| c.limit_bytes)
+    };
+    let baseline = |figure: &str| {
+        case.baseline.as_ref().and_then(|b| {
+            if figure == "host" {
+                b.host.baseline_bytes
+            } else {
+                b.gpu.baseline_bytes
+            }
+        })
+    };
+    let lines: Vec<(&str, f64, RGBColor)> = [
+        ("host budget", limit("budget.host"), RED),
+        ("gpu budget", limit("budget.gpu"), MAGENTA),
+        ("host baseline", baseline("host"), RGBColor(120, 120, 120)),
+        ("gpu baseline", baseline("gpu"), RGBColor(60, 60, 160)),
+    ]
+    .into_iter()
+    .filter_map(|(name, bytes, color)| bytes.map(|b| (name, b as f64 / MIB, color)))
+    .collect();
+    let end = case
+        .wall_time_s
+        .max(host.iter().chain(&gpu).map(|p| p.0).fold(0.0, f64::max))
+        .max(0.1);
+    let top = host
+        .iter()
+        .chain(&gpu)
+        .chain(&device)
+        .map(|p| p.1)
+        .chain(lines.iter().map(|l| l.1))
+        .fold(1.0, f64::max)
+        * 1.1;
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 320)).into_drawing_area();
+        root.fill(&WHITE).ok()?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(32)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0.0..end, 0.0..top)
+            .ok()?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds")
+            .y_desc("MiB")
+            .light_line_style(WHITE)
+            .draw()
+            .ok()?;
+        if !host.is_empty() {
+            chart
+                .draw_series(LineSeries::new(host, BLUE.stroke_width(2)))
+                .ok()?
+                .label("host RSS")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
+        }
+        if !device.is_empty() {
+            let grey = RGBColor(150, 150, 150);
+            chart
+                .draw_series(LineSeries::new(device, grey.stroke_width(1)))
+                .ok()?
+                .label("gpu device used")
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], grey));
+        }
+        if !gpu.is_empty() {
+            chart
+                .draw_series(LineSeries::new(gpu, GREEN.stroke_width(2)))
+                .ok()?
+                .label("gpu (case)")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], GREEN));
+        }
+        for (name, value, color) in &lines {
+            let color = *color;
+            chart
+                .draw_series(LineSeries::new(
+                    vec![(0.0, *value), (end, *value)],
+                    color.stroke_width(1),
+                ))
+                .ok()?
+                .label(*name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+        }
+        let oom = case
+            .diagnosis
+            .as_ref()
+            .is_some_and(|d| d.kind == crate::diagnose::FailureKind::GpuOom);
+        if oom || case.status != CaseStatus::Passed {
+            let label = if oom { "OOM" } else { "end" };
+            chart
+                .draw_series(LineSeries::new(
+                    vec![(case.wall_time_s, 0.0), (case.wall_time_s, top)],
+                    BLACK.stroke_width(1),
+                ))
+                .ok()?
+                .label(label)
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .ok()?;
+        root.present().ok()?;
+    }
+    Some(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ramp(n: usize) -> Vec<(f64, f64)> {
+        (0..n).map(|i| (i as f64, (i % 7) as f64)).collect()
+    }
+
+    fn highest(points: &[(f64, f64)]) -> f64 {
+        points.iter().map(|p| p.1).fold(f64::MIN, f64::max)
+    }
+
+    #[test]
+    fn short_series_are_kept_whole() {
+        for n in [0, 1, 399, 400] {
+            assert_eq!(downsample(&ramp(n), 400), ramp(n), "{n} points");
+        }
+    }
+
+    #[test]
+    fn long_series_are_bounded() {
+        for n in [401, 799, 800, 801, 2048, 100_000] {
+            let kept = downsample(&ramp(n), 400);
+            assert!(
+                kept.len() <= 400 && kept.len() >= 200,
+                "{n} -> {}",
+                kept.len()
+            );
+            assert!(kept.windows(2).all(|w| w[0].0 < w[1].0), "in time order");
+        }
+    }
+
+    #[test]
+    fn a_one_sample_spike_survives_with_its_moment() {
+        for at in [0, 1, 1023, 2046, 2047] {
+            let mut points: Vec<(f64, f64)> = (0..2048).map(|i| (i as f64, 10.0)).collect();
+            points[at].1 = 5000.0;
+            let kept = downsample(&points, 400);
+            assert!(kept.contains(&(at as f64, 5000.0)), "spike at {at}");
+            assert_eq!(highest(&kept), highest(&points));
+        }
+    }
+
+    #[test]
+    fn no_value_is_raised_or_invented() {
+        let points = ramp(3000);
+        for kept in downsample(&points, 400) {
+            assert!(points.contains(&kept), "{kept:?} is a real point");
+        }
+    }
+
+    #[test]
+    fn a_zero_bound_still_keeps_the_peak() {
+        let kept = downsample(&ramp(50), 0);
+        assert_eq!(kept.len(), 1);
+        assert_eq!(highest(&kept), 6.0);
+    }
+}
