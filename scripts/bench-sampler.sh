@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The sampler's own CPU cost. oomgate runs one idle case for SECONDS_PER_RUN
-# seconds (default 20): a single `sleep`, then a 50-process tree, each at
-# 50 ms and 10 ms sampling intervals. oomgate's own CPU time (runner_cpu_s in
+# seconds (default 20): a single `sleep`, then trees of 50, 200 and 1000
+# processes, each at 50 ms and 10 ms sampling intervals (SHAPES picks some). oomgate's own CPU time (runner_cpu_s in
 # results.json: getrusage of oomgate itself, excluding the workload) over the
 # wall time is the share of one core that measuring costs, start-up and
 # reports included. See docs/performance.md.
@@ -16,7 +16,9 @@ cargo build --release --quiet
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-tree_cmd="import subprocess, time; ps = [subprocess.Popen(['sleep', '$((seconds + 5))']) for _ in range(49)]; time.sleep($seconds); [p.kill() for p in ps]"
+tree_cmd() {
+    echo "import subprocess, time; ps = [subprocess.Popen(['sleep', '$((seconds + 5))']) for _ in range($1)]; time.sleep($seconds); [p.kill() for p in ps]"
+}
 
 # The fake NVML driver with 8 devices, for the GPU sampler's share. It reads
 # its state from files, which a real driver does not: its cost is counted
@@ -34,12 +36,13 @@ cp target/fake-nvml-release/release/libfake_nvml.so "$work/lib/libnvidia-ml.so.1
 
 printf '%-9s %-22s %12s %12s %9s\n' interval configuration "cpu seconds" "wall seconds" "core %"
 for interval in ${INTERVALS:-50ms 10ms}; do
-    for shape in single tree50 tree50-8gpus; do
-        if [ "$shape" = single ]; then
-            command="[\"sleep\", \"$seconds\"]"
-        else
-            command="[\"python3\", \"-c\", \"$tree_cmd\"]"
-        fi
+    for shape in ${SHAPES:-single tree50 tree200 tree1000 tree50-8gpus}; do
+        case "$shape" in
+            single) command="[\"sleep\", \"$seconds\"]" ;;
+            tree200) command="[\"python3\", \"-c\", \"$(tree_cmd 199)\"]" ;;
+            tree1000) command="[\"python3\", \"-c\", \"$(tree_cmd 999)\"]" ;;
+            *) command="[\"python3\", \"-c\", \"$(tree_cmd 49)\"]" ;;
+        esac
         if [ "$shape" = tree50-8gpus ]; then
             gpu=auto
             export LD_LIBRARY_PATH="$work/lib" OOMGATE_FAKE_NVML_CONFIG="$work/fake-nvml.conf"

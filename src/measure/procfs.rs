@@ -1,22 +1,25 @@
 //! The processes of a case, read from /proc.
 //!
 //! A case's processes are every descendant of oomgate itself: oomgate runs
-//! one case at a time and makes itself a child subreaper (see
-//! `run::process`), so a grandchild whose parent exits is re-parented to
-//! oomgate instead of init and stays in the tree, and one that calls
+//! one case at a time and makes itself (and each instance's supervisor) a
+//! child subreaper (see `run::process`), so a grandchild whose parent exits
+//! is re-parented inside the tree instead of to init, and one that calls
 //! `setsid()` to leave the process group is still found through its parent
-//! links. A scan reads `/proc/<pid>/stat` (parent, group and RSS in one
-//! small read) and walks the parent links from the root.
+//! links. A scan reads `/proc/<pid>/stat` (parent, group, state and threads
+//! in one small read) and walks the parent links from the root. Memory is
+//! not read here: see `host`.
 //!
 //! Cost: reading every process's stat on every tick is most of oomgate's
 //! CPU on a busy host. A process that is not a descendant can only become
 //! one by being a new pid (descendants are born by fork, and orphans are
-//! re-parented to oomgate only if they already were descendants), so pids
-//! found outside the tree are skipped on later scans and the skip list is
-//! dropped every [`RESCAN_EVERY`] scans. The one thing that can slip through
-//! is a pid reused by a new descendant right after an outsider with the same
-//! pid exited; it joins the tree at the next full rescan (about a second at
-//! the default interval). See docs/performance.md for measurements.
+//! re-parented inside the tree only if they already were descendants), so
+//! pids found outside the tree are skipped on later scans and the skip list
+//! is dropped every [`RESCAN_EVERY`] scans. The one thing that can slip
+//! through is a pid reused by a new descendant right after an outsider with
+//! the same pid exited; it joins the tree at the next full rescan (about a
+//! second at the default interval). When no pid at all was allocated since
+//! the last scan, nothing is read: the tree is as it was, less members that
+//! exited since, which the next full scan drops. See docs/performance.md.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -32,8 +35,6 @@ pub struct ProcEntry {
     pub pid: i32,
     pub ppid: i32,
     pub pgid: i32,
-    /// Resident set size in bytes.
-    pub rss_bytes: u64,
     /// The state letter; `Z` for a zombie waiting to be reaped, or for a
     /// process whose main thread exited while other threads still run.
     pub state: u8,
@@ -71,10 +72,6 @@ impl ProcessTree {
         self.members.is_empty()
     }
 
-    pub fn total_rss_bytes(&self) -> u64 {
-        self.members.iter().map(|p| p.rss_bytes).sum()
-    }
-
     pub fn pids(&self) -> impl Iterator<Item = i32> + '_ {
         self.members.iter().map(|p| p.pid)
     }
@@ -88,7 +85,6 @@ impl ProcessTree {
 /// Reads /proc; buffers are reused so a tick allocates nothing once warm.
 #[derive(Debug)]
 pub struct Scanner {
-    page_size: u64,
     buffer: [u8; STAT_BUFFER],
     scans: u64,
     /// Pids seen outside the tree since the last full rescan.
@@ -100,18 +96,23 @@ pub struct Scanner {
     open_stats: HashMap<i32, fs::File>,
     /// Files opened during this scan, kept if their process is a member.
     fresh: Vec<(i32, fs::File)>,
-    /// Open `/proc/<pid>/statm` of tree members, for the quick re-reads.
-    open_statms: HashMap<i32, fs::File>,
     loadavg: Option<fs::File>,
     /// `/proc/loadavg`'s last pid and the root at the previous scan.
     seen_last_pid: Option<u64>,
     seen_root: i32,
+    /// How many `stat` (and as many `statm`) files may stay open.
+    max_open: usize,
+    /// The members' pids, rebuilt each scan (reused).
+    member_pids: HashSet<i32>,
 }
 
-/// At most this many `stat` and as many `statm` files stay open (400
-/// descriptors, well under the usual limit of 1024); members beyond are
-/// opened per scan.
-const MAX_OPEN_STATS: usize = 200;
+/// At most this many `stat` and as many `statm` files stay open by default
+/// (400 descriptors, well under the usual limit of 1024); members beyond
+/// are opened per scan. oomgate raises its open-file limit at start and
+/// gives the scanner more (see [`Scanner::with_open_files`]).
+const DEFAULT_OPEN_STATS: usize = 200;
+/// However high the limit, at most this many of each stay open.
+const MOST_OPEN_STATS: usize = 8192;
 
 impl Default for Scanner {
     fn default() -> Self {
@@ -121,13 +122,7 @@ impl Default for Scanner {
 
 impl Scanner {
     pub fn new() -> Self {
-        // SAFETY: sysconf has no preconditions; it returns -1 on error.
-        let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         Scanner {
-            page_size: u64::try_from(page_size)
-                .ok()
-                .filter(|p| *p > 0)
-                .unwrap_or(4096),
             buffer: [0; STAT_BUFFER],
             scans: 0,
             outsiders: HashSet::new(),
@@ -136,10 +131,22 @@ impl Scanner {
             tree: ProcessTree::default(),
             open_stats: HashMap::new(),
             fresh: Vec::new(),
-            open_statms: HashMap::new(),
             loadavg: None,
             seen_last_pid: None,
             seen_root: 0,
+            max_open: DEFAULT_OPEN_STATS,
+            member_pids: HashSet::new(),
+        }
+    }
+
+    /// A scanner that may keep files open up to a share of `limit`, the
+    /// process's open-file limit: a quarter for each kind, so half stays
+    /// for everything else oomgate opens (logs, pipes, NVML, reports).
+    pub fn with_open_files(limit: u64) -> Self {
+        let quarter = usize::try_from(limit / 4).unwrap_or(usize::MAX);
+        Scanner {
+            max_open: quarter.clamp(DEFAULT_OPEN_STATS / 4, MOST_OPEN_STATS),
+            ..Self::new()
         }
     }
 
@@ -161,23 +168,13 @@ impl Scanner {
         self.seen_last_pid = last_pid;
         self.seen_root = root;
         if unchanged && !full {
-            // Members stay members (orphans are re-parented to oomgate, the
-            // subreaper), so only their memory is re-read, from the cheaper
-            // `statm`. A zero there may mean the process became a zombie (or
-            // a leader whose threads live on): `stat` then says which.
-            let previous = std::mem::take(&mut self.tree.members);
-            for member in previous {
-                let refreshed = match self.read_statm(member.pid) {
-                    Some(rss) if rss > 0 && member.state != b'Z' => Some(ProcEntry {
-                        rss_bytes: rss,
-                        ..member
-                    }),
-                    Some(_) => self.read_stat(member.pid),
-                    None => None,
-                };
-                self.tree.members.extend(refreshed);
-            }
-            self.keep_member_files();
+            // Members stay members (orphans are re-parented to a subreaper
+            // of the tree), so the tree can only have lost members since
+            // the last scan: it is returned as it was. A member that exited
+            // since is still listed until the next full scan (at most
+            // RESCAN_EVERY scans away); every user of the tree tolerates
+            // that — reading an exited process's files fails, reaping an
+            // already reaped pid does nothing — and nothing is read.
             return Ok(&self.tree);
         }
         for entry in fs::read_dir("/proc")? {
@@ -246,35 +243,13 @@ impl Scanner {
 
     /// Keep the stat files of members open for the next scan; close the rest.
     fn keep_member_files(&mut self) {
-        let members = &self.tree.members;
-        let is_member = |pid: i32| members.iter().any(|m| m.pid == pid);
-        self.open_stats.retain(|pid, _| is_member(*pid));
-        self.open_statms.retain(|pid, _| is_member(*pid));
+        self.member_pids.clear();
+        self.member_pids.extend(self.tree.members.iter().map(|m| m.pid));
+        let members = &self.member_pids;
+        self.open_stats.retain(|pid, _| members.contains(pid));
         for (pid, file) in self.fresh.drain(..) {
-            if self.open_stats.len() < MAX_OPEN_STATS && is_member(pid) {
+            if self.open_stats.len() < self.max_open && members.contains(&pid) {
                 self.open_stats.insert(pid, file);
-            }
-        }
-    }
-
-    /// A process's resident memory from `/proc/<pid>/statm` (kept open);
-    /// `None` once the process is gone.
-    fn read_statm(&mut self, pid: i32) -> Option<u64> {
-        if !self.open_statms.contains_key(&pid) {
-            let file = fs::File::open(format!("/proc/{pid}/statm")).ok()?;
-            if self.open_statms.len() < MAX_OPEN_STATS {
-                self.open_statms.insert(pid, file);
-            } else {
-                let length = (&file).read(&mut self.buffer).ok()?;
-                return parse_statm(&self.buffer[..length], self.page_size);
-            }
-        }
-        let file = self.open_statms.get(&pid)?;
-        match file.read_at(&mut self.buffer, 0) {
-            Ok(length) => parse_statm(&self.buffer[..length], self.page_size),
-            Err(_) => {
-                self.open_statms.remove(&pid);
-                None
             }
         }
     }
@@ -325,46 +300,8 @@ impl Scanner {
                 length
             }
         };
-        let mut entry = parse_stat(&self.buffer[..length], self.page_size)?;
-        if entry.state == b'Z' && entry.threads > 1 {
-            // The main thread exited but others run and hold the memory;
-            // the leader's own stat shows no RSS, a live thread's does.
-            entry.rss_bytes = self.live_thread_rss(pid).unwrap_or(0);
-        }
-        Some(entry)
+        parse_stat(&self.buffer[..length])
     }
-
-    fn live_thread_rss(&mut self, pid: i32) -> Option<u64> {
-        for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
-            let Some(tid) = task
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            if tid == pid {
-                continue;
-            }
-            let path = format!("/proc/{pid}/task/{tid}/stat");
-            let Ok(length) = fs::File::open(path).and_then(|mut f| f.read(&mut self.buffer)) else {
-                continue;
-            };
-            if let Some(thread) = parse_stat(&self.buffer[..length], self.page_size) {
-                if thread.state != b'Z' {
-                    return Some(thread.rss_bytes);
-                }
-            }
-        }
-        None
-    }
-}
-
-/// `/proc/<pid>/statm`: sizes in pages; the second is the resident set.
-fn parse_statm(bytes: &[u8], page_size: u64) -> Option<u64> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let pages: u64 = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
-    Some(pages.saturating_mul(page_size))
 }
 
 /// `/proc/<pid>/stat` is about 300 bytes; the command name is at most 64.
@@ -374,7 +311,7 @@ const STAT_BUFFER: usize = 1024;
 /// may hold spaces and `)`, and need not be UTF-8 (the kernel cuts names at
 /// 15 bytes, possibly inside a character), so the bytes are parsed and the
 /// fields counted from the last `)`.
-fn parse_stat(bytes: &[u8], page_size: u64) -> Option<ProcEntry> {
+fn parse_stat(bytes: &[u8]) -> Option<ProcEntry> {
     let open = bytes.iter().position(|b| *b == b'(')?;
     let close = bytes.iter().rposition(|b| *b == b')')?;
     let pid = std::str::from_utf8(bytes.get(..open)?)
@@ -389,13 +326,10 @@ fn parse_stat(bytes: &[u8], page_size: u64) -> Option<ProcEntry> {
     let pgid = fields.next()?.parse().ok()?;
     // Fields 6..=19 (session .. nice) are not needed.
     let threads: u32 = fields.nth(19 - 6 + 1)?.parse().ok()?;
-    // Fields 21..=23 (itrealvalue .. vsize) neither; rss is field 24.
-    let rss_pages: u64 = fields.nth(23 - 21 + 1)?.parse().ok()?;
     Some(ProcEntry {
         pid,
         ppid,
         pgid,
-        rss_bytes: rss_pages.saturating_mul(page_size),
         state,
         threads,
     })
@@ -408,12 +342,11 @@ mod tests {
     #[test]
     fn parses_stat_with_awkward_command_names() {
         let line = b"4242 (python3 (x) y) S 4000 4242 4000 0 -1 4194560 1000 0 0 0 5 1 0 0 20 0 1 0 123456 123456789 2560 18446744073709551615 1 1 0 0 0 0 0 16781312 2 0 0 0 17 1 0 0 0 0 0\n";
-        let entry = parse_stat(line, 4096).expect("parses");
+        let entry = parse_stat(line).expect("parses");
         assert_eq!(entry.pid, 4242);
         assert_eq!(entry.ppid, 4000);
         assert_eq!(entry.pgid, 4242);
         assert_eq!(entry.state, b'S');
-        assert_eq!(entry.rss_bytes, 2560 * 4096);
         assert_eq!(entry.threads, 1);
         assert!(entry.is_alive());
     }
@@ -425,20 +358,20 @@ mod tests {
     fn names_that_are_not_utf8_still_parse() {
         let mut line = b"77 (a\xe6\xa8".to_vec();
         line.extend_from_slice(b") S 1 77 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 3 0 1 1 100 0 0\n");
-        let entry = parse_stat(&line, 4096).expect("parses");
+        let entry = parse_stat(&line).expect("parses");
         assert_eq!(
-            (entry.pid, entry.ppid, entry.threads, entry.rss_bytes),
-            (77, 1, 3, 100 * 4096)
+            (entry.pid, entry.ppid, entry.threads),
+            (77, 1, 3)
         );
     }
 
     #[test]
     fn a_zombie_leader_with_live_threads_is_alive() {
         let line = b"9 (x) Z 1 9 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 4 0 1 1 0 0 0\n";
-        let entry = parse_stat(line, 4096).expect("parses");
+        let entry = parse_stat(line).expect("parses");
         assert!(entry.is_alive());
         let reaped = b"9 (x) Z 1 9 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 1 0 0 0\n";
-        assert!(parse_stat(reaped, 4096).expect("parses").is_zombie());
+        assert!(parse_stat(reaped).expect("parses").is_zombie());
     }
 
     #[test]
@@ -450,7 +383,7 @@ mod tests {
             b"x (y) S 1 1 1",
             b"\xff\xfe",
         ] {
-            assert_eq!(parse_stat(bad, 4096), None);
+            assert_eq!(parse_stat(bad), None);
         }
     }
 
@@ -475,8 +408,8 @@ mod tests {
         assert!(found, "a new descendant was skipped as an outsider");
     }
 
-    /// The quick path (members only, from `statm`) must still notice a
-    /// member turning into a zombie and then disappearing.
+    /// A member turning into a zombie and then disappearing is seen, at
+    /// the latest by the next full scan.
     #[test]
     fn a_member_that_exits_becomes_a_zombie_then_leaves_the_tree() {
         let mut child = std::process::Command::new("sleep")
@@ -509,10 +442,8 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         child.wait().expect("reap");
-        assert!(
-            find(&mut scanner).is_none(),
-            "a reaped child stayed in the tree"
-        );
+        let gone = (0..RESCAN_EVERY).any(|_| find(&mut scanner).is_none());
+        assert!(gone, "a reaped child stayed in the tree past a full scan");
     }
 
     #[test]
@@ -524,18 +455,9 @@ mod tests {
         let mut scanner = Scanner::new();
         let me = i32::try_from(std::process::id()).expect("pid fits");
         let child_pid = i32::try_from(child.id()).expect("pid fits");
-        // Between fork and exec a child can show no resident pages yet.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        loop {
-            let tree = scanner.descendants_of(me).expect("scan /proc");
-            assert!(tree.pids().any(|p| p == child_pid), "{tree:?}");
-            assert!(tree.pids().all(|p| p != me));
-            if tree.total_rss_bytes() > 0 || std::time::Instant::now() > deadline {
-                assert!(tree.total_rss_bytes() > 0, "{tree:?}");
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        let tree = scanner.descendants_of(me).expect("scan /proc");
+        assert!(tree.pids().any(|p| p == child_pid), "{tree:?}");
+        assert!(tree.pids().all(|p| p != me));
         child.kill().ok();
         child.wait().ok();
     }

@@ -100,7 +100,7 @@ impl<'a> Runner<'a> {
             suite,
             out_dir,
             interrupt: setup.interrupt,
-            scanner: Scanner::new(),
+            scanner: Scanner::with_open_files(process::open_file_limit()),
             memory: setup.memory,
             cgroup_serial: 0,
             gpu: setup.gpu,

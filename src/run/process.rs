@@ -118,6 +118,18 @@ pub fn wait(pid: i32, block: bool) -> Option<(Exit, u64)> {
 /// `select()`, which breaks above 1024 descriptors).
 static ORIGINAL_NOFILE: std::sync::OnceLock<libc::rlimit> = std::sync::OnceLock::new();
 
+/// oomgate's soft open-file limit now.
+pub fn open_file_limit() -> u64 {
+    // SAFETY: getrlimit writes one local struct.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        limit.rlim_cur
+    }
+}
+
 /// Raise oomgate's soft open-file limit to the hard limit. Returns the
 /// soft limit now in force.
 pub fn raise_open_file_limit() -> u64 {
