@@ -15,12 +15,49 @@
 //! figure unknown (`None`), never zero.
 
 use std::collections::HashSet;
+use std::fmt;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use super::nvml::{AccountingRecord, Gpu, GpuProcess};
 use super::{ProcessTree, Sample};
 use crate::units::Bytes;
+
+/// How a GPU figure was obtained. Serialized (results.json, the lock) and
+/// shown by the names reports have always used: `sampled@50ms`,
+/// `driver-accounting`, `device-delta`, `mixed`, `unavailable`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuMethod {
+    /// The peak over ticks of the tree's summed per-process memory, read
+    /// every `interval_ms`.
+    Sampled { interval_ms: u64 },
+    /// The driver's per-process maxima (accounting mode).
+    DriverAccounting,
+    /// The device's rise during the case: no process of the case was seen.
+    DeviceDelta,
+    /// The total's method when its devices used different ones.
+    Mixed,
+    /// Unknown: NVML could not tell (or the device is not mapped).
+    Unavailable,
+}
+
+impl fmt::Display for GpuMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GpuMethod::Sampled { interval_ms } => write!(f, "sampled@{interval_ms}ms"),
+            GpuMethod::DriverAccounting => f.write_str("driver-accounting"),
+            GpuMethod::DeviceDelta => f.write_str("device-delta"),
+            GpuMethod::Mixed => f.write_str("mixed"),
+            GpuMethod::Unavailable => f.write_str("unavailable"),
+        }
+    }
+}
+
+impl Serialize for GpuMethod {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
 
 /// A process on one of the case's GPUs that oomgate did not start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -46,7 +83,7 @@ pub struct DeviceFigures {
     pub device_peak_bytes: Option<u64>,
     /// The case's peak on this device, by `method`; `None` when unknown.
     pub peak_bytes: Option<u64>,
-    pub method: String,
+    pub method: GpuMethod,
     pub sampled_peak_bytes: Option<u64>,
     pub accounting_peak_bytes: Option<u64>,
 }
@@ -58,7 +95,7 @@ pub struct GpuFigures {
     pub peak_bytes: Option<u64>,
     /// `sampled@50ms`, `driver-accounting`, `device-delta`, or `mixed` when
     /// devices used different methods (each device says its own).
-    pub method: String,
+    pub method: GpuMethod,
     pub devices: Vec<DeviceFigures>,
 }
 
@@ -87,7 +124,8 @@ pub struct CaseGpu<'g> {
     seen_pids: HashSet<u32>,
     total_tree_peak: Option<u64>,
     processes: Vec<GpuProcess>,
-    sampled_label: String,
+    /// `sampled@<interval>`, this case's sampled method.
+    sampled: GpuMethod,
     errors: u64,
     /// Microseconds since the epoch when the case started: driver
     /// accounting records older than this belong to someone else.
@@ -123,7 +161,9 @@ impl<'g> CaseGpu<'g> {
             seen_pids: HashSet::new(),
             total_tree_peak: None,
             processes: Vec::with_capacity(16),
-            sampled_label: format!("sampled@{sample_interval_ms}ms"),
+            sampled: GpuMethod::Sampled {
+                interval_ms: sample_interval_ms,
+            },
             errors: 0,
             started_us,
             unmapped,
@@ -267,22 +307,22 @@ impl<'g> CaseGpu<'g> {
                 (Some(peak), Some(before)) => Some(peak.saturating_sub(before)),
                 _ => None,
             };
-            let unavailable = || (None, "unavailable".to_string());
+            let unavailable = (None, GpuMethod::Unavailable);
             let (peak_bytes, method) = if self.unmapped || !state.listed {
-                unavailable()
+                unavailable
             } else {
                 match (state.tree_seen, sampled, accounting) {
-                    (true, Some(s), Some(a)) if a > s => (Some(a), "driver-accounting".to_string()),
-                    (true, Some(s), _) => (Some(s), self.sampled_label.clone()),
-                    (true, None, Some(a)) => (Some(a), "driver-accounting".to_string()),
-                    (true, None, None) => unavailable(),
-                    (false, _, Some(a)) if any_seen => (Some(a), "driver-accounting".to_string()),
+                    (true, Some(s), Some(a)) if a > s => (Some(a), GpuMethod::DriverAccounting),
+                    (true, Some(s), _) => (Some(s), self.sampled.clone()),
+                    (true, None, Some(a)) => (Some(a), GpuMethod::DriverAccounting),
+                    (true, None, None) => unavailable,
+                    (false, _, Some(a)) if any_seen => (Some(a), GpuMethod::DriverAccounting),
                     // The case ran on other devices; this one it left alone.
-                    (false, _, _) if any_seen => (Some(0), self.sampled_label.clone()),
+                    (false, _, _) if any_seen => (Some(0), self.sampled.clone()),
                     (false, _, _) => match delta {
-                        Some(0) => (Some(0), self.sampled_label.clone()),
-                        Some(d) => (Some(d), "device-delta".to_string()),
-                        None => unavailable(),
+                        Some(0) => (Some(0), self.sampled.clone()),
+                        Some(d) => (Some(d), GpuMethod::DeviceDelta),
+                        None => unavailable,
                     },
                 }
             };
@@ -300,7 +340,7 @@ impl<'g> CaseGpu<'g> {
             });
         }
         let known = |d: &DeviceFigures| d.peak_bytes;
-        let all_sampled = devices.iter().all(|d| d.method == self.sampled_label);
+        let all_sampled = devices.iter().all(|d| d.method == self.sampled);
         let peak_bytes = if self.unmapped {
             None
         } else if all_sampled {
@@ -322,15 +362,15 @@ impl<'g> CaseGpu<'g> {
         // not decide how the total was obtained.
         let contributing: Vec<&DeviceFigures> = devices
             .iter()
-            .filter(|d| d.method != self.sampled_label || d.peak_bytes != Some(0))
+            .filter(|d| d.method != self.sampled || d.peak_bytes != Some(0))
             .collect();
         let method = match contributing.first() {
-            _ if self.unmapped => "unavailable".to_string(),
-            None => self.sampled_label.clone(),
+            _ if self.unmapped => GpuMethod::Unavailable,
+            None => self.sampled.clone(),
             Some(first) if contributing.iter().all(|d| d.method == first.method) => {
                 first.method.clone()
             }
-            Some(_) => "mixed".to_string(),
+            Some(_) => GpuMethod::Mixed,
         };
         GpuFigures {
             peak_bytes,
@@ -384,6 +424,25 @@ mod tests {
             start_us,
             end_us,
             max_bytes,
+        }
+    }
+
+    #[test]
+    fn methods_keep_the_names_results_and_locks_use() {
+        let table = [
+            (GpuMethod::Sampled { interval_ms: 50 }, "sampled@50ms"),
+            (GpuMethod::Sampled { interval_ms: 1000 }, "sampled@1000ms"),
+            (GpuMethod::DriverAccounting, "driver-accounting"),
+            (GpuMethod::DeviceDelta, "device-delta"),
+            (GpuMethod::Mixed, "mixed"),
+            (GpuMethod::Unavailable, "unavailable"),
+        ];
+        for (method, name) in table {
+            assert_eq!(method.to_string(), name);
+            assert_eq!(
+                serde_json::to_value(method).ok(),
+                Some(serde_json::json!(name))
+            );
         }
     }
 

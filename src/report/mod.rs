@@ -195,9 +195,6 @@ pub fn repeat_spread(case: &CaseResult) -> Option<String> {
     ))
 }
 
-/// The method name of a figure that is a device's rise, not the case's own.
-pub const DEVICE_DELTA: &str = "device-delta";
-
 /// What a device-delta figure means, wherever one is shown.
 pub const DEVICE_DELTA_NOTE: &str = "device-delta: no process of the case was seen on this GPU (NVML reports host pids inside containers), so the figure is the device's rise during the case, including anyone else's";
 
@@ -268,7 +265,7 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
             figure(device.before_bytes),
             Bytes(device.total_bytes)
         );
-        if device.method == DEVICE_DELTA {
+        if device.method == crate::measure::gpu::GpuMethod::DeviceDelta {
             let _ = writeln!(out, "    {DEVICE_DELTA_NOTE}");
         }
     }

@@ -102,7 +102,9 @@ pub(super) fn budget_checks(
     let unmeasured = || "GPU memory was not measured".to_string();
     if let Some(limit) = case.budget.gpu {
         checks.push(match gpu {
-            Some(gpu) => verdict::gpu_budget_check(gpu.peak_bytes.map(Bytes), &gpu.method, limit),
+            Some(gpu) => {
+                verdict::gpu_budget_check(gpu.peak_bytes.map(Bytes), &gpu.method.to_string(), limit)
+            }
             None => verdict::gpu_budget_check(None, &unmeasured(), limit),
         });
     }
@@ -111,7 +113,7 @@ pub(super) fn budget_checks(
             let mut check = verdict::headroom_check(
                 &format!("GPU {} ({})", device.index, device.name),
                 device.peak_bytes.map(Bytes),
-                &device.method,
+                &device.method.to_string(),
                 Bytes(device.total_bytes),
                 fraction,
             );
