@@ -460,35 +460,126 @@ fn a_library_missing_a_symbol_is_a_clear_error_not_a_crash() {
     );
 }
 
+/// `oomgate run` in the background, for tests that act while a case runs.
+struct Running {
+    child: Option<std::process::Child>,
+    out: std::path::PathBuf,
+}
+
+impl Running {
+    fn start(project: &Project) -> Self {
+        let child = project
+            .oomgate()
+            .arg("run")
+            .arg(project.suite())
+            .arg("--out")
+            .arg(project.out())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start oomgate");
+        Running {
+            child: Some(child),
+            out: project.out(),
+        }
+    }
+
+    fn finish(mut self) -> Run {
+        let child = self.child.take().expect("oomgate was started");
+        let output = child.wait_with_output().expect("wait for oomgate");
+        Run::from(output, self.out.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
+}
+
+/// The files a test and gpu_alloc.py synchronise on: the workload creates
+/// `started`, waits for `go`, allocates, writes the pid NVML reports for it
+/// to `allocated`, and waits for `release` before it holds and exits.
+struct Handshake {
+    started: std::path::PathBuf,
+    go: std::path::PathBuf,
+    allocated: std::path::PathBuf,
+    release: std::path::PathBuf,
+}
+
+impl Handshake {
+    fn new(project: &Project) -> Self {
+        let file = |name: &str| project.path().join(name);
+        Handshake {
+            started: file("started"),
+            go: file("go"),
+            allocated: file("allocated"),
+            release: file("release"),
+        }
+    }
+
+    /// gpu_alloc.py's arguments, as TOML strings.
+    fn args(&self) -> String {
+        let path = |p: &std::path::Path| toml_str(&p.display().to_string());
+        format!(
+            "\"--started\", {}, \"--wait-for\", {}, \"--allocated\", {}, \"--release\", {}",
+            path(&self.started),
+            path(&self.go),
+            path(&self.allocated),
+            path(&self.release)
+        )
+    }
+
+    fn wait_started(&self) {
+        wait_for_file(&self.started);
+    }
+
+    fn go(&self) {
+        std::fs::write(&self.go, "").expect("write go");
+    }
+
+    /// The pid NVML reports for the workload, once it holds its memory.
+    fn allocated_pid(&self) -> u32 {
+        wait_for_file(&self.allocated);
+        let text = std::fs::read_to_string(&self.allocated).expect("read allocated");
+        text.trim().parse().expect("a pid")
+    }
+
+    fn release(&self) {
+        std::fs::write(&self.release, "").expect("write release");
+    }
+}
+
+/// A project on two fake GPUs whose case runs gpu_alloc.py with these
+/// arguments and a [`Handshake`], plus extra case lines.
+fn handshake_project(args: &str, case_lines: &str) -> (Project, Handshake) {
+    let project = gpu_project("", &two_devices(false));
+    let handshake = Handshake::new(&project);
+    let suite = gpu_suite("20ms", &format!("{args}, {}", handshake.args()), case_lines);
+    std::fs::write(project.suite(), suite).expect("write suite");
+    (project, handshake)
+}
+
 /// Regression: a device the case never used was charged with another
-/// tenant's growth (device delta per device), failing budgets falsely.
+/// tenant's growth (device delta per device), failing budgets falsely. The
+/// tenant grows once oomgate has seen the case's own process on GPU 0.
 #[test]
 fn another_tenants_growth_on_an_unused_gpu_is_not_charged() {
-    let project = gpu_project(
-        &gpu_suite(
-            "20ms",
-            "\"--mib\", \"1024\", \"--hold\", \"1500ms\"",
-            "budget = { gpu = \"2 GiB\" }",
-        ),
-        &two_devices(false),
+    let (project, handshake) = handshake_project(
+        "\"--mib\", \"1024\", \"--hold\", \"0s\"",
+        "budget = { gpu = \"2 GiB\" }",
     );
-    let tenant = std::process::Command::new("sleep")
-        .arg("60")
-        .spawn()
-        .expect("spawn sleep");
-    let state = project.fake_gpu_state();
-    let tenant_pid = tenant.id();
-    let writer = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        std::fs::create_dir_all(&state).expect("state dir");
-        let line = format!("owner={tenant_pid} device={UUID_1} used={}\n", 4 * GIB);
-        std::fs::write(state.join(tenant_pid.to_string()), line).expect("write tenant");
-    });
-    let run = project.run(&[]);
-    writer.join().expect("writer");
-    let mut tenant = tenant;
-    tenant.kill().ok();
-    tenant.wait().ok();
+    let running = Running::start(&project);
+    handshake.wait_started();
+    handshake.go();
+    project.wait_until_listed(handshake.allocated_pid());
+    let tenant = Foreign::start(&project, UUID_1, 4 * GIB);
+    project.wait_until_listed(tenant.pid());
+    handshake.release();
+    let run = running.finish();
     run.assert_code(0);
     let case = run.case("c");
     assert_eq!(mib(&case["gpu_peak_bytes"]), Some(1024), "{case:#}");
