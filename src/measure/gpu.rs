@@ -288,44 +288,35 @@ impl<'g> CaseGpu<'g> {
     /// The case's figures, once its processes are gone. Accounting
     /// records are read now, so they include pids that already exited.
     pub fn finish(self) -> GpuFigures {
-        let any_seen = self.states.iter().any(|s| s.tree_seen);
+        let accounting: Vec<Option<u64>> = self
+            .positions
+            .iter()
+            .map(|&position| self.accounting_peak(position))
+            .collect();
+        // The driver's record of a pid of the tree is a per-process figure
+        // too: NVML's pids are ours, even if sampling never caught one.
+        let pids_match =
+            self.states.iter().any(|s| s.tree_seen) || accounting.iter().any(Option::is_some);
         let mut devices = Vec::with_capacity(self.positions.len());
-        for (state, &position) in self.states.iter().zip(&self.positions) {
+        for ((state, &position), accounting) in
+            self.states.iter().zip(&self.positions).zip(accounting)
+        {
             let device = &self.gpu.devices[position];
-            let records: Vec<AccountingRecord> = self
-                .seen_pids
-                .iter()
-                .filter_map(|&pid| self.gpu.accounting_record(position, pid))
-                // Records from before the case are another process that
-                // once had this pid.
-                .filter(|r| r.start_us >= self.started_us.saturating_sub(1_000_000))
-                .collect();
-            let accounting =
-                (!records.is_empty()).then(|| concurrent_peak(&records).min(device.total_bytes));
             let sampled = if state.unknown { None } else { state.tree_peak };
-            let delta = match (state.peak_used, state.before) {
-                (Some(peak), Some(before)) => Some(peak.saturating_sub(before)),
-                _ => None,
-            };
-            let unavailable = (None, GpuMethod::Unavailable);
-            let (peak_bytes, method) = if self.unmapped || !state.listed {
-                unavailable
-            } else {
-                match (state.tree_seen, sampled, accounting) {
-                    (true, Some(s), Some(a)) if a > s => (Some(a), GpuMethod::DriverAccounting),
-                    (true, Some(s), _) => (Some(s), self.sampled.clone()),
-                    (true, None, Some(a)) => (Some(a), GpuMethod::DriverAccounting),
-                    (true, None, None) => unavailable,
-                    (false, _, Some(a)) if any_seen => (Some(a), GpuMethod::DriverAccounting),
-                    // The case ran on other devices; this one it left alone.
-                    (false, _, _) if any_seen => (Some(0), self.sampled.clone()),
-                    (false, _, _) => match delta {
-                        Some(0) => (Some(0), self.sampled.clone()),
-                        Some(d) => (Some(d), GpuMethod::DeviceDelta),
-                        None => unavailable,
+            let (peak_bytes, method) = device_figure(
+                DeviceEnd {
+                    readable: !self.unmapped && state.listed,
+                    pids_match,
+                    tree_seen: state.tree_seen,
+                    sampled,
+                    accounting,
+                    delta: match (state.peak_used, state.before) {
+                        (Some(peak), Some(before)) => Some(peak.saturating_sub(before)),
+                        _ => None,
                     },
-                }
-            };
+                },
+                &self.sampled,
+            );
             devices.push(DeviceFigures {
                 index: device.index,
                 uuid: device.uuid.clone(),
@@ -377,6 +368,60 @@ impl<'g> CaseGpu<'g> {
             method,
             devices,
         }
+    }
+
+    /// The driver's accounting figure of the tree's pids on one device.
+    fn accounting_peak(&self, position: usize) -> Option<u64> {
+        let records: Vec<AccountingRecord> = self
+            .seen_pids
+            .iter()
+            .filter_map(|&pid| self.gpu.accounting_record(position, pid))
+            // Records from before the case are another process that once
+            // had this pid.
+            .filter(|r| r.start_us >= self.started_us.saturating_sub(1_000_000))
+            .collect();
+        (!records.is_empty())
+            .then(|| concurrent_peak(&records).min(self.gpu.devices[position].total_bytes))
+    }
+}
+
+/// What is known of one device once the case is over.
+#[derive(Debug, Clone, Copy)]
+struct DeviceEnd {
+    /// The process list was read and the device is mapped.
+    readable: bool,
+    /// A per-process figure of the case exists on some device (sampled or
+    /// the driver's): NVML's pids are the case's.
+    pids_match: bool,
+    /// A process of the case's tree was seen on this device.
+    tree_seen: bool,
+    /// The sampled peak of the tree on this device; `None` if unknown.
+    sampled: Option<u64>,
+    accounting: Option<u64>,
+    /// The device's peak use minus its use before the case.
+    delta: Option<u64>,
+}
+
+/// A device's figure and method: per-process whenever per-process figures
+/// exist, the device delta only when none does.
+fn device_figure(end: DeviceEnd, sampled_method: &GpuMethod) -> (Option<u64>, GpuMethod) {
+    let unavailable = (None, GpuMethod::Unavailable);
+    if !end.readable {
+        return unavailable;
+    }
+    match (end.tree_seen, end.sampled, end.accounting) {
+        (true, Some(s), Some(a)) if a > s => (Some(a), GpuMethod::DriverAccounting),
+        (true, Some(s), _) => (Some(s), sampled_method.clone()),
+        (true, None, Some(a)) => (Some(a), GpuMethod::DriverAccounting),
+        (true, None, None) => unavailable,
+        (false, _, Some(a)) => (Some(a), GpuMethod::DriverAccounting),
+        // The case ran on other devices; this one it left alone.
+        (false, _, None) if end.pids_match => (Some(0), sampled_method.clone()),
+        (false, _, None) => match end.delta {
+            Some(0) => (Some(0), sampled_method.clone()),
+            Some(d) => (Some(d), GpuMethod::DeviceDelta),
+            None => unavailable,
+        },
     }
 }
 
@@ -442,6 +487,84 @@ mod tests {
             assert_eq!(
                 serde_json::to_value(method).ok(),
                 Some(serde_json::json!(name))
+            );
+        }
+    }
+
+    const SAMPLED: GpuMethod = GpuMethod::Sampled { interval_ms: 50 };
+
+    fn end(tree_seen: bool, sampled: Option<u64>, accounting: Option<u64>) -> DeviceEnd {
+        DeviceEnd {
+            readable: true,
+            pids_match: tree_seen || accounting.is_some(),
+            tree_seen,
+            sampled,
+            accounting,
+            delta: Some(5000),
+        }
+    }
+
+    #[test]
+    fn per_process_figures_win_whenever_they_exist() {
+        let other_device_seen = DeviceEnd {
+            pids_match: true,
+            ..end(false, None, None)
+        };
+        let none_seen = end(false, None, None);
+        let table: &[(DeviceEnd, Option<u64>, GpuMethod)] = &[
+            (end(true, Some(100), None), Some(100), SAMPLED),
+            (end(true, Some(100), Some(100)), Some(100), SAMPLED),
+            (
+                end(true, Some(100), Some(101)),
+                Some(101),
+                GpuMethod::DriverAccounting,
+            ),
+            (
+                end(true, None, Some(7)),
+                Some(7),
+                GpuMethod::DriverAccounting,
+            ),
+            (end(true, None, None), None, GpuMethod::Unavailable),
+            // Sampling never caught the case's process; the driver did: its
+            // figure, not the device's rise.
+            (
+                end(false, None, Some(7)),
+                Some(7),
+                GpuMethod::DriverAccounting,
+            ),
+            // The case ran elsewhere: this device's rise is someone else's.
+            (other_device_seen, Some(0), SAMPLED),
+            (none_seen, Some(5000), GpuMethod::DeviceDelta),
+            (
+                DeviceEnd {
+                    delta: Some(0),
+                    ..none_seen
+                },
+                Some(0),
+                SAMPLED,
+            ),
+            (
+                DeviceEnd {
+                    delta: None,
+                    ..none_seen
+                },
+                None,
+                GpuMethod::Unavailable,
+            ),
+            (
+                DeviceEnd {
+                    readable: false,
+                    ..end(true, Some(100), Some(200))
+                },
+                None,
+                GpuMethod::Unavailable,
+            ),
+        ];
+        for (end, bytes, method) in table {
+            assert_eq!(
+                device_figure(*end, &SAMPLED),
+                (*bytes, method.clone()),
+                "{end:?}"
             );
         }
     }
