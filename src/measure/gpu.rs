@@ -1,5 +1,6 @@
 //! GPU memory of one case: per-tick sampling against the case's process
-//! tree, and the figures at the end, each with the method that produced it.
+//! tree, and the figures at the end, each with the method that produced it
+//! ([`GpuMethod`]).
 //!
 //! Three methods, best first, chosen per device:
 //! - `sampled@<interval>`: the peak, over ticks, of the summed
@@ -7,14 +8,22 @@
 //! - `driver-accounting`: with NVML accounting mode on, the driver's exact
 //!   per-process maximum (no sampling gap), summed over the tree's pids —
 //!   used when larger than the sampled figure, which a short spike makes it;
-//! - `device-delta`: when no process of the tree ever appeared on a device
-//!   whose use rose (containers: NVML reports host pids), the device's peak
-//!   use minus its use before the case.
+//! - `device-delta`: only while no per-process figure of the case exists on
+//!   any device (before its first process appears; in containers, where
+//!   NVML reports host pids, for the whole case), the device's use minus
+//!   its use before the case.
+//!
+//! Per-process figures win whenever they exist, live and at the end. A
+//! device delta counts everyone's growth, so one taken while a process not
+//! of the case was on the device is *tainted*: it is reported, with those
+//! processes (`tainted_by`), but [`CaseGpu::gated_total`] and
+//! [`CaseGpu::gated_by_device`] leave it out, and the budget checks pass it
+//! with a note. Another tenant's growth must never stop or fail a case.
 //!
 //! A process whose memory NVML reports as unavailable makes its device's
 //! figure unknown (`None`), never zero.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 use serde::{Serialize, Serializer};
@@ -70,6 +79,23 @@ pub struct ForeignProcess {
     pub used_bytes: Option<u64>,
 }
 
+/// A process not of the case seen on one of its GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ForeignPid {
+    pub pid: u32,
+    /// From /proc, when the pid is visible in this namespace.
+    pub name: Option<String>,
+}
+
+impl fmt::Display for ForeignPid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.name {
+            Some(name) => write!(f, "pid {} ({name})", self.pid),
+            None => write!(f, "pid {}", self.pid),
+        }
+    }
+}
+
 /// The figures of one device for one case.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeviceFigures {
@@ -86,6 +112,22 @@ pub struct DeviceFigures {
     pub method: GpuMethod,
     pub sampled_peak_bytes: Option<u64>,
     pub accounting_peak_bytes: Option<u64>,
+    /// With a `device-delta` figure: the processes not of the case seen on
+    /// the device, before the case started or while it ran. Their memory
+    /// may be in the figure, so it is reported but no budget or headroom
+    /// limit is checked against it. Empty for every other method.
+    pub tainted_by: Vec<ForeignPid>,
+}
+
+impl DeviceFigures {
+    /// `tainted by pid 4242 (sleep)`, for a tainted figure.
+    pub fn taint(&self) -> Option<String> {
+        if self.tainted_by.is_empty() {
+            return None;
+        }
+        let pids: Vec<String> = self.tainted_by.iter().map(ToString::to_string).collect();
+        Some(format!("tainted by {}", pids.join(", ")))
+    }
 }
 
 /// The GPU figures of one case.
@@ -97,6 +139,17 @@ pub struct GpuFigures {
     /// devices used different methods (each device says its own).
     pub method: GpuMethod,
     pub devices: Vec<DeviceFigures>,
+}
+
+impl GpuFigures {
+    /// The devices' figures without the tainted ones, summed: what a GPU
+    /// budget may judge. `None` when one of those figures is unknown.
+    pub fn untainted_peak_bytes(&self) -> Option<u64> {
+        self.devices
+            .iter()
+            .filter(|d| d.tainted_by.is_empty())
+            .try_fold(0u64, |sum, d| d.peak_bytes.map(|p| sum.saturating_add(p)))
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -113,6 +166,12 @@ struct DeviceState {
     tree_now: u64,
     /// This tick's figure for live budget checks.
     live: u64,
+    /// `live` is a device delta taken while a foreign process was on the
+    /// device: it may not stop the case.
+    live_tainted: bool,
+    /// Processes not of the case seen on the device so far, at preflight
+    /// or at a tick, with their names.
+    foreign: BTreeMap<u32, Option<String>>,
 }
 
 /// GPU measurement of one case, on the devices it sees.
@@ -133,6 +192,8 @@ pub struct CaseGpu<'g> {
     /// The case sees a device oomgate cannot map (a MIG instance): its GPU
     /// figures are unknown rather than a misleading zero.
     unmapped: bool,
+    /// This tick's total without tainted device deltas; `None` if unknown.
+    gated_now: Option<u64>,
 }
 
 impl<'g> CaseGpu<'g> {
@@ -167,22 +228,26 @@ impl<'g> CaseGpu<'g> {
             errors: 0,
             started_us,
             unmapped,
+            gated_now: None,
         }
     }
 
-    /// Compute processes on the case's devices that are not in `tree`.
+    /// Compute processes on the case's devices that are not in `tree`,
+    /// before the case starts. They taint the devices' delta figures.
     pub fn foreign_processes(&mut self, tree: &ProcessTree) -> Vec<ForeignProcess> {
         let mut foreign = Vec::new();
-        for &position in &self.positions {
+        for (state, &position) in self.states.iter_mut().zip(&self.positions) {
             if self.gpu.processes(position, &mut self.processes).is_err() {
                 continue;
             }
             let device = &self.gpu.devices[position];
             for process in &self.processes {
                 if !in_tree(tree, process.pid) {
+                    let name = process_name(process.pid);
+                    state.foreign.insert(process.pid, name.clone());
                     foreign.push(ForeignProcess {
                         pid: process.pid,
-                        name: process_name(process.pid),
+                        name,
                         device_index: device.index,
                         device_uuid: device.uuid.clone(),
                         used_bytes: process.used_bytes,
@@ -220,7 +285,13 @@ impl<'g> CaseGpu<'g> {
             }
             state.listed = true;
             let mut found = false;
-            for process in self.processes.iter().filter(|p| in_tree(tree, p.pid)) {
+            for process in &self.processes {
+                if !in_tree(tree, process.pid) {
+                    if !state.foreign.contains_key(&process.pid) && is_foreign(process.pid) {
+                        state.foreign.insert(process.pid, process_name(process.pid));
+                    }
+                    continue;
+                }
                 found = true;
                 match process.used_bytes {
                     Some(bytes) => state.tree_now = state.tree_now.saturating_add(bytes),
@@ -238,24 +309,32 @@ impl<'g> CaseGpu<'g> {
         }
         // Once a process of the case was seen on any device, NVML's pids are
         // ours: a device where none appears is untouched (0), not a rise to
-        // blame on the case. Only when none was ever seen (containers) is a
-        // device's rise the best figure.
+        // blame on the case. Only when none was ever seen (containers, or
+        // before the case's first process appears) is a device's rise the
+        // best figure, and only a rise with no foreign process about may
+        // stop the case.
         let any_seen = self.states.iter().any(|s| s.tree_seen);
         let mut total = 0u64;
         let mut total_tree = 0u64;
+        let mut gated = 0u64;
         for state in &mut self.states {
-            state.live = if any_seen {
-                state.tree_now
+            (state.live, state.live_tainted) = if any_seen {
+                (state.tree_now, false)
             } else {
-                match (state.used_now, state.before) {
+                let delta = match (state.used_now, state.before) {
                     (Some(used), Some(before)) => used.saturating_sub(before),
                     _ => 0,
-                }
+                };
+                (delta, !state.foreign.is_empty())
             };
             total = total.saturating_add(state.live);
             total_tree = total_tree.saturating_add(state.tree_now);
+            if !state.live_tainted {
+                gated = gated.saturating_add(state.live);
+            }
         }
         let known = lists_complete && !self.unmapped && !self.states.iter().any(|s| s.unknown);
+        self.gated_now = known.then_some(gated);
         if known {
             self.total_tree_peak = Some(
                 self.total_tree_peak
@@ -273,12 +352,22 @@ impl<'g> CaseGpu<'g> {
         errors
     }
 
-    /// Each device's live figure with its device, for headroom checks.
-    pub fn live_by_device(&self) -> impl Iterator<Item = (&super::nvml::GpuDevice, u64)> + '_ {
+    /// This tick's figure of each device that may stop the case, with its
+    /// device, for headroom checks: every live figure but a tainted device
+    /// delta (a foreign process was on the device, and may be what grew).
+    pub fn gated_by_device(&self) -> impl Iterator<Item = (&super::nvml::GpuDevice, u64)> + '_ {
         self.positions
             .iter()
             .zip(&self.states)
+            .filter(|(_, s)| !s.live_tainted)
             .map(|(&p, s)| (&self.gpu.devices[p], s.live))
+    }
+
+    /// This tick's total over the devices of [`Self::gated_by_device`], for
+    /// the live GPU budget; `None` when this tick's figure is unknown. The
+    /// total in `Sample::gpu_bytes` keeps tainted deltas: it is reported.
+    pub fn gated_total(&self) -> Option<u64> {
+        self.gated_now
     }
 
     pub fn errors(&self) -> u64 {
@@ -317,6 +406,18 @@ impl<'g> CaseGpu<'g> {
                 },
                 &self.sampled,
             );
+            let tainted_by = if method == GpuMethod::DeviceDelta {
+                state
+                    .foreign
+                    .iter()
+                    .map(|(&pid, name)| ForeignPid {
+                        pid,
+                        name: name.clone(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             devices.push(DeviceFigures {
                 index: device.index,
                 uuid: device.uuid.clone(),
@@ -328,6 +429,7 @@ impl<'g> CaseGpu<'g> {
                 method,
                 sampled_peak_bytes: sampled.filter(|_| state.tree_seen),
                 accounting_peak_bytes: accounting,
+                tainted_by,
             });
         }
         let known = |d: &DeviceFigures| d.peak_bytes;
@@ -453,6 +555,40 @@ fn in_tree(tree: &ProcessTree, pid: u32) -> bool {
     i32::try_from(pid).is_ok_and(|pid| tree.pids().any(|p| p == pid))
 }
 
+/// Whether a pid NVML lists outside the case's tree is certainly another
+/// tenant: a process visible in this pid namespace that does not descend
+/// from oomgate (every process of a case does: oomgate is their subreaper;
+/// the ancestry walk also covers one started since the tree was scanned).
+/// A pid not visible here may be the case's own — NVML reports host pids
+/// inside a container — so it is not called foreign, and neither is one
+/// whose ancestry cannot be read to the end (it is asked again next tick).
+fn is_foreign(pid: u32) -> bool {
+    let me = std::process::id();
+    let mut current = pid;
+    // Bounded: a pid-reuse race must not make this loop forever.
+    for _ in 0..64 {
+        if current == me || current == 0 {
+            return false;
+        }
+        match parent_pid(current) {
+            // The top of this namespace's tree, without meeting oomgate.
+            Some(0) => return true,
+            Some(parent) => current = parent,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// The parent of a visible process, from `/proc/<pid>/stat`.
+fn parent_pid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields follow the
+    // last `)`, state first, then the parent.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// A process's command name from /proc, when visible.
 pub fn process_name(pid: u32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
@@ -567,6 +703,85 @@ mod tests {
                 "{end:?}"
             );
         }
+    }
+
+    fn device(index: u32, peak: Option<u64>, tainted_by: &[u32]) -> DeviceFigures {
+        DeviceFigures {
+            index,
+            uuid: format!("GPU-{index}"),
+            name: "Fake".into(),
+            total_bytes: 1000,
+            before_bytes: Some(0),
+            device_peak_bytes: peak,
+            peak_bytes: peak,
+            method: GpuMethod::DeviceDelta,
+            sampled_peak_bytes: None,
+            accounting_peak_bytes: None,
+            tainted_by: tainted_by
+                .iter()
+                .map(|&pid| ForeignPid {
+                    pid,
+                    name: (pid == 4242).then(|| "sleep".to_string()),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn tainted_figures_are_named_and_left_out_of_the_untainted_sum() {
+        let tainted = device(0, Some(500), &[4242, 7]);
+        assert_eq!(
+            tainted.taint().as_deref(),
+            Some("tainted by pid 4242 (sleep), pid 7")
+        );
+        assert_eq!(device(1, Some(300), &[]).taint(), None);
+        let figures = |devices: Vec<DeviceFigures>| GpuFigures {
+            peak_bytes: None,
+            method: GpuMethod::DeviceDelta,
+            devices,
+        };
+        let table: &[(Vec<DeviceFigures>, Option<u64>)] = &[
+            (vec![], Some(0)),
+            (vec![device(0, Some(500), &[4242])], Some(0)),
+            (
+                vec![device(0, Some(500), &[4242]), device(1, Some(300), &[])],
+                Some(300),
+            ),
+            (
+                vec![device(0, Some(500), &[4242]), device(1, None, &[])],
+                None,
+            ),
+            (
+                vec![device(0, Some(500), &[]), device(1, Some(300), &[])],
+                Some(800),
+            ),
+        ];
+        for (devices, untainted) in table {
+            assert_eq!(
+                figures(devices.clone()).untainted_peak_bytes(),
+                *untainted,
+                "{devices:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn foreign_means_visible_and_not_descended_from_oomgate() {
+        let me = std::process::id();
+        assert!(!is_foreign(me), "oomgate itself");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        assert!(!is_foreign(child.id()), "a process oomgate started");
+        child.kill().ok();
+        child.wait().ok();
+        let parent = parent_pid(me).expect("the test's parent");
+        assert!(is_foreign(parent), "a process above oomgate");
+        // Above the kernel's pid limit: never visible, as a host pid in a
+        // container may not be; it may be the case's own.
+        assert!(!is_foreign(4_194_305));
+        assert!(!is_foreign(0));
     }
 
     #[test]

@@ -196,6 +196,22 @@ impl Terminal {
         if results.cases.iter().any(delta) {
             out.push(format!(" note: {}", super::DEVICE_DELTA_NOTE));
         }
+        let mut tainted = false;
+        for case in &results.cases {
+            for device in case.gpu_devices.iter().filter(|d| !d.tainted_by.is_empty()) {
+                tainted = true;
+                out.push(format!(
+                    " note: {}: GPU {} by {}{}",
+                    case.id,
+                    device.index,
+                    device.method,
+                    super::taint_mark(device)
+                ));
+            }
+        }
+        if tainted {
+            out.push(format!(" note: {}", super::TAINTED_NOTE));
+        }
         out.join("\n")
     }
 }
@@ -278,7 +294,10 @@ fn figures(case: &CaseResult) -> String {
         let gpu = case
             .gpu_peak_bytes
             .map_or("unknown".to_string(), |b| Bytes(b).to_string());
-        text.push_str(&format!(", gpu peak {gpu} ({method})"));
+        // Which devices, by whom, is in the notes under the final table.
+        let tainted = case.gpu_devices.iter().any(|d| !d.tainted_by.is_empty());
+        let mark = if tainted { ", tainted" } else { "" };
+        text.push_str(&format!(", gpu peak {gpu} ({method}{mark})"));
     }
     text
 }

@@ -11,20 +11,22 @@ use crate::suite::{Case, Leak};
 use crate::units::Bytes;
 use crate::verdict;
 
-/// Whether a figure measured so far is over its budget: host and GPU peaks,
-/// and each device's share of its memory.
+/// Whether a figure measured so far is over its budget: the host peak, and
+/// this tick's GPU figures (a tick over budget stops the case, so earlier
+/// ones were within) without tainted device deltas, in total and as each
+/// device's share of its memory.
 pub(super) fn budget_breached(case: &Case, timeline: &Timeline, gpu: Option<&CaseGpu<'_>>) -> bool {
     let over = |limit: Option<Bytes>, peak: Option<u64>| match (limit, peak) {
         (Some(limit), Some(peak)) => verdict::breaches(Bytes(peak), limit),
         _ => false,
     };
     if over(case.budget.host, timeline.host_peak.map(|p| p.bytes))
-        || over(case.budget.gpu, timeline.gpu_peak.map(|p| p.bytes))
+        || over(case.budget.gpu, gpu.and_then(CaseGpu::gated_total))
     {
         return true;
     }
     match (case.budget.gpu_fraction, gpu) {
-        (Some(fraction), Some(gpu)) => gpu.live_by_device().any(|(device, live)| {
+        (Some(fraction), Some(gpu)) => gpu.gated_by_device().any(|(device, live)| {
             verdict::breaches(
                 Bytes(live),
                 verdict::headroom_limit(device.total_bytes, fraction),
@@ -102,10 +104,13 @@ pub(super) fn budget_checks(
     let unmeasured = || "GPU memory was not measured".to_string();
     if let Some(limit) = case.budget.gpu {
         checks.push(match gpu {
-            Some(gpu) => {
-                verdict::gpu_budget_check(gpu.peak_bytes.map(Bytes), &gpu.method.to_string(), limit)
-            }
-            None => verdict::gpu_budget_check(None, &unmeasured(), limit),
+            Some(gpu) => verdict::gpu_budget_check(
+                gpu.peak_bytes.map(Bytes),
+                &gpu.method.to_string(),
+                &gated(gpu),
+                limit,
+            ),
+            None => verdict::gpu_budget_check(None, &unmeasured(), &verdict::Gated::Whole, limit),
         });
     }
     if let Some(fraction) = case.budget.gpu_fraction {
@@ -114,6 +119,7 @@ pub(super) fn budget_checks(
                 &format!("GPU {} ({})", device.index, device.name),
                 device.peak_bytes.map(Bytes),
                 &device.method.to_string(),
+                device.taint().as_deref(),
                 Bytes(device.total_bytes),
                 fraction,
             );
@@ -123,6 +129,28 @@ pub(super) fn budget_checks(
         }
     }
     checks
+}
+
+/// What of the case's GPU figure its budget judges: all of it, unless some
+/// devices' figures are tainted device deltas, which are left out.
+fn gated(gpu: &GpuFigures) -> verdict::Gated {
+    let left_out: Vec<String> = gpu
+        .devices
+        .iter()
+        .filter_map(|d| Some(format!("GPU {} {}", d.index, d.taint()?)))
+        .collect();
+    if left_out.is_empty() {
+        return verdict::Gated::Whole;
+    }
+    let left_out = left_out.join("; ");
+    match gpu.untainted_peak_bytes() {
+        // Only devices the case left alone remain.
+        Some(0) => verdict::Gated::Nothing { left_out },
+        rest => verdict::Gated::Rest {
+            rest: rest.map(Bytes),
+            left_out,
+        },
+    }
 }
 
 /// The leak verdict: growth of a per-iteration figure after warm-up. The

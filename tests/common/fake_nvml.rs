@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use super::Project;
 
@@ -81,7 +80,7 @@ pub fn two_devices(accounting: bool) -> String {
 impl Project {
     /// Make every oomgate this project runs see the fake driver with this
     /// configuration (and the fixture workloads find its state folder). The
-    /// driver records the processes it lists, for [`Self::wait_until_listed`].
+    /// driver records the processes it lists, see [`Self::listed`].
     pub fn with_fake_gpus(mut self, config: &str, variant: Variant) -> Self {
         let config_path = self.path().join("fake-nvml.conf");
         std::fs::write(&config_path, format!("{config}\nlisted listed\n"))
@@ -102,23 +101,9 @@ impl Project {
         self.path().join("procs")
     }
 
-    /// Wait until the fake driver has handed out a process list with `pid`
-    /// in it: oomgate has seen the process (the timeout is a safety net).
-    pub fn wait_until_listed(&self, pid: u32) {
-        wait_for_file(&self.path().join("listed").join(pid.to_string()));
-    }
-}
-
-/// Wait for a file a workload or the fake driver creates; a minute is far
-/// more than any of them needs, and only guards against a hung test.
-pub fn wait_for_file(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
+    /// The file that appears once the fake driver has handed out a process
+    /// list with `pid` in it: oomgate has seen the process.
+    pub fn listed(&self, pid: u32) -> PathBuf {
+        self.path().join("listed").join(pid.to_string())
     }
 }
