@@ -18,7 +18,7 @@ use crate::baseline::{CaseComparison, Drift};
 use crate::diagnose::Diagnosis;
 use crate::environment::Environment;
 use crate::measure::cgroup::CgroupVersion;
-use crate::measure::gpu::{DeviceFigures, ForeignProcess};
+use crate::measure::gpu::{DeviceFigures, ForeignProcess, GpuMethod};
 use crate::measure::host::{HostFloor, HostFloors, HostMethod};
 use crate::measure::nvml::GpuDevice;
 use crate::probe::ProbeSummary;
@@ -212,7 +212,7 @@ pub struct CaseResult {
     pub gpu_peak_bytes: Option<u64>,
     /// How `gpu_peak_bytes` was obtained: `sampled@50ms`,
     /// `driver-accounting`, `device-delta`, or `mixed` (see `gpu_devices`).
-    pub gpu_peak_method: Option<String>,
+    pub gpu_peak_method: Option<GpuMethod>,
     /// Per device: before, device peak, the case's peak and its method.
     pub gpu_devices: Vec<DeviceFigures>,
     /// `CUDA_VISIBLE_DEVICES` as the case saw it (`None`: unset, all GPUs).

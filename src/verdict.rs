@@ -5,6 +5,11 @@
 //! case, the peaks); this module alone turns them into a [`CaseStatus`] and
 //! the one line a person reads first. Being pure, every boundary is table
 //! tested: exactly at a budget passes, one byte over fails.
+//!
+//! A GPU figure that is a device's rise taken while another process was on
+//! the device ([`Gated`]) is not judged: it passes with a note rather than
+//! failing as unverified, since failing it would still let a neighbour
+//! fail the case.
 
 use std::time::Duration;
 
@@ -60,10 +65,49 @@ pub fn host_budget_check(peak: Option<Bytes>, how: &str, limit: Bytes) -> Check 
     budget_check("budget.host", "host", &format!(" ({how})"), peak, limit)
 }
 
+/// What of a GPU figure a limit judges. A device-delta figure taken while a
+/// process not of the case was on the device (tainted) may hold that
+/// process's memory: it is reported, never judged on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gated {
+    /// Nothing is tainted: the whole figure is judged.
+    Whole,
+    /// Some devices are tainted (`left_out` names them and why, e.g.
+    /// `GPU 0 tainted by pid 4242 (sleep)`): the figure of the others,
+    /// `rest` (`None`: unknown), is judged.
+    Rest {
+        rest: Option<Bytes>,
+        left_out: String,
+    },
+    /// Every device that counts is tainted: nothing is judged.
+    Nothing { left_out: String },
+}
+
 /// The GPU budget verdict, on the case's peak over all its devices; the
 /// method that produced the figure is named in the message.
-pub fn gpu_budget_check(peak: Option<Bytes>, method: &str, limit: Bytes) -> Check {
-    budget_check("budget.gpu", "gpu", &format!(" ({method})"), peak, limit)
+pub fn gpu_budget_check(peak: Option<Bytes>, method: &str, gated: &Gated, limit: Bytes) -> Check {
+    match gated {
+        Gated::Whole => budget_check("budget.gpu", "gpu", &format!(" ({method})"), peak, limit),
+        Gated::Rest { rest, left_out } => budget_check(
+            "budget.gpu",
+            "gpu",
+            &format!(" ({method}, without {left_out}: not gated)"),
+            *rest,
+            limit,
+        ),
+        Gated::Nothing { left_out } => {
+            let shown = peak.map_or("unknown".to_string(), |p| p.to_string());
+            Check {
+                name: "budget.gpu".to_string(),
+                passed: true,
+                figure_bytes: peak.map(Bytes::get),
+                limit_bytes: Some(limit.get()),
+                message: format!(
+                    "gpu peak {shown} ({method}) not gated against budget {limit}: {left_out}, whose memory may be in it"
+                ),
+            }
+        }
+    }
 }
 
 fn budget_check(name: &str, what: &str, how: &str, peak: Option<Bytes>, limit: Bytes) -> Check {
@@ -100,33 +144,42 @@ pub fn headroom_limit(total: u64, fraction: f64) -> Bytes {
 }
 
 /// The headroom verdict for one device: the case's peak on it against a
-/// share of its total memory.
+/// share of its total memory. `taint` (`tainted by pid 4242 (sleep)`): the
+/// figure is a device delta with another process about, and is not judged.
 pub fn headroom_check(
     device: &str,
     peak: Option<Bytes>,
     method: &str,
+    taint: Option<&str>,
     total: Bytes,
     fraction: f64,
 ) -> Check {
     let limit = headroom_limit(total.get(), fraction);
     let share = |bytes: Bytes| 100.0 * bytes.get() as f64 / total.get().max(1) as f64;
     let percent = fraction * 100.0;
-    let (passed, message) = match peak {
-        Some(peak) if breaches(peak, limit) => (
+    let (passed, message) = match (peak, taint) {
+        (Some(peak), Some(taint)) => (
+            true,
+            format!(
+                "{device} peak {peak} ({method}) is {:.1}% of its {total}, not gated against the {percent:.0}% headroom limit: {taint}, whose memory may be in it",
+                share(peak)
+            ),
+        ),
+        (Some(peak), None) if breaches(peak, limit) => (
             false,
             format!(
                 "{device} peak {peak} ({method}) is {:.1}% of its {total}, above the {percent:.0}% headroom limit ({limit})",
                 share(peak)
             ),
         ),
-        Some(peak) => (
+        (Some(peak), None) => (
             true,
             format!(
                 "{device} peak {peak} ({method}) is {:.1}% of its {total}, within {percent:.0}%",
                 share(peak)
             ),
         ),
-        None => (
+        (None, _) => (
             false,
             format!(
                 "{device} memory could not be measured, so the {percent:.0}% headroom is unverified"
@@ -277,6 +330,94 @@ mod tests {
         );
         let zero_budget = host_budget_check(Some(Bytes(1)), "x", Bytes(0));
         assert!(!zero_budget.passed);
+    }
+
+    #[test]
+    fn tainted_gpu_figures_are_reported_not_judged() {
+        let limit = Bytes(512 * MIB);
+        let left_out = || "GPU 0 tainted by pid 4242 (sleep)".to_string();
+        let table: &[(Option<u64>, Gated, bool, &str)] = &[
+            (Some(513 * MIB), Gated::Whole, false, "exceeded budget"),
+            (Some(512 * MIB), Gated::Whole, true, "within budget"),
+            (None, Gated::Whole, false, "unverified"),
+            (
+                Some(4096 * MIB),
+                Gated::Nothing {
+                    left_out: left_out(),
+                },
+                true,
+                "gpu peak 4.00 GiB (device-delta) not gated against budget 512.0 MiB: GPU 0 tainted by pid 4242 (sleep), whose memory may be in it",
+            ),
+            (
+                None,
+                Gated::Nothing {
+                    left_out: left_out(),
+                },
+                true,
+                "gpu peak unknown (device-delta) not gated",
+            ),
+            // The other devices' figures are still judged, one byte over
+            // fails, exactly at the budget passes.
+            (
+                Some(4096 * MIB),
+                Gated::Rest {
+                    rest: Some(Bytes(512 * MIB + 1)),
+                    left_out: left_out(),
+                },
+                false,
+                "(device-delta, without GPU 0 tainted by pid 4242 (sleep): not gated) exceeded budget",
+            ),
+            (
+                Some(4096 * MIB),
+                Gated::Rest {
+                    rest: Some(limit),
+                    left_out: left_out(),
+                },
+                true,
+                "gpu peak 512.0 MiB (device-delta, without GPU 0 tainted by pid 4242 (sleep): not gated) within budget",
+            ),
+            (
+                Some(4096 * MIB),
+                Gated::Rest {
+                    rest: None,
+                    left_out: left_out(),
+                },
+                false,
+                "unverified",
+            ),
+        ];
+        for (peak, gated, passes, fragment) in table {
+            let check = gpu_budget_check(peak.map(Bytes), "device-delta", gated, limit);
+            assert_eq!(check.passed, *passes, "{gated:?}: {}", check.message);
+            assert!(
+                check.message.contains(fragment),
+                "`{fragment}` not in `{}`",
+                check.message
+            );
+            assert_eq!(check.limit_bytes, Some(512 * MIB));
+        }
+
+        let total = Bytes(8 * 1024 * MIB);
+        let headroom = |peak: Option<u64>, taint: Option<&str>| {
+            headroom_check(
+                "GPU 0 (H100)",
+                peak.map(Bytes),
+                "device-delta",
+                taint,
+                total,
+                0.5,
+            )
+        };
+        let taint = Some("tainted by pid 4242 (sleep)");
+        assert!(!headroom(Some(4096 * MIB + 1), None).passed);
+        assert!(headroom(Some(4096 * MIB), None).passed);
+        let tainted = headroom(Some(8 * 1024 * MIB), taint);
+        assert!(tainted.passed, "{}", tainted.message);
+        assert_eq!(
+            tainted.message,
+            "GPU 0 (H100) peak 8.00 GiB (device-delta) is 100.0% of its 8.00 GiB, not gated against the 50% headroom limit: tainted by pid 4242 (sleep), whose memory may be in it"
+        );
+        assert!(!headroom(None, taint).passed, "unknown stays unverified");
     }
 
     #[test]

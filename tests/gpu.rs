@@ -460,35 +460,155 @@ fn a_library_missing_a_symbol_is_a_clear_error_not_a_crash() {
     );
 }
 
+/// `oomgate run` in the background, for tests that act while a case runs.
+struct Running {
+    child: Option<std::process::Child>,
+    out: std::path::PathBuf,
+}
+
+impl Running {
+    fn start(project: &Project) -> Self {
+        let child = project
+            .oomgate()
+            .arg("run")
+            .arg(project.suite())
+            .arg("--out")
+            .arg(project.out())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start oomgate");
+        Running {
+            child: Some(child),
+            out: project.out(),
+        }
+    }
+
+    /// Wait for a file the workload or the fake driver creates. Fails at
+    /// once if oomgate has exited; the minute's limit only guards against
+    /// a hung test.
+    fn wait_for(&mut self, path: &std::path::Path) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !path.exists() {
+            let exited = self
+                .child
+                .as_mut()
+                .is_none_or(|child| !matches!(child.try_wait(), Ok(None)));
+            // The file may have come just before oomgate exited.
+            if exited && !path.exists() {
+                let run = self.finish_now();
+                panic!(
+                    "oomgate exited before {} appeared\n--- stderr\n{}",
+                    path.display(),
+                    run.stderr
+                );
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} never appeared",
+                path.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    fn finish(mut self) -> Run {
+        self.finish_now()
+    }
+
+    fn finish_now(&mut self) -> Run {
+        let child = self.child.take().expect("oomgate was started");
+        let output = child.wait_with_output().expect("wait for oomgate");
+        Run::from(output, self.out.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
+}
+
+/// The files a test and gpu_alloc.py synchronise on: the workload creates
+/// `started`, waits for `go`, allocates, writes the pid NVML reports for it
+/// to `allocated`, and waits for `release` before it holds and exits.
+struct Handshake {
+    started: std::path::PathBuf,
+    go: std::path::PathBuf,
+    allocated: std::path::PathBuf,
+    release: std::path::PathBuf,
+}
+
+impl Handshake {
+    fn new(project: &Project) -> Self {
+        let file = |name: &str| project.path().join(name);
+        Handshake {
+            started: file("started"),
+            go: file("go"),
+            allocated: file("allocated"),
+            release: file("release"),
+        }
+    }
+
+    /// gpu_alloc.py's arguments, as TOML strings.
+    fn args(&self) -> String {
+        let path = |p: &std::path::Path| toml_str(&p.display().to_string());
+        format!(
+            "\"--started\", {}, \"--wait-for\", {}, \"--allocated\", {}, \"--release\", {}",
+            path(&self.started),
+            path(&self.go),
+            path(&self.allocated),
+            path(&self.release)
+        )
+    }
+
+    fn go(&self) {
+        std::fs::write(&self.go, "").expect("write go");
+    }
+
+    /// The pid NVML reports for the workload, once it holds its memory.
+    fn allocated_pid(&self, running: &mut Running) -> u32 {
+        running.wait_for(&self.allocated);
+        let text = std::fs::read_to_string(&self.allocated).expect("read allocated");
+        text.trim().parse().expect("a pid")
+    }
+
+    fn release(&self) {
+        std::fs::write(&self.release, "").expect("write release");
+    }
+}
+
+/// A project on two fake GPUs whose case runs gpu_alloc.py with these
+/// arguments and a [`Handshake`], plus extra case lines.
+fn handshake_project(args: &str, case_lines: &str) -> (Project, Handshake) {
+    let project = gpu_project("", &two_devices(false));
+    let handshake = Handshake::new(&project);
+    let suite = gpu_suite("20ms", &format!("{args}, {}", handshake.args()), case_lines);
+    std::fs::write(project.suite(), suite).expect("write suite");
+    (project, handshake)
+}
+
 /// Regression: a device the case never used was charged with another
-/// tenant's growth (device delta per device), failing budgets falsely.
+/// tenant's growth (device delta per device), failing budgets falsely. The
+/// tenant grows once oomgate has seen the case's own process on GPU 0.
 #[test]
 fn another_tenants_growth_on_an_unused_gpu_is_not_charged() {
-    let project = gpu_project(
-        &gpu_suite(
-            "20ms",
-            "\"--mib\", \"1024\", \"--hold\", \"1500ms\"",
-            "budget = { gpu = \"2 GiB\" }",
-        ),
-        &two_devices(false),
+    let (project, handshake) = handshake_project(
+        "\"--mib\", \"1024\", \"--hold\", \"0s\"",
+        "budget = { gpu = \"2 GiB\" }",
     );
-    let tenant = std::process::Command::new("sleep")
-        .arg("60")
-        .spawn()
-        .expect("spawn sleep");
-    let state = project.fake_gpu_state();
-    let tenant_pid = tenant.id();
-    let writer = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        std::fs::create_dir_all(&state).expect("state dir");
-        let line = format!("owner={tenant_pid} device={UUID_1} used={}\n", 4 * GIB);
-        std::fs::write(state.join(tenant_pid.to_string()), line).expect("write tenant");
-    });
-    let run = project.run(&[]);
-    writer.join().expect("writer");
-    let mut tenant = tenant;
-    tenant.kill().ok();
-    tenant.wait().ok();
+    let mut running = Running::start(&project);
+    running.wait_for(&handshake.started);
+    handshake.go();
+    let pid = handshake.allocated_pid(&mut running);
+    running.wait_for(&project.listed(pid));
+    let tenant = Foreign::start(&project, UUID_1, 4 * GIB);
+    running.wait_for(&project.listed(tenant.pid()));
+    handshake.release();
+    let run = running.finish();
     run.assert_code(0);
     let case = run.case("c");
     assert_eq!(mib(&case["gpu_peak_bytes"]), Some(1024), "{case:#}");
@@ -497,6 +617,179 @@ fn another_tenants_growth_on_an_unused_gpu_is_not_charged() {
         mib(&case["gpu_devices"][1]["device_peak_bytes"]).unwrap_or(0) >= 4096,
         "the tenant did grow: {case:#}"
     );
+}
+
+/// A pid offset that puts the pid NVML reports for the workload above the
+/// kernel's limit (4194304), so it is never a visible process: a container,
+/// where NVML's host pids match nothing in the case's tree.
+const CONTAINER_PID_OFFSET: &str = "5000000";
+
+/// Regression (issue 9): a tenant grew on another GPU before the case's
+/// own process appeared; the device delta, live, charged it to the case
+/// and stopped it over budget and headroom.
+#[test]
+fn another_tenants_growth_before_the_case_appears_does_not_stop_it() {
+    let (project, handshake) = handshake_project(
+        "\"--mib\", \"1024\", \"--hold\", \"0s\"",
+        "budget = { gpu = \"2 GiB\", gpu_fraction = 0.4 }",
+    );
+    let mut running = Running::start(&project);
+    running.wait_for(&handshake.started);
+    let tenant = Foreign::start(&project, UUID_1, 4 * GIB);
+    running.wait_for(&project.listed(tenant.pid()));
+    handshake.go();
+    let pid = handshake.allocated_pid(&mut running);
+    running.wait_for(&project.listed(pid));
+    handshake.release();
+    let run = running.finish();
+    run.assert_code(0);
+    let case = run.case("c");
+    assert_eq!(mib(&case["gpu_peak_bytes"]), Some(1024), "{case:#}");
+    assert_eq!(case["gpu_peak_method"], "sampled@20ms");
+    let device = &case["gpu_devices"][1];
+    assert_eq!(mib(&device["peak_bytes"]), Some(0), "{case:#}");
+    assert_eq!(device["tainted_by"], serde_json::json!([]));
+    assert!(mib(&device["device_peak_bytes"]).unwrap_or(0) >= 4096);
+}
+
+/// A container's case (NVML's pids match none of its processes) on a GPU
+/// where another tenant grows first: the device delta holds both, so it is
+/// reported as tainted, and neither budget nor headroom fails the case.
+#[test]
+fn a_tainted_device_delta_is_reported_but_not_gated() {
+    let (project, handshake) = handshake_project(
+        &format!(
+            "\"--mib\", \"1024\", \"--hold\", \"0s\", \"--pid-offset\", \"{CONTAINER_PID_OFFSET}\""
+        ),
+        "budget = { gpu = \"2 GiB\", gpu_fraction = 0.5 }",
+    );
+    let mut running = Running::start(&project);
+    running.wait_for(&handshake.started);
+    let tenant = Foreign::start(&project, UUID_0, 4 * GIB);
+    running.wait_for(&project.listed(tenant.pid()));
+    handshake.go();
+    let pid = handshake.allocated_pid(&mut running);
+    running.wait_for(&project.listed(pid));
+    handshake.release();
+    let run = running.finish();
+    run.assert_code(0);
+    let case = run.case("c");
+    let device = &case["gpu_devices"][0];
+    assert_eq!(device["method"], "device-delta", "{case:#}");
+    assert_eq!(mib(&device["peak_bytes"]), Some(1024 + 4096));
+    assert_eq!(
+        device["tainted_by"],
+        serde_json::json!([{ "pid": tenant.pid(), "name": "sleep" }])
+    );
+    assert_eq!(case["gpu_peak_method"], "device-delta");
+    assert_eq!(mib(&case["gpu_peak_bytes"]), Some(1024 + 4096));
+    let taint = format!("tainted by pid {} (sleep)", tenant.pid());
+    let check = |name: &str| {
+        case["checks"]
+            .as_array()
+            .and_then(|checks| checks.iter().find(|c| c["name"] == name).cloned())
+            .unwrap_or_else(|| panic!("no check {name}: {case:#}"))
+    };
+    let budget = check("budget.gpu");
+    assert_eq!(budget["passed"], true);
+    assert_eq!(
+        budget["message"],
+        format!(
+            "gpu peak 5.00 GiB (device-delta) not gated against budget 2.00 GiB: GPU 0 {taint}, whose memory may be in it"
+        )
+    );
+    let headroom = check("budget.gpu_fraction.gpu0");
+    assert_eq!(headroom["passed"], true);
+    assert!(
+        headroom["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!(
+                "not gated against the 50% headroom limit: {taint}"
+            )),
+        "{headroom:#}"
+    );
+    assert!(
+        run.stderr
+            .contains("gpu peak 5.00 GiB (device-delta, tainted)"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            "note: c: GPU 0 by device-delta [{taint}: not gated]"
+        )),
+        "{}",
+        run.stderr
+    );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(
+        junit.contains(&format!(
+            "case 5.00 GiB by device-delta [{taint}: not gated]"
+        )),
+        "{junit}"
+    );
+}
+
+/// The same container case with no other process on its GPU: the device
+/// delta is the case's own rise and gates, live, like any figure.
+#[test]
+fn an_untainted_device_delta_still_gates() {
+    for (budget, breach) in [
+        (
+            "gpu = \"512 MiB\"",
+            "gpu peak 1.00 GiB (device-delta) exceeded budget 512.0 MiB",
+        ),
+        (
+            "gpu_fraction = 0.1",
+            "peak 1.00 GiB (device-delta) is 12.5% of its 8.00 GiB, above the 10% headroom limit",
+        ),
+    ] {
+        let project = gpu_project(
+            &gpu_suite(
+                "20ms",
+                &format!(
+                    "\"--mib\", \"1024\", \"--hold\", \"60s\", \"--pid-offset\", \"{CONTAINER_PID_OFFSET}\""
+                ),
+                &format!("budget = {{ {budget} }}"),
+            ),
+            &two_devices(false),
+        );
+        let run = project.run(&[]);
+        run.assert_code(1);
+        let case = run.case("c");
+        let message = case["message"].as_str().unwrap_or_default();
+        assert!(message.contains(breach), "{message}");
+        assert!(message.contains("stopped at"), "stopped live: {message}");
+        assert_eq!(case["gpu_devices"][0]["tainted_by"], serde_json::json!([]));
+    }
+}
+
+/// Once the case's own process is seen, its per-process figure gates, even
+/// with another tenant on the same GPU (whose memory it does not include).
+#[test]
+fn the_per_process_figure_gates_beside_a_foreign_process() {
+    let project = gpu_project(
+        &gpu_suite(
+            "20ms",
+            "\"--mib\", \"1024\", \"--hold\", \"60s\"",
+            "budget = { gpu = \"512 MiB\" }",
+        ),
+        &two_devices(false),
+    );
+    let _tenant = Foreign::start(&project, UUID_0, 4 * GIB);
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("c");
+    let message = case["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("gpu peak 1.00 GiB (sampled@20ms) exceeded budget 512.0 MiB"),
+        "{message}"
+    );
+    assert!(message.contains("stopped at"), "stopped live: {message}");
+    let device = &case["gpu_devices"][0];
+    assert_eq!(device["method"], "sampled@20ms");
+    assert_eq!(device["tainted_by"], serde_json::json!([]));
 }
 
 /// Regression: driver accounting summed processes that ran one after

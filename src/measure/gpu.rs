@@ -1,5 +1,6 @@
 //! GPU memory of one case: per-tick sampling against the case's process
-//! tree, and the figures at the end, each with the method that produced it.
+//! tree, and the figures at the end, each with the method that produced it
+//! ([`GpuMethod`]).
 //!
 //! Three methods, best first, chosen per device:
 //! - `sampled@<interval>`: the peak, over ticks, of the summed
@@ -7,60 +8,33 @@
 //! - `driver-accounting`: with NVML accounting mode on, the driver's exact
 //!   per-process maximum (no sampling gap), summed over the tree's pids —
 //!   used when larger than the sampled figure, which a short spike makes it;
-//! - `device-delta`: when no process of the tree ever appeared on a device
-//!   whose use rose (containers: NVML reports host pids), the device's peak
-//!   use minus its use before the case.
+//! - `device-delta`: only while no per-process figure of the case exists on
+//!   any device (before its first process appears; in containers, where
+//!   NVML reports host pids, for the whole case), the device's use minus
+//!   its use before the case.
+//!
+//! Per-process figures win whenever they exist, live and at the end. A
+//! device delta counts everyone's growth, so one taken while a process not
+//! of the case was on the device is *tainted*: it is reported, with those
+//! processes (`tainted_by`), but [`CaseGpu::gated_total`] and
+//! [`CaseGpu::gated_by_device`] leave it out, and the budget checks pass it
+//! with a note. Another tenant's growth must never stop or fail a case.
 //!
 //! A process whose memory NVML reports as unavailable makes its device's
 //! figure unknown (`None`), never zero.
 
-use std::collections::HashSet;
+mod figures;
 
-use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+
+use figures::{DeviceEnd, device_figure};
+pub use figures::{
+    DeviceFigures, ForeignPid, ForeignProcess, GpuFigures, GpuMethod, concurrent_peak,
+};
 
 use super::nvml::{AccountingRecord, Gpu, GpuProcess};
 use super::{ProcessTree, Sample};
 use crate::units::Bytes;
-
-/// A process on one of the case's GPUs that oomgate did not start.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ForeignProcess {
-    pub pid: u32,
-    /// From /proc, when the pid is visible in this namespace.
-    pub name: Option<String>,
-    pub device_index: u32,
-    pub device_uuid: String,
-    pub used_bytes: Option<u64>,
-}
-
-/// The figures of one device for one case.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DeviceFigures {
-    pub index: u32,
-    pub uuid: String,
-    pub name: String,
-    pub total_bytes: u64,
-    /// Device use just before the case started.
-    pub before_bytes: Option<u64>,
-    /// Peak of the device's use while the case ran (everyone's).
-    pub device_peak_bytes: Option<u64>,
-    /// The case's peak on this device, by `method`; `None` when unknown.
-    pub peak_bytes: Option<u64>,
-    pub method: String,
-    pub sampled_peak_bytes: Option<u64>,
-    pub accounting_peak_bytes: Option<u64>,
-}
-
-/// The GPU figures of one case.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GpuFigures {
-    /// All devices together; `None` when any device's figure is unknown.
-    pub peak_bytes: Option<u64>,
-    /// `sampled@50ms`, `driver-accounting`, `device-delta`, or `mixed` when
-    /// devices used different methods (each device says its own).
-    pub method: String,
-    pub devices: Vec<DeviceFigures>,
-}
 
 #[derive(Debug, Clone, Default)]
 struct DeviceState {
@@ -76,6 +50,12 @@ struct DeviceState {
     tree_now: u64,
     /// This tick's figure for live budget checks.
     live: u64,
+    /// `live` is a device delta taken while a foreign process was on the
+    /// device: it may not stop the case.
+    live_tainted: bool,
+    /// Processes not of the case seen on the device so far, at preflight
+    /// or at a tick, with their names.
+    foreign: BTreeMap<u32, Option<String>>,
 }
 
 /// GPU measurement of one case, on the devices it sees.
@@ -87,7 +67,8 @@ pub struct CaseGpu<'g> {
     seen_pids: HashSet<u32>,
     total_tree_peak: Option<u64>,
     processes: Vec<GpuProcess>,
-    sampled_label: String,
+    /// `sampled@<interval>`, this case's sampled method.
+    sampled: GpuMethod,
     errors: u64,
     /// Microseconds since the epoch when the case started: driver
     /// accounting records older than this belong to someone else.
@@ -95,6 +76,8 @@ pub struct CaseGpu<'g> {
     /// The case sees a device oomgate cannot map (a MIG instance): its GPU
     /// figures are unknown rather than a misleading zero.
     unmapped: bool,
+    /// This tick's total without tainted device deltas; `None` if unknown.
+    gated_now: Option<u64>,
 }
 
 impl<'g> CaseGpu<'g> {
@@ -123,26 +106,32 @@ impl<'g> CaseGpu<'g> {
             seen_pids: HashSet::new(),
             total_tree_peak: None,
             processes: Vec::with_capacity(16),
-            sampled_label: format!("sampled@{sample_interval_ms}ms"),
+            sampled: GpuMethod::Sampled {
+                interval_ms: sample_interval_ms,
+            },
             errors: 0,
             started_us,
             unmapped,
+            gated_now: None,
         }
     }
 
-    /// Compute processes on the case's devices that are not in `tree`.
+    /// Compute processes on the case's devices that are not in `tree`,
+    /// before the case starts. They taint the devices' delta figures.
     pub fn foreign_processes(&mut self, tree: &ProcessTree) -> Vec<ForeignProcess> {
         let mut foreign = Vec::new();
-        for &position in &self.positions {
+        for (state, &position) in self.states.iter_mut().zip(&self.positions) {
             if self.gpu.processes(position, &mut self.processes).is_err() {
                 continue;
             }
             let device = &self.gpu.devices[position];
             for process in &self.processes {
                 if !in_tree(tree, process.pid) {
+                    let name = process_name(process.pid);
+                    state.foreign.insert(process.pid, name.clone());
                     foreign.push(ForeignProcess {
                         pid: process.pid,
-                        name: process_name(process.pid),
+                        name,
                         device_index: device.index,
                         device_uuid: device.uuid.clone(),
                         used_bytes: process.used_bytes,
@@ -180,7 +169,13 @@ impl<'g> CaseGpu<'g> {
             }
             state.listed = true;
             let mut found = false;
-            for process in self.processes.iter().filter(|p| in_tree(tree, p.pid)) {
+            for process in &self.processes {
+                if !in_tree(tree, process.pid) {
+                    if !state.foreign.contains_key(&process.pid) && is_foreign(process.pid) {
+                        state.foreign.insert(process.pid, process_name(process.pid));
+                    }
+                    continue;
+                }
                 found = true;
                 match process.used_bytes {
                     Some(bytes) => state.tree_now = state.tree_now.saturating_add(bytes),
@@ -198,24 +193,32 @@ impl<'g> CaseGpu<'g> {
         }
         // Once a process of the case was seen on any device, NVML's pids are
         // ours: a device where none appears is untouched (0), not a rise to
-        // blame on the case. Only when none was ever seen (containers) is a
-        // device's rise the best figure.
+        // blame on the case. Only when none was ever seen (containers, or
+        // before the case's first process appears) is a device's rise the
+        // best figure, and only a rise with no foreign process about may
+        // stop the case.
         let any_seen = self.states.iter().any(|s| s.tree_seen);
         let mut total = 0u64;
         let mut total_tree = 0u64;
+        let mut gated = 0u64;
         for state in &mut self.states {
-            state.live = if any_seen {
-                state.tree_now
+            (state.live, state.live_tainted) = if any_seen {
+                (state.tree_now, false)
             } else {
-                match (state.used_now, state.before) {
+                let delta = match (state.used_now, state.before) {
                     (Some(used), Some(before)) => used.saturating_sub(before),
                     _ => 0,
-                }
+                };
+                (delta, !state.foreign.is_empty())
             };
             total = total.saturating_add(state.live);
             total_tree = total_tree.saturating_add(state.tree_now);
+            if !state.live_tainted {
+                gated = gated.saturating_add(state.live);
+            }
         }
         let known = lists_complete && !self.unmapped && !self.states.iter().any(|s| s.unknown);
+        self.gated_now = known.then_some(gated);
         if known {
             self.total_tree_peak = Some(
                 self.total_tree_peak
@@ -233,12 +236,22 @@ impl<'g> CaseGpu<'g> {
         errors
     }
 
-    /// Each device's live figure with its device, for headroom checks.
-    pub fn live_by_device(&self) -> impl Iterator<Item = (&super::nvml::GpuDevice, u64)> + '_ {
+    /// This tick's figure of each device that may stop the case, with its
+    /// device, for headroom checks: every live figure but a tainted device
+    /// delta (a foreign process was on the device, and may be what grew).
+    pub fn gated_by_device(&self) -> impl Iterator<Item = (&super::nvml::GpuDevice, u64)> + '_ {
         self.positions
             .iter()
             .zip(&self.states)
+            .filter(|(_, s)| !s.live_tainted)
             .map(|(&p, s)| (&self.gpu.devices[p], s.live))
+    }
+
+    /// This tick's total over the devices of [`Self::gated_by_device`], for
+    /// the live GPU budget; `None` when this tick's figure is unknown. The
+    /// total in `Sample::gpu_bytes` keeps tainted deltas: it is reported.
+    pub fn gated_total(&self) -> Option<u64> {
+        self.gated_now
     }
 
     pub fn errors(&self) -> u64 {
@@ -248,43 +261,46 @@ impl<'g> CaseGpu<'g> {
     /// The case's figures, once its processes are gone. Accounting
     /// records are read now, so they include pids that already exited.
     pub fn finish(self) -> GpuFigures {
-        let any_seen = self.states.iter().any(|s| s.tree_seen);
+        let accounting: Vec<Option<u64>> = self
+            .positions
+            .iter()
+            .map(|&position| self.accounting_peak(position))
+            .collect();
+        // The driver's record of a pid of the tree is a per-process figure
+        // too: NVML's pids are ours, even if sampling never caught one.
+        let pids_match =
+            self.states.iter().any(|s| s.tree_seen) || accounting.iter().any(Option::is_some);
         let mut devices = Vec::with_capacity(self.positions.len());
-        for (state, &position) in self.states.iter().zip(&self.positions) {
+        for ((state, &position), accounting) in
+            self.states.iter().zip(&self.positions).zip(accounting)
+        {
             let device = &self.gpu.devices[position];
-            let records: Vec<AccountingRecord> = self
-                .seen_pids
-                .iter()
-                .filter_map(|&pid| self.gpu.accounting_record(position, pid))
-                // Records from before the case are another process that
-                // once had this pid.
-                .filter(|r| r.start_us >= self.started_us.saturating_sub(1_000_000))
-                .collect();
-            let accounting =
-                (!records.is_empty()).then(|| concurrent_peak(&records).min(device.total_bytes));
             let sampled = if state.unknown { None } else { state.tree_peak };
-            let delta = match (state.peak_used, state.before) {
-                (Some(peak), Some(before)) => Some(peak.saturating_sub(before)),
-                _ => None,
-            };
-            let unavailable = || (None, "unavailable".to_string());
-            let (peak_bytes, method) = if self.unmapped || !state.listed {
-                unavailable()
-            } else {
-                match (state.tree_seen, sampled, accounting) {
-                    (true, Some(s), Some(a)) if a > s => (Some(a), "driver-accounting".to_string()),
-                    (true, Some(s), _) => (Some(s), self.sampled_label.clone()),
-                    (true, None, Some(a)) => (Some(a), "driver-accounting".to_string()),
-                    (true, None, None) => unavailable(),
-                    (false, _, Some(a)) if any_seen => (Some(a), "driver-accounting".to_string()),
-                    // The case ran on other devices; this one it left alone.
-                    (false, _, _) if any_seen => (Some(0), self.sampled_label.clone()),
-                    (false, _, _) => match delta {
-                        Some(0) => (Some(0), self.sampled_label.clone()),
-                        Some(d) => (Some(d), "device-delta".to_string()),
-                        None => unavailable(),
+            let (peak_bytes, method) = device_figure(
+                DeviceEnd {
+                    readable: !self.unmapped && state.listed,
+                    pids_match,
+                    tree_seen: state.tree_seen,
+                    sampled,
+                    accounting,
+                    delta: match (state.peak_used, state.before) {
+                        (Some(peak), Some(before)) => Some(peak.saturating_sub(before)),
+                        _ => None,
                     },
-                }
+                },
+                &self.sampled,
+            );
+            let tainted_by = if method == GpuMethod::DeviceDelta {
+                state
+                    .foreign
+                    .iter()
+                    .map(|(&pid, name)| ForeignPid {
+                        pid,
+                        name: name.clone(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
             };
             devices.push(DeviceFigures {
                 index: device.index,
@@ -297,10 +313,11 @@ impl<'g> CaseGpu<'g> {
                 method,
                 sampled_peak_bytes: sampled.filter(|_| state.tree_seen),
                 accounting_peak_bytes: accounting,
+                tainted_by,
             });
         }
         let known = |d: &DeviceFigures| d.peak_bytes;
-        let all_sampled = devices.iter().all(|d| d.method == self.sampled_label);
+        let all_sampled = devices.iter().all(|d| d.method == self.sampled);
         let peak_bytes = if self.unmapped {
             None
         } else if all_sampled {
@@ -322,15 +339,15 @@ impl<'g> CaseGpu<'g> {
         // not decide how the total was obtained.
         let contributing: Vec<&DeviceFigures> = devices
             .iter()
-            .filter(|d| d.method != self.sampled_label || d.peak_bytes != Some(0))
+            .filter(|d| d.method != self.sampled || d.peak_bytes != Some(0))
             .collect();
         let method = match contributing.first() {
-            _ if self.unmapped => "unavailable".to_string(),
-            None => self.sampled_label.clone(),
+            _ if self.unmapped => GpuMethod::Unavailable,
+            None => self.sampled.clone(),
             Some(first) if contributing.iter().all(|d| d.method == first.method) => {
                 first.method.clone()
             }
-            Some(_) => "mixed".to_string(),
+            Some(_) => GpuMethod::Mixed,
         };
         GpuFigures {
             peak_bytes,
@@ -338,34 +355,58 @@ impl<'g> CaseGpu<'g> {
             devices,
         }
     }
-}
 
-/// The largest sum of per-process maxima over processes whose lifetimes
-/// overlap: an upper bound of the true peak that, unlike a plain sum, does
-/// not add up processes that ran one after another.
-pub fn concurrent_peak(records: &[AccountingRecord]) -> u64 {
-    let mut events: Vec<(u64, bool, u64)> = Vec::with_capacity(records.len() * 2);
-    for record in records {
-        events.push((record.start_us, true, record.max_bytes));
-        events.push((record.end_us.max(record.start_us), false, record.max_bytes));
+    /// The driver's accounting figure of the tree's pids on one device.
+    fn accounting_peak(&self, position: usize) -> Option<u64> {
+        let records: Vec<AccountingRecord> = self
+            .seen_pids
+            .iter()
+            .filter_map(|&pid| self.gpu.accounting_record(position, pid))
+            // Records from before the case are another process that once
+            // had this pid.
+            .filter(|r| r.start_us >= self.started_us.saturating_sub(1_000_000))
+            .collect();
+        (!records.is_empty())
+            .then(|| concurrent_peak(&records).min(self.gpu.devices[position].total_bytes))
     }
-    // At equal times, ends come first: a process that ended as another
-    // began did not overlap it.
-    events.sort_by_key(|&(time, is_start, _)| (time, is_start));
-    let (mut now, mut peak) = (0u64, 0u64);
-    for (_, is_start, bytes) in events {
-        if is_start {
-            now = now.saturating_add(bytes);
-            peak = peak.max(now);
-        } else {
-            now = now.saturating_sub(bytes);
-        }
-    }
-    peak
 }
 
 fn in_tree(tree: &ProcessTree, pid: u32) -> bool {
     i32::try_from(pid).is_ok_and(|pid| tree.pids().any(|p| p == pid))
+}
+
+/// Whether a pid NVML lists outside the case's tree is certainly another
+/// tenant: a process visible in this pid namespace that does not descend
+/// from oomgate (every process of a case does: oomgate is their subreaper;
+/// the ancestry walk also covers one started since the tree was scanned).
+/// A pid not visible here may be the case's own — NVML reports host pids
+/// inside a container — so it is not called foreign, and neither is one
+/// whose ancestry cannot be read to the end (it is asked again next tick).
+fn is_foreign(pid: u32) -> bool {
+    let me = std::process::id();
+    let mut current = pid;
+    // Bounded: a pid-reuse race must not make this loop forever.
+    for _ in 0..64 {
+        if current == me || current == 0 {
+            return false;
+        }
+        match parent_pid(current) {
+            // The top of this namespace's tree, without meeting oomgate.
+            Some(0) => return true,
+            Some(parent) => current = parent,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// The parent of a visible process, from `/proc/<pid>/stat`.
+fn parent_pid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields follow the
+    // last `)`, state first, then the parent.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// A process's command name from /proc, when visible.
@@ -379,34 +420,22 @@ pub fn process_name(pid: u32) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn record(start_us: u64, end_us: u64, max_bytes: u64) -> AccountingRecord {
-        AccountingRecord {
-            start_us,
-            end_us,
-            max_bytes,
-        }
-    }
-
     #[test]
-    fn accounting_sums_only_processes_that_overlapped() {
-        // One after another: the peak is the larger, not the sum.
-        assert_eq!(
-            concurrent_peak(&[record(0, 10, 100), record(10, 20, 300), record(20, 30, 200)]),
-            300
-        );
-        // Together: the sum.
-        assert_eq!(
-            concurrent_peak(&[record(0, 10, 100), record(5, 20, 300)]),
-            400
-        );
-        // A parent with two overlapping children, then a third alone.
-        let records = [
-            record(0, 100, 50),
-            record(10, 30, 100),
-            record(20, 40, 100),
-            record(50, 60, 500),
-        ];
-        assert_eq!(concurrent_peak(&records), 550);
-        assert_eq!(concurrent_peak(&[]), 0);
+    fn foreign_means_visible_and_not_descended_from_oomgate() {
+        let me = std::process::id();
+        assert!(!is_foreign(me), "oomgate itself");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        assert!(!is_foreign(child.id()), "a process oomgate started");
+        child.kill().ok();
+        child.wait().ok();
+        let parent = parent_pid(me).expect("the test's parent");
+        assert!(is_foreign(parent), "a process above oomgate");
+        // Above the kernel's pid limit: never visible, as a host pid in a
+        // container may not be; it may be the case's own.
+        assert!(!is_foreign(4_194_305));
+        assert!(!is_foreign(0));
     }
 }

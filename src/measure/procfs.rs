@@ -234,17 +234,21 @@ impl Scanner {
             .ok()
     }
 
-    /// Like [`Scanner::descendants_of`], but reads every process: for
-    /// stopping a case, where a skipped process could survive it.
+    /// Like [`Scanner::descendants_of`], but reads every process, now: for
+    /// stopping a case, where a skipped process could survive it, and for
+    /// counting what is left.
     pub fn all_descendants_of(&mut self, root: i32) -> io::Result<&ProcessTree> {
         self.outsiders.clear();
+        // Not the quick path either: its tree may still hold exited members.
+        self.seen_last_pid = None;
         self.descendants_of(root)
     }
 
     /// Keep the stat files of members open for the next scan; close the rest.
     fn keep_member_files(&mut self) {
         self.member_pids.clear();
-        self.member_pids.extend(self.tree.members.iter().map(|m| m.pid));
+        self.member_pids
+            .extend(self.tree.members.iter().map(|m| m.pid));
         let members = &self.member_pids;
         self.open_stats.retain(|pid, _| members.contains(pid));
         for (pid, file) in self.fresh.drain(..) {
@@ -359,10 +363,7 @@ mod tests {
         let mut line = b"77 (a\xe6\xa8".to_vec();
         line.extend_from_slice(b") S 1 77 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 3 0 1 1 100 0 0\n");
         let entry = parse_stat(&line).expect("parses");
-        assert_eq!(
-            (entry.pid, entry.ppid, entry.threads),
-            (77, 1, 3)
-        );
+        assert_eq!((entry.pid, entry.ppid, entry.threads), (77, 1, 3));
     }
 
     #[test]

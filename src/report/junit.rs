@@ -113,7 +113,7 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
             case.gpu_peak_bytes
                 .map_or("unknown".to_string(), |b| b.to_string()),
         ));
-        properties.push(Property::new("gpu_peak_method", method));
+        properties.push(Property::new("gpu_peak_method", method.to_string()));
     }
     for check in &case.checks {
         if let Some(limit) = check.limit_bytes {

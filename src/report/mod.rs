@@ -199,11 +199,19 @@ pub fn repeat_spread(case: &CaseResult) -> Option<String> {
     ))
 }
 
-/// The method name of a figure that is a device's rise, not the case's own.
-pub const DEVICE_DELTA: &str = "device-delta";
-
 /// What a device-delta figure means, wherever one is shown.
 pub const DEVICE_DELTA_NOTE: &str = "device-delta: no process of the case was seen on this GPU (NVML reports host pids inside containers), so the figure is the device's rise during the case, including anyone else's";
+
+/// What a tainted device-delta figure means, wherever one is shown.
+pub const TAINTED_NOTE: &str = "tainted: a process not of the case was on the GPU before or while it ran, so its device-delta figure may include that process's memory; it is reported, but no budget or headroom limit is checked against it";
+
+/// ` [tainted by pid 4242 (sleep): not gated]` after a tainted device's
+/// method, else nothing.
+pub fn taint_mark(device: &crate::measure::gpu::DeviceFigures) -> String {
+    device
+        .taint()
+        .map_or(String::new(), |taint| format!(" [{taint}: not gated]"))
+}
 
 /// `30.0 GiB (sampled@50ms)`, or why there is no figure.
 pub fn gpu_summary(case: &CaseResult, measurement: &Measurement) -> String {
@@ -305,18 +313,22 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
         });
         let _ = writeln!(
             out,
-            "  GPU {} {} ({}): case {} by {}{accounting}; device {} peak, {} before, of {}",
+            "  GPU {} {} ({}): case {} by {}{}{accounting}; device {} peak, {} before, of {}",
             device.index,
             device.name,
             device.uuid,
             figure(device.peak_bytes),
             device.method,
+            taint_mark(device),
             figure(device.device_peak_bytes),
             figure(device.before_bytes),
             Bytes(device.total_bytes)
         );
-        if device.method == DEVICE_DELTA {
+        if device.method == crate::measure::gpu::GpuMethod::DeviceDelta {
             let _ = writeln!(out, "    {DEVICE_DELTA_NOTE}");
+        }
+        if !device.tainted_by.is_empty() {
+            let _ = writeln!(out, "    {TAINTED_NOTE}");
         }
     }
     for process in &case.foreign_processes {

@@ -14,6 +14,7 @@ use anstyle::{AnsiColor, Style};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{Event, Reporter};
+use crate::measure::gpu::GpuMethod;
 use crate::results::{CaseResult, CaseStatus, RunResults};
 use crate::units::{Bytes, format_duration};
 
@@ -140,7 +141,11 @@ impl Terminal {
                         case.gpu_peak_bytes
                             .map_or("unknown".to_string(), |b| Bytes(b).to_string()),
                     );
-                    row.push(case.gpu_peak_method.clone().unwrap_or_else(dash));
+                    row.push(
+                        case.gpu_peak_method
+                            .as_ref()
+                            .map_or_else(dash, ToString::to_string),
+                    );
                 }
                 if with_baseline {
                     let (baseline, delta) = super::baseline_cells(case);
@@ -186,10 +191,26 @@ impl Terminal {
         let delta = |c: &CaseResult| {
             c.gpu_devices
                 .iter()
-                .any(|d| d.method == super::DEVICE_DELTA)
+                .any(|d| d.method == GpuMethod::DeviceDelta)
         };
         if results.cases.iter().any(delta) {
             out.push(format!(" note: {}", super::DEVICE_DELTA_NOTE));
+        }
+        let mut tainted = false;
+        for case in &results.cases {
+            for device in case.gpu_devices.iter().filter(|d| !d.tainted_by.is_empty()) {
+                tainted = true;
+                out.push(format!(
+                    " note: {}: GPU {} by {}{}",
+                    case.id,
+                    device.index,
+                    device.method,
+                    super::taint_mark(device)
+                ));
+            }
+        }
+        if tainted {
+            out.push(format!(" note: {}", super::TAINTED_NOTE));
         }
         out.join("\n")
     }
@@ -273,7 +294,10 @@ fn figures(case: &CaseResult) -> String {
         let gpu = case
             .gpu_peak_bytes
             .map_or("unknown".to_string(), |b| Bytes(b).to_string());
-        text.push_str(&format!(", gpu peak {gpu} ({method})"));
+        // Which devices, by whom, is in the notes under the final table.
+        let tainted = case.gpu_devices.iter().any(|d| !d.tainted_by.is_empty());
+        let mark = if tainted { ", tainted" } else { "" };
+        text.push_str(&format!(", gpu peak {gpu} ({method}{mark})"));
     }
     text
 }

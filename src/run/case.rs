@@ -224,7 +224,7 @@ impl Runner<'_> {
                         host_peak,
                     })
                     .ok();
-                if budget_breached(case, host_peak, &timeline, case_gpu.as_ref()) {
+                if budget_breached(case, host_peak, case_gpu.as_ref()) {
                     stop = Some(StopReason::BudgetExceeded { at: elapsed });
                     break;
                 }

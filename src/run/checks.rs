@@ -3,21 +3,21 @@
 //! what its probe reported. The decisions themselves are `verdict`'s; this
 //! file gathers the figures for them.
 
+use crate::measure::HostFigures;
 use crate::measure::gpu::{CaseGpu, GpuFigures};
-use crate::measure::{HostFigures, Timeline};
 use crate::probe::ProbeSummary;
 use crate::results::Check;
 use crate::suite::{Case, Leak};
 use crate::units::Bytes;
 use crate::verdict;
 
-/// Whether a figure measured so far is over its budget: host and GPU peaks,
-/// and each device's share of its memory.
-/// `host_peak`: the gated host peak so far (see `measure::host`).
+/// Whether a figure measured so far is over its budget: the gated host peak
+/// so far (see `measure::host`), and this tick's GPU figures (a tick over
+/// budget stops the case, so earlier ones were within) without tainted
+/// device deltas, in total and as each device's share of its memory.
 pub(super) fn budget_breached(
     case: &Case,
     host_peak: Option<Bytes>,
-    timeline: &Timeline,
     gpu: Option<&CaseGpu<'_>>,
 ) -> bool {
     let over = |limit: Option<Bytes>, peak: Option<u64>| match (limit, peak) {
@@ -25,12 +25,12 @@ pub(super) fn budget_breached(
         _ => false,
     };
     if over(case.budget.host, host_peak.map(Bytes::get))
-        || over(case.budget.gpu, timeline.gpu_peak.map(|p| p.bytes))
+        || over(case.budget.gpu, gpu.and_then(CaseGpu::gated_total))
     {
         return true;
     }
     match (case.budget.gpu_fraction, gpu) {
-        (Some(fraction), Some(gpu)) => gpu.live_by_device().any(|(device, live)| {
+        (Some(fraction), Some(gpu)) => gpu.gated_by_device().any(|(device, live)| {
             verdict::breaches(
                 Bytes(live),
                 verdict::headroom_limit(device.total_bytes, fraction),
@@ -113,8 +113,13 @@ pub(super) fn budget_checks(
     let unmeasured = || "GPU memory was not measured".to_string();
     if let Some(limit) = case.budget.gpu {
         checks.push(match gpu {
-            Some(gpu) => verdict::gpu_budget_check(gpu.peak_bytes.map(Bytes), &gpu.method, limit),
-            None => verdict::gpu_budget_check(None, &unmeasured(), limit),
+            Some(gpu) => verdict::gpu_budget_check(
+                gpu.peak_bytes.map(Bytes),
+                &gpu.method.to_string(),
+                &gated(gpu),
+                limit,
+            ),
+            None => verdict::gpu_budget_check(None, &unmeasured(), &verdict::Gated::Whole, limit),
         });
     }
     if let Some(fraction) = case.budget.gpu_fraction {
@@ -122,7 +127,8 @@ pub(super) fn budget_checks(
             let mut check = verdict::headroom_check(
                 &format!("GPU {} ({})", device.index, device.name),
                 device.peak_bytes.map(Bytes),
-                &device.method,
+                &device.method.to_string(),
+                device.taint().as_deref(),
                 Bytes(device.total_bytes),
                 fraction,
             );
@@ -132,6 +138,28 @@ pub(super) fn budget_checks(
         }
     }
     checks
+}
+
+/// What of the case's GPU figure its budget judges: all of it, unless some
+/// devices' figures are tainted device deltas, which are left out.
+fn gated(gpu: &GpuFigures) -> verdict::Gated {
+    let left_out: Vec<String> = gpu
+        .devices
+        .iter()
+        .filter_map(|d| Some(format!("GPU {} {}", d.index, d.taint()?)))
+        .collect();
+    if left_out.is_empty() {
+        return verdict::Gated::Whole;
+    }
+    let left_out = left_out.join("; ");
+    match gpu.untainted_peak_bytes() {
+        // Only devices the case left alone remain.
+        Some(0) => verdict::Gated::Nothing { left_out },
+        rest => verdict::Gated::Rest {
+            rest: rest.map(Bytes),
+            left_out,
+        },
+    }
 }
 
 /// The leak verdict: growth of a per-iteration figure after warm-up. The

@@ -189,11 +189,13 @@ impl Runner<'_> {
             .and_then(|(_, lock)| lock.cases.get(&case.id));
         let params: BTreeMap<String, String> = case.params.clone().into_iter().collect();
         let env: BTreeMap<String, String> = case.env.clone().into_iter().collect();
+        // The lock keeps the method as the text results.json has.
+        let gpu_method = result.gpu_peak_method.as_ref().map(ToString::to_string);
         let now = baseline::CaseNow {
             host: result.host_peak_bytes,
             host_method: result.host_method,
             gpu: result.gpu_peak_bytes,
-            gpu_method: result.gpu_peak_method.as_deref(),
+            gpu_method: gpu_method.as_deref(),
             allocated: result.probe.as_ref().and_then(|p| p.peak_allocated),
             command: &case.command,
             params: &params,

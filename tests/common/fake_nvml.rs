@@ -79,10 +79,12 @@ pub fn two_devices(accounting: bool) -> String {
 
 impl Project {
     /// Make every oomgate this project runs see the fake driver with this
-    /// configuration (and the fixture workloads find its state folder).
+    /// configuration (and the fixture workloads find its state folder). The
+    /// driver records the processes it lists, see [`Self::listed`].
     pub fn with_fake_gpus(mut self, config: &str, variant: Variant) -> Self {
         let config_path = self.path().join("fake-nvml.conf");
-        std::fs::write(&config_path, config).expect("write fake NVML config");
+        std::fs::write(&config_path, format!("{config}\nlisted listed\n"))
+            .expect("write fake NVML config");
         self.env.push((
             "LD_LIBRARY_PATH".into(),
             library_dir(variant).display().to_string(),
@@ -97,5 +99,11 @@ impl Project {
     /// The fake driver's process folder.
     pub fn fake_gpu_state(&self) -> PathBuf {
         self.path().join("procs")
+    }
+
+    /// The file that appears once the fake driver has handed out a process
+    /// list with `pid` in it: oomgate has seen the process.
+    pub fn listed(&self, pid: u32) -> PathBuf {
+        self.path().join("listed").join(pid.to_string())
     }
 }

@@ -1,0 +1,394 @@
+//! What a case's GPU measurement produces: the figures of each device and
+//! of the case, the method behind each ([`GpuMethod`]), the processes that
+//! taint a device delta, and the pure choice of a device's figure once the
+//! case is over ([`device_figure`]). Measuring is `CaseGpu`'s, in the
+//! parent module; this file holds no NVML handle, so all of it is table
+//! tested. `GpuMethod` is serialized by hand, as the text results.json and
+//! the lock have always held, so neither format changed when it became a
+//! type.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+use crate::measure::nvml::AccountingRecord;
+
+/// How a GPU figure was obtained. Serialized (results.json, the lock) and
+/// shown by the names reports have always used: `sampled@50ms`,
+/// `driver-accounting`, `device-delta`, `mixed`, `unavailable`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuMethod {
+    /// The peak over ticks of the tree's summed per-process memory, read
+    /// every `interval_ms`.
+    Sampled { interval_ms: u64 },
+    /// The driver's per-process maxima (accounting mode).
+    DriverAccounting,
+    /// The device's rise during the case: no process of the case was seen.
+    DeviceDelta,
+    /// The total's method when its devices used different ones.
+    Mixed,
+    /// Unknown: NVML could not tell (or the device is not mapped).
+    Unavailable,
+}
+
+impl fmt::Display for GpuMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GpuMethod::Sampled { interval_ms } => write!(f, "sampled@{interval_ms}ms"),
+            GpuMethod::DriverAccounting => f.write_str("driver-accounting"),
+            GpuMethod::DeviceDelta => f.write_str("device-delta"),
+            GpuMethod::Mixed => f.write_str("mixed"),
+            GpuMethod::Unavailable => f.write_str("unavailable"),
+        }
+    }
+}
+
+impl Serialize for GpuMethod {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A process on one of the case's GPUs that oomgate did not start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ForeignProcess {
+    pub pid: u32,
+    /// From /proc, when the pid is visible in this namespace.
+    pub name: Option<String>,
+    pub device_index: u32,
+    pub device_uuid: String,
+    pub used_bytes: Option<u64>,
+}
+
+/// A process not of the case seen on one of its GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ForeignPid {
+    pub pid: u32,
+    /// From /proc, when the pid is visible in this namespace.
+    pub name: Option<String>,
+}
+
+impl fmt::Display for ForeignPid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.name {
+            Some(name) => write!(f, "pid {} ({name})", self.pid),
+            None => write!(f, "pid {}", self.pid),
+        }
+    }
+}
+
+/// The figures of one device for one case.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceFigures {
+    pub index: u32,
+    pub uuid: String,
+    pub name: String,
+    pub total_bytes: u64,
+    /// Device use just before the case started.
+    pub before_bytes: Option<u64>,
+    /// Peak of the device's use while the case ran (everyone's).
+    pub device_peak_bytes: Option<u64>,
+    /// The case's peak on this device, by `method`; `None` when unknown.
+    pub peak_bytes: Option<u64>,
+    pub method: GpuMethod,
+    pub sampled_peak_bytes: Option<u64>,
+    pub accounting_peak_bytes: Option<u64>,
+    /// With a `device-delta` figure: the processes not of the case seen on
+    /// the device, before the case started or while it ran. Their memory
+    /// may be in the figure, so it is reported but no budget or headroom
+    /// limit is checked against it. Empty for every other method.
+    pub tainted_by: Vec<ForeignPid>,
+}
+
+impl DeviceFigures {
+    /// `tainted by pid 4242 (sleep)`, for a tainted figure.
+    pub fn taint(&self) -> Option<String> {
+        if self.tainted_by.is_empty() {
+            return None;
+        }
+        let pids: Vec<String> = self.tainted_by.iter().map(ToString::to_string).collect();
+        Some(format!("tainted by {}", pids.join(", ")))
+    }
+}
+
+/// The GPU figures of one case.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuFigures {
+    /// All devices together; `None` when any device's figure is unknown.
+    pub peak_bytes: Option<u64>,
+    /// `sampled@50ms`, `driver-accounting`, `device-delta`, or `mixed` when
+    /// devices used different methods (each device says its own).
+    pub method: GpuMethod,
+    pub devices: Vec<DeviceFigures>,
+}
+
+impl GpuFigures {
+    /// The devices' figures without the tainted ones, summed: what a GPU
+    /// budget may judge. `None` when one of those figures is unknown.
+    pub fn untainted_peak_bytes(&self) -> Option<u64> {
+        self.devices
+            .iter()
+            .filter(|d| d.tainted_by.is_empty())
+            .try_fold(0u64, |sum, d| d.peak_bytes.map(|p| sum.saturating_add(p)))
+    }
+}
+
+/// What is known of one device once the case is over.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DeviceEnd {
+    /// The process list was read and the device is mapped.
+    pub(super) readable: bool,
+    /// A per-process figure of the case exists on some device (sampled or
+    /// the driver's): NVML's pids are the case's.
+    pub(super) pids_match: bool,
+    /// A process of the case's tree was seen on this device.
+    pub(super) tree_seen: bool,
+    /// The sampled peak of the tree on this device; `None` if unknown.
+    pub(super) sampled: Option<u64>,
+    pub(super) accounting: Option<u64>,
+    /// The device's peak use minus its use before the case.
+    pub(super) delta: Option<u64>,
+}
+
+/// A device's figure and method: per-process whenever per-process figures
+/// exist, the device delta only when none does.
+pub(super) fn device_figure(
+    end: DeviceEnd,
+    sampled_method: &GpuMethod,
+) -> (Option<u64>, GpuMethod) {
+    let unavailable = (None, GpuMethod::Unavailable);
+    if !end.readable {
+        return unavailable;
+    }
+    match (end.tree_seen, end.sampled, end.accounting) {
+        (true, Some(s), Some(a)) if a > s => (Some(a), GpuMethod::DriverAccounting),
+        (true, Some(s), _) => (Some(s), sampled_method.clone()),
+        (true, None, Some(a)) => (Some(a), GpuMethod::DriverAccounting),
+        (true, None, None) => unavailable,
+        (false, _, Some(a)) => (Some(a), GpuMethod::DriverAccounting),
+        // The case ran on other devices; this one it left alone.
+        (false, _, None) if end.pids_match => (Some(0), sampled_method.clone()),
+        (false, _, None) => match end.delta {
+            Some(0) => (Some(0), sampled_method.clone()),
+            Some(d) => (Some(d), GpuMethod::DeviceDelta),
+            None => unavailable,
+        },
+    }
+}
+
+/// The largest sum of per-process maxima over processes whose lifetimes
+/// overlap: an upper bound of the true peak that, unlike a plain sum, does
+/// not add up processes that ran one after another.
+pub fn concurrent_peak(records: &[AccountingRecord]) -> u64 {
+    let mut events: Vec<(u64, bool, u64)> = Vec::with_capacity(records.len() * 2);
+    for record in records {
+        events.push((record.start_us, true, record.max_bytes));
+        events.push((record.end_us.max(record.start_us), false, record.max_bytes));
+    }
+    // At equal times, ends come first: a process that ended as another
+    // began did not overlap it.
+    events.sort_by_key(|&(time, is_start, _)| (time, is_start));
+    let (mut now, mut peak) = (0u64, 0u64);
+    for (_, is_start, bytes) in events {
+        if is_start {
+            now = now.saturating_add(bytes);
+            peak = peak.max(now);
+        } else {
+            now = now.saturating_sub(bytes);
+        }
+    }
+    peak
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(start_us: u64, end_us: u64, max_bytes: u64) -> AccountingRecord {
+        AccountingRecord {
+            start_us,
+            end_us,
+            max_bytes,
+        }
+    }
+
+    #[test]
+    fn methods_keep_the_names_results_and_locks_use() {
+        let table = [
+            (GpuMethod::Sampled { interval_ms: 50 }, "sampled@50ms"),
+            (GpuMethod::Sampled { interval_ms: 1000 }, "sampled@1000ms"),
+            (GpuMethod::DriverAccounting, "driver-accounting"),
+            (GpuMethod::DeviceDelta, "device-delta"),
+            (GpuMethod::Mixed, "mixed"),
+            (GpuMethod::Unavailable, "unavailable"),
+        ];
+        for (method, name) in table {
+            assert_eq!(method.to_string(), name);
+            assert_eq!(
+                serde_json::to_value(method).ok(),
+                Some(serde_json::json!(name))
+            );
+        }
+    }
+
+    const SAMPLED: GpuMethod = GpuMethod::Sampled { interval_ms: 50 };
+
+    fn end(tree_seen: bool, sampled: Option<u64>, accounting: Option<u64>) -> DeviceEnd {
+        DeviceEnd {
+            readable: true,
+            pids_match: tree_seen || accounting.is_some(),
+            tree_seen,
+            sampled,
+            accounting,
+            delta: Some(5000),
+        }
+    }
+
+    #[test]
+    fn per_process_figures_win_whenever_they_exist() {
+        let other_device_seen = DeviceEnd {
+            pids_match: true,
+            ..end(false, None, None)
+        };
+        let none_seen = end(false, None, None);
+        let table: &[(DeviceEnd, Option<u64>, GpuMethod)] = &[
+            (end(true, Some(100), None), Some(100), SAMPLED),
+            (end(true, Some(100), Some(100)), Some(100), SAMPLED),
+            (
+                end(true, Some(100), Some(101)),
+                Some(101),
+                GpuMethod::DriverAccounting,
+            ),
+            (
+                end(true, None, Some(7)),
+                Some(7),
+                GpuMethod::DriverAccounting,
+            ),
+            (end(true, None, None), None, GpuMethod::Unavailable),
+            // Sampling never caught the case's process; the driver did: its
+            // figure, not the device's rise.
+            (
+                end(false, None, Some(7)),
+                Some(7),
+                GpuMethod::DriverAccounting,
+            ),
+            // The case ran elsewhere: this device's rise is someone else's.
+            (other_device_seen, Some(0), SAMPLED),
+            (none_seen, Some(5000), GpuMethod::DeviceDelta),
+            (
+                DeviceEnd {
+                    delta: Some(0),
+                    ..none_seen
+                },
+                Some(0),
+                SAMPLED,
+            ),
+            (
+                DeviceEnd {
+                    delta: None,
+                    ..none_seen
+                },
+                None,
+                GpuMethod::Unavailable,
+            ),
+            (
+                DeviceEnd {
+                    readable: false,
+                    ..end(true, Some(100), Some(200))
+                },
+                None,
+                GpuMethod::Unavailable,
+            ),
+        ];
+        for (end, bytes, method) in table {
+            assert_eq!(
+                device_figure(*end, &SAMPLED),
+                (*bytes, method.clone()),
+                "{end:?}"
+            );
+        }
+    }
+
+    fn device(index: u32, peak: Option<u64>, tainted_by: &[u32]) -> DeviceFigures {
+        DeviceFigures {
+            index,
+            uuid: format!("GPU-{index}"),
+            name: "Fake".into(),
+            total_bytes: 1000,
+            before_bytes: Some(0),
+            device_peak_bytes: peak,
+            peak_bytes: peak,
+            method: GpuMethod::DeviceDelta,
+            sampled_peak_bytes: None,
+            accounting_peak_bytes: None,
+            tainted_by: tainted_by
+                .iter()
+                .map(|&pid| ForeignPid {
+                    pid,
+                    name: (pid == 4242).then(|| "sleep".to_string()),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn tainted_figures_are_named_and_left_out_of_the_untainted_sum() {
+        let tainted = device(0, Some(500), &[4242, 7]);
+        assert_eq!(
+            tainted.taint().as_deref(),
+            Some("tainted by pid 4242 (sleep), pid 7")
+        );
+        assert_eq!(device(1, Some(300), &[]).taint(), None);
+        let figures = |devices: Vec<DeviceFigures>| GpuFigures {
+            peak_bytes: None,
+            method: GpuMethod::DeviceDelta,
+            devices,
+        };
+        let table: &[(Vec<DeviceFigures>, Option<u64>)] = &[
+            (vec![], Some(0)),
+            (vec![device(0, Some(500), &[4242])], Some(0)),
+            (
+                vec![device(0, Some(500), &[4242]), device(1, Some(300), &[])],
+                Some(300),
+            ),
+            (
+                vec![device(0, Some(500), &[4242]), device(1, None, &[])],
+                None,
+            ),
+            (
+                vec![device(0, Some(500), &[]), device(1, Some(300), &[])],
+                Some(800),
+            ),
+        ];
+        for (devices, untainted) in table {
+            assert_eq!(
+                figures(devices.clone()).untainted_peak_bytes(),
+                *untainted,
+                "{devices:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn accounting_sums_only_processes_that_overlapped() {
+        // One after another: the peak is the larger, not the sum.
+        assert_eq!(
+            concurrent_peak(&[record(0, 10, 100), record(10, 20, 300), record(20, 30, 200)]),
+            300
+        );
+        // Together: the sum.
+        assert_eq!(
+            concurrent_peak(&[record(0, 10, 100), record(5, 20, 300)]),
+            400
+        );
+        // A parent with two overlapping children, then a third alone.
+        let records = [
+            record(0, 100, 50),
+            record(10, 30, 100),
+            record(20, 40, 100),
+            record(50, 60, 500),
+        ];
+        assert_eq!(concurrent_peak(&records), 550);
+        assert_eq!(concurrent_peak(&[]), 0);
+    }
+}
