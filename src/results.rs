@@ -276,13 +276,77 @@ pub struct RepeatFigures {
 /// One verdict on one figure.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Check {
-    /// What was checked: `budget.host`.
-    pub name: String,
+    /// What was checked; written as its name (`budget.host`).
+    #[serde(rename = "name")]
+    pub kind: CheckKind,
     pub passed: bool,
     pub figure_bytes: Option<u64>,
     pub limit_bytes: Option<u64>,
     /// The verdict in words, with the figures.
     pub message: String,
+}
+
+impl Check {
+    /// `budget.host`, `baseline.gpu`, `limit.metric.tokens_per_s`: the
+    /// name results.json and JUnit properties use.
+    pub fn name(&self) -> String {
+        self.kind.to_string()
+    }
+}
+
+/// What a [`Check`] judges. Reports look checks up by kind, never by name;
+/// the name is only what files show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckKind {
+    /// `budget.host`: the host peak against `budget.host`.
+    HostBudget,
+    /// `budget.gpu`: the GPU peak over all devices against `budget.gpu`.
+    GpuBudget,
+    /// `budget.gpu_fraction.gpu<N>`: one device's peak against its share.
+    GpuHeadroom { device: u32 },
+    /// `host.oom_kill`: the kernel's OOM killer killed a process of the case.
+    HostOomKill,
+    /// `limit.<key>`: a `limits` entry on a probe figure or metric.
+    Limit(String),
+    /// `leak`: growth between iterations after warm-up.
+    Leak,
+    /// `baseline`: the case has no baseline (with `--require-baseline`, or
+    /// as a notice).
+    BaselineMissing,
+    /// `baseline.<figure>`: a figure (`host`, `gpu`, `allocated`) against
+    /// its baseline.
+    Baseline(String),
+    /// `environment.drift`: the environment drifted, with `on_drift = "fail"`.
+    EnvironmentDrift,
+}
+
+impl CheckKind {
+    /// A comparison with the baseline (present or missing).
+    pub fn is_baseline(&self) -> bool {
+        matches!(self, CheckKind::Baseline(_) | CheckKind::BaselineMissing)
+    }
+}
+
+impl std::fmt::Display for CheckKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckKind::HostBudget => f.write_str("budget.host"),
+            CheckKind::GpuBudget => f.write_str("budget.gpu"),
+            CheckKind::GpuHeadroom { device } => write!(f, "budget.gpu_fraction.gpu{device}"),
+            CheckKind::HostOomKill => f.write_str("host.oom_kill"),
+            CheckKind::Limit(key) => write!(f, "limit.{key}"),
+            CheckKind::Leak => f.write_str("leak"),
+            CheckKind::BaselineMissing => f.write_str("baseline"),
+            CheckKind::Baseline(figure) => write!(f, "baseline.{figure}"),
+            CheckKind::EnvironmentDrift => f.write_str("environment.drift"),
+        }
+    }
+}
+
+impl Serialize for CheckKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -299,6 +363,30 @@ pub struct InstanceResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_names_are_stable() {
+        for (kind, name) in [
+            (CheckKind::HostBudget, "budget.host"),
+            (CheckKind::GpuBudget, "budget.gpu"),
+            (
+                CheckKind::GpuHeadroom { device: 3 },
+                "budget.gpu_fraction.gpu3",
+            ),
+            (CheckKind::HostOomKill, "host.oom_kill"),
+            (
+                CheckKind::Limit("metric.tokens_per_s".into()),
+                "limit.metric.tokens_per_s",
+            ),
+            (CheckKind::Leak, "leak"),
+            (CheckKind::BaselineMissing, "baseline"),
+            (CheckKind::Baseline("gpu".into()), "baseline.gpu"),
+            (CheckKind::EnvironmentDrift, "environment.drift"),
+        ] {
+            assert_eq!(kind.to_string(), name);
+            assert_eq!(serde_json::to_value(&kind).ok(), Some(name.into()));
+        }
+    }
 
     #[test]
     fn status_names_match_results_json() {

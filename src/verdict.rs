@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use crate::results::{CaseStatus, Check};
+use crate::results::{CaseStatus, Check, CheckKind};
 use crate::run::process::Exit;
 use crate::units::{Bytes, format_duration};
 
@@ -62,7 +62,13 @@ pub fn breaches(peak: Bytes, limit: Bytes) -> bool {
 /// that set it and the method (`vmhwm, cgroup-v1`). An unknown peak fails:
 /// a budget that cannot be verified must not pass silently.
 pub fn host_budget_check(peak: Option<Bytes>, how: &str, limit: Bytes) -> Check {
-    budget_check("budget.host", "host", &format!(" ({how})"), peak, limit)
+    budget_check(
+        CheckKind::HostBudget,
+        "host",
+        &format!(" ({how})"),
+        peak,
+        limit,
+    )
 }
 
 /// What of a GPU figure a limit judges. A device-delta figure taken while a
@@ -87,9 +93,15 @@ pub enum Gated {
 /// method that produced the figure is named in the message.
 pub fn gpu_budget_check(peak: Option<Bytes>, method: &str, gated: &Gated, limit: Bytes) -> Check {
     match gated {
-        Gated::Whole => budget_check("budget.gpu", "gpu", &format!(" ({method})"), peak, limit),
+        Gated::Whole => budget_check(
+            CheckKind::GpuBudget,
+            "gpu",
+            &format!(" ({method})"),
+            peak,
+            limit,
+        ),
         Gated::Rest { rest, left_out } => budget_check(
-            "budget.gpu",
+            CheckKind::GpuBudget,
             "gpu",
             &format!(" ({method}, without {left_out}: not gated)"),
             *rest,
@@ -98,7 +110,7 @@ pub fn gpu_budget_check(peak: Option<Bytes>, method: &str, gated: &Gated, limit:
         Gated::Nothing { left_out } => {
             let shown = peak.map_or("unknown".to_string(), |p| p.to_string());
             Check {
-                name: "budget.gpu".to_string(),
+                kind: CheckKind::GpuBudget,
                 passed: true,
                 figure_bytes: peak.map(Bytes::get),
                 limit_bytes: Some(limit.get()),
@@ -110,7 +122,13 @@ pub fn gpu_budget_check(peak: Option<Bytes>, method: &str, gated: &Gated, limit:
     }
 }
 
-fn budget_check(name: &str, what: &str, how: &str, peak: Option<Bytes>, limit: Bytes) -> Check {
+fn budget_check(
+    kind: CheckKind,
+    what: &str,
+    how: &str,
+    peak: Option<Bytes>,
+    limit: Bytes,
+) -> Check {
     let (passed, message) = match peak {
         Some(peak) if breaches(peak, limit) => (
             false,
@@ -129,7 +147,7 @@ fn budget_check(name: &str, what: &str, how: &str, peak: Option<Bytes>, limit: B
         ),
     };
     Check {
-        name: name.to_string(),
+        kind,
         passed,
         figure_bytes: peak.map(Bytes::get),
         limit_bytes: Some(limit.get()),
@@ -143,10 +161,12 @@ pub fn headroom_limit(total: u64, fraction: f64) -> Bytes {
     Bytes((total as f64 * fraction).floor() as u64)
 }
 
-/// The headroom verdict for one device: the case's peak on it against a
-/// share of its total memory. `taint` (`tainted by pid 4242 (sleep)`): the
-/// figure is a device delta with another process about, and is not judged.
+/// The headroom verdict for one device (`index`, named `device` in the
+/// message): the case's peak on it against a share of its total memory.
+/// `taint` (`tainted by pid 4242 (sleep)`): the figure is a device delta
+/// with another process about, and is not judged.
 pub fn headroom_check(
+    index: u32,
     device: &str,
     peak: Option<Bytes>,
     method: &str,
@@ -187,7 +207,7 @@ pub fn headroom_check(
         ),
     };
     Check {
-        name: "budget.gpu_fraction".to_string(),
+        kind: CheckKind::GpuHeadroom { device: index },
         passed,
         figure_bytes: peak.map(Bytes::get),
         limit_bytes: Some(limit.get()),
@@ -400,6 +420,7 @@ mod tests {
         let total = Bytes(8 * 1024 * MIB);
         let headroom = |peak: Option<u64>, taint: Option<&str>| {
             headroom_check(
+                0,
                 "GPU 0 (H100)",
                 peak.map(Bytes),
                 "device-delta",

@@ -26,7 +26,10 @@
 //!
 //! PSS and `VmHWM` reads walk page tables and cost far more than the
 //! cgroup's counters, so they are paced: each sweep is timed and the next
-//! waits until the sweeps stay under [`PSS_CPU_SHARE`] of one core.
+//! waits until the sweeps stay under a share of one core. With a cgroup,
+//! whose anonymous + shmem charge is read every tick, sweeps are rarer
+//! ([`Pace::WITH_CGROUP`]); without one, PSS is the only sampled figure and
+//! is read every tick when the tree is small ([`Pace::WITHOUT_CGROUP`]).
 
 use std::fs;
 use std::io::Read;
@@ -162,12 +165,39 @@ pub struct HostFigures {
     pub note: Option<String>,
 }
 
-/// PSS and VmHWM sweeps may take at most this share of one core.
-pub const PSS_CPU_SHARE: f64 = 0.005;
-/// However cheap, at most one sweep per this long.
-const MIN_SWEEP_GAP: Duration = Duration::from_millis(1);
-/// However costly, at least one sweep per this long.
-const MAX_SWEEP_GAP: Duration = Duration::from_secs(30);
+/// How often PSS and VmHWM sweeps may run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pace {
+    /// Sweeps may take at most this share of one core.
+    pub cpu_share: f64,
+    /// However cheap, at most one sweep per this long.
+    pub min_gap: Duration,
+    /// However costly, at least one sweep per this long.
+    pub max_gap: Duration,
+}
+
+impl Pace {
+    /// The cgroup's charge is read every tick; PSS and VmHWM add what it
+    /// misses (pages charged elsewhere, per-process high-water marks, which
+    /// lose nothing by being read late).
+    pub const WITH_CGROUP: Pace = Pace {
+        cpu_share: 0.001,
+        min_gap: Duration::from_millis(500),
+        max_gap: Duration::from_secs(30),
+    };
+    /// PSS is the only sampled figure: every tick while that is cheap.
+    pub const WITHOUT_CGROUP: Pace = Pace {
+        cpu_share: 0.005,
+        min_gap: Duration::from_millis(1),
+        max_gap: Duration::from_secs(30),
+    };
+
+    /// The wait after a sweep that took `cost`.
+    fn gap(self, cost: Duration) -> Duration {
+        cost.div_f64(self.cpu_share)
+            .clamp(self.min_gap, self.max_gap)
+    }
+}
 
 /// Host measurement of one run of a case.
 #[derive(Debug)]
@@ -176,6 +206,7 @@ pub struct HostMeter {
     note: Option<String>,
     cgroup: Option<CaseCgroup>,
     floors: [Option<Peak>; 4],
+    pace: Pace,
     next_sweep: Option<Instant>,
     pss_sweeps: u64,
     pss_last: Option<u64>,
@@ -190,6 +221,11 @@ impl HostMeter {
                 .as_ref()
                 .map_or(HostMethod::ProcfsPss, |c| HostMethod::of_cgroup(c.version)),
             note,
+            pace: if cgroup.is_some() {
+                Pace::WITH_CGROUP
+            } else {
+                Pace::WITHOUT_CGROUP
+            },
             cgroup,
             floors: [None; 4],
             next_sweep: None,
@@ -215,6 +251,7 @@ impl HostMeter {
         }
         self.floors[HostFloor::CgroupAnonShmem.index()] = None;
         self.method = HostMethod::ProcfsPss;
+        self.pace = Pace::WITHOUT_CGROUP;
         self.note = Some(why);
     }
 
@@ -237,11 +274,7 @@ impl HostMeter {
         let now = Instant::now();
         if self.next_sweep.is_none_or(|next| now >= next) {
             self.sweep(tree, exclude, t_ms);
-            let cost = now.elapsed();
-            let gap = cost
-                .div_f64(PSS_CPU_SHARE)
-                .clamp(MIN_SWEEP_GAP, MAX_SWEEP_GAP);
-            self.next_sweep = Some(now + gap);
+            self.next_sweep = Some(now + self.pace.gap(now.elapsed()));
         }
         sample.host_bytes = match (anon_shmem, self.pss_last) {
             (Some(a), Some(p)) => Some(Bytes(a.max(p))),
@@ -405,6 +438,19 @@ mod tests {
         assert_eq!(figures.floors.cgroup_anon_shmem_bytes, None);
         assert_eq!(figures.floors.rusage_maxrss_bytes, Some(300));
         assert_eq!(figures.oom_kills, None, "unknown without a cgroup, not 0");
+    }
+
+    #[test]
+    fn sweeps_are_paced_by_their_cost() {
+        let ms = Duration::from_millis;
+        // Cheap sweeps: every tick without a cgroup, two a second with one.
+        assert_eq!(Pace::WITHOUT_CGROUP.gap(Duration::from_micros(100)), ms(20));
+        assert_eq!(Pace::WITH_CGROUP.gap(Duration::from_micros(100)), ms(500));
+        // A 20 ms sweep (200 processes): 0.5 % / 0.1 % of a core.
+        assert_eq!(Pace::WITHOUT_CGROUP.gap(ms(20)), ms(4000));
+        assert_eq!(Pace::WITH_CGROUP.gap(ms(20)), ms(20_000));
+        // However costly, at least every 30 s.
+        assert_eq!(Pace::WITH_CGROUP.gap(ms(5000)), Duration::from_secs(30));
     }
 
     #[test]

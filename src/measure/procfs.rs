@@ -16,10 +16,11 @@
 //! pids found outside the tree are skipped on later scans and the skip list
 //! is dropped every [`RESCAN_EVERY`] scans. The one thing that can slip
 //! through is a pid reused by a new descendant right after an outsider with
-//! the same pid exited; it joins the tree at the next full rescan (about a
-//! second at the default interval). When no pid at all was allocated since
-//! the last scan, nothing is read: the tree is as it was, less members that
-//! exited since, which the next full scan drops. See docs/performance.md.
+//! the same pid exited; it joins the tree at the next full rescan (about
+//! five seconds at the default interval). When no pid at all was allocated
+//! since the last scan, nothing is read: the tree is as it was, less
+//! members that exited since, which the members' re-read every
+//! [`REFRESH_EVERY`] scans drops. See docs/performance.md.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -27,7 +28,11 @@ use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 
 /// Every this many scans, every process is read again.
-pub const RESCAN_EVERY: u64 = 20;
+pub const RESCAN_EVERY: u64 = 100;
+/// Every this many scans, the members are read again (dropping those that
+/// exited, seeing those that became zombies) even when no pid was
+/// allocated.
+pub const REFRESH_EVERY: u64 = 10;
 
 /// What one `/proc/<pid>/stat` says that oomgate needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +159,7 @@ impl Scanner {
     /// are skipped; only failing to list /proc at all is an error.
     pub fn descendants_of(&mut self, root: i32) -> io::Result<&ProcessTree> {
         let full = self.scans % RESCAN_EVERY == 0;
+        let refresh = self.scans % REFRESH_EVERY == 0;
         if full {
             self.outsiders.clear();
         }
@@ -171,10 +177,19 @@ impl Scanner {
             // Members stay members (orphans are re-parented to a subreaper
             // of the tree), so the tree can only have lost members since
             // the last scan: it is returned as it was. A member that exited
-            // since is still listed until the next full scan (at most
-            // RESCAN_EVERY scans away); every user of the tree tolerates
-            // that — reading an exited process's files fails, reaping an
-            // already reaped pid does nothing — and nothing is read.
+            // since is still listed until the next refresh (at most
+            // REFRESH_EVERY scans away), which re-reads the members only;
+            // every user of the tree tolerates that — reading an exited
+            // process's files fails, reaping an already reaped pid does
+            // nothing.
+            if refresh {
+                let previous = std::mem::take(&mut self.tree.members);
+                for member in previous {
+                    let refreshed = self.read_stat(member.pid);
+                    self.tree.members.extend(refreshed);
+                }
+                self.keep_member_files();
+            }
             return Ok(&self.tree);
         }
         for entry in fs::read_dir("/proc")? {
@@ -443,8 +458,8 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         child.wait().expect("reap");
-        let gone = (0..RESCAN_EVERY).any(|_| find(&mut scanner).is_none());
-        assert!(gone, "a reaped child stayed in the tree past a full scan");
+        let gone = (0..REFRESH_EVERY).any(|_| find(&mut scanner).is_none());
+        assert!(gone, "a reaped child stayed in the tree past a refresh");
     }
 
     #[test]

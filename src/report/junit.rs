@@ -12,7 +12,7 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::case_details;
-use crate::results::{CaseResult, CaseStatus, RunResults};
+use crate::results::{CaseResult, CaseStatus, CheckKind, RunResults};
 
 pub fn render(results: &RunResults) -> io::Result<String> {
     let mut report = Report::new(format!("oomgate {}", results.suite.name));
@@ -118,12 +118,12 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     for check in &case.checks {
         if let Some(limit) = check.limit_bytes {
             properties.push(Property::new(
-                format!("{}.limit_bytes", check.name),
+                format!("{}.limit_bytes", check.kind),
                 limit.to_string(),
             ));
         }
         properties.push(Property::new(
-            format!("{}.passed", check.name),
+            format!("{}.passed", check.kind),
             check.passed.to_string(),
         ));
     }
@@ -185,8 +185,19 @@ fn failure_type(case: &CaseResult) -> &'static str {
         CaseStatus::TimedOut => "timeout",
         CaseStatus::Interrupted => "interrupted",
         CaseStatus::Error => "launch-error",
-        _ if case.failed_checks().any(|c| c.name.starts_with("baseline")) => "regression",
-        _ if case.failed_checks().any(|c| c.name == "environment.drift") => "environment-drift",
+        _ if case
+            .failed_checks()
+            .any(|c| c.kind == CheckKind::HostOomKill) =>
+        {
+            "host-oom"
+        }
+        _ if case.failed_checks().any(|c| c.kind.is_baseline()) => "regression",
+        _ if case
+            .failed_checks()
+            .any(|c| c.kind == CheckKind::EnvironmentDrift) =>
+        {
+            "environment-drift"
+        }
         _ if case.failed_checks().next().is_some() => "budget-exceeded",
         _ => "exit-status",
     }

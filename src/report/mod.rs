@@ -300,7 +300,7 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
         let _ = writeln!(
             out,
             "{:<12} {verdict}: {}",
-            format!("{}:", check.name),
+            format!("{}:", check.kind),
             check.message
         );
     }

@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{Event, Reporter};
 use crate::measure::gpu::GpuMethod;
-use crate::results::{CaseResult, CaseStatus, RunResults};
+use crate::results::{CaseResult, CaseStatus, CheckKind, RunResults};
 use crate::units::{Bytes, format_duration};
 
 /// How often a long case reports that it is still running, without a TTY.
@@ -125,7 +125,7 @@ impl Terminal {
                 let budget = case
                     .checks
                     .iter()
-                    .find(|c| c.name == "budget.host")
+                    .find(|c| c.kind == CheckKind::HostBudget)
                     .and_then(|c| c.limit_bytes)
                     .map_or_else(dash, |b| Bytes(b).to_string());
                 let mut row = vec![
@@ -284,7 +284,7 @@ fn figures(case: &CaseResult) -> String {
     let mut text = match case
         .checks
         .iter()
-        .find(|c| c.name == "budget.host")
+        .find(|c| c.kind == CheckKind::HostBudget)
         .and_then(|c| c.limit_bytes)
     {
         Some(limit) => format!("host peak {peak} (budget {})", Bytes(limit)),

@@ -17,7 +17,7 @@ use crate::environment::is_allocator_variable;
 use crate::measure::gpu::GpuFigures;
 use crate::probe::StepSeen;
 use crate::report::{Event, Reporter};
-use crate::results::{CaseResult, Check, InstanceResult};
+use crate::results::{CaseResult, Check, CheckKind, InstanceResult};
 use crate::suite::Case;
 use crate::units::Bytes;
 use crate::verdict::{self, Observed, StopReason};
@@ -120,7 +120,9 @@ impl Runner<'_> {
         }
         if let (Some(diagnosis), Some(leak)) = (
             diagnosis.as_mut(),
-            checks.iter().find(|c| c.name == "leak" && !c.passed),
+            checks
+                .iter()
+                .find(|c| c.kind == CheckKind::Leak && !c.passed),
         ) {
             diagnosis.hints.push(format!(
                 "Memory grows between comparable iterations ({}): look for references kept across iterations — losses kept as tensors, callbacks, metrics, stored outputs.",

@@ -6,7 +6,7 @@
 use crate::measure::HostFigures;
 use crate::measure::gpu::{CaseGpu, GpuFigures};
 use crate::probe::ProbeSummary;
-use crate::results::Check;
+use crate::results::{Check, CheckKind};
 use crate::suite::{Case, Leak};
 use crate::units::Bytes;
 use crate::verdict;
@@ -82,7 +82,7 @@ pub(super) fn limit_checks(case: &Case, probe: Option<&ProbeSummary>) -> Vec<Che
                 ),
             };
             Check {
-                name: format!("limit.{}", limit.key),
+                kind: CheckKind::Limit(limit.key.clone()),
                 passed,
                 figure_bytes: None,
                 limit_bytes: None,
@@ -124,17 +124,15 @@ pub(super) fn budget_checks(
     }
     if let Some(fraction) = case.budget.gpu_fraction {
         for device in gpu.map(|g| g.devices.as_slice()).unwrap_or_default() {
-            let mut check = verdict::headroom_check(
+            checks.push(verdict::headroom_check(
+                device.index,
                 &format!("GPU {} ({})", device.index, device.name),
                 device.peak_bytes.map(Bytes),
                 &device.method.to_string(),
                 device.taint().as_deref(),
                 Bytes(device.total_bytes),
                 fraction,
-            );
-            // One check per device, each with its own name.
-            check.name = format!("budget.gpu_fraction.gpu{}", device.index);
-            checks.push(check);
+            ));
         }
     }
     checks
@@ -207,7 +205,7 @@ pub(super) fn leak_check(leak: Leak, probe: Option<&ProbeSummary>, soak_peaks: &
         ),
     };
     Check {
-        name: "leak".to_string(),
+        kind: CheckKind::Leak,
         passed,
         figure_bytes: None,
         limit_bytes: Some(leak.max_growth.get()),
@@ -221,7 +219,7 @@ pub(super) fn leak_check(leak: Leak, probe: Option<&ProbeSummary>, soak_peaks: &
 pub(super) fn oom_kill_check(host: &HostFigures) -> Option<Check> {
     let kills = host.oom_kills.filter(|kills| *kills > 0)?;
     Some(Check {
-        name: "host.oom_kill".to_string(),
+        kind: CheckKind::HostOomKill,
         passed: false,
         figure_bytes: None,
         limit_bytes: None,

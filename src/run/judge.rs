@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::Runner;
 use crate::baseline::{self, Outcome};
 use crate::environment::Environment;
-use crate::results::{BaselineInfo, CaseResult, Check, RepeatFigures};
+use crate::results::{BaselineInfo, CaseResult, Check, CheckKind, RepeatFigures};
 use crate::suite::{Case, DriftPolicy};
 use crate::verdict;
 
@@ -175,7 +175,7 @@ impl Runner<'_> {
         let Some(info) = &self.baseline_info else {
             if self.baseline.require {
                 result.checks.push(failing(
-                    "baseline",
+                    CheckKind::BaselineMissing,
                     "no baseline: no lock file (--require-baseline)".to_string(),
                 ));
                 finish(result);
@@ -217,16 +217,19 @@ impl Runner<'_> {
         if !comparison.locked {
             let message = format!("no baseline for this case in {}", info.path.display());
             result.checks.push(if self.baseline.require {
-                failing("baseline", format!("{message} (--require-baseline)"))
+                failing(
+                    CheckKind::BaselineMissing,
+                    format!("{message} (--require-baseline)"),
+                )
             } else {
-                passing("baseline", message)
+                passing(CheckKind::BaselineMissing, message)
             });
         } else {
             for figure in comparison.figures() {
-                let name = format!("baseline.{}", figure.figure);
+                let name = CheckKind::Baseline(figure.figure.clone());
                 match figure.outcome {
                     Outcome::Regressed => {
-                        let mut check = failing(&name, with_drift(&figure.message));
+                        let mut check = failing(name.clone(), with_drift(&figure.message));
                         check.figure_bytes = figure.new_bytes;
                         check.limit_bytes = figure.limit_bytes;
                         result.checks.push(check);
@@ -236,17 +239,19 @@ impl Runner<'_> {
                     Outcome::Unknown => {
                         let message =
                             format!("{}: the regression gate cannot be verified", figure.message);
-                        result.checks.push(failing(&name, with_drift(&message)));
+                        result
+                            .checks
+                            .push(failing(name.clone(), with_drift(&message)));
                     }
                     Outcome::NoBaseline if figure.new_bytes.is_none() => {}
                     // Locked without this figure (e.g. GPU unknown then).
                     Outcome::NoBaseline if self.baseline.require => {
                         let message =
                             format!("{} in the lock (--require-baseline)", figure.message);
-                        result.checks.push(failing(&name, message));
+                        result.checks.push(failing(name.clone(), message));
                     }
                     _ => {
-                        let mut check = passing(&name, figure.message.clone());
+                        let mut check = passing(name.clone(), figure.message.clone());
                         check.figure_bytes = figure.new_bytes;
                         check.limit_bytes = figure.limit_bytes;
                         result.checks.push(check);
@@ -256,7 +261,7 @@ impl Runner<'_> {
         }
         if !drift.is_empty() && info.on_drift == DriftPolicy::Fail {
             result.checks.push(failing(
-                "environment.drift",
+                CheckKind::EnvironmentDrift,
                 format!(
                     "the environment drifted from the baseline (on_drift = \"fail\"): {}",
                     drift.join(", ")
@@ -268,9 +273,9 @@ impl Runner<'_> {
     }
 }
 
-fn passing(name: &str, message: String) -> Check {
+fn passing(kind: CheckKind, message: String) -> Check {
     Check {
-        name: name.to_string(),
+        kind,
         passed: true,
         figure_bytes: None,
         limit_bytes: None,
@@ -278,10 +283,10 @@ fn passing(name: &str, message: String) -> Check {
     }
 }
 
-fn failing(name: &str, message: String) -> Check {
+fn failing(kind: CheckKind, message: String) -> Check {
     Check {
         passed: false,
-        ..passing(name, message)
+        ..passing(kind, message)
     }
 }
 

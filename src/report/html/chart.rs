@@ -13,7 +13,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::results::{CaseResult, CaseStatus};
+use crate::results::{CaseResult, CaseStatus, CheckKind};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -53,10 +53,10 @@ pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<String> {
     if host.is_empty() && gpu.is_empty() {
         return None;
     }
-    let limit = |name: &str| {
+    let limit = |kind: CheckKind| {
         case.checks
             .iter()
-            .find(|c| c.name == name)
+            .find(|c| c.kind == kind)
             .and_then(|c| c.limit_bytes)
     };
     let baseline = |figure: &str| {
@@ -69,8 +69,8 @@ pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<String> {
         })
     };
     let lines: Vec<(&str, f64, RGBColor)> = [
-        ("host budget", limit("budget.host"), RED),
-        ("gpu budget", limit("budget.gpu"), MAGENTA),
+        ("host budget", limit(CheckKind::HostBudget), RED),
+        ("gpu budget", limit(CheckKind::GpuBudget), MAGENTA),
         ("host baseline", baseline("host"), RGBColor(120, 120, 120)),
         ("gpu baseline", baseline("gpu"), RGBColor(60, 60, 160)),
     ]
