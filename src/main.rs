@@ -16,6 +16,13 @@ fn main() -> ExitCode {
         let rest: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
         return ExitCode::from(u8::try_from(supervise::main(&rest)).unwrap_or(2));
     }
+    // Reaping (the case's processes, their high-water marks) needs SIGCHLD
+    // at its default: a parent that ignored it would pass that on, and the
+    // kernel would reap oomgate's children before oomgate could.
+    // SAFETY: setting a signal disposition takes no memory.
+    unsafe {
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match cli::execute(cli) {
         Ok(outcome) => outcome.into(),

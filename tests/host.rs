@@ -416,3 +416,108 @@ fn case_cgroups_are_removed_after_the_run() {
         .collect();
     assert!(left.is_empty(), "case cgroups left behind: {left:?}");
 }
+
+#[test]
+fn dev_shm_written_just_before_exit_is_still_seen() {
+    // Written and left in /dev/shm, then exit at once: no tick sees the
+    // process, but tmpfs pages stay charged to the case's cgroup.
+    let keep = format!("/dev/shm/oomgate-test-keep-{}", std::process::id());
+    let project = Project::new(&suite(
+        "2s",
+        &pattern_case(
+            "shm-then-exit",
+            &format!(
+                "\"shm\", \"--mib\", \"200\", \"--hold\", \"0\", \"--keep\", {}",
+                toml_str(&keep)
+            ),
+            "",
+        ),
+    ));
+    let run = project.run(&[]);
+    std::fs::remove_file(&keep).ok();
+    run.assert_code(0);
+    let case = run.case("shm-then-exit");
+    assert_method(&case);
+    if cgroups_available() {
+        let shm = mib(&case["host_floors"]["cgroup_anon_shmem_bytes"]);
+        assert!(shm >= 200.0, "{shm:.1} MiB\n{case:#}");
+    }
+}
+
+#[test]
+fn a_signal_a_workload_sends_its_own_group_does_not_end_the_case() {
+    // `kill -USR1 0`: the workload ignores it; so must oomgate's
+    // supervisor, which shares the group.
+    for signal in ["USR1", "ALRM", "TERM"] {
+        let project = Project::new(&suite(
+            "50ms",
+            &pattern_case(
+                "kill-group",
+                &format!("\"signal-group\", \"--signal\", \"{signal}\""),
+                "",
+            ),
+        ));
+        let run = project.run(&[]);
+        run.assert_code(0);
+        let case = run.case("kill-group");
+        assert_eq!(case["status"], "passed", "SIG{signal}: {case:#}");
+        let stdout = std::fs::read_to_string(project.out().join("cases/kill-group/stdout.log"))
+            .expect("stdout.log");
+        assert!(stdout.contains("and lived"), "SIG{signal}: {stdout}");
+    }
+}
+
+#[test]
+fn the_case_environment_reaches_the_workload_not_its_supervisor() {
+    let project = Project::new(&suite(
+        "50ms",
+        &pattern_case(
+            "environ",
+            "\"parent-environ\", \"--name\", \"OOMGATE_TEST_MARK\"",
+            "env = { OOMGATE_TEST_MARK = \"1\", LD_PRELOAD = \"\" }",
+        ),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let stdout = std::fs::read_to_string(project.out().join("cases/environ/stdout.log"))
+        .expect("stdout.log");
+    // The workload runs with the case's environment (it printed at all,
+    // and OOMGATE_CASE is set), its parent — the supervisor — without it.
+    assert!(
+        stdout.contains("parent has OOMGATE_TEST_MARK: False"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_parent_that_ignores_sigchld_does_not_blind_oomgate() {
+    // An ignored SIGCHLD is inherited across exec: the kernel would reap
+    // oomgate's children itself, and their exits and high-water marks
+    // would be lost.
+    let project = Project::new(&suite(
+        "2s",
+        &pattern_case(
+            "spike",
+            "\"spike\", \"--mib\", \"120\", \"--after\", \"0\"",
+            "",
+        ),
+    ));
+    let mut command = project.oomgate();
+    command
+        .arg("run")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(project.out());
+    // SAFETY: only `signal` between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let run = common::Run::from(command.output().expect("run oomgate"), project.out());
+    run.assert_code(0);
+    let case = run.case("spike");
+    assert_eq!(case["instances"][0]["exit"]["code"], 0, "{case:#}");
+    assert!(mib(&case["host_peak_bytes"]) >= 120.0, "{case:#}");
+}

@@ -28,7 +28,11 @@ use crate::measure::HostMethod;
 use crate::suite::Tolerances;
 use crate::units::Bytes;
 
-pub const LOCK_VERSION: u32 = 1;
+/// 2: host figures name their method (`host_peak_method`) and are the
+/// largest of the kernel's floors; version 1 locks (read still) hold RSS
+/// sums, `procfs-rss`, which an oomgate that knows only version 1 must not
+/// compare with the new figures.
+pub const LOCK_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Lock {
@@ -126,8 +130,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Lock, LockError> {
     // reported as whatever field it added.
     let value: toml::Table = toml::from_str(text).map_err(|e| corrupt(one_line(&e.to_string())))?;
     match value.get("version").and_then(toml::Value::as_integer) {
-        Some(1) => {}
-        Some(found) if found > 1 => {
+        Some(1 | 2) => {}
+        Some(found) if found > i64::from(LOCK_VERSION) => {
             return Err(LockError::Newer {
                 path: path.to_path_buf(),
                 found: found as u64,
@@ -245,7 +249,7 @@ pub fn compare_case(
     if let Some(locked_method) = locked
         .filter(|l| l.host_peak_bytes.is_some())
         .map(LockedCase::host_method)
-        .filter(|m| *m != now.host_method)
+        .filter(|m| !m.comparable_with(now.host_method))
     {
         host_comparison.outcome = Outcome::Skipped;
         host_comparison.message = format!(
@@ -521,7 +525,7 @@ mod tests {
         write(&path, &lock()).expect("write");
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(text.starts_with("# oomgate baseline"), "{text}");
-        assert!(text.contains("version = 1"), "{text}");
+        assert!(text.contains("version = 2"), "{text}");
         assert_eq!(read(&path).expect("parse"), lock());
     }
 
@@ -537,13 +541,22 @@ mod tests {
             Err(LockError::Corrupt { .. })
         ));
         assert!(matches!(
-            parse("version = 2\nwhatever = true", path),
-            Err(LockError::Newer { found: 2, .. })
+            parse("version = 3\nwhatever = true", path),
+            Err(LockError::Newer { found: 3, .. })
         ));
         assert!(matches!(
             parse("version = 1\nsuite = \"s\"", path),
             Err(LockError::Corrupt { .. })
         ));
+    }
+
+    /// Version 1 locks (RSS sums) are still read; their host figures are
+    /// then `procfs-rss`, never compared with today's.
+    #[test]
+    fn version_1_locks_are_read_as_rss_sums() {
+        let text = "version = 1\nsuite = \"s\"\nlocked_at = \"t\"\n[environment]\noomgate_version = \"0.1.0\"\n[cases.a]\nhost_peak_bytes = 100\nwall_time_s = 1.0\ndefinition_hash = \"00\"\ncommand = [\"x\"]\n";
+        let lock = parse(text, Path::new("s.lock")).expect("a version 1 lock reads");
+        assert_eq!(lock.cases["a"].host_method(), HostMethod::ProcfsRss);
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub fn render_diff(before: &Lock, after: &Lock, tolerance: Tolerances) -> (Strin
             (Some(a), Some(b))
                 if a.host_peak_bytes.is_some()
                     && b.host_peak_bytes.is_some()
-                    && a.host_method() != b.host_method() =>
+                    && !a.host_method().comparable_with(b.host_method()) =>
             {
                 format!("not compared ({} vs {})", a.host_method(), b.host_method())
             }

@@ -25,12 +25,13 @@
 //!   a cgroup limit above (a container's) or from the whole host, so an OOM
 //!   kill of a case is a certainty, not a guess from exit status 137.
 //!
-//! The one design choice a newcomer may question: the case cgroup is a child
-//! of oomgate's own cgroup, not of a cgroup oomgate creates for itself. In
-//! v1 that is always allowed; in v2 it needs `memory` in oomgate's cgroup's
-//! `cgroup.subtree_control`, which oomgate tries to enable and which fails
-//! where processes sit in that cgroup (the v2 "no internal processes"
-//! rule). oomgate does not move itself (or its CI agent) to make room: it
+//! The one design choice a newcomer may question: the case cgroups are
+//! children of oomgate's own cgroup. In v1 that needs only write access; in
+//! v2 it needs `memory` in that cgroup's `cgroup.subtree_control`, which
+//! the kernel refuses while processes sit in the cgroup itself (the "no
+//! internal processes" rule). When oomgate is alone there (a delegated
+//! scope of its own) it moves itself into a leaf to make room; it never
+//! moves anyone else's process (a CI agent sharing its cgroup): it then
 //! falls back to /proc and says why.
 
 use std::ffi::CString;
@@ -89,7 +90,7 @@ impl MemoryHierarchy {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => {
                 return Err(Unavailable(format!(
-                    "cannot create a memory cgroup in {}: {e}",
+                    "cannot create a memory cgroup in {}: {e} (a container's cgroup file system is often read-only: give oomgate a writable or delegated cgroup, or choose --host-method procfs)",
                     hierarchy.dir.display()
                 )));
             }
@@ -105,37 +106,75 @@ impl MemoryHierarchy {
         Ok(hierarchy)
     }
 
+    /// cgroup v2: children get the memory controller only if this cgroup
+    /// lists it in `cgroup.subtree_control`, which the kernel allows only
+    /// while no process sits in this cgroup itself (the "no internal
+    /// processes" rule; the true root excepted). When oomgate is the only
+    /// process here — as under `systemd-run --scope -p Delegate=yes` — it
+    /// moves itself into a leaf, `oomgate-<pid>-self`, and enables it.
     fn enable_memory_for_children(&self) -> Result<(), Unavailable> {
         let control = self.dir.join("cgroup.subtree_control");
-        let enabled = fs::read_to_string(&control)
-            .is_ok_and(|c| c.split_ascii_whitespace().any(|w| w == "memory"));
-        if enabled {
+        let enabled = |control: &Path| {
+            fs::read_to_string(control)
+                .is_ok_and(|c| c.split_ascii_whitespace().any(|w| w == "memory"))
+        };
+        if enabled(&control) {
             return Ok(());
         }
-        fs::write(&control, "+memory").map_err(|e| {
+        let first = match fs::write(&control, "+memory") {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let refused = |why: String| {
             Unavailable(format!(
-                "cgroup v2: cannot enable the memory controller for children of {} ({e}); \
-                 run oomgate in a delegated cgroup of its own (e.g. `systemd-run --user --scope -p Delegate=yes oomgate ...`)",
+                "cgroup v2: cannot enable the memory controller for children of {} ({why}); \
+                 run oomgate as the only process of a delegated cgroup (e.g. `systemd-run --user --scope -p Delegate=yes oomgate run ...`), or use --host-method procfs",
                 self.dir.display()
             ))
-        })
+        };
+        if first.raw_os_error() != Some(libc::EBUSY) {
+            return Err(refused(first.to_string()));
+        }
+        let procs = fs::read_to_string(self.dir.join("cgroup.procs"))
+            .map_err(|e| refused(format!("{first}; cannot list its processes: {e}")))?;
+        if let Err(others) = alone_in(&procs, std::process::id()) {
+            return Err(refused(format!(
+                "other processes share oomgate's cgroup: {}",
+                others
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        let leaf = self
+            .dir
+            .join(format!("oomgate-{}-self", std::process::id()));
+        let moved = fs::create_dir(&leaf)
+            .or_else(|e| {
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })
+            .and_then(|()| fs::write(leaf.join("cgroup.procs"), "0"))
+            .and_then(|()| fs::write(&control, "+memory"));
+        moved.map_err(|e| refused(format!("moving oomgate into {}: {e}", leaf.display())))
     }
 
-    /// Remove `oomgate-<pid>-*` cgroups left by an oomgate that no longer
+    /// Remove `oomgate-<pid>-<n>` cgroups left by an oomgate that no longer
     /// runs. `rmdir` of a cgroup succeeds only when no process is in it, so
-    /// nothing of anyone's is ever lost.
+    /// nothing of anyone's is ever lost; a populated one is left (and its
+    /// processes: stopping what a dead oomgate left is not this run's to
+    /// decide).
     fn remove_stale(&self) {
         let Ok(entries) = fs::read_dir(&self.dir) else {
             return;
         };
         for entry in entries.flatten() {
             let name = entry.file_name();
-            let Some(pid) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("oomgate-"))
-                .and_then(|rest| rest.split('-').next())
-                .and_then(|pid| pid.parse::<i32>().ok())
-            else {
+            let Some(pid) = name.to_str().and_then(owner_of) else {
                 continue;
             };
             if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -167,6 +206,34 @@ impl MemoryHierarchy {
     }
 }
 
+/// The pid of the oomgate that made a cgroup named `oomgate-<pid>-<n>`,
+/// `oomgate-<pid>-probe` or `oomgate-<pid>-self`; `None` for any other name.
+fn owner_of(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix("oomgate-")?;
+    let (pid, suffix) = rest.split_once('-')?;
+    let ours = matches!(suffix, "probe" | "self")
+        || (!suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()));
+    if !ours || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Whether `me` is the only process in a `cgroup.procs` listing; else the
+/// others.
+fn alone_in(procs: &str, me: u32) -> Result<(), Vec<u32>> {
+    let others: Vec<u32> = procs
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .filter(|pid| *pid != me)
+        .collect();
+    if others.is_empty() {
+        Ok(())
+    } else {
+        Err(others)
+    }
+}
+
 /// Find the hierarchy with the memory controller and oomgate's cgroup
 /// directory in it. `v2_has_memory` says whether a cgroup2 directory lists
 /// `memory` in its `cgroup.controllers`. A v1 `memory` hierarchy wins: where
@@ -186,15 +253,18 @@ fn locate(
             .then(|| path.to_string())
     });
     if let Some(path) = v1_path {
-        let mount = mounts
+        let candidates: Vec<&Mount> = mounts
             .iter()
-            .find(|m| m.fstype == "cgroup" && m.super_options.split(',').any(|o| o == "memory"))
-            .ok_or_else(|| {
-                Unavailable("cgroup v1: the memory controller is not mounted here".to_string())
-            })?;
+            .filter(|m| m.fstype == "cgroup" && m.super_options.split(',').any(|o| o == "memory"))
+            .collect();
+        if candidates.is_empty() {
+            return Err(Unavailable(
+                "cgroup v1: the memory controller is not mounted here".to_string(),
+            ));
+        }
         return Ok(MemoryHierarchy {
             version: CgroupVersion::V1,
-            dir: mount.dir_of(&path)?,
+            dir: first_dir(&candidates, &path)?,
         });
     }
     let v2_path = membership
@@ -218,6 +288,22 @@ fn locate(
     })
 }
 
+/// oomgate's cgroup directory under the first of `mounts` (of the same
+/// hierarchy) that holds it: containers and hybrid systems mount a
+/// hierarchy more than once, not always the part oomgate is in.
+fn first_dir(mounts: &[&Mount], path: &str) -> Result<PathBuf, Unavailable> {
+    let mut first_error = None;
+    for mount in mounts {
+        match mount.dir_of(path) {
+            Ok(dir) => return Ok(dir),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error.unwrap_or_else(|| Unavailable("no mount of the hierarchy".to_string())))
+}
+
 /// What one line of `/proc/self/mountinfo` says that oomgate needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Mount {
@@ -229,8 +315,15 @@ struct Mount {
 }
 
 impl Mount {
-    /// The directory of cgroup `path` under this mount.
+    /// The directory of cgroup `path` under this mount. A path outside the
+    /// mounted part (under a cgroup namespace, `/proc/self/cgroup` can say
+    /// `/../..`) is refused, never joined.
     fn dir_of(&self, path: &str) -> Result<PathBuf, Unavailable> {
+        if path.split('/').any(|part| part == "..") {
+            return Err(Unavailable(format!(
+                "oomgate's cgroup {path} lies outside this cgroup namespace's view"
+            )));
+        }
         let relative = if self.root == "/" {
             Some(path)
         } else {
@@ -405,7 +498,7 @@ impl CaseCgroup {
         keyed(text, "oom_kill")
     }
 
-    /// Pids in the cgroup now.
+    /// Live processes in the cgroup now (zombies are not listed).
     pub fn pids(&self) -> Vec<i32> {
         fs::read_to_string(self.dir.join("cgroup.procs"))
             .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
@@ -513,6 +606,44 @@ mod tests {
         assert_eq!(inside.dir, PathBuf::from("/sys/fs/cgroup/memory/ci"));
         let lookalike = locate(mounts, "9:memory:/docker/12345\n", |_| false);
         assert!(lookalike.is_err(), "{lookalike:?}");
+    }
+
+    #[test]
+    fn the_mount_that_holds_oomgate_is_used() {
+        // Two mounts of the v1 memory hierarchy; only the second holds it.
+        let mounts = "\
+40 30 0:32 /docker/other /mnt/other ro - cgroup cgroup rw,memory
+41 30 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+";
+        let found = locate(mounts, "9:memory:/ci/job\n", |_| false).expect("found");
+        assert_eq!(found.dir, PathBuf::from("/sys/fs/cgroup/memory/ci/job"));
+        // A path outside the namespace's view is refused.
+        let outside = locate(mounts, "9:memory:/../../x\n", |_| false).expect_err("outside");
+        assert!(outside.0.contains("outside"), "{outside}");
+    }
+
+    #[test]
+    fn oomgate_moves_itself_only_when_alone() {
+        assert_eq!(alone_in("42\n", 42), Ok(()));
+        assert_eq!(alone_in("", 42), Ok(()));
+        assert_eq!(alone_in("7\n42\n9\n", 42), Err(vec![7, 9]));
+    }
+
+    #[test]
+    fn only_our_own_names_are_stale_cleanup_candidates() {
+        assert_eq!(owner_of("oomgate-1234-7"), Some(1234));
+        assert_eq!(owner_of("oomgate-1234-probe"), Some(1234));
+        assert_eq!(owner_of("oomgate-1234-self"), Some(1234));
+        for other in [
+            "oomgate-1234-ci.scope",
+            "oomgate-1234-",
+            "oomgate--7",
+            "oomgate-x-7",
+            "oomgate-test-limit-1",
+            "user.slice",
+        ] {
+            assert_eq!(owner_of(other), None, "{other}");
+        }
     }
 
     #[test]

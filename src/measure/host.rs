@@ -55,6 +55,10 @@ pub enum HostMethod {
     /// The RSS summed over the tree (oomgate before per-case cgroups);
     /// only ever read back from old locks and results.
     ProcfsRss,
+    /// A method this oomgate does not know (a newer one's lock): never
+    /// comparable.
+    #[serde(other)]
+    Unknown,
 }
 
 impl HostMethod {
@@ -64,6 +68,20 @@ impl HostMethod {
             HostMethod::CgroupV2 => "cgroup-v2",
             HostMethod::ProcfsPss => "procfs-pss",
             HostMethod::ProcfsRss => "procfs-rss",
+            HostMethod::Unknown => "unknown",
+        }
+    }
+
+    /// Whether figures of the two methods measure the same thing. Both
+    /// cgroup versions take the same floors; without a cgroup, memory no
+    /// process maps is not seen; the RSS sum counts shared pages per
+    /// process.
+    pub fn comparable_with(self, other: HostMethod) -> bool {
+        use HostMethod::{CgroupV1, CgroupV2, Unknown};
+        match (self, other) {
+            (Unknown, _) | (_, Unknown) => false,
+            (CgroupV1 | CgroupV2, CgroupV1 | CgroupV2) => true,
+            (a, b) => a == b,
         }
     }
 
@@ -205,6 +223,10 @@ pub struct HostMeter {
     method: HostMethod,
     note: Option<String>,
     cgroup: Option<CaseCgroup>,
+    /// False once some process of the case could not join the cgroup: it
+    /// then holds part of the case, still a floor, but its charged peak is
+    /// not the case's.
+    cgroup_whole: bool,
     floors: [Option<Peak>; 4],
     pace: Pace,
     next_sweep: Option<Instant>,
@@ -227,6 +249,7 @@ impl HostMeter {
                 Pace::WITHOUT_CGROUP
             },
             cgroup,
+            cgroup_whole: true,
             floors: [None; 4],
             next_sweep: None,
             pss_sweeps: 0,
@@ -243,13 +266,21 @@ impl HostMeter {
         self.cgroup.as_ref()
     }
 
-    /// The case's processes could not join the cgroup: measure from /proc
-    /// only, and say why.
-    pub fn drop_cgroup(&mut self, why: String) {
-        if let Some(cgroup) = self.cgroup.take() {
-            cgroup.remove().ok();
+    /// The cgroup, when every process of the case joined it: then it holds
+    /// exactly the case's live processes.
+    pub fn whole_cgroup(&self) -> Option<&CaseCgroup> {
+        self.cgroup.as_ref().filter(|_| self.cgroup_whole)
+    }
+
+    /// Some of the case's processes could not join the cgroup: it holds
+    /// part of the case at most. Its charge stays a floor and its OOM kills
+    /// stay certain, but the case is measured as `procfs-pss`, and why is
+    /// said.
+    pub fn distrust_cgroup(&mut self, why: String) {
+        if self.cgroup.is_none() || !self.cgroup_whole {
+            return;
         }
-        self.floors[HostFloor::CgroupAnonShmem.index()] = None;
+        self.cgroup_whole = false;
         self.method = HostMethod::ProcfsPss;
         self.pace = Pace::WITHOUT_CGROUP;
         self.note = Some(why);
@@ -272,11 +303,15 @@ impl HostMeter {
             }
         }
         let now = Instant::now();
+        let mut pss_now = None;
         if self.next_sweep.is_none_or(|next| now >= next) {
             self.sweep(tree, exclude, t_ms);
             self.next_sweep = Some(now + self.pace.gap(now.elapsed()));
+            pss_now = self.pss_last;
         }
-        sample.host_bytes = match (anon_shmem, self.pss_last) {
+        // Only this tick's readings: an older PSS may describe memory
+        // already freed.
+        sample.host_bytes = match (anon_shmem, pss_now) {
             (Some(a), Some(p)) => Some(Bytes(a.max(p))),
             (a, p) => a.or(p).map(Bytes),
         };
@@ -357,15 +392,32 @@ impl HostMeter {
     /// The figures of the finished case; the cgroup is read one last time
     /// and removed. A cgroup that cannot be removed (a process stuck in the
     /// kernel) is named in the note.
-    pub fn finish(mut self) -> HostFigures {
-        let (charged, oom_kills) = match self.cgroup.as_mut() {
-            Some(cgroup) => (cgroup.charged_peak(), cgroup.oom_kills()),
-            None => (None, None),
-        };
+    pub fn finish(mut self, at: Duration) -> HostFigures {
+        let t_ms = u64::try_from(at.as_millis()).unwrap_or(u64::MAX);
+        let mut charged = None;
+        let mut oom_kills = None;
+        if let Some(cgroup) = self.cgroup.as_mut() {
+            // tmpfs pages stay charged after their writer exits: a file
+            // written to /dev/shm between the last tick and the exit is
+            // seen here.
+            let last = cgroup.now().ok();
+            charged = cgroup.charged_peak();
+            oom_kills = cgroup.oom_kills();
+            if let Some(last) = last {
+                self.raise(HostFloor::CgroupAnonShmem, last.anon_shmem_bytes, t_ms);
+            }
+        }
+        if !self.cgroup_whole {
+            charged = None;
+        }
         let mut note = self.note.take();
         if let Some(cgroup) = self.cgroup.take() {
             if let Err(e) = cgroup.remove() {
-                note = Some(format!("the case cgroup could not be removed: {e}"));
+                let removal = format!("the case cgroup could not be removed: {e}");
+                note = Some(match note {
+                    Some(note) => format!("{note}; {removal}"),
+                    None => removal,
+                });
             }
         }
         let peak = self.peak();
@@ -433,7 +485,7 @@ mod tests {
         // A tie keeps the first floor in order, at its own time.
         meter.raise(HostFloor::PssSum, 300, 50);
         assert_eq!(meter.peak().map(|(_, f)| f), Some(HostFloor::PssSum));
-        let figures = meter.finish();
+        let figures = meter.finish(Duration::from_millis(60));
         assert_eq!(figures.method, HostMethod::ProcfsPss);
         assert_eq!(figures.floors.cgroup_anon_shmem_bytes, None);
         assert_eq!(figures.floors.rusage_maxrss_bytes, Some(300));
@@ -451,6 +503,18 @@ mod tests {
         assert_eq!(Pace::WITH_CGROUP.gap(ms(20)), ms(20_000));
         // However costly, at least every 30 s.
         assert_eq!(Pace::WITH_CGROUP.gap(ms(5000)), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn which_methods_compare() {
+        use HostMethod::*;
+        assert!(CgroupV1.comparable_with(CgroupV2));
+        assert!(ProcfsPss.comparable_with(ProcfsPss));
+        assert!(!CgroupV1.comparable_with(ProcfsPss));
+        assert!(!ProcfsRss.comparable_with(CgroupV1));
+        assert!(!Unknown.comparable_with(Unknown));
+        let read: HostMethod = serde_json::from_str("\"cgroup-v9\"").expect("lenient");
+        assert_eq!(read, Unknown);
     }
 
     #[test]

@@ -101,20 +101,20 @@ pub struct Scanner {
     open_stats: HashMap<i32, fs::File>,
     /// Files opened during this scan, kept if their process is a member.
     fresh: Vec<(i32, fs::File)>,
-    loadavg: Option<fs::File>,
-    /// `/proc/loadavg`'s last pid and the root at the previous scan.
+    last_pid_file: Option<fs::File>,
+    /// The last allocated pid and the root at the previous scan.
     seen_last_pid: Option<u64>,
     seen_root: i32,
-    /// How many `stat` (and as many `statm`) files may stay open.
+    /// How many `stat` files of members may stay open.
     max_open: usize,
     /// The members' pids, rebuilt each scan (reused).
     member_pids: HashSet<i32>,
 }
 
-/// At most this many `stat` and as many `statm` files stay open by default
-/// (400 descriptors, well under the usual limit of 1024); members beyond
-/// are opened per scan. oomgate raises its open-file limit at start and
-/// gives the scanner more (see [`Scanner::with_open_files`]).
+/// At most this many members' `stat` files stay open by default (well
+/// under the usual limit of 1024 descriptors); members beyond are opened
+/// per scan. oomgate raises its open-file limit at start and gives the
+/// scanner more (see [`Scanner::with_open_files`]).
 const DEFAULT_OPEN_STATS: usize = 200;
 /// However high the limit, at most this many of each stay open.
 const MOST_OPEN_STATS: usize = 8192;
@@ -136,7 +136,7 @@ impl Scanner {
             tree: ProcessTree::default(),
             open_stats: HashMap::new(),
             fresh: Vec::new(),
-            loadavg: None,
+            last_pid_file: None,
             seen_last_pid: None,
             seen_root: 0,
             max_open: DEFAULT_OPEN_STATS,
@@ -145,8 +145,8 @@ impl Scanner {
     }
 
     /// A scanner that may keep files open up to a share of `limit`, the
-    /// process's open-file limit: a quarter for each kind, so half stays
-    /// for everything else oomgate opens (logs, pipes, NVML, reports).
+    /// process's open-file limit: a quarter, so the rest stays for
+    /// everything else oomgate opens (logs, pipes, NVML, reports).
     pub fn with_open_files(limit: u64) -> Self {
         let quarter = usize::try_from(limit / 4).unwrap_or(usize::MAX);
         Scanner {
@@ -165,9 +165,8 @@ impl Scanner {
         }
         self.scans += 1;
         self.all.clear();
-        // No pid was allocated since the last scan of this root: the tree
-        // can only have lost members, so only they are read again (no
-        // listing of /proc).
+        // Whether a pid was allocated since the last scan of this root:
+        // if not, the tree can only have lost members (see below).
         let last_pid = self.last_pid();
         let unchanged =
             last_pid.is_some() && last_pid == self.seen_last_pid && self.seen_root == root;
@@ -234,17 +233,23 @@ impl Scanner {
         }
     }
 
-    /// The most recently allocated pid in this pid namespace, the last
-    /// field of `/proc/loadavg` (kept open and re-read in place).
+    /// The most recently allocated pid in this pid namespace, from
+    /// `/proc/sys/kernel/ns_last_pid` (kept open and re-read in place).
+    /// Not `/proc/loadavg`'s last field: LXCFS-style virtualisation of that
+    /// file refreshes it only now and then, which would hide new children.
+    /// `None` (no such file): every scan lists /proc.
     fn last_pid(&mut self) -> Option<u64> {
-        if self.loadavg.is_none() {
-            self.loadavg = fs::File::open("/proc/loadavg").ok();
+        if self.last_pid_file.is_none() {
+            self.last_pid_file = fs::File::open("/proc/sys/kernel/ns_last_pid").ok();
         }
-        let length = self.loadavg.as_ref()?.read_at(&mut self.buffer, 0).ok()?;
+        let length = self
+            .last_pid_file
+            .as_ref()?
+            .read_at(&mut self.buffer, 0)
+            .ok()?;
         std::str::from_utf8(&self.buffer[..length])
             .ok()?
-            .split_ascii_whitespace()
-            .last()?
+            .trim()
             .parse()
             .ok()
     }

@@ -215,6 +215,16 @@ impl Runner<'_> {
                 probe.poll();
                 run_peak =
                     run_peak.max(sample.gpu_bytes.or(sample.host_bytes).map_or(0, Bytes::get));
+                // Orphans re-parented to oomgate are reaped as they exit
+                // (a long soak must not pile up zombies), their high-water
+                // marks kept. Supervisors are collected by their instance.
+                let maxrss = process::reap(zombies.iter().copied().filter(|p| !groups.contains(p)));
+                host.record_rusage(maxrss, elapsed);
+                for instance in &instances {
+                    if let Some(bytes) = instance.maxrss_bytes {
+                        host.record_rusage(bytes, elapsed);
+                    }
+                }
                 let host_peak = host.peak().map(|(peak, _)| Bytes(peak.bytes));
                 reporter
                     .handle(&Event::CaseProgress {
@@ -228,11 +238,6 @@ impl Runner<'_> {
                     stop = Some(StopReason::BudgetExceeded { at: elapsed });
                     break;
                 }
-                // Orphans re-parented to oomgate are reaped as they exit
-                // (a long soak must not pile up zombies), their high-water
-                // marks kept. Supervisors are collected by their instance.
-                let maxrss = process::reap(zombies.iter().copied().filter(|p| !groups.contains(p)));
-                host.record_rusage(maxrss, elapsed);
                 next_tick += self.suite.sample_interval;
                 if next_tick <= now {
                     next_tick = now + self.suite.sample_interval;
@@ -272,11 +277,12 @@ impl Runner<'_> {
         // behind by a workload that exited: either way it must not outlive
         // the case.
         let leftovers = if stop.is_none() {
-            self.live_descendants()
+            self.live_processes(host.whole_cgroup())
         } else {
             0
         };
-        let (stuck, maxrss) = self.stop_everything(&mut instances, case.kill_grace);
+        let (stuck, maxrss) =
+            self.stop_everything(&mut instances, case.kill_grace, host.whole_cgroup());
         host.record_rusage(maxrss, start.elapsed());
         for instance in &instances {
             if let Some(bytes) = instance.maxrss_bytes {
@@ -301,7 +307,7 @@ impl Runner<'_> {
         if case.leak.is_some() {
             soak_peaks.push(run_peak);
         }
-        let host = host.finish();
+        let host = host.finish(start.elapsed());
         // The timeline's peak is the case's gated peak, which may come
         // from a high-water mark no sample saw.
         timeline.host_peak = host
@@ -374,7 +380,7 @@ fn distrust_cgroup_if_not_joined(instances: &[Instance], host: &mut HostMeter) {
         .iter()
         .find_map(|i| i.cgroup_error.map(|e| (i.index, e)))
     {
-        host.drop_cgroup(format!(
+        host.distrust_cgroup(format!(
             "instance {index} could not join the case's memory cgroup ({}); measured from /proc",
             std::io::Error::from_raw_os_error(errno)
         ));

@@ -4,6 +4,7 @@
 use std::ffi::CString;
 use std::os::fd::RawFd;
 use std::path::Path;
+use std::time::Duration;
 
 use super::launch::{InstanceLogs, LaunchSpec, ReportReader, launch};
 use super::process::{self, Exit};
@@ -102,6 +103,10 @@ impl Instance {
                     let bytes = maxrss_kib.saturating_mul(1024);
                     self.maxrss_bytes = self.maxrss_bytes.max(Some(bytes));
                 }
+                Report::Rss(kib) => {
+                    let bytes = kib.saturating_mul(1024);
+                    self.maxrss_bytes = self.maxrss_bytes.max(Some(bytes));
+                }
                 Report::CgroupFailed(errno) => self.cgroup_error = Some(errno),
                 Report::Started(_) | Report::SpawnFailed(_) => {}
             }
@@ -112,7 +117,8 @@ impl Instance {
         // The pipe closes when the supervisor exits: collect it. A
         // supervisor killed before it could report (SIGKILL when a case is
         // stopped) took the workload with it: its signal is the exit.
-        let supervisor = process::wait(current.supervisor, true).map(|(exit, _)| exit);
+        let supervisor = process::wait_for_exit(current.supervisor, Duration::from_secs(5))
+            .map(|(exit, _)| exit);
         let exit = match (current.exited, supervisor) {
             (Some(exit), _) => exit,
             (None, Some(Exit::Signal(signal))) => Exit::Signal(signal),

@@ -47,21 +47,38 @@ pub(super) fn merge_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
         .max_by_key(|&i| runs[i].host_peak_bytes)
         .unwrap_or(0);
     let from = &runs[host_run];
+    let methods_differ = runs.iter().any(|r| r.host_method != from.host_method);
     let host_figures = (
         from.host_peak_at_s,
+        from.host_method,
         from.host_peak_source,
         from.host_floors,
         from.host_charged_peak_bytes,
+        from.host_note.clone(),
     );
     let oom_kills = runs.iter().filter_map(|r| r.host_oom_kills).max();
     let mut result = runs.swap_remove(chosen);
-    result.host_peak_bytes = host;
+    // An unknown host figure in any run keeps the maximum unknown.
+    result.host_peak_bytes = if figures.iter().any(|f| f.host_peak_bytes.is_none()) {
+        None
+    } else {
+        host
+    };
     (
         result.host_peak_at_s,
+        result.host_method,
         result.host_peak_source,
         result.host_floors,
         result.host_charged_peak_bytes,
+        result.host_note,
     ) = host_figures;
+    if methods_differ {
+        let note = "the repeats' host figures were measured by different methods";
+        result.host_note = Some(match result.host_note.take() {
+            Some(earlier) => format!("{earlier}; {note}"),
+            None => note.to_string(),
+        });
+    }
     result.host_oom_kills = oom_kills;
     // An unknown GPU figure in any run keeps the maximum unknown.
     result.gpu_peak_bytes = if figures.iter().any(|f| f.gpu_peak_bytes.is_none()) {
@@ -248,6 +265,13 @@ impl Runner<'_> {
                     Outcome::NoBaseline if self.baseline.require => {
                         let message =
                             format!("{} in the lock (--require-baseline)", figure.message);
+                        result.checks.push(failing(name.clone(), message));
+                    }
+                    // A baseline that cannot be compared (another GPU
+                    // model, another host method) is no baseline to a run
+                    // that requires one.
+                    Outcome::Skipped if self.baseline.require => {
+                        let message = format!("{} (--require-baseline)", figure.message);
                         result.checks.push(failing(name.clone(), message));
                     }
                     _ => {

@@ -125,12 +125,19 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
     let writer_fd = report_writer.as_raw_fd();
     let parent = process::self_pid();
     let limits = process::launch_limits();
+    // The workload's environment travels on a descriptor of its own, so the
+    // supervisor runs with oomgate's (a case's LD_PRELOAD must not load
+    // into it). Where memfd_create is refused (seccomp), the supervisor
+    // gets the workload's environment, as a plain launcher would.
+    let env_block = environment_block(&env).ok();
+    let env_fd = env_block.as_ref().map(AsRawFd::as_raw_fd);
 
     let mut command = std::process::Command::new("/proc/self/exe");
     command
         .arg0("oomgate-supervise")
         .arg(supervise::ARG)
         .arg(writer_fd.to_string())
+        .arg(env_fd.map_or("-".to_string(), |fd| fd.to_string()))
         .arg(match spec.cgroup_procs {
             Some(procs) => OsString::from(std::ffi::OsStr::from_bytes(procs.as_bytes())),
             None => OsString::from("-"),
@@ -139,21 +146,24 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
         .arg(&program)
         .args(&case.command[1..])
         .current_dir(&case.cwd)
-        .env_clear()
-        .envs(env)
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
         .process_group(0);
+    if env_block.is_none() {
+        command.env_clear().envs(env);
+    }
     // SAFETY: the closure runs between fork and exec and only makes
     // async-signal-safe system calls (prctl, getppid, fcntl, setrlimit).
     unsafe {
         command.pre_exec(move || {
             process::die_with_parent(parent)?;
-            // The report pipe's write end is the one descriptor the
-            // supervisor inherits on purpose.
-            if libc::fcntl(writer_fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
+            // The report pipe's write end and the environment are the
+            // descriptors the supervisor inherits on purpose.
+            for fd in std::iter::once(writer_fd).chain(env_fd) {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             process::restore_limits(&limits);
             Ok(())
@@ -167,12 +177,14 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
         ))
     })?;
     drop(report_writer);
+    drop(env_block);
     let supervisor = i32::try_from(child.id()).unwrap_or(0);
     // Reaped by the instance with wait4 once its report pipe closes.
     drop(child);
     let cannot = |why: String| {
-        // The supervisor is gone or about to be: collect it.
-        process::wait(supervisor, true);
+        // The supervisor is gone or about to be: collect it, without ever
+        // blocking on one stuck in the kernel.
+        process::wait_for_exit(supervisor, std::time::Duration::from_secs(5));
         LaunchError(format!(
             "cannot start `{}` ({}): {why}",
             case.command[0],
@@ -184,6 +196,7 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
     loop {
         match reader.next_blocking(START_TIMEOUT_MS) {
             Ok(Some(supervise::Report::CgroupFailed(errno))) => cgroup_error = Some(errno),
+            Ok(Some(supervise::Report::Rss(_))) => {}
             Ok(Some(supervise::Report::Started(workload))) => {
                 let (report, unread) = reader.into_parts();
                 return Ok(Launched {
@@ -196,9 +209,10 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             }
             Ok(Some(supervise::Report::SpawnFailed(why))) => return Err(cannot(why)),
             Ok(Some(supervise::Report::Exited { .. })) | Ok(None) => {
-                return Err(cannot(
-                    "its supervisor ended before starting it".to_string(),
-                ));
+                return Err(cannot(format!(
+                    "its supervisor ended before starting it (its error is in {})",
+                    spec.logs.stderr.display()
+                )));
             }
             Err(e) => {
                 process::signal_group(supervisor, libc::SIGKILL);
@@ -298,6 +312,29 @@ impl ReportReader {
             }
         }
     }
+}
+
+/// The environment as `NAME=value` entries separated by NUL, in an
+/// anonymous memory file (closed on exec) read from its start.
+fn environment_block(env: &[(OsString, OsString)]) -> std::io::Result<File> {
+    use std::io::{Seek, Write};
+    // SAFETY: memfd_create takes a NUL-terminated name and flags.
+    let fd = unsafe { libc::memfd_create(c"oomgate-env".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just created and is owned here only.
+    let mut file = unsafe { File::from_raw_fd(fd) };
+    let mut block = Vec::new();
+    for (name, value) in env {
+        block.extend_from_slice(name.as_bytes());
+        block.push(b'=');
+        block.extend_from_slice(value.as_bytes());
+        block.push(0);
+    }
+    file.write_all(&block)?;
+    file.rewind()?;
+    Ok(file)
 }
 
 /// A pipe whose read end is non-blocking; both ends close on exec.

@@ -112,6 +112,44 @@ pub fn wait(pid: i32, block: bool) -> Option<(Exit, u64)> {
     }
 }
 
+/// Reap every child of oomgate that has exited, without waiting; the
+/// largest `ru_maxrss` among them, in bytes. Only for moments when no
+/// instance's supervisor runs, whose status its instance collects.
+pub fn reap_exited_children() -> u64 {
+    let mut largest = 0u64;
+    loop {
+        let mut status = 0;
+        // SAFETY: rusage is plain data the kernel fills in.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: wait4 writes to the two locals passed.
+        let reaped = unsafe { libc::wait4(-1, &mut status, libc::WNOHANG, &mut usage) };
+        if reaped <= 0 {
+            return largest;
+        }
+        let kib = u64::try_from(usage.ru_maxrss).unwrap_or(0);
+        largest = largest.max(kib.saturating_mul(1024));
+    }
+}
+
+/// Collect a child that was told to exit, waiting at most `limit`: one
+/// stuck in the kernel is left rather than waited for forever.
+pub fn wait_for_exit(pid: i32, limit: std::time::Duration) -> Option<(Exit, u64)> {
+    let deadline = std::time::Instant::now() + limit;
+    // A process that just closed its descriptors is microseconds from
+    // being a zombie: start with short naps.
+    let mut nap = std::time::Duration::from_micros(20);
+    loop {
+        if let Some(done) = wait(pid, false) {
+            return Some(done);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(std::time::Duration::from_millis(5));
+    }
+}
+
 /// The open-file limit oomgate found at start, before raising its own: the
 /// sampler keeps a file open per process of large trees, but workloads get
 /// the limit they would have had without oomgate (some programs still use

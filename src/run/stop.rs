@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::Runner;
 use super::instance::Instance;
 use super::process;
+use crate::measure::cgroup::CaseCgroup;
 
 /// How often the stop procedure checks whether everything has exited.
 const STOP_POLL: Duration = Duration::from_millis(20);
@@ -15,6 +16,15 @@ const STOP_POLL: Duration = Duration::from_millis(20);
 const KILL_SETTLE: Duration = Duration::from_secs(5);
 
 impl Runner<'_> {
+    /// The case's processes still running once every instance ended: the
+    /// case cgroup's when it holds the whole case, else every descendant.
+    pub(super) fn live_processes(&mut self, cgroup: Option<&CaseCgroup>) -> usize {
+        match cgroup {
+            Some(cgroup) => cgroup.pids().len(),
+            None => self.live_descendants(),
+        }
+    }
+
     /// Descendants still running, read with a full scan (a skipped
     /// process must not survive a case).
     pub(super) fn live_descendants(&mut self) -> usize {
@@ -30,18 +40,24 @@ impl Runner<'_> {
     /// nothing of the case survives it. Returns the supervisor pids of
     /// instances that did not exit even after SIGKILL (stuck in the
     /// kernel), and the largest `ru_maxrss` (bytes) of the orphans reaped.
+    ///
+    /// `cgroup`: the case's cgroup when every process of the case is in it;
+    /// an empty one then proves the case left nothing without reading
+    /// every process on the host.
     pub(super) fn stop_everything(
         &mut self,
         instances: &mut [Instance],
         grace: Duration,
+        cgroup: Option<&CaseCgroup>,
     ) -> (Vec<i32>, u64) {
         let leaders = |instances: &[Instance]| -> Vec<i32> {
             instances.iter().filter_map(Instance::group).collect()
         };
         let mut maxrss = 0;
-        if instances.iter().all(|i| !i.running()) && self.live_descendants() == 0 {
-            maxrss = process::reap_adopted(&mut self.scanner, &[]);
-            return (Vec::new(), maxrss);
+        if instances.iter().all(|i| !i.running()) && self.live_processes(cgroup) == 0 {
+            // Nothing of the case runs, and no supervisor: whatever child
+            // of oomgate is left is a zombie orphan of the case.
+            return (Vec::new(), process::reap_exited_children());
         }
         let groups = leaders(instances);
         for signal in [libc::SIGTERM, libc::SIGCONT] {

@@ -1,17 +1,21 @@
 //! The per-instance supervisor: a small process between oomgate and the
 //! workload, so that the workload's own high-water mark can be read.
 //!
-//! Why it exists: a process's `ru_maxrss` (and `VmHWM`) includes the pages
-//! it had *before* it executed the workload — a child forked from oomgate
+//! Why it exists: a process's `ru_maxrss` includes the pages it had
+//! *before* it executed the workload — a child forked from oomgate
 //! starts with a copy of oomgate's page tables, and `execve` folds that
 //! memory's high-water mark into the process's maximum for good. Measured:
 //! `true` forked from a process of 200 MiB reports `ru_maxrss` = 210 MiB.
 //! So oomgate (whose memory grows with the results it holds) starts
-//! `oomgate __supervise` instead — a fresh executable of about a megabyte —
-//! and that forks the workload. The supervisor:
+//! `oomgate __supervise` instead — oomgate's own executable run afresh,
+//! about 1–2 MiB resident — and that forks the workload. The supervisor:
 //!
-//! - ignores SIGTERM/SIGINT/SIGHUP/SIGQUIT (they are for the workload: it
-//!   shares the workload's process group) and dies with oomgate
+//! - runs with oomgate's environment, not the case's (a case's
+//!   `LD_PRELOAD` must not load into it): the workload's comes on a
+//!   descriptor of its own;
+//! - ignores the signals a process sends its own group (SIGTERM, SIGINT,
+//!   SIGUSR1, ...: they are for the workload, which shares the group) and
+//!   hands the workload the dispositions it inherited; dies with oomgate
 //!   (`PR_SET_PDEATHSIG`, set by oomgate before exec);
 //! - makes the workload join the case's memory cgroup between fork and
 //!   exec, so every descendant is charged to it, and dies with the
@@ -20,10 +24,12 @@
 //!   so the largest `ru_maxrss` of everything it reaped is known — the
 //!   workload's own includes every descendant it waited for;
 //! - reports on a pipe, one line each: `cgroup <errno>` when joining the
-//!   cgroup failed, `pid <pid>`, then `exit code|signal <n> <maxrss KiB>`.
+//!   cgroup failed, `pid <pid>`, `rss <KiB>` when a process it reaped set a
+//!   new largest `ru_maxrss`, then `exit code|signal <n> <maxrss KiB>`.
 //!   oomgate polls that pipe, so an exit is noticed at once.
 //!
-//! It never writes anything else and holds no other file.
+//! It writes nothing else; the only files it holds are the instance's log
+//! files (as its stdout and stderr, for the workload to inherit).
 
 use std::ffi::{CString, OsString};
 use std::io::Write;
@@ -33,9 +39,6 @@ use std::os::unix::process::CommandExt;
 
 /// The hidden first argument that makes `oomgate` a supervisor.
 pub const ARG: &str = "__supervise";
-/// Signals meant for the workload: the supervisor ignores them, the
-/// workload gets them back at their default before it executes.
-const FOR_THE_WORKLOAD: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 /// A line of the supervisor's report, as oomgate reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +49,9 @@ pub enum Report {
     Started(i32),
     /// The workload could not be started.
     SpawnFailed(String),
+    /// A process the supervisor reaped (re-parented to it) had this
+    /// `ru_maxrss` (KiB), the largest so far.
+    Rss(u64),
     /// The workload ended: how, and the largest `ru_maxrss` (KiB) of it and
     /// every process the supervisor reaped.
     Exited {
@@ -60,6 +66,7 @@ impl Report {
         match words.next()? {
             "cgroup" => Some(Report::CgroupFailed(words.next()?.parse().ok()?)),
             "pid" => Some(Report::Started(words.next()?.parse().ok()?)),
+            "rss" => Some(Report::Rss(words.next()?.parse().ok()?)),
             "spawn-error" => Some(Report::SpawnFailed(
                 line.trim_start_matches("spawn-error").trim().to_string(),
             )),
@@ -79,46 +86,64 @@ impl Report {
     }
 }
 
-/// `oomgate __supervise <report-fd> <cgroup.procs path | -> -- <program> <args>...`
+/// `oomgate __supervise <report-fd> <env-fd | -> <cgroup.procs path | -> -- <program> <args>...`
 /// Returns the supervisor's exit status.
 pub fn main(args: &[OsString]) -> i32 {
     let parsed = (|| {
         let fd: RawFd = args.first()?.to_str()?.parse().ok()?;
-        let cgroup = match args.get(1)?.as_bytes() {
+        let env_fd: Option<RawFd> = match args.get(1)?.as_bytes() {
+            b"-" => None,
+            text => Some(std::str::from_utf8(text).ok()?.parse().ok()?),
+        };
+        let cgroup = match args.get(2)?.as_bytes() {
             b"-" => None,
             path => Some(CString::new(path).ok()?),
         };
-        if args.get(2)?.as_bytes() != b"--" {
+        if args.get(3)?.as_bytes() != b"--" {
             return None;
         }
-        let program = args.get(3)?;
-        Some((fd, cgroup, program, &args[4..]))
+        let program = args.get(4)?;
+        Some((fd, env_fd, cgroup, program, &args[5..]))
     })();
-    let Some((fd, cgroup, program, rest)) = parsed else {
+    let Some((fd, env_fd, cgroup, program, rest)) = parsed else {
         eprintln!("oomgate: `{ARG}` is internal to `oomgate run`");
         return 2;
     };
-    // SAFETY: fcntl and prctl take no memory; the fd was given to us by
-    // oomgate for this purpose and nothing else owns it.
-    let mut report = unsafe {
+    // SAFETY: fcntl, prctl and signal take no memory; the fd was given to
+    // us by oomgate for this purpose and nothing else owns it.
+    let (mut report, inherited) = unsafe {
         libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-        for signal in FOR_THE_WORKLOAD {
-            libc::signal(signal, libc::SIG_IGN);
+        // Reaping needs SIGCHLD at its default: ignored, the kernel reaps
+        // children itself and wait4 learns nothing.
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        (
+            std::fs::File::from_raw_fd(fd),
+            ignore_signals_meant_for_the_workload(),
+        )
+    };
+    // The workload's environment comes on its own descriptor, so that the
+    // supervisor itself runs without the case's LD_PRELOAD and the like.
+    let environment = match env_fd.map(read_environment) {
+        Some(Ok(environment)) => Some(environment),
+        Some(Err(e)) => {
+            writeln!(report, "spawn-error cannot read the environment: {e}").ok();
+            return 0;
         }
-        std::fs::File::from_raw_fd(fd)
+        None => None,
     };
     let supervisor = std::process::id() as i32;
     let mut command = std::process::Command::new(program);
     command.args(rest);
+    if let Some(environment) = environment {
+        command.env_clear().envs(environment);
+    }
     // SAFETY: the closure runs between fork and exec and makes only
     // async-signal-safe calls (signal, prctl, getppid, open, write, close)
     // on memory prepared before the fork.
     unsafe {
         command.pre_exec(move || {
-            for signal in FOR_THE_WORKLOAD {
-                libc::signal(signal, libc::SIG_DFL);
-            }
+            restore_signals(&inherited);
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
                 || libc::getppid() != supervisor
             {
@@ -141,7 +166,7 @@ pub fn main(args: &[OsString]) -> i32 {
     // The child is reaped below with wait4, never through `child`.
     drop(child);
     writeln!(report, "pid {pid}").ok();
-    let (status, mut maxrss_kib) = wait_for(pid);
+    let (status, mut maxrss_kib) = wait_for(pid, &mut report);
     // Orphans that exited before the workload and were re-parented here
     // are reaped; those still running go to oomgate with the supervisor's
     // exit, and oomgate reaps them.
@@ -155,6 +180,92 @@ pub fn main(args: &[OsString]) -> i32 {
     };
     writeln!(report, "exit {kind} {value} {maxrss_kib}").ok();
     0
+}
+
+/// Dispositions the supervisor inherited, by signal number, to hand back
+/// to the workload.
+type Dispositions = [libc::sighandler_t; 65];
+
+/// Signals a process sends to its process group (`kill 0`, `killpg`) and
+/// whose default action would end the supervisor: SIGTERM, SIGINT, SIGHUP,
+/// SIGQUIT, SIGUSR1/2, SIGALRM, job control, SIGPROF, the real-time ones.
+/// They are meant for the workload, which shares the group; the
+/// supervisor ignores them. Faults (SIGSEGV, ...) and SIGPIPE, which the
+/// Rust runtime manages, are left alone.
+fn sent_signals() -> impl Iterator<Item = i32> {
+    [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGTERM,
+        libc::SIGTSTP,
+        libc::SIGTTIN,
+        libc::SIGTTOU,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGIO,
+        libc::SIGPWR,
+    ]
+    .into_iter()
+    .chain(libc::SIGRTMIN()..=libc::SIGRTMAX())
+}
+
+/// Ignore [`sent_signals`]; returns what each was before.
+fn ignore_signals_meant_for_the_workload() -> Dispositions {
+    let mut inherited: Dispositions = [libc::SIG_DFL; 65];
+    for signal in sent_signals() {
+        // SAFETY: setting a disposition takes no memory.
+        let before = unsafe { libc::signal(signal, libc::SIG_IGN) };
+        if let Some(slot) = usize::try_from(signal)
+            .ok()
+            .and_then(|i| inherited.get_mut(i))
+        {
+            *slot = if before == libc::SIG_ERR {
+                libc::SIG_DFL
+            } else {
+                before
+            };
+        }
+    }
+    inherited
+}
+
+/// Give the workload the dispositions the supervisor inherited (an ignored
+/// signal stays ignored, as it would have been without oomgate).
+/// Async-signal-safe: `signal` only.
+fn restore_signals(inherited: &Dispositions) {
+    for (signal, disposition) in inherited.iter().enumerate().skip(1) {
+        if *disposition == libc::SIG_IGN || *disposition == libc::SIG_DFL {
+            // SAFETY: setting a disposition takes no memory.
+            unsafe {
+                libc::signal(signal as i32, *disposition);
+            }
+        }
+    }
+}
+
+/// The workload's environment: `NAME=value` entries separated by NUL.
+fn read_environment(fd: RawFd) -> std::io::Result<Vec<(OsString, OsString)>> {
+    use std::io::Read;
+    use std::os::unix::ffi::OsStringExt;
+    // SAFETY: oomgate gave this descriptor for this purpose only.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut block = Vec::new();
+    file.read_to_end(&mut block)?;
+    Ok(block
+        .split(|b| *b == 0)
+        .filter(|entry| !entry.is_empty())
+        .filter_map(|entry| {
+            let equals = entry.iter().position(|b| *b == b'=')?;
+            Some((
+                OsString::from_vec(entry[..equals].to_vec()),
+                OsString::from_vec(entry[equals + 1..].to_vec()),
+            ))
+        })
+        .collect())
 }
 
 /// Write `0` (this process) to `cgroup.procs`; on failure report the errno
@@ -180,9 +291,11 @@ fn join_cgroup(procs: &CString, report_fd: RawFd) {
     }
 }
 
-/// Wait for `pid`, reaping every other child (adopted orphans) on the way.
-/// Returns its wait status and the largest `ru_maxrss` (KiB) seen.
-fn wait_for(pid: i32) -> (i32, u64) {
+/// Wait for `pid`, reaping every other child (adopted orphans) on the way,
+/// and reporting (`rss <KiB>`) each time one of them raised the largest
+/// `ru_maxrss`, so that oomgate holds it even if the supervisor is killed.
+/// Returns the wait status and the largest `ru_maxrss` (KiB) seen.
+fn wait_for(pid: i32, report: &mut std::fs::File) -> (i32, u64) {
     let mut largest = 0u64;
     loop {
         let mut status = 0;
@@ -197,9 +310,13 @@ fn wait_for(pid: i32) -> (i32, u64) {
             // ECHILD: nothing left to wait for (cannot happen before `pid`).
             return (-1, largest);
         }
-        largest = largest.max(u64::try_from(usage.ru_maxrss).unwrap_or(0));
+        let maxrss = u64::try_from(usage.ru_maxrss).unwrap_or(0);
         if reaped == pid {
-            return (status, largest);
+            return (status, largest.max(maxrss));
+        }
+        if maxrss > largest {
+            largest = maxrss;
+            writeln!(report, "rss {largest}").ok();
         }
     }
 }
@@ -229,6 +346,7 @@ mod tests {
     #[test]
     fn report_lines() {
         assert_eq!(Report::parse("pid 42"), Some(Report::Started(42)));
+        assert_eq!(Report::parse("rss 2048"), Some(Report::Rss(2048)));
         assert_eq!(
             Report::parse("cgroup 0000000013"),
             Some(Report::CgroupFailed(13))
