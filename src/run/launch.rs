@@ -81,8 +81,6 @@ pub struct LaunchSpec<'a> {
 pub struct Launched {
     /// The supervisor's pid, also the process-group id of the instance.
     pub supervisor: i32,
-    /// The workload's pid.
-    pub workload: i32,
     /// The read end of the supervisor's report pipe (non-blocking), and
     /// what was read from it past the `pid` line.
     pub report: File,
@@ -197,11 +195,10 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
         match reader.next_blocking(START_TIMEOUT_MS) {
             Ok(Some(supervise::Report::CgroupFailed(errno))) => cgroup_error = Some(errno),
             Ok(Some(supervise::Report::Rss(_))) => {}
-            Ok(Some(supervise::Report::Started(workload))) => {
+            Ok(Some(supervise::Report::Started(_))) => {
                 let (report, unread) = reader.into_parts();
                 return Ok(Launched {
                     supervisor,
-                    workload,
                     report,
                     unread,
                     cgroup_error,

@@ -170,7 +170,7 @@ pub fn main(args: &[OsString]) -> i32 {
     // Orphans that exited before the workload and were re-parented here
     // are reaped; those still running go to oomgate with the supervisor's
     // exit, and oomgate reaps them.
-    maxrss_kib = maxrss_kib.max(reap_exited());
+    maxrss_kib = maxrss_kib.max(super::process::reap_exited_children() / 1024);
     let (kind, value) = if libc::WIFEXITED(status) {
         ("code", libc::WEXITSTATUS(status))
     } else if libc::WIFSIGNALED(status) {
@@ -318,23 +318,6 @@ fn wait_for(pid: i32, report: &mut std::fs::File) -> (i32, u64) {
             largest = maxrss;
             writeln!(report, "rss {largest}").ok();
         }
-    }
-}
-
-/// Reap children that already exited, without waiting; their largest
-/// `ru_maxrss` (KiB).
-fn reap_exited() -> u64 {
-    let mut largest = 0u64;
-    loop {
-        let mut status = 0;
-        // SAFETY: as in wait_for.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: wait4 writes to the two locals passed.
-        let reaped = unsafe { libc::wait4(-1, &mut status, libc::WNOHANG, &mut usage) };
-        if reaped <= 0 {
-            return largest;
-        }
-        largest = largest.max(u64::try_from(usage.ru_maxrss).unwrap_or(0));
     }
 }
 
