@@ -32,6 +32,23 @@ fn pattern_case(name: &str, args: &str, extra: &str) -> String {
     )
 }
 
+/// Run one case of `host_patterns.py` (`args` as TOML strings), expect
+/// `code`, check the method results.json names, and return the case.
+fn measure_pattern(
+    interval: &str,
+    name: &str,
+    args: &str,
+    extra: &str,
+    code: i32,
+) -> serde_json::Value {
+    let project = Project::new(&suite(interval, &pattern_case(name, args, extra)));
+    let run = project.run(&[]);
+    run.assert_code(code);
+    let case = run.case(name);
+    assert_method(&case);
+    case
+}
+
 fn mib(value: &serde_json::Value) -> f64 {
     value.as_u64().map_or(f64::NAN, |b| b as f64 / MIB as f64)
 }
@@ -59,18 +76,13 @@ fn assert_method(case: &serde_json::Value) {
 fn pages_shared_by_forked_children_count_once() {
     // 200 MiB touched, then 4 forked children that only sleep: ~1 GiB as
     // a sum of RSS, ~200 MiB in truth.
-    let project = Project::new(&suite(
+    let case = measure_pattern(
         "50ms",
-        &pattern_case(
-            "shared",
-            "\"shared\", \"--mib\", \"200\", \"--children\", \"4\", \"--hold\", \"1s\"",
-            "",
-        ),
-    ));
-    let run = project.run(&[]);
-    run.assert_code(0);
-    let case = run.case("shared");
-    assert_method(&case);
+        "shared",
+        "\"shared\", \"--mib\", \"200\", \"--children\", \"4\", \"--hold\", \"1s\"",
+        "",
+        0,
+    );
     let peak = mib(&case["host_peak_bytes"]);
     assert!(
         (200.0..300.0).contains(&peak),
@@ -82,18 +94,13 @@ fn pages_shared_by_forked_children_count_once() {
 fn a_spike_freed_before_the_next_sample_is_kept() {
     // 300 MiB touched and freed at once, then 1 s of sleep, sampled every
     // 2 s: no sample can see it; the process's own high-water mark does.
-    let project = Project::new(&suite(
+    let case = measure_pattern(
         "2s",
-        &pattern_case(
-            "spike",
-            "\"spike\", \"--mib\", \"300\", \"--after\", \"1s\"",
-            "",
-        ),
-    ));
-    let run = project.run(&[]);
-    run.assert_code(0);
-    let case = run.case("spike");
-    assert_method(&case);
+        "spike",
+        "\"spike\", \"--mib\", \"300\", \"--after\", \"1s\"",
+        "",
+        0,
+    );
     let peak = mib(&case["host_peak_bytes"]);
     assert!(peak >= 300.0, "the spike was lost: {peak:.1} MiB\n{case:#}");
     assert!(peak < 340.0, "{peak:.1} MiB\n{case:#}");
@@ -155,14 +162,13 @@ fn a_spike_of_a_few_milliseconds_breaches_the_budget_every_time() {
 
 #[test]
 fn memory_written_to_dev_shm_is_charged_to_the_case() {
-    let project = Project::new(&suite(
+    let case = measure_pattern(
         "50ms",
-        &pattern_case("shm", "\"shm\", \"--mib\", \"300\", \"--hold\", \"1s\"", ""),
-    ));
-    let run = project.run(&[]);
-    run.assert_code(0);
-    let case = run.case("shm");
-    assert_method(&case);
+        "shm",
+        "\"shm\", \"--mib\", \"300\", \"--hold\", \"1s\"",
+        "",
+        0,
+    );
     if cgroups_available() {
         let shm = mib(&case["host_floors"]["cgroup_anon_shmem_bytes"]);
         assert!(
@@ -180,21 +186,16 @@ fn memory_written_to_dev_shm_is_charged_to_the_case() {
 
 #[test]
 fn page_cache_is_reported_but_never_gated() {
-    let project = Project::new(&suite(
+    let case = measure_pattern(
         "50ms",
-        &pattern_case(
-            "cache",
-            &format!(
-                "\"cache\", \"--mib\", \"300\", \"--hold\", \"200ms\", \"--dir\", {}",
-                toml_str(&std::env::temp_dir().display().to_string())
-            ),
-            "budget = { host = \"100 MiB\" }",
+        "cache",
+        &format!(
+            "\"cache\", \"--mib\", \"300\", \"--hold\", \"200ms\", \"--dir\", {}",
+            toml_str(&std::env::temp_dir().display().to_string())
         ),
-    ));
-    let run = project.run(&[]);
-    run.assert_code(0);
-    let case = run.case("cache");
-    assert_method(&case);
+        "budget = { host = \"100 MiB\" }",
+        0,
+    );
     assert!(mib(&case["host_peak_bytes"]) < 100.0, "{case:#}");
     if cgroups_available() {
         let charged = mib(&case["host_charged_peak_bytes"]);
@@ -227,18 +228,13 @@ fn a_process_that_ends_before_the_first_sample_is_never_zero() {
 fn many_processes_sharing_libraries_are_not_summed() {
     // 256 `sleep`s: their RSS sums to a few hundred MiB of the same libc
     // pages; their PSS and charge are a fraction of that.
-    let project = Project::new(&suite(
+    let case = measure_pattern(
         "100ms",
-        &pattern_case(
-            "sleepers",
-            "\"sleepers\", \"--count\", \"256\", \"--hold\", \"2s\"",
-            "",
-        ),
-    ));
-    let run = project.run(&[]);
-    run.assert_code(0);
-    let case = run.case("sleepers");
-    assert_method(&case);
+        "sleepers",
+        "\"sleepers\", \"--count\", \"256\", \"--hold\", \"2s\"",
+        "",
+        0,
+    );
     let peak = mib(&case["host_peak_bytes"]);
     assert!(peak < 120.0, "{peak:.1} MiB for 256 sleeps\n{case:#}");
 }
@@ -347,12 +343,7 @@ fn an_oom_kill_under_a_container_limit_is_a_certain_host_oom() {
         ),
     ));
     let procs = parent.0.join("cgroup.procs");
-    let mut command = project.oomgate();
-    command
-        .arg("run")
-        .arg(project.suite())
-        .arg("--out")
-        .arg(project.out());
+    let mut command = project.run_command();
     let procs_c = std::ffi::CString::new(procs.display().to_string()).expect("path");
     // SAFETY: the closure runs between fork and exec and makes only
     // async-signal-safe calls (open, write, close) on a path prepared
@@ -367,7 +358,7 @@ fn an_oom_kill_under_a_container_limit_is_a_certain_host_oom() {
             Ok(())
         });
     }
-    let run = common::Run::from(command.output().expect("run oomgate"), project.out());
+    let run = project.finish(command);
     run.assert_code(1);
     let case = run.case("too-big");
     assert_eq!(case["host_method"], "cgroup-v1", "{case:#}");
@@ -396,14 +387,7 @@ fn case_cgroups_are_removed_after_the_run() {
         "50ms",
         "[[case]]\nname = \"a\"\ncommand = [\"true\"]\n\n[[case]]\nname = \"b\"\ncommand = [\"sleep\", \"0.1\"]\nrepeat = 2\n",
     ));
-    let child = project
-        .oomgate()
-        .arg("run")
-        .arg(project.suite())
-        .arg("--out")
-        .arg(project.out())
-        .spawn()
-        .expect("start oomgate");
+    let child = project.run_command().spawn().expect("start oomgate");
     let pid = child.id();
     let output = child.wait_with_output().expect("oomgate");
     assert_eq!(output.status.code(), Some(0));
@@ -502,12 +486,7 @@ fn a_parent_that_ignores_sigchld_does_not_blind_oomgate() {
             "",
         ),
     ));
-    let mut command = project.oomgate();
-    command
-        .arg("run")
-        .arg(project.suite())
-        .arg("--out")
-        .arg(project.out());
+    let mut command = project.run_command();
     // SAFETY: only `signal` between fork and exec.
     unsafe {
         command.pre_exec(|| {
@@ -515,7 +494,7 @@ fn a_parent_that_ignores_sigchld_does_not_blind_oomgate() {
             Ok(())
         });
     }
-    let run = common::Run::from(command.output().expect("run oomgate"), project.out());
+    let run = project.finish(command);
     run.assert_code(0);
     let case = run.case("spike");
     assert_eq!(case["instances"][0]["exit"]["code"], 0, "{case:#}");

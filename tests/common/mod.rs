@@ -63,15 +63,26 @@ impl Project {
         self.path().join("out")
     }
 
-    /// `oomgate run suite.toml --out out` plus extra arguments.
-    pub fn run(&self, extra: &[&str]) -> Run {
+    /// `oomgate run suite.toml --out out`, not started yet.
+    pub fn run_command(&self) -> Command {
         let mut command = self.oomgate();
         command
             .arg("run")
             .arg(self.suite())
             .arg("--out")
-            .arg(self.out())
-            .args(extra);
+            .arg(self.out());
+        command
+    }
+
+    /// `oomgate run suite.toml --out out` plus extra arguments.
+    pub fn run(&self, extra: &[&str]) -> Run {
+        let mut command = self.run_command();
+        command.args(extra);
+        self.finish(command)
+    }
+
+    /// Run a prepared `oomgate` command to its end.
+    pub fn finish(&self, mut command: Command) -> Run {
         Run::from(command.output().expect("run oomgate"), self.out())
     }
 
