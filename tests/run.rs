@@ -230,3 +230,27 @@ fn processes_with_non_utf8_names_are_measured() {
         "{case:#}"
     );
 }
+
+/// Regression: a case folder that could not be made ended the run before
+/// any report was finished, so the cases already measured were lost from
+/// summary.md and report.html (and the last second of them from
+/// results.json).
+#[test]
+fn a_case_folder_that_cannot_be_made_still_leaves_full_reports() {
+    let project = Project::new(
+        "[suite]\nname = \"t\"\n\
+         [[case]]\nname = \"first\"\ncommand = [\"true\"]\n\
+         [[case]]\nname = \"second\"\ncommand = [\"true\"]\n",
+    );
+    // A file where the second case's folder belongs.
+    std::fs::create_dir_all(project.out().join("cases")).expect("cases/");
+    std::fs::write(project.out().join("cases/second"), "in the way").expect("write");
+    let run = project.run(&[]);
+    run.assert_code(3);
+    let results = run.results();
+    assert_eq!(results["cases"][0]["id"], "first", "{results:#}");
+    assert_eq!(results["not_run"], serde_json::json!(["second"]));
+    assert!(results["finished_at"].is_string());
+    assert!(project.out().join("summary.md").exists());
+    assert!(project.out().join("report.html").exists());
+}

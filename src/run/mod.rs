@@ -4,10 +4,12 @@
 //! The [`Runner`] owns everything that lives for the whole run — the /proc
 //! scanner, NVML, the memory cgroup hierarchy, the interrupt counter — and
 //! `case` runs one case with them (`instance` and `launch` start its
-//! processes through `supervise`, `assemble` makes its result). The runner never formats anything: it builds the results model
-//! and emits events, and the reporters write files and the terminal. After
-//! every case the reporters get the whole results so far, so a crash or a
-//! Ctrl-C loses nothing already measured.
+//! processes through `supervise`, `assemble` makes its result). The runner
+//! never formats anything: it builds the results model and emits events,
+//! and the reporters write files and the terminal. After every case the
+//! reporters get the whole results so far (results.json and junit.xml are
+//! checkpointed at most once a second), so a crash loses at most the last
+//! second of finished cases, and a Ctrl-C or a failing case folder nothing.
 
 mod assemble;
 mod case;
@@ -164,7 +166,21 @@ impl<'a> Runner<'a> {
                     .extend(cases[index..].iter().map(|c| c.id.clone()));
                 break;
             }
-            let case_dir = self.prepare_case_dir(case)?;
+            let case_dir = match self.prepare_case_dir(case) {
+                Ok(dir) => dir,
+                Err(error) => {
+                    // The run cannot go on, but what it measured so far is
+                    // written in full before oomgate exits 3.
+                    results
+                        .not_run
+                        .extend(cases[index..].iter().map(|c| c.id.clone()));
+                    results.finished_at = Some(now_rfc3339());
+                    reporter
+                        .handle(&Event::RunFinished { results: &results })
+                        .ok();
+                    return Err(error);
+                }
+            };
             reporter
                 .handle(&Event::CaseStarted {
                     case,
