@@ -729,6 +729,21 @@ fn a_tainted_device_delta_is_reported_but_not_gated() {
         )),
         "{junit}"
     );
+    // Nor is it a baseline: a lock from these results gates no GPU figure.
+    let lock = project.path().join("suite.lock");
+    let locked = project
+        .oomgate()
+        .arg("lock")
+        .arg(project.suite())
+        .arg("--from")
+        .arg(project.out().join("results.json"))
+        .output()
+        .expect("oomgate lock");
+    let stderr = String::from_utf8_lossy(&locked.stderr);
+    assert_eq!(locked.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("tainted by another process"), "{stderr}");
+    let text = std::fs::read_to_string(&lock).expect("lock written");
+    assert!(!text.contains("gpu_peak_bytes"), "{text}");
 }
 
 /// The same container case with no other process on its GPU: the device

@@ -225,6 +225,9 @@ pub struct CaseNow<'a> {
     pub host_method: HostMethod,
     pub gpu: Option<u64>,
     pub gpu_method: Option<&'a str>,
+    /// The GPU figure is (partly) a device delta taken while another
+    /// process was on the device: it may hold that process's memory.
+    pub gpu_tainted: bool,
     /// The probe's allocated peak, when the workload reports one.
     pub allocated: Option<u64>,
     pub command: &'a [String],
@@ -268,6 +271,11 @@ pub fn compare_case(
         gpu_comparison.message =
             "gpu peak not compared: the GPU models differ from the baseline's (use --compare-across-gpus to compare anyway)"
                 .to_string();
+    } else if now.gpu_tainted && locked.is_some_and(|l| l.gpu_peak_bytes.is_some()) {
+        // A neighbour's memory may be in it: neither a regression nor an
+        // improvement can be told.
+        gpu_comparison.outcome = Outcome::Skipped;
+        gpu_comparison.message = "gpu peak not compared: it is a device delta taken while another process was on the GPU, whose memory may be in it".to_string();
     }
     // Allocator figures are as stable as GPU figures, so GPU tolerance.
     let allocated = compare::compare(
@@ -372,6 +380,9 @@ pub struct CaseView {
     pub host_method: Option<HostMethod>,
     pub gpu_peak_bytes: Option<u64>,
     pub gpu_peak_method: Option<String>,
+    /// Per device; only whether a figure was tainted is read here.
+    #[serde(default)]
+    pub gpu_devices: Vec<DeviceView>,
     pub wall_time_s: f64,
     pub command: Vec<String>,
     #[serde(default)]
@@ -382,6 +393,20 @@ pub struct CaseView {
     pub allocator_env: BTreeMap<String, String>,
     #[serde(default)]
     pub probe: Option<ProbeView>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeviceView {
+    #[serde(default)]
+    pub tainted_by: Vec<serde_json::Value>,
+}
+
+impl CaseView {
+    /// Whether the GPU figure includes a device delta tainted by another
+    /// process (see docs/gpu-measurement.md): never locked, never compared.
+    pub fn gpu_tainted(&self) -> bool {
+        self.gpu_devices.iter().any(|d| !d.tainted_by.is_empty())
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -450,8 +475,9 @@ pub fn lock_of(view: &ResultsView) -> Lock {
                 host_peak_bytes: case.host_peak_bytes,
                 host_peak: human(case.host_peak_bytes),
                 host_peak_method: Some(case.host_method.unwrap_or(HostMethod::ProcfsRss)),
-                gpu_peak_bytes: case.gpu_peak_bytes,
-                gpu_peak: human(case.gpu_peak_bytes),
+                // A tainted figure is not the case's own: not a baseline.
+                gpu_peak_bytes: case.gpu_peak_bytes.filter(|_| !case.gpu_tainted()),
+                gpu_peak: human(case.gpu_peak_bytes.filter(|_| !case.gpu_tainted())),
                 gpu_peak_method: case.gpu_peak_method.clone(),
                 wall_time_s: (case.wall_time_s * 1000.0).round() / 1000.0,
                 definition_hash: definition_hash(&case.command, &case.params, &case.env),
@@ -575,6 +601,7 @@ mod tests {
             host_method: HostMethod::CgroupV1,
             gpu: None,
             gpu_method: Some("device-delta"),
+            gpu_tainted: false,
             allocated: None,
             command: &command,
             params: &params,
@@ -606,6 +633,7 @@ mod tests {
             host_method: method,
             gpu: None,
             gpu_method: None,
+            gpu_tainted: false,
             allocated: None,
             command: &command,
             params: &empty,
@@ -651,6 +679,36 @@ mod tests {
             old.host.message.contains("procfs-rss"),
             "{}",
             old.host.message
+        );
+    }
+
+    #[test]
+    fn a_tainted_gpu_figure_is_not_compared() {
+        let command = vec!["python3".to_string(), "x.py".to_string()];
+        let empty = BTreeMap::new();
+        let env: BTreeMap<String, String> = [("A".to_string(), "1".to_string())].into();
+        let mut locked = lock().cases["a"].clone();
+        locked.gpu_peak_bytes = Some(1_000);
+        let now = |tainted| CaseNow {
+            host: Some(100),
+            host_method: HostMethod::CgroupV1,
+            gpu: Some(u64::MAX / 2),
+            gpu_method: Some("device-delta"),
+            gpu_tainted: tainted,
+            allocated: None,
+            command: &command,
+            params: &empty,
+            env: &env,
+            allocator_env: &empty,
+        };
+        let clean = compare_case(Some(&locked), now(false), Tolerances::default(), true);
+        assert_eq!(clean.gpu.outcome, Outcome::Regressed);
+        let tainted = compare_case(Some(&locked), now(true), Tolerances::default(), true);
+        assert_eq!(tainted.gpu.outcome, Outcome::Skipped);
+        assert!(
+            tainted.gpu.message.contains("another process"),
+            "{}",
+            tainted.gpu.message
         );
     }
 

@@ -179,7 +179,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
         .collect();
     if !gpu_unknown.is_empty() {
         write_stderr(&format!(
-            "warning: GPU figure unknown for {}: their GPU memory is not gated by this lock",
+            "warning: GPU figure unknown, or tainted by another process on the GPU, for {}: their GPU memory is not gated by this lock",
             gpu_unknown.join(", ")
         ));
     }

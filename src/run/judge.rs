@@ -213,6 +213,7 @@ impl Runner<'_> {
             host_method: result.host_method,
             gpu: result.gpu_peak_bytes,
             gpu_method: gpu_method.as_deref(),
+            gpu_tainted: result.gpu_devices.iter().any(|d| !d.tainted_by.is_empty()),
             allocated: result.probe.as_ref().and_then(|p| p.peak_allocated),
             command: &case.command,
             params: &params,
