@@ -215,28 +215,23 @@ pub fn headroom_check(
     }
 }
 
-/// A case's status once more checks were added after it ran (baseline,
-/// drift): a passing case with a failing check fails, with the failing
-/// checks' messages; a case that already failed keeps its status and the
-/// message of its first cause (every check stays in the results).
-pub fn with_checks(
-    status: CaseStatus,
-    message: Option<String>,
-    checks: &[Check],
-) -> (CaseStatus, Option<String>) {
-    let failed: Vec<&str> = checks
-        .iter()
-        .filter(|c| !c.passed)
-        .map(|c| c.message.as_str())
-        .collect();
-    match (status, message) {
-        (CaseStatus::Passed, _) if failed.is_empty() => (CaseStatus::Passed, None),
-        (CaseStatus::Passed, _) => (CaseStatus::Failed, Some(failed.join("; "))),
-        (other, message) => (other, message),
+/// The message a reader sees first: the diagnosis's headline (the kind of
+/// failure and its figures), then the verdict's own words.
+pub fn with_headline(headline: Option<&str>, message: Option<String>) -> Option<String> {
+    match (headline, message) {
+        (Some(headline), Some(message)) => Some(format!("{headline} — {message}")),
+        (_, message) => message,
     }
 }
 
-/// The case's status and, when it did not pass, why — most important first.
+/// The case's status and, when it did not pass, why — most important first:
+/// how oomgate stopped it (interrupt, launch failure, timeout), then its own
+/// limits (budgets, headroom, OOM kills, probe limits, leaks: a breach is
+/// why oomgate stopped it), then how an instance ended, then the judgement
+/// of its figures against the baseline and the environment's drift (a run
+/// that failed on its own has figures that say little). The one place a
+/// case's status is decided: for each run, and again for the case once the
+/// baseline's checks are in.
 pub fn decide(observed: &Observed, checks: &[Check]) -> (CaseStatus, Option<String>) {
     let peak = match observed.host_peak {
         Some(peak) => format!("host peak {peak}"),
@@ -263,13 +258,16 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> (CaseStatus, Option<Stri
         }
         _ => {}
     }
-    let failed: Vec<&str> = checks
-        .iter()
-        .filter(|c| !c.passed)
-        .map(|c| c.message.as_str())
-        .collect();
-    if !failed.is_empty() {
-        let mut message = failed.join("; ");
+    let failed = |judgement: bool| -> Vec<&str> {
+        checks
+            .iter()
+            .filter(|c| !c.passed && is_judgement(&c.kind) == judgement)
+            .map(|c| c.message.as_str())
+            .collect()
+    };
+    let own = failed(false);
+    if !own.is_empty() {
+        let mut message = own.join("; ");
         if let Some(StopReason::BudgetExceeded { at }) = observed.stop {
             message.push_str(&format!(" — stopped at {}", format_duration(at)));
         }
@@ -310,7 +308,17 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> (CaseStatus, Option<Stri
         }
         return (CaseStatus::Failed, Some(message));
     }
+    let judged = failed(true);
+    if !judged.is_empty() {
+        return (CaseStatus::Failed, Some(judged.join("; ")));
+    }
     (CaseStatus::Passed, None)
+}
+
+/// A check that judges the figures after the run (baseline, drift) rather
+/// than a limit the run itself had to hold.
+fn is_judgement(kind: &CheckKind) -> bool {
+    kind.is_baseline() || *kind == CheckKind::EnvironmentDrift
 }
 
 #[cfg(test)]
@@ -439,6 +447,64 @@ mod tests {
             "GPU 0 (H100) peak 8.00 GiB (device-delta) is 100.0% of its 8.00 GiB, not gated against the 50% headroom limit: tainted by pid 4242 (sleep), whose memory may be in it"
         );
         assert!(!headroom(None, taint).passed, "unknown stays unverified");
+    }
+
+    #[test]
+    fn a_judgement_ranks_below_how_the_run_ended() {
+        let regression = Check {
+            kind: CheckKind::Baseline("host".into()),
+            passed: false,
+            figure_bytes: None,
+            limit_bytes: None,
+            message: "host peak regressed".into(),
+        };
+        let drift = Check {
+            kind: CheckKind::EnvironmentDrift,
+            message: "drifted".into(),
+            ..regression.clone()
+        };
+        let over = host_budget_check(Some(Bytes(2)), "vmhwm, cgroup-v1", Bytes(1));
+        let ok = [Some(Exit::Code(0))];
+        // A clean run judged against its baseline.
+        let (status, message) = decide(
+            &observed(None, &ok, None),
+            std::slice::from_ref(&regression),
+        );
+        assert_eq!(
+            (status, message.as_deref()),
+            (CaseStatus::Failed, Some("host peak regressed"))
+        );
+        let (_, message) = decide(&observed(None, &ok, None), &[regression.clone(), drift]);
+        assert_eq!(message.as_deref(), Some("host peak regressed; drifted"));
+        // A run that failed on its own keeps its own cause first.
+        let (_, message) = decide(
+            &observed(None, &[Some(Exit::Code(3))], None),
+            std::slice::from_ref(&regression),
+        );
+        assert_eq!(message.as_deref(), Some("the command exited with code 3"));
+        // A breached limit outranks the judgement.
+        let (_, message) = decide(&observed(None, &ok, None), &[regression, over]);
+        assert!(
+            message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("host peak 2 B")),
+            "{message:?}"
+        );
+        // Passing checks change nothing.
+        let passing = host_budget_check(Some(Bytes(1)), "x", Bytes(1));
+        assert_eq!(
+            decide(&observed(None, &ok, None), &[passing]).0,
+            CaseStatus::Passed
+        );
+        assert_eq!(
+            with_headline(
+                Some("gpu-oom: tried to allocate 2 GiB"),
+                Some("exited".into())
+            )
+            .as_deref(),
+            Some("gpu-oom: tried to allocate 2 GiB — exited")
+        );
+        assert_eq!(with_headline(Some("x"), None), None);
     }
 
     #[test]

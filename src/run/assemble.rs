@@ -22,8 +22,18 @@ use crate::suite::Case;
 use crate::units::Bytes;
 use crate::verdict::{self, Observed, StopReason};
 
+/// One run of a case: its result, and what its verdict is decided from.
+pub(super) struct CaseRun {
+    pub(super) result: CaseResult,
+    /// How the run ended, for the case's final verdict.
+    pub(super) observed: Observed,
+    /// The diagnosis's first line, put before the final verdict's message.
+    pub(super) headline: Option<String>,
+}
+
 impl Runner<'_> {
-    /// The case's result from what one run observed.
+    /// The case's result from what one run observed, with the facts its
+    /// final verdict is decided from once the baseline has been compared.
     pub(super) fn assemble(
         &self,
         case: &Case,
@@ -32,7 +42,7 @@ impl Runner<'_> {
         started_at: String,
         outcome: CaseOutcome,
         reporter: &mut dyn Reporter,
-    ) -> CaseResult {
+    ) -> CaseRun {
         let CaseOutcome {
             stop,
             instances,
@@ -129,20 +139,15 @@ impl Runner<'_> {
                 leak.message.trim_start_matches("leak: ")
             ));
         }
-        let message = match (&diagnosis, message) {
-            (Some(d), Some(message)) => Some(
-                match self.headline(
-                    d,
-                    probe.as_ref().and_then(|p| p.last_step.as_ref()),
-                    case,
-                    &gpu_names(&gpu_figures),
-                ) {
-                    Some(headline) => format!("{headline} — {message}"),
-                    None => message,
-                },
-            ),
-            (_, message) => message,
-        };
+        let headline = diagnosis.as_ref().and_then(|d| {
+            self.headline(
+                d,
+                probe.as_ref().and_then(|p| p.last_step.as_ref()),
+                case,
+                &gpu_names(&gpu_figures),
+            )
+        });
+        let message = verdict::with_headline(headline.as_deref(), message);
         let tail = |path: &Path| {
             read_tail(path, TAIL_BYTES)
                 .unwrap_or_else(|e| format!("[oomgate: cannot read {}: {e}]", path.display()))
@@ -153,7 +158,7 @@ impl Runner<'_> {
                 .to_path_buf()
         };
 
-        CaseResult {
+        let result = CaseResult {
             id: case.id.clone(),
             params: case.params.clone(),
             command: case.command.clone(),
@@ -202,6 +207,11 @@ impl Runner<'_> {
             probe,
             stdout_tail: tail(&instances[focus].logs.stdout),
             stderr_tail: tail(&instances[focus].logs.stderr),
+        };
+        CaseRun {
+            result,
+            observed,
+            headline,
         }
     }
 

@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::Runner;
+use super::assemble::CaseRun;
 use super::checks::budget_breached;
 use super::instance::Instance;
 use super::process;
@@ -23,7 +24,6 @@ use crate::measure::nvml::Gpu;
 use crate::measure::{HostFigures, HostMeter, Sample, Timeline};
 use crate::probe::{ProbeReader, ProbeSummary};
 use crate::report::{Event, Reporter};
-use crate::results::CaseResult;
 use crate::suite::{Case, ForeignPolicy};
 use crate::units::{Bytes, format_duration};
 use crate::verdict::StopReason;
@@ -66,7 +66,7 @@ impl Runner<'_> {
         case_dir: &Path,
         repeat: u32,
         reporter: &mut dyn Reporter,
-    ) -> CaseResult {
+    ) -> CaseRun {
         let started_at = super::now_rfc3339();
         if repeat > 0 {
             let marker = format!(
@@ -213,8 +213,12 @@ impl Runner<'_> {
                 sample_errors += errors;
                 timeline.push(&sample);
                 probe.poll();
+                // Each soak run's peak for leak detection: the GPU figure
+                // without tainted device deltas (a neighbour's growth is no
+                // leak of the case's), else host memory.
+                let gated_gpu = case_gpu.as_ref().and_then(CaseGpu::gated_total);
                 run_peak =
-                    run_peak.max(sample.gpu_bytes.or(sample.host_bytes).map_or(0, Bytes::get));
+                    run_peak.max(gated_gpu.or(sample.host_bytes.map(Bytes::get)).unwrap_or(0));
                 // Orphans re-parented to oomgate are reaped as they exit
                 // (a long soak must not pile up zombies), their high-water
                 // marks kept. Supervisors are collected by their instance.

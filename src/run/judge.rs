@@ -9,14 +9,38 @@ use crate::baseline::{self, Outcome};
 use crate::environment::Environment;
 use crate::results::{BaselineInfo, CaseResult, Check, CheckKind, RepeatFigures};
 use crate::suite::{Case, DriftPolicy};
-use crate::verdict;
+use crate::verdict::{self, Observed};
+
+use super::assemble::CaseRun;
 
 /// One result for a case run `repeat` times: the figures are the maximum
 /// over the runs, the status and message those of the first run that did
 /// not pass, and every run's figures are kept so the spread is visible.
-pub(super) fn merge_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
+pub(super) fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
+    let mut facts: Vec<(Observed, Option<String>)> = Vec::with_capacity(runs.len());
+    let mut runs: Vec<CaseResult> = runs
+        .into_iter()
+        .map(|run| {
+            facts.push((run.observed, run.headline));
+            run.result
+        })
+        .collect();
     if runs.len() <= 1 {
-        return runs.pop().unwrap_or_else(no_runs);
+        let (observed, headline) = facts.pop().unwrap_or_else(|| {
+            (
+                Observed {
+                    stop: None,
+                    exits: Vec::new(),
+                    host_peak: None,
+                },
+                None,
+            )
+        });
+        return CaseRun {
+            result: runs.pop().unwrap_or_else(no_runs),
+            observed,
+            headline,
+        };
     }
     let figures: Vec<RepeatFigures> = runs
         .iter()
@@ -57,6 +81,7 @@ pub(super) fn merge_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
         from.host_note.clone(),
     );
     let oom_kills = runs.iter().filter_map(|r| r.host_oom_kills).max();
+    let (observed, headline) = facts.swap_remove(chosen);
     let mut result = runs.swap_remove(chosen);
     // An unknown host figure in any run keeps the maximum unknown.
     result.host_peak_bytes = if figures.iter().any(|f| f.host_peak_bytes.is_none()) {
@@ -89,7 +114,11 @@ pub(super) fn merge_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
     result.wall_time_s = wall;
     result.samples = samples;
     result.repeats = figures;
-    result
+    CaseRun {
+        result,
+        observed,
+        headline,
+    }
 }
 
 /// `runs` is never empty (`repeat` is at least 1); should that ever change,
@@ -195,7 +224,6 @@ impl Runner<'_> {
                     CheckKind::BaselineMissing,
                     "no baseline: no lock file (--require-baseline)".to_string(),
                 ));
-                finish(result);
             }
             return;
         };
@@ -294,7 +322,6 @@ impl Runner<'_> {
             ));
         }
         result.baseline = Some(comparison);
-        finish(result);
     }
 }
 
@@ -315,10 +342,16 @@ fn failing(kind: CheckKind, message: String) -> Check {
     }
 }
 
-/// Re-decide a case's status after checks were added.
-fn finish(result: &mut CaseResult) {
-    let (status, message) =
-        verdict::with_checks(result.status, result.message.take(), &result.checks);
+/// The case's verdict, decided once every check is in (its own limits,
+/// then the baseline's): the same pure function that decided each run.
+pub(super) fn decide(run: CaseRun) -> CaseResult {
+    let CaseRun {
+        mut result,
+        observed,
+        headline,
+    } = run;
+    let (status, message) = verdict::decide(&observed, &result.checks);
     result.status = status;
-    result.message = message;
+    result.message = verdict::with_headline(headline.as_deref(), message);
+    result
 }

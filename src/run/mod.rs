@@ -194,14 +194,15 @@ impl<'a> Runner<'a> {
                     break;
                 }
                 let run = self.run_case(case, &case_dir, repeat, reporter);
-                let passed = run.status == CaseStatus::Passed;
+                let passed = run.result.status == CaseStatus::Passed;
                 runs.push(run);
                 if !passed {
                     break; // one failing repeat decides; more runs only cost time
                 }
             }
-            let mut result = judge::merge_repeats(runs);
-            self.compare_with_baseline(case, &mut result);
+            let mut run = judge::merge_repeats(runs);
+            self.compare_with_baseline(case, &mut run.result);
+            let result = judge::decide(run);
             results.summary.count(result.status);
             results.cases.push(result);
             results.runner_max_rss_bytes = runner_max_rss_bytes();
