@@ -29,9 +29,10 @@ use crate::suite::Tolerances;
 use crate::units::Bytes;
 
 /// 2: host figures name their method (`host_peak_method`) and are the
-/// largest of the kernel's floors; version 1 locks (read still) hold RSS
-/// sums, `procfs-rss`, which an oomgate that knows only version 1 must not
-/// compare with the new figures.
+/// largest of the kernel's floors. Version 1 locks are read still; their
+/// host figures, which name no method, were RSS sums (`procfs-rss`), and an
+/// oomgate that knows only version 1 must not compare them with the new
+/// figures.
 pub const LOCK_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -130,7 +131,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Lock, LockError> {
     // reported as whatever field it added.
     let value: toml::Table = toml::from_str(text).map_err(|e| corrupt(one_line(&e.to_string())))?;
     match value.get("version").and_then(toml::Value::as_integer) {
-        Some(1 | 2) => {}
+        Some(v) if (1..=i64::from(LOCK_VERSION)).contains(&v) => {}
         Some(found) if found > i64::from(LOCK_VERSION) => {
             return Err(LockError::Newer {
                 path: path.to_path_buf(),
@@ -478,7 +479,7 @@ pub fn lock_of(view: &ResultsView) -> Lock {
                 // A tainted figure is not the case's own: not a baseline.
                 gpu_peak_bytes: case.gpu_peak_bytes.filter(|_| !case.gpu_tainted()),
                 gpu_peak: human(case.gpu_peak_bytes.filter(|_| !case.gpu_tainted())),
-                gpu_peak_method: case.gpu_peak_method.clone(),
+                gpu_peak_method: case.gpu_peak_method.clone().filter(|_| !case.gpu_tainted()),
                 wall_time_s: (case.wall_time_s * 1000.0).round() / 1000.0,
                 definition_hash: definition_hash(&case.command, &case.params, &case.env),
                 command: case.command.clone(),

@@ -78,7 +78,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     } else {
         None
     };
-    let (lock, outcome) = match &args.from {
+    let (lock, outcome, tainted) = match &args.from {
         Some(results_path) => {
             let text = std::fs::read_to_string(results_path).map_err(|e| {
                 CliError::BadInput(format!(
@@ -97,7 +97,11 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                     args.suite.display()
                 )));
             }
-            (baseline::lock_from_results(&view), Outcome::Passed)
+            (
+                baseline::lock_from_results(&view),
+                Outcome::Passed,
+                gpu_tainted(&view),
+            )
         }
         None => {
             let cases: Vec<_> = suite.cases.iter().collect();
@@ -119,7 +123,11 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             let view = baseline::ResultsView::from_results(&results).map_err(|why| {
                 CliError::Infrastructure(format!("cannot read back this run's results: {why}"))
             })?;
-            (baseline::lock_from_results(&view), judge(&results))
+            (
+                baseline::lock_from_results(&view),
+                judge(&results),
+                gpu_tainted(&view),
+            )
         }
     };
     let mut lock = match lock {
@@ -179,11 +187,26 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
         .collect();
     if !gpu_unknown.is_empty() {
         write_stderr(&format!(
-            "warning: GPU figure unknown, or tainted by another process on the GPU, for {}: their GPU memory is not gated by this lock",
+            "warning: GPU figure unknown for {}: their GPU memory is not gated by this lock",
             gpu_unknown.join(", ")
         ));
     }
+    if !tainted.is_empty() {
+        write_stderr(&format!(
+            "warning: GPU figure tainted by another process on the GPU for {}: not locked, so their GPU memory is not gated by this lock; lock again from a run without neighbours",
+            tainted.join(", ")
+        ));
+    }
     Ok(Outcome::Passed)
+}
+
+/// The cases whose GPU figure another process on the device may be in.
+fn gpu_tainted(view: &baseline::ResultsView) -> Vec<String> {
+    view.cases
+        .iter()
+        .filter(|c| c.gpu_tainted())
+        .map(|c| c.id.clone())
+        .collect()
 }
 
 /// Read the baseline the choice names. A lock that exists but cannot be

@@ -74,10 +74,22 @@ impl MemoryHierarchy {
             .map_err(|e| Unavailable(format!("cannot read /proc/self/mountinfo: {e}")))?;
         let membership = fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| Unavailable(format!("cannot read /proc/self/cgroup: {e}")))?;
-        let hierarchy = locate(&mountinfo, &membership, |dir| {
+        let mut hierarchy = locate(&mountinfo, &membership, |dir| {
             fs::read_to_string(dir.join("cgroup.controllers"))
                 .is_ok_and(|c| c.split_ascii_whitespace().any(|w| w == "memory"))
         })?;
+        // Already moved into our own leaf (cgroup v2, an earlier call): the
+        // cases go beside it, in the cgroup it was made in.
+        let own_leaf = format!("oomgate-{}-self", std::process::id());
+        if hierarchy
+            .dir
+            .file_name()
+            .is_some_and(|name| *name == *own_leaf)
+        {
+            if let Some(parent) = hierarchy.dir.parent() {
+                hierarchy.dir = parent.to_path_buf();
+            }
+        }
         if hierarchy.version == CgroupVersion::V2 {
             hierarchy.enable_memory_for_children()?;
         }
@@ -207,12 +219,17 @@ impl MemoryHierarchy {
 }
 
 /// The pid of the oomgate that made a cgroup named `oomgate-<pid>-<n>`,
-/// `oomgate-<pid>-probe` or `oomgate-<pid>-self`; `None` for any other name.
+/// `oomgate-<pid>-probe<n>` or `oomgate-<pid>-self`; `None` for any other
+/// name.
 fn owner_of(name: &str) -> Option<i32> {
     let rest = name.strip_prefix("oomgate-")?;
     let (pid, suffix) = rest.split_once('-')?;
-    let ours = matches!(suffix, "probe" | "self")
-        || (!suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()));
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    let ours = suffix == "self"
+        || digits(suffix)
+        || suffix
+            .strip_prefix("probe")
+            .is_some_and(|n| n.is_empty() || digits(n));
     if !ours || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -270,12 +287,13 @@ fn locate(
     let v2_path = membership
         .lines()
         .find_map(|line| line.strip_prefix("0::").map(str::to_string));
-    let (Some(path), Some(mount)) = (v2_path, mounts.iter().find(|m| m.fstype == "cgroup2")) else {
+    let candidates: Vec<&Mount> = mounts.iter().filter(|m| m.fstype == "cgroup2").collect();
+    let Some(path) = v2_path.filter(|_| !candidates.is_empty()) else {
         return Err(Unavailable(
             "no cgroup hierarchy with the memory controller is mounted".to_string(),
         ));
     };
-    let dir = mount.dir_of(&path)?;
+    let dir = first_dir(&candidates, &path)?;
     if !v2_has_memory(&dir) {
         return Err(Unavailable(format!(
             "cgroup v2: the memory controller is not available in {}",
@@ -498,11 +516,11 @@ impl CaseCgroup {
         keyed(text, "oom_kill")
     }
 
-    /// Live processes in the cgroup now (zombies are not listed).
-    pub fn pids(&self) -> Vec<i32> {
-        fs::read_to_string(self.dir.join("cgroup.procs"))
-            .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
-            .unwrap_or_default()
+    /// Whether no live process is in the cgroup or any cgroup below it (a
+    /// workload may make its own: a nested oomgate does). Zombies are not
+    /// listed in `cgroup.procs`. An error is not "empty".
+    pub fn is_empty(&self) -> io::Result<bool> {
+        subtree_is_empty(&self.dir, 0)
     }
 
     /// Remove the cgroup; it must be empty. A few retries: the kernel
@@ -522,6 +540,23 @@ impl CaseCgroup {
         }
         last.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
     }
+}
+
+fn subtree_is_empty(dir: &Path, depth: u32) -> io::Result<bool> {
+    if depth > 32 {
+        return Ok(false); // deeper than anything sane: let the caller scan
+    }
+    let procs = fs::read_to_string(dir.join("cgroup.procs"))?;
+    if procs.lines().any(|line| !line.trim().is_empty()) {
+        return Ok(false);
+    }
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() && !subtree_is_empty(&entry.path(), depth + 1)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 #[derive(Clone, Copy)]
@@ -633,6 +668,8 @@ mod tests {
     fn only_our_own_names_are_stale_cleanup_candidates() {
         assert_eq!(owner_of("oomgate-1234-7"), Some(1234));
         assert_eq!(owner_of("oomgate-1234-probe"), Some(1234));
+        assert_eq!(owner_of("oomgate-1234-probe17"), Some(1234));
+        assert_eq!(owner_of("oomgate-1234-probex"), None);
         assert_eq!(owner_of("oomgate-1234-self"), Some(1234));
         for other in [
             "oomgate-1234-ci.scope",

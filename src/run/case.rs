@@ -185,8 +185,7 @@ impl Runner<'_> {
         }
 
         let mut timeline = Timeline::new();
-        let mut soak_peaks: Vec<u64> = Vec::new();
-        let mut run_peak = 0u64;
+        let mut soak_peaks = SoakPeaks::default();
         let mut probe = ProbeReader::new(
             instances
                 .iter()
@@ -213,12 +212,10 @@ impl Runner<'_> {
                 sample_errors += errors;
                 timeline.push(&sample);
                 probe.poll();
-                // Each soak run's peak for leak detection: the GPU figure
-                // without tainted device deltas (a neighbour's growth is no
-                // leak of the case's), else host memory.
-                let gated_gpu = case_gpu.as_ref().and_then(CaseGpu::gated_total);
-                run_peak =
-                    run_peak.max(gated_gpu.or(sample.host_bytes.map(Bytes::get)).unwrap_or(0));
+                soak_peaks.sample(
+                    case_gpu.as_ref().and_then(CaseGpu::gated_total),
+                    sample.host_bytes.map(Bytes::get),
+                );
                 // Orphans re-parented to oomgate are reaped as they exit
                 // (a long soak must not pile up zombies), their high-water
                 // marks kept. Supervisors are collected by their instance.
@@ -258,7 +255,7 @@ impl Runner<'_> {
                 soak_until.filter(|_| may_relaunch),
             );
             if instances.first().map_or(0, |i| i.runs) > runs_before {
-                soak_peaks.push(std::mem::take(&mut run_peak));
+                soak_peaks.next_run();
             }
             if stop.is_some() || instances.iter().all(|i| !i.running()) {
                 break;
@@ -309,7 +306,7 @@ impl Runner<'_> {
             case_gpu.finish()
         });
         if case.leak.is_some() {
-            soak_peaks.push(run_peak);
+            soak_peaks.next_run();
         }
         let host = host.finish(start.elapsed());
         // The timeline's peak is the case's gated peak, which may come
@@ -327,7 +324,7 @@ impl Runner<'_> {
             foreign,
             cuda_visible_devices,
             probe: probe.finish(),
-            soak_peaks,
+            soak_peaks: soak_peaks.series(),
             sample_errors,
             leftovers,
             wall_time,
@@ -371,6 +368,39 @@ impl Runner<'_> {
             Err(_) => errors += 1,
         }
         (sample, errors)
+    }
+}
+
+/// Each soak run's peak (instance 0's runs), for leak detection, kept for
+/// GPU memory (without tainted device deltas: a neighbour's growth is no
+/// leak of the case's) and host memory apart; the GPU series is the one
+/// used when the case holds any GPU memory of its own.
+#[derive(Default)]
+struct SoakPeaks {
+    gpu_run: u64,
+    host_run: u64,
+    gpu: Vec<u64>,
+    host: Vec<u64>,
+}
+
+impl SoakPeaks {
+    fn sample(&mut self, gpu: Option<u64>, host: Option<u64>) {
+        self.gpu_run = self.gpu_run.max(gpu.unwrap_or(0));
+        self.host_run = self.host_run.max(host.unwrap_or(0));
+    }
+
+    /// The run in progress ended.
+    fn next_run(&mut self) {
+        self.gpu.push(std::mem::take(&mut self.gpu_run));
+        self.host.push(std::mem::take(&mut self.host_run));
+    }
+
+    fn series(self) -> Vec<u64> {
+        if self.gpu.iter().any(|peak| *peak > 0) {
+            self.gpu
+        } else {
+            self.host
+        }
     }
 }
 

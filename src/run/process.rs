@@ -112,6 +112,35 @@ pub fn wait(pid: i32, block: bool) -> Option<(Exit, u64)> {
     }
 }
 
+/// Whether every child of oomgate has exited (zombies waiting to be reaped
+/// are fine), from `/proc/self/task/*/children`. `false` when that cannot
+/// be read (kernels without it): the caller then scans.
+pub fn no_live_children() -> bool {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return false;
+    };
+    for task in tasks {
+        let Ok(task) = task else { return false };
+        let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
+            return false;
+        };
+        for pid in children.split_ascii_whitespace() {
+            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    stat.rsplit_once(')')
+                        .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+                })
+                // Gone between the two reads: reaped, so not alive.
+                .unwrap_or(true);
+            if !zombie {
+                return false;
+            }
+        }
+    }
+    true
+}
+
 /// Reap every child of oomgate that has exited, without waiting; the
 /// largest `ru_maxrss` among them, in bytes. Only for moments when no
 /// instance's supervisor runs, whose status its instance collects.

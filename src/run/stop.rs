@@ -16,12 +16,18 @@ const STOP_POLL: Duration = Duration::from_millis(20);
 const KILL_SETTLE: Duration = Duration::from_secs(5);
 
 impl Runner<'_> {
-    /// The case's processes still running once every instance ended: the
-    /// case cgroup's when it holds the whole case, else every descendant.
+    /// The case's processes still running once every instance ended. When
+    /// the case cgroup held the whole case, is empty (subtree included) and
+    /// oomgate has no live child — so no descendant left the cgroup either:
+    /// its top ancestor would have been re-parented to oomgate — none, with
+    /// no need to read every process on the host; otherwise a full scan.
     pub(super) fn live_processes(&mut self, cgroup: Option<&CaseCgroup>) -> usize {
-        match cgroup {
-            Some(cgroup) => cgroup.pids().len(),
-            None => self.live_descendants(),
+        let proven_empty =
+            cgroup.is_some_and(|c| c.is_empty().unwrap_or(false)) && process::no_live_children();
+        if proven_empty {
+            0
+        } else {
+            self.live_descendants()
         }
     }
 

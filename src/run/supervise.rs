@@ -182,9 +182,10 @@ pub fn main(args: &[OsString]) -> i32 {
     0
 }
 
-/// Dispositions the supervisor inherited, by signal number, to hand back
-/// to the workload.
-type Dispositions = [libc::sighandler_t; 65];
+/// Dispositions the supervisor inherited of the signals it ignores, to hand
+/// back to the workload: (signal, disposition). Made before the fork, read
+/// between fork and exec.
+type Dispositions = Vec<(i32, libc::sighandler_t)>;
 
 /// Signals a process sends to its process group (`kill 0`, `killpg`) and
 /// whose default action would end the supervisor: SIGTERM, SIGINT, SIGHUP,
@@ -213,36 +214,34 @@ fn sent_signals() -> impl Iterator<Item = i32> {
     .chain(libc::SIGRTMIN()..=libc::SIGRTMAX())
 }
 
-/// Ignore [`sent_signals`]; returns what each was before.
+/// Ignore [`sent_signals`]; returns what each was before (a handler
+/// cannot survive exec, so anything but "ignored" was the default).
 fn ignore_signals_meant_for_the_workload() -> Dispositions {
-    let mut inherited: Dispositions = [libc::SIG_DFL; 65];
-    for signal in sent_signals() {
-        // SAFETY: setting a disposition takes no memory.
-        let before = unsafe { libc::signal(signal, libc::SIG_IGN) };
-        if let Some(slot) = usize::try_from(signal)
-            .ok()
-            .and_then(|i| inherited.get_mut(i))
-        {
-            *slot = if before == libc::SIG_ERR {
-                libc::SIG_DFL
-            } else {
-                before
-            };
-        }
-    }
-    inherited
+    sent_signals()
+        .filter_map(|signal| {
+            // SAFETY: setting a disposition takes no memory.
+            let before = unsafe { libc::signal(signal, libc::SIG_IGN) };
+            (before != libc::SIG_ERR).then(|| {
+                let inherited = if before == libc::SIG_IGN {
+                    libc::SIG_IGN
+                } else {
+                    libc::SIG_DFL
+                };
+                (signal, inherited)
+            })
+        })
+        .collect()
 }
 
-/// Give the workload the dispositions the supervisor inherited (an ignored
-/// signal stays ignored, as it would have been without oomgate).
-/// Async-signal-safe: `signal` only.
+/// Give the workload the dispositions the supervisor inherited of the
+/// signals it ignored (an ignored signal stays ignored, as it would have
+/// been without oomgate); the others it never touched. Async-signal-safe:
+/// `signal` over memory made before the fork.
 fn restore_signals(inherited: &Dispositions) {
-    for (signal, disposition) in inherited.iter().enumerate().skip(1) {
-        if *disposition == libc::SIG_IGN || *disposition == libc::SIG_DFL {
-            // SAFETY: setting a disposition takes no memory.
-            unsafe {
-                libc::signal(signal as i32, *disposition);
-            }
+    for &(signal, disposition) in inherited {
+        // SAFETY: setting a disposition takes no memory.
+        unsafe {
+            libc::signal(signal, disposition);
         }
     }
 }
