@@ -7,8 +7,9 @@
 //!
 //! results.json and junit.xml are checkpoints: written after the first
 //! finished case, then after a finished case only when
-//! [`CHECKPOINT_INTERVAL`] has passed since the last write, and always when
-//! the run finishes (also after Ctrl-C). Rewriting them after every case
+//! [`CHECKPOINT_INTERVAL`] (or [`CHECKPOINT_COST_FACTOR`] times what the
+//! last write took, when the files have grown large) has passed since the
+//! last write, and always when the run finishes (also after Ctrl-C). Rewriting them after every case
 //! made a suite quadratic in its number of cases; a crash or SIGKILL now
 //! loses at most the cases of the last interval, the price of a bounded
 //! cost. summary.md (and `$GITHUB_STEP_SUMMARY`) and report.html are read
@@ -85,28 +86,41 @@ impl ReportPaths {
 pub struct Checkpoints {
     interval: Duration,
     last: Option<Instant>,
+    /// How long the last write took.
+    cost: Duration,
 }
+
+/// A checkpoint waits at least this many times as long as the last one
+/// took, so writing takes at most about a twentieth of the run however
+/// many cases the files hold (a write's cost grows with them: without this,
+/// a suite's time grew faster than its number of cases).
+pub const CHECKPOINT_COST_FACTOR: u32 = 19;
 
 impl Checkpoints {
     pub fn new(interval: Duration) -> Self {
         Checkpoints {
             interval,
             last: None,
+            cost: Duration::ZERO,
         }
     }
 
     /// Whether a case finished at `now` should be written: the first one
     /// always (a quick first checkpoint shows the run is alive), then once
-    /// `interval` has passed since the last write.
+    /// `interval`, or [`CHECKPOINT_COST_FACTOR`] times the last write's
+    /// cost if longer, has passed since the last write.
     pub fn due(&self, now: Instant) -> bool {
+        let wait = self
+            .interval
+            .max(self.cost.saturating_mul(CHECKPOINT_COST_FACTOR));
         self.last
-            .is_none_or(|last| now.saturating_duration_since(last) >= self.interval)
+            .is_none_or(|last| now.saturating_duration_since(last) >= wait)
     }
 
-    /// A checkpoint was written at `now`. Counted from the end of a write,
-    /// so writing never takes more than about half of the run's time even
-    /// when the files are large.
-    pub fn written(&mut self, now: Instant) {
+    /// A checkpoint begun at `started` was written at `now`. Counted from
+    /// the end of a write.
+    pub fn written(&mut self, started: Instant, now: Instant) {
+        self.cost = now.saturating_duration_since(started);
         self.last = Some(now);
     }
 }
@@ -126,6 +140,7 @@ impl ReportFiles {
     }
 
     fn write_checkpoint(&mut self, results: &RunResults) -> io::Result<()> {
+        let started = Instant::now();
         let json_text = json::render(results)?;
         for path in &self.paths.json {
             write_atomic(path, json_text.as_bytes()).map_err(|e| with_path(e, path))?;
@@ -134,7 +149,7 @@ impl ReportFiles {
         for path in &self.paths.junit {
             write_atomic(path, junit_text.as_bytes()).map_err(|e| with_path(e, path))?;
         }
-        self.checkpoints.written(Instant::now());
+        self.checkpoints.written(started, Instant::now());
         Ok(())
     }
 
@@ -206,7 +221,7 @@ mod tests {
     fn later_cases_wait_for_the_interval() {
         let start = Instant::now();
         let mut checkpoints = Checkpoints::new(ms(1000));
-        checkpoints.written(start);
+        checkpoints.written(start, start);
         for (after, due) in [
             (ms(0), false),
             (ms(1), false),
@@ -223,8 +238,8 @@ mod tests {
     fn the_interval_counts_from_the_last_write() {
         let start = Instant::now();
         let mut checkpoints = Checkpoints::new(ms(1000));
-        checkpoints.written(start);
-        checkpoints.written(start + ms(1500));
+        checkpoints.written(start, start);
+        checkpoints.written(start + ms(1500), start + ms(1500));
         assert!(!checkpoints.due(start + ms(2000)));
         assert!(checkpoints.due(start + ms(2500)));
     }
@@ -235,7 +250,7 @@ mod tests {
         // if a caller passes an earlier one.
         let start = Instant::now();
         let mut checkpoints = Checkpoints::new(ms(1000));
-        checkpoints.written(start + ms(500));
+        checkpoints.written(start + ms(500), start + ms(500));
         assert!(!checkpoints.due(start));
     }
 
@@ -249,10 +264,24 @@ mod tests {
         for case in 0..2000 {
             let now = start + ms(5 * case);
             if checkpoints.due(now) {
-                checkpoints.written(now);
+                checkpoints.written(now, now);
                 written += 1;
             }
         }
         assert_eq!(written, 10);
+    }
+
+    #[test]
+    fn a_costly_checkpoint_spaces_out_the_next() {
+        // Files of many cases take 300 ms to write: the next waits 5.7 s,
+        // so writing stays a twentieth of the run.
+        let start = Instant::now();
+        let mut checkpoints = Checkpoints::new(ms(1000));
+        checkpoints.written(start, start + ms(300));
+        assert!(!checkpoints.due(start + ms(300 + 5699)));
+        assert!(checkpoints.due(start + ms(300 + 5700)));
+        // Cheap again: back to the interval.
+        checkpoints.written(start + ms(3000), start + ms(3010));
+        assert!(checkpoints.due(start + ms(4010)));
     }
 }

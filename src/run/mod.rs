@@ -8,8 +8,9 @@
 //! never formats anything: it builds the results model and emits events,
 //! and the reporters write files and the terminal. After every case the
 //! reporters get the whole results so far (results.json and junit.xml are
-//! checkpointed at most once a second), so a crash loses at most the last
-//! second of finished cases, and a Ctrl-C or a failing case folder nothing.
+//! checkpointed about once a second), so a crash loses at most the last
+//! second or so of finished cases, and a Ctrl-C or a failing case folder
+//! nothing.
 
 mod assemble;
 mod case;
