@@ -469,11 +469,7 @@ struct Running {
 impl Running {
     fn start(project: &Project) -> Self {
         let child = project
-            .oomgate()
-            .arg("run")
-            .arg(project.suite())
-            .arg("--out")
-            .arg(project.out())
+            .run_command()
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -633,15 +629,7 @@ fn another_tenants_growth_before_the_case_appears_does_not_stop_it() {
         "\"--mib\", \"1024\", \"--hold\", \"0s\"",
         "budget = { gpu = \"2 GiB\", gpu_fraction = 0.4 }",
     );
-    let mut running = Running::start(&project);
-    running.wait_for(&handshake.started);
-    let tenant = Foreign::start(&project, UUID_1, 4 * GIB);
-    running.wait_for(&project.listed(tenant.pid()));
-    handshake.go();
-    let pid = handshake.allocated_pid(&mut running);
-    running.wait_for(&project.listed(pid));
-    handshake.release();
-    let run = running.finish();
+    let (run, _tenant) = run_beside_a_tenant(&project, &handshake, UUID_1);
     run.assert_code(0);
     let case = run.case("c");
     assert_eq!(mib(&case["gpu_peak_bytes"]), Some(1024), "{case:#}");
@@ -650,6 +638,21 @@ fn another_tenants_growth_before_the_case_appears_does_not_stop_it() {
     assert_eq!(mib(&device["peak_bytes"]), Some(0), "{case:#}");
     assert_eq!(device["tainted_by"], serde_json::json!([]));
     assert!(mib(&device["device_peak_bytes"]).unwrap_or(0) >= 4096);
+}
+
+/// Run the handshake case while another tenant, started once the case is
+/// up, holds 4 GiB on the GPU `uuid`: the case allocates only after the
+/// tenant is listed, and exits once its own process was listed too.
+fn run_beside_a_tenant(project: &Project, handshake: &Handshake, uuid: &str) -> (Run, Foreign) {
+    let mut running = Running::start(project);
+    running.wait_for(&handshake.started);
+    let tenant = Foreign::start(project, uuid, 4 * GIB);
+    running.wait_for(&project.listed(tenant.pid()));
+    handshake.go();
+    let pid = handshake.allocated_pid(&mut running);
+    running.wait_for(&project.listed(pid));
+    handshake.release();
+    (running.finish(), tenant)
 }
 
 /// A container's case (NVML's pids match none of its processes) on a GPU
@@ -663,15 +666,7 @@ fn a_tainted_device_delta_is_reported_but_not_gated() {
         ),
         "budget = { gpu = \"2 GiB\", gpu_fraction = 0.5 }",
     );
-    let mut running = Running::start(&project);
-    running.wait_for(&handshake.started);
-    let tenant = Foreign::start(&project, UUID_0, 4 * GIB);
-    running.wait_for(&project.listed(tenant.pid()));
-    handshake.go();
-    let pid = handshake.allocated_pid(&mut running);
-    running.wait_for(&project.listed(pid));
-    handshake.release();
-    let run = running.finish();
+    let (run, tenant) = run_beside_a_tenant(&project, &handshake, UUID_0);
     run.assert_code(0);
     let case = run.case("c");
     let device = &case["gpu_devices"][0];

@@ -129,11 +129,8 @@ fn interrupt_stops_the_case_writes_results_and_exits_130() {
         tree_suite(pids.path(), &["--detach"], "kill_grace = \"1s\"")
     );
     let project = Project::new(&suite);
-    let child = oomgate()
-        .arg("run")
-        .arg(project.suite())
-        .arg("--out")
-        .arg(project.out())
+    let child = project
+        .run_command()
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
