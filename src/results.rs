@@ -255,6 +255,52 @@ pub struct CaseResult {
 }
 
 impl CaseResult {
+    /// A result with nothing measured — every figure unknown, no check —
+    /// to fill in: for a case that could not run at all, and for tests.
+    pub fn unmeasured(id: String) -> Self {
+        CaseResult {
+            id,
+            params: IndexMap::new(),
+            command: Vec::new(),
+            cwd: PathBuf::new(),
+            concurrency: 0,
+            timeout_s: 0.0,
+            soak_s: None,
+            status: CaseStatus::Error,
+            message: None,
+            started_at: String::new(),
+            wall_time_s: 0.0,
+            host_peak_bytes: None,
+            host_peak_at_s: None,
+            host_method: HostMethod::ProcfsPss,
+            host_peak_source: None,
+            host_floors: HostFloors::default(),
+            host_charged_peak_bytes: None,
+            host_oom_kills: None,
+            host_note: None,
+            gpu_peak_bytes: None,
+            gpu_peak_method: None,
+            gpu_devices: Vec::new(),
+            cuda_visible_devices: None,
+            foreign_processes: Vec::new(),
+            env: IndexMap::new(),
+            allocator_env: BTreeMap::new(),
+            baseline: None,
+            diagnosis: None,
+            probe: None,
+            repeats: Vec::new(),
+            checks: Vec::new(),
+            instances: Vec::new(),
+            samples: 0,
+            sample_errors: 0,
+            leftover_processes: 0,
+            dir: PathBuf::new(),
+            timeline: PathBuf::new(),
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+        }
+    }
+
     pub fn host_peak(&self) -> Option<Bytes> {
         self.host_peak_bytes.map(Bytes)
     }

@@ -1,8 +1,10 @@
 //! `junit.xml`: one `<testcase>` per case, through quick-junit.
 //!
-//! quick-junit escapes text and strips ANSI escapes and control characters,
-//! so the report stays valid XML whatever a workload printed (NUL bytes,
-//! tqdm colours, `]]>`). Figures appear three times on purpose: as testcase
+//! quick-junit escapes text and strips ANSI escapes and control characters;
+//! the two noncharacters it lets through, U+FFFE and U+FFFF, which XML 1.0
+//! forbids too, are replaced here. So the report stays valid XML whatever a
+//! workload printed (NUL bytes, tqdm colours, `]]>`, invalid UTF-8, which
+//! becomes U+FFFD when read) — property-tested over arbitrary bytes. Figures appear three times on purpose: as testcase
 //! properties for tools that read them, and in the failure text and
 //! system-out for the many CI viewers that show only those.
 
@@ -53,7 +55,21 @@ pub fn render(results: &RunResults) -> io::Result<String> {
         suite.add_test_case(test_case);
     }
     report.add_test_suite(suite);
-    report.to_string().map_err(io::Error::other)
+    report
+        .to_string()
+        .map(|xml| xml_chars_only(&xml))
+        .map_err(io::Error::other)
+}
+
+/// `text` with the characters XML 1.0 forbids that quick-junit passes on
+/// (the noncharacters U+FFFE and U+FFFF) replaced by U+FFFD. Markup never
+/// holds them, so replacing them in the whole document touches only text.
+fn xml_chars_only(text: &str) -> String {
+    if text.contains(['\u{FFFE}', '\u{FFFF}']) {
+        text.replace(['\u{FFFE}', '\u{FFFF}'], "\u{FFFD}")
+    } else {
+        text.to_string()
+    }
 }
 
 fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
@@ -205,4 +221,86 @@ fn failure_type(case: &CaseResult) -> &'static str {
 
 fn parse_time(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     chrono::DateTime::parse_from_rfc3339(text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{CaseStatus, Measurement, SCHEMA_VERSION, SuiteInfo, Summary};
+
+    /// A run of one failed case whose every workload-controlled text is
+    /// `text`.
+    fn results_with_text(text: &str) -> RunResults {
+        let mut case = CaseResult::unmeasured(format!("case {text}"));
+        case.status = CaseStatus::Failed;
+        case.message = Some(text.to_string());
+        case.stdout_tail = text.to_string();
+        case.stderr_tail = text.to_string();
+        case.command = vec!["python3".into(), text.into()];
+        case.params.insert("p".into(), text.into());
+        RunResults {
+            schema: SCHEMA_VERSION,
+            oomgate_version: "0".into(),
+            suite: SuiteInfo {
+                name: "s".into(),
+                path: "s.toml".into(),
+                workdir: ".".into(),
+            },
+            host: "h".into(),
+            started_at: "2026-12-03T00:00:00.000+00:00".into(),
+            finished_at: None,
+            interrupted: false,
+            measurement: Measurement {
+                sample_interval_ms: 50,
+                host_method: crate::measure::HostMethod::ProcfsPss,
+                host_note: None,
+                host_cgroup: None,
+                gpu_method: None,
+                gpu_note: None,
+            },
+            gpu: None,
+            environment: Default::default(),
+            baseline: None,
+            summary: Summary::default(),
+            cases: vec![case],
+            not_run: Vec::new(),
+            runner_max_rss_bytes: None,
+            runner_cpu_s: None,
+        }
+    }
+
+    fn parses(xml: &str) -> Result<(), String> {
+        roxmltree::Document::parse(xml)
+            .map(|_| ())
+            .map_err(|e| format!("{e}\n{xml}"))
+    }
+
+    /// Regression: U+FFFE and U+FFFF in a workload's output made junit.xml
+    /// not well-formed.
+    #[test]
+    fn noncharacters_become_replacement_characters() {
+        let xml = render(&results_with_text("a\u{FFFE}b\u{FFFF}c")).expect("render");
+        assert!(parses(&xml).is_ok(), "{xml}");
+        assert!(xml.contains("a\u{FFFD}b\u{FFFD}c"), "{xml}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Whatever bytes a workload prints — read as oomgate reads them,
+        /// invalid UTF-8 replaced — junit.xml stays well-formed XML.
+        #[test]
+        fn any_bytes_make_well_formed_junit(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let text = String::from_utf8_lossy(&bytes);
+            let xml = render(&results_with_text(&text)).expect("render");
+            proptest::prop_assert!(parses(&xml).is_ok(), "{:?}", parses(&xml));
+        }
+
+        /// The same for any characters, noncharacters and controls included.
+        #[test]
+        fn any_chars_make_well_formed_junit(text in "\\PC*|[\u{0}-\u{1f}\u{7f}-\u{9f}\u{fffe}\u{ffff}\u{d7ff}\u{e000}]{0,64}") {
+            let xml = render(&results_with_text(&text)).expect("render");
+            proptest::prop_assert!(parses(&xml).is_ok(), "{:?}", parses(&xml));
+        }
+    }
 }

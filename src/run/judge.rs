@@ -126,47 +126,10 @@ pub(super) fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
 /// `runs` is never empty (`repeat` is at least 1); should that ever change,
 /// a result saying so beats a panic.
 fn no_runs() -> CaseResult {
-    CaseResult {
-        id: String::new(),
-        params: Default::default(),
-        command: Vec::new(),
-        cwd: Default::default(),
-        concurrency: 0,
-        timeout_s: 0.0,
-        soak_s: None,
-        status: crate::results::CaseStatus::Error,
-        message: Some("oomgate ran this case no times (an internal error)".to_string()),
-        started_at: String::new(),
-        wall_time_s: 0.0,
-        host_peak_bytes: None,
-        host_peak_at_s: None,
-        host_method: crate::measure::HostMethod::ProcfsPss,
-        host_peak_source: None,
-        host_floors: Default::default(),
-        host_charged_peak_bytes: None,
-        host_oom_kills: None,
-        host_note: None,
-        gpu_peak_bytes: None,
-        gpu_peak_method: None,
-        gpu_devices: Vec::new(),
-        cuda_visible_devices: None,
-        foreign_processes: Vec::new(),
-        env: Default::default(),
-        allocator_env: BTreeMap::new(),
-        baseline: None,
-        diagnosis: None,
-        probe: None,
-        repeats: Vec::new(),
-        checks: Vec::new(),
-        instances: Vec::new(),
-        samples: 0,
-        sample_errors: 0,
-        leftover_processes: 0,
-        dir: Default::default(),
-        timeline: Default::default(),
-        stdout_tail: String::new(),
-        stderr_tail: String::new(),
-    }
+    let mut result = CaseResult::unmeasured(String::new());
+    result.status = crate::results::CaseStatus::Error;
+    result.message = Some("oomgate ran this case no times (an internal error)".to_string());
+    result
 }
 
 /// Across the cases of one matrix: when only the largest values of a key
