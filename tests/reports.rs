@@ -305,3 +305,81 @@ fn failures_beyond_the_chart_cap_are_in_the_table() {
         "the page says so"
     );
 }
+
+fn true_suite() -> Project {
+    Project::new("[suite]\nname = \"t\"\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\n")
+}
+
+/// Regression: report paths that were not regular files were renamed over:
+/// `--junit /dev/null` replaced /dev/null with a file (as root).
+#[test]
+fn a_device_is_written_in_place_never_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let project = true_suite();
+    let run = project.run(&["--junit", "/dev/null", "--json", "/dev/null"]);
+    // Two reports to one file are refused before anything runs.
+    run.assert_code(2);
+    assert!(run.stderr.contains("are the same file"), "{}", run.stderr);
+    let run = project.run(&["--junit", "/dev/null"]);
+    run.assert_code(0);
+    let meta = std::fs::metadata("/dev/null").expect("/dev/null");
+    assert!(meta.file_type().is_char_device(), "/dev/null was replaced");
+    // `--json /dev/stdout` prints the results (the terminal display is on
+    // stderr).
+    let run = project.run(&["--json", "/dev/stdout"]);
+    run.assert_code(0);
+    let printed: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON on stdout");
+    assert_eq!(printed["cases"][0]["id"], "a");
+}
+
+#[test]
+fn a_fifo_gets_the_report_once_at_the_end() {
+    let project = true_suite();
+    let fifo = project.path().join("junit.fifo");
+    let c_path = std::ffi::CString::new(fifo.display().to_string()).expect("path");
+    // SAFETY: mkfifo reads a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).expect("read the fifo"))
+    };
+    let run = project.run(&["--junit", &fifo.display().to_string()]);
+    run.assert_code(0);
+    let xml = reader.join().expect("reader");
+    assert!(roxmltree::Document::parse(&xml).is_ok(), "{xml}");
+    assert!(xml.contains("testcase name=\"a\""), "{xml}");
+    use std::os::unix::fs::FileTypeExt;
+    let meta = std::fs::symlink_metadata(&fifo).expect("fifo");
+    assert!(meta.file_type().is_fifo(), "the FIFO was replaced");
+}
+
+#[test]
+fn a_symlinked_report_path_replaces_its_target_and_stays_a_link() {
+    let project = true_suite();
+    let target = project.path().join("reports/real.json");
+    std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&target, "old").expect("write");
+    let link = project.path().join("results-link.json");
+    std::os::unix::fs::symlink("reports/real.json", &link).expect("symlink");
+    let run = project.run(&["--json", &link.display().to_string()]);
+    run.assert_code(0);
+    let meta = std::fs::symlink_metadata(&link).expect("link");
+    assert!(meta.file_type().is_symlink(), "the link became a file");
+    let written = read_json(&target);
+    assert_eq!(written["cases"][0]["id"], "a");
+}
+
+#[test]
+fn a_report_over_another_or_among_the_logs_is_refused() {
+    let project = true_suite();
+    let out = project.out();
+    let clash = out.join("results.json").display().to_string();
+    let run = project.run(&["--junit", &clash]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("are the same file"), "{}", run.stderr);
+    let among_logs = out.join("cases/a/stdout.log").display().to_string();
+    std::fs::create_dir_all(out.join("cases/a")).expect("mkdir");
+    let run = project.run(&["--json", &among_logs]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("cases/ folder"), "{}", run.stderr);
+}

@@ -8,7 +8,7 @@ use crate::environment;
 use crate::measure::HostMethod;
 use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::nvml::Gpu;
-use crate::report::files::{ReportFiles, ReportPaths};
+use crate::report::files::{ReportFiles, ReportPaths, ReportTarget, follow_links};
 use crate::report::terminal::Terminal;
 use crate::report::{FanOut, Reporter, github};
 use crate::results::{CaseStatus, HostCgroup, Measurement, RunResults};
@@ -375,21 +375,74 @@ fn prepare_outputs(outputs: &Outputs<'_>, out_dir: &Path) -> Result<ReportPaths,
     };
     std::fs::create_dir_all(outputs.out.join("cases")).map_err(|e| infra(outputs.out, e))?;
     let mut files = ReportPaths::in_out_dir(out_dir);
-    files.json.extend(outputs.json.map(Path::to_path_buf));
-    files.junit.extend(outputs.junit.map(Path::to_path_buf));
-    for path in files.json.iter().chain(&files.junit) {
-        let folder = path
+    for (extra, list) in [
+        (outputs.json, &mut files.json),
+        (outputs.junit, &mut files.junit),
+    ] {
+        let Some(path) = extra else { continue };
+        let target = match ReportTarget::of(path) {
+            Ok(target) => target,
+            Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {
+                return Err(CliError::Infrastructure(e.to_string()));
+            }
+            Err(e) => return Err(infra(path, e)),
+        };
+        if let ReportTarget::File(path) = &target {
+            let resolved = follow_links(path);
+            let folder = resolved
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            std::fs::create_dir_all(folder).map_err(|e| infra(folder, e))?;
+            tempfile::tempfile_in(folder).map_err(|e| infra(folder, e))?;
+        }
+        list.push(target);
+    }
+    refuse_colliding_reports(&files, out_dir)?;
+    Ok(files)
+}
+
+/// Two reports that are one file would overwrite each other, and a report
+/// among the cases' own files would overwrite a log: both are refused
+/// before anything runs (exit 2).
+fn refuse_colliding_reports(files: &ReportPaths, out_dir: &Path) -> Result<(), CliError> {
+    let fixed = [
+        ReportTarget::File(files.summary_md.clone()),
+        ReportTarget::File(files.html.clone()),
+    ];
+    let all: Vec<&ReportTarget> = files
+        .json
+        .iter()
+        .chain(&files.junit)
+        .chain(fixed.iter())
+        .collect();
+    let cases = std::fs::canonicalize(out_dir.join("cases")).ok();
+    let mut seen: Vec<(crate::report::files::FileIdentity, &Path)> = Vec::new();
+    for target in all {
+        let Some(identity) = target.identity() else {
+            continue;
+        };
+        let resolved = follow_links(target.path());
+        let location = resolved
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(folder).map_err(|e| infra(folder, e))?;
-        tempfile::tempfile_in(folder).map_err(|e| infra(folder, e))?;
-        if path.is_dir() {
-            return Err(CliError::Infrastructure(format!(
-                "{} is a directory, not a file path",
-                path.display()
+            .and_then(|folder| std::fs::canonicalize(folder).ok());
+        if let (Some(location), Some(cases)) = (&location, &cases) {
+            if location.starts_with(cases) {
+                return Err(CliError::BadInput(format!(
+                    "{} is inside the out dir's cases/ folder, which holds the workloads' logs; write the report elsewhere",
+                    target.path().display()
+                )));
+            }
+        }
+        if let Some((_, other)) = seen.iter().find(|(seen, _)| *seen == identity) {
+            return Err(CliError::BadInput(format!(
+                "{} and {} are the same file: two reports would overwrite each other; give each its own path",
+                other.display(),
+                target.path().display()
             )));
         }
+        seen.push((identity, target.path()));
     }
-    Ok(files)
+    Ok(())
 }

@@ -29,8 +29,10 @@ use crate::results::RunResults;
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Replace `path` with `contents` so that a reader (or a crash) never sees
-/// a half-written file: write a temporary file beside it, then rename.
+/// a half-written file: write a temporary file beside it, then rename. A
+/// symlink is followed: its target is replaced, the link stays.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let path = &follow_links(path);
     let folder = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -50,13 +52,106 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Where a symlink chain ends (the path itself when it is none). A link to
+/// nothing yet resolves to where its target would be.
+pub fn follow_links(path: &Path) -> PathBuf {
+    let mut current = path.to_path_buf();
+    for _ in 0..40 {
+        let is_link = std::fs::symlink_metadata(&current).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            break;
+        }
+        let Ok(target) = std::fs::read_link(&current) else {
+            break;
+        };
+        current = match current.parent() {
+            Some(parent) if target.is_relative() => parent.join(target),
+            _ => target,
+        };
+    }
+    current
+}
+
+/// How one report reaches its path, decided before anything runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReportTarget {
+    /// A regular file, or nothing yet: replaced atomically at every
+    /// checkpoint (through a symlink, its target is replaced).
+    File(PathBuf),
+    /// A FIFO, a device, `/dev/stdout`, anything under /dev or /proc:
+    /// written in place, once, when the run ends — never renamed over,
+    /// never opened twice.
+    Stream(PathBuf),
+}
+
+impl ReportTarget {
+    /// What `path` is now. A directory is an error.
+    pub fn of(path: &Path) -> io::Result<Self> {
+        let resolved = follow_links(path);
+        let special = [Path::new("/dev"), Path::new("/proc")]
+            .iter()
+            .any(|root| path.starts_with(root) || resolved.starts_with(root));
+        match std::fs::metadata(&resolved) {
+            Ok(meta) if meta.is_dir() => Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                format!("{} is a directory, not a file path", path.display()),
+            )),
+            Ok(meta) if !meta.is_file() || special => Ok(ReportTarget::Stream(path.to_path_buf())),
+            _ if special => Ok(ReportTarget::Stream(path.to_path_buf())),
+            _ => Ok(ReportTarget::File(path.to_path_buf())),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        match self {
+            ReportTarget::File(path) | ReportTarget::Stream(path) => path,
+        }
+    }
+
+    /// The file this target writes, to tell two targets that are one file
+    /// apart: the device and inode of what exists, else the resolved path
+    /// with its folder made canonical.
+    pub fn identity(&self) -> Option<FileIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        let resolved = follow_links(self.path());
+        if let Ok(meta) = std::fs::metadata(&resolved) {
+            return Some(FileIdentity::Inode(meta.dev(), meta.ino()));
+        }
+        let folder = resolved
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let canonical = std::fs::canonicalize(folder).ok()?;
+        Some(FileIdentity::Path(canonical.join(resolved.file_name()?)))
+    }
+
+    fn write(&self, contents: &[u8]) -> io::Result<()> {
+        match self {
+            ReportTarget::File(path) => write_atomic(path, contents),
+            ReportTarget::Stream(path) => {
+                let mut stream = std::fs::OpenOptions::new().write(true).open(path)?;
+                stream.write_all(contents)?;
+                stream.flush()
+            }
+        }
+        .map_err(|e| with_path(e, self.path()))
+    }
+}
+
+/// What makes two report paths one file.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FileIdentity {
+    Inode(u64, u64),
+    Path(PathBuf),
+}
+
 /// Where each report goes.
 #[derive(Debug, Clone)]
 pub struct ReportPaths {
     /// results.json in the out dir, plus `--json` when given.
-    pub json: Vec<PathBuf>,
+    pub json: Vec<ReportTarget>,
     /// junit.xml in the out dir, plus `--junit` when given.
-    pub junit: Vec<PathBuf>,
+    pub junit: Vec<ReportTarget>,
     pub summary_md: PathBuf,
     pub html: PathBuf,
     /// The out dir: case timelines are read relative to it for the charts.
@@ -70,8 +165,8 @@ impl ReportPaths {
     /// from the environment.
     pub fn in_out_dir(out_dir: &Path) -> Self {
         ReportPaths {
-            json: vec![out_dir.join("results.json")],
-            junit: vec![out_dir.join("junit.xml")],
+            json: vec![ReportTarget::File(out_dir.join("results.json"))],
+            junit: vec![ReportTarget::File(out_dir.join("junit.xml"))],
             summary_md: out_dir.join("summary.md"),
             html: out_dir.join("report.html"),
             out_dir: out_dir.to_path_buf(),
@@ -139,15 +234,18 @@ impl ReportFiles {
         }
     }
 
-    fn write_checkpoint(&mut self, results: &RunResults) -> io::Result<()> {
+    /// results.json and junit.xml to every target that is due: the files
+    /// at a checkpoint, and streams too at the end (`last`).
+    fn write_checkpoint(&mut self, results: &RunResults, last: bool) -> io::Result<()> {
         let started = Instant::now();
+        let due = |target: &&ReportTarget| last || matches!(target, ReportTarget::File(_));
         let json_text = json::render(results)?;
-        for path in &self.paths.json {
-            write_atomic(path, json_text.as_bytes()).map_err(|e| with_path(e, path))?;
+        for target in self.paths.json.iter().filter(due) {
+            target.write(json_text.as_bytes())?;
         }
         let junit_text = junit::render(results)?;
-        for path in &self.paths.junit {
-            write_atomic(path, junit_text.as_bytes()).map_err(|e| with_path(e, path))?;
+        for target in self.paths.junit.iter().filter(due) {
+            target.write(junit_text.as_bytes())?;
         }
         self.checkpoints.written(started, Instant::now());
         Ok(())
@@ -172,7 +270,7 @@ impl ReportFiles {
     /// Everything, once, when the run is over: the checkpoint files first
     /// (the ones CI tools read), then the pages people read.
     fn write_final(&mut self, results: &RunResults) -> io::Result<()> {
-        self.write_checkpoint(results)?;
+        self.write_checkpoint(results, true)?;
         let summary = markdown::render(results);
         let path = &self.paths.summary_md;
         write_atomic(path, summary.as_bytes()).map_err(|e| with_path(e, path))?;
@@ -194,7 +292,7 @@ impl Reporter for ReportFiles {
     fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
         match event {
             Event::CaseFinished { results, .. } if self.checkpoints.due(Instant::now()) => {
-                self.write_checkpoint(results)
+                self.write_checkpoint(results, false)
             }
             Event::RunFinished { results } => self.write_final(results),
             Event::RunStarted { .. } => self.remove_earlier_pages(),
