@@ -225,3 +225,51 @@ fn unsafe_case_names_stay_inside_the_out_dir() {
     let results = project.results();
     assert_eq!(results["cases"][0]["id"], "../../escape");
 }
+
+/// Regression: `--out .` (or any folder of the user's) had oomgate replace
+/// and delete files there, e.g. a user's own `./cases` folder.
+#[test]
+fn a_folder_that_is_not_an_out_dir_is_refused_and_left_alone() {
+    let project =
+        Project::new("[suite]\nname = \"s\"\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\n");
+    let theirs = project.path().join("theirs");
+    std::fs::create_dir_all(theirs.join("cases/a")).expect("mkdir");
+    std::fs::write(theirs.join("cases/a/keep.txt"), "mine").expect("write");
+    std::fs::write(theirs.join("notes.md"), "mine").expect("write");
+    let run_in = |out: &std::path::Path| {
+        let mut command = project.oomgate();
+        command
+            .arg("run")
+            .arg(project.suite())
+            .arg("--out")
+            .arg(out);
+        project.finish(command)
+    };
+    let run = run_in(&theirs);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("not an oomgate out dir"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("notes.md"), "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("cases/a/keep.txt"))
+            .ok()
+            .as_deref(),
+        Some("mine")
+    );
+    assert!(!theirs.join("results.json").exists());
+
+    // An empty folder, and one an earlier oomgate wrote (its own layout,
+    // no marker), are oomgate's: claimed, and used again.
+    let empty = project.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    run_in(&empty).assert_code(0);
+    assert!(empty.join(".oomgate-out").is_file());
+    run_in(&empty).assert_code(0);
+    let earlier = project.path().join("earlier");
+    std::fs::create_dir_all(earlier.join("cases/a")).expect("mkdir");
+    std::fs::write(earlier.join("results.json"), "{}").expect("write");
+    run_in(&earlier).assert_code(0);
+}

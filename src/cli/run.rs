@@ -373,6 +373,10 @@ fn prepare_outputs(outputs: &Outputs<'_>, out_dir: &Path) -> Result<ReportPaths,
     let infra = |path: &Path, e: std::io::Error| {
         CliError::Infrastructure(format!("cannot write to {}: {e}", path.display()))
     };
+    crate::report::files::claim_out_dir(out_dir).map_err(|e| match e {
+        crate::report::files::OutDirError::NotOurs { .. } => CliError::BadInput(e.to_string()),
+        crate::report::files::OutDirError::Io { .. } => CliError::Infrastructure(e.to_string()),
+    })?;
     std::fs::create_dir_all(outputs.out.join("cases")).map_err(|e| infra(outputs.out, e))?;
     let mut files = ReportPaths::in_out_dir(out_dir);
     for (extra, list) in [

@@ -52,6 +52,82 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// The file that marks a folder as an oomgate out dir: oomgate writes and
+/// deletes files in no other folder.
+pub const OUT_DIR_MARKER: &str = ".oomgate-out";
+
+/// What an out dir may hold without a marker and still be oomgate's (one
+/// written by an earlier oomgate): its own layout, and `lost+found` of a
+/// fresh volume.
+const OUT_DIR_LAYOUT: [&str; 7] = [
+    OUT_DIR_MARKER,
+    "results.json",
+    "junit.xml",
+    "summary.md",
+    "report.html",
+    "cases",
+    "lost+found",
+];
+
+/// Why a folder cannot be an out dir.
+#[derive(Debug, thiserror::Error)]
+pub enum OutDirError {
+    #[error(
+        "{} is not an oomgate out dir (it holds {}, and no {OUT_DIR_MARKER}): oomgate writes and deletes files there, so it refuses a folder that is someone else's; choose an empty or new folder with --out",
+        dir.display(),
+        examples.join(", ")
+    )]
+    NotOurs { dir: PathBuf, examples: Vec<String> },
+    #[error("cannot write to {}: {source}", dir.display())]
+    Io {
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Make `dir` an out dir of oomgate's, or refuse it: a new or empty folder
+/// (or one holding only oomgate's own layout, from an earlier version) is
+/// claimed with the marker file; a folder with anything else in it and no
+/// marker is someone else's and left untouched.
+pub fn claim_out_dir(dir: &Path) -> Result<(), OutDirError> {
+    let io_error = |source| OutDirError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    if dir.join(OUT_DIR_MARKER).is_file() {
+        return Ok(());
+    }
+    let mut foreign = Vec::new();
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            for entry in entries {
+                let name = entry.map_err(io_error)?.file_name();
+                let name = name.to_string_lossy().into_owned();
+                if !OUT_DIR_LAYOUT.contains(&name.as_str()) {
+                    foreign.push(name);
+                }
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_error(e)),
+    }
+    if !foreign.is_empty() {
+        foreign.sort();
+        foreign.truncate(3);
+        return Err(OutDirError::NotOurs {
+            dir: dir.to_path_buf(),
+            examples: foreign,
+        });
+    }
+    std::fs::create_dir_all(dir).map_err(io_error)?;
+    std::fs::write(
+        dir.join(OUT_DIR_MARKER),
+        "This folder is an oomgate out dir: oomgate replaces and deletes only the files it writes here.\n",
+    )
+    .map_err(io_error)
+}
+
 /// Where a symlink chain ends (the path itself when it is none). A link to
 /// nothing yet resolves to where its target would be.
 pub fn follow_links(path: &Path) -> PathBuf {
