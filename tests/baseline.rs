@@ -497,3 +497,66 @@ fn lock_from_partial_results_keeps_the_other_baselines() {
             .contains("holds results of suite `other`, not of `b`")
     );
 }
+
+/// Regression: `run --baseline` accepted the lock of another suite, and
+/// `lock --from` locked case ids the suite does not have.
+#[test]
+fn a_lock_or_results_of_another_suite_are_refused() {
+    let project = project(64, "");
+    project.lock(&[]).assert_code(0);
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+
+    // The same lock, said to be another suite's.
+    let other = project.path().join("other.lock");
+    std::fs::write(&other, lock.replace("suite = \"b\"", "suite = \"other\"")).expect("write");
+    let run = project.run(&["--baseline", &other.display().to_string()]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("the lock of suite `other`"),
+        "{}",
+        run.stderr
+    );
+
+    // The right name, but no case in common.
+    let strangers = project.path().join("strangers.lock");
+    let renamed = lock
+        .replace("[cases.c]", "[cases.x]")
+        .replace("[cases.h]", "[cases.y]");
+    std::fs::write(&strangers, renamed).expect("write");
+    let run = project.run(&["--baseline", &strangers.display().to_string()]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("shares no case"), "{}", run.stderr);
+
+    // Results with a case the suite does not have.
+    let results = std::fs::read_to_string(project.out().join("results.json")).expect("results");
+    let value: serde_json::Value = serde_json::from_str(&results).expect("json");
+    let index_of_h = value["cases"]
+        .as_array()
+        .and_then(|cases| cases.iter().position(|c| c["id"] == "h"))
+        .expect("case h");
+    let mut renamed = value.clone();
+    renamed["cases"][index_of_h]["id"] = "gone".into();
+    let foreign = project.path().join("foreign.json");
+    std::fs::write(&foreign, renamed.to_string()).expect("write");
+    let run = project.lock(&["--from", &foreign.display().to_string()]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("does not: gone"), "{}", run.stderr);
+
+    // Results whose case has no host figure.
+    let unmeasured = project.path().join("unmeasured.json");
+    let mut value = value;
+    value["cases"][index_of_h]["host_peak_bytes"] = serde_json::Value::Null;
+    std::fs::write(&unmeasured, value.to_string()).expect("write");
+    let run = project.lock(&["--from", &unmeasured.display().to_string()]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("no host figure for h"),
+        "{}",
+        run.stderr
+    );
+    // Nothing was overwritten along the way.
+    assert_eq!(
+        std::fs::read_to_string(project.lock_path()).ok(),
+        Some(lock)
+    );
+}

@@ -97,6 +97,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                     args.suite.display()
                 )));
             }
+            refuse_results_not_of(&suite, &view, results_path)?;
             (
                 baseline::lock_from_results(&view),
                 Outcome::Passed,
@@ -200,6 +201,46 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     Ok(Outcome::Passed)
 }
 
+/// Results to lock must be this suite's and complete: a case id the suite
+/// does not have (another suite of the same name, or an older version of
+/// this one) or a case without a host figure (always measured) would put a
+/// baseline in the lock that gates nothing, or nothing where one belongs.
+fn refuse_results_not_of(
+    suite: &Suite,
+    view: &baseline::ResultsView,
+    path: &Path,
+) -> Result<(), CliError> {
+    let unknown: Vec<&str> = view
+        .cases
+        .iter()
+        .filter(|c| !suite.cases.iter().any(|s| s.id == c.id))
+        .map(|c| c.id.as_str())
+        .collect();
+    if !unknown.is_empty() {
+        return Err(CliError::BadInput(format!(
+            "{} has cases suite `{}` ({}) does not: {}; lock results of this suite's own run",
+            path.display(),
+            suite.name,
+            suite.path.display(),
+            unknown.join(", ")
+        )));
+    }
+    let unmeasured: Vec<&str> = view
+        .cases
+        .iter()
+        .filter(|c| c.host_peak_bytes.is_none())
+        .map(|c| c.id.as_str())
+        .collect();
+    if !unmeasured.is_empty() {
+        return Err(CliError::BadInput(format!(
+            "{}: no host figure for {}, so there is nothing to lock for them; run them again",
+            path.display(),
+            unmeasured.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 /// The cases whose GPU figure another process on the device may be in.
 fn gpu_tainted(view: &baseline::ResultsView) -> Vec<String> {
     view.cases
@@ -227,6 +268,24 @@ fn load_baseline(
         }
     };
     let lock = baseline::read(&path)?;
+    // A lock of another suite would compare nothing, or the wrong cases.
+    if lock.suite != suite.name {
+        return Err(CliError::BadInput(format!(
+            "{} is the lock of suite `{}`, not of `{}` ({}); pass the right one with --baseline, or --no-baseline",
+            path.display(),
+            lock.suite,
+            suite.name,
+            suite.path.display()
+        )));
+    }
+    if !lock.cases.is_empty() && !suite.cases.iter().any(|c| lock.cases.contains_key(&c.id)) {
+        return Err(CliError::BadInput(format!(
+            "{} shares no case with suite `{}` ({}): it cannot be this suite's baseline; re-lock with `oomgate lock`",
+            path.display(),
+            suite.name,
+            suite.path.display()
+        )));
+    }
     write_stderr(&format!(
         "baseline: {} (locked {})",
         path.display(),
