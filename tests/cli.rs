@@ -273,3 +273,29 @@ fn a_folder_that_is_not_an_out_dir_is_refused_and_left_alone() {
     std::fs::write(earlier.join("results.json"), "{}").expect("write");
     run_in(&earlier).assert_code(0);
 }
+
+/// Regression: `oomgate check /dev/zero` read until it was killed, and a
+/// 50 MB blank suite took gigabytes.
+#[test]
+fn a_suite_must_be_a_regular_file_of_sane_size() {
+    let check = |path: &std::path::Path| {
+        let output = oomgate()
+            .arg("check")
+            .arg(path)
+            .output()
+            .expect("run oomgate check");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = check(std::path::Path::new("/dev/zero"));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let huge = dir.path().join("huge.toml");
+    std::fs::write(&huge, " ".repeat(2 * 1024 * 1024)).expect("write");
+    let (code, stderr) = check(&huge);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("a suite may have"), "{stderr}");
+}

@@ -390,3 +390,32 @@ fn substitution_cannot_empty_the_program() {
         "{message}"
     );
 }
+
+/// Regression: a 10-key x 10-value matrix expanded 10^10 cases until the
+/// process aborted; the product is now counted before anything expands.
+#[test]
+fn matrices_are_counted_before_they_expand() {
+    let keys: Vec<String> = (0..10)
+        .map(|k| format!("k{k} = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"))
+        .collect();
+    let source = format!(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"big\"\ncommand = [\"x\"]\nmatrix = {{ {} }}\n",
+        keys.join(", ")
+    );
+    let (message, at) = parse_err(&source);
+    assert!(
+        message.contains("expands to 10000000000 cases (10 x 10 x 10"),
+        "{message}"
+    );
+    assert!(message.contains("more than the 10000"), "{message}");
+    assert_eq!(at.map(|(line, _)| line), Some(6));
+    // Exactly at the cap is fine; the cap counts every case of the suite.
+    let at_cap = "[suite]\nname = \"s\"\n[[case]]\nname = \"a{i}-{j}\"\ncommand = [\"x\"]\nmatrix = { i = [RANGE], j = [RANGE] }\n"
+        .replace("RANGE", &(0..100).map(|n| n.to_string()).collect::<Vec<_>>().join(", "));
+    assert_eq!(parse_ok(&at_cap).cases.len(), 10_000);
+    let over = format!(
+        "{at_cap}[[case]]\nname = \"one-more\"\ncommand = [\"x\"]\nmatrix = {{ z = [1] }}\n"
+    );
+    let (message, _) = parse_err(&over);
+    assert!(message.contains("with its other cases"), "{message}");
+}

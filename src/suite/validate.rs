@@ -17,8 +17,8 @@ use super::raw::{RawCase, RawEnvironment, RawSettingsRef, RawSuiteFile};
 use super::template::{expand_matrix, folder_name, is_identifier, placeholders, substitute};
 use super::{
     Budget, Case, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT, Diagnostic,
-    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, RESERVED_ENV, Suite,
-    Tolerances,
+    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, MAX_CASES, RESERVED_ENV,
+    Suite, Tolerances,
 };
 
 const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
@@ -110,11 +110,19 @@ pub(super) fn validate(
     }
 
     let mut cases = Vec::new();
+    let mut room = MAX_CASES;
     let mut seen_ids: HashSet<String> = HashSet::new();
     let mut seen_folders: HashMap<String, String> = HashMap::new();
     for raw_case in &raw.cases {
         let raw_case = raw_case.get_ref();
-        for case in expand_case(&mut check, raw_case, defaults, suite_tolerance, &workdir) {
+        for case in expand_case(
+            &mut check,
+            raw_case,
+            defaults,
+            suite_tolerance,
+            &workdir,
+            &mut room,
+        ) {
             let name_span = raw_case.name.span();
             if seen_ids.contains(&case.id) {
                 check
@@ -190,6 +198,7 @@ fn expand_case(
     defaults: RawSettingsRef<'_>,
     suite_tolerance: Tolerances,
     workdir: &Path,
+    room: &mut usize,
 ) -> Vec<Case> {
     let before = check.problems.len();
     let own = raw.settings();
@@ -241,6 +250,29 @@ fn expand_case(
             }
             matrix.insert(key.get_ref().clone(), texts);
         }
+        // Counted before anything is expanded: 10 keys of 10 values are
+        // 10^10 cases, which no machine holds.
+        let product = matrix
+            .values()
+            .try_fold(1usize, |product, values| product.checked_mul(values.len()));
+        if product.is_none_or(|product| product > *room) {
+            let sizes: Vec<String> = matrix.values().map(|v| v.len().to_string()).collect();
+            let count = product.map_or("more than 2^64".to_string(), |p| p.to_string());
+            check
+                .error(
+                    raw_matrix.span(),
+                    format!(
+                        "the matrix expands to {count} cases ({}), more than the {MAX_CASES} a suite may hold{}",
+                        sizes.join(" x "),
+                        if *room < MAX_CASES { " with its other cases" } else { "" }
+                    ),
+                )
+                .help = Some("split it into several suites, or fewer values per key".into());
+            return Vec::new();
+        }
+        *room -= product.unwrap_or(0);
+    } else {
+        *room = room.saturating_sub(1);
     }
 
     // Every placeholder must name a matrix key.
