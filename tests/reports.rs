@@ -383,3 +383,48 @@ fn a_report_over_another_or_among_the_logs_is_refused() {
     run.assert_code(2);
     assert!(run.stderr.contains("cases/ folder"), "{}", run.stderr);
 }
+
+/// Regression: an unwritable GITHUB_STEP_SUMMARY turned a pass into exit
+/// 3 without naming the path.
+#[test]
+fn an_unwritable_job_summary_is_a_warning_not_a_failure() {
+    let project = true_suite();
+    let missing = project.path().join("no/such/folder/summary.md");
+    let mut command = project.run_command();
+    command.env("GITHUB_STEP_SUMMARY", &missing);
+    let run = project.finish(command);
+    run.assert_code(0);
+    assert!(
+        run.stderr.contains(&format!("({})", missing.display())),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Regression: with GITHUB_ACTIONS=true, a closed stdout made oomgate exit
+/// 3 mid-run with the remaining cases not recorded.
+#[test]
+fn a_closed_stdout_does_not_stop_the_suite() {
+    let project = Project::new(
+        "[suite]\nname = \"t\"\n\
+         [[case]]\nname = \"fails\"\ncommand = [\"false\"]\n\
+         [[case]]\nname = \"after\"\ncommand = [\"true\"]\n",
+    );
+    let mut child = project
+        .run_command()
+        .env("GITHUB_ACTIONS", "true")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start oomgate");
+    drop(child.stdout.take()); // the reader went away
+    let output = child.wait_with_output().expect("oomgate");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let results = project.results();
+    let ids: Vec<&str> = results["cases"]
+        .as_array()
+        .map(|cases| cases.iter().filter_map(|c| c["id"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, ["fails", "after"], "{stderr}");
+}

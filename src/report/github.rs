@@ -1,7 +1,9 @@
 //! GitHub Actions annotations: `::error` for every case that did not pass,
 //! `::warning` for environment drift, `::notice` for improvements worth a
 //! re-lock. Printed to stdout (where the runner reads workflow commands),
-//! only when `GITHUB_ACTIONS=true`.
+//! only when `GITHUB_ACTIONS=true`. Best effort: a stdout that cannot be
+//! written (a closed pipe) loses the annotations, said once on stderr, and
+//! never stops the suite.
 
 use std::io::{self, Write};
 
@@ -38,6 +40,19 @@ impl Reporter for Annotations {
         if !self.enabled {
             return Ok(());
         }
+        if let Err(e) = self.annotate(event) {
+            self.enabled = false;
+            let _ = writeln!(
+                io::stderr().lock(),
+                "warning: GitHub annotations stop here: cannot write them to stdout ({e}); the cases go on and every report is still written"
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Annotations {
+    fn annotate(&mut self, event: &Event<'_>) -> io::Result<()> {
         let mut out = io::stdout().lock();
         match event {
             Event::CaseFinished { result, .. } => {
