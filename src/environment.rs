@@ -194,64 +194,88 @@ fn python_environment(
     result
 }
 
+/// The most of a probe's output that is kept (the rest is cut, and says
+/// so): the environment is recorded in every results.json and lock.
+const PROBE_OUTPUT_LIMIT: u64 = 1024 * 1024;
+
 /// Run a probe with a time limit; its trimmed stdout, or why it failed.
+/// The probe is done when its own process exits: its output goes to
+/// anonymous files, not pipes, so a background child it left holding them
+/// cannot keep oomgate waiting; whatever it left running in its process
+/// group is killed and reaped then, before any case starts, so nothing of
+/// it is counted against a case.
 fn run_probe(argv: &[String], workdir: &Path) -> Result<String, String> {
-    // A bare name is looked up on PATH; duct would treat a `Path` without a
-    // slash as relative to the working directory, so pass it as a string.
+    use std::io::{Read, Seek};
+    use std::os::unix::process::CommandExt;
+    // A bare name is looked up on PATH; a path is relative to the workdir.
     let program: std::ffi::OsString = if argv[0].contains('/') {
         workdir.join(&argv[0]).into_os_string()
     } else {
         argv[0].clone().into()
     };
-    let handle = duct::cmd(&program, &argv[1..])
-        .dir(workdir)
-        .stdin_null()
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        // Its own process group, so a timeout stops what it started too.
-        .before_spawn(|command| {
-            std::os::unix::process::CommandExt::process_group(command, 0);
-            Ok(())
-        })
-        .start()
+    let capture = || tempfile::tempfile().map_err(|e| format!("cannot capture `{}`: {e}", argv[0]));
+    let (mut stdout, mut stderr) = (capture()?, capture()?);
+    let mut child = std::process::Command::new(&program)
+        .args(&argv[1..])
+        .current_dir(workdir)
+        .stdin(std::process::Stdio::null())
+        .stdout(stdout.try_clone().map_err(|e| e.to_string())?)
+        .stderr(stderr.try_clone().map_err(|e| e.to_string())?)
+        // Its own process group, so what it starts is stopped with it.
+        .process_group(0)
+        .spawn()
         .map_err(|e| format!("cannot start `{}`: {e}", argv[0]))?;
+    let group = i32::try_from(child.id()).unwrap_or(0);
     let deadline = Instant::now() + PROBE_TIMEOUT;
-    loop {
-        match handle.try_wait() {
-            Ok(Some(output)) => {
-                let stdout = String::from_utf8_lossy(&output.stdout).trim().to_string();
-                if output.status.success() {
-                    return Ok(stdout);
-                }
-                let stderr = String::from_utf8_lossy(&output.stderr);
-                let tail: String = stderr
-                    .trim()
-                    .lines()
-                    .rev()
-                    .take(5)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                return Err(format!("`{}` failed ({}): {tail}", argv[0], output.status));
-            }
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
             Ok(None) => {
-                if let Some(pid) = handle.pids().first().and_then(|p| i32::try_from(*p).ok()) {
-                    crate::run::process::signal_group(pid, libc::SIGKILL);
-                }
-                handle.kill().ok();
-                return Err(format!(
+                child.kill().ok();
+                child.wait().ok();
+                break Err(format!(
                     "`{}` did not finish within {}s",
                     argv[0],
                     PROBE_TIMEOUT.as_secs()
                 ));
             }
-            Err(e) => return Err(format!("`{}`: {e}", argv[0])),
+            Err(e) => break Err(format!("`{}`: {e}", argv[0])),
         }
+    };
+    crate::run::process::end_group(group, Duration::from_secs(2));
+    let status = status?;
+    let read = |file: &mut std::fs::File| -> String {
+        let mut bytes = Vec::new();
+        file.rewind().ok();
+        file.take(PROBE_OUTPUT_LIMIT + 1)
+            .read_to_end(&mut bytes)
+            .ok();
+        let cut = bytes.len() as u64 > PROBE_OUTPUT_LIMIT;
+        bytes.truncate(PROBE_OUTPUT_LIMIT as usize);
+        let mut text = String::from_utf8_lossy(&bytes).trim().to_string();
+        if cut {
+            text.push_str(&format!(
+                "\n[oomgate: output cut at {PROBE_OUTPUT_LIMIT} bytes]"
+            ));
+        }
+        text
+    };
+    let out = read(&mut stdout);
+    if status.success() {
+        return Ok(out);
     }
+    let err = read(&mut stderr);
+    let tail: String = err
+        .lines()
+        .rev()
+        .take(5)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n");
+    Err(format!("`{}` failed ({status}): {tail}", argv[0]))
 }
 
 fn read_trimmed(path: &str) -> Option<String> {

@@ -254,3 +254,43 @@ fn a_case_folder_that_cannot_be_made_still_leaves_full_reports() {
     assert!(project.out().join("summary.md").exists());
     assert!(project.out().join("report.html").exists());
 }
+
+/// Regression: an `[environment]` command that left a background child
+/// held the run until the probe timeout (60 s), its child was counted
+/// against the first case, and its output was kept whole (300 MB).
+#[test]
+fn environment_commands_end_with_their_own_process_and_are_bounded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pid_file = dir.path().join("background.pid");
+    let project = Project::new(&format!(
+        "[suite]\nname = \"t\"\n\
+         [environment]\ncommands = {{ bg = [\"sh\", \"-c\", {}], big = [\"python3\", \"-c\", \"print('x' * 3000000)\"] }}\n\
+         [[case]]\nname = \"a\"\ncommand = [\"true\"]\n",
+        toml_str(&format!(
+            "sleep 30 & echo $! > {}; echo hi",
+            pid_file.display()
+        ))
+    ));
+    let started = Instant::now();
+    let run = project.run(&[]);
+    run.assert_code(0);
+    // Generous on a loaded machine, far below the 60 s probe timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let results = run.results();
+    let commands = &results["environment"]["commands"];
+    assert_eq!(commands["bg"]["output"], "hi", "{commands:#}");
+    let big = commands["big"]["output"].as_str().unwrap_or_default();
+    assert!(big.len() <= 1024 * 1024 + 100, "{} bytes kept", big.len());
+    assert!(
+        big.ends_with("cut at 1048576 bytes]"),
+        "{}",
+        &big[big.len() - 60..]
+    );
+    let background = read_pid(&pid_file);
+    assert!(!alive(background), "the probe's background child survived");
+    assert_eq!(run.case("a")["leftover_processes"], 0);
+}

@@ -113,8 +113,8 @@ pub fn wait(pid: i32, block: bool) -> Option<(Exit, u64)> {
 }
 
 /// Whether every child of oomgate has exited (zombies waiting to be reaped
-/// are fine), from `/proc/self/task/*/children`. `false` when that cannot
-/// be read (kernels without it): the caller then scans.
+/// are fine). `false` when that cannot be read (kernels without
+/// `/proc/<pid>/task/<tid>/children`): the caller then scans.
 pub fn no_live_children() -> bool {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return false;
@@ -139,6 +139,32 @@ pub fn no_live_children() -> bool {
         }
     }
     true
+}
+
+/// Kill what is left of process group `group` (a finished environment
+/// probe's) and reap the members that were or became oomgate's children,
+/// for at most `limit`. Only that group is touched: no other child of
+/// oomgate is signalled or reaped.
+pub fn end_group(group: i32, limit: std::time::Duration) {
+    if group <= 1 {
+        return;
+    }
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid on the group's children; status is a local.
+            if unsafe { libc::waitpid(-group, &mut status, libc::WNOHANG) } <= 0 {
+                break;
+            }
+        }
+        // SAFETY: killpg takes no memory; ESRCH once the group is empty.
+        let members_left = unsafe { libc::killpg(group, libc::SIGKILL) } == 0;
+        if !members_left || std::time::Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// Reap every child of oomgate that has exited, without waiting; the
