@@ -256,6 +256,10 @@ fn looks_like_log(body: &str) -> bool {
         .any(|p| first.starts_with(p))
 }
 
+/// The most of a failed run's stderr the diagnosis reads: its last 32 MiB
+/// (well under a second to scan).
+pub const SCAN_LIMIT: u64 = 32 * 1024 * 1024;
+
 /// Classify a case that did not pass. `None` for a case that passed, or
 /// that failed a check (budget, regression): those carry their own message.
 pub fn diagnose(
@@ -276,12 +280,16 @@ pub fn diagnose(
     {
         return None;
     }
-    // Only this run's output: repeats and soak runs append to the same log.
+    // Only this run's output (repeats and soak runs append to the same
+    // log), and of it only the last SCAN_LIMIT bytes: the failure is at the
+    // end, and gigabytes of output must not hold oomgate for minutes.
     let scan = File::open(stderr_log)
         .and_then(|mut file| {
             use std::io::Seek;
-            file.seek(std::io::SeekFrom::Start(from_offset))?;
-            Ok(scan(file))
+            let length = file.metadata()?.len();
+            let start = from_offset.max(length.saturating_sub(SCAN_LIMIT));
+            file.seek(std::io::SeekFrom::Start(start))?;
+            Ok(scan(std::io::Read::take(file, SCAN_LIMIT)))
         })
         .unwrap_or_default();
     let kind = match scan.evidence {

@@ -421,3 +421,46 @@ mod regressions {
         );
     }
 }
+
+/// Regression: the scan read a whole 2 GiB log at 40 MB/s, ignoring
+/// signals. Only the run's last SCAN_LIMIT bytes are read: the failure at
+/// the end is found, an error buried before them is not looked for.
+#[test]
+fn only_the_tail_of_a_huge_log_is_scanned() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let filler = "x".repeat(1024 * 1024);
+    let oom = fixture("pytorch-current.txt");
+    let write = |name: &str, oom_first: bool| {
+        let path = dir.path().join(name);
+        let mut text = String::new();
+        if oom_first {
+            text.push_str(&oom);
+        }
+        for _ in 0..(super::SCAN_LIMIT / (1024 * 1024) + 8) {
+            text.push_str(&filler);
+            text.push('\n');
+        }
+        if !oom_first {
+            text.push_str(&oom);
+        }
+        std::fs::write(&path, text).expect("write");
+        path
+    };
+    let kind = |path: &std::path::Path| {
+        diagnose(
+            CaseStatus::Failed,
+            Some(Exit::Code(1)),
+            false,
+            false,
+            path,
+            0,
+            None,
+        )
+        .map(|d| d.kind)
+    };
+    assert_eq!(kind(&write("end.log", false)), Some(FailureKind::GpuOom));
+    assert_eq!(
+        kind(&write("start.log", true)),
+        Some(FailureKind::ExitNonzero)
+    );
+}
