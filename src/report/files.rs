@@ -9,13 +9,16 @@
 //! finished case, then after a finished case only when
 //! [`CHECKPOINT_INTERVAL`] (or [`CHECKPOINT_COST_FACTOR`] times what the
 //! last write took, when the files have grown large) has passed since the
-//! last write, and always when the run finishes (also after Ctrl-C). Rewriting them after every case
-//! made a suite quadratic in its number of cases; a crash or SIGKILL now
-//! loses at most the cases of the last interval, the price of a bounded
-//! cost. summary.md (and `$GITHUB_STEP_SUMMARY`) and report.html are read
-//! after the run, so they are rendered once, at the end; an earlier run's
-//! copies are removed when the run starts, so they are never mistaken for
-//! this one's. Every file is replaced atomically ([`write_atomic`]).
+//! last write, and always when the run finishes (also after Ctrl-C).
+//! Rewriting them after every case made a suite quadratic in its number of
+//! cases; a crash or SIGKILL now loses at most the cases of the last
+//! interval, the price of a bounded cost. summary.md (and
+//! `$GITHUB_STEP_SUMMARY`) and report.html are read after the run, so they
+//! are rendered once, at the end; an earlier run's copies are removed when
+//! the run starts, so they are never mistaken for this one's. Every file is replaced atomically ([`write_atomic`]), through
+//! symlinks; FIFOs and devices ([`ReportTarget::Stream`]) are written in
+//! place once, at the end. The out dir is claimed with a marker file
+//! ([`claim_out_dir`]), and a folder that is someone else's is refused.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
