@@ -10,6 +10,7 @@ pub mod baseline;
 pub mod cli;
 pub mod diagnose;
 pub mod environment;
+pub mod files;
 pub mod leak;
 pub mod measure;
 pub mod probe;

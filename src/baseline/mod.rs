@@ -164,7 +164,7 @@ pub fn write(path: &Path, lock: &Lock) -> Result<(), LockError> {
         "# oomgate baseline for suite `{}`. Written by `oomgate lock`; commit it next to the suite.\n# Refresh it from a CI artifact with: oomgate lock SUITE.toml --from results.json\n\n{body}",
         lock.suite
     );
-    crate::report::files::write_atomic(path, text.as_bytes()).map_err(fail)
+    crate::files::write_atomic(path, text.as_bytes()).map_err(fail)
 }
 
 /// The hash of a case's expanded definition, stable across runs.

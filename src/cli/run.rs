@@ -5,10 +5,11 @@ use std::path::{Path, PathBuf};
 use super::{CliError, HostMode, LockArgs, Outcome, RunArgs, plan, write_stderr};
 use crate::baseline::{self, Lock};
 use crate::environment;
+use crate::files::{OutDirError, ReportTarget, claim_out_dir, follow_links};
 use crate::measure::HostMethod;
 use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::nvml::Gpu;
-use crate::report::files::{ReportFiles, ReportPaths, ReportTarget, follow_links};
+use crate::report::files::{ReportFiles, ReportPaths};
 use crate::report::terminal::Terminal;
 use crate::report::{FanOut, Reporter, github};
 use crate::results::{CaseStatus, HostCgroup, Measurement, RunResults};
@@ -432,9 +433,9 @@ fn prepare_outputs(outputs: &Outputs<'_>, out_dir: &Path) -> Result<ReportPaths,
     let infra = |path: &Path, e: std::io::Error| {
         CliError::Infrastructure(format!("cannot write to {}: {e}", path.display()))
     };
-    crate::report::files::claim_out_dir(out_dir).map_err(|e| match e {
-        crate::report::files::OutDirError::NotOurs { .. } => CliError::BadInput(e.to_string()),
-        crate::report::files::OutDirError::Io { .. } => CliError::Infrastructure(e.to_string()),
+    claim_out_dir(out_dir).map_err(|e| match e {
+        OutDirError::NotOurs { .. } => CliError::BadInput(e.to_string()),
+        OutDirError::Io { .. } => CliError::Infrastructure(e.to_string()),
     })?;
     std::fs::create_dir_all(outputs.out.join("cases")).map_err(|e| infra(outputs.out, e))?;
     let mut files = ReportPaths::in_out_dir(out_dir);
@@ -480,7 +481,7 @@ fn refuse_colliding_reports(files: &ReportPaths, out_dir: &Path) -> Result<(), C
         .chain(fixed.iter())
         .collect();
     let cases = std::fs::canonicalize(out_dir.join("cases")).ok();
-    let mut seen: Vec<(crate::report::files::FileIdentity, &Path)> = Vec::new();
+    let mut seen: Vec<(crate::files::FileIdentity, &Path)> = Vec::new();
     for target in all {
         let Some(identity) = target.identity() else {
             continue;

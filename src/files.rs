@@ -1,0 +1,206 @@
+//! Writing oomgate's outputs safely, below every writer (reports, the
+//! lock): a regular file is replaced atomically (temporary file, sync,
+//! rename; through a symlink, its target), a FIFO or device is written in
+//! place, two outputs that are one file are told apart, and the out dir is
+//! claimed with a marker so oomgate writes and deletes only in a folder of
+//! its own. What is written is the writers' business.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Replace `path` with `contents` so that a reader (or a crash) never sees
+/// a half-written file: write a temporary file beside it, then rename. A
+/// symlink is followed: its target is replaced, the link stays.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let path = &follow_links(path);
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(folder)?;
+    let mut file = tempfile::NamedTempFile::new_in(folder)?;
+    // Temporary files are private (0600); a report or lock is for everyone
+    // who may read the folder, as a file written in place would be.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
+    file.write_all(contents)?;
+    file.as_file().sync_data()?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// The file that marks a folder as an oomgate out dir: oomgate writes and
+/// deletes files in no other folder.
+pub const OUT_DIR_MARKER: &str = ".oomgate-out";
+
+/// What an out dir may hold without a marker and still be oomgate's (one
+/// written by an earlier oomgate): its own layout, and `lost+found` of a
+/// fresh volume.
+const OUT_DIR_LAYOUT: [&str; 7] = [
+    OUT_DIR_MARKER,
+    "results.json",
+    "junit.xml",
+    "summary.md",
+    "report.html",
+    "cases",
+    "lost+found",
+];
+
+/// Why a folder cannot be an out dir.
+#[derive(Debug, thiserror::Error)]
+pub enum OutDirError {
+    #[error(
+        "{} is not an oomgate out dir (it holds {}, and no {OUT_DIR_MARKER}): oomgate writes and deletes files there, so it refuses a folder that is someone else's; choose an empty or new folder with --out",
+        dir.display(),
+        examples.join(", ")
+    )]
+    NotOurs { dir: PathBuf, examples: Vec<String> },
+    #[error("cannot write to {}: {source}", dir.display())]
+    Io {
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Make `dir` an out dir of oomgate's, or refuse it: a new or empty folder
+/// (or one holding only oomgate's own layout, from an earlier version) is
+/// claimed with the marker file; a folder with anything else in it and no
+/// marker is someone else's and left untouched.
+pub fn claim_out_dir(dir: &Path) -> Result<(), OutDirError> {
+    let io_error = |source| OutDirError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    if dir.join(OUT_DIR_MARKER).is_file() {
+        return Ok(());
+    }
+    let mut foreign = Vec::new();
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            for entry in entries {
+                let name = entry.map_err(io_error)?.file_name();
+                let name = name.to_string_lossy().into_owned();
+                if !OUT_DIR_LAYOUT.contains(&name.as_str()) {
+                    foreign.push(name);
+                }
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_error(e)),
+    }
+    if !foreign.is_empty() {
+        foreign.sort();
+        foreign.truncate(3);
+        return Err(OutDirError::NotOurs {
+            dir: dir.to_path_buf(),
+            examples: foreign,
+        });
+    }
+    std::fs::create_dir_all(dir).map_err(io_error)?;
+    std::fs::write(
+        dir.join(OUT_DIR_MARKER),
+        "This folder is an oomgate out dir: oomgate replaces and deletes only the files it writes here.\n",
+    )
+    .map_err(io_error)
+}
+
+/// Where a symlink chain ends (the path itself when it is none). A link to
+/// nothing yet resolves to where its target would be.
+pub fn follow_links(path: &Path) -> PathBuf {
+    let mut current = path.to_path_buf();
+    for _ in 0..40 {
+        let is_link = std::fs::symlink_metadata(&current).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            break;
+        }
+        let Ok(target) = std::fs::read_link(&current) else {
+            break;
+        };
+        current = match current.parent() {
+            Some(parent) if target.is_relative() => parent.join(target),
+            _ => target,
+        };
+    }
+    current
+}
+
+/// How one report reaches its path, decided before anything runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReportTarget {
+    /// A regular file, or nothing yet: replaced atomically at every
+    /// checkpoint (through a symlink, its target is replaced).
+    File(PathBuf),
+    /// A FIFO, a device, `/dev/stdout`, anything under /dev or /proc:
+    /// written in place, once, when the run ends — never renamed over,
+    /// never opened twice.
+    Stream(PathBuf),
+}
+
+impl ReportTarget {
+    /// What `path` is now. A directory is an error.
+    pub fn of(path: &Path) -> io::Result<Self> {
+        let resolved = follow_links(path);
+        let special = [Path::new("/dev"), Path::new("/proc")]
+            .iter()
+            .any(|root| path.starts_with(root) || resolved.starts_with(root));
+        match std::fs::metadata(&resolved) {
+            Ok(meta) if meta.is_dir() => Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                format!("{} is a directory, not a file path", path.display()),
+            )),
+            Ok(meta) if !meta.is_file() || special => Ok(ReportTarget::Stream(path.to_path_buf())),
+            _ if special => Ok(ReportTarget::Stream(path.to_path_buf())),
+            _ => Ok(ReportTarget::File(path.to_path_buf())),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        match self {
+            ReportTarget::File(path) | ReportTarget::Stream(path) => path,
+        }
+    }
+
+    /// The file this target writes, to tell two targets that are one file
+    /// apart: the device and inode of what exists, else the resolved path
+    /// with its folder made canonical.
+    pub fn identity(&self) -> Option<FileIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        let resolved = follow_links(self.path());
+        if let Ok(meta) = std::fs::metadata(&resolved) {
+            return Some(FileIdentity::Inode(meta.dev(), meta.ino()));
+        }
+        let folder = resolved
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let canonical = std::fs::canonicalize(folder).ok()?;
+        Some(FileIdentity::Path(canonical.join(resolved.file_name()?)))
+    }
+
+    pub fn write(&self, contents: &[u8]) -> io::Result<()> {
+        match self {
+            ReportTarget::File(path) => write_atomic(path, contents),
+            ReportTarget::Stream(path) => {
+                let mut stream = std::fs::OpenOptions::new().write(true).open(path)?;
+                stream.write_all(contents)?;
+                stream.flush()
+            }
+        }
+        .map_err(|e| with_path(e, self.path()))
+    }
+}
+
+/// What makes two report paths one file.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FileIdentity {
+    Inode(u64, u64),
+    Path(PathBuf),
+}
+
+pub(crate) fn with_path(error: io::Error, path: &Path) -> io::Error {
+    io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+}
