@@ -355,3 +355,47 @@ mod tests {
         assert_eq!(summary.malformed, 0);
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever a workload appends to `$OOMGATE_METRICS` — garbage,
+        /// truncated JSON, huge numbers, NaN-like text — reading it never
+        /// panics and every line is counted.
+        #[test]
+        fn any_probe_lines_are_read_without_panic(
+            lines in proptest::collection::vec(
+                prop_oneof![
+                    proptest::collection::vec(any::<u8>(), 0..200),
+                    "\\{\"(step|metric|phase|allocated|reserved|name|value)\": ?(-?[0-9eE.+]{0,30}|\"[a-z]{0,8}\"|null|true|\\[\\]|\\{\\})(, ?\"[a-z_]{1,12}\": ?-?[0-9.eE+]{0,20})?\\}"
+                        .prop_map(String::into_bytes),
+                ],
+                0..20,
+            )
+        ) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("metrics.jsonl");
+            let mut text = Vec::new();
+            for line in &lines {
+                text.extend(line.iter().copied().filter(|b| *b != b'\n'));
+                text.push(b'\n');
+            }
+            std::fs::write(&path, &text).expect("write");
+            let mut reader = ProbeReader::new(vec![(0, path)]);
+            reader.poll();
+            let summary = reader.finish();
+            // Blank lines are not lines of the protocol.
+            let counted = lines
+                .iter()
+                .filter(|line| !line.iter().filter(|b| **b != b'\n').all(u8::is_ascii_whitespace))
+                .count() as u64;
+            prop_assert_eq!(summary.map_or(0, |s| s.lines), counted);
+        }
+    }
+}

@@ -201,3 +201,27 @@ mod tests {
         assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m00s");
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        /// Sizes and durations come from users: any text is an answer or a
+        /// clear error, never a panic or an overflow.
+        #[test]
+        fn any_size_or_duration_text_is_parsed_or_refused(
+            text in prop_oneof![
+                "\\PC{0,40}",
+                "[0-9 .eE+-]{0,30}(B|KB|KiB|MB|MiB|GB|GiB|TB|TiB|PiB|EiB|ms|s|m|h|d|us|ns)?",
+            ]
+        ) {
+            let _ = text.parse::<Bytes>();
+            let _ = parse_duration(&text);
+        }
+    }
+}

@@ -728,3 +728,33 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const LOCK: &str = "version = 2\nsuite = \"s\"\nlocked_at = \"t\"\n[environment]\noomgate_version = \"0.1.0\"\n[cases.a]\nhost_peak_bytes = 100\nhost_peak_method = \"cgroup-v1\"\nwall_time_s = 1.0\ndefinition_hash = \"00\"\ncommand = [\"x\"]\n";
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// A lock is committed and edited by hand: any text, and any
+        /// damage to a good lock, reads as a lock or as a clear error.
+        #[test]
+        fn any_lock_text_is_read_or_refused(text in "\\PC{0,300}") {
+            let _ = parse(&text, Path::new("s.lock"));
+        }
+
+        #[test]
+        fn a_damaged_lock_is_read_or_refused(cut in 0usize..LOCK.len(), insert in "\\PC{0,12}") {
+            let mut text = LOCK.to_string();
+            if text.is_char_boundary(cut) {
+                text.insert_str(cut, &insert);
+            }
+            let _ = parse(&text, Path::new("s.lock"));
+            let _ = parse(&LOCK[..cut.min(LOCK.len())], Path::new("s.lock"));
+        }
+    }
+}

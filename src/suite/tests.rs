@@ -419,3 +419,31 @@ fn matrices_are_counted_before_they_expand() {
     let (message, _) = parse_err(&over);
     assert!(message.contains("with its other cases"), "{message}");
 }
+
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const SUITE: &str = "[suite]\nname = \"s\"\nsample_interval = \"50ms\"\n[defaults]\ntimeout = \"1m\"\nbudget = { host = \"1 GiB\" }\n[[case]]\nname = \"a-{b}\"\ncommand = [\"x\", \"{b}\"]\nmatrix = { b = [1, 2] }\nlimits = { \"metric.x\" = \">= 1\" }\n";
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Any text given as a suite is a suite or located errors, never a
+        /// panic.
+        #[test]
+        fn any_suite_text_is_parsed_or_refused(text in "\\PC{0,300}") {
+            let _ = crate::suite::parse(&text, Path::new("suite.toml"), Path::new("/tmp"));
+        }
+
+        #[test]
+        fn a_damaged_suite_is_parsed_or_refused(cut in 0usize..SUITE.len(), insert in "\\PC{0,12}") {
+            let mut text = SUITE.to_string();
+            if text.is_char_boundary(cut) {
+                text.insert_str(cut, &insert);
+            }
+            let _ = crate::suite::parse(&text, Path::new("suite.toml"), Path::new("/tmp"));
+        }
+    }
+}
