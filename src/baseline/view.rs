@@ -1,0 +1,170 @@
+//! Results to locks: the parts of a results.json that locking and diffing
+//! read (from a CI artifact, or from this run), and the lock they make.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::{LOCK_VERSION, Lock, LockedCase, definition_hash};
+use crate::environment::Environment;
+use crate::measure::HostMethod;
+use crate::units::Bytes;
+
+/// The parts of a results.json that locking and diffing need. Read with
+/// serde from the file (a CI artifact) or from this run's results, so both
+/// paths share one code path; unknown fields are ignored, so results from a
+/// newer oomgate of the same schema still lock.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ResultsView {
+    pub schema: u32,
+    pub suite: SuiteName,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    #[serde(default)]
+    pub interrupted: bool,
+    #[serde(default)]
+    pub environment: Environment,
+    pub cases: Vec<CaseView>,
+    #[serde(default)]
+    pub not_run: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SuiteName {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CaseView {
+    pub id: String,
+    pub status: crate::results::CaseStatus,
+    pub message: Option<String>,
+    pub host_peak_bytes: Option<u64>,
+    /// Absent in results written before host methods were recorded.
+    #[serde(default)]
+    pub host_method: Option<HostMethod>,
+    pub gpu_peak_bytes: Option<u64>,
+    pub gpu_peak_method: Option<String>,
+    /// Per device; only whether a figure was tainted is read here.
+    #[serde(default)]
+    pub gpu_devices: Vec<DeviceView>,
+    pub wall_time_s: f64,
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub allocator_env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub probe: Option<ProbeView>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeviceView {
+    #[serde(default)]
+    pub tainted_by: Vec<serde_json::Value>,
+}
+
+impl CaseView {
+    /// Whether the GPU figure includes a device delta tainted by another
+    /// process (see docs/gpu-measurement.md): never locked, never compared.
+    pub fn gpu_tainted(&self) -> bool {
+        self.gpu_devices.iter().any(|d| !d.tainted_by.is_empty())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ProbeView {
+    pub peak_allocated: Option<u64>,
+}
+
+impl ResultsView {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let view: ResultsView =
+            serde_json::from_str(text).map_err(|e| format!("not an oomgate results file: {e}"))?;
+        if view.schema != crate::results::SCHEMA_VERSION {
+            return Err(format!(
+                "results schema {} is not the one this oomgate writes ({})",
+                view.schema,
+                crate::results::SCHEMA_VERSION
+            ));
+        }
+        Ok(view)
+    }
+
+    pub fn from_results(results: &crate::results::RunResults) -> Result<Self, String> {
+        let value = serde_json::to_value(results).map_err(|e| e.to_string())?;
+        serde_json::from_value(value).map_err(|e| e.to_string())
+    }
+}
+
+/// A lock from a run's results, or why that run cannot be locked: it did
+/// not finish, or a case did not pass. A failing run never makes a lock.
+pub fn lock_from_results(view: &ResultsView) -> Result<Lock, String> {
+    if view.interrupted || view.finished_at.is_none() || !view.not_run.is_empty() {
+        return Err("the run did not finish (interrupted or crashed)".to_string());
+    }
+    let failed: Vec<String> = view
+        .cases
+        .iter()
+        .filter(|c| c.status != crate::results::CaseStatus::Passed)
+        .map(|c| {
+            format!(
+                "{} ({})",
+                c.id,
+                c.message.as_deref().unwrap_or(c.status.as_str())
+            )
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!(
+            "{} case(s) did not pass: {}",
+            failed.len(),
+            failed.join("; ")
+        ));
+    }
+    if view.cases.is_empty() {
+        return Err("the run has no cases".to_string());
+    }
+    Ok(lock_of(view))
+}
+
+/// Every case of a results view as a lock, passed or not (for `diff`).
+pub fn lock_of(view: &ResultsView) -> Lock {
+    let cases = view
+        .cases
+        .iter()
+        .map(|case| {
+            let locked = LockedCase {
+                host_peak_bytes: case.host_peak_bytes,
+                host_peak: human(case.host_peak_bytes),
+                host_peak_method: Some(case.host_method.unwrap_or(HostMethod::ProcfsRss)),
+                // A tainted figure is not the case's own: not a baseline.
+                gpu_peak_bytes: case.gpu_peak_bytes.filter(|_| !case.gpu_tainted()),
+                gpu_peak: human(case.gpu_peak_bytes.filter(|_| !case.gpu_tainted())),
+                gpu_peak_method: case.gpu_peak_method.clone().filter(|_| !case.gpu_tainted()),
+                wall_time_s: (case.wall_time_s * 1000.0).round() / 1000.0,
+                definition_hash: definition_hash(&case.command, &case.params, &case.env),
+                command: case.command.clone(),
+                params: case.params.clone(),
+                env: case.env.clone(),
+                allocator_env: case.allocator_env.clone(),
+                probe_peak_allocated_bytes: case.probe.as_ref().and_then(|p| p.peak_allocated),
+            };
+            (case.id.clone(), locked)
+        })
+        .collect();
+    Lock {
+        version: LOCK_VERSION,
+        suite: view.suite.name.clone(),
+        locked_at: view.started_at.clone(),
+        environment: view.environment.clone(),
+        cases,
+    }
+}
+
+/// `1.50 GiB`, for the lock's human-readable twins of byte figures.
+pub fn human(bytes: Option<u64>) -> Option<String> {
+    bytes.map(|b| Bytes(b).to_string())
+}
