@@ -335,7 +335,7 @@ const STAT_BUFFER: usize = 1024;
 /// may hold spaces and `)`, and need not be UTF-8 (the kernel cuts names at
 /// 15 bytes, possibly inside a character), so the bytes are parsed and the
 /// fields counted from the last `)`.
-fn parse_stat(bytes: &[u8]) -> Option<ProcEntry> {
+pub(crate) fn parse_stat(bytes: &[u8]) -> Option<ProcEntry> {
     let open = bytes.iter().position(|b| *b == b'(')?;
     let close = bytes.iter().rposition(|b| *b == b')')?;
     let pid = std::str::from_utf8(bytes.get(..open)?)

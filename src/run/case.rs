@@ -221,11 +221,7 @@ impl Runner<'_> {
                 // marks kept. Supervisors are collected by their instance.
                 let maxrss = process::reap(zombies.iter().copied().filter(|p| !groups.contains(p)));
                 host.record_rusage(maxrss, elapsed);
-                for instance in &instances {
-                    if let Some(bytes) = instance.maxrss_bytes {
-                        host.record_rusage(bytes, elapsed);
-                    }
-                }
+                record_instances_rusage(&instances, &mut host, elapsed);
                 let host_peak = host.peak().map(|(peak, _)| Bytes(peak.bytes));
                 reporter
                     .handle(&Event::CaseProgress {
@@ -285,11 +281,7 @@ impl Runner<'_> {
         let (stuck, maxrss) =
             self.stop_everything(&mut instances, case.kill_grace, host.whole_cgroup());
         host.record_rusage(maxrss, start.elapsed());
-        for instance in &instances {
-            if let Some(bytes) = instance.maxrss_bytes {
-                host.record_rusage(bytes, start.elapsed());
-            }
-        }
+        record_instances_rusage(&instances, &mut host, start.elapsed());
         if !stuck.is_empty() {
             reporter
                 .handle(&Event::Warning {
@@ -401,6 +393,14 @@ impl SoakPeaks {
         } else {
             self.host
         }
+    }
+}
+
+/// The high-water marks the instances' supervisors reported, as floors of
+/// the host peak (recording one again changes nothing).
+fn record_instances_rusage(instances: &[Instance], host: &mut HostMeter, at: Duration) {
+    for bytes in instances.iter().filter_map(|i| i.maxrss_bytes) {
+        host.record_rusage(bytes, at);
     }
 }
 

@@ -94,16 +94,38 @@ pub fn reap(pids: impl Iterator<Item = i32>) -> u64 {
 /// own high-water mark, or a waited-for descendant's if larger). `None`
 /// while it runs (with `block` false) or when it is not a child.
 pub fn wait(pid: i32, block: bool) -> Option<(Exit, u64)> {
-    let mut status = 0;
-    // SAFETY: rusage is plain data the kernel fills in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let flags = if block { 0 } else { libc::WNOHANG };
+    wait4(pid, flags).map(|reaped| (Exit::from_wait_status(reaped.status), reaped.maxrss_bytes))
+}
+
+/// A child `wait4` collected.
+#[derive(Debug, Clone, Copy)]
+pub struct Reaped {
+    pub pid: i32,
+    /// The raw wait status.
+    pub status: i32,
+    /// Its `ru_maxrss` in bytes: its own high-water mark, or a waited-for
+    /// descendant's if larger.
+    pub maxrss_bytes: u64,
+}
+
+/// `wait4(pid, flags)` (`pid` -1: any child), retried when a signal
+/// interrupts it. `None`: nothing collected (still running with
+/// `WNOHANG`, or no such child).
+pub fn wait4(pid: i32, flags: i32) -> Option<Reaped> {
     loop {
+        let mut status = 0;
+        // SAFETY: rusage is plain data the kernel fills in.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: wait4 writes to the two locals passed.
         let reaped = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
-        if reaped == pid {
+        if reaped > 0 {
             let kib = u64::try_from(usage.ru_maxrss).unwrap_or(0);
-            return Some((Exit::from_wait_status(status), kib.saturating_mul(1024)));
+            return Some(Reaped {
+                pid: reaped,
+                status,
+                maxrss_bytes: kib.saturating_mul(1024),
+            });
         }
         if reaped < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
             continue;
@@ -125,15 +147,12 @@ pub fn no_live_children() -> bool {
             return false;
         };
         for pid in children.split_ascii_whitespace() {
-            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            let alive = std::fs::read(format!("/proc/{pid}/stat"))
                 .ok()
-                .and_then(|stat| {
-                    stat.rsplit_once(')')
-                        .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-                })
+                .and_then(|stat| crate::measure::procfs::parse_stat(&stat))
                 // Gone between the two reads: reaped, so not alive.
-                .unwrap_or(true);
-            if !zombie {
+                .is_some_and(|entry| entry.is_alive());
+            if alive {
                 return false;
             }
         }
@@ -171,19 +190,10 @@ pub fn end_group(group: i32, limit: std::time::Duration) {
 /// largest `ru_maxrss` among them, in bytes. Only for moments when no
 /// instance's supervisor runs, whose status its instance collects.
 pub fn reap_exited_children() -> u64 {
-    let mut largest = 0u64;
-    loop {
-        let mut status = 0;
-        // SAFETY: rusage is plain data the kernel fills in.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: wait4 writes to the two locals passed.
-        let reaped = unsafe { libc::wait4(-1, &mut status, libc::WNOHANG, &mut usage) };
-        if reaped <= 0 {
-            return largest;
-        }
-        let kib = u64::try_from(usage.ru_maxrss).unwrap_or(0);
-        largest = largest.max(kib.saturating_mul(1024));
-    }
+    std::iter::from_fn(|| wait4(-1, libc::WNOHANG))
+        .map(|reaped| reaped.maxrss_bytes)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Collect a child that was told to exit, waiting at most `limit`: one

@@ -297,21 +297,13 @@ fn join_cgroup(procs: &CString, report_fd: RawFd) {
 fn wait_for(pid: i32, report: &mut std::fs::File) -> (i32, u64) {
     let mut largest = 0u64;
     loop {
-        let mut status = 0;
-        // SAFETY: rusage is plain data the kernel fills in.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: wait4 writes to the two locals passed.
-        let reaped = unsafe { libc::wait4(-1, &mut status, 0, &mut usage) };
-        if reaped < 0 {
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            // ECHILD: nothing left to wait for (cannot happen before `pid`).
+        // ECHILD: nothing left to wait for (cannot happen before `pid`).
+        let Some(reaped) = super::process::wait4(-1, 0) else {
             return (-1, largest);
-        }
-        let maxrss = u64::try_from(usage.ru_maxrss).unwrap_or(0);
-        if reaped == pid {
-            return (status, largest.max(maxrss));
+        };
+        let maxrss = reaped.maxrss_bytes / 1024;
+        if reaped.pid == pid {
+            return (reaped.status, largest.max(maxrss));
         }
         if maxrss > largest {
             largest = maxrss;
