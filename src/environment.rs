@@ -204,7 +204,14 @@ const PROBE_OUTPUT_LIMIT: u64 = 1024 * 1024;
 /// cannot keep oomgate waiting; whatever it left running in its process
 /// group is killed and reaped then, before any case starts, so nothing of
 /// it is counted against a case.
+/// A probe command's output, or why it failed, masked (see
+/// `crate::redact`): it goes into results.json and the committed lock.
 fn run_probe(argv: &[String], workdir: &Path) -> Result<String, String> {
+    let masked = |text: String| crate::redact::mask(&text).into_owned();
+    run_probe_raw(argv, workdir).map(masked).map_err(masked)
+}
+
+fn run_probe_raw(argv: &[String], workdir: &Path) -> Result<String, String> {
     use std::io::{Read, Seek};
     use std::os::unix::process::CommandExt;
     // A bare name is looked up on PATH; a path is relative to the workdir.

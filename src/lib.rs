@@ -14,6 +14,7 @@ pub mod files;
 pub mod leak;
 pub mod measure;
 pub mod probe;
+pub mod redact;
 pub mod report;
 pub mod results;
 pub mod run;

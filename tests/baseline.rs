@@ -68,7 +68,7 @@ fn lock_then_an_unchanged_run_passes() {
         locked.stderr
     );
     let text = std::fs::read_to_string(project.lock_path()).expect("lock written");
-    assert!(text.contains("version = 2"), "{text}");
+    assert!(text.contains("version = 3"), "{text}");
     assert!(text.contains("gpu_peak = \"1000.0 MiB\""), "{text}");
     assert!(text.contains("[cases.c]"), "{text}");
 

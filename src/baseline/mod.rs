@@ -1,7 +1,7 @@
 //! Baselines: the lock file a passing run writes, and the comparison of a
 //! later run against it.
 //!
-//! The lock is TOML (`version = 2`) committed next to the suite, written in
+//! The lock is TOML (`version = 3`) committed next to the suite, written in
 //! a stable order so a pull request shows exactly which figure moved: per
 //! case its peaks (with the methods that produced them), duration,
 //! and the expanded definition (command, params, env) with a hash; and the
@@ -29,6 +29,7 @@ pub use view::{
 
 use crate::environment::Environment;
 use crate::measure::HostMethod;
+use crate::redact;
 use crate::suite::Tolerances;
 
 /// 2: host figures name their method (`host_peak_method`) and are the
@@ -36,7 +37,12 @@ use crate::suite::Tolerances;
 /// host figures, which name no method, were RSS sums (`procfs-rss`), and an
 /// oomgate that knows only version 1 must not compare them with the new
 /// figures.
-pub const LOCK_VERSION: u32 = 2;
+///
+/// 3: the suite's `env` is recorded by value only for variables that change
+/// memory behaviour, every other one (and every secret) by a keyed hash;
+/// commands are redacted. An oomgate that knows only version 2 would take
+/// the hashes for values and report every variable as changed.
+pub const LOCK_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Lock {
@@ -167,7 +173,38 @@ pub fn write(path: &Path, lock: &Lock) -> Result<(), LockError> {
         "# oomgate baseline for suite `{}`. Written by `oomgate lock`; commit it next to the suite.\n# Refresh it from a CI artifact with: oomgate lock SUITE.toml --from results.json\n\n{body}",
         lock.suite
     );
+    // A committed file: the last guard against a secret (see crate::redact).
+    let text = redact::mask_written(&text);
     crate::files::write_atomic(path, text.as_bytes()).map_err(fail)
+}
+
+/// A variable's value as a lock records it. Only variables that change
+/// memory behaviour (allocator, NCCL, visible devices: see
+/// `environment::is_allocator_variable`) are recorded by value; every other
+/// one, and every secret-named one whatever it is, by a short keyed hash
+/// (`<hash 3fa9c1>`, `<secret 3fa9c1>`), which still tells that it changed
+/// and is all a committed file should hold. Recorded hashes stay as they
+/// are, so recording is idempotent and an older lock's plain values
+/// compare with a newer run's hashes.
+pub fn locked_env_value(name: &str, value: &str) -> String {
+    if redact::is_recorded_hash(value) {
+        value.to_string()
+    } else if redact::is_secret_name(name) {
+        redact::secret_value(name, value)
+    } else if crate::environment::is_allocator_variable(name) {
+        redact::mask(value).into_owned()
+    } else {
+        redact::hashed_value(name, value)
+    }
+}
+
+/// Every variable of a map as a lock records it (see [`locked_env_value`]).
+pub fn locked_env<'a>(
+    map: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> BTreeMap<String, String> {
+    map.into_iter()
+        .map(|(name, value)| (name.clone(), locked_env_value(name, value)))
+        .collect()
 }
 
 /// The hash of a case's expanded definition, stable across runs.
@@ -304,30 +341,42 @@ pub fn compare_case(
 /// obtained since it was locked: the likely causes of a moved figure.
 fn definition_changes(locked: &LockedCase, now: CaseNow<'_>) -> Vec<String> {
     let mut changes = Vec::new();
-    if locked.command != now.command {
+    // An older lock may hold what a newer one records redacted.
+    let locked_command = redact::command(&locked.command);
+    if locked_command != now.command {
         changes.push(format!(
             "command: {} → {}",
-            crate::suite::shell_join(&locked.command),
+            crate::suite::shell_join(&locked_command),
             crate::suite::shell_join(now.command)
         ));
     }
+    // Maps are compared as the lock records them (hashes for most
+    // variables) and shown as recorded: a hash by itself, a value quoted.
     let mut diff_maps = |label: &str,
                          before: &BTreeMap<String, String>,
-                         after: &BTreeMap<String, String>| {
+                         after: &BTreeMap<String, String>,
+                         recorded: fn(&str, &str) -> String| {
         for key in before
             .keys()
             .chain(after.keys())
             .collect::<std::collections::BTreeSet<_>>()
         {
             let (a, b) = (before.get(key), after.get(key));
-            if a != b {
-                let show = |v: Option<&String>| v.map_or("unset".to_string(), |v| format!("{v:?}"));
-                changes.push(format!("{label} {key}: {} → {}", show(a), show(b)));
+            let same = a.map(|v| recorded(key, v)) == b.map(|v| recorded(key, v));
+            if !same {
+                let show = |v: Option<&String>| match v {
+                    None => "unset".to_string(),
+                    Some(v) if redact::is_recorded_hash(v) => v.clone(),
+                    Some(v) => format!("{:?}", redact::mask(v)),
+                };
+                let a = a.map(|v| recorded(key, v));
+                changes.push(format!("{label} {key}: {} → {}", show(a.as_ref()), show(b)));
             }
         }
     };
-    diff_maps("param", &locked.params, now.params);
-    diff_maps("env", &locked.env, now.env);
+    let as_is = |_: &str, value: &str| value.to_string();
+    diff_maps("param", &locked.params, now.params, as_is);
+    diff_maps("env", &locked.env, now.env, locked_env_value);
     // The suite's env is already listed; these come from the environment
     // the case was launched in (a workflow's PYTORCH_CUDA_ALLOC_CONF).
     let launched_only = |map: &BTreeMap<String, String>| -> BTreeMap<String, String> {
@@ -340,6 +389,7 @@ fn definition_changes(locked: &LockedCase, now: CaseNow<'_>) -> Vec<String> {
         "allocator env",
         &launched_only(&locked.allocator_env),
         &launched_only(now.allocator_env),
+        locked_env_value,
     );
     if let (Some(before), Some(after)) = (locked.gpu_peak_method.as_deref(), now.gpu_method) {
         if before != after {
@@ -396,7 +446,7 @@ mod tests {
         write(&path, &lock()).expect("write");
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(text.starts_with("# oomgate baseline"), "{text}");
-        assert!(text.contains("version = 2"), "{text}");
+        assert!(text.contains("version = 3"), "{text}");
         assert_eq!(read(&path).expect("parse"), lock());
     }
 
@@ -412,8 +462,8 @@ mod tests {
             Err(LockError::Corrupt { .. })
         ));
         assert!(matches!(
-            parse("version = 3\nwhatever = true", path),
-            Err(LockError::Newer { found: 3, .. })
+            parse("version = 4\nwhatever = true", path),
+            Err(LockError::Newer { found: 4, .. })
         ));
         assert!(matches!(
             parse("version = 1\nsuite = \"s\"", path),
@@ -460,7 +510,8 @@ mod tests {
             changes,
             [
                 "command: python3 x.py → python3 y.py",
-                "env A: \"1\" → \"2\"",
+                // A is not a memory variable: the lock keeps its hash.
+                &format!("env A: {} → \"2\"", redact::hashed_value("A", "1")),
                 "env B: unset → \"x\"",
                 "allocator env PYTORCH_CUDA_ALLOC_CONF: \"expandable_segments:True\" → unset",
                 "gpu figure method: sampled@50ms → device-delta",

@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{LOCK_VERSION, Lock, LockedCase, definition_hash};
+use super::{LOCK_VERSION, Lock, LockedCase, definition_hash, locked_env};
 use crate::environment::Environment;
 use crate::measure::HostMethod;
+use crate::redact;
 use crate::units::Bytes;
 
 /// The parts of a results.json that locking and diffing need. Read with
@@ -136,6 +137,15 @@ pub fn lock_of(view: &ResultsView) -> Lock {
         .cases
         .iter()
         .map(|case| {
+            // What a committed file may hold: redacted whatever the results
+            // file held (one from an older oomgate held everything).
+            let command = redact::command(&case.command);
+            let params: BTreeMap<String, String> = case
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), redact::mask(v).into_owned()))
+                .collect();
+            let env = locked_env(&case.env);
             let locked = LockedCase {
                 host_peak_bytes: case.host_peak_bytes,
                 host_peak: human(case.host_peak_bytes),
@@ -145,11 +155,11 @@ pub fn lock_of(view: &ResultsView) -> Lock {
                 gpu_peak: human(case.gpu_peak_bytes.filter(|_| !case.gpu_tainted())),
                 gpu_peak_method: case.gpu_peak_method.clone().filter(|_| !case.gpu_tainted()),
                 wall_time_s: (case.wall_time_s * 1000.0).round() / 1000.0,
-                definition_hash: definition_hash(&case.command, &case.params, &case.env),
-                command: case.command.clone(),
-                params: case.params.clone(),
-                env: case.env.clone(),
-                allocator_env: case.allocator_env.clone(),
+                definition_hash: definition_hash(&command, &params, &env),
+                command,
+                params,
+                env,
+                allocator_env: locked_env(&case.allocator_env),
                 probe_peak_allocated_bytes: case.probe.as_ref().and_then(|p| p.peak_allocated),
             };
             (case.id.clone(), locked)

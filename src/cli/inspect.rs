@@ -6,12 +6,12 @@ use std::path::Path;
 use super::{CliError, DiffArgs, GpusArgs, Outcome, PlanArgs, plan, write_stdout};
 use crate::baseline::{self, Lock, Outcome as Comparison};
 use crate::measure::nvml::Gpu;
-use crate::suite::{self, Case, Suite, Tolerances, shell_join};
+use crate::suite::{Case, Suite, Tolerances, shell_join};
 use crate::units::{Bytes, format_duration};
 
 /// `oomgate check`: the expanded plan, in full.
 pub fn check(args: &PlanArgs) -> Result<Outcome, CliError> {
-    let suite = suite::load(&args.suite)?;
+    let suite = super::load_suite(&args.suite)?;
     let cases = plan(&suite, &args.filter)?;
     write_stdout(&describe_plan(&suite, &cases));
     Ok(Outcome::Passed)
@@ -19,7 +19,7 @@ pub fn check(args: &PlanArgs) -> Result<Outcome, CliError> {
 
 /// `oomgate list`: one id per line.
 pub fn list(args: &PlanArgs) -> Result<Outcome, CliError> {
-    let suite = suite::load(&args.suite)?;
+    let suite = super::load_suite(&args.suite)?;
     let ids: String = plan(&suite, &args.filter)?
         .iter()
         .map(|case| format!("{}\n", case.id))
@@ -195,13 +195,21 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
     );
     for case in cases {
         let _ = writeln!(out, "\n{}", case.id);
-        let _ = writeln!(out, "  command:     {}", shell_join(&case.command));
+        let _ = writeln!(
+            out,
+            "  command:     {}",
+            shell_join(&crate::redact::command(&case.command))
+        );
         if case.program.is_absolute() {
             let _ = writeln!(out, "  program:     {}", case.program.display());
         }
         let _ = writeln!(out, "  cwd:         {}", case.cwd.display());
         if !case.env.is_empty() {
-            let env: Vec<String> = case.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let env: Vec<String> = case
+                .env
+                .iter()
+                .map(|(k, v)| format!("{k}={}", crate::redact::env_value(k, v)))
+                .collect();
             let _ = writeln!(out, "  env:         {}", shell_join(&env));
         }
         let mut limits = vec![

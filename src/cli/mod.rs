@@ -248,16 +248,38 @@ pub fn execute(cli: Cli) -> Result<Outcome, CliError> {
     }
 }
 
+/// Load a suite and put its secrets in force: its secret-named `env`
+/// values and its `redact` patterns are masked in everything written from
+/// here on (see `crate::redact`).
+fn load_suite(path: &std::path::Path) -> Result<Suite, CliError> {
+    let suite = crate::suite::load(path)?;
+    crate::redact::install(
+        suite
+            .cases
+            .iter()
+            .flat_map(|case| case.env.iter())
+            .map(|(name, value)| (name.as_str(), value.as_str())),
+        suite
+            .cases
+            .iter()
+            .flat_map(|case| crate::redact::secret_arguments(&case.command)),
+        &suite.redact,
+    );
+    Ok(suite)
+}
+
 /// Print to stdout; a closed pipe (`oomgate list s.toml | head -1`) is not
 /// an error worth a panic.
 fn write_stdout(text: &str) {
     use std::io::Write;
+    let text = crate::redact::mask_written(text);
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
 /// Print a line to stderr, ignoring a closed stream.
 pub fn write_stderr(line: &str) {
     use std::io::Write;
+    let line = crate::redact::mask_written(line);
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 

@@ -14,7 +14,7 @@ use crate::report::terminal::Terminal;
 use crate::report::{FanOut, Reporter, github};
 use crate::results::{CaseStatus, HostCgroup, Measurement, RunResults};
 use crate::run::{BaselineSetup, Interrupt, RunSetup, Runner, process};
-use crate::suite::{self, GpuMode, Suite};
+use crate::suite::{GpuMode, Suite};
 
 /// What to compare a run with.
 enum BaselineChoice {
@@ -34,7 +34,7 @@ struct Outputs<'a> {
 
 /// `oomgate run`: load, plan, run, judge.
 pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
-    let suite = suite::load(&args.plan.suite)?;
+    let suite = super::load_suite(&args.plan.suite)?;
     let cases = plan(&suite, &args.plan.filter)?;
     let choice = match (&args.baseline, args.no_baseline) {
         (_, true) => BaselineChoice::None,
@@ -67,7 +67,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
 
 /// `oomgate lock`: lock a passing run, fresh or from a results file.
 pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
-    let suite = suite::load(&args.suite)?;
+    let suite = super::load_suite(&args.suite)?;
     let output = args
         .output
         .clone()

@@ -107,6 +107,16 @@ impl Checkpoints {
     }
 }
 
+/// A report's text as it is written: with every secret value and secret
+/// shape masked (`crate::redact`), a last guard behind the masking done
+/// where text enters the results.
+fn mask(text: String) -> String {
+    match crate::redact::mask_written(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(masked) => masked,
+    }
+}
+
 /// Writes every report file, each when it is due.
 pub struct ReportFiles {
     paths: ReportPaths,
@@ -126,11 +136,11 @@ impl ReportFiles {
     fn write_checkpoint(&mut self, results: &RunResults, last: bool) -> io::Result<()> {
         let started = Instant::now();
         let due = |target: &&ReportTarget| last || matches!(target, ReportTarget::File(_));
-        let json_text = json::render(results)?;
+        let json_text = mask(json::render(results)?);
         for target in self.paths.json.iter().filter(due) {
             target.write(json_text.as_bytes())?;
         }
-        let junit_text = junit::render(results)?;
+        let junit_text = mask(junit::render(results)?);
         for target in self.paths.junit.iter().filter(due) {
             target.write(junit_text.as_bytes())?;
         }
@@ -158,7 +168,7 @@ impl ReportFiles {
     /// (the ones CI tools read), then the pages people read.
     fn write_final(&mut self, results: &RunResults) -> io::Result<()> {
         self.write_checkpoint(results, true)?;
-        let summary = markdown::render(results);
+        let summary = mask(markdown::render(results));
         let path = &self.paths.summary_md;
         write_atomic(path, summary.as_bytes()).map_err(|e| with_path(e, path))?;
         if let Some(step_summary) = &self.paths.step_summary {
@@ -172,7 +182,7 @@ impl ReportFiles {
                 );
             }
         }
-        let page = html::render(results, &self.paths.out_dir);
+        let page = mask(html::render(results, &self.paths.out_dir));
         let path = &self.paths.html;
         write_atomic(path, page.as_bytes()).map_err(|e| with_path(e, path))
     }

@@ -23,9 +23,11 @@ impl Annotations {
     }
 }
 
-/// Escape a workflow-command value (`%`, CR and LF), as the runner expects.
+/// Escape a workflow-command value (`%`, CR and LF), as the runner expects,
+/// with every secret masked first (see `crate::redact`).
 pub fn escape(text: &str) -> String {
-    text.replace('%', "%25")
+    crate::redact::mask_written(text)
+        .replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
 }

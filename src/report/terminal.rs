@@ -67,6 +67,8 @@ impl Terminal {
     }
 
     fn line(&self, text: &str) {
+        let text = crate::redact::mask_written(text);
+        let text = text.as_ref();
         match &self.bar {
             Some(bar) => bar.println(text),
             None => {

@@ -16,6 +16,7 @@ use crate::diagnose::{self, Diagnosis};
 use crate::environment::is_allocator_variable;
 use crate::measure::gpu::GpuFigures;
 use crate::probe::StepSeen;
+use crate::redact;
 use crate::report::{Event, Reporter};
 use crate::results::{CaseResult, Check, CheckKind, InstanceResult};
 use crate::suite::Case;
@@ -147,11 +148,20 @@ impl Runner<'_> {
                 &gpu_names(&gpu_figures),
             )
         });
+        // Params come from the suite, and may hold what it redacts.
+        let headline = headline.map(|h| redact::mask(&h).into_owned());
         let message = verdict::with_headline(headline.as_deref(), message);
+        // What oomgate copies from the workload's output is masked (its
+        // logs stay its own bytes).
         let tail = |path: &Path| {
             read_tail(path, TAIL_BYTES)
+                .map(|text| redact::mask(&text).into_owned())
                 .unwrap_or_else(|e| format!("[oomgate: cannot read {}: {e}]", path.display()))
         };
+        if let Some(exception) = diagnosis.as_mut().and_then(|d| d.exception.as_mut()) {
+            *exception = redact::mask(exception).into_owned();
+        }
+        let message = message.map(|m| redact::mask(&m).into_owned());
         let relative = |path: &Path| -> PathBuf {
             path.strip_prefix(self.out_dir)
                 .unwrap_or(path)
@@ -160,8 +170,12 @@ impl Runner<'_> {
 
         let result = CaseResult {
             id: case.id.clone(),
-            params: case.params.clone(),
-            command: case.command.clone(),
+            params: case
+                .params
+                .iter()
+                .map(|(name, value)| (name.clone(), redact::mask(value).into_owned()))
+                .collect(),
+            command: redact::command(&case.command),
             cwd: case.cwd.clone(),
             concurrency: case.concurrency,
             timeout_s: case.timeout.as_secs_f64(),
@@ -183,7 +197,11 @@ impl Runner<'_> {
             gpu_devices: gpu_figures.map(|g| g.devices).unwrap_or_default(),
             cuda_visible_devices,
             foreign_processes: foreign,
-            env: case.env.clone(),
+            env: case
+                .env
+                .iter()
+                .map(|(name, value)| (name.clone(), redact::env_value(name, value)))
+                .collect(),
             allocator_env: allocator_env(case),
             baseline: None,
             repeats: Vec::new(),
@@ -241,7 +259,8 @@ impl Runner<'_> {
 }
 
 /// The allocator- and device-related variables the case is launched with:
-/// oomgate's own environment overlaid with the case's.
+/// oomgate's own environment overlaid with the case's (as recorded: a
+/// secret-named one by its hash).
 fn allocator_env(case: &Case) -> BTreeMap<String, String> {
     let mut variables: BTreeMap<String, String> = std::env::vars()
         .filter(|(name, _)| is_allocator_variable(name))
@@ -252,6 +271,12 @@ fn allocator_env(case: &Case) -> BTreeMap<String, String> {
         }
     }
     variables
+        .into_iter()
+        .map(|(name, value)| {
+            let value = redact::env_value(&name, &value);
+            (name, value)
+        })
+        .collect()
 }
 
 /// Classify a case that failed on its own, from its stderr and exit.

@@ -197,8 +197,9 @@ impl Runner<'_> {
             .lock
             .as_ref()
             .and_then(|(_, lock)| lock.cases.get(&case.id));
-        let params: BTreeMap<String, String> = case.params.clone().into_iter().collect();
-        let env: BTreeMap<String, String> = case.env.clone().into_iter().collect();
+        // As recorded (redacted), as the lock holds them.
+        let params: BTreeMap<String, String> = result.params.clone().into_iter().collect();
+        let env: BTreeMap<String, String> = result.env.clone().into_iter().collect();
         let gpu_tainted = result.gpu_devices.iter().any(|d| !d.tainted_by.is_empty());
         // The lock keeps the method as the text results.json has.
         let gpu_method = result.gpu_peak_method.as_ref().map(ToString::to_string);
@@ -209,7 +210,7 @@ impl Runner<'_> {
             gpu_method: gpu_method.as_deref(),
             gpu_tainted,
             allocated: result.probe.as_ref().and_then(|p| p.peak_allocated),
-            command: &case.command,
+            command: &result.command,
             params: &params,
             env: &env,
             allocator_env: &result.allocator_env,

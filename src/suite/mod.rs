@@ -41,6 +41,9 @@ pub struct Suite {
     pub on_drift: DriftPolicy,
     /// What to record about the workloads' software (`[environment]`).
     pub environment: EnvironmentSpec,
+    /// `[suite] redact`: the suite's own secret patterns (regexes, checked),
+    /// masked beside the built-in ones (see `crate::redact`).
+    pub redact: Vec<String>,
     pub cases: Vec<Case>,
 }
 

@@ -45,6 +45,8 @@ pub struct RawSuiteTable {
     /// `"warn"` or `"fail"`: environment drift against the baseline.
     pub on_drift: Option<Spanned<String>>,
     pub tolerance: Option<Spanned<RawTolerance>>,
+    /// Regexes of the suite's own secrets, masked in everything written.
+    pub redact: Option<Vec<Spanned<String>>>,
 }
 
 /// `tolerance = { relative = "5%", absolute = "64 MiB", host = { ... }, gpu = { ... } }`:

@@ -86,6 +86,19 @@ pub(super) fn validate(
         Some(dir) => lexical_join(folder, Path::new(dir.get_ref())),
     };
     let suite_tolerance = check.tolerance(Tolerances::default(), suite_table.tolerance.as_ref());
+    let mut redact = Vec::new();
+    for pattern in suite_table.redact.iter().flatten() {
+        match crate::redact::compile_pattern(pattern.get_ref()) {
+            Ok(_) => redact.push(pattern.get_ref().clone()),
+            Err(e) => {
+                check
+                    .error(pattern.span(), format!("`redact` pattern is not usable: {e}"))
+                    .help = Some(
+                    "a pattern is a regex (Rust syntax); a capture group masks only what it captures, e.g. \"ticket=(\\w+)\"".into(),
+                );
+            }
+        }
+    }
     let environment = environment_spec(&mut check, raw.environment.as_ref().map(|e| e.get_ref()));
 
     let defaults = raw
@@ -166,6 +179,7 @@ pub(super) fn validate(
             foreign_processes,
             on_drift,
             environment,
+            redact,
             cases,
         })
     } else {

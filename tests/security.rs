@@ -1,0 +1,241 @@
+//! Secrets from the environment, the suite and the command line never reach
+//! anything oomgate writes; the workload's own logs keep its bytes.
+
+mod common;
+
+use common::*;
+
+const HF: &str = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
+const WANDB: &str = "wandb-0123456789abcdef";
+const SK: &str = "sk-proj-abcdefghijklmnopqrstuvwxyz012345";
+const FLAG_TOKEN: &str = "flag-token-value-42";
+const RUNNER_TOKEN: &str = "runner-held-secret-99";
+const BEARER: &str = "bearer.value-0123456789";
+const INTERNAL: &str = "internal-deadbeef";
+
+/// Every secret of the suite below, as it would leak.
+fn secrets() -> Vec<&'static str> {
+    vec![HF, WANDB, SK, FLAG_TOKEN, RUNNER_TOKEN, BEARER, INTERNAL]
+}
+
+/// A case that prints every secret it was given, then exits with `exit`.
+fn suite(exit: u8, hf: &str) -> String {
+    let script = format!(
+        "echo \"token $HF_TOKEN wandb $WANDB_API_KEY runner $MY_SERVICE_TOKEN\" >&2; \
+         echo \"args: $*\" >&2; \
+         echo 'Authorization: Bearer {BEARER}' >&2; \
+         echo 'ticket {INTERNAL}' >&2; \
+         echo \"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB for $HF_TOKEN\" >&2; \
+         exit {exit}"
+    );
+    format!(
+        r#"[suite]
+name = "secrets"
+gpu = "off"
+redact = ["internal-[0-9a-f]{{8}}"]
+
+[defaults.env]
+HF_TOKEN = "{hf}"
+PYTORCH_CUDA_ALLOC_CONF = "expandable_segments:True"
+OMP_NUM_THREADS = "4"
+
+[environment.commands]
+whoami = ["sh", "-c", "echo runner is $MY_SERVICE_TOKEN"]
+
+[[case]]
+name = "leaky"
+command = ["sh", "-c", {script}, "sh", "--api-key={SK}", "--token", "{FLAG_TOKEN}", "--batch", "64"]
+env = {{ WANDB_API_KEY = "{WANDB}", TOKENIZERS_PARALLELISM = "false" }}
+"#,
+        script = toml_str(&script),
+    )
+}
+
+fn project(exit: u8, hf: &str) -> Project {
+    let mut project = Project::new(&suite(exit, hf));
+    project
+        .env
+        .push(("MY_SERVICE_TOKEN".into(), RUNNER_TOKEN.into()));
+    project
+}
+
+/// Every file oomgate wrote under `dir` but the workload's own logs.
+fn written_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if !path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with(".log"))
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+fn assert_clean(what: &str, text: &str) {
+    for secret in secrets() {
+        assert!(
+            !text.contains(secret),
+            "{secret} leaked into {what}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn no_secret_reaches_any_report_the_terminal_or_the_github_summary() {
+    let project = project(1, HF);
+    let step_summary = project.path().join("step-summary.md");
+    let junit = project.path().join("extra-junit.xml");
+    let mut command = project.run_command();
+    command
+        .arg("--junit")
+        .arg(&junit)
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &step_summary);
+    let run = project.finish(command);
+    run.assert_code(1);
+
+    assert_clean("stdout (annotations)", &run.stdout);
+    assert_clean("stderr (terminal)", &run.stderr);
+    assert!(run.stdout.contains("::error"), "{}", run.stdout);
+    let files = written_files(&project.out());
+    assert!(files.len() >= 5, "{files:?}");
+    for path in files.iter().chain([&step_summary, &junit]) {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        assert_clean(&path.display().to_string(), &text);
+    }
+
+    // The failure's text is there, masked: the reader still sees it.
+    let case = run.case("leaky");
+    let exception = case["diagnosis"]["exception"].as_str().unwrap_or_default();
+    assert_eq!(
+        exception,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB for ***",
+        "{case:#}"
+    );
+    let junit_text = std::fs::read_to_string(&junit).expect("junit");
+    assert!(
+        junit_text.contains("Authorization: Bearer ***"),
+        "{junit_text}"
+    );
+    assert!(junit_text.contains("ticket ***"), "{junit_text}");
+    // The command keeps its shape; secrets by flag are `***`.
+    assert_eq!(
+        case["command"],
+        serde_json::json!([
+            "sh",
+            "-c",
+            case["command"][2],
+            "sh",
+            "--api-key=***",
+            "--token",
+            "***",
+            "--batch",
+            "64"
+        ]),
+        "{case:#}"
+    );
+    // Secret-named variables are recorded by name and hash only.
+    let env = &case["env"];
+    for name in ["HF_TOKEN", "WANDB_API_KEY"] {
+        let value = env[name].as_str().unwrap_or_default();
+        assert!(value.starts_with("<secret "), "{name}: {value}");
+    }
+    assert_eq!(env["OMP_NUM_THREADS"], "4");
+    assert_eq!(env["TOKENIZERS_PARALLELISM"], "false");
+    let results = run.results();
+    assert_eq!(
+        results["environment"]["commands"]["whoami"]["output"],
+        "runner is ***"
+    );
+
+    // The workload's own logs are its own bytes.
+    let log =
+        std::fs::read_to_string(project.out().join("cases/leaky/stderr.log")).expect("stderr.log");
+    assert!(log.contains(HF) && log.contains(RUNNER_TOKEN), "{log}");
+}
+
+#[test]
+fn the_lock_holds_hashes_and_memory_variables_only_and_names_a_changed_secret() {
+    let project = project(0, HF);
+    let locked = project.finish({
+        let mut command = project.oomgate();
+        command
+            .arg("lock")
+            .arg(project.suite())
+            .arg("--out")
+            .arg(project.out());
+        command
+    });
+    locked.assert_code(0);
+    let lock = std::fs::read_to_string(project.path().join("suite.lock")).expect("lock");
+    assert_clean("the lock", &lock);
+    assert!(
+        lock.contains("PYTORCH_CUDA_ALLOC_CONF = \"expandable_segments:True\""),
+        "{lock}"
+    );
+    assert!(lock.contains("HF_TOKEN = \"<secret "), "{lock}");
+    assert!(lock.contains("OMP_NUM_THREADS = \"<hash "), "{lock}");
+    assert!(lock.contains("\"--api-key=***\""), "{lock}");
+
+    // Unchanged: nothing reported as changed.
+    let same = project.run(&[]);
+    same.assert_code(0);
+    let changes = &same.case("leaky")["baseline"]["changes"];
+    assert_eq!(changes, &serde_json::json!([]), "{changes:#}");
+
+    // A new token: the change is named, neither value shown.
+    let other = "hf_ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210";
+    std::fs::write(project.suite(), suite(0, other)).expect("rewrite suite");
+    let changed = project.run(&[]);
+    changed.assert_code(0);
+    let changes = changed.case("leaky")["baseline"]["changes"].to_string();
+    assert!(changes.contains("env HF_TOKEN: <secret "), "{changes}");
+    assert!(
+        !changes.contains(HF) && !changes.contains(other),
+        "{changes}"
+    );
+    assert!(!changed.stderr.contains(other), "{}", changed.stderr);
+}
+
+#[test]
+fn check_shows_the_suite_redacted() {
+    let project = project(0, HF);
+    let output = project
+        .oomgate()
+        .arg("check")
+        .arg(project.suite())
+        .output()
+        .expect("run oomgate check");
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{shown}");
+    assert_clean("check", &shown);
+    assert!(shown.contains("HF_TOKEN=<secret"), "{shown}");
+}
+
+#[test]
+fn a_bad_redact_pattern_is_a_located_error() {
+    let project = Project::new(
+        "[suite]\nname = \"s\"\nredact = [\"ok-[0-9]+\", \"(unclosed\"]\n\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\n",
+    );
+    let output = project
+        .oomgate()
+        .arg("check")
+        .arg(project.suite())
+        .output()
+        .expect("run oomgate check");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("suite.toml:3:"), "{stderr}");
+    assert!(
+        stderr.contains("`redact` pattern is not usable"),
+        "{stderr}"
+    );
+}
