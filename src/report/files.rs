@@ -23,7 +23,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::files::{ReportTarget, with_path, write_atomic};
+use crate::files::{ReportTarget, WriteFailures, with_path, write_atomic};
 
 use super::{Event, Reporter, html, json, junit, markdown};
 use crate::results::RunResults;
@@ -122,20 +122,22 @@ impl ReportFiles {
     }
 
     /// results.json and junit.xml to every target that is due: the files
-    /// at a checkpoint, and streams too at the end (`last`).
+    /// at a checkpoint, and streams too at the end (`last`). Each target is
+    /// attempted whatever became of the others; the failures name theirs.
     fn write_checkpoint(&mut self, results: &RunResults, last: bool) -> io::Result<()> {
         let started = Instant::now();
         let due = |target: &&ReportTarget| last || matches!(target, ReportTarget::File(_));
+        let mut failures = WriteFailures::default();
         let json_text = json::render(results)?;
         for target in self.paths.json.iter().filter(due) {
-            target.write(json_text.as_bytes())?;
+            failures.note(target.write(json_text.as_bytes()));
         }
         let junit_text = junit::render(results)?;
         for target in self.paths.junit.iter().filter(due) {
-            target.write(junit_text.as_bytes())?;
+            failures.note(target.write(junit_text.as_bytes()));
         }
         self.checkpoints.written(started, Instant::now());
-        Ok(())
+        failures.into_result()
     }
 
     /// The pages of an earlier run in the same out dir go when this run
@@ -155,12 +157,14 @@ impl ReportFiles {
     }
 
     /// Everything, once, when the run is over: the checkpoint files first
-    /// (the ones CI tools read), then the pages people read.
+    /// (the ones CI tools read), then the pages people read. Each is
+    /// attempted whatever became of the others.
     fn write_final(&mut self, results: &RunResults) -> io::Result<()> {
-        self.write_checkpoint(results, true)?;
+        let mut failures = WriteFailures::default();
+        failures.note(self.write_checkpoint(results, true));
         let summary = markdown::render(results);
         let path = &self.paths.summary_md;
-        write_atomic(path, summary.as_bytes()).map_err(|e| with_path(e, path))?;
+        failures.note(write_atomic(path, summary.as_bytes()).map_err(|e| with_path(e, path)));
         if let Some(step_summary) = &self.paths.step_summary {
             // The job summary is a courtesy of the CI system: failing to
             // add to it is said, and changes no verdict.
@@ -174,7 +178,8 @@ impl ReportFiles {
         }
         let page = html::render(results, &self.paths.out_dir);
         let path = &self.paths.html;
-        write_atomic(path, page.as_bytes()).map_err(|e| with_path(e, path))
+        failures.note(write_atomic(path, page.as_bytes()).map_err(|e| with_path(e, path)));
+        failures.into_result()
     }
 }
 
