@@ -199,6 +199,35 @@ impl ReportTarget {
     }
 }
 
+/// Whether the file system holding `path` has no block left that this
+/// process may write: then whatever is written there now, a workload's log
+/// included, is cut short. `false` when it cannot be told (`statvfs`
+/// fails, or the file system reports no size, as some network and
+/// virtual ones do).
+pub fn no_space_left(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: statvfs reads a NUL-terminated path and writes one struct to
+    // the pointer, which points to zeroed memory of its size.
+    if unsafe { libc::statvfs(c_path.as_ptr(), stats.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: statvfs succeeded, so the struct is initialised.
+    let stats = unsafe { stats.assume_init() };
+    // root may use the blocks reserved for it; anyone else only the
+    // available ones. Workloads run as oomgate's own user.
+    // SAFETY: geteuid has no failure mode.
+    let free = if unsafe { libc::geteuid() } == 0 {
+        stats.f_bfree
+    } else {
+        stats.f_bavail
+    };
+    stats.f_blocks > 0 && free == 0
+}
+
 /// What makes two report paths one file.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum FileIdentity {
@@ -245,6 +274,15 @@ mod tests {
         let error = full.write(b"{}").expect_err("/dev/full takes nothing");
         assert_eq!(error.kind(), io::ErrorKind::StorageFull);
         assert!(error.to_string().starts_with("/dev/full: "), "{error}");
+    }
+
+    #[test]
+    fn a_file_system_with_room_is_not_full() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(!no_space_left(dir.path()));
+        // Nothing to tell: not full.
+        assert!(!no_space_left(Path::new("/proc/self")));
+        assert!(!no_space_left(Path::new("/no/such/folder")));
     }
 
     #[test]

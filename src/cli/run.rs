@@ -416,9 +416,13 @@ fn open_gpu_quietly(mode: GpuMode) -> Result<(Option<Gpu>, Option<String>), CliE
     }
 }
 
-/// The exit status a finished run earns.
+/// The exit status a finished run earns. A file that could not be written
+/// comes first (the run is incomplete, whatever its verdicts), then an
+/// interruption, then the cases' verdicts: 3 > 130 > 1 > 0.
 pub fn judge(results: &RunResults) -> Outcome {
-    if results.interrupted {
+    if results.fault.is_some() {
+        Outcome::Infrastructure
+    } else if results.interrupted {
         Outcome::Interrupted
     } else if results.cases.iter().any(|c| c.status != CaseStatus::Passed) {
         Outcome::CasesFailed

@@ -409,12 +409,15 @@ impl Reporter for Terminal {
                 if !results.not_run.is_empty() {
                     parts.push(format!("{} not run", results.not_run.len()));
                 }
-                let label = if results.interrupted {
+                let label = if results.fault.is_some() {
+                    "Stopped"
+                } else if results.interrupted {
                     "Interrupted"
                 } else {
                     "Summary"
                 };
-                let style = if s.not_passed() > 0 || results.interrupted {
+                let style = if s.not_passed() > 0 || results.interrupted || results.fault.is_some()
+                {
                     AnsiColor::Red.on_default().bold()
                 } else {
                     AnsiColor::Green.on_default().bold()
