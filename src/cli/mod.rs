@@ -259,10 +259,10 @@ fn write_stdout(text: &str) {
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
-/// Print a line to stderr, ignoring a closed stream.
+/// Print a line to stderr; a closed stream is said once on stdout, then
+/// ignored (see `report::terminal::to_stderr`).
 pub fn write_stderr(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    crate::report::terminal::to_stderr(line);
 }
 
 /// The cases to run. A filter that matches nothing is a mistake, not a pass.

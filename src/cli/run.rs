@@ -467,7 +467,28 @@ fn prepare_outputs(outputs: &Outputs<'_>, out_dir: &Path) -> Result<ReportPaths,
         list.push(target);
     }
     refuse_colliding_reports(&files, out_dir)?;
+    crate::report::terminal::stdout_carries_report(
+        files.json.iter().chain(&files.junit).any(is_stdout),
+    );
     Ok(files)
+}
+
+/// Whether a report goes to oomgate's stdout (`--json /dev/stdout`, or a
+/// FIFO that stdout is): then nothing else may be written there.
+fn is_stdout(target: &ReportTarget) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ReportTarget::Stream(path) = target else {
+        return false;
+    };
+    // The kernel follows /dev/stdout and /proc/self/fd/1 to the pipe or
+    // file itself.
+    match (
+        std::fs::metadata(path),
+        std::fs::metadata("/proc/self/fd/1"),
+    ) {
+        (Ok(report), Ok(stdout)) => report.dev() == stdout.dev() && report.ino() == stdout.ino(),
+        _ => false,
+    }
 }
 
 /// Two reports that are one file would overwrite each other, and a report

@@ -19,7 +19,7 @@
 //! written safely — atomically through symlinks, FIFOs and devices in place
 //! once at the end, the out dir's marker — is the business of `crate::files`.
 
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -169,11 +169,10 @@ impl ReportFiles {
             // The job summary is a courtesy of the CI system: failing to
             // add to it is said, and changes no verdict.
             if let Err(e) = markdown::append_step_summary(step_summary, &summary) {
-                let _ = writeln!(
-                    io::stderr().lock(),
+                super::terminal::to_stderr(&format!(
                     "warning: cannot append the summary to $GITHUB_STEP_SUMMARY ({}): {e}; the verdict is unchanged",
                     step_summary.display()
-                );
+                ));
             }
         }
         let page = html::render(results, &self.paths.out_dir);
