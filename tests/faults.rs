@@ -254,3 +254,58 @@ fn an_unwritable_job_summary_leaves_a_failing_verdict_as_it_is() {
     );
     assert!(project.out().join("summary.md").exists());
 }
+
+/// Regression: a timeline.json that could not be written was a warning,
+/// and the run went on and passed.
+#[test]
+fn a_case_file_that_cannot_be_written_is_named_in_every_report() {
+    // The workload puts a folder where its timeline belongs.
+    let project = Project::new(
+        "[suite]\nname = \"t\"\n\
+         [[case]]\nname = \"blocks\"\ncommand = [\"sh\", \"-c\", \"mkdir \\\"$OOMGATE_OUT/timeline.json\\\"\"]\n\
+         [[case]]\nname = \"next\"\ncommand = [\"true\"]\n",
+    );
+    let run = project.run(&[]);
+    // Every case that ran passed: the write failure alone makes it 3.
+    run.assert_code(3);
+    let timeline = project.out().join("cases/blocks/timeline.json");
+    let named = format!("cannot write {}: Is a directory", timeline.display());
+    assert!(run.stderr.contains(&named), "{}", run.stderr);
+    assert!(
+        !project.out().join("cases/next").exists(),
+        "next was launched"
+    );
+
+    let results = run.results();
+    assert_eq!(run.case("blocks")["status"], "passed");
+    assert_eq!(results["not_run"], serde_json::json!(["next"]));
+    assert!(
+        results["fault"]
+            .as_str()
+            .is_some_and(|fault| fault.starts_with(&named)),
+        "{results:#}"
+    );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit.xml");
+    let document = roxmltree::Document::parse(&junit).expect("valid XML");
+    let next = document
+        .descendants()
+        .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some("next"))
+        .expect("a testcase for the case not run");
+    let error = next
+        .children()
+        .find(|n| n.has_tag_name("error"))
+        .expect("an error, not a skip");
+    assert!(
+        error
+            .attribute("message")
+            .is_some_and(|m| m.contains(&named)),
+        "{junit}"
+    );
+    for page in ["summary.md", "report.html"] {
+        let text = std::fs::read_to_string(project.out().join(page)).expect(page);
+        assert!(
+            text.contains("oomgate stopped launching cases"),
+            "{page}: {text}"
+        );
+    }
+}
