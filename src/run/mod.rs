@@ -9,8 +9,10 @@
 //! and the reporters write files and the terminal. After every case the
 //! reporters get the whole results so far (results.json and junit.xml are
 //! checkpointed about once a second), so a crash loses at most the last
-//! second or so of finished cases, and a Ctrl-C or a failing case folder
-//! nothing.
+//! second or so of finished cases, and a Ctrl-C nothing. A file that cannot
+//! be written (a report, a case's folder, logs or timeline) stops the
+//! launching of cases, and the final reports are attempted once more
+//! (`fault`).
 
 mod assemble;
 mod case;
