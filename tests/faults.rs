@@ -309,3 +309,39 @@ fn a_case_file_that_cannot_be_written_is_named_in_every_report() {
         );
     }
 }
+
+/// Regression: `lock --output /dev/zero` read the device as the previous
+/// lock without end (oomgate grew until the kernel killed it), and a lock
+/// path that was a device would have been renamed over.
+#[test]
+fn a_lock_path_that_is_a_device_is_refused_neither_read_nor_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let project = failing_then_passing();
+    for args in [
+        vec!["lock", "--output", "/dev/zero"],
+        vec!["run", "--baseline", "/dev/zero"],
+    ] {
+        // A memory limit, so a regression fails the test instead of the
+        // machine.
+        let mut command = std::process::Command::new("sh");
+        command
+            .arg("-c")
+            .arg("ulimit -v 1000000 && exec \"$@\"")
+            .arg("sh")
+            .arg(env!("CARGO_BIN_EXE_oomgate"))
+            .arg(args[0])
+            .arg(project.suite())
+            .args(&args[1..])
+            .arg("--out")
+            .arg(project.out());
+        let run = project.finish(command);
+        run.assert_code(2);
+        assert!(
+            run.stderr.contains("/dev/zero: not a regular file"),
+            "{}",
+            run.stderr
+        );
+    }
+    let meta = std::fs::metadata("/dev/zero").expect("/dev/zero");
+    assert!(meta.file_type().is_char_device(), "/dev/zero was replaced");
+}
