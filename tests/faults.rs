@@ -345,3 +345,46 @@ fn a_lock_path_that_is_a_device_is_refused_neither_read_nor_replaced() {
     let meta = std::fs::metadata("/dev/zero").expect("/dev/zero");
     assert!(meta.file_type().is_char_device(), "/dev/zero was replaced");
 }
+
+/// Regression: an out dir claimed by an earlier run passed the checks on
+/// a full disk, and the cases ran with nowhere to write.
+#[test]
+fn an_out_dir_on_a_full_disk_is_refused_before_anything_runs() {
+    let project = Project::new("");
+    let ran = project.path().join("ran");
+    let suite = format!(
+        "[suite]\nname = \"t\"\n[[case]]\nname = \"a\"\ncommand = [\"touch\", {}]\n",
+        toml_str(&ran.display().to_string())
+    );
+    std::fs::write(project.suite(), suite).expect("suite");
+    let disk = match SmallDisk::mount(&project.path().join("disk"), "64k") {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("skipped: cannot mount a 64 KiB tmpfs to fill ({why}); needs root");
+            return;
+        }
+    };
+    let out = disk.dir.join("out");
+    std::fs::create_dir_all(&out).expect("out dir");
+    std::fs::write(out.join(".oomgate-out"), "claimed by an earlier run").expect("marker");
+    // Fill what is left; the write that fails is the one that fills it.
+    let _ = std::fs::write(disk.dir.join("filler"), vec![0u8; 128 * 1024]);
+    let mut command = oomgate();
+    command
+        .arg("run")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(&out);
+    let run = project.finish(command);
+    run.assert_code(3);
+    assert!(
+        run.stderr.contains(&format!(
+            "cannot write to {}: No space left on device",
+            out.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(!ran.exists(), "the case ran");
+    drop(disk);
+}

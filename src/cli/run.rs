@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::{CliError, HostMode, LockArgs, Outcome, RunArgs, plan, write_stderr};
 use crate::baseline::{self, Lock};
 use crate::environment;
-use crate::files::{OutDirError, ReportTarget, claim_out_dir, follow_links};
+use crate::files::{OutDirError, ReportTarget, claim_out_dir, follow_links, no_space_left};
 use crate::measure::HostMethod;
 use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::nvml::Gpu;
@@ -442,6 +442,12 @@ fn prepare_outputs(outputs: &Outputs<'_>, out_dir: &Path) -> Result<ReportPaths,
         OutDirError::Io { .. } => CliError::Infrastructure(e.to_string()),
     })?;
     std::fs::create_dir_all(outputs.out.join("cases")).map_err(|e| infra(outputs.out, e))?;
+    // An out dir claimed by an earlier run passes every check above on a
+    // full disk: the cases' output would be lost from the first byte.
+    let full = |folder: &Path| infra(folder, std::io::Error::from_raw_os_error(libc::ENOSPC));
+    if no_space_left(out_dir) {
+        return Err(full(out_dir));
+    }
     let mut files = ReportPaths::in_out_dir(out_dir);
     for (extra, list) in [
         (outputs.json, &mut files.json),
@@ -463,6 +469,9 @@ fn prepare_outputs(outputs: &Outputs<'_>, out_dir: &Path) -> Result<ReportPaths,
                 .unwrap_or(Path::new("."));
             std::fs::create_dir_all(folder).map_err(|e| infra(folder, e))?;
             tempfile::tempfile_in(folder).map_err(|e| infra(folder, e))?;
+            if no_space_left(folder) {
+                return Err(full(folder));
+            }
         }
         list.push(target);
     }
