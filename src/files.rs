@@ -18,7 +18,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(folder)?;
-    let mut file = tempfile::NamedTempFile::new_in(folder)?;
+    let file = tempfile::NamedTempFile::new_in(folder)?;
     // Temporary files are private (0600); a report or lock is for everyone
     // who may read the folder, as a file written in place would be.
     {
@@ -26,8 +26,11 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
         file.as_file()
             .set_permissions(std::fs::Permissions::from_mode(0o644))?;
     }
-    file.write_all(contents)?;
-    file.as_file().sync_data()?;
+    // Through the plain file: the temporary file's own writer adds its
+    // random name to errors, which would hide the path that matters.
+    let mut handle = file.as_file();
+    handle.write_all(contents)?;
+    handle.sync_data()?;
     file.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
@@ -181,17 +184,48 @@ impl ReportTarget {
         Some(FileIdentity::Path(canonical.join(resolved.file_name()?)))
     }
 
+    /// Write the whole report; an error names the path.
     pub fn write(&self, contents: &[u8]) -> io::Result<()> {
+        let write_in_place = |path: &Path| {
+            let mut stream = std::fs::OpenOptions::new().write(true).open(path)?;
+            stream.write_all(contents)?;
+            stream.flush()
+        };
         match self {
             ReportTarget::File(path) => write_atomic(path, contents),
-            ReportTarget::Stream(path) => {
-                let mut stream = std::fs::OpenOptions::new().write(true).open(path)?;
-                stream.write_all(contents)?;
-                stream.flush()
-            }
+            ReportTarget::Stream(path) => write_in_place(path),
         }
         .map_err(|e| with_path(e, self.path()))
     }
+}
+
+/// Whether the file system holding `path` has no block left that this
+/// process may write: then whatever is written there now, a workload's log
+/// included, is cut short. `false` when it cannot be told (`statvfs`
+/// fails, or the file system reports no size, as some network and
+/// virtual ones do).
+pub fn no_space_left(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: statvfs reads a NUL-terminated path and writes one struct to
+    // the pointer, which points to zeroed memory of its size.
+    if unsafe { libc::statvfs(c_path.as_ptr(), stats.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: statvfs succeeded, so the struct is initialised.
+    let stats = unsafe { stats.assume_init() };
+    // root may use the blocks reserved for it; anyone else only the
+    // available ones. Workloads run as oomgate's own user.
+    // SAFETY: geteuid has no failure mode.
+    let free = if unsafe { libc::geteuid() } == 0 {
+        stats.f_bfree
+    } else {
+        stats.f_bavail
+    };
+    stats.f_blocks > 0 && free == 0
 }
 
 /// What makes two report paths one file.
@@ -203,4 +237,77 @@ pub enum FileIdentity {
 
 pub(crate) fn with_path(error: io::Error, path: &Path) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+}
+
+/// The failures of writes that are each attempted whatever became of the
+/// others (one full disk must not keep a report on another from being
+/// written), as one error naming every path.
+#[derive(Debug, Default)]
+pub struct WriteFailures(Vec<io::Error>);
+
+impl WriteFailures {
+    pub fn note(&mut self, result: io::Result<()>) {
+        if let Err(error) = result {
+            self.0.push(error);
+        }
+    }
+
+    /// `Ok` when every write succeeded; else the first failure's kind with
+    /// every failure's message.
+    pub fn into_result(mut self) -> io::Result<()> {
+        if self.0.len() <= 1 {
+            return self.0.pop().map_or(Ok(()), Err);
+        }
+        let kind = self.0[0].kind();
+        let messages: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        Err(io::Error::new(kind, messages.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_that_cannot_take_the_report_names_its_path() {
+        let full = ReportTarget::Stream(PathBuf::from("/dev/full"));
+        let error = full.write(b"{}").expect_err("/dev/full takes nothing");
+        assert_eq!(error.kind(), io::ErrorKind::StorageFull);
+        assert!(error.to_string().starts_with("/dev/full: "), "{error}");
+    }
+
+    #[test]
+    fn a_file_system_with_room_is_not_full() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(!no_space_left(dir.path()));
+        // Nothing to tell: not full.
+        assert!(!no_space_left(Path::new("/proc/self")));
+        assert!(!no_space_left(Path::new("/no/such/folder")));
+    }
+
+    #[test]
+    fn every_failure_is_named_and_one_keeps_its_os_error() {
+        assert!(WriteFailures::default().into_result().is_ok());
+        let mut one = WriteFailures::default();
+        one.note(Ok(()));
+        one.note(Err(io::Error::from_raw_os_error(libc::ENOSPC)));
+        let error = one.into_result().expect_err("one failure");
+        assert_eq!(error.raw_os_error(), Some(libc::ENOSPC));
+        let mut two = WriteFailures::default();
+        two.note(Err(with_path(
+            io::Error::from_raw_os_error(libc::ENOSPC),
+            Path::new("/a"),
+        )));
+        two.note(Err(with_path(
+            io::Error::from_raw_os_error(libc::EACCES),
+            Path::new("/b"),
+        )));
+        let error = two.into_result().expect_err("two failures");
+        assert_eq!(error.kind(), io::ErrorKind::StorageFull);
+        let text = error.to_string();
+        assert!(
+            text.starts_with("/a: ") && text.contains("; /b: "),
+            "{text}"
+        );
+    }
 }

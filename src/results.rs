@@ -50,8 +50,12 @@ pub struct RunResults {
     pub baseline: Option<BaselineInfo>,
     pub summary: Summary,
     pub cases: Vec<CaseResult>,
-    /// Cases planned but not run (after an interruption).
+    /// Cases planned but not run (after an interruption, or a fault).
     pub not_run: Vec<String>,
+    /// A file oomgate could not write (a report, a case's folder, log or
+    /// timeline, a full file system under the logs): no case was launched
+    /// after it, and oomgate exits 3. `None` when every write succeeded.
+    pub fault: Option<String>,
     /// oomgate's own peak RSS (excluding workloads), to keep it honest.
     pub runner_max_rss_bytes: Option<u64>,
     /// oomgate's own CPU time so far (user + system), workloads excluded.

@@ -122,12 +122,22 @@ pub fn default_path(suite: &Path) -> PathBuf {
     suite.with_extension("lock")
 }
 
-/// Read and check a lock file.
+/// Read and check a lock file. Only a regular file (or a link to one) is
+/// a lock: a device such as /dev/zero would be read without end, and a
+/// lock path that is one would then be renamed over.
 pub fn read(path: &Path) -> Result<Lock, LockError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LockError::Read {
+    let fail = |source| LockError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let meta = std::fs::metadata(path).map_err(fail)?;
+    if !meta.is_file() {
+        return Err(fail(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file; a lock is a file kept next to the suite",
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(fail)?;
     parse(&text, path)
 }
 

@@ -3,7 +3,9 @@
 //!
 //! Library errors arrive here typed; this is the only place that decides
 //! which exit code a problem earns: 2 when the user's input is wrong and
-//! nothing ran, 3 when oomgate's surroundings failed it. `run` holds the
+//! nothing ran, 3 when oomgate's surroundings failed it. When a run meets
+//! more than one, the first of 3 (a file not written), 130, 1, 0 wins: a
+//! write failure is never hidden behind a verdict. `run` holds the
 //! commands that run a suite (`run`, `lock`), `inspect` those that only
 //! read (`check`, `list`, `gpus`, `diff`).
 
@@ -27,8 +29,9 @@ Exit codes:
   0    every case passed
   1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)
   2    bad input: invalid suite, unknown flag, no case matched; nothing ran
-  3    infrastructure error: cannot write the out dir, GPU required but NVML unavailable,
-       --host-method cgroup but no memory cgroup can be created
+  3    infrastructure error: the out dir, a report or a case's files cannot be written
+       (no case is launched after it; 3 wins over 130, 1 and 0), GPU required but NVML
+       unavailable, --host-method cgroup but no memory cgroup can be created
   130  interrupted (Ctrl-C or SIGTERM); results so far were written";
 
 #[derive(Debug, Parser)]
@@ -58,8 +61,9 @@ pub enum Command {
         "  0    every case passed\n",
         "  1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)\n",
         "  2    bad input: invalid suite, unknown flag, no case matched; nothing ran\n",
-        "  3    infrastructure error: cannot write the out dir, GPU required but NVML unavailable,\n",
-        "       --host-method cgroup but no memory cgroup can be created\n",
+        "  3    infrastructure error: the out dir, a report or a case's files cannot be written\n",
+        "       (no case is launched after it; 3 wins over 130, 1 and 0), GPU required but NVML\n",
+        "       unavailable, --host-method cgroup but no memory cgroup can be created\n",
         "  130  interrupted (Ctrl-C or SIGTERM); results so far were written"
     ))]
     Run(RunArgs),
@@ -276,11 +280,10 @@ fn write_stdout(text: &str) {
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
-/// Print a line to stderr, ignoring a closed stream.
+/// Print a line to stderr; a closed stream is said once on stdout, then
+/// ignored (see `report::terminal::to_stderr`).
 pub fn write_stderr(line: &str) {
-    use std::io::Write;
-    let line = crate::redact::mask_written(line);
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    crate::report::terminal::to_stderr(line);
 }
 
 /// The cases to run. A filter that matches nothing is a mistake, not a pass.

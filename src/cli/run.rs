@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::{CliError, HostMode, LockArgs, Outcome, RunArgs, plan, write_stderr};
 use crate::baseline::{self, Lock};
 use crate::environment;
-use crate::files::{OutDirError, ReportTarget, claim_out_dir, follow_links};
+use crate::files::{OutDirError, ReportTarget, claim_out_dir, follow_links, no_space_left};
 use crate::measure::HostMethod;
 use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::nvml::Gpu;
@@ -416,9 +416,13 @@ fn open_gpu_quietly(mode: GpuMode) -> Result<(Option<Gpu>, Option<String>), CliE
     }
 }
 
-/// The exit status a finished run earns.
+/// The exit status a finished run earns. A file that could not be written
+/// comes first (the run is incomplete, whatever its verdicts), then an
+/// interruption, then the cases' verdicts: 3 > 130 > 1 > 0.
 pub fn judge(results: &RunResults) -> Outcome {
-    if results.interrupted {
+    if results.fault.is_some() {
+        Outcome::Infrastructure
+    } else if results.interrupted {
         Outcome::Interrupted
     } else if results.cases.iter().any(|c| c.status != CaseStatus::Passed) {
         Outcome::CasesFailed
@@ -438,6 +442,12 @@ fn prepare_outputs(outputs: &Outputs<'_>, out_dir: &Path) -> Result<ReportPaths,
         OutDirError::Io { .. } => CliError::Infrastructure(e.to_string()),
     })?;
     std::fs::create_dir_all(outputs.out.join("cases")).map_err(|e| infra(outputs.out, e))?;
+    // An out dir claimed by an earlier run passes every check above on a
+    // full disk: the cases' output would be lost from the first byte.
+    let full = |folder: &Path| infra(folder, std::io::Error::from_raw_os_error(libc::ENOSPC));
+    if no_space_left(out_dir) {
+        return Err(full(out_dir));
+    }
     let mut files = ReportPaths::in_out_dir(out_dir);
     for (extra, list) in [
         (outputs.json, &mut files.json),
@@ -459,11 +469,35 @@ fn prepare_outputs(outputs: &Outputs<'_>, out_dir: &Path) -> Result<ReportPaths,
                 .unwrap_or(Path::new("."));
             std::fs::create_dir_all(folder).map_err(|e| infra(folder, e))?;
             tempfile::tempfile_in(folder).map_err(|e| infra(folder, e))?;
+            if no_space_left(folder) {
+                return Err(full(folder));
+            }
         }
         list.push(target);
     }
     refuse_colliding_reports(&files, out_dir)?;
+    crate::report::terminal::stdout_carries_report(
+        files.json.iter().chain(&files.junit).any(is_stdout),
+    );
     Ok(files)
+}
+
+/// Whether a report goes to oomgate's stdout (`--json /dev/stdout`, or a
+/// FIFO that stdout is): then nothing else may be written there.
+fn is_stdout(target: &ReportTarget) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ReportTarget::Stream(path) = target else {
+        return false;
+    };
+    // The kernel follows /dev/stdout and /proc/self/fd/1 to the pipe or
+    // file itself.
+    match (
+        std::fs::metadata(path),
+        std::fs::metadata("/proc/self/fd/1"),
+    ) {
+        (Ok(report), Ok(stdout)) => report.dev() == stdout.dev() && report.ino() == stdout.ino(),
+        _ => false,
+    }
 }
 
 /// Two reports that are one file would overwrite each other, and a report

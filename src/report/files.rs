@@ -19,11 +19,11 @@
 //! written safely — atomically through symlinks, FIFOs and devices in place
 //! once at the end, the out dir's marker — is the business of `crate::files`.
 
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::files::{ReportTarget, with_path, write_atomic};
+use crate::files::{ReportTarget, WriteFailures, with_path, write_atomic};
 
 use super::{Event, Reporter, html, json, junit, markdown};
 use crate::results::RunResults;
@@ -132,20 +132,22 @@ impl ReportFiles {
     }
 
     /// results.json and junit.xml to every target that is due: the files
-    /// at a checkpoint, and streams too at the end (`last`).
+    /// at a checkpoint, and streams too at the end (`last`). Each target is
+    /// attempted whatever became of the others; the failures name theirs.
     fn write_checkpoint(&mut self, results: &RunResults, last: bool) -> io::Result<()> {
         let started = Instant::now();
         let due = |target: &&ReportTarget| last || matches!(target, ReportTarget::File(_));
+        let mut failures = WriteFailures::default();
         let json_text = mask(json::render(results)?);
         for target in self.paths.json.iter().filter(due) {
-            target.write(json_text.as_bytes())?;
+            failures.note(target.write(json_text.as_bytes()));
         }
         let junit_text = mask(junit::render(results)?);
         for target in self.paths.junit.iter().filter(due) {
-            target.write(junit_text.as_bytes())?;
+            failures.note(target.write(junit_text.as_bytes()));
         }
         self.checkpoints.written(started, Instant::now());
-        Ok(())
+        failures.into_result()
     }
 
     /// The pages of an earlier run in the same out dir go when this run
@@ -165,26 +167,28 @@ impl ReportFiles {
     }
 
     /// Everything, once, when the run is over: the checkpoint files first
-    /// (the ones CI tools read), then the pages people read.
+    /// (the ones CI tools read), then the pages people read. Each is
+    /// attempted whatever became of the others.
     fn write_final(&mut self, results: &RunResults) -> io::Result<()> {
-        self.write_checkpoint(results, true)?;
+        let mut failures = WriteFailures::default();
+        failures.note(self.write_checkpoint(results, true));
         let summary = mask(markdown::render(results));
         let path = &self.paths.summary_md;
-        write_atomic(path, summary.as_bytes()).map_err(|e| with_path(e, path))?;
+        failures.note(write_atomic(path, summary.as_bytes()).map_err(|e| with_path(e, path)));
         if let Some(step_summary) = &self.paths.step_summary {
             // The job summary is a courtesy of the CI system: failing to
             // add to it is said, and changes no verdict.
             if let Err(e) = markdown::append_step_summary(step_summary, &summary) {
-                let _ = writeln!(
-                    io::stderr().lock(),
+                super::terminal::to_stderr(&format!(
                     "warning: cannot append the summary to $GITHUB_STEP_SUMMARY ({}): {e}; the verdict is unchanged",
                     step_summary.display()
-                );
+                ));
             }
         }
         let page = mask(html::render(results, &self.paths.out_dir));
         let path = &self.paths.html;
-        write_atomic(path, page.as_bytes()).map_err(|e| with_path(e, path))
+        failures.note(write_atomic(path, page.as_bytes()).map_err(|e| with_path(e, path)));
+        failures.into_result()
     }
 }
 

@@ -44,10 +44,9 @@ impl Reporter for Annotations {
         }
         if let Err(e) = self.annotate(event) {
             self.enabled = false;
-            let _ = writeln!(
-                io::stderr().lock(),
+            super::terminal::to_stderr(&format!(
                 "warning: GitHub annotations stop here: cannot write them to stdout ({e}); the cases go on and every report is still written"
-            );
+            ));
         }
         Ok(())
     }

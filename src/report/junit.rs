@@ -48,8 +48,21 @@ pub fn render(results: &RunResults) -> io::Result<String> {
         suite.add_test_case(test_case(case, results));
     }
     for id in &results.not_run {
-        let mut status = TestCaseStatus::skipped();
-        status.set_message("not run: oomgate was interrupted before this case started");
+        // Not run because a file could not be written is an error of the
+        // run, never a quiet skip.
+        let status = match &results.fault {
+            Some(fault) => {
+                let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
+                status.set_message(format!("not run: oomgate stopped launching cases: {fault}"));
+                status.set_type("not-run");
+                status
+            }
+            None => {
+                let mut status = TestCaseStatus::skipped();
+                status.set_message("not run: oomgate was interrupted before this case started");
+                status
+            }
+        };
         let mut test_case = TestCase::new(id.clone(), status);
         test_case.set_classname(results.suite.name.clone());
         suite.add_test_case(test_case);
@@ -264,6 +277,7 @@ mod tests {
             summary: Summary::default(),
             cases: vec![case],
             not_run: Vec::new(),
+            fault: None,
             runner_max_rss_bytes: None,
             runner_cpu_s: None,
         }

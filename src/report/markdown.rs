@@ -58,6 +58,13 @@ pub fn render(results: &RunResults) -> String {
         cell(&results.suite.name),
         counts.join(", ")
     );
+    if let Some(fault) = &results.fault {
+        let _ = writeln!(
+            out,
+            "**oomgate stopped launching cases**: {}\n",
+            cell(fault)
+        );
+    }
     let _ = writeln!(
         out,
         "| case | status | GPU peak | baseline | delta | host peak |"

@@ -63,8 +63,10 @@ pub enum Event<'a> {
 }
 
 pub trait Reporter {
-    /// Handle one event. An error stops the run: a report that cannot be
-    /// written is an infrastructure failure (exit 3).
+    /// Handle one event. An error is a file that could not be written: the
+    /// runner launches no more cases, writes the final reports once more,
+    /// and oomgate exits 3. A display that cannot be shown (a closed
+    /// stdout or stderr) is no error: the reporter goes quiet instead.
     fn handle(&mut self, event: &Event<'_>) -> io::Result<()>;
 }
 
@@ -81,11 +83,14 @@ impl FanOut {
 }
 
 impl Reporter for FanOut {
+    /// Every reporter gets the event, whatever became of the others: a
+    /// report that cannot be written must not silence the terminal.
     fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
+        let mut failures = crate::files::WriteFailures::default();
         for reporter in &mut self.reporters {
-            reporter.handle(event)?;
+            failures.note(reporter.handle(event));
         }
-        Ok(())
+        failures.into_result()
     }
 }
 

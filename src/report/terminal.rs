@@ -6,8 +6,13 @@
 //! display prints plain lines instead: one per finished case, plus a
 //! `RUNNING` line every minute of a long case so the log never looks hung.
 //! Both end with a table of every case and a summary line.
+//!
+//! A stderr that cannot be written (a pipe whose reader exited) silences
+//! the display and every other message, never the run: [`to_stderr`] says
+//! so once on stdout, unless a report goes there, and writes nothing more.
 
 use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anstyle::{AnsiColor, Style};
@@ -20,6 +25,42 @@ use crate::units::{Bytes, format_duration};
 
 /// How often a long case reports that it is still running, without a TTY.
 const HEARTBEAT: Duration = Duration::from_secs(60);
+
+/// stderr failed once: nothing more is written to it. Process-wide, as
+/// the stream is.
+static STDERR_LOST: AtomicBool = AtomicBool::new(false);
+
+/// A report is written to stdout (`--json /dev/stdout`): the warning that
+/// stderr was lost must not go into it.
+static STDOUT_CARRIES_REPORT: AtomicBool = AtomicBool::new(false);
+
+/// Say that stdout carries a report, so nothing else is written there.
+pub fn stdout_carries_report(carries: bool) {
+    STDOUT_CARRIES_REPORT.store(carries, Ordering::Relaxed);
+}
+
+/// Write one line to stderr. The first failure ends all writing there and
+/// is said once on stdout (unless a report goes to stdout); the run goes
+/// on either way, and its exit status still tells the outcome.
+pub fn to_stderr(text: &str) {
+    if STDERR_LOST.load(Ordering::Relaxed) {
+        return;
+    }
+    // Every message oomgate prints passes here: secrets masked.
+    let text = crate::redact::mask_written(text);
+    let Err(error) = writeln!(io::stderr().lock(), "{text}") else {
+        return;
+    };
+    if STDERR_LOST.swap(true, Ordering::Relaxed) || STDOUT_CARRIES_REPORT.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = io::stdout().lock();
+    let _ = writeln!(
+        stdout,
+        "warning: oomgate cannot write to stderr ({error}): its messages stop here; the cases go on, every report is still written, and the exit status tells the outcome"
+    )
+    .and_then(|()| stdout.flush());
+}
 
 pub struct Terminal {
     bar: Option<ProgressBar>,
@@ -67,13 +108,10 @@ impl Terminal {
     }
 
     fn line(&self, text: &str) {
-        let text = crate::redact::mask_written(text);
-        let text = text.as_ref();
         match &self.bar {
-            Some(bar) => bar.println(text),
-            None => {
-                let _ = writeln!(io::stderr().lock(), "{text}");
-            }
+            // to_stderr masks what it prints; the live display here.
+            Some(bar) => bar.println(crate::redact::mask_written(text)),
+            None => to_stderr(text),
         }
     }
 
@@ -411,12 +449,15 @@ impl Reporter for Terminal {
                 if !results.not_run.is_empty() {
                     parts.push(format!("{} not run", results.not_run.len()));
                 }
-                let label = if results.interrupted {
+                let label = if results.fault.is_some() {
+                    "Stopped"
+                } else if results.interrupted {
                     "Interrupted"
                 } else {
                     "Summary"
                 };
-                let style = if s.not_passed() > 0 || results.interrupted {
+                let style = if s.not_passed() > 0 || results.interrupted || results.fault.is_some()
+                {
                     AnsiColor::Red.on_default().bold()
                 } else {
                     AnsiColor::Green.on_default().bold()

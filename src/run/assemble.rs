@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::Runner;
 use super::case::CaseOutcome;
 use super::checks::{budget_checks, leak_check, limit_checks, oom_kill_check};
 use super::instance::Instance;
 use super::logs::{TAIL_BYTES, read_tail};
+use super::{Runner, WriteFault};
 use crate::diagnose::{self, Diagnosis};
 use crate::environment::is_allocator_variable;
 use crate::measure::gpu::GpuFigures;
@@ -36,7 +36,7 @@ impl Runner<'_> {
     /// The case's result from what one run observed, with the facts its
     /// final verdict is decided from once the baseline has been compared.
     pub(super) fn assemble(
-        &self,
+        &mut self,
         case: &Case,
         case_dir: &Path,
         repeat: u32,
@@ -75,12 +75,12 @@ impl Runner<'_> {
             0 => case_dir.join("timeline.json"),
             k => case_dir.join(format!("timeline.repeat-{}.json", k + 1)),
         };
-        if let Err(e) = write_json(&timeline_path, &timeline) {
-            reporter
-                .handle(&Event::Warning {
-                    message: format!("cannot write {}: {e}", timeline_path.display()),
-                })
-                .ok();
+        if let Err(source) = write_json(&timeline_path, &timeline) {
+            let fault = WriteFault::CaseFile {
+                path: timeline_path.clone(),
+                source,
+            };
+            self.record_fault(fault, reporter);
         }
         if leftovers > 0 {
             reporter
@@ -321,7 +321,11 @@ fn gpu_names(figures: &Option<GpuFigures>) -> Vec<String> {
     }
 }
 
+/// Write a case's JSON file; a file cut short is removed, so no reader
+/// takes half a timeline for one.
 fn write_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
     let text = serde_json::to_string(value).map_err(std::io::Error::other)?;
-    std::fs::write(path, text)
+    std::fs::write(path, text).inspect_err(|_| {
+        std::fs::remove_file(path).ok();
+    })
 }

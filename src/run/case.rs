@@ -14,11 +14,11 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::Runner;
 use super::assemble::CaseRun;
 use super::checks::budget_breached;
 use super::instance::Instance;
 use super::process;
+use super::{Runner, WriteFault};
 use crate::measure::gpu::{CaseGpu, ForeignProcess, GpuFigures};
 use crate::measure::nvml::Gpu;
 use crate::measure::{HostFigures, HostMeter, Sample, Timeline};
@@ -76,14 +76,26 @@ impl Runner<'_> {
             );
             for index in 0..case.concurrency {
                 let logs = super::launch::InstanceLogs::for_instance(case_dir, index);
-                append(&logs.stdout, &marker);
-                append(&logs.stderr, &marker);
+                for log in [&logs.stdout, &logs.stderr] {
+                    if let Err(fault) = append(log, &marker) {
+                        self.record_fault(fault, reporter);
+                    }
+                }
             }
         }
         let mut gpu = self.gpu.take();
         let preflight = self.preflight(case, gpu.as_mut(), reporter);
         let outcome = self.sample_until_done(case, case_dir, preflight, reporter);
         self.gpu = gpu;
+        // The workload writes its logs itself: a full file system is the
+        // one sign oomgate can see that they were cut short.
+        if crate::files::no_space_left(case_dir) {
+            let fault = WriteFault::NoSpace {
+                dir: case_dir.to_path_buf(),
+                case_ended: true,
+            };
+            self.record_fault(fault, reporter);
+        }
         self.assemble(case, case_dir, repeat, started_at, outcome, reporter)
     }
 
@@ -242,6 +254,7 @@ impl Runner<'_> {
             }
             let runs_before = instances.first().map_or(0, |i| i.runs);
             let may_relaunch = !self.interrupt.requested() && Instant::now() < deadline;
+            let mut marker_fault = None;
             stop = collect_exits(
                 case,
                 case_dir,
@@ -249,7 +262,11 @@ impl Runner<'_> {
                 &mut host,
                 start,
                 soak_until.filter(|_| may_relaunch),
+                &mut marker_fault,
             );
+            if let Some(fault) = marker_fault {
+                self.record_fault(fault, reporter);
+            }
             if instances.first().map_or(0, |i| i.runs) > runs_before {
                 soak_peaks.next_run();
             }
@@ -422,6 +439,8 @@ fn distrust_cgroup_if_not_joined(instances: &[Instance], host: &mut HostMeter) {
 }
 
 /// Collect exits; relaunch soak runs; a failed instance stops the case.
+/// A soak marker that cannot be added to a log goes to `marker_fault`; the
+/// case goes on.
 fn collect_exits(
     case: &Case,
     case_dir: &Path,
@@ -429,6 +448,7 @@ fn collect_exits(
     host: &mut HostMeter,
     start: Instant,
     soak_until: Option<Instant>,
+    marker_fault: &mut Option<WriteFault>,
 ) -> Option<StopReason> {
     let procs = host.cgroup().map(|c| c.procs_path().clone());
     for instance in instances.iter_mut() {
@@ -451,7 +471,9 @@ fn collect_exits(
                 format_duration(start.elapsed())
             );
             for path in [&instance.logs.stdout, &instance.logs.stderr] {
-                append(path, &marker);
+                if let Err(fault) = append(path, &marker) {
+                    marker_fault.get_or_insert(fault);
+                }
             }
             if let Err(message) = instance.start(case, case_dir, procs.as_ref()) {
                 return Some(StopReason::LaunchFailed { message });
@@ -487,12 +509,15 @@ fn wait_for_exit_until(instances: &[Instance], until: Instant) {
     }
 }
 
-pub(super) fn append(path: &Path, text: &str) {
-    if let Ok(mut file) = std::fs::OpenOptions::new()
+/// Add a marker line to a log.
+pub(super) fn append(path: &Path, text: &str) -> Result<(), WriteFault> {
+    std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .open(path)
-    {
-        file.write_all(text.as_bytes()).ok();
-    }
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .map_err(|source| WriteFault::CaseFile {
+            path: path.to_path_buf(),
+            source,
+        })
 }

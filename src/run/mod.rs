@@ -9,12 +9,15 @@
 //! and the reporters write files and the terminal. After every case the
 //! reporters get the whole results so far (results.json and junit.xml are
 //! checkpointed about once a second), so a crash loses at most the last
-//! second or so of finished cases, and a Ctrl-C or a failing case folder
-//! nothing.
+//! second or so of finished cases, and a Ctrl-C nothing. A file that cannot
+//! be written (a report, a case's folder, logs or timeline) stops the
+//! launching of cases, and the final reports are attempted once more
+//! (`fault`).
 
 mod assemble;
 mod case;
 mod checks;
+mod fault;
 mod gpu;
 mod instance;
 pub mod interrupt;
@@ -28,6 +31,7 @@ pub mod supervise;
 use std::io;
 use std::path::{Path, PathBuf};
 
+pub use fault::{RunError, WriteFault};
 pub use interrupt::Interrupt;
 
 use crate::baseline::Lock;
@@ -41,20 +45,6 @@ use crate::results::{
     Summary,
 };
 use crate::suite::{Case, Suite};
-
-/// A problem with oomgate's own surroundings, not with a workload: the run
-/// cannot go on (exit code 3).
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("cannot prepare case folder {}: {source}", path.display())]
-    CaseDir {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot write reports: {0}")]
-    Report(#[source] io::Error),
-}
 
 /// Everything a run needs besides the suite and the out dir.
 pub struct RunSetup {
@@ -95,6 +85,9 @@ pub struct Runner<'a> {
     baseline: BaselineSetup,
     /// Filled when the run starts, from the lock and this environment.
     baseline_info: Option<BaselineInfo>,
+    /// The first file that could not be written: no case is launched
+    /// after it.
+    fault: Option<WriteFault>,
 }
 
 impl<'a> Runner<'a> {
@@ -111,6 +104,7 @@ impl<'a> Runner<'a> {
             environment: setup.environment,
             baseline: setup.baseline,
             baseline_info: None,
+            fault: None,
         }
     }
 
@@ -147,21 +141,21 @@ impl<'a> Runner<'a> {
             baseline: None,
             cases: Vec::with_capacity(cases.len()),
             not_run: Vec::new(),
+            fault: None,
             runner_max_rss_bytes: None,
             runner_cpu_s: None,
         };
         self.baseline_info = self.baseline_info(&results.environment);
         results.baseline = self.baseline_info.clone();
-        reporter
-            .handle(&Event::RunStarted {
-                suite: self.suite,
-                planned: cases.len(),
-                measurement: &self.measurement,
-            })
-            .map_err(RunError::Report)?;
+        let started = reporter.handle(&Event::RunStarted {
+            suite: self.suite,
+            planned: cases.len(),
+            measurement: &self.measurement,
+        });
+        self.report_failed(started, reporter);
 
         for (index, case) in cases.iter().enumerate() {
-            if self.interrupt.requested() {
+            if self.interrupt.requested() || self.fault.is_some() {
                 results
                     .not_run
                     .extend(cases[index..].iter().map(|c| c.id.clone()));
@@ -169,29 +163,28 @@ impl<'a> Runner<'a> {
             }
             let case_dir = match self.prepare_case_dir(case) {
                 Ok(dir) => dir,
-                Err(error) => {
-                    // The run cannot go on, but what it measured so far is
-                    // written in full before oomgate exits 3.
+                Err(fault) => {
+                    self.record_fault(fault, reporter);
                     results
                         .not_run
                         .extend(cases[index..].iter().map(|c| c.id.clone()));
-                    results.finished_at = Some(now_rfc3339());
-                    reporter
-                        .handle(&Event::RunFinished { results: &results })
-                        .ok();
-                    return Err(error);
+                    break;
                 }
             };
-            reporter
-                .handle(&Event::CaseStarted {
-                    case,
-                    index,
-                    planned: cases.len(),
-                })
-                .map_err(RunError::Report)?;
+            let case_started = reporter.handle(&Event::CaseStarted {
+                case,
+                index,
+                planned: cases.len(),
+            });
+            if self.report_failed(case_started, reporter) {
+                results
+                    .not_run
+                    .extend(cases[index..].iter().map(|c| c.id.clone()));
+                break;
+            }
             let mut runs = Vec::new();
             for repeat in 0..case.repeat {
-                if repeat > 0 && self.interrupt.requested() {
+                if repeat > 0 && (self.interrupt.requested() || self.fault.is_some()) {
                     break;
                 }
                 let run = self.run_case(case, &case_dir, repeat, reporter);
@@ -208,15 +201,15 @@ impl<'a> Runner<'a> {
             results.cases.push(result);
             results.runner_max_rss_bytes = runner_max_rss_bytes();
             results.runner_cpu_s = runner_cpu_seconds();
+            results.fault = self.fault.as_ref().map(ToString::to_string);
             if let Some(result) = results.cases.last() {
-                reporter
-                    .handle(&Event::CaseFinished {
-                        result,
-                        index,
-                        planned: cases.len(),
-                        results: &results,
-                    })
-                    .map_err(RunError::Report)?;
+                let finished = reporter.handle(&Event::CaseFinished {
+                    result,
+                    index,
+                    planned: cases.len(),
+                    results: &results,
+                });
+                self.report_failed(finished, reporter);
             }
         }
 
@@ -225,26 +218,73 @@ impl<'a> Runner<'a> {
         results.finished_at = Some(now_rfc3339());
         results.runner_max_rss_bytes = runner_max_rss_bytes();
         results.runner_cpu_s = runner_cpu_seconds();
-        reporter
+        results.fault = self.fault.as_ref().map(ToString::to_string);
+        // Written whatever failed before: what was measured is kept where
+        // it still can be.
+        let at_end = reporter
             .handle(&Event::RunFinished { results: &results })
-            .map_err(RunError::Report)?;
-        Ok(results)
+            .err();
+        match (self.fault.take(), at_end) {
+            (None, None) => Ok(results),
+            (during, at_end) => Err(RunError::Write {
+                during,
+                not_run: results.not_run,
+                at_end,
+            }),
+        }
     }
 
-    /// A fresh `cases/<folder>`: logs of an earlier run in the same out dir
-    /// must not be mistaken for this run's.
-    fn prepare_case_dir(&self, case: &Case) -> Result<PathBuf, RunError> {
+    /// Say at once that a file could not be written, and keep the first
+    /// such failure: no case is launched after it.
+    fn record_fault(&mut self, fault: WriteFault, reporter: &mut dyn Reporter) {
+        let message = match self.fault {
+            None => format!("{fault}; no more cases are launched"),
+            Some(_) => fault.to_string(),
+        };
+        self.fault.get_or_insert(fault);
+        // Only the displays act on a warning; a failure to show one is no
+        // fault of the run's files.
+        reporter.handle(&Event::Warning { message }).ok();
+    }
+
+    /// Record a reporter's failure, if it failed; whether it did.
+    fn report_failed(&mut self, outcome: io::Result<()>, reporter: &mut dyn Reporter) -> bool {
+        match outcome {
+            Ok(()) => false,
+            Err(error) => {
+                self.record_fault(WriteFault::Report(error), reporter);
+                true
+            }
+        }
+    }
+
+    /// A fresh `cases/<folder>`, with every instance's log files: logs of
+    /// an earlier run in the same out dir must not be mistaken for this
+    /// run's, and a case whose output cannot be kept is not launched.
+    fn prepare_case_dir(&self, case: &Case) -> Result<PathBuf, WriteFault> {
         let path = self.out_dir.join("cases").join(&case.folder);
-        let fail = |source| RunError::CaseDir {
-            path: path.clone(),
+        let fail = |at: &Path, source| WriteFault::CaseFile {
+            path: at.to_path_buf(),
             source,
         };
         match std::fs::remove_dir_all(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(fail(e)),
+            Err(e) => return Err(fail(&path, e)),
         }
-        std::fs::create_dir_all(&path).map_err(fail)?;
+        std::fs::create_dir_all(&path).map_err(|e| fail(&path, e))?;
+        for index in 0..case.concurrency {
+            let logs = launch::InstanceLogs::for_instance(&path, index);
+            for log in [&logs.stdout, &logs.stderr] {
+                std::fs::File::create(log).map_err(|e| fail(log, e))?;
+            }
+        }
+        if crate::files::no_space_left(&path) {
+            return Err(WriteFault::NoSpace {
+                dir: path,
+                case_ended: false,
+            });
+        }
         Ok(path)
     }
 }

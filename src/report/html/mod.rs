@@ -74,6 +74,13 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
         escape(&results.host),
         escape(&results.oomgate_version)
     );
+    if let Some(fault) = &results.fault {
+        let _ = writeln!(
+            page,
+            "<p class=\"fault\">oomgate stopped launching cases: {}</p>",
+            escape(fault)
+        );
+    }
     if let Some(note) = &results.measurement.gpu_note {
         let _ = writeln!(
             page,
@@ -266,6 +273,6 @@ fn case_section(page: &mut String, case: &CaseResult, results: &RunResults, out_
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:24px;max-width:1000px;color:#222}\
 table{border-collapse:collapse;margin:12px 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}\
 tr.fail td,section.fail h2{color:#b00020}tr.pass td:nth-child(2){color:#08701a}\
-.meta{color:#666}.message{font-weight:600}pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:400px}\
+.meta{color:#666}.message,.fault{font-weight:600}.fault{color:#b00020}pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:400px}\
 section{border-top:1px solid #ddd;margin-top:24px}.chart svg{max-width:100%;height:auto}\
 .why{color:#444;font-size:90%}";
