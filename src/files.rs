@@ -8,6 +8,46 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+/// The largest lock file oomgate reads (a lock of 10,000 cases is about
+/// 6 MiB).
+pub const MAX_LOCK_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The largest results.json oomgate reads back (`lock --from`, `diff`).
+pub const MAX_RESULTS_BYTES: u64 = 512 * 1024 * 1024;
+
+/// Read a file a user names as input (a suite, a lock, a results file): a
+/// regular file of at most `limit` bytes, as UTF-8. A FIFO, a device such
+/// as `/dev/zero` or an oversized file is refused at once, never read until
+/// oomgate is killed.
+pub fn read_input(path: &Path, limit: u64) -> io::Result<String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let too_big = |size: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{size} bytes, more than the {limit} oomgate reads"),
+        )
+    };
+    if meta.len() > limit {
+        return Err(too_big(meta.len().to_string()));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_string(&mut text)?;
+    // The file grew while it was read.
+    if text.len() as u64 > limit {
+        return Err(too_big(format!("more than {limit}")));
+    }
+    Ok(text)
+}
+
 /// Replace `path` with `contents` so that a reader (or a crash) never sees
 /// a half-written file: write a temporary file beside it, then rename. A
 /// symlink is followed: its target is replaced, the link stays.
@@ -267,6 +307,21 @@ impl WriteFailures {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inputs_are_regular_files_of_bounded_size() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let small = dir.path().join("small");
+        std::fs::write(&small, "abc").expect("write");
+        assert_eq!(read_input(&small, 3).expect("read"), "abc");
+        let error = read_input(&small, 2).expect_err("too big");
+        assert!(error.to_string().contains("more than the 2"), "{error}");
+        for device in ["/dev/zero", "/dev/null"] {
+            let error = read_input(Path::new(device), 1 << 20).expect_err("a device");
+            assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{device}");
+        }
+        assert!(read_input(dir.path(), 1 << 20).is_err());
+    }
 
     #[test]
     fn a_stream_that_cannot_take_the_report_names_its_path() {

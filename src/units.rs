@@ -224,4 +224,20 @@ mod fuzz {
             let _ = parse_duration(&text);
         }
     }
+
+    /// Long text is refused or read in time linear in its length.
+    #[test]
+    fn long_size_and_duration_text_is_bounded() {
+        let start = std::time::Instant::now();
+        for text in [
+            "9".repeat(1_000_000),
+            format!("1{} GiB", "0".repeat(1_000_000)),
+            "1h".repeat(500_000),
+            format!("0.{}1 s", "0".repeat(1_000_000)),
+        ] {
+            let _ = text.parse::<Bytes>();
+            let _ = parse_duration(&text);
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(60));
+    }
 }

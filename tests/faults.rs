@@ -388,3 +388,23 @@ fn an_out_dir_on_a_full_disk_is_refused_before_anything_runs() {
     assert!(!ran.exists(), "the case ran");
     drop(disk);
 }
+
+#[test]
+fn annotations_stay_out_of_a_report_on_stdout() {
+    let project = failing_then_passing();
+    let mut command = project.run_command();
+    command
+        .arg("--json")
+        .arg("/dev/stdout")
+        .env("GITHUB_ACTIONS", "true");
+    let run = project.finish(command);
+    run.assert_code(1);
+    let json: serde_json::Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("stdout is one JSON document ({e}):\n{}", run.stdout));
+    assert_eq!(json["cases"].as_array().map(Vec::len), Some(2));
+    assert!(
+        run.stderr.contains("no GitHub annotations"),
+        "{}",
+        run.stderr
+    );
+}

@@ -130,14 +130,15 @@ pub fn read(path: &Path) -> Result<Lock, LockError> {
         path: path.to_path_buf(),
         source,
     };
-    let meta = std::fs::metadata(path).map_err(fail)?;
-    if !meta.is_file() {
-        return Err(fail(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file; a lock is a file kept next to the suite",
-        )));
-    }
-    let text = std::fs::read_to_string(path).map_err(fail)?;
+    let text = crate::files::read_input(path, crate::files::MAX_LOCK_BYTES).map_err(|e| {
+        fail(match e.kind() {
+            std::io::ErrorKind::InvalidInput => std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file; a lock is a file kept next to the suite",
+            ),
+            _ => e,
+        })
+    })?;
     parse(&text, path)
 }
 
@@ -661,5 +662,25 @@ mod fuzz {
             let _ = parse(&text, Path::new("s.lock"));
             let _ = parse(&LOCK[..cut.min(LOCK.len())], Path::new("s.lock"));
         }
+    }
+
+    /// Linear time, bounded depth: a lock of 10,000 cases reads within a
+    /// generous bound, and nesting that would exhaust a stack is an error.
+    #[test]
+    fn large_and_deep_locks_are_read_or_refused_in_bounded_time() {
+        let mut text = String::from(
+            "version = 3\nsuite = \"s\"\nlocked_at = \"t\"\n[environment]\noomgate_version = \"0.1.0\"\n",
+        );
+        for i in 0..10_000 {
+            text.push_str(&format!(
+                "[cases.c{i}]\nhost_peak_bytes = {i}\nwall_time_s = 1.0\ndefinition_hash = \"00\"\ncommand = [\"x\", \"{i}\"]\n"
+            ));
+        }
+        let start = std::time::Instant::now();
+        let lock = parse(&text, Path::new("s.lock")).expect("a large lock");
+        assert_eq!(lock.cases.len(), 10_000);
+        let deep = format!("version = 3\nx = {}", "[".repeat(200_000));
+        assert!(parse(&deep, Path::new("s.lock")).is_err());
+        assert!(start.elapsed() < std::time::Duration::from_secs(60));
     }
 }

@@ -28,6 +28,9 @@ pub struct ResultsView {
     pub cases: Vec<CaseView>,
     #[serde(default)]
     pub not_run: Vec<String>,
+    /// The write failure that stopped the run, if one did.
+    #[serde(default)]
+    pub fault: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -103,6 +106,9 @@ impl ResultsView {
 /// A lock from a run's results, or why that run cannot be locked: it did
 /// not finish, or a case did not pass. A failing run never makes a lock.
 pub fn lock_from_results(view: &ResultsView) -> Result<Lock, String> {
+    if let Some(fault) = &view.fault {
+        return Err(format!("the run hit a write failure: {fault}"));
+    }
     if view.interrupted || view.finished_at.is_none() || !view.not_run.is_empty() {
         return Err("the run did not finish (interrupted or crashed)".to_string());
     }
@@ -177,4 +183,37 @@ pub fn lock_of(view: &ResultsView) -> Lock {
 /// `1.50 GiB`, for the lock's human-readable twins of byte figures.
 pub fn human(bytes: Option<u64>) -> Option<String> {
     bytes.map(|b| Bytes(b).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(extra: &str) -> ResultsView {
+        let text = format!(
+            r#"{{"schema": {}, "suite": {{"name": "s"}}, "started_at": "t", "finished_at": "u",
+               "cases": [{{"id": "a", "status": "passed", "message": null, "host_peak_bytes": 1,
+                          "gpu_peak_bytes": null, "gpu_peak_method": null, "wall_time_s": 1.0,
+                          "command": ["x", "--token", "abc123456"]}}]{extra}}}"#,
+            crate::results::SCHEMA_VERSION
+        );
+        ResultsView::parse(&text).expect("a results view")
+    }
+
+    #[test]
+    fn a_run_that_hit_a_write_failure_is_not_locked() {
+        assert!(lock_from_results(&view("")).is_ok());
+        let why = lock_from_results(&view(r#", "fault": "out/x: No space left on device""#))
+            .expect_err("not locked");
+        assert!(
+            why.contains("write failure") && why.contains("No space left"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn results_of_an_older_oomgate_are_redacted_when_locked() {
+        let lock = lock_from_results(&view("")).expect("locked");
+        assert_eq!(lock.cases["a"].command, ["x", "--token", "***"]);
+    }
 }

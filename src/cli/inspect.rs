@@ -59,7 +59,7 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome, CliError> {
 
 /// A results.json (any status) or a lock file, as a lock.
 fn read_any(path: &Path) -> Result<Lock, CliError> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::files::read_input(path, crate::files::MAX_RESULTS_BYTES)
         .map_err(|e| CliError::BadInput(format!("cannot read {}: {e}", path.display())))?;
     if text.trim_start().starts_with('{') {
         let view = baseline::ResultsView::parse(&text)

@@ -81,12 +81,13 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     };
     let (lock, outcome, tainted) = match &args.from {
         Some(results_path) => {
-            let text = std::fs::read_to_string(results_path).map_err(|e| {
-                CliError::BadInput(format!(
-                    "cannot read results {}: {e}",
-                    results_path.display()
-                ))
-            })?;
+            let text = crate::files::read_input(results_path, crate::files::MAX_RESULTS_BYTES)
+                .map_err(|e| {
+                    CliError::BadInput(format!(
+                        "cannot read results {}: {e}",
+                        results_path.display()
+                    ))
+                })?;
             let view = baseline::ResultsView::parse(&text)
                 .map_err(|why| CliError::BadInput(format!("{}: {why}", results_path.display())))?;
             if view.suite.name != suite.name {

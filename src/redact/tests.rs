@@ -234,3 +234,20 @@ proptest::proptest! {
         proptest::prop_assert!(!r.mask(&text).contains(secret));
     }
 }
+
+/// Linear time on text built to be hard for each shape: near-misses of
+/// every token format, millions of characters long, within a generous bound
+/// (the regex engine guarantees linear matching; this keeps it so).
+#[test]
+fn masking_adversarial_text_is_linear() {
+    let r = Redactor::new(
+        [("A_TOKEN", "s3cr3t-value"), ("B_TOKEN", "s3cr3t-valuf")],
+        &["x+y".to_string()],
+    );
+    let near_misses = "hf_short sk-x ghp_ eyJ.eyJ. password= token:\t -----BEGIN PRIVATE KEY----- https://a:b Authorization: Bearer s3cr3t-valu xxxxxxxx ";
+    let text = near_misses.repeat(40_000);
+    let start = std::time::Instant::now();
+    let masked = r.mask(&text);
+    assert!(masked.len() <= text.len());
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+}

@@ -16,9 +16,19 @@ pub struct Annotations {
 }
 
 impl Annotations {
+    /// On under GitHub Actions, unless a report goes to stdout
+    /// (`--json /dev/stdout`): annotations there would corrupt it, so they
+    /// are left out, and that is said.
     pub fn from_env() -> Self {
+        let github = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
+        let taken = super::terminal::stdout_is_taken();
+        if github && taken {
+            super::terminal::to_stderr(
+                "warning: no GitHub annotations: a report is written to stdout, and they would corrupt it",
+            );
+        }
         Annotations {
-            enabled: std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"),
+            enabled: github && !taken,
         }
     }
 }

@@ -39,6 +39,11 @@ pub fn stdout_carries_report(carries: bool) {
     STDOUT_CARRIES_REPORT.store(carries, Ordering::Relaxed);
 }
 
+/// Whether a report is written to stdout (nothing else may be).
+pub fn stdout_is_taken() -> bool {
+    STDOUT_CARRIES_REPORT.load(Ordering::Relaxed)
+}
+
 /// Write one line to stderr. The first failure ends all writing there and
 /// is said once on stdout (unless a report goes to stdout); the run goes
 /// on either way, and its exit status still tells the outcome.

@@ -243,30 +243,14 @@ pub fn load(path: &Path) -> Result<Suite, SuiteError> {
     };
     // A suite is a regular file of a sane size: `/dev/zero` or a FIFO
     // would be read until oomgate is killed.
-    let meta = std::fs::metadata(path).map_err(read_error)?;
-    if !meta.is_file() {
-        return Err(read_error(std::io::Error::other(
-            "not a regular file (a suite is a TOML file)",
-        )));
-    }
-    if meta.len() > MAX_SUITE_BYTES {
-        return Err(read_error(std::io::Error::other(format!(
-            "{} bytes, more than the {MAX_SUITE_BYTES} a suite may have",
-            meta.len()
-        ))));
-    }
-    let mut source = String::new();
-    {
-        use std::io::Read;
-        std::fs::File::open(path)
-            .and_then(|file| file.take(MAX_SUITE_BYTES + 1).read_to_string(&mut source))
-            .map_err(read_error)?;
-    }
-    if source.len() as u64 > MAX_SUITE_BYTES {
-        return Err(read_error(std::io::Error::other(format!(
-            "more than the {MAX_SUITE_BYTES} bytes a suite may have"
-        ))));
-    }
+    let source = crate::files::read_input(path, MAX_SUITE_BYTES).map_err(|e| {
+        read_error(match e.kind() {
+            std::io::ErrorKind::InvalidInput => {
+                std::io::Error::other("not a regular file (a suite is a TOML file)")
+            }
+            _ => e,
+        })
+    })?;
     let absolute = std::path::absolute(path).map_err(|source| SuiteError::Read {
         path: path.to_path_buf(),
         source,

@@ -447,3 +447,48 @@ mod fuzz {
         }
     }
 }
+
+/// Time linear in the input: the largest suites oomgate accepts, built to
+/// be hard, parse within a generous bound (a quadratic step would take
+/// minutes), and nesting deep enough to exhaust a stack is an error.
+mod linear {
+    use super::*;
+
+    fn within(limit_s: u64, what: &str, f: impl FnOnce()) {
+        let start = std::time::Instant::now();
+        f();
+        let took = start.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(limit_s),
+            "{what} took {took:?}"
+        );
+    }
+
+    #[test]
+    fn the_largest_suite_parses_in_bounded_time() {
+        let mut text = String::from("[suite]\nname = \"big\"\n");
+        let mut i = 0;
+        while text.len() < crate::suite::MAX_SUITE_BYTES as usize - 200 {
+            text.push_str(&format!(
+                "[[case]]\nname = \"c{i}-{{b}}\"\ncommand = [\"x\", \"{{b}}\"]\nmatrix = {{ b = [1] }}\n"
+            ));
+            i += 1;
+            if i >= crate::suite::MAX_CASES {
+                break;
+            }
+        }
+        within(60, "a 1 MiB suite", || {
+            let _ = parse(&text, Path::new("suite.toml"), Path::new("/tmp"));
+        });
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_a_crash() {
+        for open in ["[", "{ a = "] {
+            let text = format!("[suite]\nname = \"s\"\nx = {}", open.repeat(200_000));
+            within(60, "deep nesting", || {
+                assert!(parse(&text, Path::new("suite.toml"), Path::new("/tmp")).is_err());
+            });
+        }
+    }
+}
