@@ -269,9 +269,63 @@ pub fn parse(source: &str, path: &Path, folder: &Path) -> Result<Suite, SuiteErr
             .map(|d| Located::resolve(source, d))
             .collect(),
     };
-    let raw: raw::RawSuiteFile =
-        toml::from_str(source).map_err(|e| invalid(vec![diag::from_toml_error(&e)]))?;
-    validate::validate(raw, source, path, folder).map_err(invalid)
+    let mut document =
+        toml::de::DeTable::parse(source).map_err(|e| invalid(vec![diag::from_toml_error(&e)]))?;
+    // Every unknown key at once: each is noted and taken out of the
+    // document, and the rest is read again (serde stops at the first).
+    let mut problems = Vec::new();
+    let raw = loop {
+        use serde::Deserialize;
+        match raw::RawSuiteFile::deserialize(toml::de::Deserializer::from(document.clone())) {
+            Ok(raw) => break raw,
+            Err(error) => {
+                let diagnostic = diag::from_toml_error(&error);
+                let removed = diagnostic.message.starts_with("unknown key")
+                    && problems.len() < MAX_UNKNOWN_KEYS
+                    && error
+                        .span()
+                        .is_some_and(|span| remove_key(document.get_mut(), &span));
+                problems.push(diagnostic);
+                if !removed {
+                    return Err(invalid(problems));
+                }
+            }
+        }
+    };
+    match validate::validate(raw, source, path, folder) {
+        Ok(suite) if problems.is_empty() => Ok(suite),
+        Ok(_) => Err(invalid(problems)),
+        Err(more) => {
+            problems.extend(more);
+            Err(invalid(problems))
+        }
+    }
+}
+
+/// The most unknown keys reported from one suite (the rest are left to
+/// the next check).
+const MAX_UNKNOWN_KEYS: usize = 100;
+
+/// Take the key whose name sits at `span` out of the document, wherever it
+/// is; whether there was one.
+fn remove_key(table: &mut toml::de::DeTable<'_>, span: &std::ops::Range<usize>) -> bool {
+    let found = table.keys().find(|key| key.span() == *span).cloned();
+    if let Some(key) = found {
+        return table.remove(&key).is_some();
+    }
+    table
+        .iter_mut()
+        .any(|(_, value)| remove_key_in(value.get_mut(), span))
+}
+
+fn remove_key_in(value: &mut toml::de::DeValue<'_>, span: &std::ops::Range<usize>) -> bool {
+    match value {
+        toml::de::DeValue::Table(table) => remove_key(table, span),
+        toml::de::DeValue::Array(array) => array
+            .iter_mut()
+            .any(|item| remove_key_in(item.get_mut(), span)),
+        _ => false,
+    }
 }
 
 impl Suite {

@@ -492,3 +492,27 @@ mod linear {
         }
     }
 }
+
+#[test]
+fn every_unknown_key_is_reported_at_once_with_the_other_problems() {
+    let source = "[suite]\nname = \"t\"\nsmaple_interval = \"50ms\"\n\n[defaults]\ntimout = \"1m\"\n\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\nbudgt = { host = \"1 GiB\" }\nbudget = { hots = \"1 GiB\" }\n\n[[case]]\nname = \"b\"\ncommand = [\"true\"]\nconcurrency = 0\n";
+    let Err(SuiteError::Invalid { problems, .. }) =
+        parse(source, Path::new("suite.toml"), Path::new("/repo"))
+    else {
+        panic!("expected problems");
+    };
+    let found: Vec<(Option<usize>, &str)> = problems
+        .iter()
+        .map(|p| (p.line, p.message.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (Some(3), "unknown key `smaple_interval`"),
+            (Some(6), "unknown key `timout`"),
+            (Some(11), "unknown key `budgt`"),
+            (Some(12), "unknown key `hots`"),
+            (Some(17), "`concurrency` must be between 1 and 1024, not 0"),
+        ]
+    );
+}
