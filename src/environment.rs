@@ -43,6 +43,19 @@ pub struct Environment {
     pub commands: BTreeMap<String, ProbeOutput>,
 }
 
+impl Environment {
+    /// What a lock records: the software the workloads ran on, without the
+    /// machine's identity (CPU model, kernel build), which differs on every
+    /// runner and is kept in results.json only.
+    pub fn software(&self) -> Environment {
+        Environment {
+            cpu_model: None,
+            kernel: None,
+            ..self.clone()
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PythonEnvironment {
     pub interpreter: String,

@@ -113,6 +113,33 @@ fn a_workload_made_20_percent_larger_fails_with_the_figures() {
 }
 
 #[test]
+fn a_red_run_that_failed_only_against_the_baseline_can_be_locked_from_its_results() {
+    let project = project(1000, "");
+    project.lock(&[]).assert_code(0);
+    project.rewrite_suite(&suite(1200, ""));
+    project.run(&[]).assert_code(1);
+    let output = project
+        .oomgate()
+        .arg("lock")
+        .arg(project.suite())
+        .arg("--from")
+        .arg(project.out().join("results.json"))
+        .output()
+        .expect("lock");
+    let locked = Run::from(output, project.out());
+    locked.assert_code(0);
+    assert!(
+        locked.stderr.contains("accepting what changed since the old baseline for c"),
+        "{}",
+        locked.stderr
+    );
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(lock.contains("gpu_peak_bytes = 1258291200"), "{lock}");
+    // The new baseline holds: the same run passes now.
+    project.run(&[]).assert_code(0);
+}
+
+#[test]
 fn an_improvement_passes_and_suggests_relocking() {
     let project = project(1000, "");
     project.lock(&[]).assert_code(0);

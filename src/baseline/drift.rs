@@ -23,6 +23,8 @@ impl std::fmt::Display for Drift {
 
 /// Everything that changed, in a stable order: GPU and driver first (the
 /// usual suspects for GPU memory), then Python and packages, then the rest.
+/// Facts about the machine rather than the software (CPU model, kernel
+/// build) are left out: every runner differs in them.
 pub fn drift(before: &Environment, after: &Environment) -> Vec<Drift> {
     let mut changes = Vec::new();
     let mut field = |what: &str, a: Option<&str>, b: Option<&str>| {
@@ -88,12 +90,9 @@ pub fn drift(before: &Environment, after: &Environment) -> Vec<Drift> {
         );
     }
     field("os", before.os.as_deref(), after.os.as_deref());
-    field("kernel", before.kernel.as_deref(), after.kernel.as_deref());
-    field(
-        "cpu",
-        before.cpu_model.as_deref(),
-        after.cpu_model.as_deref(),
-    );
+    // The kernel build and the CPU model say which machine ran, not what
+    // software the workload used: they are not drift (and a lock no longer
+    // records them, see `Environment::software`).
     field(
         "oomgate",
         Some(before.oomgate_version.as_str()),
@@ -248,5 +247,17 @@ mod tests {
                 "numpy 1.26.4 → 2.0.0"
             ]
         );
+    }
+
+    #[test]
+    fn the_machine_is_not_drift_and_not_locked() {
+        let before = env("2.4.1", "H100");
+        let mut after = before.clone();
+        after.cpu_model = Some("AMD EPYC".into());
+        after.kernel = Some("6.18.0".into());
+        assert_eq!(drift(&before, &after), []);
+        let locked = after.software();
+        assert_eq!((locked.cpu_model, locked.kernel), (None, None));
+        assert_eq!(locked.python, after.python);
     }
 }

@@ -24,7 +24,8 @@ use serde::{Deserialize, Serialize};
 pub use compare::{FigureComparison, Outcome};
 pub use drift::Drift;
 pub use view::{
-    CaseView, DeviceView, ProbeView, ResultsView, SuiteName, human, lock_from_results, lock_of,
+    CaseView, CheckView, DeviceView, InstanceView, ProbeView, ResultsView, SuiteName,
+    accepted_changes, human, lock_from_results, lock_of,
 };
 
 use crate::environment::Environment;

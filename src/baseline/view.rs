@@ -62,6 +62,26 @@ pub struct CaseView {
     pub allocator_env: BTreeMap<String, String>,
     #[serde(default)]
     pub probe: Option<ProbeView>,
+    #[serde(default)]
+    pub checks: Vec<CheckView>,
+    #[serde(default)]
+    pub diagnosis: Option<serde_json::Value>,
+    #[serde(default)]
+    pub instances: Vec<InstanceView>,
+}
+
+/// A check's name and verdict.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CheckView {
+    pub name: String,
+    pub passed: bool,
+}
+
+/// How an instance ended (`{"code": 0}`), as results.json writes it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct InstanceView {
+    #[serde(default)]
+    pub exit: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -71,6 +91,25 @@ pub struct DeviceView {
 }
 
 impl CaseView {
+    /// Whether the case failed only against the old baseline: every
+    /// instance exited 0, nothing was diagnosed, and every failed check is
+    /// a comparison with the lock (`baseline.*`) or environment drift. Its
+    /// figures are sound; locking them accepts the change, which is what a
+    /// re-lock after an intended memory increase is for.
+    pub fn failed_only_against_the_baseline(&self) -> bool {
+        let clean_exit = |i: &InstanceView| i.exit == Some(serde_json::json!({ "code": 0 }));
+        self.status == crate::results::CaseStatus::Failed
+            && self.diagnosis.is_none()
+            && !self.instances.is_empty()
+            && self.instances.iter().all(clean_exit)
+            && self.checks.iter().any(|c| !c.passed)
+            && self.checks.iter().filter(|c| !c.passed).all(|c| {
+                c.name == "baseline"
+                    || c.name.starts_with("baseline.")
+                    || c.name == "environment.drift"
+            })
+    }
+
     /// Whether the GPU figure includes a device delta tainted by another
     /// process (see docs/gpu-measurement.md): never locked, never compared.
     pub fn gpu_tainted(&self) -> bool {
@@ -104,7 +143,10 @@ impl ResultsView {
 }
 
 /// A lock from a run's results, or why that run cannot be locked: it did
-/// not finish, or a case did not pass. A failing run never makes a lock.
+/// not finish, or a case failed on its own. A case that failed only
+/// against the old baseline is locked (see
+/// [`CaseView::failed_only_against_the_baseline`]); [`accepted_changes`]
+/// names them.
 pub fn lock_from_results(view: &ResultsView) -> Result<Lock, String> {
     if let Some(fault) = &view.fault {
         return Err(format!("the run hit a write failure: {fault}"));
@@ -115,7 +157,9 @@ pub fn lock_from_results(view: &ResultsView) -> Result<Lock, String> {
     let failed: Vec<String> = view
         .cases
         .iter()
-        .filter(|c| c.status != crate::results::CaseStatus::Passed)
+        .filter(|c| {
+            c.status != crate::results::CaseStatus::Passed && !c.failed_only_against_the_baseline()
+        })
         .map(|c| {
             format!(
                 "{} ({})",
@@ -135,6 +179,16 @@ pub fn lock_from_results(view: &ResultsView) -> Result<Lock, String> {
         return Err("the run has no cases".to_string());
     }
     Ok(lock_of(view))
+}
+
+/// The cases a lock from these results accepts although they failed: they
+/// failed only against the old baseline.
+pub fn accepted_changes(view: &ResultsView) -> Vec<&str> {
+    view.cases
+        .iter()
+        .filter(|c| c.failed_only_against_the_baseline())
+        .map(|c| c.id.as_str())
+        .collect()
 }
 
 /// Every case of a results view as a lock, passed or not (for `diff`).
@@ -175,7 +229,7 @@ pub fn lock_of(view: &ResultsView) -> Lock {
         version: LOCK_VERSION,
         suite: view.suite.name.clone(),
         locked_at: view.started_at.clone(),
-        environment: view.environment.clone(),
+        environment: view.environment.software(),
         cases,
     }
 }

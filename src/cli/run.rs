@@ -100,6 +100,13 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 )));
             }
             refuse_results_not_of(&suite, &view, results_path)?;
+            let accepted = baseline::accepted_changes(&view);
+            if !accepted.is_empty() {
+                write_stderr(&format!(
+                    "accepting what changed since the old baseline for {} (they failed only against it)",
+                    accepted.join(", ")
+                ));
+            }
             (
                 baseline::lock_from_results(&view),
                 Outcome::Passed,
