@@ -129,7 +129,9 @@ fn a_red_run_that_failed_only_against_the_baseline_can_be_locked_from_its_result
     let locked = Run::from(output, project.out());
     locked.assert_code(0);
     assert!(
-        locked.stderr.contains("accepting what changed since the old baseline for c"),
+        locked
+            .stderr
+            .contains("accepting what changed since the old baseline for c"),
         "{}",
         locked.stderr
     );

@@ -38,6 +38,8 @@ fn failing_suite() -> String {
                 toml_str(&oom_fixture("pytorch-ranks-interleaved.txt"))
             ),
         ),
+        // A real refused allocation: 2 GiB under a 300 MB address-space limit.
+        "[[case]]\nname = \"hostalloc\"\ncommand = [\"sh\", \"-c\", \"ulimit -v 300000; exec python3 -c 'x = bytearray(1 << 31)'\"]\n".to_string(),
         case(
             "fragmented",
             &format!(
@@ -90,6 +92,7 @@ fn each_kind_of_failure_is_classified() {
     assert_eq!(kind("killed").as_deref(), Some("host-oom-suspected"));
     assert_eq!(kind("plain").as_deref(), Some("exit-nonzero"));
     assert_eq!(kind("hang").as_deref(), Some("timeout"));
+    assert_eq!(kind("hostalloc").as_deref(), Some("host-alloc-failed"));
 
     let message = |id: &str| {
         run.case(id)["message"]

@@ -58,6 +58,22 @@ pub fn case_hints(diagnosis: &Diagnosis, host_peak: Option<u64>) -> Vec<String> 
             "The kernel's OOM killer killed a process of this case (counted in its memory cgroup), with a host peak of {}: the host or the container's memory limit is too small for it — compare the peak with the limit (the charged peak in the details includes page cache), or lower the workload's host memory (data-loader workers, pinned memory, prefetch).",
             host_peak.map_or("unknown".to_string(), |b| Bytes(b).to_string())
         )),
+        FailureKind::HostAllocFailed => {
+            let requested = diagnosis.oom.as_ref().and_then(|o| o.requested_bytes);
+            let machine = host_memory_total();
+            let hint = match (requested, machine) {
+                (Some(asked), Some(total)) if asked > total => format!(
+                    "The workload asked for {} at once, more than this machine's {} of memory: a size or shape computed wrong (a batch or sequence length multiplied in twice, a wrong dtype) is likelier than a small machine.",
+                    Bytes(asked),
+                    Bytes(total)
+                ),
+                _ => format!(
+                    "The workload asked for host memory and was refused (host peak {}): a container memory limit, `ulimit -v`, or the kernel's overcommit rules (vm.overcommit_memory) refused it — compare the request with the limit, or lower the workload's host memory (data-loader workers, pinned memory, prefetch).",
+                    host_peak.map_or("unknown".to_string(), |b| Bytes(b).to_string())
+                ),
+            };
+            hints.push(hint);
+        }
         FailureKind::HostOomSuspected => hints.push(format!(
             "Killed by SIGKILL with no error message, not by oomgate, with a host peak of {}: check the kernel log (dmesg) for the OOM killer, or the container's memory limit.",
             host_peak.map_or("unknown".to_string(), |b| Bytes(b).to_string())
@@ -82,6 +98,14 @@ pub fn case_hints(diagnosis: &Diagnosis, host_peak: Option<u64>) -> Vec<String> 
         FailureKind::Timeout | FailureKind::ExitNonzero => {}
     }
     hints
+}
+
+/// The machine's memory (`MemTotal`), when /proc says.
+fn host_memory_total() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// A case of a matrix, as the cross-case hint needs it.

@@ -31,6 +31,10 @@ pub enum FailureKind {
     /// The kernel's OOM killer killed a process of the case: certain, from
     /// the case's memory cgroup.
     HostOom,
+    /// The workload asked for host memory and was refused, and said so
+    /// (`MemoryError`, `DefaultCPUAllocator: can't allocate memory`,
+    /// `std::bad_alloc`).
+    HostAllocFailed,
     HostOomSuspected,
     CudaSetup,
     CudaFault,
@@ -43,6 +47,7 @@ impl FailureKind {
         match self {
             FailureKind::GpuOom => "gpu-oom",
             FailureKind::HostOom => "host-oom",
+            FailureKind::HostAllocFailed => "host-alloc-failed",
             FailureKind::HostOomSuspected => "host-oom-suspected",
             FailureKind::CudaSetup => "cuda-setup",
             FailureKind::CudaFault => "cuda-fault",
@@ -56,7 +61,8 @@ impl FailureKind {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Diagnosis {
     pub kind: FailureKind,
-    /// The figures of a GPU OOM message.
+    /// The figures of a GPU OOM message, or of a failed host allocation
+    /// (`backend` is then `host`).
     pub oom: Option<OomFigures>,
     /// The final exception as printed (all its lines, rank prefixes kept).
     pub exception: Option<String>,
@@ -72,8 +78,23 @@ pub struct Diagnosis {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Evidence {
     Oom,
+    HostAlloc,
     Setup,
     Fault,
+}
+
+impl Evidence {
+    /// How strongly it explains a failure: the first line of the strongest
+    /// kind wins (a GPU OOM over a failed host allocation over a CUDA setup
+    /// error over a CUDA fault).
+    fn strength(self) -> u8 {
+        match self {
+            Evidence::Oom => 4,
+            Evidence::HostAlloc => 3,
+            Evidence::Setup => 2,
+            Evidence::Fault => 1,
+        }
+    }
 }
 
 const SETUP_MARKERS: [&str; 7] = [
@@ -118,6 +139,10 @@ pub fn split_rank(line: &str) -> (Option<u32>, &str) {
 fn evidence(line: &str) -> Option<(Evidence, Option<OomFigures>)> {
     if let Some(figures) = oom::parse(line) {
         return (!is_warning(line, "out of memory")).then_some((Evidence::Oom, Some(figures)));
+    }
+    if let Some(figures) = oom::parse_host(line) {
+        return (!is_warning(line, "alloc") && !is_warning(line, "MemoryError"))
+            .then_some((Evidence::HostAlloc, Some(figures)));
     }
     if let Some(marker) = SETUP_MARKERS.iter().find(|m| line.contains(*m)) {
         return (!is_warning(line, marker)).then_some((Evidence::Setup, None));
@@ -207,12 +232,8 @@ pub fn scan(reader: impl Read) -> Scan {
         }
         // The first line of the strongest kind wins (OOM > setup > fault).
         let stronger = found.as_ref().is_some_and(|(kind, _)| {
-            matches!(
-                (scan.evidence, kind),
-                (None, _)
-                    | (Some(Evidence::Fault), Evidence::Oom | Evidence::Setup)
-                    | (Some(Evidence::Setup), Evidence::Oom)
-            )
+            scan.evidence
+                .is_none_or(|held| kind.strength() > held.strength())
         });
         if let (true, Some((kind, figures))) = (stronger, found) {
             scan.evidence = Some(kind);
@@ -297,6 +318,7 @@ pub fn diagnose(
         // The kernel's count outranks anything a workload printed after
         // one of its processes was killed.
         _ if host_oom_kills.is_some_and(|kills| kills > 0) => FailureKind::HostOom,
+        Some(Evidence::HostAlloc) => FailureKind::HostAllocFailed,
         Some(Evidence::Setup) => FailureKind::CudaSetup,
         Some(Evidence::Fault) => FailureKind::CudaFault,
         None if status == CaseStatus::TimedOut => FailureKind::Timeout,
@@ -318,6 +340,18 @@ pub fn diagnose(
     })
 }
 
+/// Who refused a host allocation, in words.
+fn host_allocator(framework: &str) -> &'static str {
+    match framework {
+        "pytorch" => "PyTorch's DefaultCPUAllocator",
+        "numpy" => "NumPy",
+        "python" => "Python MemoryError",
+        "c++" => "std::bad_alloc",
+        "rust" => "Rust's allocator",
+        _ => "the allocator",
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -334,18 +368,16 @@ pub fn headline(
 ) -> Option<String> {
     use crate::units::Bytes;
     let mut parts = Vec::new();
+    // The step the workload's probe reported last: where it broke.
+    let at_step = || match step.map(|s| (s.step, s.phase.as_ref())) {
+        Some((Some(n), Some(phase))) => format!(" at step {n} ({phase})"),
+        Some((Some(n), None)) => format!(" at step {n}"),
+        Some((None, Some(phase))) => format!(" in {phase}"),
+        _ => String::new(),
+    };
     match diagnosis.kind {
         FailureKind::GpuOom => {
-            let mut head = "gpu-oom".to_string();
-            // The step the workload's probe reported last: where it broke.
-            if let Some(step) = step {
-                match (step.step, &step.phase) {
-                    (Some(n), Some(phase)) => head.push_str(&format!(" at step {n} ({phase})")),
-                    (Some(n), None) => head.push_str(&format!(" at step {n}")),
-                    (None, Some(phase)) => head.push_str(&format!(" in {phase}")),
-                    (None, None) => {}
-                }
-            }
+            let mut head = format!("gpu-oom{}", at_step());
             if let Some(rank) = diagnosis.rank {
                 head.push_str(&format!(" on rank {rank}"));
                 if diagnosis.oom_ranks.len() > 1 {
@@ -380,12 +412,26 @@ pub fn headline(
             }
             parts.push(format!("{head}: {what}"));
         }
-        FailureKind::HostOom => {
-            parts.push("host-oom: the kernel's OOM killer killed a process of the case".to_string())
+        FailureKind::HostOom => parts.push(format!(
+            "host-oom{}: the kernel's OOM killer killed a process of the case",
+            at_step()
+        )),
+        FailureKind::HostAllocFailed => {
+            let oom = diagnosis.oom.clone().unwrap_or_default();
+            let what = match oom.requested_bytes {
+                Some(bytes) => format!("tried to allocate {} of host memory", Bytes(bytes)),
+                None => "a host memory allocation failed".to_string(),
+            };
+            parts.push(format!(
+                "host-alloc-failed{}: {what} ({})",
+                at_step(),
+                host_allocator(&oom.framework)
+            ));
         }
-        FailureKind::HostOomSuspected => {
-            parts.push("host-oom-suspected: killed by SIGKILL with no error message".to_string())
-        }
+        FailureKind::HostOomSuspected => parts.push(format!(
+            "host-oom-suspected{}: killed by SIGKILL with no error message",
+            at_step()
+        )),
         FailureKind::CudaSetup | FailureKind::CudaFault => {
             let first = diagnosis
                 .exception
@@ -400,6 +446,18 @@ pub fn headline(
         }
         FailureKind::Timeout | FailureKind::ExitNonzero => return None,
     }
+    // The framework's version, only where the failure is the framework's:
+    // a kernel kill of a script that never imports torch is not torch's.
+    let torch = torch.filter(|_| {
+        diagnosis
+            .oom
+            .as_ref()
+            .is_some_and(|o| o.framework.starts_with("pytorch"))
+            || diagnosis
+                .exception
+                .as_deref()
+                .is_some_and(|e| e.contains("torch"))
+    });
     if let Some(torch) = torch {
         parts.push(format!("torch {torch}"));
     }

@@ -45,6 +45,53 @@ pub fn parse(line: &str) -> Option<OomFigures> {
         .or_else(|| parse_runtime(line))
 }
 
+/// The figures of a failed host (CPU) allocation a workload reported, or
+/// `None`: PyTorch's `DefaultCPUAllocator`, NumPy's `Unable to allocate`,
+/// Python's `MemoryError`, C++'s `std::bad_alloc`, Rust's `memory
+/// allocation of N bytes failed`. `backend` is `host`; `framework` names
+/// which. The process asked and was refused (a container or `ulimit -v`
+/// limit, overcommit rules, or an absurd size): the kernel killed nothing.
+pub fn parse_host(line: &str) -> Option<OomFigures> {
+    let figures = |framework: &str, requested_bytes: Option<u64>| OomFigures {
+        framework: framework.to_string(),
+        backend: Some("host".to_string()),
+        requested_bytes,
+        ..OomFigures::default()
+    };
+    if line.contains("DefaultCPUAllocator") {
+        let requested = line
+            .find("you tried to allocate ")
+            .and_then(|at| leading_integer(&line[at + "you tried to allocate ".len()..]));
+        return Some(figures("pytorch", requested));
+    }
+    if line.contains("_ArrayMemoryError")
+        || line.contains("Unable to allocate ") && line.contains(" for an array")
+    {
+        return Some(figures("numpy", size_after(line, "Unable to allocate ")));
+    }
+    let trimmed = line.trim_start();
+    if trimmed == "MemoryError" || trimmed.starts_with("MemoryError:") {
+        return Some(figures("python", None));
+    }
+    if line.contains("std::bad_alloc") {
+        return Some(figures("c++", None));
+    }
+    if let Some(rest) = trimmed.strip_prefix("memory allocation of ") {
+        if rest.contains(" bytes failed") {
+            return Some(figures("rust", leading_integer(rest)));
+        }
+    }
+    None
+}
+
+/// The integer at the start of `text` (`1099511627776 bytes`).
+fn leading_integer(text: &str) -> Option<u64> {
+    let end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    text[..end].parse().ok()
+}
+
 /// Units as frameworks print them, longest first so `MiB` wins over `B`.
 const UNITS: [&str; 11] = [
     "KiB", "MiB", "GiB", "TiB", "PiB", "KB", "MB", "GB", "TB", "PB", "B",

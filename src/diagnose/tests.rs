@@ -48,11 +48,135 @@ fn every_fixture_classifies() {
         ("not-compiled.txt", Some(Evidence::Setup)),
         ("illegal-access.txt", Some(Evidence::Fault)),
         ("nccl.txt", Some(Evidence::Fault)),
+        ("torch-cpu-alloc.txt", Some(Evidence::HostAlloc)),
+        ("python-memoryerror.txt", Some(Evidence::HostAlloc)),
+        ("numpy-alloc.txt", Some(Evidence::HostAlloc)),
     ];
     for (name, expected) in table {
         assert_eq!(scan_fixture(name).evidence, *expected, "{name}");
     }
     assert_eq!(scan("all good\nloss 0.12\n".as_bytes()).evidence, None);
+}
+
+#[test]
+fn host_allocation_failures_have_their_size() {
+    let torch = scan_fixture("torch-cpu-alloc.txt").oom.expect("figures");
+    assert_eq!(
+        (
+            torch.framework.as_str(),
+            torch.backend.as_deref(),
+            torch.requested_bytes
+        ),
+        ("pytorch", Some("host"), Some(1 << 40))
+    );
+    let numpy = scan_fixture("numpy-alloc.txt").oom.expect("figures");
+    assert_eq!(numpy.requested_bytes, Some(size("7.28 TiB")));
+    let python = scan_fixture("python-memoryerror.txt").oom.expect("figures");
+    assert_eq!(
+        (python.framework.as_str(), python.requested_bytes),
+        ("python", None)
+    );
+    for (line, framework, bytes) in [
+        (
+            "terminate called after throwing an instance of 'std::bad_alloc'",
+            "c++",
+            None,
+        ),
+        ("memory allocation of 4096 bytes failed", "rust", Some(4096)),
+    ] {
+        let figures = oom::parse_host(line).expect(line);
+        assert_eq!(
+            (figures.framework.as_str(), figures.requested_bytes),
+            (framework, bytes)
+        );
+    }
+    // Not failures: the GPU's OOM error class, a word in a log.
+    assert_eq!(
+        oom::parse_host("torch.OutOfMemoryError: CUDA out of memory."),
+        None
+    );
+    assert_eq!(
+        oom::parse_host("retrying after MemoryError in worker 3"),
+        None
+    );
+}
+
+#[test]
+fn a_failed_host_allocation_is_its_own_kind_with_a_headline_and_a_hint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("stderr.log");
+    std::fs::write(&log, fixture("torch-cpu-alloc.txt")).expect("write");
+    let mut diagnosis = diagnose(
+        CaseStatus::Failed,
+        Some(Exit::Code(1)),
+        false,
+        false,
+        &log,
+        0,
+        Some(0),
+    )
+    .expect("a diagnosis");
+    assert_eq!(diagnosis.kind, FailureKind::HostAllocFailed);
+    diagnosis.hints = hints::case_hints(&diagnosis, Some(200 << 20));
+    let step = crate::probe::StepSeen {
+        step: Some(7),
+        phase: Some("train".into()),
+        instance: 0,
+    };
+    assert_eq!(
+        headline(
+            &diagnosis,
+            Some(&step),
+            &[],
+            Some("2.5.1"),
+            &indexmap::IndexMap::new()
+        )
+        .as_deref(),
+        Some(
+            "host-alloc-failed at step 7 (train): tried to allocate 1.00 TiB of host memory (PyTorch's DefaultCPUAllocator); torch 2.5.1"
+        )
+    );
+    assert_eq!(diagnosis.hints.len(), 1, "{:?}", diagnosis.hints);
+    // A kernel kill outranks what the workload printed.
+    let killed = diagnose(
+        CaseStatus::Failed,
+        Some(Exit::Code(1)),
+        false,
+        false,
+        &log,
+        0,
+        Some(1),
+    )
+    .expect("a diagnosis");
+    assert_eq!(killed.kind, FailureKind::HostOom);
+}
+
+#[test]
+fn a_host_oom_names_the_step_and_no_framework_the_script_never_used() {
+    let diagnosis = Diagnosis {
+        kind: FailureKind::HostOom,
+        oom: None,
+        exception: None,
+        rank: None,
+        oom_ranks: Vec::new(),
+        hints: Vec::new(),
+    };
+    let step = crate::probe::StepSeen {
+        step: Some(12),
+        phase: None,
+        instance: 0,
+    };
+    assert_eq!(
+        headline(
+            &diagnosis,
+            Some(&step),
+            &[],
+            Some("2.5.1"),
+            &indexmap::IndexMap::new()
+        )
+        .as_deref(),
+        Some("host-oom at step 12: the kernel's OOM killer killed a process of the case")
+    );
 }
 
 #[test]
