@@ -417,6 +417,7 @@ fn gpus_command_text_and_json() {
         .expect("run");
     assert_eq!(output.status.code(), Some(0));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["available"], true);
     assert_eq!(json["devices"][1]["processes"][0]["pid"], foreign.pid());
     assert_eq!(json["devices"][0]["total_bytes"], 8 * GIB);
     assert_eq!(json["visible_indices"], serde_json::json!([0, 1]));
@@ -431,6 +432,23 @@ fn gpus_without_nvml_exits_3_with_one_line() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("no GPU can be inspected"), "{stderr}");
+
+    // With --json, stdout is still one JSON document saying so.
+    let output = project
+        .oomgate()
+        .args(["gpus", "--json"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(3));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    assert_eq!(json["available"], false);
+    assert_eq!(json["devices"], serde_json::json!([]));
+    assert!(
+        json["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no GPU can be inspected")),
+        "{json}"
+    );
 }
 
 #[test]

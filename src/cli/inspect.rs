@@ -30,8 +30,18 @@ pub fn list(args: &PlanArgs) -> Result<Outcome, CliError> {
 
 /// `oomgate gpus`: what NVML sees, for people or (`--json`) machines.
 pub fn gpus(args: &GpusArgs) -> Result<Outcome, CliError> {
-    let mut gpu = Gpu::open()
-        .map_err(|why| CliError::Infrastructure(format!("no GPU can be inspected: {why}")))?;
+    let mut gpu = match Gpu::open() {
+        Ok(gpu) => gpu,
+        Err(why) => {
+            let why = format!("no GPU can be inspected: {why}");
+            if args.json {
+                let text = crate::report::gpus::render_json_unavailable(&why)
+                    .map_err(|e| CliError::Infrastructure(e.to_string()))?;
+                write_stdout(&text);
+            }
+            return Err(CliError::Infrastructure(why));
+        }
+    };
     let inventory = crate::report::gpus::Inventory::read(&mut gpu);
     let text = if args.json {
         crate::report::gpus::render_json(&inventory)

@@ -101,8 +101,33 @@ impl Inventory {
     }
 }
 
+/// `oomgate gpus --json`: the inventory, with `"available": true`.
 pub fn render_json(inventory: &Inventory) -> io::Result<String> {
-    let mut text = serde_json::to_string_pretty(inventory).map_err(io::Error::other)?;
+    #[derive(Serialize)]
+    struct Document<'a> {
+        available: bool,
+        #[serde(flatten)]
+        inventory: &'a Inventory,
+    }
+    let document = Document {
+        available: true,
+        inventory,
+    };
+    let mut text = serde_json::to_string_pretty(&document).map_err(io::Error::other)?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// `oomgate gpus --json` when NVML cannot be used: still one JSON document
+/// (`"available": false`, why, no devices), so a script reads stdout the
+/// same way whatever the machine.
+pub fn render_json_unavailable(why: &str) -> io::Result<String> {
+    let document = serde_json::json!({
+        "available": false,
+        "error": why,
+        "devices": [],
+    });
+    let mut text = serde_json::to_string_pretty(&document).map_err(io::Error::other)?;
     text.push('\n');
     Ok(text)
 }
