@@ -121,6 +121,32 @@ pub fn format_duration(duration: Duration) -> String {
     }
 }
 
+/// A measured number as people read it: six significant digits, no
+/// trailing zeros (`106.377`, `0.000123457`, `1500`, `2.5e+12` for huge
+/// ones). `106.37719068935117` tells a reader nothing the first six do not.
+pub fn format_figure(value: f64) -> String {
+    if !value.is_finite() {
+        return value.to_string();
+    }
+    if value == value.trunc() && value.abs() < 1e15 {
+        return format!("{value:.0}");
+    }
+    let magnitude = value.abs().log10().floor();
+    if !(-4.0..15.0).contains(&magnitude) {
+        return format!("{value:.5e}")
+            .replace("e", "e+")
+            .replace("e+-", "e-")
+            .replace(".00000e", "e");
+    }
+    let decimals = (5.0 - magnitude).clamp(0.0, 12.0) as usize;
+    let text = format!("{value:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +225,21 @@ mod tests {
         assert_eq!(format_duration(Duration::from_millis(12_340)), "12.3s");
         assert_eq!(format_duration(Duration::from_secs(245)), "4m05s");
         assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m00s");
+    }
+
+    #[test]
+    fn figures_show_six_significant_digits() {
+        for (value, shown) in [
+            (106.37719068935117, "106.377"),
+            (1500.0, "1500"),
+            (0.5, "0.5"),
+            (0.000123456789, "0.000123457"),
+            (-2.25, "-2.25"),
+            (1234567.891, "1234568"),
+            (f64::NAN, "NaN"),
+        ] {
+            assert_eq!(format_figure(value), shown, "{value}");
+        }
     }
 }
 

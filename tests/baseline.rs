@@ -142,6 +142,29 @@ fn a_red_run_that_failed_only_against_the_baseline_can_be_locked_from_its_result
 }
 
 #[test]
+fn lock_can_select_cases_and_keeps_the_others_baselines() {
+    let project = project(1000, "");
+    project.lock(&[]).assert_code(0);
+    project.rewrite_suite(&suite(1200, ""));
+    let locked = project.lock(&["--filter", "c"]);
+    locked.assert_code(0);
+    assert!(
+        locked
+            .stderr
+            .contains("their previous baseline was kept: h"),
+        "{}",
+        locked.stderr
+    );
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(lock.contains("gpu_peak_bytes = 1258291200"), "{lock}");
+    assert!(lock.contains("[cases.h]"), "{lock}");
+    // Only `c` ran.
+    assert_eq!(project.results()["cases"].as_array().map(Vec::len), Some(1));
+    let none = project.lock(&["--filter", "nothing-matches"]);
+    none.assert_code(2);
+}
+
+#[test]
 fn an_improvement_passes_and_suggests_relocking() {
     let project = project(1000, "");
     project.lock(&[]).assert_code(0);

@@ -299,3 +299,22 @@ fn a_suite_must_be_a_regular_file_of_sane_size() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("a suite may have"), "{stderr}");
 }
+
+#[test]
+fn check_shows_each_cases_limits_and_leak_check() {
+    let project = Project::new(
+        "[suite]\nname = \"l\"\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\nlimits = { \"metric.tokens_per_s\" = \">= 1500\", \"probe.peak_allocated\" = \"<= 1 GiB\" }\nleak = { warmup = 3, max_growth = \"64 MiB\" }\n",
+    );
+    let output = project
+        .oomgate()
+        .arg("check")
+        .arg(project.suite())
+        .output()
+        .expect("run oomgate check");
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{shown}");
+    assert!(
+        shown.contains("  checks:      metric.tokens_per_s >= 1500, probe.peak_allocated <= 1 GiB, leak: growth at most 64.0 MiB after 3 warm-up iteration(s)"),
+        "{shown}"
+    );
+}

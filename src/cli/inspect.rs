@@ -242,6 +242,20 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
             limits.push(format!("repeat {}", case.repeat));
         }
         let _ = writeln!(out, "  limits:      {}", limits.join(", "));
+        let mut checks: Vec<String> = case
+            .limits
+            .iter()
+            .map(|l| format!("{} {}", l.key, l.text))
+            .collect();
+        if let Some(leak) = case.leak {
+            checks.push(format!(
+                "leak: growth at most {} after {} warm-up iteration(s)",
+                leak.max_growth, leak.warmup
+            ));
+        }
+        if !checks.is_empty() {
+            let _ = writeln!(out, "  checks:      {}", checks.join(", "));
+        }
         let _ = writeln!(out, "  folder:      cases/{}", case.folder);
     }
     out

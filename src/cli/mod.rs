@@ -86,8 +86,10 @@ pub enum Command {
     #[command(after_help = concat!(
         "Examples:\n",
         "  oomgate lock suites/quickstart.toml                  # run, and lock if every case passes\n",
-        "  oomgate lock suites/train.toml --from ci-out/results.json   # lock a CI artifact, no GPU time\n\n",
-        "Writes <suite>.lock beside the suite (or --output). A run with any failing case writes nothing.\n\n",
+        "  oomgate lock suites/train.toml --from ci-out/results.json   # lock a CI artifact, no GPU time\n",
+        "  oomgate lock suites/train.toml --filter bs64          # re-lock some cases, keep the others'\n\n",
+        "Writes <suite>.lock beside the suite (or --output). A run with a case that failed on its own writes\n",
+        "nothing; results whose cases failed only against the old baseline are locked (an intended change).\n\n",
         "Exit codes: 0 locked, 1 not locked (a case failed), 2 bad input (suite, results file), 3 infrastructure, 130 interrupted."
     ))]
     Lock(LockArgs),
@@ -153,6 +155,10 @@ pub struct LockArgs {
     /// Lock this results.json (e.g. a CI artifact) instead of running the suite.
     #[arg(long, value_name = "RESULTS")]
     pub from: Option<PathBuf>,
+    /// Only cases whose id contains this text; the others keep their
+    /// locked baseline. Repeat to take the union.
+    #[arg(long, value_name = "SUBSTRING")]
+    pub filter: Vec<String>,
     /// Write the lock here instead of <suite>.lock.
     #[arg(long, value_name = "PATH")]
     pub output: Option<PathBuf>,

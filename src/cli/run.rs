@@ -88,8 +88,19 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                         results_path.display()
                     ))
                 })?;
-            let view = baseline::ResultsView::parse(&text)
+            let mut view = baseline::ResultsView::parse(&text)
                 .map_err(|why| CliError::BadInput(format!("{}: {why}", results_path.display())))?;
+            if !args.filter.is_empty() {
+                view.cases
+                    .retain(|c| args.filter.iter().any(|f| c.id.contains(f.as_str())));
+                if view.cases.is_empty() {
+                    return Err(CliError::BadInput(format!(
+                        "no case of {} matches --filter {}",
+                        results_path.display(),
+                        args.filter.join(" --filter ")
+                    )));
+                }
+            }
             if view.suite.name != suite.name {
                 return Err(CliError::BadInput(format!(
                     "{} holds results of suite `{}`, not of `{}` ({})",
@@ -114,7 +125,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             )
         }
         None => {
-            let cases: Vec<_> = suite.cases.iter().collect();
+            let cases = plan(&suite, &args.filter)?;
             let outputs = Outputs {
                 out: &args.out,
                 junit: None,

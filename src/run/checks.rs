@@ -51,7 +51,7 @@ pub(super) fn limit_checks(case: &Case, probe: Option<&ProbeSummary>) -> Vec<Che
                 if limit.key.starts_with("probe.peak") {
                     Bytes(value as u64).to_string()
                 } else {
-                    format!("{value}")
+                    crate::units::format_figure(value)
                 }
             };
             let (passed, message) = match figure {
