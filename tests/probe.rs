@@ -106,6 +106,8 @@ fn limits_on_metrics_and_probe_figures() {
         .unwrap_or_default()
         .to_string();
     assert_eq!(message, "metric.tokens_per_s = 900 breaks limit >= 1500");
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains("type=\"limit-exceeded\""), "{junit}");
 
     let project = Project::new(&train_suite(
         "\"--steps\", \"4\", \"--leak-mib\", \"400\"",
@@ -200,6 +202,8 @@ fn a_leak_over_probe_steps_fails_and_a_steady_noisy_loop_does_not() {
         message.starts_with("leak: allocated memory grows 8.00 MiB per iteration over 27 probe steps (forward) after warm-up: 208.0 MiB"),
         "{message}"
     );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains("type=\"leak\""), "{junit}");
 
     let project = Project::new(&train_suite(
         "\"--steps\", \"30\", \"--noise-mib\", \"40\"",

@@ -227,6 +227,13 @@ fn failure_type(case: &CaseResult) -> &'static str {
         {
             "environment-drift"
         }
+        _ if case.failed_checks().any(|c| c.kind == CheckKind::Leak) => "leak",
+        _ if case
+            .failed_checks()
+            .any(|c| matches!(c.kind, CheckKind::Limit(_))) =>
+        {
+            "limit-exceeded"
+        }
         _ if case.failed_checks().next().is_some() => "budget-exceeded",
         _ => "exit-status",
     }
