@@ -318,3 +318,96 @@ fn check_shows_each_cases_limits_and_leak_check() {
         "{shown}"
     );
 }
+
+/// oomgate's stderr as a terminal shows it: run with stderr on a new
+/// pseudo-terminal of `rows`x`cols` (0x0: no size), the bytes it drew.
+fn stderr_on_a_pty(
+    project: &Project,
+    rows: u16,
+    cols: u16,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> String {
+    let script = r#"
+import fcntl, os, pty, struct, subprocess, sys, termios
+rows, cols = int(sys.argv[1]), int(sys.argv[2])
+master, slave = pty.openpty()
+if rows or cols:
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+child = subprocess.Popen(sys.argv[3:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
+os.close(slave)
+out = b""
+while True:
+    try:
+        chunk = os.read(master, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+child.wait()
+sys.stdout.buffer.write(out)
+"#;
+    let mut command = std::process::Command::new("python3");
+    command
+        .arg("-c")
+        .arg(script)
+        .arg(rows.to_string())
+        .arg(cols.to_string())
+        .arg(env!("CARGO_BIN_EXE_oomgate"))
+        .arg("run")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(project.out())
+        .args(extra)
+        .env_remove("CI")
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().expect("run under a pty");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_live_display_redraws_only_on_an_interactive_terminal() {
+    let project = Project::new(
+        "[suite]\nname = \"p\"\n[[case]]\nname = \"slow\"\ncommand = [\"sleep\", \"0.6\"]\n",
+    );
+    // indicatif clears and redraws its line with `ESC [2K` / `ESC [1A`.
+    let redraws = |text: &str| text.contains("\u{1b}[2K") || text.contains("\u{1b}[1A");
+    let interactive = stderr_on_a_pty(&project, 24, 80, &[], &[]);
+    assert!(
+        redraws(&interactive),
+        "a live line on a sized terminal:\n{interactive:?}"
+    );
+    for (what, rows, cols, env, extra) in [
+        ("CI=true", 24, 80, vec![("CI", "true")], vec![]),
+        ("a 0x0 terminal", 0, 0, vec![], vec![]),
+        (
+            "--progress lines",
+            24,
+            80,
+            vec![],
+            vec!["--progress", "lines"],
+        ),
+    ] {
+        let text = stderr_on_a_pty(&project, rows, cols, &env, &extra);
+        assert!(!redraws(&text), "{what}: no redraws:\n{text:?}");
+        assert!(
+            text.contains("slow"),
+            "{what}: the finished line:\n{text:?}"
+        );
+    }
+    // The finished case's line, as `lines` prints it.
+    let finished = |text: &str| {
+        text.lines()
+            .any(|l| l.contains("PASS") && l.contains("ms] "))
+    };
+    let lines = stderr_on_a_pty(&project, 24, 80, &[], &["--progress", "lines"]);
+    assert!(finished(&lines), "{lines:?}");
+    let quiet = stderr_on_a_pty(&project, 24, 80, &[], &["--progress", "none"]);
+    assert!(!redraws(&quiet) && quiet.contains("Summary"), "{quiet:?}");
+    assert!(!finished(&quiet), "no per-case line:\n{quiet:?}");
+}

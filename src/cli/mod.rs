@@ -134,6 +134,10 @@ pub struct RunArgs {
     /// or procfs (never).
     #[arg(long, value_enum, value_name = "METHOD", default_value = "auto")]
     pub host_method: HostMode,
+    /// How progress is shown: auto (a live line on an interactive terminal,
+    /// plain lines in CI, on a 0x0 terminal or in a log), bar, lines, none.
+    #[arg(long, value_enum, value_name = "STYLE", default_value = "auto")]
+    pub progress: ProgressMode,
     /// Compare with this lock instead of <suite>.lock.
     #[arg(long, value_name = "PATH", conflicts_with = "no_baseline")]
     pub baseline: Option<PathBuf>,
@@ -171,6 +175,36 @@ pub struct LockArgs {
     /// Host memory method for the run (without --from); see `run --help`.
     #[arg(long, value_enum, value_name = "METHOD", default_value = "auto")]
     pub host_method: HostMode,
+    /// How progress is shown (without --from); see `run --help`.
+    #[arg(long, value_enum, value_name = "STYLE", default_value = "auto")]
+    pub progress: ProgressMode,
+}
+
+/// How progress is shown while cases run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressMode {
+    /// A live line on an interactive terminal; plain lines in CI (`CI` set),
+    /// on a terminal without a size, with `TERM=dumb`, or in a log file.
+    #[default]
+    Auto,
+    /// The live line, redrawn in place.
+    Bar,
+    /// One line per finished case, and a RUNNING line every minute.
+    Lines,
+    /// Warnings, the final table and the summary only.
+    None,
+}
+
+impl From<ProgressMode> for crate::report::terminal::Progress {
+    fn from(mode: ProgressMode) -> Self {
+        use crate::report::terminal::Progress;
+        match mode {
+            ProgressMode::Auto => Progress::Auto,
+            ProgressMode::Bar => Progress::Bar,
+            ProgressMode::Lines => Progress::Lines,
+            ProgressMode::None => Progress::None,
+        }
+    }
 }
 
 /// How host memory is measured.

@@ -59,6 +59,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
         Modes {
             gpu: args.gpu.unwrap_or(suite.gpu),
             host: args.host_method,
+            progress: args.progress,
         },
         setup,
     )?;
@@ -138,6 +139,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 Modes {
                     gpu: args.gpu.unwrap_or(suite.gpu),
                     host: args.host_method,
+                    progress: args.progress,
                 },
                 BaselineSetup::default(),
             )?;
@@ -318,6 +320,7 @@ fn load_baseline(
 struct Modes {
     gpu: GpuMode,
     host: HostMode,
+    progress: super::ProgressMode,
 }
 
 /// The shared pipeline of `run` and `lock`: prepare outputs, open the GPU,
@@ -361,7 +364,7 @@ fn execute(
     };
     // Every file, and when it is written, is ReportFiles' business.
     let mut reporter = FanOut::new(vec![
-        Box::new(Terminal::new()),
+        Box::new(Terminal::new(modes.progress.into())),
         Box::new(ReportFiles::new(paths)) as Box<dyn Reporter>,
         Box::new(github::Annotations::from_env()),
     ]);

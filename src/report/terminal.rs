@@ -67,8 +67,55 @@ pub fn to_stderr(text: &str) {
     .and_then(|()| stdout.flush());
 }
 
+/// How progress is shown while cases run (`run --progress`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Progress {
+    /// A live line on an interactive terminal; plain lines in CI (`CI`
+    /// set), on a terminal with no size (a 0x0 pseudo-terminal), with
+    /// `TERM=dumb`, or when stderr is not a terminal.
+    #[default]
+    Auto,
+    /// The live line, redrawn with cursor movement.
+    Bar,
+    /// One line per finished case, and a `RUNNING` line every minute.
+    Lines,
+    /// No progress: warnings, the final table and the summary only.
+    None,
+}
+
+impl Progress {
+    /// What `Auto` becomes here.
+    fn resolve(self) -> Progress {
+        match self {
+            Progress::Auto if interactive_stderr() => Progress::Bar,
+            Progress::Auto => Progress::Lines,
+            chosen => chosen,
+        }
+    }
+}
+
+/// Whether stderr is a terminal a live display can redraw: a TTY with a
+/// size, `TERM` not `dumb`, and not under CI (whose log viewers show each
+/// redraw as a line, or garble it).
+fn interactive_stderr() -> bool {
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
+    io::stderr().is_terminal() && !ci && !dumb && stderr_has_a_size()
+}
+
+/// Whether the terminal on stderr reports a size (`TIOCGWINSZ`); a
+/// pseudo-terminal made without one is 0x0.
+fn stderr_has_a_size() -> bool {
+    // SAFETY: TIOCGWINSZ writes a winsize into the struct we own.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    ok && size.ws_col > 0 && size.ws_row > 0
+}
+
 pub struct Terminal {
     bar: Option<ProgressBar>,
+    /// Per-case lines and heartbeats (off with `Progress::None`).
+    progress_lines: bool,
     color: bool,
     started: Instant,
     last_heartbeat: Duration,
@@ -76,20 +123,22 @@ pub struct Terminal {
 }
 
 impl Terminal {
-    /// Live display and colours when stderr is a terminal (and `NO_COLOR`
-    /// is unset); plain lines otherwise.
-    pub fn new() -> Self {
+    /// The display `progress` asks for; colours when stderr is a terminal
+    /// (and neither `NO_COLOR` nor `TERM=dumb` says otherwise).
+    pub fn new(progress: Progress) -> Self {
         let tty = io::stderr().is_terminal();
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
+        let progress = progress.resolve();
         Terminal {
             bar: None,
+            progress_lines: progress != Progress::None,
             color: tty && !no_color && !dumb,
             started: Instant::now(),
             last_heartbeat: Duration::ZERO,
             position: (0, 0),
         }
-        .with_bar(tty && !dumb)
+        .with_bar(progress == Progress::Bar)
     }
 
     fn with_bar(mut self, live: bool) -> Self {
@@ -263,7 +312,7 @@ impl Terminal {
 
 impl Default for Terminal {
     fn default() -> Self {
-        Self::new()
+        Self::new(Progress::Auto)
     }
 }
 
@@ -404,7 +453,7 @@ impl Reporter for Terminal {
                         case.id,
                         format_duration(*elapsed)
                     )),
-                    None if *elapsed >= self.last_heartbeat + HEARTBEAT => {
+                    None if self.progress_lines && *elapsed >= self.last_heartbeat + HEARTBEAT => {
                         self.last_heartbeat = *elapsed;
                         self.line(&format!(
                             "{:>12} [{:>8}] {}  host {now}, peak {peak}",
@@ -421,7 +470,9 @@ impl Reporter for Terminal {
                     bar.disable_steady_tick();
                     bar.set_message("");
                 }
-                self.line(&self.finished_line(result));
+                if self.progress_lines {
+                    self.line(&self.finished_line(result));
+                }
             }
             Event::Warning { message } => {
                 self.line(&format!(
