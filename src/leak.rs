@@ -27,6 +27,11 @@ pub struct LeakFigures {
     pub slope_bytes_per_iteration: f64,
     /// Slope × the iterations after warm-up.
     pub growth_bytes: f64,
+    /// Iterations ignored at the start.
+    pub warmup: usize,
+    /// Where the fitted line crosses iteration 0 (the Theil–Sen intercept:
+    /// the median of `y - slope·x`), so the trend can be drawn.
+    pub intercept_bytes: f64,
 }
 
 /// The Theil–Sen slope of `(x, y)` points: `None` with fewer than two
@@ -73,11 +78,16 @@ pub fn growth(series: &[u64], warmup: usize, source: &str) -> Option<LeakFigures
     }
     let slope = theil_sen(&after)?;
     let span = after.last().map_or(0.0, |p| p.0) - after[0].0;
+    let mut offsets: Vec<f64> = after.iter().map(|(x, y)| y - slope * x).collect();
+    offsets.sort_by(f64::total_cmp);
+    let intercept = offsets[offsets.len() / 2];
     Some(LeakFigures {
         source: source.to_string(),
         iterations: after.len(),
         slope_bytes_per_iteration: slope,
         growth_bytes: slope * span,
+        warmup,
+        intercept_bytes: intercept,
     })
 }
 
@@ -125,6 +135,9 @@ mod tests {
         assert_eq!(figures.iterations, 20);
         assert!((figures.slope_bytes_per_iteration - (8 * MIB) as f64).abs() < 1.0);
         assert!((figures.growth_bytes - (19 * 8 * MIB) as f64).abs() < 1.0);
+        // The fitted line passes through the points after warm-up.
+        let at_3 = figures.intercept_bytes + 3.0 * figures.slope_bytes_per_iteration;
+        assert!((at_3 - (1000 * MIB) as f64).abs() < 1.0, "{at_3}");
         assert!(
             describe(&figures)
                 .starts_with("grows 8.00 MiB per iteration over 20 probe steps (forward)")

@@ -83,6 +83,12 @@ pub struct ProbeSummary {
 const MAX_SERIES: usize = 100_000;
 
 impl ProbeSummary {
+    /// The longest per-step series of `allocated` (by instance and phase):
+    /// the one a leak is judged on and its trend drawn over.
+    pub fn longest_series(&self) -> Option<(&(u32, String), &Vec<u64>)> {
+        self.series.iter().max_by_key(|(_, series)| series.len())
+    }
+
     /// A figure by the name `limits` use: `probe.peak_allocated`,
     /// `probe.peak_reserved`, `probe.last_step`, `metric.<name>` (its last
     /// value), `metric.<name>.min` / `.max`.

@@ -236,6 +236,9 @@ pub struct CaseResult {
     pub diagnosis: Option<Diagnosis>,
     /// What the workload reported through `$OOMGATE_METRICS`, if anything.
     pub probe: Option<ProbeSummary>,
+    /// With `leak`: the fitted trend (slope, growth, intercept) the leak
+    /// check judged; `None` without one or with too few iterations.
+    pub leak: Option<crate::leak::LeakFigures>,
     /// With `repeat > 1`: each run's figures; the case's figures are their
     /// maximum.
     pub repeats: Vec<RepeatFigures>,
@@ -292,6 +295,7 @@ impl CaseResult {
             baseline: None,
             diagnosis: None,
             probe: None,
+            leak: None,
             repeats: Vec::new(),
             checks: Vec::new(),
             instances: Vec::new(),

@@ -61,8 +61,11 @@ impl Runner<'_> {
         let mut checks = budget_checks(case, &host, gpu_figures.as_ref());
         checks.extend(oom_kill_check(&host));
         checks.extend(limit_checks(case, probe.as_ref()));
+        let mut leak_figures = None;
         if let Some(leak) = case.leak {
-            checks.push(leak_check(leak, probe.as_ref(), &soak_peaks));
+            let (check, figures) = leak_check(leak, probe.as_ref(), &soak_peaks);
+            checks.push(check);
+            leak_figures = figures;
         }
         let observed = Observed {
             stop,
@@ -223,6 +226,7 @@ impl Runner<'_> {
             timeline: relative(&timeline_path),
             diagnosis,
             probe,
+            leak: leak_figures,
             stdout_tail: tail(&instances[focus].logs.stdout),
             stderr_tail: tail(&instances[focus].logs.stderr),
         };

@@ -164,10 +164,14 @@ fn gated(gpu: &GpuFigures) -> verdict::Gated {
 /// probe's steps are the iterations when the workload reports them (the
 /// longest series of one instance and phase), else the soak's runs (each
 /// run's peak). Too few iterations to tell passes, and says so.
-pub(super) fn leak_check(leak: Leak, probe: Option<&ProbeSummary>, soak_peaks: &[u64]) -> Check {
+pub(super) fn leak_check(
+    leak: Leak,
+    probe: Option<&ProbeSummary>,
+    soak_peaks: &[u64],
+) -> (Check, Option<crate::leak::LeakFigures>) {
     let warmup = leak.warmup as usize;
     let probe_series = probe
-        .and_then(|p| p.series.iter().max_by_key(|(_, series)| series.len()))
+        .and_then(ProbeSummary::longest_series)
         .filter(|(_, series)| series.len() >= warmup + 3);
     let figures = match probe_series {
         Some(((_, phase), series)) => {
@@ -180,7 +184,7 @@ pub(super) fn leak_check(leak: Leak, probe: Option<&ProbeSummary>, soak_peaks: &
         }
         None => crate::leak::growth(soak_peaks, warmup, "soak runs").map(|f| ("the peak", f)),
     };
-    let (passed, message) = match figures {
+    let (passed, message) = match &figures {
         Some((what, figures)) if figures.growth_bytes > leak.max_growth.get() as f64 => (
             false,
             format!(
@@ -204,13 +208,14 @@ pub(super) fn leak_check(leak: Leak, probe: Option<&ProbeSummary>, soak_peaks: &
             ),
         ),
     };
-    Check {
+    let check = Check {
         kind: CheckKind::Leak,
         passed,
         figure_bytes: None,
         limit_bytes: Some(leak.max_growth.get()),
         message,
-    }
+    };
+    (check, figures.map(|(_, figures)| figures))
 }
 
 /// A process of the case killed by the kernel's OOM killer fails it, even
