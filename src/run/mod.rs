@@ -24,6 +24,7 @@ pub mod logs;
 pub mod process;
 mod stop;
 pub mod supervise;
+mod teardown;
 
 use std::io;
 use std::path::{Path, PathBuf};

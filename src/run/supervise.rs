@@ -15,21 +15,38 @@
 //!   descriptor of its own;
 //! - ignores the signals a process sends its own group (SIGTERM, SIGINT,
 //!   SIGUSR1, ...: they are for the workload, which shares the group) and
-//!   hands the workload the dispositions it inherited; dies with oomgate
-//!   (`PR_SET_PDEATHSIG`, set by oomgate before exec);
+//!   hands the workload the dispositions it inherited;
 //! - makes the workload join the case's memory cgroup between fork and
-//!   exec, so every descendant is charged to it, and dies with the
-//!   supervisor the same way;
+//!   exec, so every descendant is charged to it; the workload dies with
+//!   the supervisor (`PR_SET_PDEATHSIG` SIGKILL);
 //! - is the child subreaper of the workload's tree and reaps with `wait4`,
 //!   so the largest `ru_maxrss` of everything it reaped is known — the
 //!   workload's own includes every descendant it waited for;
+//! - outlives oomgate only to end the case: when oomgate dies, however it
+//!   dies, the kernel sends it [`PARENT_DIED`] (`PR_SET_PDEATHSIG`), and it
+//!   kills every process of its tree and of the case cgroup (see
+//!   `teardown`), then exits. Until the supervisor has set that up,
+//!   oomgate's death kills it outright (oomgate sets SIGKILL before exec),
+//!   before the workload exists;
 //! - reports on a pipe, one line each: `cgroup <errno>` when joining the
 //!   cgroup failed, `pid <pid>`, `rss <KiB>` when a process it reaped set a
 //!   new largest `ru_maxrss`, then `exit code|signal <n> <maxrss KiB>`.
 //!   oomgate polls that pipe, so an exit is noticed at once.
 //!
-//! It writes nothing else; the only files it holds are the instance's log
-//! files (as its stdout and stderr, for the workload to inherit).
+//! It waits for its children and for oomgate's death in one place:
+//! SIGCHLD and [`PARENT_DIED`] are blocked and taken with `sigwaitinfo`,
+//! so neither can arrive between a check and the wait (a flag set by a
+//! handler could, and the supervisor would sleep through oomgate's death).
+//! A [`PARENT_DIED`] sent while oomgate lives (oomgate's own SIGTERM to the
+//! instance's group when it stops a case, or the workload's `kill 0`) is
+//! for the workload and changes nothing: only a parent that is no longer
+//! oomgate (`getppid`) counts. Memory matters here too: the workload is
+//! forked from the supervisor and inherits its high-water mark, so the
+//! waiting adds no allocation; tearing down, after the fork, may allocate.
+//!
+//! It writes nothing else, but a line in the instance's stderr log when
+//! oomgate died; the only files it holds are the instance's log files (as
+//! its stdout and stderr, for the workload to inherit).
 
 use std::ffi::{CString, OsString};
 use std::io::Write;
@@ -39,6 +56,15 @@ use std::os::unix::process::CommandExt;
 
 /// The hidden first argument that makes `oomgate` a supervisor.
 pub const ARG: &str = "__supervise";
+
+/// The signal the kernel sends the supervisor when oomgate dies. SIGTERM,
+/// which the supervisor never acts on otherwise (a group's SIGTERM is for
+/// the workload); blocked and taken with `sigwaitinfo`, never delivered.
+pub const PARENT_DIED: i32 = libc::SIGTERM;
+
+/// How long a supervisor whose oomgate died keeps killing what is left
+/// before it gives up on processes stuck in the kernel.
+const TEARDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A line of the supervisor's report, as oomgate reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,6 +135,10 @@ pub fn main(args: &[OsString]) -> i32 {
         eprintln!("oomgate: `{ARG}` is internal to `oomgate run`");
         return 2;
     };
+    // oomgate, while it lives: oomgate's SIGKILL-on-death, set before exec,
+    // would have ended this process at once if it had died already.
+    // SAFETY: getppid takes no arguments.
+    let oomgate = unsafe { libc::getppid() };
     // SAFETY: fcntl, prctl and signal take no memory; the fd was given to
     // us by oomgate for this purpose and nothing else owns it.
     let (mut report, inherited) = unsafe {
@@ -122,6 +152,19 @@ pub fn main(args: &[OsString]) -> i32 {
             ignore_signals_meant_for_the_workload(),
         )
     };
+    let Some(signals) = Waited::block() else {
+        writeln!(report, "spawn-error cannot block SIGCHLD and SIGTERM").ok();
+        return 0;
+    };
+    // From here oomgate's death is a signal to act on, not a SIGKILL. It
+    // may have died before the prctl took effect: then nothing is started.
+    // SAFETY: prctl and getppid take no memory.
+    let orphaned = unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DIED, 0, 0, 0) != 0 || libc::getppid() != oomgate
+    };
+    if orphaned {
+        return 0;
+    }
     // The workload's environment comes on its own descriptor, so that the
     // supervisor itself runs without the case's LD_PRELOAD and the like.
     let environment = match env_fd.map(read_environment) {
@@ -133,6 +176,12 @@ pub fn main(args: &[OsString]) -> i32 {
         None => None,
     };
     let supervisor = std::process::id() as i32;
+    // The case cgroup's directory, to empty if oomgate dies.
+    let cgroup_procs_dir = cgroup.as_ref().and_then(|procs| {
+        std::path::Path::new(std::ffi::OsStr::from_bytes(procs.as_bytes()))
+            .parent()
+            .map(std::path::Path::to_path_buf)
+    });
     let mut command = std::process::Command::new(program);
     command.args(rest);
     if let Some(environment) = environment {
@@ -144,6 +193,7 @@ pub fn main(args: &[OsString]) -> i32 {
     unsafe {
         command.pre_exec(move || {
             restore_signals(&inherited);
+            signals.restore_mask();
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
                 || libc::getppid() != supervisor
             {
@@ -166,7 +216,17 @@ pub fn main(args: &[OsString]) -> i32 {
     // The child is reaped below with wait4, never through `child`.
     drop(child);
     writeln!(report, "pid {pid}").ok();
-    let (status, mut maxrss_kib) = wait_for(pid, &mut report);
+    let (status, mut maxrss_kib) = match wait_for(pid, &mut report, &signals, oomgate) {
+        Waiting::Exited { status, maxrss_kib } => (status, maxrss_kib),
+        Waiting::OomgateDied => {
+            let cgroup_dir = cgroup_procs_dir.as_deref();
+            let killed = super::teardown::end_everything(cgroup_dir, TEARDOWN_LIMIT);
+            eprintln!(
+                "[oomgate] oomgate (pid {oomgate}) ended while this case ran; its supervisor killed the case's {killed} process(es)"
+            );
+            return 0;
+        }
+    };
     // Orphans that exited before the workload and were re-parented here
     // are reaped; those still running go to oomgate with the supervisor's
     // exit, and oomgate reaps them.
@@ -290,24 +350,90 @@ fn join_cgroup(procs: &CString, report_fd: RawFd) {
     }
 }
 
+/// How waiting for the workload ended.
+enum Waiting {
+    /// The workload exited: its wait status, and the largest `ru_maxrss`
+    /// (KiB) of it and of everything reaped on the way.
+    Exited { status: i32, maxrss_kib: u64 },
+    /// oomgate died first.
+    OomgateDied,
+}
+
 /// Wait for `pid`, reaping every other child (adopted orphans) on the way,
 /// and reporting (`rss <KiB>`) each time one of them raised the largest
-/// `ru_maxrss`, so that oomgate holds it even if the supervisor is killed.
-/// Returns the wait status and the largest `ru_maxrss` (KiB) seen.
-fn wait_for(pid: i32, report: &mut std::fs::File) -> (i32, u64) {
+/// `ru_maxrss`, so that oomgate holds it even if the supervisor is killed;
+/// or until oomgate is no longer the parent.
+fn wait_for(pid: i32, report: &mut std::fs::File, signals: &Waited, oomgate: i32) -> Waiting {
     let mut largest = 0u64;
     loop {
-        // ECHILD: nothing left to wait for (cannot happen before `pid`).
-        let Some(reaped) = super::process::wait4(-1, 0) else {
-            return (-1, largest);
-        };
-        let maxrss = reaped.maxrss_bytes / 1024;
-        if reaped.pid == pid {
-            return (reaped.status, largest.max(maxrss));
+        // Everything that has exited by now; then sleep until a child
+        // exits or a signal says oomgate may have died. A SIGCHLD that
+        // arrives in between stays pending, so nothing is missed.
+        while let Some(reaped) = super::process::wait4(-1, libc::WNOHANG) {
+            let maxrss = reaped.maxrss_bytes / 1024;
+            if reaped.pid == pid {
+                return Waiting::Exited {
+                    status: reaped.status,
+                    maxrss_kib: largest.max(maxrss),
+                };
+            }
+            if maxrss > largest {
+                largest = maxrss;
+                writeln!(report, "rss {largest}").ok();
+            }
         }
-        if maxrss > largest {
-            largest = maxrss;
-            writeln!(report, "rss {largest}").ok();
+        // SAFETY: getppid takes no arguments.
+        if signals.wait() == PARENT_DIED && unsafe { libc::getppid() } != oomgate {
+            return Waiting::OomgateDied;
+        }
+    }
+}
+
+/// SIGCHLD and [`PARENT_DIED`], blocked, and the mask the supervisor had
+/// before (the workload's, restored between fork and exec).
+#[derive(Clone, Copy)]
+struct Waited {
+    set: libc::sigset_t,
+    before: libc::sigset_t,
+}
+
+impl Waited {
+    /// Block SIGCHLD and [`PARENT_DIED`]; `None` if the kernel refused.
+    fn block() -> Option<Self> {
+        // SAFETY: sigset_t is plain data, filled in by sigemptyset and
+        // sigaddset; sigprocmask reads one set and writes the other.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut before: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGCHLD);
+            libc::sigaddset(&mut set, PARENT_DIED);
+            (libc::sigprocmask(libc::SIG_BLOCK, &set, &mut before) == 0)
+                .then_some(Waited { set, before })
+        }
+    }
+
+    /// The next of the blocked signals (its number), waiting for one.
+    fn wait(&self) -> i32 {
+        loop {
+            // SAFETY: sigwaitinfo reads the set and writes one siginfo_t.
+            let signal = unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                libc::sigwaitinfo(&self.set, &mut info)
+            };
+            if signal > 0 {
+                return signal;
+            }
+            // EINTR: a signal with a handler (none is installed); retry.
+        }
+    }
+
+    /// Put back the mask the supervisor inherited. Async-signal-safe:
+    /// called between fork and exec.
+    fn restore_mask(&self) {
+        // SAFETY: sigprocmask reads one set made before the fork.
+        unsafe {
+            libc::sigprocmask(libc::SIG_SETMASK, &self.before, std::ptr::null_mut());
         }
     }
 }

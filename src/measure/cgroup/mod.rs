@@ -34,6 +34,7 @@
 //! moves anyone else's process (a CI agent sharing its cgroup): it then
 //! falls back to /proc and says why.
 
+pub mod clear;
 mod hierarchy;
 
 use std::ffi::CString;
