@@ -201,3 +201,202 @@ fn sigkill_to_oomgate_ends_every_process_of_the_case() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A cgroup of the test's own, below its memory cgroup, for the oomgates
+/// of one test: the stale cgroups it makes there are seen by no other
+/// test's oomgate (each clears only its own cgroup's children), so none
+/// clears them first. Removed, with whatever is left in it, on drop.
+struct PrivateCgroup {
+    dir: std::path::PathBuf,
+}
+
+impl PrivateCgroup {
+    /// `None` (with a notice) where no memory cgroup can be made.
+    fn new(test: &str) -> Option<Self> {
+        if !common::cgroups::cgroups_available() {
+            eprintln!("skipped: no memory cgroup can be made here");
+            return None;
+        }
+        let (own, _) = common::cgroups::own_memory_cgroup()?;
+        let dir = own.join(format!("oomgate-test-{test}-{}", std::process::id()));
+        std::fs::create_dir(&dir).expect("create the test's cgroup");
+        Some(PrivateCgroup { dir })
+    }
+
+    /// Make `command`'s process join this cgroup before it executes.
+    fn hold(&self, command: &mut std::process::Command) {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::process::CommandExt;
+        let procs = std::ffi::CString::new(self.dir.join("cgroup.procs").as_os_str().as_bytes())
+            .expect("no NUL in a cgroup path");
+        // SAFETY: open, write and close between fork and exec, on memory
+        // made before the fork.
+        unsafe {
+            command.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                let joined = fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+                if joined {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+    }
+
+    /// Put a `sleep` in a new cgroup `name` inside this one; its pid.
+    fn sleeper_in(&self, name: &str) -> (std::process::Child, std::path::PathBuf) {
+        let dir = self.dir.join(name);
+        std::fs::create_dir(&dir).expect("create a cgroup");
+        let child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep");
+        std::fs::write(dir.join("cgroup.procs"), child.id().to_string()).expect("move sleep");
+        (child, dir)
+    }
+}
+
+impl Drop for PrivateCgroup {
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut dirs: Vec<std::path::PathBuf> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+        dirs.push(self.dir.clone());
+        for dir in dirs {
+            for _ in 0..100 {
+                let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+                for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                    // SAFETY: processes this test put in its own cgroup.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+                if std::fs::remove_dir(&dir).is_ok() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+fn wait_until_dead(pids: &[(&str, i32)], timeout: Duration) {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let survivors: Vec<&(&str, i32)> = pids.iter().filter(|(_, pid)| alive(*pid)).collect();
+        if survivors.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running: {survivors:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn parent_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read stat");
+    let (_, rest) = stat.rsplit_once(')').expect("stat has a name");
+    rest.split_ascii_whitespace()
+        .nth(1)
+        .and_then(|ppid| ppid.parse().ok())
+        .expect("stat has a parent")
+}
+
+/// An oomgate killed together with its supervisors (the whole job killed
+/// at once, say) leaves its case's detached processes in the case cgroup:
+/// the next run kills them, says so, and removes the cgroup, and touches
+/// neither a cgroup whose owner runs nor one not named like oomgate's.
+#[test]
+fn a_later_run_kills_what_a_killed_run_left_in_its_cgroup() {
+    let Some(cgroup) = PrivateCgroup::new("stale") else {
+        return;
+    };
+    let pids = tempfile::tempdir().expect("tempdir");
+    let project = Project::new(&tree_suite(pids.path(), &["--detach", "--daemon"], ""));
+    let mut command = project.run_command();
+    command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cgroup.hold(&mut command);
+    let mut first = command.spawn().expect("spawn oomgate");
+    let first_pid = i32::try_from(first.id()).expect("pid");
+    let pid_of = |role: &str| {
+        wait_for_pid(
+            &pids.path().join(format!("{role}.pid")),
+            Duration::from_secs(30),
+        )
+    };
+    let (parent, grandchild, daemon) = (pid_of("parent"), pid_of("grandchild"), pid_of("daemon"));
+    let supervisor = parent_of(parent);
+    // Stopped, oomgate cannot stop the case when its supervisor dies; then
+    // the supervisor's group (the workload and its child) and oomgate die,
+    // and nothing is left to end the detached two.
+    // SAFETY: signalling the processes this test started.
+    unsafe {
+        libc::kill(first_pid, libc::SIGSTOP);
+        libc::killpg(supervisor, libc::SIGKILL);
+    }
+    wait_until_dead(
+        &[("supervisor", supervisor), ("parent", parent)],
+        Duration::from_secs(20),
+    );
+    first.kill().expect("SIGKILL oomgate");
+    first.wait().expect("wait for oomgate");
+    let stale = cgroup.dir.join(format!("oomgate-{first_pid}-1"));
+    let held = std::fs::read_to_string(stale.join("cgroup.procs")).expect("the stale cgroup");
+    for (role, pid) in [("grandchild", grandchild), ("daemon", daemon)] {
+        assert!(alive(pid), "{role} {pid} did not survive: nothing to clear");
+        assert!(
+            held.lines().any(|l| l.trim() == pid.to_string()),
+            "{role} {pid} not in {held}"
+        );
+    }
+
+    // Beside it: a cgroup whose owner runs, and one not named like oomgate's.
+    let (mut owner, owned) = cgroup.sleeper_in(&format!("oomgate-{}-7", std::process::id()));
+    let pid_max: i32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(4_194_304);
+    let (mut other, others) = cgroup.sleeper_in(&format!("oomgate-{pid_max}-case"));
+
+    let quick =
+        Project::new("[suite]\nname = \"t\"\n[[case]]\nname = \"quick\"\ncommand = [\"true\"]\n");
+    let mut command = quick.run_command();
+    cgroup.hold(&mut command);
+    let run = quick.finish(command);
+    run.assert_code(0);
+    let expected = format!(
+        "killed 2 process(es) left in {} by oomgate pid {first_pid}, which no longer runs; the cgroup was removed",
+        stale.display()
+    );
+    assert!(
+        run.stderr.contains(&expected),
+        "{expected}\nnot in\n{}",
+        run.stderr
+    );
+    wait_until_dead(
+        &[("grandchild", grandchild), ("daemon", daemon)],
+        Duration::from_secs(20),
+    );
+    assert!(!stale.exists(), "{} was not removed", stale.display());
+
+    for (child, dir) in [(&mut owner, &owned), (&mut other, &others)] {
+        let pid = i32::try_from(child.id()).expect("pid");
+        assert!(alive(pid), "{} was cleared", dir.display());
+        assert!(dir.exists(), "{} was removed", dir.display());
+        child.kill().ok();
+        child.wait().ok();
+    }
+}

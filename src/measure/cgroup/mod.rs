@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use hierarchy::{MemoryHierarchy, Unavailable};
+pub use hierarchy::{MemoryHierarchy, STALE_KILL_LIMIT, StaleCgroup, Unavailable};
 
 /// The cgroup interface a hierarchy speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
