@@ -49,6 +49,7 @@ fn timeout_kills_the_whole_tree_including_the_grandchild() {
     );
     assert_all_dead(pids.path());
     assert!(run.stderr.contains("TIMEOUT ["), "{}", run.stderr);
+    assert_nothing_running(&run);
 }
 
 #[test]
@@ -119,6 +120,7 @@ fn a_command_that_cannot_start_fails_only_its_case() {
     }
     assert_eq!(run.case("fine")["status"], "passed");
     assert_eq!(run.results()["summary"]["error"], 4);
+    assert_nothing_running(&run);
 }
 
 #[test]
@@ -149,6 +151,7 @@ fn interrupt_stops_the_case_writes_results_and_exits_130() {
     assert_eq!(run.case("tree")["status"], "interrupted");
     assert_eq!(results["not_run"], serde_json::json!(["never"]));
     assert_all_dead(pids.path());
+    assert_nothing_running(&run);
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(
         junit.contains("not run: oomgate was interrupted"),
@@ -158,15 +161,21 @@ fn interrupt_stops_the_case_writes_results_and_exits_130() {
 
 /// SIGKILL to oomgate itself (a cancelled CI job): nothing of the case may
 /// survive it, neither the grandchild that left the process group with
-/// setsid() nor a double-forked daemon, all of them ignoring SIGTERM.
+/// setsid() nor a double-forked daemon, all of them ignoring SIGTERM; and
+/// the results it checkpointed list the case it was running as such.
 #[test]
 fn sigkill_to_oomgate_ends_every_process_of_the_case() {
     let pids = tempfile::tempdir().expect("tempdir");
-    let project = Project::new(&tree_suite(
-        pids.path(),
-        &["--detach", "--daemon", "--ignore-term"],
-        "",
-    ));
+    // A quick case first: the long one starts too soon after the first
+    // checkpoint to be written then, and must be written during its run.
+    let suite = format!(
+        "[suite]\nname = \"t\"\nsample_interval = \"20ms\"\n[[case]]\nname = \"quick\"\ncommand = [\"true\"]\n{}",
+        tree_suite(pids.path(), &["--detach", "--daemon", "--ignore-term"], "")
+            .split_once("[[case]]")
+            .map(|(_, case)| format!("[[case]]{case}"))
+            .expect("a case")
+    );
+    let project = Project::new(&suite);
     let mut child = project
         .run_command()
         .stdout(std::process::Stdio::null())
@@ -184,22 +193,67 @@ fn sigkill_to_oomgate_ends_every_process_of_the_case() {
     for (role, pid) in &started {
         assert!(alive(*pid), "{role} {pid} is not running before the kill");
     }
+    let results = project.out().join("results.json");
+    let tree_in_flight = || {
+        let text = std::fs::read_to_string(&results).unwrap_or_default();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        json["cases"]
+            .as_array()
+            .and_then(|cases| cases.last())
+            .is_some_and(|case| case["id"] == "tree" && case["status"] == "running")
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !tree_in_flight() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the case in flight never reached results.json"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     child.kill().expect("SIGKILL oomgate");
     child.wait().expect("wait for oomgate");
     // The target is well under 2 s (scripts/bench-kill.sh measures it);
     // the test only allows for a slow, loaded machine.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let survivors: Vec<&(&str, i32)> = started.iter().filter(|(_, pid)| alive(*pid)).collect();
-        if survivors.is_empty() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "survived oomgate's SIGKILL: {survivors:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_dead(&started, Duration::from_secs(20));
+
+    let results = project.results();
+    assert!(results["finished_at"].is_null(), "{results:#}");
+    let cases = results["cases"].as_array().expect("cases");
+    assert_eq!(cases.len(), 2, "{results:#}");
+    assert_eq!(cases[0]["id"], "quick");
+    assert_eq!(cases[0]["status"], "passed");
+    assert_eq!(cases[1]["id"], "tree");
+    assert_eq!(cases[1]["status"], "running", "{results:#}");
+    assert_eq!(
+        cases[1]["message"], "oomgate stopped before this case finished",
+        "{results:#}"
+    );
+    assert_eq!(cases[1]["dir"], "cases/tree");
+    // Counted once finished; a case in flight is not.
+    assert_eq!(results["summary"]["passed"], 1);
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    let tree = junit
+        .split("<testcase ")
+        .find(|case| case.starts_with("name=\"tree\""))
+        .unwrap_or_else(|| panic!("no testcase tree in {junit}"));
+    assert!(
+        tree.contains("<error message=\"oomgate stopped before this case finished\""),
+        "{junit}"
+    );
+    assert!(tree.contains("type=\"interrupted\""), "{junit}");
+}
+
+/// The results of a run that ended never list a case as in flight.
+fn assert_nothing_running(run: &Run) {
+    let results = run.results();
+    let cases = results["cases"].as_array().expect("cases");
+    assert!(
+        cases.iter().all(|case| case["status"] != "running"),
+        "{results:#}"
+    );
+    let junit = std::fs::read_to_string(run.out.join("junit.xml")).expect("junit");
+    assert!(!junit.contains("\"running\""), "{junit}");
+    assert!(!junit.contains("oomgate stopped before"), "{junit}");
 }
 
 /// A cgroup of the test's own, below its memory cgroup, for the oomgates

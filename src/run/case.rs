@@ -24,6 +24,7 @@ use crate::measure::nvml::Gpu;
 use crate::measure::{HostFigures, HostMeter, Sample, Timeline};
 use crate::probe::{ProbeReader, ProbeSummary};
 use crate::report::{Event, Reporter};
+use crate::results::RunResults;
 use crate::suite::{Case, ForeignPolicy};
 use crate::units::{Bytes, format_duration};
 use crate::verdict::StopReason;
@@ -66,6 +67,7 @@ impl Runner<'_> {
         case_dir: &Path,
         repeat: u32,
         reporter: &mut dyn Reporter,
+        results: &RunResults,
     ) -> CaseRun {
         let started_at = super::now_rfc3339();
         if repeat > 0 {
@@ -82,7 +84,7 @@ impl Runner<'_> {
         }
         let mut gpu = self.gpu.take();
         let preflight = self.preflight(case, gpu.as_mut(), reporter);
-        let outcome = self.sample_until_done(case, case_dir, preflight, reporter);
+        let outcome = self.sample_until_done(case, case_dir, preflight, reporter, results);
         self.gpu = gpu;
         self.assemble(case, case_dir, repeat, started_at, outcome, reporter)
     }
@@ -154,13 +156,15 @@ impl Runner<'_> {
 
     /// Launch the instances and watch them — samples, budgets, exits, soak
     /// relaunches, the timeout and Ctrl-C — then stop whatever is left of
-    /// the process tree.
+    /// the process tree. `results`: the run so far, this case in flight,
+    /// handed to the reporters with each tick.
     fn sample_until_done(
         &mut self,
         case: &Case,
         case_dir: &Path,
         preflight: Preflight<'_>,
         reporter: &mut dyn Reporter,
+        results: &RunResults,
     ) -> CaseOutcome {
         let Preflight {
             gpu: mut case_gpu,
@@ -229,6 +233,7 @@ impl Runner<'_> {
                         elapsed,
                         host_now: sample.host_bytes,
                         host_peak,
+                        results,
                     })
                     .ok();
                 if budget_breached(case, host_peak, case_gpu.as_ref()) {

@@ -38,8 +38,8 @@ use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
 use crate::report::{Event, Reporter};
 use crate::results::{
-    BaselineInfo, CaseStatus, GpuEnvironment, Measurement, RunResults, SCHEMA_VERSION, SuiteInfo,
-    Summary,
+    BaselineInfo, CaseResult, CaseStatus, GpuEnvironment, IN_FLIGHT_MESSAGE, Measurement,
+    RunResults, SCHEMA_VERSION, SuiteInfo, Summary,
 };
 use crate::suite::{Case, Suite};
 
@@ -183,11 +183,16 @@ impl<'a> Runner<'a> {
                     return Err(error);
                 }
             };
+            // Listed as in flight until it finishes, so a checkpoint written
+            // meanwhile names it, and one left by a killed oomgate reads as
+            // a case it did not finish, not as one it never ran.
+            results.cases.push(self.in_flight(case, &case_dir));
             reporter
                 .handle(&Event::CaseStarted {
                     case,
                     index,
                     planned: cases.len(),
+                    results: &results,
                 })
                 .map_err(RunError::Report)?;
             let mut runs = Vec::new();
@@ -195,7 +200,7 @@ impl<'a> Runner<'a> {
                 if repeat > 0 && self.interrupt.requested() {
                     break;
                 }
-                let run = self.run_case(case, &case_dir, repeat, reporter);
+                let run = self.run_case(case, &case_dir, repeat, reporter, &results);
                 let passed = run.result.status == CaseStatus::Passed;
                 runs.push(run);
                 if !passed {
@@ -205,6 +210,7 @@ impl<'a> Runner<'a> {
             let mut run = judge::merge_repeats(runs);
             self.compare_with_baseline(case, &mut run.result);
             let result = judge::decide(run);
+            results.cases.pop(); // the in-flight entry, replaced by the result
             results.summary.count(result.status);
             results.cases.push(result);
             results.runner_max_rss_bytes = runner_max_rss_bytes();
@@ -230,6 +236,28 @@ impl<'a> Runner<'a> {
             .handle(&Event::RunFinished { results: &results })
             .map_err(RunError::Report)?;
         Ok(results)
+    }
+
+    /// The entry of a case in flight: what it is, when it started, where
+    /// its logs are, status `running`; no figure is known yet.
+    fn in_flight(&self, case: &Case, case_dir: &Path) -> CaseResult {
+        let mut entry = CaseResult::unmeasured(case.id.clone());
+        entry.params = case.params.clone();
+        entry.command = case.command.clone();
+        entry.cwd = case.cwd.clone();
+        entry.concurrency = case.concurrency;
+        entry.timeout_s = case.timeout.as_secs_f64();
+        entry.soak_s = case.soak.map(|d| d.as_secs_f64());
+        entry.status = CaseStatus::Running;
+        entry.message = Some(IN_FLIGHT_MESSAGE.to_string());
+        entry.started_at = now_rfc3339();
+        entry.host_method = self.measurement.host_method;
+        entry.env = case.env.clone();
+        entry.dir = case_dir
+            .strip_prefix(self.out_dir)
+            .unwrap_or(case_dir)
+            .to_path_buf();
+        entry
     }
 
     /// A fresh `cases/<folder>`: logs of an earlier run in the same out dir
