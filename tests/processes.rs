@@ -243,6 +243,41 @@ fn sigkill_to_oomgate_ends_every_process_of_the_case() {
     assert!(tree.contains("type=\"interrupted\""), "{junit}");
 }
 
+/// SIGKILL to oomgate while it stops what a workload left behind (the
+/// workload exited; its child and a detached grandchild, ignoring SIGTERM,
+/// run on through a long grace period): they die with oomgate all the
+/// same. Without a memory cgroup, so the process tree alone finds them.
+#[test]
+fn sigkill_to_oomgate_while_it_stops_leftovers_ends_them() {
+    let pids = tempfile::tempdir().expect("tempdir");
+    let project = Project::new(&tree_suite(
+        pids.path(),
+        &["--parent-exits", "0.2", "--detach", "--ignore-term"],
+        "kill_grace = \"60s\"",
+    ));
+    let mut child = project
+        .run_command()
+        .args(["--host-method", "procfs"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn oomgate");
+    let pid_of = |role: &'static str| {
+        let path = pids.path().join(format!("{role}.pid"));
+        (role, wait_for_pid(&path, Duration::from_secs(30)))
+    };
+    let (parent, left) = (pid_of("parent"), [pid_of("child"), pid_of("grandchild")]);
+    // The workload is gone: what it left is being stopped, for a minute.
+    wait_until_dead(&[parent], Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(200));
+    for (role, pid) in left {
+        assert!(alive(pid), "{role} {pid} is not running before the kill");
+    }
+    child.kill().expect("SIGKILL oomgate");
+    child.wait().expect("wait for oomgate");
+    wait_until_dead(&left, Duration::from_secs(20));
+}
+
 /// The results of a run that ended never list a case as in flight.
 fn assert_nothing_running(run: &Run) {
     let results = run.results();

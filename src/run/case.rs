@@ -210,7 +210,7 @@ impl Runner<'_> {
             let now = Instant::now();
             if now >= next_tick {
                 let elapsed = start.elapsed();
-                let groups: Vec<i32> = instances.iter().filter_map(Instance::group).collect();
+                let groups: Vec<i32> = instances.iter().flat_map(Instance::supervisors).collect();
                 let (sample, errors) =
                     self.sample(elapsed, &mut host, case_gpu.as_mut(), &groups, &mut zombies);
                 sample_errors += errors;
@@ -279,7 +279,8 @@ impl Runner<'_> {
         // behind by a workload that exited: either way it must not outlive
         // the case.
         let leftovers = if stop.is_none() {
-            self.live_processes(host.whole_cgroup())
+            let supervisors: Vec<i32> = instances.iter().flat_map(Instance::supervisors).collect();
+            self.live_processes(host.whole_cgroup(), &supervisors)
         } else {
             0
         };
@@ -476,7 +477,7 @@ fn wait_for_exit_until(instances: &[Instance], until: Instant) {
     }
     let mut fds: Vec<libc::pollfd> = instances
         .iter()
-        .filter_map(Instance::report_fd)
+        .flat_map(Instance::report_fds)
         .map(|fd| libc::pollfd {
             fd,
             events: libc::POLLIN,

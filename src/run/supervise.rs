@@ -30,8 +30,14 @@
 //!   before the workload exists;
 //! - reports on a pipe, one line each: `cgroup <errno>` when joining the
 //!   cgroup failed, `pid <pid>`, `rss <KiB>` when a process it reaped set a
-//!   new largest `ru_maxrss`, then `exit code|signal <n> <maxrss KiB>`.
-//!   oomgate polls that pipe, so an exit is noticed at once.
+//!   new largest `ru_maxrss`, then `exit code|signal <n> <maxrss KiB>`,
+//!   with ` stays` when it stays (below). oomgate polls that pipe, so an
+//!   exit is noticed at once;
+//! - stays, after the workload's exit, as long as processes the workload
+//!   left behind run (they were re-parented to it): it reaps them and
+//!   reports their `rss` until the last is gone — oomgate stops them
+//!   meanwhile — then exits, closing the pipe. Handed to oomgate instead,
+//!   they would be handed to init if oomgate died before stopping them;
 //!
 //! It waits for its children and for oomgate's death in one place:
 //! SIGCHLD and [`PARENT_DIED`] are blocked and taken with `sigwaitinfo`,
@@ -79,10 +85,13 @@ pub enum Report {
     /// `ru_maxrss` (KiB), the largest so far.
     Rss(u64),
     /// The workload ended: how, and the largest `ru_maxrss` (KiB) of it and
-    /// every process the supervisor reaped.
+    /// every process the supervisor reaped; `stays`: processes the
+    /// workload left run, and the supervisor stays with them (else it
+    /// exits at once).
     Exited {
         exit: super::process::Exit,
         maxrss_kib: u64,
+        stays: bool,
     },
 }
 
@@ -100,12 +109,21 @@ impl Report {
                 let kind = words.next()?;
                 let value: i32 = words.next()?.parse().ok()?;
                 let maxrss_kib = words.next()?.parse().ok()?;
+                let stays = match words.next() {
+                    None => false,
+                    Some("stays") => true,
+                    Some(_) => return None,
+                };
                 let exit = match kind {
                     "code" => super::process::Exit::Code(value),
                     "signal" => super::process::Exit::Signal(value),
                     _ => return None,
                 };
-                Some(Report::Exited { exit, maxrss_kib })
+                Some(Report::Exited {
+                    exit,
+                    maxrss_kib,
+                    stays,
+                })
             }
             _ => None,
         }
@@ -216,20 +234,16 @@ pub fn main(args: &[OsString]) -> i32 {
     // The child is reaped below with wait4, never through `child`.
     drop(child);
     writeln!(report, "pid {pid}").ok();
-    let (status, mut maxrss_kib) = match wait_for(pid, &mut report, &signals, oomgate) {
-        Waiting::Exited { status, maxrss_kib } => (status, maxrss_kib),
-        Waiting::OomgateDied => {
-            let cgroup_dir = cgroup_procs_dir.as_deref();
-            let killed = super::teardown::end_everything(cgroup_dir, TEARDOWN_LIMIT);
-            eprintln!(
-                "[oomgate] oomgate (pid {oomgate}) ended while this case ran; its supervisor killed the case's {killed} process(es)"
-            );
-            return 0;
-        }
-    };
+    let mut largest = 0;
+    let (status, mut maxrss_kib) =
+        match reap_until(Some(pid), &mut report, &signals, oomgate, &mut largest) {
+            Waiting::Exited { status, maxrss_kib } => (status, maxrss_kib),
+            // Not while the workload is a child; as before, status unknown.
+            Waiting::NoChildren => (-1, largest),
+            Waiting::OomgateDied => return end_case(oomgate, cgroup_procs_dir.as_deref()),
+        };
     // Orphans that exited before the workload and were re-parented here
-    // are reaped; those still running go to oomgate with the supervisor's
-    // exit, and oomgate reaps them.
+    // are reaped now.
     maxrss_kib = maxrss_kib.max(super::process::reap_exited_children() / 1024);
     let (kind, value) = if libc::WIFEXITED(status) {
         ("code", libc::WEXITSTATUS(status))
@@ -238,7 +252,32 @@ pub fn main(args: &[OsString]) -> i32 {
     } else {
         ("code", -1)
     };
-    writeln!(report, "exit {kind} {value} {maxrss_kib}").ok();
+    // Those still running, left by the workload, stay here: the supervisor
+    // reaps them as they exit (reporting their high-water marks) and ends
+    // with the last, or ends them all if oomgate dies first — oomgate
+    // stops them meanwhile (they are the case's leftovers). Were they
+    // handed to oomgate, its death would hand them to init. oomgate is
+    // told whether the supervisor stays: if not, it exits at once.
+    let stays = children_left();
+    let stays_word = if stays { " stays" } else { "" };
+    writeln!(report, "exit {kind} {value} {maxrss_kib}{stays_word}").ok();
+    if !stays {
+        return 0;
+    }
+    largest = maxrss_kib;
+    match reap_until(None, &mut report, &signals, oomgate, &mut largest) {
+        Waiting::OomgateDied => end_case(oomgate, cgroup_procs_dir.as_deref()),
+        Waiting::Exited { .. } | Waiting::NoChildren => 0,
+    }
+}
+
+/// oomgate died before the case's processes: kill them all (see
+/// `teardown`), say so in the instance's stderr log, and exit.
+fn end_case(oomgate: i32, cgroup_dir: Option<&std::path::Path>) -> i32 {
+    let killed = super::teardown::end_everything(cgroup_dir, TEARDOWN_LIMIT);
+    eprintln!(
+        "[oomgate] oomgate (pid {oomgate}) ended before the case's processes did; its supervisor killed {killed} process(es)"
+    );
     0
 }
 
@@ -350,42 +389,68 @@ fn join_cgroup(procs: &CString, report_fd: RawFd) {
     }
 }
 
-/// How waiting for the workload ended.
+/// How waiting ended.
 enum Waiting {
     /// The workload exited: its wait status, and the largest `ru_maxrss`
     /// (KiB) of it and of everything reaped on the way.
     Exited { status: i32, maxrss_kib: u64 },
+    /// No child is left (when waiting for no workload).
+    NoChildren,
     /// oomgate died first.
     OomgateDied,
 }
 
-/// Wait for `pid`, reaping every other child (adopted orphans) on the way,
-/// and reporting (`rss <KiB>`) each time one of them raised the largest
+/// Reap every child as it exits — adopted orphans included — reporting
+/// (`rss <KiB>`) each time one of them raised `largest`, the largest
 /// `ru_maxrss`, so that oomgate holds it even if the supervisor is killed;
-/// or until oomgate is no longer the parent.
-fn wait_for(pid: i32, report: &mut std::fs::File, signals: &Waited, oomgate: i32) -> Waiting {
-    let mut largest = 0u64;
+/// until `workload` exits, or, without one, until no child is left; or
+/// until oomgate is no longer the parent.
+fn reap_until(
+    workload: Option<i32>,
+    report: &mut std::fs::File,
+    signals: &Waited,
+    oomgate: i32,
+    largest: &mut u64,
+) -> Waiting {
     loop {
         // Everything that has exited by now; then sleep until a child
         // exits or a signal says oomgate may have died. A SIGCHLD that
         // arrives in between stays pending, so nothing is missed.
         while let Some(reaped) = super::process::wait4(-1, libc::WNOHANG) {
             let maxrss = reaped.maxrss_bytes / 1024;
-            if reaped.pid == pid {
+            if Some(reaped.pid) == workload {
                 return Waiting::Exited {
                     status: reaped.status,
-                    maxrss_kib: largest.max(maxrss),
+                    maxrss_kib: (*largest).max(maxrss),
                 };
             }
-            if maxrss > largest {
-                largest = maxrss;
+            if maxrss > *largest {
+                *largest = maxrss;
                 writeln!(report, "rss {largest}").ok();
             }
+        }
+        if workload.is_none() && !children_left() {
+            return Waiting::NoChildren;
         }
         // SAFETY: getppid takes no arguments.
         if signals.wait() == PARENT_DIED && unsafe { libc::getppid() } != oomgate {
             return Waiting::OomgateDied;
         }
+    }
+}
+
+/// Whether the supervisor has a child, running or exited and not yet
+/// reaped (`waitid` with `WNOWAIT` collects nothing).
+fn children_left() -> bool {
+    // SAFETY: waitid writes one siginfo_t, plain data.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        ) == 0
     }
 }
 
@@ -455,14 +520,24 @@ mod tests {
             Report::parse("exit code 3 2048"),
             Some(Report::Exited {
                 exit: Exit::Code(3),
-                maxrss_kib: 2048
+                maxrss_kib: 2048,
+                stays: false,
             })
         );
         assert_eq!(
             Report::parse("exit signal 9 100"),
             Some(Report::Exited {
                 exit: Exit::Signal(9),
-                maxrss_kib: 100
+                maxrss_kib: 100,
+                stays: false,
+            })
+        );
+        assert_eq!(
+            Report::parse("exit code 0 512 stays"),
+            Some(Report::Exited {
+                exit: Exit::Code(0),
+                maxrss_kib: 512,
+                stays: true,
             })
         );
         assert_eq!(
@@ -471,7 +546,15 @@ mod tests {
                 "Permission denied (os error 13)".to_string()
             ))
         );
-        for bad in ["", "pid", "pid x", "exit code", "exit maybe 1 2", "hello"] {
+        for bad in [
+            "",
+            "pid",
+            "pid x",
+            "exit code",
+            "exit maybe 1 2",
+            "exit code 0 1 goes",
+            "hello",
+        ] {
             assert_eq!(Report::parse(bad), None, "{bad:?}");
         }
     }
