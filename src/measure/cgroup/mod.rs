@@ -8,7 +8,9 @@
 //! gets a child [`CaseCgroup`] beside nothing else, which the case's
 //! processes join before they execute the workload (see `run::supervise`),
 //! so every descendant — setsid'd, daemonised, re-parented — is charged to
-//! it. It is removed after the case.
+//! it. It is removed after the case — when oomgate was killed, by the
+//! instances' supervisors once they have emptied it, or by a later run
+//! (`clear`, `hierarchy`).
 //!
 //! What is read, and why:
 //! - the charged peak (v2 `memory.peak`, v1 `memory.max_usage_in_bytes`):
