@@ -6,11 +6,13 @@
 //! `case` runs one case with them (`instance` and `launch` start its
 //! processes through `supervise`, `assemble` makes its result). The runner
 //! never formats anything: it builds the results model and emits events,
-//! and the reporters write files and the terminal. After every case the
-//! reporters get the whole results so far (results.json and junit.xml are
-//! checkpointed about once a second), so a crash loses at most the last
-//! second or so of finished cases, and a Ctrl-C or a failing case folder
-//! nothing.
+//! and the reporters write files and the terminal. When a case starts,
+//! with each of its ticks and when it finishes, the reporters get the whole
+//! results so far — while it runs, with the case itself listed last as in
+//! flight (`running`) — and results.json and junit.xml are checkpointed
+//! about once a second, so a crash loses at most the last second or so of
+//! finished cases, never the case it interrupted, and a Ctrl-C or a
+//! failing case folder nothing.
 
 mod assemble;
 mod case;

@@ -37,7 +37,7 @@
 //!   left behind run (they were re-parented to it): it reaps them and
 //!   reports their `rss` until the last is gone — oomgate stops them
 //!   meanwhile — then exits, closing the pipe. Handed to oomgate instead,
-//!   they would be handed to init if oomgate died before stopping them;
+//!   they would be handed to init if oomgate died before stopping them.
 //!
 //! It waits for its children and for oomgate's death in one place:
 //! SIGCHLD and [`PARENT_DIED`] are blocked and taken with `sigwaitinfo`,
@@ -206,8 +206,8 @@ pub fn main(args: &[OsString]) -> i32 {
         command.env_clear().envs(environment);
     }
     // SAFETY: the closure runs between fork and exec and makes only
-    // async-signal-safe calls (signal, prctl, getppid, open, write, close)
-    // on memory prepared before the fork.
+    // async-signal-safe calls (signal, sigprocmask, prctl, getppid, open,
+    // write, close) on memory prepared before the fork.
     unsafe {
         command.pre_exec(move || {
             restore_signals(&inherited);
@@ -238,7 +238,7 @@ pub fn main(args: &[OsString]) -> i32 {
     let (status, mut maxrss_kib) =
         match reap_until(Some(pid), &mut report, &signals, oomgate, &mut largest) {
             Waiting::Exited { status, maxrss_kib } => (status, maxrss_kib),
-            // Not while the workload is a child; as before, status unknown.
+            // Cannot happen while the workload is a child: status unknown.
             Waiting::NoChildren => (-1, largest),
             Waiting::OomgateDied => return end_case(oomgate, cgroup_procs_dir.as_deref()),
         };
@@ -275,7 +275,9 @@ pub fn main(args: &[OsString]) -> i32 {
 /// `teardown`), say so in the instance's stderr log, and exit.
 fn end_case(oomgate: i32, cgroup_dir: Option<&std::path::Path>) -> i32 {
     let killed = super::teardown::end_everything(cgroup_dir, TEARDOWN_LIMIT);
-    eprintln!(
+    // A full disk must not turn this line into a panic.
+    let _ = writeln!(
+        std::io::stderr(),
         "[oomgate] oomgate (pid {oomgate}) ended before the case's processes did; its supervisor killed {killed} process(es)"
     );
     0

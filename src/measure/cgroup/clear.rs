@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io;
+use std::io::{self, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -59,8 +59,11 @@ pub fn kill_subtree(dir: &Path) -> io::Result<BTreeSet<i32>> {
     if pids.is_empty() {
         return Ok(pids);
     }
-    // cgroup v2 only; a v1 cgroup has no such file and the write fails.
-    let _ = fs::write(dir.join("cgroup.kill"), "1");
+    // cgroup v2 only: a v1 cgroup has no such file (never created here).
+    let _ = fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.kill"))
+        .and_then(|mut file| file.write_all(b"1"));
     for &pid in &pids {
         if pid > 1 {
             // SAFETY: kill takes no memory. The pid was listed in the
@@ -140,5 +143,31 @@ fn remove(dir: &Path, depth: u32, deadline: Instant) -> io::Result<()> {
                 return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display())));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cgroup_of_the_subtree_is_listed() {
+        // Plain folders stand in for cgroups: only `cgroup.procs` is read.
+        let root = tempfile::tempdir().expect("tempdir");
+        let write =
+            |path: &Path, text: &str| fs::write(path.join("cgroup.procs"), text).expect("write");
+        write(root.path(), "10\n11\n");
+        let nested = root.path().join("workload").join("inner");
+        fs::create_dir_all(&nested).expect("mkdir");
+        write(&root.path().join("workload"), "");
+        write(&nested, "12\n10\n");
+        let listed = processes_in_subtree(root.path()).expect("listed");
+        assert_eq!(listed.into_iter().collect::<Vec<_>>(), vec![10, 11, 12]);
+        // A cgroup below that is gone by the time it is read (removed
+        // meanwhile) holds nothing; the cgroup asked about must be there.
+        fs::remove_file(nested.join("cgroup.procs")).expect("rm");
+        let listed = processes_in_subtree(root.path()).expect("listed");
+        assert_eq!(listed.into_iter().collect::<Vec<_>>(), vec![10, 11]);
+        assert!(processes_in_subtree(&root.path().join("gone")).is_err());
     }
 }
