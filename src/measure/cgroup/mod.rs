@@ -10,7 +10,7 @@
 //! so every descendant — setsid'd, daemonised, re-parented — is charged to
 //! it. It is removed after the case — when oomgate was killed, by the
 //! instances' supervisors once they have emptied it, or by a later run
-//! (`clear`, `hierarchy`).
+//! (`clear`, `stale`).
 //!
 //! What is read, and why:
 //! - the charged peak (v2 `memory.peak`, v1 `memory.max_usage_in_bytes`):
@@ -38,6 +38,7 @@
 
 pub mod clear;
 mod hierarchy;
+mod stale;
 
 use std::ffi::CString;
 use std::fs;
@@ -48,7 +49,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use hierarchy::{MemoryHierarchy, STALE_KILL_LIMIT, StaleCgroup, Unavailable};
+pub use hierarchy::{MemoryHierarchy, Unavailable};
+pub use stale::{STALE_KILL_LIMIT, StaleCgroup};
 
 /// The cgroup interface a hierarchy speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
