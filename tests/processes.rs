@@ -193,7 +193,9 @@ fn sigkill_to_oomgate_ends_every_process_of_the_case() {
     for (role, pid) in &started {
         assert!(alive(*pid), "{role} {pid} is not running before the kill");
     }
+    // results.json is written before junit.xml: wait for both.
     let results = project.out().join("results.json");
+    let junit = project.out().join("junit.xml");
     let tree_in_flight = || {
         let text = std::fs::read_to_string(&results).unwrap_or_default();
         let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
@@ -201,6 +203,7 @@ fn sigkill_to_oomgate_ends_every_process_of_the_case() {
             .as_array()
             .and_then(|cases| cases.last())
             .is_some_and(|case| case["id"] == "tree" && case["status"] == "running")
+            && std::fs::read_to_string(&junit).is_ok_and(|xml| xml.contains("name=\"tree\""))
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !tree_in_flight() {
@@ -393,6 +396,12 @@ fn wait_until_dead(pids: &[(&str, i32)], timeout: Duration) {
     }
 }
 
+/// The state letter of a process (`T`: stopped).
+fn state_of(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
 fn parent_of(pid: i32) -> i32 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read stat");
     let (_, rest) = stat.rsplit_once(')').expect("stat has a name");
@@ -434,6 +443,17 @@ fn a_later_run_kills_what_a_killed_run_left_in_its_cgroup() {
     // SAFETY: signalling the processes this test started.
     unsafe {
         libc::kill(first_pid, libc::SIGSTOP);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while state_of(first_pid) != Some('T') {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "oomgate never stopped"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: as above.
+    unsafe {
         libc::killpg(supervisor, libc::SIGKILL);
     }
     wait_until_dead(
