@@ -163,8 +163,17 @@ impl ReportFiles {
 
     /// results.json and junit.xml to every target that is due: the files
     /// at a checkpoint, and streams too at the end (`last`).
+    /// A failed write counts as a write for the pacing: one at a tick
+    /// (whose error the runner does not act on) is retried a checkpoint
+    /// interval later, not at every tick.
     fn write_checkpoint(&mut self, results: &RunResults, last: bool) -> io::Result<()> {
         let started = Instant::now();
+        let written = self.write_checkpoint_files(results, last);
+        self.checkpoints.written(started, Instant::now());
+        written
+    }
+
+    fn write_checkpoint_files(&self, results: &RunResults, last: bool) -> io::Result<()> {
         let due = |target: &&ReportTarget| last || matches!(target, ReportTarget::File(_));
         let json_text = json::render(results)?;
         for target in self.paths.json.iter().filter(due) {
@@ -174,7 +183,6 @@ impl ReportFiles {
         for target in self.paths.junit.iter().filter(due) {
             target.write(junit_text.as_bytes())?;
         }
-        self.checkpoints.written(started, Instant::now());
         Ok(())
     }
 
