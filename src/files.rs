@@ -15,11 +15,11 @@ pub const MAX_LOCK_BYTES: u64 = 64 * 1024 * 1024;
 /// The largest results.json oomgate reads back (`lock --from`, `diff`).
 pub const MAX_RESULTS_BYTES: u64 = 512 * 1024 * 1024;
 
-/// Read a file a user names as input (a suite, a lock, a results file): a
-/// regular file of at most `limit` bytes, as UTF-8. A FIFO, a device such
+/// Read a file a user names as input (`what`: "a suite", "a lock", "a
+/// results file"): a regular file of at most `limit` bytes, as UTF-8. A FIFO, a device such
 /// as `/dev/zero` or an oversized file is refused at once, never read until
 /// oomgate is killed.
-pub fn read_input(path: &Path, limit: u64) -> io::Result<String> {
+pub fn read_input(path: &Path, limit: u64, what: &str) -> io::Result<String> {
     use std::io::Read;
     let meta = std::fs::metadata(path)?;
     if !meta.is_file() {
@@ -31,7 +31,7 @@ pub fn read_input(path: &Path, limit: u64) -> io::Result<String> {
     let too_big = |size: String| {
         io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("{size} bytes, more than the {limit} oomgate reads"),
+            format!("{size} bytes, more than the {limit} {what} may have"),
         )
     };
     if meta.len() > limit {
@@ -313,14 +313,19 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let small = dir.path().join("small");
         std::fs::write(&small, "abc").expect("write");
-        assert_eq!(read_input(&small, 3).expect("read"), "abc");
-        let error = read_input(&small, 2).expect_err("too big");
-        assert!(error.to_string().contains("more than the 2"), "{error}");
+        assert_eq!(read_input(&small, 3, "a file").expect("read"), "abc");
+        let error = read_input(&small, 2, "a file").expect_err("too big");
+        assert!(
+            error
+                .to_string()
+                .contains("3 bytes, more than the 2 a file may have"),
+            "{error}"
+        );
         for device in ["/dev/zero", "/dev/null"] {
-            let error = read_input(Path::new(device), 1 << 20).expect_err("a device");
+            let error = read_input(Path::new(device), 1 << 20, "a file").expect_err("a device");
             assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{device}");
         }
-        assert!(read_input(dir.path(), 1 << 20).is_err());
+        assert!(read_input(dir.path(), 1 << 20, "a file").is_err());
     }
 
     #[test]

@@ -48,7 +48,14 @@ pub struct RunResults {
     pub environment: Environment,
     /// The baseline this run was compared with, if any.
     pub baseline: Option<BaselineInfo>,
+    /// Finished cases only: a case in flight (below) is not counted.
     pub summary: Summary,
+    /// Every finished case, in the order run. In a checkpoint written
+    /// while a case runs (results.json is written during the run, see
+    /// `report::files`), that case comes last with status `running`: read
+    /// after oomgate was killed, it is the case oomgate did not finish.
+    /// The results of a run that ended, normally or interrupted, never hold
+    /// one.
     pub cases: Vec<CaseResult>,
     /// Cases planned but not run (after an interruption, or a fault).
     pub not_run: Vec<String>,
@@ -131,6 +138,8 @@ impl Summary {
             CaseStatus::TimedOut => self.timed_out += 1,
             CaseStatus::Interrupted => self.interrupted += 1,
             CaseStatus::Error => self.error += 1,
+            // Not finished: counted once it is.
+            CaseStatus::Running => {}
         }
     }
 
@@ -151,7 +160,16 @@ pub enum CaseStatus {
     Interrupted,
     /// The case could not be run at all (command not found, ...).
     Error,
+    /// The case was in flight when the results were written: only in a
+    /// checkpoint, never in the results of a run that ended. Read after
+    /// the run, it means oomgate stopped (was killed) before the case
+    /// finished; its message says so ([`IN_FLIGHT_MESSAGE`]).
+    Running,
 }
+
+/// The message of a case in flight (status `running`): what it means to
+/// whoever reads a checkpoint that oomgate did not replace at its end.
+pub const IN_FLIGHT_MESSAGE: &str = "oomgate stopped before this case finished";
 
 impl CaseStatus {
     /// The name results.json uses: `passed`, `timed-out`, ...
@@ -162,6 +180,7 @@ impl CaseStatus {
             CaseStatus::TimedOut => "timed-out",
             CaseStatus::Interrupted => "interrupted",
             CaseStatus::Error => "error",
+            CaseStatus::Running => "running",
         }
     }
 
@@ -173,6 +192,7 @@ impl CaseStatus {
             CaseStatus::TimedOut => "TIMEOUT",
             CaseStatus::Interrupted => "INTERRUPTED",
             CaseStatus::Error => "ERROR",
+            CaseStatus::Running => "RUNNING",
         }
     }
 }
@@ -450,6 +470,7 @@ mod tests {
             CaseStatus::TimedOut,
             CaseStatus::Interrupted,
             CaseStatus::Error,
+            CaseStatus::Running,
         ] {
             assert_eq!(
                 serde_json::to_value(status).ok(),

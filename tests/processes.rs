@@ -49,6 +49,7 @@ fn timeout_kills_the_whole_tree_including_the_grandchild() {
     );
     assert_all_dead(pids.path());
     assert!(run.stderr.contains("TIMEOUT ["), "{}", run.stderr);
+    assert_nothing_running(&run);
 }
 
 #[test]
@@ -119,6 +120,7 @@ fn a_command_that_cannot_start_fails_only_its_case() {
     }
     assert_eq!(run.case("fine")["status"], "passed");
     assert_eq!(run.results()["summary"]["error"], 4);
+    assert_nothing_running(&run);
 }
 
 #[test]
@@ -149,9 +151,361 @@ fn interrupt_stops_the_case_writes_results_and_exits_130() {
     assert_eq!(run.case("tree")["status"], "interrupted");
     assert_eq!(results["not_run"], serde_json::json!(["never"]));
     assert_all_dead(pids.path());
+    assert_nothing_running(&run);
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(
         junit.contains("not run: oomgate was interrupted"),
         "{junit}"
     );
+}
+
+/// SIGKILL to oomgate itself (a cancelled CI job): nothing of the case may
+/// survive it, neither the grandchild that left the process group with
+/// setsid() nor a double-forked daemon, all of them ignoring SIGTERM; and
+/// the results it checkpointed list the case it was running as such.
+#[test]
+fn sigkill_to_oomgate_ends_every_process_of_the_case() {
+    let pids = tempfile::tempdir().expect("tempdir");
+    // A quick case first: the long one starts too soon after the first
+    // checkpoint to be written then, and must be written during its run.
+    let suite = format!(
+        "[suite]\nname = \"t\"\nsample_interval = \"20ms\"\n[[case]]\nname = \"quick\"\ncommand = [\"true\"]\n{}",
+        tree_suite(pids.path(), &["--detach", "--daemon", "--ignore-term"], "")
+            .split_once("[[case]]")
+            .map(|(_, case)| format!("[[case]]{case}"))
+            .expect("a case")
+    );
+    let project = Project::new(&suite);
+    let mut child = project
+        .run_command()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn oomgate");
+    let roles = ["parent", "child", "grandchild", "daemon"];
+    let started: Vec<(&str, i32)> = roles
+        .iter()
+        .map(|role| {
+            let path = pids.path().join(format!("{role}.pid"));
+            (*role, wait_for_pid(&path, Duration::from_secs(30)))
+        })
+        .collect();
+    for (role, pid) in &started {
+        assert!(alive(*pid), "{role} {pid} is not running before the kill");
+    }
+    // results.json is written before junit.xml: wait for both.
+    let results = project.out().join("results.json");
+    let junit = project.out().join("junit.xml");
+    let tree_in_flight = || {
+        let text = std::fs::read_to_string(&results).unwrap_or_default();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        json["cases"]
+            .as_array()
+            .and_then(|cases| cases.last())
+            .is_some_and(|case| case["id"] == "tree" && case["status"] == "running")
+            && std::fs::read_to_string(&junit).is_ok_and(|xml| xml.contains("name=\"tree\""))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !tree_in_flight() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the case in flight never reached results.json"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL oomgate");
+    child.wait().expect("wait for oomgate");
+    // The target is well under 2 s (scripts/bench-kill.sh measures it);
+    // the test only allows for a slow, loaded machine.
+    wait_until_dead(&started, Duration::from_secs(20));
+
+    let results = project.results();
+    assert!(results["finished_at"].is_null(), "{results:#}");
+    let cases = results["cases"].as_array().expect("cases");
+    assert_eq!(cases.len(), 2, "{results:#}");
+    assert_eq!(cases[0]["id"], "quick");
+    assert_eq!(cases[0]["status"], "passed");
+    assert_eq!(cases[1]["id"], "tree");
+    assert_eq!(cases[1]["status"], "running", "{results:#}");
+    assert_eq!(
+        cases[1]["message"], "oomgate stopped before this case finished",
+        "{results:#}"
+    );
+    assert_eq!(cases[1]["dir"], "cases/tree");
+    // Counted once finished; a case in flight is not.
+    assert_eq!(results["summary"]["passed"], 1);
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    let tree = junit
+        .split("<testcase ")
+        .find(|case| case.starts_with("name=\"tree\""))
+        .unwrap_or_else(|| panic!("no testcase tree in {junit}"));
+    assert!(
+        tree.contains("<error message=\"oomgate stopped before this case finished\""),
+        "{junit}"
+    );
+    assert!(tree.contains("type=\"interrupted\""), "{junit}");
+}
+
+/// SIGKILL to oomgate while it stops what a workload left behind (the
+/// workload exited; its child and a detached grandchild, ignoring SIGTERM,
+/// run on through a long grace period): they die with oomgate all the
+/// same. Without a memory cgroup, so the process tree alone finds them.
+#[test]
+fn sigkill_to_oomgate_while_it_stops_leftovers_ends_them() {
+    let pids = tempfile::tempdir().expect("tempdir");
+    let project = Project::new(&tree_suite(
+        pids.path(),
+        &["--parent-exits", "0.2", "--detach", "--ignore-term"],
+        "kill_grace = \"60s\"",
+    ));
+    let mut child = project
+        .run_command()
+        .args(["--host-method", "procfs"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn oomgate");
+    let pid_of = |role: &'static str| {
+        let path = pids.path().join(format!("{role}.pid"));
+        (role, wait_for_pid(&path, Duration::from_secs(30)))
+    };
+    let (parent, left) = (pid_of("parent"), [pid_of("child"), pid_of("grandchild")]);
+    // The workload is gone: what it left is being stopped, for a minute.
+    wait_until_dead(&[parent], Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(200));
+    for (role, pid) in left {
+        assert!(alive(pid), "{role} {pid} is not running before the kill");
+    }
+    child.kill().expect("SIGKILL oomgate");
+    child.wait().expect("wait for oomgate");
+    wait_until_dead(&left, Duration::from_secs(20));
+}
+
+/// The results of a run that ended never list a case as in flight.
+fn assert_nothing_running(run: &Run) {
+    let results = run.results();
+    let cases = results["cases"].as_array().expect("cases");
+    assert!(
+        cases.iter().all(|case| case["status"] != "running"),
+        "{results:#}"
+    );
+    let junit = std::fs::read_to_string(run.out.join("junit.xml")).expect("junit");
+    assert!(!junit.contains("\"running\""), "{junit}");
+    assert!(!junit.contains("oomgate stopped before"), "{junit}");
+}
+
+/// A cgroup of the test's own, below its memory cgroup, for the oomgates
+/// of one test: the stale cgroups it makes there are seen by no other
+/// test's oomgate (each clears only its own cgroup's children), so none
+/// clears them first. Removed, with whatever is left in it, on drop.
+struct PrivateCgroup {
+    dir: std::path::PathBuf,
+}
+
+impl PrivateCgroup {
+    /// `None` (with a notice) where no memory cgroup can be made.
+    fn new(test: &str) -> Option<Self> {
+        if !common::cgroups::cgroups_available() {
+            eprintln!("skipped: no memory cgroup can be made here");
+            return None;
+        }
+        let (own, _) = common::cgroups::own_memory_cgroup()?;
+        let dir = own.join(format!("oomgate-test-{test}-{}", std::process::id()));
+        std::fs::create_dir(&dir).expect("create the test's cgroup");
+        Some(PrivateCgroup { dir })
+    }
+
+    /// Make `command`'s process join this cgroup before it executes.
+    fn hold(&self, command: &mut std::process::Command) {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::process::CommandExt;
+        let procs = std::ffi::CString::new(self.dir.join("cgroup.procs").as_os_str().as_bytes())
+            .expect("no NUL in a cgroup path");
+        // SAFETY: open, write and close between fork and exec, on memory
+        // made before the fork.
+        unsafe {
+            command.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                let joined = fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+                if joined {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+    }
+
+    /// Put a `sleep` in a new cgroup `name` inside this one; its pid.
+    fn sleeper_in(&self, name: &str) -> (std::process::Child, std::path::PathBuf) {
+        let dir = self.dir.join(name);
+        std::fs::create_dir(&dir).expect("create a cgroup");
+        let child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep");
+        std::fs::write(dir.join("cgroup.procs"), child.id().to_string()).expect("move sleep");
+        (child, dir)
+    }
+}
+
+impl Drop for PrivateCgroup {
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut dirs: Vec<std::path::PathBuf> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+        dirs.push(self.dir.clone());
+        for dir in dirs {
+            for _ in 0..100 {
+                let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+                for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                    // SAFETY: processes this test put in its own cgroup.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+                if std::fs::remove_dir(&dir).is_ok() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+fn wait_until_dead(pids: &[(&str, i32)], timeout: Duration) {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let survivors: Vec<&(&str, i32)> = pids.iter().filter(|(_, pid)| alive(*pid)).collect();
+        if survivors.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running: {survivors:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The state letter of a process (`T`: stopped).
+fn state_of(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+fn parent_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read stat");
+    let (_, rest) = stat.rsplit_once(')').expect("stat has a name");
+    rest.split_ascii_whitespace()
+        .nth(1)
+        .and_then(|ppid| ppid.parse().ok())
+        .expect("stat has a parent")
+}
+
+/// An oomgate killed together with its supervisors (the whole job killed
+/// at once, say) leaves its case's detached processes in the case cgroup:
+/// the next run kills them, says so, and removes the cgroup, and touches
+/// neither a cgroup whose owner runs nor one not named like oomgate's.
+#[test]
+fn a_later_run_kills_what_a_killed_run_left_in_its_cgroup() {
+    let Some(cgroup) = PrivateCgroup::new("stale") else {
+        return;
+    };
+    let pids = tempfile::tempdir().expect("tempdir");
+    let project = Project::new(&tree_suite(pids.path(), &["--detach", "--daemon"], ""));
+    let mut command = project.run_command();
+    command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cgroup.hold(&mut command);
+    let mut first = command.spawn().expect("spawn oomgate");
+    let first_pid = i32::try_from(first.id()).expect("pid");
+    let pid_of = |role: &str| {
+        wait_for_pid(
+            &pids.path().join(format!("{role}.pid")),
+            Duration::from_secs(30),
+        )
+    };
+    let (parent, grandchild, daemon) = (pid_of("parent"), pid_of("grandchild"), pid_of("daemon"));
+    let supervisor = parent_of(parent);
+    // Stopped, oomgate cannot stop the case when its supervisor dies; then
+    // the supervisor's group (the workload and its child) and oomgate die,
+    // and nothing is left to end the detached two.
+    // SAFETY: signalling the processes this test started.
+    unsafe {
+        libc::kill(first_pid, libc::SIGSTOP);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while state_of(first_pid) != Some('T') {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "oomgate never stopped"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::killpg(supervisor, libc::SIGKILL);
+    }
+    wait_until_dead(
+        &[("supervisor", supervisor), ("parent", parent)],
+        Duration::from_secs(20),
+    );
+    first.kill().expect("SIGKILL oomgate");
+    first.wait().expect("wait for oomgate");
+    let stale = cgroup.dir.join(format!("oomgate-{first_pid}-1"));
+    let held = std::fs::read_to_string(stale.join("cgroup.procs")).expect("the stale cgroup");
+    for (role, pid) in [("grandchild", grandchild), ("daemon", daemon)] {
+        assert!(alive(pid), "{role} {pid} did not survive: nothing to clear");
+        assert!(
+            held.lines().any(|l| l.trim() == pid.to_string()),
+            "{role} {pid} not in {held}"
+        );
+    }
+
+    // Beside it: a cgroup whose owner runs, and one not named like oomgate's.
+    let (mut owner, owned) = cgroup.sleeper_in(&format!("oomgate-{}-7", std::process::id()));
+    let pid_max: i32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(4_194_304);
+    let (mut other, others) = cgroup.sleeper_in(&format!("oomgate-{pid_max}-case"));
+
+    let quick =
+        Project::new("[suite]\nname = \"t\"\n[[case]]\nname = \"quick\"\ncommand = [\"true\"]\n");
+    let mut command = quick.run_command();
+    cgroup.hold(&mut command);
+    let run = quick.finish(command);
+    run.assert_code(0);
+    let expected = format!(
+        "killed 2 process(es) left in {} by oomgate pid {first_pid}, which no longer runs; the cgroup was removed",
+        stale.display()
+    );
+    assert!(
+        run.stderr.contains(&expected),
+        "{expected}\nnot in\n{}",
+        run.stderr
+    );
+    wait_until_dead(
+        &[("grandchild", grandchild), ("daemon", daemon)],
+        Duration::from_secs(20),
+    );
+    assert!(!stale.exists(), "{} was not removed", stale.display());
+
+    for (child, dir) in [(&mut owner, &owned), (&mut other, &others)] {
+        let pid = i32::try_from(child.id()).expect("pid");
+        assert!(alive(pid), "{} was cleared", dir.display());
+        assert!(dir.exists(), "{} was removed", dir.display());
+        child.kill().ok();
+        child.wait().ok();
+    }
 }

@@ -131,15 +131,16 @@ pub fn read(path: &Path) -> Result<Lock, LockError> {
         path: path.to_path_buf(),
         source,
     };
-    let text = crate::files::read_input(path, crate::files::MAX_LOCK_BYTES).map_err(|e| {
-        fail(match e.kind() {
-            std::io::ErrorKind::InvalidInput => std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "not a regular file; a lock is a file kept next to the suite",
-            ),
-            _ => e,
-        })
-    })?;
+    let text =
+        crate::files::read_input(path, crate::files::MAX_LOCK_BYTES, "a lock").map_err(|e| {
+            fail(match e.kind() {
+                std::io::ErrorKind::InvalidInput => std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "not a regular file; a lock is a file kept next to the suite",
+                ),
+                _ => e,
+            })
+        })?;
     parse(&text, path)
 }
 

@@ -69,7 +69,7 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome, CliError> {
 
 /// A results.json (any status) or a lock file, as a lock.
 fn read_any(path: &Path) -> Result<Lock, CliError> {
-    let text = crate::files::read_input(path, crate::files::MAX_RESULTS_BYTES)
+    let text = crate::files::read_input(path, crate::files::MAX_RESULTS_BYTES, "a results file")
         .map_err(|e| CliError::BadInput(format!("cannot read {}: {e}", path.display())))?;
     if text.trim_start().starts_with('{') {
         let view = baseline::ResultsView::parse(&text)

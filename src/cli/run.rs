@@ -7,7 +7,7 @@ use crate::baseline::{self, Lock};
 use crate::environment;
 use crate::files::{OutDirError, ReportTarget, claim_out_dir, follow_links, no_space_left};
 use crate::measure::HostMethod;
-use crate::measure::cgroup::MemoryHierarchy;
+use crate::measure::cgroup::{MemoryHierarchy, StaleCgroup};
 use crate::measure::nvml::Gpu;
 use crate::report::files::{ReportFiles, ReportPaths};
 use crate::report::terminal::Terminal;
@@ -82,13 +82,17 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     };
     let (lock, outcome, tainted) = match &args.from {
         Some(results_path) => {
-            let text = crate::files::read_input(results_path, crate::files::MAX_RESULTS_BYTES)
-                .map_err(|e| {
-                    CliError::BadInput(format!(
-                        "cannot read results {}: {e}",
-                        results_path.display()
-                    ))
-                })?;
+            let text = crate::files::read_input(
+                results_path,
+                crate::files::MAX_RESULTS_BYTES,
+                "a results file",
+            )
+            .map_err(|e| {
+                CliError::BadInput(format!(
+                    "cannot read results {}: {e}",
+                    results_path.display()
+                ))
+            })?;
             let mut view = baseline::ResultsView::parse(&text)
                 .map_err(|why| CliError::BadInput(format!("{}: {why}", results_path.display())))?;
             if !args.filter.is_empty() {
@@ -346,7 +350,7 @@ fn execute(
     }
     // The sampler keeps a file open per process of large trees.
     process::raise_open_file_limit();
-    let (memory, host_note) = open_memory_cgroups(modes.host)?;
+    let (memory, host_note, stale) = open_memory_cgroups(modes.host)?;
     let (gpu, gpu_note) = open_gpu(modes.gpu)?;
     let environment = environment::capture(&suite.environment, &suite.workdir, gpu.as_ref());
     let measurement = Measurement {
@@ -368,6 +372,15 @@ fn execute(
         Box::new(ReportFiles::new(paths)) as Box<dyn Reporter>,
         Box::new(github::Annotations::from_env()),
     ]);
+    // What a killed oomgate left is this run's business once it is gone:
+    // said before the first case, like any other warning.
+    for cleared in &stale {
+        reporter
+            .handle(&crate::report::Event::Warning {
+                message: cleared.describe(),
+            })
+            .map_err(|e| CliError::Infrastructure(format!("cannot report: {e}")))?;
+    }
     let setup = RunSetup {
         interrupt,
         memory,
@@ -380,32 +393,39 @@ fn execute(
 }
 
 /// The memory cgroup hierarchy as the host mode asks: where each case gets
-/// its cgroup, or why host memory is measured from /proc only (said once).
-fn open_memory_cgroups(
-    mode: HostMode,
-) -> Result<(Option<MemoryHierarchy>, Option<String>), CliError> {
-    match mode {
-        HostMode::Procfs => Ok((
-            None,
-            Some("no memory cgroups (--host-method procfs)".to_string()),
-        )),
+/// its cgroup, or why host memory is measured from /proc only (said once);
+/// and the cgroups of a killed oomgate that still held processes, cleared.
+fn open_memory_cgroups(mode: HostMode) -> Result<OpenedCgroups, CliError> {
+    let found = match mode {
+        HostMode::Procfs => {
+            return Ok((
+                None,
+                Some("no memory cgroups (--host-method procfs)".to_string()),
+                Vec::new(),
+            ));
+        }
         HostMode::Auto => match MemoryHierarchy::discover() {
-            Ok(hierarchy) => Ok((Some(hierarchy), None)),
+            Ok(hierarchy) => hierarchy,
             Err(why) => {
                 write_stderr(&format!(
                     "note: host memory is measured from /proc (PSS, VmHWM, reaped rusage), without a memory cgroup per case: {why}"
                 ));
-                Ok((None, Some(why.to_string())))
+                return Ok((None, Some(why.to_string()), Vec::new()));
             }
         },
-        HostMode::Cgroup => match MemoryHierarchy::discover() {
-            Ok(hierarchy) => Ok((Some(hierarchy), None)),
-            Err(why) => Err(CliError::Infrastructure(format!(
+        HostMode::Cgroup => MemoryHierarchy::discover().map_err(|why| {
+            CliError::Infrastructure(format!(
                 "a memory cgroup per case is required (--host-method cgroup) but cannot be made: {why}"
-            ))),
-        },
-    }
+            ))
+        })?,
+    };
+    let stale = found.clear_stale();
+    Ok((Some(found), None, stale))
 }
+
+/// The hierarchy (if any), why there is none, and the stale cgroups
+/// cleared on the way.
+type OpenedCgroups = (Option<MemoryHierarchy>, Option<String>, Vec<StaleCgroup>);
 
 /// NVML as the GPU mode asks: the handle, or why there is none. GPUs that
 /// could not be opened are named once; the others are measured.

@@ -5,14 +5,25 @@
 //! `html`) are plain `render` functions of the results model, nextest and
 //! hyperfine style: serialising is theirs, writing and timing are here.
 //!
-//! results.json and junit.xml are checkpoints: written after the first
-//! finished case, then after a finished case only when
+//! results.json and junit.xml are checkpoints: written when the first case
+//! starts, then when a case starts or finishes only if
 //! [`CHECKPOINT_INTERVAL`] (or [`CHECKPOINT_COST_FACTOR`] times what the
 //! last write took, when the files have grown large) has passed since the
 //! last write, and always when the run finishes (also after Ctrl-C).
 //! Rewriting them after every case made a suite quadratic in its number of
-//! cases; a crash or SIGKILL now loses at most the cases of the last
-//! interval, the price of a bounded cost. summary.md (and
+//! cases; a crash or SIGKILL now loses at most the cases finished in the
+//! last interval, the price of a bounded cost.
+//!
+//! A case in flight is listed too, last, with status `running` (in JUnit
+//! an error, "oomgate stopped before this case finished"), so that after a
+//! SIGKILL the case oomgate was running reads as interrupted, not as
+//! missing. A case that starts too soon after a write for a checkpoint is
+//! written at the first sampling tick once the wait is over
+//! ([`Checkpoints::should_write`]): it is in the files at most the wait
+//! plus one `sample_interval` after it started, however long it runs.
+//! Writing at every start would make the suite quadratic again; writing
+//! only when cases finish would leave out the very case a killed oomgate
+//! was running, if it ran longer than the others. summary.md (and
 //! `$GITHUB_STEP_SUMMARY`) and report.html are read after the run, so they
 //! are rendered once, at the end; an earlier run's copies are removed when
 //! the run starts, so they are never mistaken for this one's. How a file is
@@ -28,8 +39,8 @@ use crate::files::{ReportTarget, WriteFailures, with_path, write_atomic};
 use super::{Event, Reporter, html, json, junit, markdown};
 use crate::results::RunResults;
 
-/// The longest time finished cases wait to reach results.json and
-/// junit.xml while the run goes on.
+/// The longest time finished and started cases wait to reach results.json
+/// and junit.xml while the run goes on (more when the files are large).
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Where each report goes.
@@ -70,6 +81,17 @@ pub struct Checkpoints {
     last: Option<Instant>,
     /// How long the last write took.
     cost: Duration,
+    /// A case started since the last write: the files do not list it yet.
+    start_unwritten: bool,
+}
+
+/// What happened in the run that may call for a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    CaseStarted,
+    /// A sampling tick of the case in flight.
+    Tick,
+    CaseFinished,
 }
 
 /// A checkpoint waits at least this many times as long as the last one
@@ -84,13 +106,30 @@ impl Checkpoints {
             interval,
             last: None,
             cost: Duration::ZERO,
+            start_unwritten: false,
         }
     }
 
-    /// Whether a case finished at `now` should be written: the first one
-    /// always (a quick first checkpoint shows the run is alive), then once
-    /// `interval`, or [`CHECKPOINT_COST_FACTOR`] times the last write's
-    /// cost if longer, has passed since the last write.
+    /// Whether to write a checkpoint at `moment`, at `now`: when one is
+    /// [`due`](Checkpoints::due) at a case's start or finish, and at a
+    /// tick only for a case whose start was not written (it was too soon
+    /// after the last write), once the wait is over.
+    pub fn should_write(&mut self, moment: Moment, now: Instant) -> bool {
+        let due = self.due(now);
+        match moment {
+            Moment::CaseStarted => {
+                self.start_unwritten |= !due;
+                due
+            }
+            Moment::Tick => self.start_unwritten && due,
+            Moment::CaseFinished => due,
+        }
+    }
+
+    /// Whether a checkpoint is due at `now`: the first one always (a quick
+    /// first checkpoint shows the run is alive), then once `interval`, or
+    /// [`CHECKPOINT_COST_FACTOR`] times the last write's cost if longer,
+    /// has passed since the last write.
     pub fn due(&self, now: Instant) -> bool {
         let wait = self
             .interval
@@ -104,6 +143,7 @@ impl Checkpoints {
     pub fn written(&mut self, started: Instant, now: Instant) {
         self.cost = now.saturating_duration_since(started);
         self.last = Some(now);
+        self.start_unwritten = false;
     }
 }
 
@@ -134,8 +174,17 @@ impl ReportFiles {
     /// results.json and junit.xml to every target that is due: the files
     /// at a checkpoint, and streams too at the end (`last`). Each target is
     /// attempted whatever became of the others; the failures name theirs.
+    /// A failed write counts as a write for the pacing: one at a tick
+    /// (whose error the runner does not act on) is retried a checkpoint
+    /// interval later, not at every tick.
     fn write_checkpoint(&mut self, results: &RunResults, last: bool) -> io::Result<()> {
         let started = Instant::now();
+        let written = self.write_checkpoint_files(results, last);
+        self.checkpoints.written(started, Instant::now());
+        written
+    }
+
+    fn write_checkpoint_files(&self, results: &RunResults, last: bool) -> io::Result<()> {
         let due = |target: &&ReportTarget| last || matches!(target, ReportTarget::File(_));
         let mut failures = WriteFailures::default();
         let json_text = mask(json::render(results)?);
@@ -146,7 +195,6 @@ impl ReportFiles {
         for target in self.paths.junit.iter().filter(due) {
             failures.note(target.write(junit_text.as_bytes()));
         }
-        self.checkpoints.written(started, Instant::now());
         failures.into_result()
     }
 
@@ -194,10 +242,19 @@ impl ReportFiles {
 
 impl Reporter for ReportFiles {
     fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
-        match event {
-            Event::CaseFinished { results, .. } if self.checkpoints.due(Instant::now()) => {
-                self.write_checkpoint(results, false)
+        let moment = match event {
+            Event::CaseStarted { results, .. } => Some((Moment::CaseStarted, *results)),
+            Event::CaseProgress { results, .. } => Some((Moment::Tick, *results)),
+            Event::CaseFinished { results, .. } => Some((Moment::CaseFinished, *results)),
+            _ => None,
+        };
+        if let Some((moment, results)) = moment {
+            if self.checkpoints.should_write(moment, Instant::now()) {
+                return self.write_checkpoint(results, false);
             }
+            return Ok(());
+        }
+        match event {
             Event::RunFinished { results } => self.write_final(results),
             Event::RunStarted { .. } => self.remove_earlier_pages(),
             _ => Ok(()),
@@ -268,6 +325,67 @@ mod tests {
             if checkpoints.due(now) {
                 checkpoints.written(now, now);
                 written += 1;
+            }
+        }
+        assert_eq!(written, 10);
+    }
+
+    #[test]
+    fn the_first_case_is_written_when_it_starts() {
+        let mut checkpoints = Checkpoints::new(ms(1000));
+        assert!(checkpoints.should_write(Moment::CaseStarted, Instant::now()));
+    }
+
+    #[test]
+    fn a_start_too_soon_after_a_write_is_written_at_the_first_tick_after_the_wait() {
+        let start = Instant::now();
+        let mut checkpoints = Checkpoints::new(ms(1000));
+        checkpoints.written(start, start);
+        // A case finished and the next started 10 ms after the last write.
+        assert!(!checkpoints.should_write(Moment::CaseFinished, start + ms(5)));
+        assert!(!checkpoints.should_write(Moment::CaseStarted, start + ms(10)));
+        // Ticks before the wait is over write nothing; the first after does.
+        assert!(!checkpoints.should_write(Moment::Tick, start + ms(500)));
+        assert!(!checkpoints.should_write(Moment::Tick, start + ms(999)));
+        assert!(checkpoints.should_write(Moment::Tick, start + ms(1020)));
+        checkpoints.written(start + ms(1020), start + ms(1030));
+        // Written: later ticks of the same case write nothing more.
+        for after in [2000, 5000, 60_000] {
+            assert!(!checkpoints.should_write(Moment::Tick, start + ms(after)));
+        }
+        // Its finish is written when due, as any.
+        assert!(checkpoints.should_write(Moment::CaseFinished, start + ms(60_000)));
+    }
+
+    #[test]
+    fn ticks_write_nothing_when_the_case_in_flight_is_written() {
+        let start = Instant::now();
+        let mut checkpoints = Checkpoints::new(ms(1000));
+        assert!(checkpoints.should_write(Moment::CaseStarted, start));
+        checkpoints.written(start, start);
+        for after in [0, 1000, 10_000] {
+            assert!(!checkpoints.should_write(Moment::Tick, start + ms(after)));
+        }
+    }
+
+    #[test]
+    fn many_quick_cases_starting_and_finishing_make_few_checkpoints() {
+        // 2000 cases of 5 ms over 10 s, a tick at each start: still the
+        // first, then about one a second.
+        let start = Instant::now();
+        let mut checkpoints = Checkpoints::new(CHECKPOINT_INTERVAL);
+        let mut written = 0;
+        for case in 0..2000 {
+            for (moment, at) in [
+                (Moment::CaseStarted, 5 * case),
+                (Moment::Tick, 5 * case),
+                (Moment::CaseFinished, 5 * case + 4),
+            ] {
+                let now = start + ms(at);
+                if checkpoints.should_write(moment, now) {
+                    checkpoints.written(now, now);
+                    written += 1;
+                }
             }
         }
         assert_eq!(written, 10);

@@ -212,7 +212,7 @@ fn failure_type(case: &CaseResult) -> &'static str {
     }
     match case.status {
         CaseStatus::TimedOut => "timeout",
-        CaseStatus::Interrupted => "interrupted",
+        CaseStatus::Interrupted | CaseStatus::Running => "interrupted",
         CaseStatus::Error => "launch-error",
         _ if case
             .failed_checks()

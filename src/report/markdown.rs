@@ -36,6 +36,7 @@ fn icon(status: CaseStatus) -> &'static str {
         CaseStatus::TimedOut => "⏱️ timed out",
         CaseStatus::Interrupted => "⚠️ interrupted",
         CaseStatus::Error => "❌ error",
+        CaseStatus::Running => "⏳ running",
     }
 }
 

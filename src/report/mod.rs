@@ -34,17 +34,22 @@ pub enum Event<'a> {
         planned: usize,
         measurement: &'a Measurement,
     },
+    /// `results` holds every case finished so far and, last, this one in
+    /// flight (status `running`), for a checkpoint to list.
     CaseStarted {
         case: &'a Case,
         index: usize,
         planned: usize,
+        results: &'a RunResults,
     },
-    /// Once per sampling tick while a case runs.
+    /// Once per sampling tick while a case runs; `results` as for
+    /// `CaseStarted`.
     CaseProgress {
         case: &'a Case,
         elapsed: Duration,
         host_now: Option<Bytes>,
         host_peak: Option<Bytes>,
+        results: &'a RunResults,
     },
     /// `results` holds every case finished so far, this one included.
     CaseFinished {

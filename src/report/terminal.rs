@@ -430,6 +430,7 @@ impl Reporter for Terminal {
                 case,
                 index,
                 planned,
+                ..
             } => {
                 self.position = (index + 1, *planned);
                 self.last_heartbeat = Duration::ZERO;
@@ -443,6 +444,7 @@ impl Reporter for Terminal {
                 elapsed,
                 host_now,
                 host_peak,
+                ..
             } => {
                 let now = host_now.map_or("?".to_string(), |b| b.to_string());
                 let peak = host_peak.map_or("?".to_string(), |b| b.to_string());

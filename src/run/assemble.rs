@@ -171,14 +171,11 @@ impl Runner<'_> {
                 .to_path_buf()
         };
 
+        let recorded = recorded(case);
         let result = CaseResult {
             id: case.id.clone(),
-            params: case
-                .params
-                .iter()
-                .map(|(name, value)| (name.clone(), redact::mask(value).into_owned()))
-                .collect(),
-            command: redact::command(&case.command),
+            params: recorded.params,
+            command: recorded.command,
             cwd: case.cwd.clone(),
             concurrency: case.concurrency,
             timeout_s: case.timeout.as_secs_f64(),
@@ -200,11 +197,7 @@ impl Runner<'_> {
             gpu_devices: gpu_figures.map(|g| g.devices).unwrap_or_default(),
             cuda_visible_devices,
             foreign_processes: foreign,
-            env: case
-                .env
-                .iter()
-                .map(|(name, value)| (name.clone(), redact::env_value(name, value)))
-                .collect(),
+            env: recorded.env,
             allocator_env: allocator_env(case),
             baseline: None,
             repeats: Vec::new(),
@@ -259,6 +252,31 @@ impl Runner<'_> {
             torch.map(String::as_str),
             &case.params,
         )
+    }
+}
+
+/// A case's definition as results record it: the command with secret
+/// arguments as `***`, params masked, secret-named variables by their hash
+/// (see `crate::redact`).
+pub(super) struct Recorded {
+    pub(super) command: Vec<String>,
+    pub(super) params: indexmap::IndexMap<String, String>,
+    pub(super) env: indexmap::IndexMap<String, String>,
+}
+
+pub(super) fn recorded(case: &Case) -> Recorded {
+    Recorded {
+        command: redact::command(&case.command),
+        params: case
+            .params
+            .iter()
+            .map(|(name, value)| (name.clone(), redact::mask(value).into_owned()))
+            .collect(),
+        env: case
+            .env
+            .iter()
+            .map(|(name, value)| (name.clone(), redact::env_value(name, value)))
+            .collect(),
     }
 }
 

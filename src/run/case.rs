@@ -24,6 +24,7 @@ use crate::measure::nvml::Gpu;
 use crate::measure::{HostFigures, HostMeter, Sample, Timeline};
 use crate::probe::{ProbeReader, ProbeSummary};
 use crate::report::{Event, Reporter};
+use crate::results::RunResults;
 use crate::suite::{Case, ForeignPolicy};
 use crate::units::{Bytes, format_duration};
 use crate::verdict::StopReason;
@@ -66,6 +67,7 @@ impl Runner<'_> {
         case_dir: &Path,
         repeat: u32,
         reporter: &mut dyn Reporter,
+        results: &RunResults,
     ) -> CaseRun {
         let started_at = super::now_rfc3339();
         if repeat > 0 {
@@ -85,7 +87,7 @@ impl Runner<'_> {
         }
         let mut gpu = self.gpu.take();
         let preflight = self.preflight(case, gpu.as_mut(), reporter);
-        let outcome = self.sample_until_done(case, case_dir, preflight, reporter);
+        let outcome = self.sample_until_done(case, case_dir, preflight, reporter, results);
         self.gpu = gpu;
         // The workload writes its logs itself: a full file system is the
         // one sign oomgate can see that they were cut short.
@@ -166,13 +168,15 @@ impl Runner<'_> {
 
     /// Launch the instances and watch them — samples, budgets, exits, soak
     /// relaunches, the timeout and Ctrl-C — then stop whatever is left of
-    /// the process tree.
+    /// the process tree. `results`: the run so far, this case in flight,
+    /// handed to the reporters with each tick.
     fn sample_until_done(
         &mut self,
         case: &Case,
         case_dir: &Path,
         preflight: Preflight<'_>,
         reporter: &mut dyn Reporter,
+        results: &RunResults,
     ) -> CaseOutcome {
         let Preflight {
             gpu: mut case_gpu,
@@ -218,7 +222,7 @@ impl Runner<'_> {
             let now = Instant::now();
             if now >= next_tick {
                 let elapsed = start.elapsed();
-                let groups: Vec<i32> = instances.iter().filter_map(Instance::group).collect();
+                let groups: Vec<i32> = instances.iter().flat_map(Instance::supervisors).collect();
                 let (sample, errors) =
                     self.sample(elapsed, &mut host, case_gpu.as_mut(), &groups, &mut zombies);
                 sample_errors += errors;
@@ -241,6 +245,7 @@ impl Runner<'_> {
                         elapsed,
                         host_now: sample.host_bytes,
                         host_peak,
+                        results,
                     })
                     .ok();
                 if budget_breached(case, host_peak, case_gpu.as_ref()) {
@@ -291,7 +296,8 @@ impl Runner<'_> {
         // behind by a workload that exited: either way it must not outlive
         // the case.
         let leftovers = if stop.is_none() {
-            self.live_processes(host.whole_cgroup())
+            let supervisors: Vec<i32> = instances.iter().flat_map(Instance::supervisors).collect();
+            self.live_processes(host.whole_cgroup(), &supervisors)
         } else {
             0
         };
@@ -493,7 +499,7 @@ fn wait_for_exit_until(instances: &[Instance], until: Instant) {
     }
     let mut fds: Vec<libc::pollfd> = instances
         .iter()
-        .filter_map(Instance::report_fd)
+        .flat_map(Instance::report_fds)
         .map(|fd| libc::pollfd {
             fd,
             events: libc::POLLIN,

@@ -189,7 +189,7 @@ pub(super) fn leak_check(
             false,
             format!(
                 "leak: {what} {}, more than the {} allowed",
-                crate::leak::describe(&figures),
+                crate::leak::describe(figures),
                 leak.max_growth
             ),
         ),
@@ -197,7 +197,7 @@ pub(super) fn leak_check(
             true,
             format!(
                 "no leak: {what} {}, within {}",
-                crate::leak::describe(&figures),
+                crate::leak::describe(figures),
                 leak.max_growth
             ),
         ),

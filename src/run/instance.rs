@@ -1,5 +1,11 @@
 //! One instance of a case: its logs, its runs (one, or many in a soak),
 //! and the supervisor of the current run, read through its report pipe.
+//!
+//! A run ends when its supervisor reports the workload's exit. The
+//! supervisor itself stays while processes the workload left behind run
+//! (see `supervise`): it is kept here, read until its pipe closes and
+//! then collected, and left out of every figure and count of the case's
+//! processes, like a supervisor whose workload runs.
 
 use std::ffi::CString;
 use std::os::fd::RawFd;
@@ -22,6 +28,8 @@ pub(super) struct Instance {
     /// reads only this run's output.
     pub(super) stderr_offset: u64,
     current: Option<Current>,
+    /// Supervisors of ended runs that stay with what their workload left.
+    lingering: Vec<Current>,
     /// The largest `ru_maxrss` (bytes) any run reported.
     pub(super) maxrss_bytes: Option<u64>,
     /// The errno of a run's failed attempt to join the case cgroup.
@@ -33,6 +41,8 @@ struct Current {
     supervisor: i32,
     reader: ReportReader,
     exited: Option<Exit>,
+    /// The supervisor stays after the exit, with what the workload left.
+    stays: bool,
 }
 
 impl Instance {
@@ -44,6 +54,7 @@ impl Instance {
             exit: None,
             stderr_offset: 0,
             current: None,
+            lingering: Vec::new(),
             maxrss_bytes: None,
             cgroup_error: None,
         }
@@ -72,34 +83,103 @@ impl Instance {
             supervisor: launched.supervisor,
             reader: ReportReader::resume(launched.report, launched.unread),
             exited: None,
+            stays: false,
         });
         self.runs += 1;
         self.exit = None;
         Ok(())
     }
 
+    /// Whether the workload of a run is running.
     pub(super) fn running(&self) -> bool {
         self.current.is_some()
     }
 
-    /// The process group of the current run (the supervisor's pid).
-    pub(super) fn group(&self) -> Option<i32> {
-        self.current.as_ref().map(|c| c.supervisor)
+    /// Every supervisor of this instance still to collect: the current
+    /// run's and those that stay with what an ended run left. Each leads
+    /// its own process group.
+    pub(super) fn supervisors(&self) -> impl Iterator<Item = i32> + '_ {
+        self.current
+            .iter()
+            .chain(&self.lingering)
+            .map(|c| c.supervisor)
     }
 
-    /// The report pipe to wait on while the run goes on.
-    pub(super) fn report_fd(&self) -> Option<RawFd> {
-        self.current.as_ref().map(|c| c.reader.fd())
+    /// The report pipes to wait on: an exit, or a lingering supervisor
+    /// that ends.
+    pub(super) fn report_fds(&self) -> impl Iterator<Item = RawFd> + '_ {
+        self.current
+            .iter()
+            .chain(&self.lingering)
+            .map(|c| c.reader.fd())
     }
 
-    /// Read what the supervisor reported; once its pipe closes, collect it
-    /// and return how the workload ended.
+    /// Read what the supervisors reported. Once the current run's
+    /// workload exited, return how it ended; its supervisor is collected
+    /// when its pipe closes, then or later.
     pub(super) fn poll(&mut self) -> Option<Exit> {
-        let current = self.current.as_mut()?;
-        while let Some(report) = current.reader.next_report() {
+        self.poll_lingering();
+        self.read_reports_of(None);
+        let current = self.current.as_ref()?;
+        let exit = match (current.exited, current.reader.closed()) {
+            // The workload ended, and its supervisor stays with what it
+            // left: collected later.
+            (Some(exit), false) if current.stays => {
+                self.lingering.extend(self.current.take());
+                exit
+            }
+            // Running; or ended, the supervisor exiting at once.
+            (_, false) => return None,
+            // The pipe closes when the supervisor exits: collect it. A
+            // supervisor killed before it could report (SIGKILL when a
+            // case is stopped) took the workload with it: its signal is
+            // the exit.
+            (exited, true) => {
+                let supervisor = self.current.take()?.supervisor;
+                let status = process::wait_for_exit(supervisor, Duration::from_secs(5))
+                    .map(|(exit, _)| exit);
+                match (exited, status) {
+                    (Some(exit), _) => exit,
+                    (None, Some(Exit::Signal(signal))) => Exit::Signal(signal),
+                    (None, _) => Exit::Code(-1),
+                }
+            }
+        };
+        self.exit = Some(exit);
+        Some(exit)
+    }
+
+    /// Read the lingering supervisors' reports; collect those that ended.
+    fn poll_lingering(&mut self) {
+        let mut index = 0;
+        while index < self.lingering.len() {
+            self.read_reports_of(Some(index));
+            if self.lingering[index].reader.closed() {
+                let ended = self.lingering.swap_remove(index);
+                process::wait_for_exit(ended.supervisor, Duration::from_secs(5));
+            } else {
+                index += 1;
+            }
+        }
+    }
+
+    /// Read every report line there is of the current run (`None`) or of
+    /// a lingering supervisor.
+    fn read_reports_of(&mut self, lingering: Option<usize>) {
+        let run = match lingering {
+            None => self.current.as_mut(),
+            Some(index) => self.lingering.get_mut(index),
+        };
+        let Some(run) = run else { return };
+        while let Some(report) = run.reader.next_report() {
             match report {
-                Report::Exited { exit, maxrss_kib } => {
-                    current.exited = Some(exit);
+                Report::Exited {
+                    exit,
+                    maxrss_kib,
+                    stays,
+                } => {
+                    run.exited = Some(exit);
+                    run.stays = stays;
                     let bytes = maxrss_kib.saturating_mul(1024);
                     self.maxrss_bytes = self.maxrss_bytes.max(Some(bytes));
                 }
@@ -111,28 +191,14 @@ impl Instance {
                 Report::Started(_) | Report::SpawnFailed(_) => {}
             }
         }
-        if !current.reader.closed() {
-            return None;
-        }
-        // The pipe closes when the supervisor exits: collect it. A
-        // supervisor killed before it could report (SIGKILL when a case is
-        // stopped) took the workload with it: its signal is the exit.
-        let supervisor = process::wait_for_exit(current.supervisor, Duration::from_secs(5))
-            .map(|(exit, _)| exit);
-        let exit = match (current.exited, supervisor) {
-            (Some(exit), _) => exit,
-            (None, Some(Exit::Signal(signal))) => Exit::Signal(signal),
-            (None, _) => Exit::Code(-1),
-        };
-        self.current = None;
-        self.exit = Some(exit);
-        Some(exit)
     }
 
-    /// Give up on a run whose supervisor outlived SIGKILL (stuck in the
-    /// kernel): its status is unknown.
+    /// Give up on supervisors that outlived SIGKILL (stuck in the kernel):
+    /// the status of a run whose workload had not exited is unknown.
     pub(super) fn abandon(&mut self) {
-        self.current = None;
-        self.exit = None;
+        if self.current.take().is_some() {
+            self.exit = None;
+        }
+        self.lingering.clear();
     }
 }

@@ -6,13 +6,15 @@
 //! `case` runs one case with them (`instance` and `launch` start its
 //! processes through `supervise`, `assemble` makes its result). The runner
 //! never formats anything: it builds the results model and emits events,
-//! and the reporters write files and the terminal. After every case the
-//! reporters get the whole results so far (results.json and junit.xml are
-//! checkpointed about once a second), so a crash loses at most the last
-//! second or so of finished cases, and a Ctrl-C nothing. A file that cannot
-//! be written (a report, a case's folder, logs or timeline) stops the
-//! launching of cases, and the final reports are attempted once more
-//! (`fault`).
+//! and the reporters write files and the terminal. When a case starts,
+//! with each of its ticks and when it finishes, the reporters get the whole
+//! results so far — while it runs, with the case itself listed last as in
+//! flight (`running`) — and results.json and junit.xml are checkpointed
+//! about once a second, so a crash loses at most the last second or so of
+//! finished cases, never the case it interrupted, and a Ctrl-C nothing. A
+//! file that cannot be written (a report, a case's folder, logs or
+//! timeline) stops the launching of cases, and the final reports are
+//! attempted once more (`fault`).
 
 mod assemble;
 mod case;
@@ -27,6 +29,7 @@ pub mod logs;
 pub mod process;
 mod stop;
 pub mod supervise;
+mod teardown;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -41,8 +44,8 @@ use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
 use crate::report::{Event, Reporter};
 use crate::results::{
-    BaselineInfo, CaseStatus, GpuEnvironment, Measurement, RunResults, SCHEMA_VERSION, SuiteInfo,
-    Summary,
+    BaselineInfo, CaseResult, CaseStatus, GpuEnvironment, IN_FLIGHT_MESSAGE, Measurement,
+    RunResults, SCHEMA_VERSION, SuiteInfo, Summary,
 };
 use crate::suite::{Case, Suite};
 
@@ -171,12 +174,18 @@ impl<'a> Runner<'a> {
                     break;
                 }
             };
+            // Listed as in flight until it finishes, so a checkpoint written
+            // meanwhile names it, and one left by a killed oomgate reads as
+            // a case it did not finish, not as one it never ran.
+            results.cases.push(self.in_flight(case, &case_dir));
             let case_started = reporter.handle(&Event::CaseStarted {
                 case,
                 index,
                 planned: cases.len(),
+                results: &results,
             });
             if self.report_failed(case_started, reporter) {
+                results.cases.pop();
                 results
                     .not_run
                     .extend(cases[index..].iter().map(|c| c.id.clone()));
@@ -187,7 +196,7 @@ impl<'a> Runner<'a> {
                 if repeat > 0 && (self.interrupt.requested() || self.fault.is_some()) {
                     break;
                 }
-                let run = self.run_case(case, &case_dir, repeat, reporter);
+                let run = self.run_case(case, &case_dir, repeat, reporter, &results);
                 let passed = run.result.status == CaseStatus::Passed;
                 runs.push(run);
                 if !passed {
@@ -197,6 +206,7 @@ impl<'a> Runner<'a> {
             let mut run = judge::merge_repeats(runs);
             self.compare_with_baseline(case, &mut run.result);
             let result = judge::decide(run);
+            results.cases.pop(); // the in-flight entry, replaced by the result
             results.summary.count(result.status);
             results.cases.push(result);
             results.runner_max_rss_bytes = runner_max_rss_bytes();
@@ -256,6 +266,29 @@ impl<'a> Runner<'a> {
                 true
             }
         }
+    }
+
+    /// The entry of a case in flight: what it is, when it started, where
+    /// its logs are, status `running`; no figure is known yet.
+    fn in_flight(&self, case: &Case, case_dir: &Path) -> CaseResult {
+        let mut entry = CaseResult::unmeasured(case.id.clone());
+        let recorded = assemble::recorded(case);
+        entry.params = recorded.params;
+        entry.command = recorded.command;
+        entry.cwd = case.cwd.clone();
+        entry.concurrency = case.concurrency;
+        entry.timeout_s = case.timeout.as_secs_f64();
+        entry.soak_s = case.soak.map(|d| d.as_secs_f64());
+        entry.status = CaseStatus::Running;
+        entry.message = Some(IN_FLIGHT_MESSAGE.to_string());
+        entry.started_at = now_rfc3339();
+        entry.host_method = self.measurement.host_method;
+        entry.env = recorded.env;
+        entry.dir = case_dir
+            .strip_prefix(self.out_dir)
+            .unwrap_or(case_dir)
+            .to_path_buf();
+        entry
     }
 
     /// A fresh `cases/<folder>`, with every instance's log files: logs of

@@ -280,11 +280,10 @@ pub fn restore_limits(limits: &LaunchLimits) {
 }
 
 /// Ask the kernel to SIGKILL the calling process when its parent thread
-/// exits. Called in a freshly forked child before exec, so that a workload
-/// does not outlive an oomgate that was itself killed with SIGKILL (which
-/// leaves it no chance to stop anything). It covers the instance's
-/// supervisor, and the supervisor sets the same for the workload it forks;
-/// the workload's own children are not covered.
+/// exits. Called in a freshly forked child before exec: in the instance's
+/// supervisor, which replaces it once running with a signal it acts on
+/// (killing the whole case: see `supervise` and `teardown`), and in the
+/// workload the supervisor forks, so that it dies with its supervisor.
 ///
 /// Must only do async-signal-safe work: it runs between fork and exec.
 pub fn die_with_parent(parent: i32) -> io::Result<()> {

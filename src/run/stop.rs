@@ -16,27 +16,37 @@ const STOP_POLL: Duration = Duration::from_millis(20);
 const KILL_SETTLE: Duration = Duration::from_secs(5);
 
 impl Runner<'_> {
-    /// The case's processes still running once every instance ended. When
-    /// the case cgroup held the whole case, is empty (subtree included) and
-    /// oomgate has no live child — so no descendant left the cgroup either:
-    /// its top ancestor would have been re-parented to oomgate — none, with
-    /// no need to read every process on the host; otherwise a full scan.
-    pub(super) fn live_processes(&mut self, cgroup: Option<&CaseCgroup>) -> usize {
+    /// The case's processes still running once every instance's workload
+    /// ended, `supervisors` (instances' supervisors staying with what their
+    /// workload left) not counted. When the case cgroup held the whole
+    /// case, is empty (subtree included) and oomgate has no live child —
+    /// so no descendant left the cgroup either: its top ancestor would have
+    /// been re-parented to oomgate or to a supervisor — none, with no need
+    /// to read every process on the host; otherwise a full scan.
+    pub(super) fn live_processes(
+        &mut self,
+        cgroup: Option<&CaseCgroup>,
+        supervisors: &[i32],
+    ) -> usize {
         let proven_empty =
             cgroup.is_some_and(|c| c.is_empty().unwrap_or(false)) && process::no_live_children();
         if proven_empty {
             0
         } else {
-            self.live_descendants()
+            self.live_descendants(supervisors)
         }
     }
 
-    /// Descendants still running, read with a full scan (a skipped
-    /// process must not survive a case).
-    pub(super) fn live_descendants(&mut self) -> usize {
+    /// Descendants still running but `supervisors`, read with a full scan
+    /// (a skipped process must not survive a case).
+    pub(super) fn live_descendants(&mut self, supervisors: &[i32]) -> usize {
         self.scanner
             .all_descendants_of(process::self_pid())
-            .map(|tree| tree.alive().count())
+            .map(|tree| {
+                tree.alive()
+                    .filter(|p| !supervisors.contains(&p.pid))
+                    .count()
+            })
             .unwrap_or(0)
     }
 
@@ -56,11 +66,13 @@ impl Runner<'_> {
         grace: Duration,
         cgroup: Option<&CaseCgroup>,
     ) -> (Vec<i32>, u64) {
+        // Every supervisor, also those staying with what an ended run left:
+        // each leads a process group.
         let leaders = |instances: &[Instance]| -> Vec<i32> {
-            instances.iter().filter_map(Instance::group).collect()
+            instances.iter().flat_map(Instance::supervisors).collect()
         };
         let mut maxrss = 0;
-        if instances.iter().all(|i| !i.running()) && self.live_processes(cgroup) == 0 {
+        if leaders(instances).is_empty() && self.live_processes(cgroup, &[]) == 0 {
             // Nothing of the case runs, and no supervisor: whatever child
             // of oomgate is left is a zombie orphan of the case.
             return (Vec::new(), process::reap_exited_children());
@@ -83,7 +95,9 @@ impl Runner<'_> {
                 &mut self.scanner,
                 &leaders(instances),
             ));
-            if self.live_descendants() == 0
+            // A supervisor staying with leftovers ends with the last of
+            // them: counted until then, and collected by its instance.
+            if self.live_descendants(&[]) == 0
                 || Instant::now() >= grace_end
                 || self.interrupt.insisted()
             {
@@ -118,7 +132,7 @@ impl Runner<'_> {
         // (uninterruptible sleep: a hung file system or GPU driver). Waiting
         // for it could block forever; report it instead.
         let stuck = leaders(instances);
-        for instance in instances.iter_mut().filter(|i| i.running()) {
+        for instance in instances.iter_mut() {
             instance.abandon();
         }
         (stuck, maxrss)

@@ -243,7 +243,7 @@ pub fn load(path: &Path) -> Result<Suite, SuiteError> {
     };
     // A suite is a regular file of a sane size: `/dev/zero` or a FIFO
     // would be read until oomgate is killed.
-    let source = crate::files::read_input(path, MAX_SUITE_BYTES).map_err(|e| {
+    let source = crate::files::read_input(path, MAX_SUITE_BYTES, "a suite").map_err(|e| {
         read_error(match e.kind() {
             std::io::ErrorKind::InvalidInput => {
                 std::io::Error::other("not a regular file (a suite is a TOML file)")

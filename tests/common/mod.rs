@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod cgroups;
 pub mod fake_nvml;
 
 use std::path::{Path, PathBuf};

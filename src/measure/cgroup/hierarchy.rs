@@ -1,8 +1,9 @@
 //! Finding where case cgroups can be made: the hierarchy that has the
 //! `memory` controller and oomgate's own cgroup in it (from
 //! `/proc/self/mountinfo` and `/proc/self/cgroup`), proving a child can be
-//! created, enabling the controller for children on cgroup v2, and
-//! removing what a killed oomgate left.
+//! created, enabling the controller for children on cgroup v2, and making
+//! each case's cgroup, named `oomgate-<pid>-<n>` (what a killed oomgate
+//! left is cleared in `stale`).
 
 use std::fs;
 use std::io;
@@ -25,9 +26,9 @@ pub struct Unavailable(pub String);
 
 impl MemoryHierarchy {
     /// Find the memory hierarchy and oomgate's cgroup in it, and prove that
-    /// a child can be created there (create one, remove it). Leftover case
-    /// cgroups of an oomgate that was killed are removed on the way (only
-    /// empty ones named after a pid that no longer runs).
+    /// a child can be created there (create one, remove it). Leftovers of
+    /// an oomgate that was killed are cleared afterwards, by
+    /// [`MemoryHierarchy::clear_stale`].
     pub fn discover() -> Result<Self, Unavailable> {
         let mountinfo = fs::read_to_string("/proc/self/mountinfo")
             .map_err(|e| Unavailable(format!("cannot read /proc/self/mountinfo: {e}")))?;
@@ -52,7 +53,6 @@ impl MemoryHierarchy {
         if hierarchy.version == CgroupVersion::V2 {
             hierarchy.enable_memory_for_children()?;
         }
-        hierarchy.remove_stale();
         let probe = hierarchy
             .dir
             .join(format!("oomgate-{}-probe", std::process::id()));
@@ -134,26 +134,6 @@ impl MemoryHierarchy {
         moved.map_err(|e| refused(format!("moving oomgate into {}: {e}", leaf.display())))
     }
 
-    /// Remove `oomgate-<pid>-<n>` cgroups left by an oomgate that no longer
-    /// runs. `rmdir` of a cgroup succeeds only when no process is in it, so
-    /// nothing of anyone's is ever lost; a populated one is left (and its
-    /// processes: stopping what a dead oomgate left is not this run's to
-    /// decide).
-    fn remove_stale(&self) {
-        let Ok(entries) = fs::read_dir(&self.dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(owner_of) else {
-                continue;
-            };
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                fs::remove_dir(entry.path()).ok();
-            }
-        }
-    }
-
     /// A fresh cgroup for one run of a case.
     pub fn create_case(&self, serial: u64) -> io::Result<CaseCgroup> {
         let dir = self
@@ -175,24 +155,6 @@ impl MemoryHierarchy {
             fs::remove_dir(&dir).ok();
         })
     }
-}
-
-/// The pid of the oomgate that made a cgroup named `oomgate-<pid>-<n>`,
-/// `oomgate-<pid>-probe<n>` or `oomgate-<pid>-self`; `None` for any other
-/// name.
-fn owner_of(name: &str) -> Option<i32> {
-    let rest = name.strip_prefix("oomgate-")?;
-    let (pid, suffix) = rest.split_once('-')?;
-    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
-    let ours = suffix == "self"
-        || digits(suffix)
-        || suffix
-            .strip_prefix("probe")
-            .is_some_and(|n| n.is_empty() || digits(n));
-    if !ours || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    pid.parse().ok()
 }
 
 /// Whether `me` is the only process in a `cgroup.procs` listing; else the
@@ -425,25 +387,6 @@ mod tests {
         assert_eq!(alone_in("42\n", 42), Ok(()));
         assert_eq!(alone_in("", 42), Ok(()));
         assert_eq!(alone_in("7\n42\n9\n", 42), Err(vec![7, 9]));
-    }
-
-    #[test]
-    fn only_our_own_names_are_stale_cleanup_candidates() {
-        assert_eq!(owner_of("oomgate-1234-7"), Some(1234));
-        assert_eq!(owner_of("oomgate-1234-probe"), Some(1234));
-        assert_eq!(owner_of("oomgate-1234-probe17"), Some(1234));
-        assert_eq!(owner_of("oomgate-1234-probex"), None);
-        assert_eq!(owner_of("oomgate-1234-self"), Some(1234));
-        for other in [
-            "oomgate-1234-ci.scope",
-            "oomgate-1234-",
-            "oomgate--7",
-            "oomgate-x-7",
-            "oomgate-test-limit-1",
-            "user.slice",
-        ] {
-            assert_eq!(owner_of(other), None, "{other}");
-        }
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! gets a child [`CaseCgroup`] beside nothing else, which the case's
 //! processes join before they execute the workload (see `run::supervise`),
 //! so every descendant — setsid'd, daemonised, re-parented — is charged to
-//! it. It is removed after the case.
+//! it. It is removed after the case — when oomgate was killed, by the
+//! instances' supervisors once they have emptied it, or by a later run
+//! (`clear`, `stale`).
 //!
 //! What is read, and why:
 //! - the charged peak (v2 `memory.peak`, v1 `memory.max_usage_in_bytes`):
@@ -34,7 +36,9 @@
 //! moves anyone else's process (a CI agent sharing its cgroup): it then
 //! falls back to /proc and says why.
 
+pub mod clear;
 mod hierarchy;
+mod stale;
 
 use std::ffi::CString;
 use std::fs;
@@ -46,6 +50,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use hierarchy::{MemoryHierarchy, Unavailable};
+pub use stale::{STALE_KILL_LIMIT, StaleCgroup};
 
 /// The cgroup interface a hierarchy speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

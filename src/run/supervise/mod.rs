@@ -1,0 +1,452 @@
+//! The per-instance supervisor: a small process between oomgate and the
+//! workload, so that the workload's own high-water mark can be read.
+//!
+//! Why it exists: a process's `ru_maxrss` includes the pages it had
+//! *before* it executed the workload — a child forked from oomgate
+//! starts with a copy of oomgate's page tables, and `execve` folds that
+//! memory's high-water mark into the process's maximum for good. Measured:
+//! `true` forked from a process of 200 MiB reports `ru_maxrss` = 210 MiB.
+//! So oomgate (whose memory grows with the results it holds) starts
+//! `oomgate __supervise` instead — oomgate's own executable run afresh,
+//! about 1–2 MiB resident — and that forks the workload. The supervisor:
+//!
+//! - runs with oomgate's environment, not the case's (a case's
+//!   `LD_PRELOAD` must not load into it): the workload's comes on a
+//!   descriptor of its own;
+//! - ignores the signals a process sends its own group (SIGTERM, SIGINT,
+//!   SIGUSR1, ...: they are for the workload, which shares the group) and
+//!   hands the workload the dispositions it inherited;
+//! - makes the workload join the case's memory cgroup between fork and
+//!   exec, so every descendant is charged to it; the workload dies with
+//!   the supervisor (`PR_SET_PDEATHSIG` SIGKILL);
+//! - is the child subreaper of the workload's tree and reaps with `wait4`,
+//!   so the largest `ru_maxrss` of everything it reaped is known — the
+//!   workload's own includes every descendant it waited for;
+//! - outlives oomgate only to end the case: when oomgate dies, however it
+//!   dies, the kernel sends it [`PARENT_DIED`] (`PR_SET_PDEATHSIG`), and it
+//!   kills every process of its tree and of the case cgroup (see
+//!   `teardown`), then exits. Until the supervisor has set that up,
+//!   oomgate's death kills it outright (oomgate sets SIGKILL before exec),
+//!   before the workload exists;
+//! - reports on a pipe, one line each: `cgroup <errno>` when joining the
+//!   cgroup failed, `pid <pid>`, `rss <KiB>` when a process it reaped set a
+//!   new largest `ru_maxrss`, then `exit code|signal <n> <maxrss KiB>`,
+//!   with ` stays` when it stays (below). oomgate polls that pipe, so an
+//!   exit is noticed at once;
+//! - stays, after the workload's exit, as long as processes the workload
+//!   left behind run (they were re-parented to it): it reaps them and
+//!   reports their `rss` until the last is gone — oomgate stops them
+//!   meanwhile — then exits, closing the pipe. Handed to oomgate instead,
+//!   they would be handed to init if oomgate died before stopping them.
+//!
+//! It waits for its children and for oomgate's death in one place:
+//! SIGCHLD and [`PARENT_DIED`] are blocked and taken with `sigwaitinfo`,
+//! so neither can arrive between a check and the wait (a flag set by a
+//! handler could, and the supervisor would sleep through oomgate's death).
+//! A [`PARENT_DIED`] sent while oomgate lives (oomgate's own SIGTERM to the
+//! instance's group when it stops a case, or the workload's `kill 0`) is
+//! for the workload and changes nothing: only a parent that is no longer
+//! oomgate (`getppid`) counts. Memory matters here too: the workload is
+//! forked from the supervisor and inherits its high-water mark, so the
+//! waiting adds no allocation; tearing down, after the fork, may allocate.
+//!
+//! It writes nothing else, but a line in the instance's stderr log when
+//! oomgate died; the only files it holds are the instance's log files (as
+//! its stdout and stderr, for the workload to inherit).
+
+use std::ffi::{CString, OsString};
+use std::io::Write;
+use std::os::fd::{FromRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+
+mod report;
+
+pub use report::Report;
+
+/// The hidden first argument that makes `oomgate` a supervisor.
+pub const ARG: &str = "__supervise";
+
+/// The signal the kernel sends the supervisor when oomgate dies. SIGTERM,
+/// which the supervisor never acts on otherwise (a group's SIGTERM is for
+/// the workload); blocked and taken with `sigwaitinfo`, never delivered.
+pub const PARENT_DIED: i32 = libc::SIGTERM;
+
+/// How long a supervisor whose oomgate died keeps killing what is left
+/// before it gives up on processes stuck in the kernel.
+const TEARDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `oomgate __supervise <report-fd> <env-fd | -> <cgroup.procs path | -> -- <program> <args>...`
+/// Returns the supervisor's exit status.
+pub fn main(args: &[OsString]) -> i32 {
+    let parsed = (|| {
+        let fd: RawFd = args.first()?.to_str()?.parse().ok()?;
+        let env_fd: Option<RawFd> = match args.get(1)?.as_bytes() {
+            b"-" => None,
+            text => Some(std::str::from_utf8(text).ok()?.parse().ok()?),
+        };
+        let cgroup = match args.get(2)?.as_bytes() {
+            b"-" => None,
+            path => Some(CString::new(path).ok()?),
+        };
+        if args.get(3)?.as_bytes() != b"--" {
+            return None;
+        }
+        let program = args.get(4)?;
+        Some((fd, env_fd, cgroup, program, &args[5..]))
+    })();
+    let Some((fd, env_fd, cgroup, program, rest)) = parsed else {
+        eprintln!("oomgate: `{ARG}` is internal to `oomgate run`");
+        return 2;
+    };
+    // oomgate, while it lives: oomgate's SIGKILL-on-death, set before exec,
+    // would have ended this process at once if it had died already.
+    // SAFETY: getppid takes no arguments.
+    let oomgate = unsafe { libc::getppid() };
+    // SAFETY: fcntl, prctl and signal take no memory; the fd was given to
+    // us by oomgate for this purpose and nothing else owns it.
+    let (mut report, inherited) = unsafe {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        // Reaping needs SIGCHLD at its default: ignored, the kernel reaps
+        // children itself and wait4 learns nothing.
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        (
+            std::fs::File::from_raw_fd(fd),
+            ignore_signals_meant_for_the_workload(),
+        )
+    };
+    let Some(signals) = Waited::block() else {
+        writeln!(report, "spawn-error cannot block SIGCHLD and SIGTERM").ok();
+        return 0;
+    };
+    // From here oomgate's death is a signal to act on, not a SIGKILL. It
+    // may have died before the prctl took effect: then nothing is started.
+    // SAFETY: prctl and getppid take no memory.
+    let orphaned = unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DIED, 0, 0, 0) != 0 || libc::getppid() != oomgate
+    };
+    if orphaned {
+        return 0;
+    }
+    // The workload's environment comes on its own descriptor, so that the
+    // supervisor itself runs without the case's LD_PRELOAD and the like.
+    let environment = match env_fd.map(read_environment) {
+        Some(Ok(environment)) => Some(environment),
+        Some(Err(e)) => {
+            writeln!(report, "spawn-error cannot read the environment: {e}").ok();
+            return 0;
+        }
+        None => None,
+    };
+    let supervisor = std::process::id() as i32;
+    // The case cgroup's directory, to empty if oomgate dies.
+    let cgroup_procs_dir = cgroup.as_ref().and_then(|procs| {
+        std::path::Path::new(std::ffi::OsStr::from_bytes(procs.as_bytes()))
+            .parent()
+            .map(std::path::Path::to_path_buf)
+    });
+    let mut command = std::process::Command::new(program);
+    command.args(rest);
+    if let Some(environment) = environment {
+        command.env_clear().envs(environment);
+    }
+    // SAFETY: the closure runs between fork and exec and makes only
+    // async-signal-safe calls (signal, sigprocmask, prctl, getppid, open,
+    // write, close) on memory prepared before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            restore_signals(&inherited);
+            signals.restore_mask();
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
+                || libc::getppid() != supervisor
+            {
+                libc::_exit(137);
+            }
+            if let Some(procs) = &cgroup {
+                join_cgroup(procs, fd);
+            }
+            Ok(())
+        });
+    }
+    let child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            writeln!(report, "spawn-error {e}").ok();
+            return 0;
+        }
+    };
+    let pid = child.id() as i32;
+    // The child is reaped below with wait4, never through `child`.
+    drop(child);
+    writeln!(report, "pid {pid}").ok();
+    let mut largest = 0;
+    let (status, mut maxrss_kib) =
+        match reap_until(Some(pid), &mut report, &signals, oomgate, &mut largest) {
+            Waiting::Exited { status, maxrss_kib } => (status, maxrss_kib),
+            // Cannot happen while the workload is a child: status unknown.
+            Waiting::NoChildren => (-1, largest),
+            Waiting::OomgateDied => return end_case(oomgate, cgroup_procs_dir.as_deref()),
+        };
+    // Orphans that exited before the workload and were re-parented here
+    // are reaped now.
+    maxrss_kib = maxrss_kib.max(super::process::reap_exited_children() / 1024);
+    let (kind, value) = if libc::WIFEXITED(status) {
+        ("code", libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        ("signal", libc::WTERMSIG(status))
+    } else {
+        ("code", -1)
+    };
+    // Those still running, left by the workload, stay here: the supervisor
+    // reaps them as they exit (reporting their high-water marks) and ends
+    // with the last, or ends them all if oomgate dies first — oomgate
+    // stops them meanwhile (they are the case's leftovers). Were they
+    // handed to oomgate, its death would hand them to init. oomgate is
+    // told whether the supervisor stays: if not, it exits at once.
+    let stays = children_left();
+    let stays_word = if stays { " stays" } else { "" };
+    writeln!(report, "exit {kind} {value} {maxrss_kib}{stays_word}").ok();
+    if !stays {
+        return 0;
+    }
+    largest = maxrss_kib;
+    match reap_until(None, &mut report, &signals, oomgate, &mut largest) {
+        Waiting::OomgateDied => end_case(oomgate, cgroup_procs_dir.as_deref()),
+        Waiting::Exited { .. } | Waiting::NoChildren => 0,
+    }
+}
+
+/// oomgate died before the case's processes: kill them all (see
+/// `teardown`), say so in the instance's stderr log, and exit.
+fn end_case(oomgate: i32, cgroup_dir: Option<&std::path::Path>) -> i32 {
+    let killed = super::teardown::end_everything(cgroup_dir, TEARDOWN_LIMIT);
+    // A full disk must not turn this line into a panic.
+    let _ = writeln!(
+        std::io::stderr(),
+        "[oomgate] oomgate (pid {oomgate}) ended before the case's processes did; its supervisor killed {killed} process(es)"
+    );
+    0
+}
+
+/// Dispositions the supervisor inherited of the signals it ignores, to hand
+/// back to the workload: (signal, disposition). Made before the fork, read
+/// between fork and exec.
+type Dispositions = Vec<(i32, libc::sighandler_t)>;
+
+/// Signals a process sends to its process group (`kill 0`, `killpg`) and
+/// whose default action would end the supervisor: SIGTERM, SIGINT, SIGHUP,
+/// SIGQUIT, SIGUSR1/2, SIGALRM, job control, SIGPROF, the real-time ones.
+/// They are meant for the workload, which shares the group; the
+/// supervisor ignores them. Faults (SIGSEGV, ...) and SIGPIPE, which the
+/// Rust runtime manages, are left alone.
+fn sent_signals() -> impl Iterator<Item = i32> {
+    [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGTERM,
+        libc::SIGTSTP,
+        libc::SIGTTIN,
+        libc::SIGTTOU,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGIO,
+        libc::SIGPWR,
+    ]
+    .into_iter()
+    .chain(libc::SIGRTMIN()..=libc::SIGRTMAX())
+}
+
+/// Ignore [`sent_signals`]; returns what each was before (a handler
+/// cannot survive exec, so anything but "ignored" was the default).
+fn ignore_signals_meant_for_the_workload() -> Dispositions {
+    sent_signals()
+        .filter_map(|signal| {
+            // SAFETY: setting a disposition takes no memory.
+            let before = unsafe { libc::signal(signal, libc::SIG_IGN) };
+            (before != libc::SIG_ERR).then(|| {
+                let inherited = if before == libc::SIG_IGN {
+                    libc::SIG_IGN
+                } else {
+                    libc::SIG_DFL
+                };
+                (signal, inherited)
+            })
+        })
+        .collect()
+}
+
+/// Give the workload the dispositions the supervisor inherited of the
+/// signals it ignored (an ignored signal stays ignored, as it would have
+/// been without oomgate); the others it never touched. Async-signal-safe:
+/// `signal` over memory made before the fork.
+fn restore_signals(inherited: &Dispositions) {
+    for &(signal, disposition) in inherited {
+        // SAFETY: setting a disposition takes no memory.
+        unsafe {
+            libc::signal(signal, disposition);
+        }
+    }
+}
+
+/// The workload's environment: `NAME=value` entries separated by NUL.
+fn read_environment(fd: RawFd) -> std::io::Result<Vec<(OsString, OsString)>> {
+    use std::io::Read;
+    use std::os::unix::ffi::OsStringExt;
+    // SAFETY: oomgate gave this descriptor for this purpose only.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut block = Vec::new();
+    file.read_to_end(&mut block)?;
+    Ok(block
+        .split(|b| *b == 0)
+        .filter(|entry| !entry.is_empty())
+        .filter_map(|entry| {
+            let equals = entry.iter().position(|b| *b == b'=')?;
+            Some((
+                OsString::from_vec(entry[..equals].to_vec()),
+                OsString::from_vec(entry[equals + 1..].to_vec()),
+            ))
+        })
+        .collect())
+}
+
+/// Write `0` (this process) to `cgroup.procs`; on failure report the errno
+/// on the report pipe. Async-signal-safe: no allocation.
+fn join_cgroup(procs: &CString, report_fd: RawFd) {
+    // SAFETY: open/write/close on a NUL-terminated path and stack buffers.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        let ok = fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+        let errno = if ok { 0 } else { *libc::__errno_location() };
+        if fd >= 0 {
+            libc::close(fd);
+        }
+        if !ok {
+            let mut line = *b"cgroup 0000000000\n";
+            let mut n = errno.unsigned_abs();
+            for slot in line[7..17].iter_mut().rev() {
+                *slot = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+            libc::write(report_fd, line.as_ptr().cast(), line.len());
+        }
+    }
+}
+
+/// How waiting ended.
+enum Waiting {
+    /// The workload exited: its wait status, and the largest `ru_maxrss`
+    /// (KiB) of it and of everything reaped on the way.
+    Exited { status: i32, maxrss_kib: u64 },
+    /// No child is left (when waiting for no workload).
+    NoChildren,
+    /// oomgate died first.
+    OomgateDied,
+}
+
+/// Reap every child as it exits — adopted orphans included — reporting
+/// (`rss <KiB>`) each time one of them raised `largest`, the largest
+/// `ru_maxrss`, so that oomgate holds it even if the supervisor is killed;
+/// until `workload` exits, or, without one, until no child is left; or
+/// until oomgate is no longer the parent.
+fn reap_until(
+    workload: Option<i32>,
+    report: &mut std::fs::File,
+    signals: &Waited,
+    oomgate: i32,
+    largest: &mut u64,
+) -> Waiting {
+    loop {
+        // Everything that has exited by now; then sleep until a child
+        // exits or a signal says oomgate may have died. A SIGCHLD that
+        // arrives in between stays pending, so nothing is missed.
+        while let Some(reaped) = super::process::wait4(-1, libc::WNOHANG) {
+            let maxrss = reaped.maxrss_bytes / 1024;
+            if Some(reaped.pid) == workload {
+                return Waiting::Exited {
+                    status: reaped.status,
+                    maxrss_kib: (*largest).max(maxrss),
+                };
+            }
+            if maxrss > *largest {
+                *largest = maxrss;
+                writeln!(report, "rss {largest}").ok();
+            }
+        }
+        if workload.is_none() && !children_left() {
+            return Waiting::NoChildren;
+        }
+        // SAFETY: getppid takes no arguments.
+        if signals.wait() == PARENT_DIED && unsafe { libc::getppid() } != oomgate {
+            return Waiting::OomgateDied;
+        }
+    }
+}
+
+/// Whether the supervisor has a child, running or exited and not yet
+/// reaped (`waitid` with `WNOWAIT` collects nothing).
+fn children_left() -> bool {
+    // SAFETY: waitid writes one siginfo_t, plain data.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        ) == 0
+    }
+}
+
+/// SIGCHLD and [`PARENT_DIED`], blocked, and the mask the supervisor had
+/// before (the workload's, restored between fork and exec).
+#[derive(Clone, Copy)]
+struct Waited {
+    set: libc::sigset_t,
+    before: libc::sigset_t,
+}
+
+impl Waited {
+    /// Block SIGCHLD and [`PARENT_DIED`]; `None` if the kernel refused.
+    fn block() -> Option<Self> {
+        // SAFETY: sigset_t is plain data, filled in by sigemptyset and
+        // sigaddset; sigprocmask reads one set and writes the other.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut before: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGCHLD);
+            libc::sigaddset(&mut set, PARENT_DIED);
+            (libc::sigprocmask(libc::SIG_BLOCK, &set, &mut before) == 0)
+                .then_some(Waited { set, before })
+        }
+    }
+
+    /// The next of the blocked signals (its number), waiting for one.
+    fn wait(&self) -> i32 {
+        loop {
+            // SAFETY: sigwaitinfo reads the set and writes one siginfo_t.
+            let signal = unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                libc::sigwaitinfo(&self.set, &mut info)
+            };
+            if signal > 0 {
+                return signal;
+            }
+            // EINTR: a signal with a handler (none is installed); retry.
+        }
+    }
+
+    /// Put back the mask the supervisor inherited. Async-signal-safe:
+    /// called between fork and exec.
+    fn restore_mask(&self) {
+        // SAFETY: sigprocmask reads one set made before the fork.
+        unsafe {
+            libc::sigprocmask(libc::SIG_SETMASK, &self.before, std::ptr::null_mut());
+        }
+    }
+}
