@@ -235,14 +235,22 @@ fn run_probe_raw(argv: &[String], workdir: &Path) -> Result<String, String> {
     };
     let capture = || tempfile::tempfile().map_err(|e| format!("cannot capture `{}`: {e}", argv[0]));
     let (mut stdout, mut stderr) = (capture()?, capture()?);
-    let mut child = std::process::Command::new(&program)
+    let mut command = std::process::Command::new(&program);
+    command
         .args(&argv[1..])
         .current_dir(workdir)
         .stdin(std::process::Stdio::null())
         .stdout(stdout.try_clone().map_err(|e| e.to_string())?)
         .stderr(stderr.try_clone().map_err(|e| e.to_string())?)
         // Its own process group, so what it starts is stopped with it.
-        .process_group(0)
+        .process_group(0);
+    let parent = std::process::id() as i32;
+    // SAFETY: die_with_parent only makes async-signal-safe system calls.
+    // It dies with oomgate (a cancelled job's SIGKILL), as workloads do.
+    unsafe {
+        command.pre_exec(move || crate::run::process::die_with_parent(parent));
+    }
+    let mut child = command
         .spawn()
         .map_err(|e| format!("cannot start `{}`: {e}", argv[0]))?;
     let group = i32::try_from(child.id()).unwrap_or(0);
