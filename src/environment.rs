@@ -248,7 +248,7 @@ fn run_probe_raw(argv: &[String], workdir: &Path) -> Result<String, String> {
     // SAFETY: die_with_parent only makes async-signal-safe system calls.
     // It dies with oomgate (a cancelled job's SIGKILL), as workloads do.
     unsafe {
-        command.pre_exec(move || crate::run::process::die_with_parent(parent));
+        command.pre_exec(move || crate::process::die_with_parent(parent));
     }
     let mut child = command
         .spawn()
@@ -271,7 +271,7 @@ fn run_probe_raw(argv: &[String], workdir: &Path) -> Result<String, String> {
             Err(e) => break Err(format!("`{}`: {e}", argv[0])),
         }
     };
-    crate::run::process::end_group(group, Duration::from_secs(2));
+    crate::process::end_group(group, Duration::from_secs(2));
     let status = status?;
     let read = |file: &mut std::fs::File| -> String {
         let mut bytes = Vec::new();

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use crate::results::{CaseStatus, Check, CheckKind};
-use crate::run::process::Exit;
+use crate::status::Exit;
 use crate::units::{Bytes, format_duration};
 
 /// Why oomgate itself stopped a case before its instances finished.

@@ -9,12 +9,12 @@
 //! strictly: a corrupt lock, or one from a newer oomgate, is an error (exit
 //! 2), never ignored or overwritten.
 //!
-//! Comparison (`compare`) and drift (`drift`) are pure functions; `view`
-//! reads results into locks; this module joins them to the results model.
+//! Comparison (`compare`) and drift (`drift`) are pure functions; reading
+//! results into locks is the results model's (`results::view`). This module
+//! depends on no results type: the results model holds its comparisons.
 
 pub mod compare;
 pub mod drift;
-mod view;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,10 +23,6 @@ use serde::{Deserialize, Serialize};
 
 pub use compare::{FigureComparison, Outcome};
 pub use drift::Drift;
-pub use view::{
-    CaseView, CheckView, DeviceView, InstanceView, ProbeView, ResultsView, SuiteName,
-    accepted_changes, human, lock_from_results, lock_of,
-};
 
 use crate::environment::Environment;
 use crate::measure::HostMethod;
@@ -422,7 +418,7 @@ mod tests {
             "a".to_string(),
             LockedCase {
                 host_peak_bytes: Some(100),
-                host_peak: human(Some(100)),
+                host_peak: Some(crate::units::Bytes(100).to_string()),
                 host_peak_method: Some(HostMethod::CgroupV1),
                 gpu_peak_bytes: None,
                 gpu_peak: None,

@@ -72,9 +72,9 @@ fn read_any(path: &Path) -> Result<Lock, CliError> {
     let text = crate::files::read_input(path, crate::files::MAX_RESULTS_BYTES, "a results file")
         .map_err(|e| CliError::BadInput(format!("cannot read {}: {e}", path.display())))?;
     if text.trim_start().starts_with('{') {
-        let view = baseline::ResultsView::parse(&text)
+        let view = crate::results::view::ResultsView::parse(&text)
             .map_err(|why| CliError::BadInput(format!("{}: {why}", path.display())))?;
-        return Ok(baseline::lock_of(&view));
+        return Ok(crate::results::view::lock_of(&view));
     }
     Ok(baseline::parse(&text, path)?)
 }

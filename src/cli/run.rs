@@ -9,11 +9,12 @@ use crate::files::{OutDirError, ReportTarget, claim_out_dir, follow_links, no_sp
 use crate::measure::HostMethod;
 use crate::measure::cgroup::{MemoryHierarchy, StaleCgroup};
 use crate::measure::nvml::Gpu;
+use crate::process;
 use crate::report::files::{ReportFiles, ReportPaths};
 use crate::report::terminal::Terminal;
 use crate::report::{FanOut, Reporter, github};
 use crate::results::{CaseStatus, HostCgroup, Measurement, RunResults};
-use crate::run::{BaselineSetup, Interrupt, RunSetup, Runner, process};
+use crate::run::{BaselineSetup, Interrupt, RunSetup, Runner};
 use crate::suite::{GpuMode, Suite};
 
 /// What to compare a run with.
@@ -93,7 +94,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                     results_path.display()
                 ))
             })?;
-            let mut view = baseline::ResultsView::parse(&text)
+            let mut view = crate::results::view::ResultsView::parse(&text)
                 .map_err(|why| CliError::BadInput(format!("{}: {why}", results_path.display())))?;
             if !args.filter.is_empty() {
                 view.cases
@@ -116,7 +117,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 )));
             }
             refuse_results_not_of(&suite, &view, results_path)?;
-            let accepted = baseline::accepted_changes(&view);
+            let accepted = crate::results::view::accepted_changes(&view);
             if !accepted.is_empty() {
                 write_stderr(&format!(
                     "accepting what changed since the old baseline for {} (they failed only against it)",
@@ -124,7 +125,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 ));
             }
             (
-                baseline::lock_from_results(&view),
+                crate::results::view::lock_from_results(&view),
                 Outcome::Passed,
                 gpu_tainted(&view),
             )
@@ -147,11 +148,12 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 },
                 BaselineSetup::default(),
             )?;
-            let view = baseline::ResultsView::from_results(&results).map_err(|why| {
-                CliError::Infrastructure(format!("cannot read back this run's results: {why}"))
-            })?;
+            let view =
+                crate::results::view::ResultsView::from_results(&results).map_err(|why| {
+                    CliError::Infrastructure(format!("cannot read back this run's results: {why}"))
+                })?;
             (
-                baseline::lock_from_results(&view),
+                crate::results::view::lock_from_results(&view),
                 judge(&results),
                 gpu_tainted(&view),
             )
@@ -233,7 +235,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
 /// baseline in the lock that gates nothing, or nothing where one belongs.
 fn refuse_results_not_of(
     suite: &Suite,
-    view: &baseline::ResultsView,
+    view: &crate::results::view::ResultsView,
     path: &Path,
 ) -> Result<(), CliError> {
     let unknown: Vec<&str> = view
@@ -268,7 +270,7 @@ fn refuse_results_not_of(
 }
 
 /// The cases whose GPU figure another process on the device may be in.
-fn gpu_tainted(view: &baseline::ResultsView) -> Vec<String> {
+fn gpu_tainted(view: &crate::results::view::ResultsView) -> Vec<String> {
     view.cases
         .iter()
         .filter(|c| c.gpu_tainted())

@@ -20,8 +20,7 @@ use serde::Serialize;
 
 pub use oom::OomFigures;
 
-use crate::results::CaseStatus;
-use crate::run::process::Exit;
+use crate::status::{CaseStatus, Exit};
 
 /// What kind of failure a case had.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -279,7 +279,7 @@ pub fn host_floors(case: &CaseResult) -> String {
 pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
     use std::fmt::Write;
 
-    use crate::run::process::Exit;
+    use crate::process::Exit;
     use crate::units::format_duration;
 
     let mut out = String::new();

@@ -14,15 +14,14 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::assemble::CaseRun;
 use super::checks::budget_breached;
 use super::instance::Instance;
-use super::process;
 use super::{Runner, WriteFault};
 use crate::measure::gpu::{CaseGpu, ForeignProcess, GpuFigures};
 use crate::measure::nvml::Gpu;
 use crate::measure::{HostFigures, HostMeter, Sample, Timeline};
 use crate::probe::{ProbeReader, ProbeSummary};
+use crate::process;
 use crate::report::{Event, Reporter};
 use crate::results::RunResults;
 use crate::suite::{Case, ForeignPolicy};
@@ -59,8 +58,9 @@ pub(super) struct CaseOutcome {
 }
 
 impl Runner<'_> {
-    /// Run one case once (`repeat` counts from 0). Later repeats append to
-    /// the same logs, after a marker line.
+    /// Run one case once (`repeat` counts from 0), and say when it started
+    /// and what was observed; `assemble` makes its result. Later repeats
+    /// append to the same logs, after a marker line.
     pub(super) fn run_case(
         &mut self,
         case: &Case,
@@ -68,7 +68,7 @@ impl Runner<'_> {
         repeat: u32,
         reporter: &mut dyn Reporter,
         results: &RunResults,
-    ) -> CaseRun {
+    ) -> (String, CaseOutcome) {
         let started_at = super::now_rfc3339();
         if repeat > 0 {
             let marker = format!(
@@ -98,7 +98,7 @@ impl Runner<'_> {
             };
             self.record_fault(fault, reporter);
         }
-        self.assemble(case, case_dir, repeat, started_at, outcome, reporter)
+        (started_at, outcome)
     }
 
     /// The GPUs the case sees, their use before it starts, whatever else

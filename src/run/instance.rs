@@ -13,8 +13,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::launch::{InstanceLogs, LaunchSpec, ReportReader, launch};
-use super::process::{self, Exit};
 use super::supervise::Report;
+use crate::process::{self, Exit};
 use crate::suite::Case;
 
 pub(super) struct Instance {

@@ -28,7 +28,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use super::{process, supervise};
+use super::supervise;
+use crate::process;
 use crate::suite::Case;
 
 /// Where one instance writes its output.

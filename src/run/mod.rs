@@ -26,7 +26,6 @@ pub mod interrupt;
 mod judge;
 pub mod launch;
 pub mod logs;
-pub mod process;
 mod stop;
 pub mod supervise;
 mod teardown;
@@ -42,6 +41,7 @@ use crate::environment::Environment;
 use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
+use crate::process;
 use crate::report::{Event, Reporter};
 use crate::results::{
     BaselineInfo, CaseResult, CaseStatus, GpuEnvironment, IN_FLIGHT_MESSAGE, Measurement,
@@ -196,7 +196,9 @@ impl<'a> Runner<'a> {
                 if repeat > 0 && (self.interrupt.requested() || self.fault.is_some()) {
                     break;
                 }
-                let run = self.run_case(case, &case_dir, repeat, reporter, &results);
+                let (started_at, outcome) =
+                    self.run_case(case, &case_dir, repeat, reporter, &results);
+                let run = self.assemble(case, &case_dir, repeat, started_at, outcome, reporter);
                 let passed = run.result.status == CaseStatus::Passed;
                 runs.push(run);
                 if !passed {

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::Runner;
 use super::instance::Instance;
-use super::process;
 use crate::measure::cgroup::CaseCgroup;
+use crate::process;
 
 /// How often the stop procedure checks whether everything has exited.
 const STOP_POLL: Duration = Duration::from_millis(20);

@@ -28,8 +28,8 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::process;
 use crate::measure::cgroup::clear;
+use crate::process;
 
 /// Kill every process of the instance — the calling process's descendants
 /// and everything in the cgroup at `cgroup` — until none is left or `limit`

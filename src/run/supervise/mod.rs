@@ -190,7 +190,7 @@ pub fn main(args: &[OsString]) -> i32 {
         };
     // Orphans that exited before the workload and were re-parented here
     // are reaped now.
-    maxrss_kib = maxrss_kib.max(super::process::reap_exited_children() / 1024);
+    maxrss_kib = maxrss_kib.max(crate::process::reap_exited_children() / 1024);
     let (kind, value) = if libc::WIFEXITED(status) {
         ("code", libc::WEXITSTATUS(status))
     } else if libc::WIFSIGNALED(status) {
@@ -364,7 +364,7 @@ fn reap_until(
         // Everything that has exited by now; then sleep until a child
         // exits or a signal says oomgate may have died. A SIGCHLD that
         // arrives in between stays pending, so nothing is missed.
-        while let Some(reaped) = super::process::wait4(-1, libc::WNOHANG) {
+        while let Some(reaped) = crate::process::wait4(-1, libc::WNOHANG) {
             let maxrss = reaped.maxrss_bytes / 1024;
             if Some(reaped.pid) == workload {
                 return Waiting::Exited {

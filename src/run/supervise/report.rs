@@ -20,7 +20,7 @@ pub enum Report {
     /// workload left run, and the supervisor stays with them (else it
     /// exits at once).
     Exited {
-        exit: crate::run::process::Exit,
+        exit: crate::process::Exit,
         maxrss_kib: u64,
         stays: bool,
     },
@@ -46,8 +46,8 @@ impl Report {
                     Some(_) => return None,
                 };
                 let exit = match kind {
-                    "code" => crate::run::process::Exit::Code(value),
-                    "signal" => crate::run::process::Exit::Signal(value),
+                    "code" => crate::process::Exit::Code(value),
+                    "signal" => crate::process::Exit::Signal(value),
                     _ => return None,
                 };
                 Some(Report::Exited {
@@ -64,7 +64,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::process::Exit;
+    use crate::process::Exit;
 
     #[test]
     fn report_lines() {

@@ -1,11 +1,12 @@
-//! Results to locks: the parts of a results.json that locking and diffing
-//! read (from a CI artifact, or from this run), and the lock they make.
+//! Reading results back: the parts of a results.json that locking and
+//! diffing read (from a CI artifact, or from this run), and the lock they
+//! make. Beside the model it reads, so the baselines need not know it.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{LOCK_VERSION, Lock, LockedCase, definition_hash, locked_env};
+use crate::baseline::{LOCK_VERSION, Lock, LockedCase, definition_hash, locked_env};
 use crate::environment::Environment;
 use crate::measure::HostMethod;
 use crate::redact;
@@ -41,7 +42,7 @@ pub struct SuiteName {
 #[derive(Debug, Clone, Deserialize)]
 pub struct CaseView {
     pub id: String,
-    pub status: crate::results::CaseStatus,
+    pub status: crate::status::CaseStatus,
     pub message: Option<String>,
     pub host_peak_bytes: Option<u64>,
     /// Absent in results written before host methods were recorded.
@@ -98,7 +99,7 @@ impl CaseView {
     /// re-lock after an intended memory increase is for.
     pub fn failed_only_against_the_baseline(&self) -> bool {
         let clean_exit = |i: &InstanceView| i.exit == Some(serde_json::json!({ "code": 0 }));
-        self.status == crate::results::CaseStatus::Failed
+        self.status == crate::status::CaseStatus::Failed
             && self.diagnosis.is_none()
             && !self.instances.is_empty()
             && self.instances.iter().all(clean_exit)
@@ -126,11 +127,11 @@ impl ResultsView {
     pub fn parse(text: &str) -> Result<Self, String> {
         let view: ResultsView =
             serde_json::from_str(text).map_err(|e| format!("not an oomgate results file: {e}"))?;
-        if view.schema != crate::results::SCHEMA_VERSION {
+        if view.schema != crate::status::SCHEMA_VERSION {
             return Err(format!(
                 "results schema {} is not the one this oomgate writes ({})",
                 view.schema,
-                crate::results::SCHEMA_VERSION
+                crate::status::SCHEMA_VERSION
             ));
         }
         Ok(view)
@@ -158,7 +159,7 @@ pub fn lock_from_results(view: &ResultsView) -> Result<Lock, String> {
         .cases
         .iter()
         .filter(|c| {
-            c.status != crate::results::CaseStatus::Passed && !c.failed_only_against_the_baseline()
+            c.status != crate::status::CaseStatus::Passed && !c.failed_only_against_the_baseline()
         })
         .map(|c| {
             format!(
@@ -249,7 +250,7 @@ mod tests {
                "cases": [{{"id": "a", "status": "passed", "message": null, "host_peak_bytes": 1,
                           "gpu_peak_bytes": null, "gpu_peak_method": null, "wall_time_s": 1.0,
                           "command": ["x", "--token", "abc123456"]}}]{extra}}}"#,
-            crate::results::SCHEMA_VERSION
+            crate::status::SCHEMA_VERSION
         );
         ResultsView::parse(&text).expect("a results view")
     }

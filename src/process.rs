@@ -1,5 +1,5 @@
-//! Process-group and process-tree control: the few system calls duct does
-//! not make for us.
+//! Process-group and process-tree control: the system calls std does not
+//! wrap, for the runner, its supervisor and the environment's commands.
 //!
 //! Every instance is launched as the leader of a new process group, so one
 //! `killpg` reaches it and everything it forks. Processes that leave the
@@ -8,6 +8,7 @@
 //! the process tree. Only descendants of oomgate are ever signalled: a
 //! process oomgate did not start is never touched.
 
+pub use crate::status::{Exit, signal_name};
 use std::io;
 
 use crate::measure::procfs::Scanner;
@@ -299,59 +300,4 @@ pub fn die_with_parent(parent: i32) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// How a process ended, as a shell would report it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Exit {
-    Code(i32),
-    Signal(i32),
-}
-
-impl Exit {
-    /// From a raw `wait` status.
-    pub fn from_wait_status(status: i32) -> Self {
-        if libc::WIFEXITED(status) {
-            Exit::Code(libc::WEXITSTATUS(status))
-        } else if libc::WIFSIGNALED(status) {
-            Exit::Signal(libc::WTERMSIG(status))
-        } else {
-            Exit::Code(-1)
-        }
-    }
-
-    pub fn success(self) -> bool {
-        self == Exit::Code(0)
-    }
-
-    /// `exited with code 3`, `was killed by SIGKILL (signal 9)`.
-    pub fn describe(self) -> String {
-        match self {
-            Exit::Code(code) => format!("exited with code {code}"),
-            Exit::Signal(signal) => {
-                format!("was killed by {} (signal {signal})", signal_name(signal))
-            }
-        }
-    }
-}
-
-pub fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGUSR2 => "SIGUSR2",
-        _ => "a signal",
-    }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use indexmap::IndexMap;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::baseline::{CaseComparison, Drift};
 use crate::diagnose::Diagnosis;
@@ -22,11 +22,12 @@ use crate::measure::gpu::{DeviceFigures, ForeignProcess, GpuMethod};
 use crate::measure::host::{HostFloor, HostFloors, HostMethod};
 use crate::measure::nvml::GpuDevice;
 use crate::probe::ProbeSummary;
-use crate::run::process::Exit;
 use crate::suite::DriftPolicy;
 use crate::units::Bytes;
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub mod view;
+
+pub use crate::status::{CaseStatus, Exit, IN_FLIGHT_MESSAGE, SCHEMA_VERSION};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResults {
@@ -146,54 +147,6 @@ impl Summary {
     /// Cases that did not pass.
     pub fn not_passed(&self) -> usize {
         self.failed + self.timed_out + self.interrupted + self.error
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CaseStatus {
-    Passed,
-    /// A check failed, or the workload exited non-zero or was killed.
-    Failed,
-    TimedOut,
-    /// oomgate was interrupted while the case ran.
-    Interrupted,
-    /// The case could not be run at all (command not found, ...).
-    Error,
-    /// The case was in flight when the results were written: only in a
-    /// checkpoint, never in the results of a run that ended. Read after
-    /// the run, it means oomgate stopped (was killed) before the case
-    /// finished; its message says so ([`IN_FLIGHT_MESSAGE`]).
-    Running,
-}
-
-/// The message of a case in flight (status `running`): what it means to
-/// whoever reads a checkpoint that oomgate did not replace at its end.
-pub const IN_FLIGHT_MESSAGE: &str = "oomgate stopped before this case finished";
-
-impl CaseStatus {
-    /// The name results.json uses: `passed`, `timed-out`, ...
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CaseStatus::Passed => "passed",
-            CaseStatus::Failed => "failed",
-            CaseStatus::TimedOut => "timed-out",
-            CaseStatus::Interrupted => "interrupted",
-            CaseStatus::Error => "error",
-            CaseStatus::Running => "running",
-        }
-    }
-
-    /// The word the terminal shows, nextest style.
-    pub fn label(self) -> &'static str {
-        match self {
-            CaseStatus::Passed => "PASS",
-            CaseStatus::Failed => "FAIL",
-            CaseStatus::TimedOut => "TIMEOUT",
-            CaseStatus::Interrupted => "INTERRUPTED",
-            CaseStatus::Error => "ERROR",
-            CaseStatus::Running => "RUNNING",
-        }
     }
 }
 
