@@ -9,3 +9,21 @@ pub fn render(results: &RunResults) -> io::Result<String> {
     text.push('\n');
     Ok(text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::results_with_diagnosis;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        /// Any text a workload prints reads back from results.json as it was.
+        #[test]
+        fn any_text_round_trips_through_results_json(text in "\\PC{0,80}") {
+            let json = render(&results_with_diagnosis(&text)).expect("render");
+            let value: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+            proptest::prop_assert_eq!(value["cases"][0]["diagnosis"]["exception"].as_str(), Some(text.as_str()));
+        }
+    }
+}

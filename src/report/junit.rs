@@ -246,49 +246,7 @@ fn parse_time(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{CaseStatus, Measurement, SCHEMA_VERSION, SuiteInfo, Summary};
-
-    /// A run of one failed case whose every workload-controlled text is
-    /// `text`.
-    fn results_with_text(text: &str) -> RunResults {
-        let mut case = CaseResult::unmeasured(format!("case {text}"));
-        case.status = CaseStatus::Failed;
-        case.message = Some(text.to_string());
-        case.stdout_tail = text.to_string();
-        case.stderr_tail = text.to_string();
-        case.command = vec!["python3".into(), text.into()];
-        case.params.insert("p".into(), text.into());
-        RunResults {
-            schema: SCHEMA_VERSION,
-            oomgate_version: "0".into(),
-            suite: SuiteInfo {
-                name: "s".into(),
-                path: "s.toml".into(),
-                workdir: ".".into(),
-            },
-            host: "h".into(),
-            started_at: "2026-12-03T00:00:00.000+00:00".into(),
-            finished_at: None,
-            interrupted: false,
-            measurement: Measurement {
-                sample_interval_ms: 50,
-                host_method: crate::measure::HostMethod::ProcfsPss,
-                host_note: None,
-                host_cgroup: None,
-                gpu_method: None,
-                gpu_note: None,
-            },
-            gpu: None,
-            environment: Default::default(),
-            baseline: None,
-            summary: Summary::default(),
-            cases: vec![case],
-            not_run: Vec::new(),
-            fault: None,
-            runner_max_rss_bytes: None,
-            runner_cpu_s: None,
-        }
-    }
+    use crate::report::test_support::results_with_text;
 
     fn parses(xml: &str) -> Result<(), String> {
         roxmltree::Document::parse(xml)

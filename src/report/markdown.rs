@@ -40,9 +40,21 @@ fn icon(status: CaseStatus) -> &'static str {
     }
 }
 
-/// Markdown table cells cannot hold `|` or line breaks.
+/// Markdown table cells cannot hold `|` or line breaks; raw HTML would be
+/// rendered by GitHub, so `<` and `>` are written as entities (they read
+/// the same).
 fn cell(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
+    text.replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A fence that nothing in `text` can close: backticks, one more than the
+/// longest run of them in it (and at least three), as CommonMark allows.
+fn fence_for(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    "`".repeat((longest + 1).max(3))
 }
 
 fn bytes(value: Option<u64>) -> String {
@@ -141,7 +153,7 @@ pub fn render(results: &RunResults) -> String {
                 .filter(|b| !b.changes.is_empty())
                 .map(|b| (c, b))
         })
-        .map(|(c, b)| format!("- **{}**: {}", cell(&c.id), b.changes.join("; ")))
+        .map(|(c, b)| format!("- **{}**: {}", cell(&c.id), cell(&b.changes.join("; "))))
         .collect();
     if !changed.is_empty() {
         let _ = writeln!(
@@ -170,18 +182,14 @@ pub fn render(results: &RunResults) -> String {
                 out,
                 "- **{}** — {} (logs: `{}`)",
                 cell(&case.id),
-                case.message.as_deref().unwrap_or(case.status.as_str()),
+                cell(case.message.as_deref().unwrap_or(case.status.as_str())),
                 case.dir.display()
             );
             for hint in case.diagnosis.iter().flat_map(|d| &d.hints) {
-                let _ = writeln!(out, "  - hint: {hint}");
+                let _ = writeln!(out, "  - hint: {}", cell(hint));
             }
             if let Some(exception) = case.diagnosis.as_ref().and_then(|d| d.exception.as_deref()) {
-                let fence = if exception.contains("```") {
-                    "~~~~"
-                } else {
-                    "```"
-                };
+                let fence = fence_for(exception);
                 let _ = writeln!(out, "\n  {fence}text\n{}\n  {fence}", indent(exception));
             }
         }
@@ -195,4 +203,60 @@ fn indent(text: &str) -> String {
         .map(|line| format!("  {line}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::results_with_diagnosis;
+
+    /// The table keeps its columns, every code block closes, and no text
+    /// from a workload becomes HTML or markup outside a code block.
+    fn well_formed(markdown: &str) -> Result<(), String> {
+        let mut fence: Option<String> = None;
+        for line in markdown.lines() {
+            let trimmed = line.trim_start();
+            if let Some(open) = &fence {
+                if trimmed == open.as_str() {
+                    fence = None;
+                }
+                continue;
+            }
+            if trimmed.starts_with("```") {
+                fence = Some(trimmed.trim_end_matches("text").to_string());
+                continue;
+            }
+            if line.starts_with('|') {
+                let pipes = line.matches('|').count() - line.matches("\\|").count();
+                if pipes != 7 {
+                    return Err(format!("{pipes} cells in {line:?}"));
+                }
+            }
+            if line.contains('<') || line.contains('>') {
+                return Err(format!("markup outside a code block: {line:?}"));
+            }
+        }
+        match fence {
+            Some(open) => Err(format!("{open} never closed")),
+            None => Ok(()),
+        }
+    }
+
+    #[test]
+    fn backticks_and_markup_in_an_exception_stay_in_its_block() {
+        let text = "a | b\n```\n<script>x</script>\n````` done";
+        let markdown = render(&results_with_diagnosis(text));
+        assert_eq!(well_formed(&markdown), Ok(()), "{markdown}");
+        assert!(markdown.contains("``````text"), "{markdown}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn any_text_keeps_summary_md_well_formed(text in "[a-z|<>`\n\r*_ ]{0,80}|\\PC{0,80}") {
+            let markdown = render(&results_with_diagnosis(&text));
+            proptest::prop_assert_eq!(well_formed(&markdown), Ok(()), "{}", markdown);
+        }
+    }
 }

@@ -276,3 +276,37 @@ tr.fail td,section.fail h2{color:#b00020}tr.pass td:nth-child(2){color:#08701a}\
 .meta{color:#666}.message,.fault{font-weight:600}.fault{color:#b00020}pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:400px}\
 section{border-top:1px solid #ddd;margin-top:24px}.chart svg{max-width:100%;height:auto}\
 .why{color:#444;font-size:90%}";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::results_with_diagnosis;
+
+    /// The page's elements, in order: what a workload's text could add to
+    /// if it were not escaped.
+    fn tags(html: &str) -> Vec<String> {
+        html.split('<')
+            .skip(1)
+            .map(|rest| {
+                rest.chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '/' || *c == '!')
+                    .collect()
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        /// Whatever a workload prints, report.html has the same elements
+        /// as for plain text: its output is text on the page, never markup.
+        #[test]
+        fn any_text_is_text_in_report_html(text in "[a-z<>&\"'/ ]{0,60}|\\PC{0,60}") {
+            let out_dir = std::path::Path::new("/nonexistent");
+            // Never empty: empty output leaves its section out.
+            let page = render(&results_with_diagnosis(&format!("x{text}")), out_dir);
+            let plain = render(&results_with_diagnosis("plain"), out_dir);
+            proptest::prop_assert_eq!(tags(&page), tags(&plain));
+        }
+    }
+}
