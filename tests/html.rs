@@ -43,6 +43,12 @@ fn the_html_report_renders_with_charts() {
     }
     assert_eq!(html.matches("<svg").count(), 2, "one chart per case");
     assert!(html.contains("Diagnosis: gpu-oom"), "{html}");
+    // A budget 8 times the peak would flatten the chart: named, not drawn.
+    assert!(
+        html.contains("host budget 512.0 MiB is far above these figures: not drawn"),
+        "{html}"
+    );
+    assert!(!html.contains(">host budget</text>"), "{html}");
 
     let Some(browser) = chromium() else {
         eprintln!("SKIPPED the browser half: no Chromium found (install Debian's `chromium`)");

@@ -204,6 +204,20 @@ fn a_leak_over_probe_steps_fails_and_a_steady_noisy_loop_does_not() {
     );
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(junit.contains("type=\"leak\""), "{junit}");
+    // report.html draws the steps and the fitted trend; results.json has it.
+    let html = std::fs::read_to_string(project.out().join("report.html")).expect("html");
+    assert!(html.contains("What the probe reported"), "{html}");
+    assert!(
+        html.contains("leak trend: +8.00 MiB per step after warm-up"),
+        "{html}"
+    );
+    let trend = &run.case("train")["leak"];
+    assert_eq!(trend["warmup"], 3, "{trend}");
+    assert_eq!(
+        trend["slope_bytes_per_iteration"],
+        8.0 * 1024.0 * 1024.0,
+        "{trend}"
+    );
 
     let project = Project::new(&train_suite(
         "\"--steps\", \"30\", \"--noise-mib\", \"40\"",

@@ -1,7 +1,8 @@
-//! One case's memory over time as an inline SVG chart, drawn by plotters
-//! from the case's `timeline.json`: host RSS, the case's GPU memory, the
-//! devices' use, budget and baseline lines, and the moment the case ended
-//! if it did not pass.
+//! A case's charts as inline SVG, drawn by plotters: its memory over time
+//! from `timeline.json` (host, the case's GPU memory, the devices' use,
+//! budget and baseline lines, the moment the case ended if it did not
+//! pass), scaled to the figures rather than to a far budget; and what its
+//! probe reported per step, with the fitted leak trend.
 //!
 //! A timeline holds up to 2048 points per series, more than the chart has
 //! pixels for, so each series is [`downsample`]d to
@@ -35,8 +36,24 @@ pub fn downsample(points: &[(f64, f64)], max_points: usize) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// A chart, and what it leaves out and why.
+pub(super) struct Chart {
+    pub(super) svg: String,
+    /// Lines not drawn, in words (`host budget 40.0 GiB: far above …`).
+    pub(super) notes: Vec<String>,
+}
+
+/// A budget line is drawn when it is within this factor of the highest
+/// figure; farther, it would squash the figures into a flat line at the
+/// bottom, and it is named under the chart instead.
+const BUDGET_IN_VIEW: f64 = 2.0;
+
+/// Text sizes, in the SVG's own pixels (the chart is scaled to the page).
+const LABEL_PX: u32 = 18;
+const LEGEND_PX: u32 = 17;
+
 /// The case's memory over time as an SVG, from its timeline.json.
-pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<String> {
+pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<Chart> {
     let text = std::fs::read_to_string(out_dir.join(&case.timeline)).ok()?;
     let timeline: serde_json::Value = serde_json::from_str(&text).ok()?;
     let points = timeline["points"].as_array()?;
@@ -68,42 +85,69 @@ pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<String> {
             }
         })
     };
-    let lines: Vec<(&str, f64, RGBColor)> = [
-        ("host budget", limit(CheckKind::HostBudget), RED),
-        ("gpu budget", limit(CheckKind::GpuBudget), MAGENTA),
-        ("host baseline", baseline("host"), RGBColor(120, 120, 120)),
-        ("gpu baseline", baseline("gpu"), RGBColor(60, 60, 160)),
-    ]
-    .into_iter()
-    .filter_map(|(name, bytes, color)| bytes.map(|b| (name, b as f64 / MIB, color)))
-    .collect();
-    let end = case
-        .wall_time_s
-        .max(host.iter().chain(&gpu).map(|p| p.0).fold(0.0, f64::max))
-        .max(0.1);
-    let top = host
+    let highest = host
         .iter()
         .chain(&gpu)
         .chain(&device)
         .map(|p| p.1)
-        .chain(lines.iter().map(|l| l.1))
-        .fold(1.0, f64::max)
-        * 1.1;
+        .fold(0.0, f64::max);
+    let mut notes = Vec::new();
+    // Baselines are near the figures by nature and always drawn; a budget
+    // far above them is named instead, so a regression well under it still
+    // shows as a climb, not a flat line.
+    let lines: Vec<(&str, f64, RGBColor)> = [
+        ("host budget", limit(CheckKind::HostBudget), RED, true),
+        ("gpu budget", limit(CheckKind::GpuBudget), MAGENTA, true),
+        (
+            "host baseline",
+            baseline("host"),
+            RGBColor(120, 120, 120),
+            false,
+        ),
+        (
+            "gpu baseline",
+            baseline("gpu"),
+            RGBColor(60, 60, 160),
+            false,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, bytes, color, budget)| {
+        let mib = bytes? as f64 / MIB;
+        if budget && highest > 0.0 && mib > highest * BUDGET_IN_VIEW {
+            notes.push(format!(
+                "{name} {} is far above these figures: not drawn, so they keep their scale",
+                crate::units::Bytes(bytes?)
+            ));
+            return None;
+        }
+        Some((name, mib, color))
+    })
+    .collect();
+    let end = case
+        .wall_time_s
+        .max(host.iter().chain(&gpu).map(|p| p.0).fold(0.0, f64::max))
+        .max(0.1)
+        // Room past the end, so the line marking it is not on the frame.
+        * 1.03;
+    let top = lines.iter().map(|l| l.1).fold(highest.max(1.0), f64::max) * 1.1;
 
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (900, 320)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (900, 360)).into_drawing_area();
         root.fill(&WHITE).ok()?;
         let mut chart = ChartBuilder::on(&root)
             .margin(12)
-            .x_label_area_size(32)
-            .y_label_area_size(64)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
             .build_cartesian_2d(0.0..end, 0.0..top)
             .ok()?;
         chart
             .configure_mesh()
             .x_desc("seconds")
             .y_desc("MiB")
+            .label_style(("sans-serif", LABEL_PX))
+            .axis_desc_style(("sans-serif", LABEL_PX))
             .light_line_style(WHITE)
             .draw()
             .ok()?;
@@ -157,6 +201,120 @@ pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<String> {
         }
         chart
             .configure_series_labels()
+            .label_font(("sans-serif", LEGEND_PX))
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .ok()?;
+        root.present().ok()?;
+    }
+    Some(Chart { svg, notes })
+}
+
+/// Colours of the probe's series, one per instance and phase.
+const SERIES_COLOURS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(23, 190, 207),
+];
+
+/// What the workload's probe reported at each step — `allocated` per
+/// instance and phase, the allocator's own view — and, when a leak check
+/// ran on it, the fitted trend after warm-up. `None` without a probe
+/// series of two steps or more.
+pub(super) fn probe_chart(case: &CaseResult) -> Option<String> {
+    let probe = case.probe.as_ref()?;
+    let series: Vec<(String, Vec<(f64, f64)>)> = probe
+        .series
+        .iter()
+        .filter(|(_, values)| values.len() >= 2)
+        .take(SERIES_COLOURS.len())
+        .map(|((instance, phase), values)| {
+            let label = match (phase.is_empty(), probe.series.len() > 1) {
+                (true, _) => format!("allocated, instance {instance}"),
+                (false, _) => format!("allocated ({phase}), instance {instance}"),
+            };
+            let points: Vec<(f64, f64)> = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i as f64, *v as f64 / MIB))
+                .collect();
+            (label, downsample(&points, MAX_POINTS_PER_SERIES))
+        })
+        .collect();
+    if series.is_empty() {
+        return None;
+    }
+    // The trend is drawn over the series the leak was judged on.
+    let trend = case
+        .leak
+        .as_ref()
+        .zip(probe.longest_series())
+        .and_then(|(leak, (_, values))| {
+            let last = values.len().checked_sub(1)? as f64;
+            let first = leak.warmup as f64;
+            let at = |x: f64| (leak.intercept_bytes + leak.slope_bytes_per_iteration * x) / MIB;
+            (last > first).then(|| (leak, vec![(first, at(first)), (last, at(last))]))
+        });
+    let values = series
+        .iter()
+        .flat_map(|(_, points)| points.iter().map(|p| p.1))
+        .chain(trend.iter().flat_map(|(_, line)| line.iter().map(|p| p.1)));
+    let (low, high) = values.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    // Scaled to the figures, not from zero: a growth of a few MiB on top of
+    // gigabytes is the point of this chart.
+    let pad = ((high - low) * 0.1).max(1.0);
+    let (low, high) = ((low - pad).max(0.0), high + pad);
+    let steps = series
+        .iter()
+        .map(|(_, points)| points.last().map_or(0.0, |p| p.0))
+        .fold(1.0, f64::max);
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 300)).into_drawing_area();
+        root.fill(&WHITE).ok()?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0.0..steps, low..high)
+            .ok()?;
+        chart
+            .configure_mesh()
+            .x_desc("probe step")
+            .y_desc("MiB allocated")
+            .label_style(("sans-serif", LABEL_PX))
+            .axis_desc_style(("sans-serif", LABEL_PX))
+            .light_line_style(WHITE)
+            .draw()
+            .ok()?;
+        for ((label, points), colour) in series.into_iter().zip(SERIES_COLOURS) {
+            chart
+                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+                .ok()?
+                .label(label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+        }
+        if let Some((leak, line)) = trend {
+            let per = crate::units::Bytes(leak.slope_bytes_per_iteration.abs() as u64);
+            let sign = if leak.slope_bytes_per_iteration < 0.0 {
+                "-"
+            } else {
+                "+"
+            };
+            chart
+                .draw_series(LineSeries::new(line, RED.stroke_width(2)))
+                .ok()?
+                .label(format!("leak trend: {sign}{per} per step after warm-up"))
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
+        }
+        chart
+            .configure_series_labels()
+            .label_font(("sans-serif", LEGEND_PX))
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()

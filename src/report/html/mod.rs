@@ -233,12 +233,20 @@ fn case_section(page: &mut String, case: &CaseResult, results: &RunResults, out_
         let _ = writeln!(page, "<p class=\"message\">{}</p>", escape(message));
     }
     match chart::chart(case, out_dir) {
-        Some(svg) => {
+        Some(chart) => {
             page.push_str("<div class=\"chart\">");
-            page.push_str(&svg);
+            page.push_str(&chart.svg);
             page.push_str("</div>\n");
+            for note in &chart.notes {
+                let _ = writeln!(page, "<p class=\"meta\">{}</p>", escape(note));
+            }
         }
         None => page.push_str("<p class=\"meta\">No memory timeline was recorded.</p>\n"),
+    }
+    if let Some(svg) = chart::probe_chart(case) {
+        page.push_str("<h3>What the probe reported</h3><div class=\"chart\">");
+        page.push_str(&svg);
+        page.push_str("</div>\n");
     }
     if let Some(diagnosis) = &case.diagnosis {
         let _ = writeln!(page, "<h3>Diagnosis: {}</h3>", diagnosis.kind.as_str());
@@ -270,7 +278,7 @@ fn case_section(page: &mut String, case: &CaseResult, results: &RunResults, out_
     page.push_str("</section>\n");
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:24px;max-width:1000px;color:#222}\
+const STYLE: &str = "body{font-family:system-ui,sans-serif;font-size:16px;line-height:1.45;margin:24px;max-width:1000px;color:#222}\
 table{border-collapse:collapse;margin:12px 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}\
 tr.fail td,section.fail h2{color:#b00020}tr.pass td:nth-child(2){color:#08701a}\
 .meta{color:#666}.message,.fault{font-weight:600}.fault{color:#b00020}pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:400px}\
