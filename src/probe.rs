@@ -77,6 +77,20 @@ pub struct ProbeSummary {
     /// bounded (halved, keeping every other point, when full).
     #[serde(skip)]
     pub series: BTreeMap<(u32, String), Vec<u64>>,
+    /// `reserved` at each step, the same way (for the report's chart).
+    #[serde(skip)]
+    pub reserved_series: BTreeMap<(u32, String), Vec<u64>>,
+}
+
+/// Add a step's figure to its series; a full series is halved (every
+/// other point kept) first, so memory stays bounded however long the run.
+fn push_bounded(series: &mut BTreeMap<(u32, String), Vec<u64>>, key: &(u32, String), bytes: u64) {
+    let values = series.entry(key.clone()).or_default();
+    if values.len() >= MAX_SERIES {
+        let halved: Vec<u64> = values.iter().step_by(2).copied().collect();
+        *values = halved;
+    }
+    values.push(bytes);
 }
 
 /// Most points kept per series before it is halved.
@@ -134,16 +148,12 @@ impl ProbeSummary {
                 if let Some(n) = step {
                     self.first_step = Some(self.first_step.map_or(n, |first| first.min(n)));
                 }
+                let key = (instance, phase.clone().unwrap_or_default());
                 if let Some(bytes) = allocated {
-                    let series = self
-                        .series
-                        .entry((instance, phase.clone().unwrap_or_default()))
-                        .or_default();
-                    if series.len() >= MAX_SERIES {
-                        let halved: Vec<u64> = series.iter().step_by(2).copied().collect();
-                        *series = halved;
-                    }
-                    series.push(bytes);
+                    push_bounded(&mut self.series, &key, bytes);
+                }
+                if let Some(bytes) = reserved {
+                    push_bounded(&mut self.reserved_series, &key, bytes);
                 }
                 self.last_step = Some(StepSeen {
                     instance,

@@ -221,28 +221,40 @@ const SERIES_COLOURS: [RGBColor; 6] = [
     RGBColor(23, 190, 207),
 ];
 
-/// What the workload's probe reported at each step — `allocated` per
-/// instance and phase, the allocator's own view — and, when a leak check
-/// ran on it, the fitted trend after warm-up. `None` without a probe
+/// What the workload's probe reported at each step — `allocated` and
+/// `reserved` per instance and phase, the allocator's own view — and, when
+/// a leak check ran on it, the fitted trend after warm-up. `None` without a probe
 /// series of two steps or more.
 pub(super) fn probe_chart(case: &CaseResult) -> Option<String> {
     let probe = case.probe.as_ref()?;
-    let series: Vec<(String, Vec<(f64, f64)>)> = probe
+    let points = |values: &[u64]| -> Vec<(f64, f64)> {
+        let all: Vec<(f64, f64)> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i as f64, *v as f64 / MIB))
+            .collect();
+        downsample(&all, MAX_POINTS_PER_SERIES)
+    };
+    // Per instance and phase: allocated (thick), and reserved (thin, the
+    // same colour) where the workload reports it.
+    type Series = (String, Vec<(f64, f64)>, Option<Vec<(f64, f64)>>);
+    let series: Vec<Series> = probe
         .series
         .iter()
         .filter(|(_, values)| values.len() >= 2)
         .take(SERIES_COLOURS.len())
-        .map(|((instance, phase), values)| {
-            let label = match (phase.is_empty(), probe.series.len() > 1) {
-                (true, _) => format!("allocated, instance {instance}"),
-                (false, _) => format!("allocated ({phase}), instance {instance}"),
+        .map(|(key @ (instance, phase), values)| {
+            let label = if phase.is_empty() {
+                format!("instance {instance}")
+            } else {
+                format!("{phase}, instance {instance}")
             };
-            let points: Vec<(f64, f64)> = values
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (i as f64, *v as f64 / MIB))
-                .collect();
-            (label, downsample(&points, MAX_POINTS_PER_SERIES))
+            let reserved = probe
+                .reserved_series
+                .get(key)
+                .filter(|r| r.len() >= 2)
+                .map(|r| points(r));
+            (label, points(values), reserved)
         })
         .collect();
     if series.is_empty() {
@@ -261,7 +273,8 @@ pub(super) fn probe_chart(case: &CaseResult) -> Option<String> {
         });
     let values = series
         .iter()
-        .flat_map(|(_, points)| points.iter().map(|p| p.1))
+        .flat_map(|(_, allocated, reserved)| allocated.iter().chain(reserved.iter().flatten()))
+        .map(|p| p.1)
         .chain(trend.iter().flat_map(|(_, line)| line.iter().map(|p| p.1)));
     let (low, high) = values.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
     // Scaled to the figures, not from zero: a growth of a few MiB on top of
@@ -270,7 +283,7 @@ pub(super) fn probe_chart(case: &CaseResult) -> Option<String> {
     let (low, high) = ((low - pad).max(0.0), high + pad);
     let steps = series
         .iter()
-        .map(|(_, points)| points.last().map_or(0.0, |p| p.0))
+        .map(|(_, points, _)| points.last().map_or(0.0, |p| p.0))
         .fold(1.0, f64::max);
 
     let mut svg = String::new();
@@ -286,18 +299,27 @@ pub(super) fn probe_chart(case: &CaseResult) -> Option<String> {
         chart
             .configure_mesh()
             .x_desc("probe step")
-            .y_desc("MiB allocated")
+            .y_desc("MiB")
             .label_style(("sans-serif", LABEL_PX))
             .axis_desc_style(("sans-serif", LABEL_PX))
             .light_line_style(WHITE)
             .draw()
             .ok()?;
-        for ((label, points), colour) in series.into_iter().zip(SERIES_COLOURS) {
+        for ((label, allocated, reserved), colour) in series.into_iter().zip(SERIES_COLOURS) {
             chart
-                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+                .draw_series(LineSeries::new(allocated, colour.stroke_width(3)))
                 .ok()?
-                .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+                .label(format!("allocated ({label})"))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(3))
+                });
+            if let Some(reserved) = reserved {
+                chart
+                    .draw_series(LineSeries::new(reserved, colour.stroke_width(1)))
+                    .ok()?
+                    .label(format!("reserved ({label})"))
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+            }
         }
         if let Some((leak, line)) = trend {
             let per = crate::units::Bytes(leak.slope_bytes_per_iteration.abs() as u64);
