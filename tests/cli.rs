@@ -361,6 +361,14 @@ sys.stdout.buffer.write(out)
         .arg(project.out())
         .args(extra)
         .env_remove("CI")
+        .env_remove("GITHUB_ACTIONS")
+        .env_remove("GITLAB_CI")
+        .env_remove("BUILDKITE")
+        .env_remove("JENKINS_URL")
+        .env_remove("TF_BUILD")
+        .env_remove("TEAMCITY_VERSION")
+        .env_remove("CIRCLECI")
+        .env_remove("BITBUCKET_BUILD_NUMBER")
         .env_remove("NO_COLOR")
         .env("TERM", "xterm");
     for (key, value) in env {
@@ -384,6 +392,13 @@ fn the_live_display_redraws_only_on_an_interactive_terminal() {
     );
     for (what, rows, cols, env, extra) in [
         ("CI=true", 24, 80, vec![("CI", "true")], vec![]),
+        (
+            "JENKINS_URL",
+            24,
+            80,
+            vec![("JENKINS_URL", "http://ci")],
+            vec![],
+        ),
         ("a 0x0 terminal", 0, 0, vec![], vec![]),
         (
             "--progress lines",

@@ -183,7 +183,8 @@ pub struct LockArgs {
 /// How progress is shown while cases run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProgressMode {
-    /// A live line on an interactive terminal; plain lines in CI (`CI` set),
+    /// A live line on an interactive terminal; plain lines in CI (`CI`,
+    /// `GITHUB_ACTIONS`, `GITLAB_CI`, `JENKINS_URL`, ... set),
     /// on a terminal without a size, with `TERM=dumb`, or in a log file.
     #[default]
     Auto,

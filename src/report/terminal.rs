@@ -70,8 +70,9 @@ pub fn to_stderr(text: &str) {
 /// How progress is shown while cases run (`run --progress`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Progress {
-    /// A live line on an interactive terminal; plain lines in CI (`CI`
-    /// set), on a terminal with no size (a 0x0 pseudo-terminal), with
+    /// A live line on an interactive terminal; plain lines in CI (`CI`,
+    /// `GITHUB_ACTIONS`, `GITLAB_CI`, `BUILDKITE`, `JENKINS_URL`, ... set),
+    /// on a terminal with no size (a 0x0 pseudo-terminal), with
     /// `TERM=dumb`, or when stderr is not a terminal.
     #[default]
     Auto,
@@ -98,9 +99,31 @@ impl Progress {
 /// size, `TERM` not `dumb`, and not under CI (whose log viewers show each
 /// redraw as a line, or garble it).
 fn interactive_stderr() -> bool {
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
     let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
-    io::stderr().is_terminal() && !ci && !dumb && stderr_has_a_size()
+    io::stderr().is_terminal() && !under_ci() && !dumb && stderr_has_a_size()
+}
+
+/// Variables CI systems set in every job: `CI` (most), and the ones of
+/// systems that do not set it.
+const CI_VARIABLES: [&str; 9] = [
+    "CI",
+    "GITHUB_ACTIONS",
+    "GITLAB_CI",
+    "BUILDKITE",
+    "JENKINS_URL",
+    "TF_BUILD",
+    "TEAMCITY_VERSION",
+    "CIRCLECI",
+    "BITBUCKET_BUILD_NUMBER",
+];
+
+/// Whether oomgate runs in a CI job (a variable above set, and not to
+/// `0` or `false`).
+fn under_ci() -> bool {
+    CI_VARIABLES.iter().any(|name| {
+        std::env::var(name)
+            .is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
+    })
 }
 
 /// Whether the terminal on stderr reports a size (`TIOCGWINSZ`); a
