@@ -45,10 +45,11 @@ pub struct Environment {
 
 impl Environment {
     /// What a lock records: the software the workloads ran on, without the
-    /// machine's identity (CPU model, kernel build), which differs on every
-    /// runner and is kept in results.json only.
+    /// machine's identity (OS image, kernel build, CPU model), which
+    /// differs from runner to runner and is kept in results.json only.
     pub fn software(&self) -> Environment {
         Environment {
+            os: None,
             cpu_model: None,
             kernel: None,
             ..self.clone()

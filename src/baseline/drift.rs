@@ -23,8 +23,8 @@ impl std::fmt::Display for Drift {
 
 /// Everything that changed, in a stable order: GPU and driver first (the
 /// usual suspects for GPU memory), then Python and packages, then the rest.
-/// Facts about the machine rather than the software (CPU model, kernel
-/// build) are left out: every runner differs in them.
+/// Facts about the machine rather than the software (OS image, kernel
+/// build, CPU model) are left out: every runner differs in them.
 pub fn drift(before: &Environment, after: &Environment) -> Vec<Drift> {
     let mut changes = Vec::new();
     let mut field = |what: &str, a: Option<&str>, b: Option<&str>| {
@@ -89,10 +89,11 @@ pub fn drift(before: &Environment, after: &Environment) -> Vec<Drift> {
             output(after).as_deref(),
         );
     }
-    field("os", before.os.as_deref(), after.os.as_deref());
-    // The kernel build and the CPU model say which machine ran, not what
-    // software the workload used: they are not drift (and a lock no longer
-    // records them, see `Environment::software`).
+    // The OS image, the kernel build and the CPU model say which machine
+    // ran, not what software the workload used: they are not drift (and a
+    // lock no longer records them, see `Environment::software`). What the
+    // workload runs on — driver, CUDA, GPUs, Python and its packages, the
+    // suite's own probe commands — is.
     field(
         "oomgate",
         Some(before.oomgate_version.as_str()),
@@ -255,9 +256,10 @@ mod tests {
         let mut after = before.clone();
         after.cpu_model = Some("AMD EPYC".into());
         after.kernel = Some("6.18.0".into());
+        after.os = Some("Ubuntu 24.04".into());
         assert_eq!(drift(&before, &after), []);
         let locked = after.software();
-        assert_eq!((locked.cpu_model, locked.kernel), (None, None));
+        assert_eq!((locked.cpu_model, locked.kernel, locked.os), (None, None, None));
         assert_eq!(locked.python, after.python);
     }
 }
