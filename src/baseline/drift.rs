@@ -259,7 +259,10 @@ mod tests {
         after.os = Some("Ubuntu 24.04".into());
         assert_eq!(drift(&before, &after), []);
         let locked = after.software();
-        assert_eq!((locked.cpu_model, locked.kernel, locked.os), (None, None, None));
+        assert_eq!(
+            (locked.cpu_model, locked.kernel, locked.os),
+            (None, None, None)
+        );
         assert_eq!(locked.python, after.python);
     }
 }

@@ -120,8 +120,8 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             let accepted = crate::results::view::accepted_changes(&view);
             if !accepted.is_empty() {
                 write_stderr(&format!(
-                    "accepting what changed since the old baseline for {} (they failed only against it)",
-                    accepted.join(", ")
+                    "accepting what changed since the old baseline (these cases failed only against it):\n  {}",
+                    accepted.join("\n  ")
                 ));
             }
             (

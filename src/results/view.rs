@@ -69,6 +69,68 @@ pub struct CaseView {
     pub diagnosis: Option<serde_json::Value>,
     #[serde(default)]
     pub instances: Vec<InstanceView>,
+    /// The comparison with the baseline the run had, if any.
+    #[serde(default)]
+    pub baseline: Option<ComparisonView>,
+}
+
+/// A case's comparison with its baseline, as results.json writes it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ComparisonView {
+    #[serde(default)]
+    pub host: Option<FigureView>,
+    #[serde(default)]
+    pub gpu: Option<FigureView>,
+    #[serde(default)]
+    pub allocated: Option<FigureView>,
+}
+
+impl ComparisonView {
+    pub fn figures(&self) -> impl Iterator<Item = &FigureView> {
+        [&self.host, &self.gpu, &self.allocated]
+            .into_iter()
+            .flatten()
+    }
+}
+
+/// One figure against its baseline.
+#[derive(Debug, Clone, Deserialize)]
+pub struct FigureView {
+    pub figure: String,
+    /// `within`, `regressed`, `improved`, `no-baseline`, `unknown`, `skipped`.
+    pub outcome: String,
+    pub new_bytes: Option<u64>,
+    pub baseline_bytes: Option<u64>,
+    pub delta_ratio: Option<f64>,
+}
+
+impl FigureView {
+    /// The lock has this figure but the run could not measure it.
+    fn missing(&self) -> bool {
+        self.outcome == "unknown" && self.baseline_bytes.is_some()
+    }
+
+    /// `gpu 1000.0 MiB -> 1.17 GiB (+20.0%)`, for a change a re-lock takes.
+    fn change(&self) -> Option<String> {
+        let new = crate::units::Bytes(self.new_bytes?);
+        match (self.outcome.as_str(), self.baseline_bytes) {
+            ("regressed" | "skipped", Some(old)) => {
+                let ratio = self
+                    .delta_ratio
+                    .map(|r| format!(" ({:+.1}%)", r * 100.0))
+                    .unwrap_or_default();
+                Some(format!(
+                    "{} {} -> {new}{ratio}",
+                    self.figure,
+                    crate::units::Bytes(old)
+                ))
+            }
+            ("no-baseline" | "skipped", None) => {
+                Some(format!("{} {new} (no baseline before)", self.figure))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A check's name and verdict.
@@ -99,7 +161,15 @@ impl CaseView {
     /// re-lock after an intended memory increase is for.
     pub fn failed_only_against_the_baseline(&self) -> bool {
         let clean_exit = |i: &InstanceView| i.exit == Some(serde_json::json!({ "code": 0 }));
+        // A locked figure this run could not measure is a missing figure,
+        // not a change: locking would drop the gate.
+        let missing = self
+            .baseline
+            .iter()
+            .flat_map(ComparisonView::figures)
+            .any(FigureView::missing);
         self.status == crate::status::CaseStatus::Failed
+            && !missing
             && self.diagnosis.is_none()
             && !self.instances.is_empty()
             && self.instances.iter().all(clean_exit)
@@ -182,14 +252,28 @@ pub fn lock_from_results(view: &ResultsView) -> Result<Lock, String> {
     Ok(lock_of(view))
 }
 
-/// The cases a lock from these results accepts although they failed: they
-/// failed only against the old baseline.
-pub fn accepted_changes(view: &ResultsView) -> Vec<&str> {
-    view.cases
+/// What a lock from these results accepts although its cases failed: a
+/// line per change of a case that failed only against the old baseline
+/// (`train-bs64: gpu 41.2 GiB -> 47.9 GiB (+16.3%)`).
+pub fn accepted_changes(view: &ResultsView) -> Vec<String> {
+    let mut lines = Vec::new();
+    for case in view
+        .cases
         .iter()
         .filter(|c| c.failed_only_against_the_baseline())
-        .map(|c| c.id.as_str())
-        .collect()
+    {
+        let changes: Vec<String> = case
+            .baseline
+            .iter()
+            .flat_map(ComparisonView::figures)
+            .filter_map(FigureView::change)
+            .collect();
+        if changes.is_empty() {
+            lines.push(format!("{}: the environment's drift", case.id));
+        }
+        lines.extend(changes.into_iter().map(|c| format!("{}: {c}", case.id)));
+    }
+    lines
 }
 
 /// Every case of a results view as a lock, passed or not (for `diff`).
@@ -253,6 +337,24 @@ mod tests {
             crate::status::SCHEMA_VERSION
         );
         ResultsView::parse(&text).expect("a results view")
+    }
+
+    #[test]
+    fn a_locked_figure_the_run_could_not_measure_is_not_accepted() {
+        let failed = r#", "cases": [{"id": "b", "status": "failed", "message": null, "host_peak_bytes": 1,
+              "gpu_peak_bytes": null, "gpu_peak_method": null, "wall_time_s": 1.0, "command": ["x"],
+              "checks": [{"name": "baseline.gpu", "passed": false}],
+              "instances": [{"exit": {"code": 0}}],
+              "baseline": {"gpu": {"figure": "gpu", "outcome": "unknown", "new_bytes": null,
+                                   "baseline_bytes": 100, "delta_ratio": null}}}]"#;
+        let text = format!(
+            r#"{{"schema": {}, "suite": {{"name": "s"}}, "started_at": "t", "finished_at": "u"{failed}}}"#,
+            crate::status::SCHEMA_VERSION
+        );
+        let view = ResultsView::parse(&text).expect("a results view");
+        assert!(!view.cases[0].failed_only_against_the_baseline());
+        assert!(lock_from_results(&view).is_err());
+        assert_eq!(accepted_changes(&view), Vec::<String>::new());
     }
 
     #[test]
