@@ -5,8 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The version of results.json's schema; fields are only ever added.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The version of results.json's schema; fields are only ever added, and
+/// each addition a reader may rely on bumps it. 2: `failure_kind`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

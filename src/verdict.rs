@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use crate::results::{CaseStatus, Check, CheckKind};
+use crate::results::{CaseResult, CaseStatus, Check, CheckKind};
 use crate::status::Exit;
 use crate::units::{Bytes, format_duration};
 
@@ -321,6 +321,58 @@ fn is_judgement(kind: &CheckKind) -> bool {
     kind.is_baseline() || *kind == CheckKind::EnvironmentDrift
 }
 
+/// The kind of a case's failure, one stable word for CI (JUnit's failure
+/// `type`, results.json's `failure_kind`, the GitHub annotation's title),
+/// or `None` for a case that passed. When several apply, the first in this
+/// order wins: how the case ended (`interrupted`, `launch-error`), then
+/// the diagnosis of a case that failed on its own (`gpu-oom`, `host-oom`,
+/// `host-oom-suspected`, `cuda-setup`, `cuda-fault`, `timeout`, `crash`) —
+/// so an OOM outranks the budget breach it caused — then the failed checks
+/// (`host-oom`, `budget`, `headroom`, `leak`, `limit`, `regression`,
+/// `baseline`, `environment-drift`).
+pub fn failure_kind(case: &CaseResult) -> Option<&'static str> {
+    use crate::diagnose::FailureKind;
+    match case.status {
+        CaseStatus::Passed => return None,
+        CaseStatus::Interrupted | CaseStatus::Running => return Some("interrupted"),
+        CaseStatus::Error => return Some("launch-error"),
+        CaseStatus::Failed | CaseStatus::TimedOut => {}
+    }
+    if let Some(diagnosis) = &case.diagnosis {
+        return Some(match diagnosis.kind {
+            FailureKind::GpuOom => "gpu-oom",
+            FailureKind::HostOom | FailureKind::HostAllocFailed => "host-oom",
+            FailureKind::HostOomSuspected => "host-oom-suspected",
+            FailureKind::CudaSetup => "cuda-setup",
+            FailureKind::CudaFault => "cuda-fault",
+            FailureKind::Timeout => "timeout",
+            FailureKind::ExitNonzero => "crash",
+        });
+    }
+    if case.status == CaseStatus::TimedOut {
+        return Some("timeout");
+    }
+    let rank = |check: &Check| match &check.kind {
+        CheckKind::HostOomKill => (0, "host-oom"),
+        CheckKind::HostBudget | CheckKind::GpuBudget => (1, "budget"),
+        CheckKind::GpuHeadroom { .. } => (2, "headroom"),
+        CheckKind::Leak => (3, "leak"),
+        CheckKind::Limit(_) => (4, "limit"),
+        // A figure measured against its baseline; without one (no
+        // baseline, or none it can be compared with) it is the baseline
+        // that failed, not the figure.
+        CheckKind::Baseline(_) if check.figure_bytes.is_some() => (5, "regression"),
+        CheckKind::Baseline(_) | CheckKind::BaselineMissing => (6, "baseline"),
+        CheckKind::EnvironmentDrift => (7, "environment-drift"),
+    };
+    Some(
+        case.failed_checks()
+            .map(rank)
+            .min()
+            .map_or("crash", |(_, word)| word),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -621,5 +673,93 @@ mod tests {
                 "{message}"
             );
         }
+    }
+
+    #[test]
+    fn failure_kinds_follow_their_precedence() {
+        let check = |kind: CheckKind, figure: Option<u64>| Check {
+            kind,
+            passed: false,
+            figure_bytes: figure,
+            limit_bytes: None,
+            message: String::new(),
+        };
+        let case = |status: CaseStatus, checks: Vec<Check>| {
+            let mut case = CaseResult::unmeasured("c".into());
+            case.status = status;
+            case.checks = checks;
+            case
+        };
+        let regression = || check(CheckKind::Baseline("gpu".into()), Some(1));
+        for (status, checks, expected) in [
+            (CaseStatus::Passed, vec![], None),
+            (
+                CaseStatus::Interrupted,
+                vec![regression()],
+                Some("interrupted"),
+            ),
+            (CaseStatus::Error, vec![], Some("launch-error")),
+            (CaseStatus::TimedOut, vec![regression()], Some("timeout")),
+            (CaseStatus::Failed, vec![], Some("crash")),
+            (
+                CaseStatus::Failed,
+                vec![regression(), check(CheckKind::HostBudget, Some(1))],
+                Some("budget"),
+            ),
+            (
+                CaseStatus::Failed,
+                vec![
+                    check(CheckKind::Leak, None),
+                    check(CheckKind::GpuHeadroom { device: 0 }, Some(1)),
+                ],
+                Some("headroom"),
+            ),
+            (
+                CaseStatus::Failed,
+                vec![
+                    check(CheckKind::Limit("metric.x".into()), None),
+                    check(CheckKind::Leak, None),
+                ],
+                Some("leak"),
+            ),
+            (
+                CaseStatus::Failed,
+                vec![check(CheckKind::EnvironmentDrift, None), regression()],
+                Some("regression"),
+            ),
+            (
+                CaseStatus::Failed,
+                vec![check(CheckKind::Baseline("gpu".into()), None)],
+                Some("baseline"),
+            ),
+            (
+                CaseStatus::Failed,
+                vec![
+                    check(CheckKind::HostBudget, Some(1)),
+                    check(CheckKind::HostOomKill, None),
+                ],
+                Some("host-oom"),
+            ),
+        ] {
+            assert_eq!(
+                failure_kind(&case(status, checks.clone())),
+                expected,
+                "{status:?} {checks:?}"
+            );
+        }
+        // A diagnosis outranks the checks: the OOM, not the budget it broke.
+        let mut oom = case(
+            CaseStatus::Failed,
+            vec![check(CheckKind::GpuBudget, Some(1))],
+        );
+        oom.diagnosis = Some(crate::diagnose::Diagnosis {
+            kind: crate::diagnose::FailureKind::GpuOom,
+            oom: None,
+            exception: None,
+            rank: None,
+            oom_ranks: Vec::new(),
+            hints: Vec::new(),
+        });
+        assert_eq!(failure_kind(&oom), Some("gpu-oom"));
     }
 }

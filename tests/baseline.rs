@@ -418,7 +418,7 @@ fn markdown_summary_and_github_annotations() {
     let run = Run::from(output, project.out());
     run.assert_code(1);
     assert!(
-        run.stdout.contains("::error title=oomgate failed c::gpu peak 1.17 GiB > baseline 1000.0 MiB (+20.0%25, tolerance 5%25 + 64.0 MiB)"),
+        run.stdout.contains("::error title=oomgate regression c::gpu peak 1.17 GiB > baseline 1000.0 MiB (+20.0%25, tolerance 5%25 + 64.0 MiB)"),
         "{}",
         run.stdout
     );

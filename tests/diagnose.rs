@@ -93,6 +93,20 @@ fn each_kind_of_failure_is_classified() {
     assert_eq!(kind("plain").as_deref(), Some("exit-nonzero"));
     assert_eq!(kind("hang").as_deref(), Some("timeout"));
     assert_eq!(kind("hostalloc").as_deref(), Some("host-alloc-failed"));
+    // The failure kind CI reads: the same family words everywhere.
+    let failure_kind = |id: &str| run.case(id)["failure_kind"].as_str().map(str::to_string);
+    for (id, word) in [
+        ("oom", "gpu-oom"),
+        ("hostalloc", "host-oom"),
+        ("killed", "host-oom-suspected"),
+        ("plain", "crash"),
+        ("hang", "timeout"),
+        ("setup", "cuda-setup"),
+    ] {
+        assert_eq!(failure_kind(id).as_deref(), Some(word), "{id}");
+    }
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains("type=\"host-oom\""), "{junit}");
 
     let message = |id: &str| {
         run.case(id)["message"]

@@ -30,7 +30,7 @@ fn nasty_output_keeps_junit_valid_xml() {
         failure.attribute("message"),
         Some("the command exited with code 1")
     );
-    assert_eq!(failure.attribute("type"), Some("exit-nonzero"));
+    assert_eq!(failure.attribute("type"), Some("crash"));
     let failure_text = failure.text().unwrap_or_default();
     assert!(
         failure_text.contains("host peak:"),

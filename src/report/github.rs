@@ -68,11 +68,9 @@ impl Annotations {
         match event {
             Event::CaseFinished { result, .. } => {
                 if result.status != CaseStatus::Passed {
-                    let title = escape_property(&format!(
-                        "oomgate {} {}",
-                        result.status.as_str(),
-                        result.id
-                    ));
+                    // The failure kind, as JUnit's type and results.json say it.
+                    let kind = result.failure_kind.unwrap_or(result.status.as_str());
+                    let title = escape_property(&format!("oomgate {kind} {}", result.id));
                     let message = result.message.as_deref().unwrap_or(result.status.as_str());
                     writeln!(out, "::error title={title}::{}", escape(message))?;
                 } else if let Some(comparison) = &result.baseline {

@@ -1,4 +1,4 @@
-//! `results.json`: the results model as versioned JSON (`"schema": 1`).
+//! `results.json`: the results model as versioned JSON (`"schema": 2`).
 
 use std::io;
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::case_details;
-use crate::results::{CaseResult, CaseStatus, CheckKind, RunResults};
+use crate::results::{CaseResult, CaseStatus, RunResults};
 
 pub fn render(results: &RunResults) -> io::Result<String> {
     let mut report = Report::new(format!("oomgate {}", results.suite.name));
@@ -205,38 +205,12 @@ fn serde_plain(value: &impl serde::Serialize) -> String {
         .unwrap_or_default()
 }
 
-/// A stable word for the kind of failure, for JUnit's `type` attribute.
+/// A stable word for the kind of failure, for JUnit's `type` attribute:
+/// the case's `failure_kind` (see `verdict::failure_kind`).
 fn failure_type(case: &CaseResult) -> &'static str {
-    if let Some(diagnosis) = &case.diagnosis {
-        return diagnosis.kind.as_str();
-    }
-    match case.status {
-        CaseStatus::TimedOut => "timeout",
-        CaseStatus::Interrupted | CaseStatus::Running => "interrupted",
-        CaseStatus::Error => "launch-error",
-        _ if case
-            .failed_checks()
-            .any(|c| c.kind == CheckKind::HostOomKill) =>
-        {
-            "host-oom"
-        }
-        _ if case.failed_checks().any(|c| c.kind.is_baseline()) => "regression",
-        _ if case
-            .failed_checks()
-            .any(|c| c.kind == CheckKind::EnvironmentDrift) =>
-        {
-            "environment-drift"
-        }
-        _ if case.failed_checks().any(|c| c.kind == CheckKind::Leak) => "leak",
-        _ if case
-            .failed_checks()
-            .any(|c| matches!(c.kind, CheckKind::Limit(_))) =>
-        {
-            "limit-exceeded"
-        }
-        _ if case.failed_checks().next().is_some() => "budget-exceeded",
-        _ => "exit-status",
-    }
+    case.failure_kind
+        .or_else(|| crate::verdict::failure_kind(case))
+        .unwrap_or("crash")
 }
 
 fn parse_time(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {

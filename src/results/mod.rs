@@ -160,6 +160,10 @@ pub struct CaseResult {
     pub timeout_s: f64,
     pub soak_s: Option<f64>,
     pub status: CaseStatus,
+    /// What kind of failure, one stable word (`gpu-oom`, `budget`,
+    /// `regression`, ...; see `verdict::failure_kind` for all and their
+    /// precedence); `None` for a case that passed.
+    pub failure_kind: Option<&'static str>,
     /// Why the case did not pass, in one line a person can act on.
     pub message: Option<String>,
     pub started_at: String,
@@ -247,6 +251,7 @@ impl CaseResult {
             timeout_s: 0.0,
             soak_s: None,
             status: CaseStatus::Error,
+            failure_kind: None,
             message: None,
             started_at: String::new(),
             wall_time_s: 0.0,

@@ -197,9 +197,10 @@ impl ResultsView {
     pub fn parse(text: &str) -> Result<Self, String> {
         let view: ResultsView =
             serde_json::from_str(text).map_err(|e| format!("not an oomgate results file: {e}"))?;
-        if view.schema != crate::status::SCHEMA_VERSION {
+        // Fields are only added: every schema up to this oomgate's reads.
+        if !(1..=crate::status::SCHEMA_VERSION).contains(&view.schema) {
             return Err(format!(
-                "results schema {} is not the one this oomgate writes ({})",
+                "results schema {} is not one this oomgate reads (1 to {})",
                 view.schema,
                 crate::status::SCHEMA_VERSION
             ));

@@ -181,6 +181,8 @@ impl Runner<'_> {
             timeout_s: case.timeout.as_secs_f64(),
             soak_s: case.soak.map(|d| d.as_secs_f64()),
             status,
+            // Decided with the final verdict (`judge::decide`).
+            failure_kind: None,
             message,
             started_at,
             wall_time_s: wall_time.as_secs_f64(),
