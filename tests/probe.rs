@@ -1,6 +1,7 @@
-//! The workload probe end to end: python/oomgate_probe.py in a training
-//! loop (with a stand-in torch from fixtures/python), read by oomgate while
-//! the case runs; limits on what it reports.
+//! The workload probe end to end: the oomgate_probe module
+//! (python/oomgate_probe/) in a training loop (with a stand-in torch from
+//! fixtures/python), read by oomgate while the case runs; limits on what it
+//! reports.
 
 mod common;
 

@@ -27,6 +27,7 @@ import sys
 import time
 
 __all__ = ["step", "metric", "guard", "enabled"]
+# oomgate's version (Cargo.toml); scripts/check-wheel.sh checks they match.
 __version__ = "0.1.0"
 
 _path = os.environ.get("OOMGATE_METRICS")

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Checks the Python wheel the way a user gets it: installed into a fresh
+# virtual environment, `oomgate` prints the version Cargo.toml gives and
+# runs the quickstart suite, `oomgate_probe` imports from the environment,
+# and the binary carries no symbols or debug info.
+#
+#   scripts/check-wheel.sh                # build the wheel, then check it (.ci/run)
+#   scripts/check-wheel.sh WHEEL          # check a wheel built elsewhere (release.yml)
+#
+# Building uses maturin from PyPI, pinned below, in a throwaway virtual
+# environment, with the `release` profile: the binary `cargo build
+# --release` (the quickstart step of .ci/run) already compiled is relinked
+# with its symbols stripped instead of building the `dist` profile from
+# scratch, which takes three minutes. Release wheels use `dist`
+# (pyproject.toml); both profiles compile the same code.
+#
+# Needs python3 (3.11 or later, for tomllib) with venv, and for building,
+# cargo and the PyPI registry.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+# Keep in step with maturin-version in .github/workflows/release.yml.
+MATURIN_VERSION=1.16.0
+
+started=$SECONDS
+work=$(mktemp -d "${TMPDIR:-/tmp}/oomgate-wheel.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+pip_flags=(--quiet --disable-pip-version-check --no-input)
+
+version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["package"]["version"])')
+
+if [ $# -gt 1 ]; then
+    echo "usage: scripts/check-wheel.sh [WHEEL]" >&2
+    exit 2
+elif [ $# -eq 1 ]; then
+    wheel=$1
+else
+    echo "building the wheel with maturin $MATURIN_VERSION (release profile)"
+    python3 -m venv "$work/build-venv"
+    "$work/build-venv/bin/pip" install "${pip_flags[@]}" --only-binary=:all: "maturin==$MATURIN_VERSION"
+    "$work/build-venv/bin/maturin" build --profile release --out "$work/wheels"
+    wheel=$(find "$work/wheels" -name 'oomgate-*.whl' -print -quit)
+fi
+if [ ! -f "$wheel" ]; then
+    echo "error: no wheel at '$wheel'" >&2
+    exit 1
+fi
+
+echo "installing $(basename "$wheel") into a fresh virtual environment"
+python3 -m venv "$work/venv"
+# --no-index: everything the package needs is in the wheel.
+"$work/venv/bin/pip" install "${pip_flags[@]}" --no-index "$wheel"
+oomgate=$work/venv/bin/oomgate
+python=$work/venv/bin/python
+
+said=$("$oomgate" --version)
+if [ "$said" != "oomgate $version" ]; then
+    echo "error: 'oomgate --version' says '$said'; Cargo.toml says $version" >&2
+    exit 1
+fi
+echo "oomgate --version: $said"
+
+# From the temporary folder, so that nothing in the checkout can be the
+# module that is imported.
+(cd "$work" && "$python" - "$work/venv" "$version" <<'EOF'
+import os, sys
+import oomgate_probe
+venv, version = sys.argv[1:]
+where = os.path.realpath(oomgate_probe.__file__)
+assert where.startswith(os.path.realpath(venv) + os.sep), f"oomgate_probe imported from {where}, not the environment"
+assert oomgate_probe.__version__ == version, f"oomgate_probe.__version__ is {oomgate_probe.__version__}; Cargo.toml says {version}"
+assert not oomgate_probe.enabled()
+print(f"import oomgate_probe: {where}")
+EOF
+)
+
+# No .symtab and no .debug_* section: the binary is stripped. Rust keeps
+# .debug_gdb_scripts (a few bytes naming gdb's pretty-printers) in
+# stripped binaries too: it is loaded data, not debug info.
+"$python" - "$oomgate" "$wheel" <<'EOF'
+import os, struct, sys
+path, wheel = sys.argv[1:]
+with open(path, "rb") as f:
+    elf = f.read()
+assert elf[:4] == b"\x7fELF" and elf[4] == 2 and elf[5] == 1, "not a 64-bit little-endian ELF file"
+shoff, = struct.unpack_from("<Q", elf, 0x28)
+shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+def header(i):
+    return struct.unpack_from("<IIQQQQ", elf, shoff + i * shentsize)
+names_at = header(shstrndx)[4]
+names = [elf[names_at + header(i)[0]:].split(b"\0", 1)[0].decode() for i in range(shnum)]
+kept = [n for n in names if n == ".symtab" or (n.startswith(".debug") and n != ".debug_gdb_scripts")]
+assert not kept, f"{path} is not stripped: {kept}"
+mib = lambda p: os.path.getsize(p) / 2**20
+print(f"stripped; binary {mib(path):.1f} MiB, wheel {mib(wheel):.1f} MiB")
+EOF
+
+# From another folder: the suite's paths resolve from the suite file. Not
+# under GitHub Actions' eyes: .ci/run's own quickstart already reported.
+echo "oomgate run suites/quickstart.toml (installed command)"
+(cd "$work" && env -u GITHUB_ACTIONS -u GITHUB_STEP_SUMMARY \
+    "$oomgate" run "$repo/suites/quickstart.toml" --out "$work/quickstart-out")
+
+echo "wheel check passed in $((SECONDS - started)) s"
