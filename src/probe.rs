@@ -5,7 +5,7 @@
 //! {"event":"metric","name":"tokens_per_s","value":1834.2}
 //! ```
 //!
-//! Any language can write them; `python/oomgate_probe.py` is a
+//! Any language can write them; `python/oomgate_probe/__init__.py` is a
 //! dependency-free helper for Python. oomgate reads each instance's file
 //! while the case runs, from where it left off, so a probe that writes
 //! thousands of lines costs a read per tick, never the whole file again.
