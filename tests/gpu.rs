@@ -417,7 +417,7 @@ fn gpus_command_text_and_json() {
         .expect("run");
     assert_eq!(output.status.code(), Some(0));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
-    assert_eq!(json["available"], true);
+    assert_eq!(json["nvml"]["available"], true);
     assert_eq!(json["devices"][1]["processes"][0]["pid"], foreign.pid());
     assert_eq!(json["devices"][0]["total_bytes"], 8 * GIB);
     assert_eq!(json["visible_indices"], serde_json::json!([0, 1]));
@@ -441,10 +441,10 @@ fn gpus_without_nvml_exits_3_with_one_line() {
         .expect("run");
     assert_eq!(output.status.code(), Some(3));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
-    assert_eq!(json["available"], false);
+    assert_eq!(json["nvml"]["available"], false);
     assert_eq!(json["devices"], serde_json::json!([]));
     assert!(
-        json["error"]
+        json["nvml"]["reason"]
             .as_str()
             .is_some_and(|e| e.contains("no GPU can be inspected")),
         "{json}"

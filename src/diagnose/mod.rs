@@ -347,6 +347,7 @@ fn host_allocator(framework: &str) -> &'static str {
         "python" => "Python MemoryError",
         "c++" => "std::bad_alloc",
         "rust" => "Rust's allocator",
+        "os" => "ENOMEM from the kernel",
         _ => "the allocator",
     }
 }

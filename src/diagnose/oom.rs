@@ -48,7 +48,8 @@ pub fn parse(line: &str) -> Option<OomFigures> {
 /// The figures of a failed host (CPU) allocation a workload reported, or
 /// `None`: PyTorch's `DefaultCPUAllocator`, NumPy's `Unable to allocate`,
 /// Python's `MemoryError`, C++'s `std::bad_alloc`, Rust's `memory
-/// allocation of N bytes failed`. `backend` is `host`; `framework` names
+/// allocation of N bytes failed`, ENOMEM from a system call (`[Errno 12]
+/// Cannot allocate memory`). `backend` is `host`; `framework` names
 /// which. The process asked and was refused (a container or `ulimit -v`
 /// limit, overcommit rules, or an absurd size): the kernel killed nothing.
 pub fn parse_host(line: &str) -> Option<OomFigures> {
@@ -80,6 +81,12 @@ pub fn parse_host(line: &str) -> Option<OomFigures> {
         if rest.contains(" bytes failed") {
             return Some(figures("rust", leading_integer(rest)));
         }
+    }
+    // ENOMEM from a system call (fork, mmap), as Python and libc print it.
+    if line.contains("[Errno 12] Cannot allocate memory")
+        || line.contains(": Cannot allocate memory (os error 12)")
+    {
+        return Some(figures("os", None));
     }
     None
 }

@@ -83,6 +83,7 @@ fn host_allocation_failures_have_their_size() {
             None,
         ),
         ("memory allocation of 4096 bytes failed", "rust", Some(4096)),
+        ("OSError: [Errno 12] Cannot allocate memory", "os", None),
     ] {
         let figures = oom::parse_host(line).expect(line);
         assert_eq!(

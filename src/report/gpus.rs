@@ -101,16 +101,16 @@ impl Inventory {
     }
 }
 
-/// `oomgate gpus --json`: the inventory, with `"available": true`.
+/// `oomgate gpus --json`: the inventory, with `"nvml": {"available": true}`.
 pub fn render_json(inventory: &Inventory) -> io::Result<String> {
     #[derive(Serialize)]
     struct Document<'a> {
-        available: bool,
+        nvml: serde_json::Value,
         #[serde(flatten)]
         inventory: &'a Inventory,
     }
     let document = Document {
-        available: true,
+        nvml: serde_json::json!({ "available": true }),
         inventory,
     };
     let mut text = serde_json::to_string_pretty(&document).map_err(io::Error::other)?;
@@ -119,12 +119,11 @@ pub fn render_json(inventory: &Inventory) -> io::Result<String> {
 }
 
 /// `oomgate gpus --json` when NVML cannot be used: still one JSON document
-/// (`"available": false`, why, no devices), so a script reads stdout the
-/// same way whatever the machine.
+/// (`"nvml": {"available": false, "reason": ...}`, no devices), so a
+/// script reads stdout the same way whatever the machine.
 pub fn render_json_unavailable(why: &str) -> io::Result<String> {
     let document = serde_json::json!({
-        "available": false,
-        "error": why,
+        "nvml": { "available": false, "reason": why },
         "devices": [],
     });
     let mut text = serde_json::to_string_pretty(&document).map_err(io::Error::other)?;
