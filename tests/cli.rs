@@ -426,3 +426,46 @@ fn the_live_display_redraws_only_on_an_interactive_terminal() {
     assert!(!redraws(&quiet) && quiet.contains("Summary"), "{quiet:?}");
     assert!(!finished(&quiet), "no per-case line:\n{quiet:?}");
 }
+
+#[test]
+fn partitions_split_the_cases_and_are_recorded() {
+    let project = Project::new(
+        "[suite]\nname = \"p\"\n[[case]]\nname = \"c{i}\"\ncommand = [\"true\"]\nmatrix = { i = [1, 2, 3, 4, 5] }\n",
+    );
+    let mut seen = Vec::new();
+    for index in 1..=3 {
+        let partition = format!("count:{index}/3");
+        let run = project.run(&["--partition", &partition]);
+        run.assert_code(0);
+        let results = run.results();
+        assert_eq!(
+            results["partition"],
+            serde_json::json!({ "kind": "count", "index": index, "total": 3 })
+        );
+        for case in results["cases"].as_array().into_iter().flatten() {
+            seen.push(case["id"].as_str().unwrap_or_default().to_string());
+        }
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        ["c1", "c2", "c3", "c4", "c5"],
+        "every case in one shard"
+    );
+
+    // More shards than cases: an empty shard runs nothing, says so, passes.
+    let empty = project.run(&["--partition", "count:6/6"]);
+    empty.assert_code(0);
+    assert!(
+        empty
+            .stderr
+            .contains("note: shard count:6/6 holds none of the 5 case(s)"),
+        "{}",
+        empty.stderr
+    );
+    assert_eq!(empty.results()["cases"], serde_json::json!([]));
+
+    let bad = project.run(&["--partition", "count:0/3"]);
+    bad.assert_code(2);
+    assert!(bad.stderr.contains("is not a partition"), "{}", bad.stderr);
+}

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{CliError, DiffArgs, GpusArgs, Outcome, PlanArgs, plan, write_stdout};
+use super::{CliError, DiffArgs, GpusArgs, Outcome, PlanArgs, shard, write_stdout};
 use crate::baseline::{self, Lock, Outcome as Comparison};
 use crate::measure::nvml::Gpu;
 use crate::suite::{Case, Suite, Tolerances, shell_join};
@@ -12,7 +12,7 @@ use crate::units::{Bytes, format_duration};
 /// `oomgate check`: the expanded plan, in full.
 pub fn check(args: &PlanArgs) -> Result<Outcome, CliError> {
     let suite = super::load_suite(&args.suite)?;
-    let cases = plan(&suite, &args.filter)?;
+    let cases = shard(&suite, &args.filter, args.partition)?;
     write_stdout(&describe_plan(&suite, &cases));
     Ok(Outcome::Passed)
 }
@@ -20,7 +20,7 @@ pub fn check(args: &PlanArgs) -> Result<Outcome, CliError> {
 /// `oomgate list`: one id per line.
 pub fn list(args: &PlanArgs) -> Result<Outcome, CliError> {
     let suite = super::load_suite(&args.suite)?;
-    let ids: String = plan(&suite, &args.filter)?
+    let ids: String = shard(&suite, &args.filter, args.partition)?
         .iter()
         .map(|case| format!("{}\n", case.id))
         .collect();

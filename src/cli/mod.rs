@@ -110,6 +110,11 @@ pub struct PlanArgs {
     /// Only cases whose id contains this text; repeat to take the union.
     #[arg(long, value_name = "SUBSTRING")]
     pub filter: Vec<String>,
+    /// Only this shard of the cases (after --filter): count:M/N deals them
+    /// round-robin in the suite's order, hash:M/N by a hash of the case id
+    /// (stable when cases are added). Every shard computes the same split.
+    #[arg(long, value_name = "count:M/N|hash:M/N")]
+    pub partition: Option<crate::suite::Partition>,
 }
 
 #[derive(Debug, Args)]
@@ -325,6 +330,27 @@ fn write_stdout(text: &str) {
 /// ignored (see `report::terminal::to_stderr`).
 pub fn write_stderr(line: &str) {
     crate::report::terminal::to_stderr(line);
+}
+
+/// The cases of this shard (`--partition`, after the filters). An empty
+/// shard is said, not an error: with few cases and many shards, some are.
+fn shard<'s>(
+    suite: &'s Suite,
+    filters: &[String],
+    partition: Option<crate::suite::Partition>,
+) -> Result<Vec<&'s Case>, CliError> {
+    let cases = plan(suite, filters)?;
+    let Some(partition) = partition else {
+        return Ok(cases);
+    };
+    let shard = partition.select(&cases);
+    if shard.is_empty() {
+        write_stderr(&format!(
+            "note: shard {partition} holds none of the {} case(s): nothing to run",
+            cases.len()
+        ));
+    }
+    Ok(shard)
 }
 
 /// The cases to run. A filter that matches nothing is a mistake, not a pass.

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CliError, HostMode, LockArgs, Outcome, RunArgs, plan, write_stderr};
+use super::{CliError, HostMode, LockArgs, Outcome, RunArgs, plan, shard, write_stderr};
 use crate::baseline::{self, Lock};
 use crate::environment;
 use crate::files::{OutDirError, ReportTarget, claim_out_dir, follow_links, no_space_left};
@@ -36,7 +36,7 @@ struct Outputs<'a> {
 /// `oomgate run`: load, plan, run, judge.
 pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
     let suite = super::load_suite(&args.plan.suite)?;
-    let cases = plan(&suite, &args.plan.filter)?;
+    let cases = shard(&suite, &args.plan.filter, args.plan.partition)?;
     let choice = match (&args.baseline, args.no_baseline) {
         (_, true) => BaselineChoice::None,
         (Some(path), false) => BaselineChoice::Path(path.clone()),
@@ -61,6 +61,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
             gpu: args.gpu.unwrap_or(suite.gpu),
             host: args.host_method,
             progress: args.progress,
+            partition: args.plan.partition,
         },
         setup,
     )?;
@@ -145,6 +146,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                     gpu: args.gpu.unwrap_or(suite.gpu),
                     host: args.host_method,
                     progress: args.progress,
+                    partition: None,
                 },
                 BaselineSetup::default(),
             )?;
@@ -327,6 +329,8 @@ struct Modes {
     gpu: GpuMode,
     host: HostMode,
     progress: super::ProgressMode,
+    /// The shard this run is, recorded in its results.
+    partition: Option<crate::suite::Partition>,
 }
 
 /// The shared pipeline of `run` and `lock`: prepare outputs, open the GPU,
@@ -390,6 +394,7 @@ fn execute(
         measurement,
         environment,
         baseline,
+        partition: modes.partition,
     };
     Ok(Runner::new(suite, &out_dir, setup).run(cases, &mut reporter)?)
 }

@@ -459,6 +459,7 @@ pub(crate) mod test_support {
             baseline: None,
             summary: Summary::default(),
             cases: vec![case],
+            partition: None,
             not_run: Vec::new(),
             fault: None,
             runner_max_rss_bytes: None,

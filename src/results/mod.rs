@@ -58,6 +58,8 @@ pub struct RunResults {
     /// The results of a run that ended, normally or interrupted, never hold
     /// one.
     pub cases: Vec<CaseResult>,
+    /// The shard of the suite this run was (`--partition`), if any.
+    pub partition: Option<crate::suite::Partition>,
     /// Cases planned but not run (after an interruption, or a fault).
     pub not_run: Vec<String>,
     /// A file oomgate could not write (a report, a case's folder, log or

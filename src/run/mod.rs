@@ -61,6 +61,8 @@ pub struct RunSetup {
     pub measurement: Measurement,
     pub environment: Environment,
     pub baseline: BaselineSetup,
+    /// The shard of the suite this run is (`--partition`).
+    pub partition: Option<crate::suite::Partition>,
 }
 
 /// Which baseline to compare with, and how strictly.
@@ -90,6 +92,7 @@ pub struct Runner<'a> {
     baseline_info: Option<BaselineInfo>,
     /// The first file that could not be written: no case is launched
     /// after it.
+    partition: Option<crate::suite::Partition>,
     fault: Option<WriteFault>,
 }
 
@@ -107,6 +110,7 @@ impl<'a> Runner<'a> {
             environment: setup.environment,
             baseline: setup.baseline,
             baseline_info: None,
+            partition: setup.partition,
             fault: None,
         }
     }
@@ -144,6 +148,7 @@ impl<'a> Runner<'a> {
             baseline: None,
             cases: Vec::with_capacity(cases.len()),
             not_run: Vec::new(),
+            partition: self.partition,
             fault: None,
             runner_max_rss_bytes: None,
             runner_cpu_s: None,

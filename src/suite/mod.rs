@@ -12,6 +12,7 @@
 
 mod checker;
 mod diag;
+mod partition;
 mod raw;
 mod template;
 mod validate;
@@ -22,6 +23,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 
 pub use diag::{Diagnostic, Located, SuiteError};
+pub use partition::{Partition, PartitionKind};
 pub use template::{fnv1a, folder_name, shell_join};
 
 use crate::units::Bytes;
