@@ -119,14 +119,51 @@ pub fn is_secret_name(name: &str) -> bool {
     segments.iter().any(|s| secret_segment(s, only))
 }
 
+/// Words that make a flag secret as its last segment. Narrower than for
+/// variables: `--key`, `--cache-key`, `--session`, `--private` are common
+/// flags whose values are not secrets.
+const FLAG_WORDS: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "APIKEY",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "COOKIE",
+    "AUTH",
+    "DSN",
+];
+
+/// Kinds of key that are secret as a flag's last two segments (`--api-key`,
+/// `--secret-key`, `--private-key`).
+const SECRET_KEY_KINDS: &[&str] = &[
+    "API",
+    "ACCESS",
+    "SECRET",
+    "PRIVATE",
+    "AUTH",
+    "SIGNING",
+    "ENCRYPTION",
+];
+
 /// Whether a command-line flag or `key=value` key takes a secret: its last
-/// segment is a secret word (`--api-key`, `--hf-token`, `db.password`; not
-/// `--num-key-value-heads` or `--max-new-tokens`).
+/// segment is a secret word (`--token`, `--hf-token`, `db.password`), or
+/// its last two name a secret kind of key (`--api-key`, `wandb.api_key`);
+/// not `--num-key-value-heads`, `--max-new-tokens` or `--cache-key`.
 pub fn is_secret_flag(flag: &str) -> bool {
     let segments = segments(flag);
-    segments
-        .last()
-        .is_some_and(|last| secret_segment(last, segments.len() == 1))
+    let Some(last) = segments.last() else {
+        return false;
+    };
+    let before = segments.len().checked_sub(2).map(|i| segments[i].as_str());
+    FLAG_WORDS.contains(&last.as_str())
+        || SECRET_ENDINGS
+            .iter()
+            .any(|ending| last.len() > ending.len() && last.ends_with(ending))
+        || (last == "KEY" && before.is_some_and(|kind| SECRET_KEY_KINDS.contains(&kind)))
+        || (last == "PWD" && segments.len() > 1)
 }
 
 /// Whether a value is worth masking as text: not short, numeric or boolean.
@@ -138,6 +175,20 @@ pub fn is_maskable(value: &str) -> bool {
             value.to_ascii_lowercase().as_str(),
             "true" | "false" | "yes" | "no" | "on" | "off" | "none" | "null"
         )
+}
+
+/// Whether a secret value is worth masking wherever it appears as text:
+/// worth masking ([`is_maskable`]) and not a plain lower-case word
+/// (`ubuntu`, `production`), which a variable with a secret-looking name
+/// (`DESKTOP_SESSION`) may hold and which text is full of.
+pub fn is_distinctive(value: &str) -> bool {
+    let value = value.trim();
+    is_maskable(value) && !(value.len() < 16 && value.bytes().all(|b| b.is_ascii_lowercase()))
+}
+
+/// Whether `OOMGATE_HASH_KEY` keys the recorded hashes.
+fn hash_key_set() -> bool {
+    std::env::var_os(HASH_KEY_VARIABLE).is_some_and(|v| !v.is_empty())
 }
 
 /// The key of the recorded hashes, from `OOMGATE_HASH_KEY` or built in.
@@ -165,18 +216,32 @@ pub fn fingerprint(name: &str, value: &str) -> String {
     format!("{:06x}", hasher.finish() & 0xff_ffff)
 }
 
-/// The recorded form of a secret's value: `<secret 3fa9c1>`.
+/// The recorded form of a secret's value: `<secret 3fa9c1>`. A value too
+/// weak for its hash to be safe to publish — short, numeric, a plain word
+/// — is `<secret>` alone unless `OOMGATE_HASH_KEY` keys the hash: trying
+/// every 4-digit PIN against a 24-bit hash with a known key finds it.
 pub fn secret_value(name: &str, value: &str) -> String {
-    format!("<secret {}>", fingerprint(name, value))
+    if is_distinctive(value) || hash_key_set() {
+        format!("<secret {}>", fingerprint(name, value))
+    } else {
+        UNHASHED_SECRET.to_string()
+    }
 }
+
+/// A secret whose value is recorded without a hash.
+pub const UNHASHED_SECRET: &str = "<secret>";
 
 /// The recorded form of a value kept only as a hash: `<hash 3fa9c1>`.
 pub fn hashed_value(name: &str, value: &str) -> String {
     format!("<hash {}>", fingerprint(name, value))
 }
 
-/// Whether a recorded value is already a hash (`<secret …>`, `<hash …>`).
+/// Whether a recorded value is already a hash (`<secret …>`, `<hash …>`,
+/// `<secret>`).
 pub fn is_recorded_hash(value: &str) -> bool {
+    if value == UNHASHED_SECRET {
+        return true;
+    }
     let hex = |rest: &str| rest.len() == 6 && rest.bytes().all(|b| b.is_ascii_hexdigit());
     value
         .strip_suffix('>')
@@ -198,39 +263,71 @@ pub fn env_value(name: &str, value: &str) -> String {
 }
 
 /// A command as oomgate records it: the value after a secret flag
-/// (`--token X`, `--token=X`, `token=X`) is `***`, and each argument is
-/// masked as text.
+/// (`--token X`, `--token=X`, `token=X`) is `***` — also inside one
+/// argument that a shell splits (`sh -c "serve --token X"`) — and each
+/// argument is masked as text.
 pub fn command(argv: &[String]) -> Vec<String> {
     let redactor = active();
     let secrets = secret_arguments(argv);
-    argv.iter()
-        .map(|arg| {
-            let secret = |value: &str| secrets.iter().any(|s| std::ptr::eq(*s, value));
-            match arg.split_once('=') {
-                Some((key, value)) if !value.is_empty() && secret(value) => format!("{key}={MASK}"),
-                _ if secret(arg) => MASK.to_string(),
-                _ => redactor.mask(arg).into_owned(),
-            }
-        })
-        .collect()
-}
-
-/// The values a command gives to secret flags (`--token X`, `--token=X`,
-/// `token=X`): secrets to mask wherever a workload prints them.
-pub fn secret_arguments(argv: &[String]) -> Vec<&str> {
-    let mut found = Vec::new();
-    let mut next_is_secret = false;
+    let mut out = Vec::with_capacity(argv.len());
+    let mut previous_secret_flag = false;
     for arg in argv {
-        if std::mem::take(&mut next_is_secret) && !arg.starts_with('-') {
-            found.push(arg.as_str());
+        if std::mem::take(&mut previous_secret_flag) && !arg.starts_with('-') {
+            out.push(MASK.to_string());
             continue;
         }
         match arg.split_once('=') {
-            Some((key, value)) if is_secret_flag(key) && !key.contains(char::is_whitespace) => {
-                found.push(value);
+            Some((key, value))
+                if !value.is_empty()
+                    && is_secret_flag(key)
+                    && !key.contains(char::is_whitespace) =>
+            {
+                out.push(format!("{key}={MASK}"));
+                continue;
             }
             Some(_) => {}
-            None => next_is_secret = arg.starts_with('-') && is_secret_flag(arg),
+            None => previous_secret_flag = arg.starts_with('-') && is_secret_flag(arg),
+        }
+        // Words of a shell string: its secret flags' values, replaced where
+        // they stand.
+        let mut text = arg.clone();
+        if arg.contains(char::is_whitespace) {
+            for secret in secrets.iter().filter(|s| !s.is_empty()) {
+                text = text.replace(secret.as_str(), MASK);
+            }
+        }
+        out.push(redactor.mask(&text).into_owned());
+    }
+    out
+}
+
+/// The values a command gives to secret flags (`--token X`, `--token=X`,
+/// `token=X`), also in an argument a shell splits into words (`bash -c
+/// "serve --api-key X"`): secrets to mask wherever a workload prints them.
+pub fn secret_arguments(argv: &[String]) -> Vec<String> {
+    let mut found = flag_values(argv.iter().map(String::as_str));
+    for arg in argv.iter().filter(|a| a.contains(char::is_whitespace)) {
+        let words = shlex::split(arg)
+            .unwrap_or_else(|| arg.split_whitespace().map(str::to_string).collect());
+        found.extend(flag_values(words.iter().map(String::as_str)));
+    }
+    found
+}
+
+fn flag_values<'a>(words: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut next_is_secret = false;
+    for word in words {
+        if std::mem::take(&mut next_is_secret) && !word.starts_with('-') {
+            found.push(word.to_string());
+            continue;
+        }
+        match word.split_once('=') {
+            Some((key, value)) if is_secret_flag(key) && !key.contains(char::is_whitespace) => {
+                found.push(value.to_string());
+            }
+            Some(_) => {}
+            None => next_is_secret = word.starts_with('-') && is_secret_flag(word),
         }
     }
     found
@@ -270,6 +367,48 @@ static SHAPE_SET: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         .collect()
 });
 
+/// The rest of a character entity (`amp;`, `#x41;`), after its `&`.
+static ENTITY: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"^#?[A-Za-z0-9]{1,31};").ok());
+
+/// oomgate's own records of a secret (`<secret 3fa9c1>`), never masked.
+static RECORDED: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"<(?:secret|hash)(?: [0-9a-f]{6})?>").ok());
+
+/// Mask every known secret value in a text, except where masking would
+/// change the text's structure rather than hide a secret: inside oomgate's
+/// own `<secret …>` records, right after a backslash that escapes (`\n` in
+/// JSON: what follows is not the secret's first letter), at the name of an
+/// entity (`&amp;`), or ending on a backslash (half an escape).
+fn mask_literals<'t>(literals: &Regex, text: &'t str) -> Cow<'t, str> {
+    let recorded: Vec<std::ops::Range<usize>> = RECORDED
+        .iter()
+        .flat_map(|r| r.find_iter(text).map(|m| m.range()))
+        .collect();
+    literals.replace_all(text, |caps: &Captures<'_>| {
+        let Some(m) = caps.get(0) else {
+            return String::new();
+        };
+        let before = &text.as_bytes()[..m.start()];
+        let backslashes = before.iter().rev().take_while(|b| **b == b'\\').count();
+        let entity = before.last() == Some(&b'&')
+            && ENTITY
+                .as_ref()
+                .is_some_and(|e| e.is_match(&text[m.start()..]));
+        let structural = recorded
+            .iter()
+            .any(|r| r.start < m.end() && m.start() < r.end)
+            || backslashes % 2 == 1
+            || entity
+            || m.as_str().ends_with('\\');
+        if structural {
+            m.as_str().to_string()
+        } else {
+            MASK.to_string()
+        }
+    })
+}
+
 /// Mask each match of a shape, keeping its group 1.
 fn mask_shape<'t>(shape: &Regex, text: &'t str) -> Cow<'t, str> {
     if shape.captures_len() == 1 {
@@ -295,10 +434,12 @@ fn mask_pattern<'t>(pattern: &Regex, text: &'t str) -> Cow<'t, str> {
         return pattern.replace_all(text, MASK);
     }
     pattern.replace_all(text, |caps: &Captures<'_>| {
-        let (Some(whole), Some(group)) = (caps.get(0), caps.get(1)) else {
-            return caps
-                .get(0)
-                .map_or(String::new(), |m| m.as_str().to_string());
+        let Some(whole) = caps.get(0) else {
+            return String::new();
+        };
+        // An alternative without the group: the whole match is the secret.
+        let Some(group) = caps.get(1) else {
+            return MASK.to_string();
         };
         let (from, to) = (group.start() - whole.start(), group.end() - whole.start());
         let whole = whole.as_str();
@@ -355,7 +496,7 @@ impl Redactor {
             }
             // A multi-line secret (a key in a variable) is masked line by line.
             for part in std::iter::once(value).chain(value.lines()) {
-                if is_maskable(part) {
+                if is_distinctive(part) {
                     values.insert(part.trim().to_string());
                 }
             }
@@ -400,7 +541,16 @@ impl Redactor {
     /// secret shapes and the suite's patterns. A pattern with a capture
     /// group masks only its first group.
     pub fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        let mut text = self.mask_written(text);
+        // Raw text: every occurrence of a secret is one.
+        let mut text = match &self.literals {
+            Some(literals) => literals.replace_all(text, MASK),
+            None => Cow::Borrowed(text),
+        };
+        for regex in SHAPE_SET.iter() {
+            if let Cow::Owned(masked) = mask_shape(regex, &text) {
+                text = Cow::Owned(masked);
+            }
+        }
         for pattern in &self.patterns {
             if let Cow::Owned(masked) = mask_pattern(pattern, &text) {
                 text = Cow::Owned(masked);
@@ -410,13 +560,13 @@ impl Redactor {
     }
 
     /// Mask a file as it is written: secret values and secret shapes,
-    /// which never span a quote or markup, so the file stays well-formed.
-    /// (The suite's patterns, which might, were applied to the text when
-    /// it entered oomgate.)
+    /// never across a quote or markup or into an escape, so the file stays
+    /// well-formed. (The suite's patterns, which might cut through markup,
+    /// were applied to the text when it entered oomgate.)
     pub fn mask_written<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let mut text = Cow::Borrowed(text);
         if let Some(literals) = &self.literals {
-            if let Cow::Owned(masked) = literals.replace_all(&text, MASK) {
+            if let Cow::Owned(masked) = mask_literals(literals, &text) {
                 text = Cow::Owned(masked);
             }
         }
@@ -454,7 +604,7 @@ pub fn active() -> Arc<Redactor> {
 /// `redact`).
 pub fn install<'a>(
     variables: impl IntoIterator<Item = (&'a str, &'a str)>,
-    arguments: impl IntoIterator<Item = &'a str>,
+    arguments: impl IntoIterator<Item = String>,
     patterns: &[String],
 ) {
     let mut all = process_variables();
@@ -467,7 +617,7 @@ pub fn install<'a>(
     all.extend(
         arguments
             .into_iter()
-            .map(|v| ("ARGUMENT_SECRET".to_string(), v.to_string())),
+            .map(|v| ("ARGUMENT_SECRET".to_string(), v)),
     );
     let redactor = Redactor::new(all.iter().map(|(k, v)| (k.as_str(), v.as_str())), patterns);
     let mut guard = match ACTIVE.write() {

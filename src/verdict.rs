@@ -324,17 +324,21 @@ fn is_judgement(kind: &CheckKind) -> bool {
 /// The kind of a case's failure, one stable word for CI (JUnit's failure
 /// `type`, results.json's `failure_kind`, the GitHub annotation's title),
 /// or `None` for a case that passed. When several apply, the first in this
-/// order wins: how the case ended (`interrupted`, `launch-error`), then
+/// order wins: how the case ended (`interrupted`, `foreign-processes` — not
+/// started beside another's processes —, `launch-error`), then
 /// the diagnosis of a case that failed on its own (`gpu-oom`, `host-oom`,
 /// `host-oom-suspected`, `cuda-setup`, `cuda-fault`, `timeout`, `crash`) —
 /// so an OOM outranks the budget breach it caused — then the failed checks
 /// (`host-oom`, `budget`, `headroom`, `leak`, `limit`, `regression`,
 /// `baseline`, `environment-drift`).
-pub fn failure_kind(case: &CaseResult) -> Option<&'static str> {
+pub fn failure_kind(case: &CaseResult, stop: Option<&StopReason>) -> Option<&'static str> {
     use crate::diagnose::FailureKind;
     match case.status {
         CaseStatus::Passed => return None,
         CaseStatus::Interrupted | CaseStatus::Running => return Some("interrupted"),
+        CaseStatus::Error if matches!(stop, Some(StopReason::ForeignProcesses { .. })) => {
+            return Some("foreign-processes");
+        }
         CaseStatus::Error => return Some("launch-error"),
         CaseStatus::Failed | CaseStatus::TimedOut => {}
     }
@@ -742,7 +746,7 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                failure_kind(&case(status, checks.clone())),
+                failure_kind(&case(status, checks.clone()), None),
                 expected,
                 "{status:?} {checks:?}"
             );
@@ -760,6 +764,15 @@ mod tests {
             oom_ranks: Vec::new(),
             hints: Vec::new(),
         });
-        assert_eq!(failure_kind(&oom), Some("gpu-oom"));
+        assert_eq!(failure_kind(&oom, None), Some("gpu-oom"));
+        let refused = case(CaseStatus::Error, vec![]);
+        let stop = StopReason::ForeignProcesses {
+            message: String::new(),
+        };
+        assert_eq!(
+            failure_kind(&refused, Some(&stop)),
+            Some("foreign-processes")
+        );
+        assert_eq!(failure_kind(&refused, None), Some("launch-error"));
     }
 }

@@ -131,7 +131,7 @@ fn a_red_run_that_failed_only_against_the_baseline_can_be_locked_from_its_result
     assert!(
         locked
             .stderr
-            .contains("accepting what changed since the old baseline (these cases failed only against it):\n  c: gpu 1000.0 MiB -> 1.17 GiB (+20.0%)"),
+            .contains("accepted what changed since the old baseline (these cases failed only against it):\n  c: gpu 1000.0 MiB -> 1.17 GiB (+20.0%)"),
         "{}",
         locked.stderr
     );

@@ -239,3 +239,40 @@ fn a_bad_redact_pattern_is_a_located_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_case_id_that_would_hold_a_secret_is_refused() {
+    let project = Project::new(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"c-{tok}\"\ncommand = [\"true\", \"--api-key\", \"{tok}\"]\nmatrix = { tok = [\"Zq9XmB27LpQw4\"] }\n",
+    );
+    let run = project.run(&[]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("case id(s) c-*** would hold a secret"), "{}", run.stderr);
+    assert!(!run.stderr.contains("Zq9XmB27LpQw4"), "{}", run.stderr);
+    assert!(!project.out().exists(), "nothing ran");
+
+    // An ordinary flag that ends in `key` is no secret: its case runs.
+    let project = Project::new(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"bench-{model}\"\ncommand = [\"true\", \"--cache-key\", \"{model}\"]\nmatrix = { model = [\"llama-7b-hf\"] }\n",
+    );
+    project.run(&[]).assert_code(0);
+}
+
+#[test]
+fn flags_inside_a_shell_string_are_redacted_everywhere() {
+    let project = Project::new(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"sh\"\ncommand = [\"bash\", \"-c\", \"echo run --api-key Zq9XmB27LpQw4 --token Kd82HsP0aQx >&2; exit 1\"]\n",
+    );
+    let run = project.run(&[]);
+    run.assert_code(1);
+    for path in written_files(&project.out()) {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for secret in ["Zq9XmB27LpQw4", "Kd82HsP0aQx"] {
+            assert!(!text.contains(secret), "{secret} in {}:\n{text}", path.display());
+        }
+    }
+    assert_eq!(
+        run.case("sh")["command"][2],
+        "echo run --api-key *** --token *** >&2; exit 1"
+    );
+}

@@ -315,6 +315,22 @@ fn load_suite(path: &std::path::Path) -> Result<Suite, CliError> {
             .flat_map(|case| crate::redact::secret_arguments(&case.command)),
         &suite.redact,
     );
+    // A case id names folders on disk and keys in every report and in the
+    // lock: one that holds a secret cannot be masked without breaking them.
+    let redactor = crate::redact::active();
+    let secret_ids: Vec<String> = suite
+        .cases
+        .iter()
+        .filter(|case| redactor.mask(&case.id) != case.id)
+        .map(|case| redactor.mask(&case.id).into_owned())
+        .collect();
+    if !secret_ids.is_empty() {
+        return Err(CliError::BadInput(format!(
+            "{}: case id(s) {} would hold a secret (the value of a secret-named variable or flag, a token's shape, or a `redact` pattern): name the cases without it, e.g. with a matrix key that is not the secret",
+            suite.path.display(),
+            secret_ids.join(", ")
+        )));
+    }
     Ok(suite)
 }
 

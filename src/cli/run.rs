@@ -82,6 +82,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     } else {
         None
     };
+    let mut accepted = Vec::new();
     let (lock, outcome, tainted) = match &args.from {
         Some(results_path) => {
             let text = crate::files::read_input(
@@ -118,13 +119,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 )));
             }
             refuse_results_not_of(&suite, &view, results_path)?;
-            let accepted = crate::results::view::accepted_changes(&view);
-            if !accepted.is_empty() {
-                write_stderr(&format!(
-                    "accepting what changed since the old baseline (these cases failed only against it):\n  {}",
-                    accepted.join("\n  ")
-                ));
-            }
+            accepted = crate::results::view::accepted_changes(&view);
             (
                 crate::results::view::lock_from_results(&view),
                 Outcome::Passed,
@@ -192,6 +187,12 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
         }
     }
     baseline::write(&output, &lock)?;
+    if !accepted.is_empty() {
+        write_stderr(&format!(
+            "accepted what changed since the old baseline (these cases failed only against it):\n  {}",
+            accepted.join("\n  ")
+        ));
+    }
     write_stderr(&format!(
         "locked {} case(s) of suite `{}` in {}",
         lock.cases.len(),

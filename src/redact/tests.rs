@@ -60,6 +60,10 @@ fn secret_flags_are_judged_by_their_last_segment() {
         "--token-file",
         "--batch",
         "--tokenizer",
+        "--cache-key",
+        "--key",
+        "--session",
+        "--private",
     ] {
         assert!(!is_secret_flag(flag), "{flag}");
     }
@@ -250,4 +254,63 @@ fn masking_adversarial_text_is_linear() {
     let masked = r.mask(&text);
     assert!(masked.len() <= text.len());
     assert!(start.elapsed() < std::time::Duration::from_secs(60));
+}
+
+#[test]
+fn secret_flags_inside_a_shell_string_are_found_and_masked() {
+    let argv: Vec<String> = [
+        "bash",
+        "-c",
+        "serve --api-key Zq9XmB27LpQw4 --token 'Kd82 HsP0aQx' --batch 8",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(secret_arguments(&argv), ["Zq9XmB27LpQw4", "Kd82 HsP0aQx"]);
+    assert_eq!(
+        command(&argv)[2],
+        "serve --api-key *** --token '***' --batch 8"
+    );
+}
+
+#[test]
+fn written_masking_keeps_oomgates_records_escapes_and_entities() {
+    let r = Redactor::new(
+        [
+            ("A_TOKEN", "ecret 3fa9c1"),
+            ("B_TOKEN", "nSecretTail99"),
+            ("C_TOKEN", "amp;Secret77"),
+        ],
+        &[],
+    );
+    // oomgate's own record of another secret is not a secret.
+    assert_eq!(
+        r.mask_written("env X: <secret 3fa9c1>"),
+        "env X: <secret 3fa9c1>"
+    );
+    // `\n` followed by the rest of a secret is an escape, not the secret.
+    assert_eq!(
+        r.mask_written(r#""a\nSecretTail99""#),
+        r#""a\nSecretTail99""#
+    );
+    assert_eq!(r.mask_written(r#""a nSecretTail99""#), r#""a ***""#);
+    // An entity is not cut.
+    assert_eq!(r.mask_written("x &amp;Secret77 y"), "x &amp;Secret77 y");
+}
+
+#[test]
+fn a_pattern_alternative_without_the_group_masks_the_whole_match() {
+    let r = Redactor::new([], &[r"ticket=(\w+)|internal-[0-9]{6}".to_string()]);
+    assert_eq!(r.mask("ticket=abc internal-424242"), "ticket=*** ***");
+}
+
+#[test]
+fn weak_secrets_are_recorded_without_a_hash_and_plain_words_are_not_masked() {
+    assert_eq!(secret_value("DB_PASSWORD", "4821"), "<secret>");
+    assert_eq!(secret_value("DESKTOP_SESSION", "ubuntu"), "<secret>");
+    assert!(is_recorded_hash("<secret>"));
+    assert_ne!(secret_value("HF_TOKEN", HF), "<secret>");
+    let r = Redactor::new([("DESKTOP_SESSION", "ubuntu")], &[]);
+    assert_eq!(r.secret_count(), 0);
+    assert_eq!(r.mask("Ubuntu ubuntu"), "Ubuntu ubuntu");
 }

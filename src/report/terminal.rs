@@ -458,7 +458,14 @@ impl Reporter for Terminal {
                 self.position = (index + 1, *planned);
                 self.last_heartbeat = Duration::ZERO;
                 if let Some(bar) = &self.bar {
-                    bar.set_message(format!("[{}/{planned}] {}  starting", index + 1, case.id));
+                    bar.set_message(
+                        crate::redact::mask_written(&format!(
+                            "[{}/{planned}] {}  starting",
+                            index + 1,
+                            case.id
+                        ))
+                        .into_owned(),
+                    );
                     bar.enable_steady_tick(Duration::from_millis(100));
                 }
             }
@@ -473,11 +480,14 @@ impl Reporter for Terminal {
                 let peak = host_peak.map_or("?".to_string(), |b| b.to_string());
                 let (index, planned) = self.position;
                 match &self.bar {
-                    Some(bar) => bar.set_message(format!(
-                        "[{index}/{planned}] {}  {}  host {now}  peak {peak}",
-                        case.id,
-                        format_duration(*elapsed)
-                    )),
+                    Some(bar) => bar.set_message(
+                        crate::redact::mask_written(&format!(
+                            "[{index}/{planned}] {}  {}  host {now}  peak {peak}",
+                            case.id,
+                            format_duration(*elapsed)
+                        ))
+                        .into_owned(),
+                    ),
                     None if self.progress_lines && *elapsed >= self.last_heartbeat + HEARTBEAT => {
                         self.last_heartbeat = *elapsed;
                         self.line(&format!(

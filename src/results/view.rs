@@ -263,10 +263,12 @@ pub fn accepted_changes(view: &ResultsView) -> Vec<String> {
         .iter()
         .filter(|c| c.failed_only_against_the_baseline())
     {
+        // A tainted GPU figure is not locked (see `lock_of`): no change.
         let changes: Vec<String> = case
             .baseline
             .iter()
             .flat_map(ComparisonView::figures)
+            .filter(|f| !(f.figure == "gpu" && case.gpu_tainted()))
             .filter_map(FigureView::change)
             .collect();
         if changes.is_empty() {

@@ -325,6 +325,6 @@ pub(super) fn decide(run: CaseRun) -> CaseResult {
     let (status, message) = verdict::decide(&observed, &result.checks);
     result.status = status;
     result.message = verdict::with_headline(headline.as_deref(), message);
-    result.failure_kind = verdict::failure_kind(&result);
+    result.failure_kind = verdict::failure_kind(&result, observed.stop.as_ref());
     result
 }

@@ -287,7 +287,7 @@ impl<'a> Runner<'a> {
         entry.timeout_s = case.timeout.as_secs_f64();
         entry.soak_s = case.soak.map(|d| d.as_secs_f64());
         entry.status = CaseStatus::Running;
-        entry.failure_kind = crate::verdict::failure_kind(&entry);
+        entry.failure_kind = crate::verdict::failure_kind(&entry, None);
         entry.message = Some(IN_FLIGHT_MESSAGE.to_string());
         entry.started_at = now_rfc3339();
         entry.host_method = self.measurement.host_method;
