@@ -247,7 +247,11 @@ fn a_case_id_that_would_hold_a_secret_is_refused() {
     );
     let run = project.run(&[]);
     run.assert_code(2);
-    assert!(run.stderr.contains("case id(s) c-*** would hold a secret"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("case id(s) c-*** would hold a secret"),
+        "{}",
+        run.stderr
+    );
     assert!(!run.stderr.contains("Zq9XmB27LpQw4"), "{}", run.stderr);
     assert!(!project.out().exists(), "nothing ran");
 
@@ -268,7 +272,11 @@ fn flags_inside_a_shell_string_are_redacted_everywhere() {
     for path in written_files(&project.out()) {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         for secret in ["Zq9XmB27LpQw4", "Kd82HsP0aQx"] {
-            assert!(!text.contains(secret), "{secret} in {}:\n{text}", path.display());
+            assert!(
+                !text.contains(secret),
+                "{secret} in {}:\n{text}",
+                path.display()
+            );
         }
     }
     assert_eq!(

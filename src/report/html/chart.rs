@@ -132,82 +132,34 @@ pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<Chart> {
         * 1.03;
     let top = lines.iter().map(|l| l.1).fold(highest.max(1.0), f64::max) * 1.1;
 
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 360)).into_drawing_area();
-        root.fill(&WHITE).ok()?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(80)
-            .build_cartesian_2d(0.0..end, 0.0..top)
-            .ok()?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds")
-            .y_desc("MiB")
-            .label_style(("sans-serif", LABEL_PX))
-            .axis_desc_style(("sans-serif", LABEL_PX))
-            .light_line_style(WHITE)
-            .draw()
-            .ok()?;
-        if !host.is_empty() {
-            chart
-                .draw_series(LineSeries::new(host, BLUE.stroke_width(2)))
-                .ok()?
-                .label("host RSS")
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
-        }
-        if !device.is_empty() {
-            let grey = RGBColor(150, 150, 150);
-            chart
-                .draw_series(LineSeries::new(device, grey.stroke_width(1)))
-                .ok()?
-                .label("gpu device used")
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], grey));
-        }
-        if !gpu.is_empty() {
-            chart
-                .draw_series(LineSeries::new(gpu, GREEN.stroke_width(2)))
-                .ok()?
-                .label("gpu (case)")
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], GREEN));
-        }
-        for (name, value, color) in &lines {
-            let color = *color;
-            chart
-                .draw_series(LineSeries::new(
-                    vec![(0.0, *value), (end, *value)],
-                    color.stroke_width(1),
-                ))
-                .ok()?
-                .label(*name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-        }
-        let oom = case
-            .diagnosis
-            .as_ref()
-            .is_some_and(|d| d.kind == crate::diagnose::FailureKind::GpuOom);
-        if oom || case.status != CaseStatus::Passed {
-            let label = if oom { "OOM" } else { "end" };
-            chart
-                .draw_series(LineSeries::new(
-                    vec![(case.wall_time_s, 0.0), (case.wall_time_s, top)],
-                    BLACK.stroke_width(1),
-                ))
-                .ok()?
-                .label(label)
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK));
-        }
-        chart
-            .configure_series_labels()
-            .label_font(("sans-serif", LEGEND_PX))
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .ok()?;
-        root.present().ok()?;
+    let mut drawn = Vec::new();
+    if !host.is_empty() {
+        drawn.push(Line::new("host RSS", host, BLUE, 2));
     }
+    if !device.is_empty() {
+        drawn.push(Line::new(
+            "gpu device used",
+            device,
+            RGBColor(150, 150, 150),
+            1,
+        ));
+    }
+    if !gpu.is_empty() {
+        drawn.push(Line::new("gpu (case)", gpu, GREEN, 2));
+    }
+    for (name, value, color) in lines {
+        drawn.push(Line::new(name, vec![(0.0, value), (end, value)], color, 1));
+    }
+    let oom = case
+        .diagnosis
+        .as_ref()
+        .is_some_and(|d| d.kind == crate::diagnose::FailureKind::GpuOom);
+    if oom || case.status != CaseStatus::Passed {
+        let label = if oom { "OOM" } else { "end" };
+        let at = case.wall_time_s;
+        drawn.push(Line::new(label, vec![(at, 0.0), (at, top)], BLACK, 1));
+    }
+    let svg = draw((900, 360), (0.0..end, 0.0..top), ("seconds", "MiB"), drawn)?;
     Some(Chart { svg, notes })
 }
 
@@ -286,53 +238,100 @@ pub(super) fn probe_chart(case: &CaseResult) -> Option<String> {
         .map(|(_, points, _)| points.last().map_or(0.0, |p| p.0))
         .fold(1.0, f64::max);
 
+    let mut drawn = Vec::new();
+    for ((label, allocated, reserved), colour) in series.into_iter().zip(SERIES_COLOURS) {
+        drawn.push(Line::new(
+            format!("allocated ({label})"),
+            allocated,
+            colour,
+            3,
+        ));
+        if let Some(reserved) = reserved {
+            drawn.push(Line::new(
+                format!("reserved ({label})"),
+                reserved,
+                colour,
+                1,
+            ));
+        }
+    }
+    if let Some((leak, line)) = trend {
+        let per = crate::units::Bytes(leak.slope_bytes_per_iteration.abs() as u64);
+        let sign = if leak.slope_bytes_per_iteration < 0.0 {
+            "-"
+        } else {
+            "+"
+        };
+        let label = format!("leak trend: {sign}{per} per step after warm-up");
+        drawn.push(Line::new(label, line, RED, 2));
+    }
+    let svg = draw(
+        (900, 300),
+        (0.0..steps, low..high),
+        ("probe step", "MiB"),
+        drawn,
+    )?;
+    Some(svg)
+}
+
+/// One line of a chart, with its legend entry.
+struct Line {
+    label: String,
+    points: Vec<(f64, f64)>,
+    colour: RGBColor,
+    width: u32,
+}
+
+impl Line {
+    fn new(
+        label: impl Into<String>,
+        points: Vec<(f64, f64)>,
+        colour: RGBColor,
+        width: u32,
+    ) -> Self {
+        Line {
+            label: label.into(),
+            points,
+            colour,
+            width,
+        }
+    }
+}
+
+/// Draw `lines` on axes over the given ranges, with their legend: every
+/// chart of the report looks the same way. `None` if plotters fails.
+fn draw(
+    size: (u32, u32),
+    (x, y): (std::ops::Range<f64>, std::ops::Range<f64>),
+    (x_desc, y_desc): (&str, &str),
+    lines: Vec<Line>,
+) -> Option<String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (900, 300)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE).ok()?;
         let mut chart = ChartBuilder::on(&root)
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(80)
-            .build_cartesian_2d(0.0..steps, low..high)
+            .build_cartesian_2d(x, y)
             .ok()?;
         chart
             .configure_mesh()
-            .x_desc("probe step")
-            .y_desc("MiB")
+            .x_desc(x_desc)
+            .y_desc(y_desc)
             .label_style(("sans-serif", LABEL_PX))
             .axis_desc_style(("sans-serif", LABEL_PX))
             .light_line_style(WHITE)
             .draw()
             .ok()?;
-        for ((label, allocated, reserved), colour) in series.into_iter().zip(SERIES_COLOURS) {
+        for line in lines {
+            let style = line.colour.stroke_width(line.width);
             chart
-                .draw_series(LineSeries::new(allocated, colour.stroke_width(3)))
+                .draw_series(LineSeries::new(line.points, style))
                 .ok()?
-                .label(format!("allocated ({label})"))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(3))
-                });
-            if let Some(reserved) = reserved {
-                chart
-                    .draw_series(LineSeries::new(reserved, colour.stroke_width(1)))
-                    .ok()?
-                    .label(format!("reserved ({label})"))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
-            }
-        }
-        if let Some((leak, line)) = trend {
-            let per = crate::units::Bytes(leak.slope_bytes_per_iteration.abs() as u64);
-            let sign = if leak.slope_bytes_per_iteration < 0.0 {
-                "-"
-            } else {
-                "+"
-            };
-            chart
-                .draw_series(LineSeries::new(line, RED.stroke_width(2)))
-                .ok()?
-                .label(format!("leak trend: {sign}{per} per step after warm-up"))
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
+                .label(line.label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
         }
         chart
             .configure_series_labels()
