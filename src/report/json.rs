@@ -1,4 +1,4 @@
-//! `results.json`: the results model as versioned JSON (`"schema": 2`).
+//! `results.json`: the results model as versioned JSON (`"schema": 3`).
 
 use std::io;
 

@@ -210,7 +210,7 @@ fn serde_plain(value: &impl serde::Serialize) -> String {
 fn failure_type(case: &CaseResult) -> &'static str {
     case.failure_kind
         .or_else(|| crate::verdict::failure_kind(case))
-        .unwrap_or("crash")
+        .map_or("crash", crate::status::FailureType::as_str)
 }
 
 fn parse_time(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {

@@ -463,6 +463,8 @@ pub(crate) mod test_support {
             fault: None,
             runner_max_rss_bytes: None,
             runner_cpu_s: None,
+            merged_from: None,
+            parts: Vec::new(),
         }
     }
 
