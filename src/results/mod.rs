@@ -31,7 +31,10 @@ use crate::probe::ProbeSummary;
 use crate::suite::DriftPolicy;
 use crate::units::Bytes;
 
+pub mod merge;
 pub mod view;
+
+pub use merge::{PartInfo, PartitionInfo};
 
 pub use crate::status::{CaseStatus, Exit, FailureType, IN_FLIGHT_MESSAGE, SCHEMA_VERSION};
 
@@ -83,58 +86,6 @@ pub struct RunResults {
     /// `gpu`, `environment`) are the first part's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<PartInfo>,
-}
-
-/// One part of a merged run: a shard's results, where they were read and
-/// how that shard ran. Shards may run on different machines, so each keeps
-/// its own environment and measurement.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PartInfo {
-    /// The out dir the part was read from, as given to `oomgate merge`.
-    pub dir: PathBuf,
-    pub host: String,
-    pub started_at: String,
-    pub finished_at: Option<String>,
-    /// The shard of the suite this part ran (`--partition`), when its
-    /// results say so.
-    pub partition: Option<PartitionInfo>,
-    pub environment: Environment,
-    pub measurement: Measurement,
-    pub gpu: Option<GpuEnvironment>,
-    pub interrupted: bool,
-    pub fault: Option<String>,
-    pub summary: Summary,
-    /// The ids of the cases this part ran, in its order.
-    pub cases: Vec<String>,
-    /// The cases this part planned but did not run.
-    pub not_run: Vec<String>,
-}
-
-impl PartInfo {
-    /// `shards/2 (count:2/4)`: the part as messages name it.
-    pub fn name(&self) -> String {
-        match &self.partition {
-            Some(partition) => format!("{} ({partition})", self.dir.display()),
-            None => self.dir.display().to_string(),
-        }
-    }
-}
-
-/// A shard of a suite as results.json records it (`--partition
-/// count:2/4`: `{"kind": "count", "index": 2, "total": 4}`). The kind is
-/// kept as written, so results of a kind this oomgate does not know still
-/// merge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartitionInfo {
-    pub kind: String,
-    pub index: u32,
-    pub total: u32,
-}
-
-impl std::fmt::Display for PartitionInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}/{}", self.kind, self.index, self.total)
-    }
 }
 
 /// Why a case of `not_run` was not run, for the reports to say.
