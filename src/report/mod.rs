@@ -17,6 +17,7 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod parts;
 pub mod terminal;
 
 use std::io;
@@ -208,6 +209,10 @@ pub fn repeat_spread(case: &CaseResult) -> Option<String> {
         spread(|r| r.gpu_peak_bytes)
     ))
 }
+
+/// Why a case of a merged run is not run when no part held it, wherever
+/// one is shown.
+pub const NO_PART_MESSAGE: &str = "no part of this merged run ran it (a shard that failed before writing its results, or one left out of the merge)";
 
 /// What a device-delta figure means, wherever one is shown.
 pub const DEVICE_DELTA_NOTE: &str = "device-delta: no process of the case was seen on this GPU (NVML reports host pids inside containers), so the figure is the device's rise during the case, including anyone else's";
