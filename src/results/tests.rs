@@ -73,6 +73,12 @@ fn everything() -> RunResults {
     let case = &mut results.cases[0];
     case.failure_kind = Some(FailureType::GpuOom);
     case.soak_s = Some(60.0);
+    // Regression: without serde_json's float_roundtrip this read back as
+    // 1.280315204.
+    #[allow(clippy::excessive_precision)]
+    {
+        case.wall_time_s = 1.2803152039999999;
+    }
     case.host_peak_bytes = Some(300 << 20);
     case.host_peak_at_s = Some(1.2);
     case.host_method = HostMethod::CgroupV1;
