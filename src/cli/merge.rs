@@ -46,7 +46,7 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
         .collect::<Result<_, _>>()?;
     refuse_repeated_parts(&located)?;
     for part in &located {
-        refuse_out_dir_of_part(&out_dir, part)?;
+        refuse_out_dir_of_part(&args.out, part)?;
     }
     let mut parts = Vec::with_capacity(located.len());
     for part in &located {
@@ -163,6 +163,7 @@ fn refuse_repeated_parts(parts: &[Located]) -> Result<(), CliError> {
 /// The merged out dir must not be a part's, nor hold one: merging replaces
 /// its reports and case folders.
 fn refuse_out_dir_of_part(out_dir: &Path, part: &Located) -> Result<(), CliError> {
+    // Canonical paths: `shards/1/.` and `./shards/1` are one folder.
     let (Ok(out), Ok(dir)) = (
         std::fs::canonicalize(out_dir),
         std::fs::canonicalize(&part.dir),
