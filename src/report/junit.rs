@@ -277,7 +277,7 @@ fn parse_time(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::results_with_text;
+    use crate::results::test_support::results_with_text;
 
     fn parses(xml: &str) -> Result<(), String> {
         roxmltree::Document::parse(xml)

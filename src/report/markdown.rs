@@ -251,7 +251,7 @@ fn indent(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::results_with_diagnosis;
+    use crate::results::test_support::results_with_diagnosis;
 
     /// The table keeps its columns, every code block closes, and no text
     /// from a workload becomes HTML or markup outside a code block.

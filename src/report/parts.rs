@@ -88,7 +88,7 @@ mod tests {
     use crate::results::{CaseResult, CaseStatus};
 
     fn part(dir: &str, index: u32, ids: &[&str], torch: &str, gpu: &str) -> Part {
-        let mut results = crate::report::test_support::results_with_text("x");
+        let mut results = crate::results::test_support::results_with_text("x");
         results.cases = ids
             .iter()
             .map(|id| {

@@ -2,6 +2,7 @@
 //! back unchanged.
 
 use super::*;
+use crate::results::test_support::json;
 
 #[test]
 fn check_names_are_stable() {
@@ -33,7 +34,7 @@ fn check_names_are_stable() {
 fn everything() -> RunResults {
     use crate::baseline::{FigureComparison, Outcome};
     use crate::measure::gpu::ForeignPid;
-    let mut results = crate::report::test_support::results_with_diagnosis("boom");
+    let mut results = crate::results::test_support::results_with_diagnosis("boom");
     results.finished_at = Some("2026-12-03T00:01:00.000+00:00".into());
     results.measurement.host_cgroup = Some(HostCgroup {
         version: CgroupVersion::V2,
@@ -239,9 +240,9 @@ fn results_json_reads_back_into_the_model_unchanged() {
                 not_run: vec!["later".into()],
             }];
         }
-        let written = crate::report::json::render(&results).expect("render");
+        let written = json(&results);
         let read: RunResults = serde_json::from_str(&written).expect("read back");
-        let again = crate::report::json::render(&read).expect("render again");
+        let again = json(&read);
         assert_eq!(written, again);
         // Only what a merged run adds is new to the file.
         assert_eq!(written.contains("\"merged_from\""), merged);

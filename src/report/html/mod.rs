@@ -348,7 +348,7 @@ section{border-top:1px solid #ddd;margin-top:24px}.chart svg{max-width:100%;heig
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::results_with_diagnosis;
+    use crate::results::test_support::results_with_diagnosis;
 
     /// The page's elements, in order: what a workload's text could add to
     /// if it were not escaped.

@@ -2,11 +2,12 @@
 //! way parts are refused, with the parts named.
 
 use super::*;
+use crate::results::test_support::json;
 use crate::results::{CaseResult, CaseStatus, NotRunReason};
 
 /// Results of suite `s` holding these cases (passed, each in its folder).
 fn results(ids: &[&str]) -> RunResults {
-    let mut results = crate::report::test_support::results_with_text("x");
+    let mut results = crate::results::test_support::results_with_text("x");
     results.cases = ids
         .iter()
         .map(|id| {
@@ -124,7 +125,7 @@ fn one_part_merged_alone_is_that_part() {
     let plain = |mut results: RunResults| {
         results.merged_from = None;
         results.parts.clear();
-        crate::report::json::render(&results).expect("render")
+        json(&results)
     };
     assert_eq!(plain(merged), plain(alone.results));
 }
@@ -193,7 +194,7 @@ fn parts_of_other_suites_or_schemas_are_refused() {
 
 #[test]
 fn a_part_is_read_with_its_partition_or_refused_saying_why() {
-    let text = crate::report::json::render(&results(&["a"])).expect("render");
+    let text = json(&results(&["a"]));
     let read = read_part("out".into(), &text).expect("a part");
     assert_eq!(read.partition, None);
     assert_eq!(ids(&read.results), ["a"]);
