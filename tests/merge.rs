@@ -207,6 +207,14 @@ fn shards_merge_in_the_suites_order_and_a_missing_one_fails_the_gate() {
     // that ran passed.
     let partial = project.merge(&["shards/1"], &["--suite", "suite.toml"]);
     partial.assert_code(1);
+    // Its recorded partition says which shard is missing.
+    assert!(
+        partial
+            .stderr
+            .contains("note: the parts are 1 of the 2 shards of count:M/2: shard(s) 2 missing"),
+        "{}",
+        partial.stderr
+    );
     let results = partial.results();
     assert_eq!(ids(&results, "cases"), ["small", "train"]);
     assert_eq!(results["not_run"], serde_json::json!(["oom"]));

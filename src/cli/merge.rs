@@ -80,6 +80,7 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
     for case in &mut results.cases {
         read_probe_series(case, &out_dir);
     }
+    notes.extend(crate::results::merge::partition_notes(&results.parts));
     for note in &notes {
         write_stderr(&format!("note: {note}"));
     }

@@ -390,6 +390,59 @@ fn pick(a: &str, b: &str, wanted: std::cmp::Ordering) -> String {
     }
 }
 
+/// What the parts' recorded partitions say is wrong with the set: shards
+/// of different splits (kind or total), a shard given twice, or shards of
+/// the split that are not among the parts. Parts without a partition say
+/// nothing. Notes, not refusals: a missing shard's cases fail the gate
+/// only when the suite is given (they are then not run), and a merge of
+/// some shards on purpose is no mistake.
+pub fn partition_notes(parts: &[PartInfo]) -> Vec<String> {
+    let recorded: Vec<(&PartInfo, &PartitionInfo)> = parts
+        .iter()
+        .filter_map(|part| Some((part, part.partition.as_ref()?)))
+        .collect();
+    let Some((first_part, first)) = recorded.first() else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    if let Some((other, split)) = recorded
+        .iter()
+        .find(|(_, p)| p.kind != first.kind || p.total != first.total)
+    {
+        notes.push(format!(
+            "the parts are shards of different splits: {} and {} ({split}); each shard of one split runs its cases once, shards of two do not",
+            first_part.name(),
+            other.dir.display()
+        ));
+        return notes;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (part, partition) in &recorded {
+        if !seen.insert(partition.index) {
+            notes.push(format!(
+                "shard {} is given twice ({} is one of them)",
+                partition,
+                part.dir.display()
+            ));
+        }
+    }
+    let missing: Vec<String> = (1..=first.total)
+        .filter(|index| !seen.contains(index))
+        .map(|index| index.to_string())
+        .collect();
+    if !missing.is_empty() {
+        notes.push(format!(
+            "the parts are {} of the {} shards of {}:M/{}: shard(s) {} missing; with --suite their cases are listed as not run",
+            seen.len(),
+            first.total,
+            first.kind,
+            first.total,
+            missing.join(", ")
+        ));
+    }
+    notes
+}
+
 /// How one part's environment differs from the first part's, for the
 /// reports of a merged run.
 #[derive(Debug, Clone, PartialEq, Eq)]

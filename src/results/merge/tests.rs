@@ -266,3 +266,44 @@ fn differences_between_parts_are_listed_against_the_first() {
     let alike = merge(vec![part("shards/1", 1, &["a"]), same], None).expect("merged");
     assert!(part_drift(&alike).is_empty());
 }
+
+#[test]
+fn recorded_partitions_say_which_shards_are_missing_or_mixed() {
+    let info = |dir: &str, partition: Option<(&str, u32, u32)>| PartInfo {
+        partition: partition.map(|(kind, index, total)| PartitionInfo {
+            kind: kind.into(),
+            index,
+            total,
+        }),
+        ..part_info(&part(dir, 1, &[]))
+    };
+    let all = [
+        info("s1", Some(("count", 1, 3))),
+        info("s2", Some(("count", 2, 3))),
+        info("s3", Some(("count", 3, 3))),
+    ];
+    assert_eq!(partition_notes(&all), Vec::<String>::new());
+    assert_eq!(
+        partition_notes(&[all[0].clone(), all[2].clone()]),
+        [
+            "the parts are 2 of the 3 shards of count:M/3: shard(s) 2 missing; with --suite their cases are listed as not run"
+        ]
+    );
+    assert_eq!(
+        partition_notes(&[all[0].clone(), info("h2", Some(("hash", 2, 3)))]),
+        [
+            "the parts are shards of different splits: s1 (count:1/3) and h2 (hash:2/3); each shard of one split runs its cases once, shards of two do not"
+        ]
+    );
+    assert_eq!(
+        partition_notes(&[
+            all[0].clone(),
+            all[1].clone(),
+            all[2].clone(),
+            info("again", Some(("count", 2, 3)))
+        ]),
+        ["shard count:2/3 is given twice (again is one of them)"]
+    );
+    // Without partitions, nothing is known.
+    assert!(partition_notes(&[info("a", None), info("b", None)]).is_empty());
+}
