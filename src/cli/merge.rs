@@ -87,7 +87,17 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
 
     let mut files = ReportFiles::new(ReportPaths::in_out_dir(&out_dir));
     let finished = Event::RunFinished { results: &results };
-    Terminal::new(Progress::None).handle(&finished).ok();
+    // The summary line's time is the sharded run's, first start to last end.
+    let span = results.finished_at.as_deref().and_then(|end| {
+        let time = |text: &str| chrono::DateTime::parse_from_rfc3339(text).ok();
+        (time(end)? - time(&results.started_at)?).to_std().ok()
+    });
+    let terminal = Terminal::new(Progress::None);
+    let mut terminal = match span {
+        Some(span) => terminal.elapsed_before(span),
+        None => terminal,
+    };
+    terminal.handle(&finished).ok();
     files.handle(&finished).map_err(|e| {
         CliError::Infrastructure(format!("the merged reports were not all written: {e}"))
     })?;
