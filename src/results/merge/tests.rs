@@ -189,6 +189,10 @@ fn parts_of_other_suites_or_schemas_are_refused() {
         merge(vec![part("shards/1", 1, &["a"]), same_folder], None),
         Err(MergeError::SameFolder { .. })
     ));
+    let mut no_folders = (part("shards/1", 1, &["a"]), part("shards/2", 2, &["b"]));
+    no_folders.0.results.cases[0].dir = PathBuf::new();
+    no_folders.1.results.cases[0].dir = PathBuf::new();
+    assert!(merge(vec![no_folders.0, no_folders.1], None).is_ok());
     assert_eq!(merge(Vec::new(), None).err(), Some(MergeError::NoParts));
 }
 
