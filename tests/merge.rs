@@ -147,14 +147,12 @@ fn shards_merge_in_the_suites_order_and_a_missing_one_fails_the_gate() {
     let project = Project::new(&suite());
     project.shard("1", &["train", "small"]).assert_code(0);
     project.shard("2", &["oom"]).assert_code(1);
-    // The field `--partition` writes, read when present.
+    // The field `--partition` writes, read when present (set, not added:
+    // an oomgate with --partition writes it, null without the flag).
     let first = project.path().join("shards/1/results.json");
-    let text = read(&first).replacen(
-        "{\n",
-        "{\n  \"partition\": {\"kind\": \"count\", \"index\": 1, \"total\": 2},\n",
-        1,
-    );
-    std::fs::write(&first, text).expect("write");
+    let mut results = read_json(&first);
+    results["partition"] = serde_json::json!({"kind": "count", "index": 1, "total": 2});
+    std::fs::write(&first, results.to_string()).expect("write");
 
     let step_summary = project.path().join("step-summary.md");
     let output = project
