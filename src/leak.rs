@@ -8,7 +8,7 @@
 //! shrugs off outliers (a checkpoint, a one-off spike). The growth judged is
 //! that slope over the iterations after warm-up.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::units::Bytes;
 
@@ -17,7 +17,7 @@ use crate::units::Bytes;
 const MAX_POINTS: usize = 400;
 
 /// A leak verdict's figures.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LeakFigures {
     /// `probe steps (forward)` or `soak runs`.
     pub source: String,

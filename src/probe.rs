@@ -44,7 +44,7 @@ enum Line {
 }
 
 /// The last step a workload reported: where an OOM interrupted it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepSeen {
     pub instance: u32,
     pub step: Option<u64>,
@@ -52,7 +52,7 @@ pub struct StepSeen {
 }
 
 /// One custom metric over the run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricSeen {
     pub last: f64,
     pub min: f64,
@@ -61,7 +61,7 @@ pub struct MetricSeen {
 }
 
 /// What the probe reported over a case (all instances).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProbeSummary {
     pub lines: u64,
     pub malformed: u64,

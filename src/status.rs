@@ -1,13 +1,16 @@
-//! How a case and a process ended, and the version of the results schema:
-//! the leaf types that the results model, the diagnosis, the verdicts, the
-//! baselines and the runner all speak, so none of them has to import
-//! another for them.
+//! How a case and a process ended, the word for a case's kind of failure,
+//! and the version of the results schema: the leaf types that the results
+//! model, the diagnosis, the verdicts, the baselines and the runner all
+//! speak, so none of them has to import another for them.
 
 use serde::{Deserialize, Serialize};
 
 /// The version of results.json's schema; fields are only ever added, and
-/// each addition a reader may rely on bumps it. 2: `failure_kind`.
-pub const SCHEMA_VERSION: u32 = 2;
+/// each addition a reader may rely on bumps it. 2: `failure_kind`. 3: a
+/// merged run's `merged_from` and `parts` (`oomgate lock --from` refuses
+/// parts whose figures are not comparable; an oomgate that ignored them
+/// would lock such a run).
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -57,8 +60,85 @@ impl CaseStatus {
     }
 }
 
+/// The kind of a case's failure, one stable word (`gpu-oom`, `budget`,
+/// ...): results.json's `failure_kind`, JUnit's failure `type`, the GitHub
+/// annotation's title. `verdict::failure_kind` decides it, with its
+/// precedence; the words never change, since CI rules match on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureType {
+    Interrupted,
+    ForeignProcesses,
+    LaunchError,
+    GpuOom,
+    HostOom,
+    HostOomSuspected,
+    CudaSetup,
+    CudaFault,
+    Timeout,
+    Crash,
+    Budget,
+    Headroom,
+    Leak,
+    Limit,
+    Regression,
+    Baseline,
+    EnvironmentDrift,
+}
+
+impl FailureType {
+    pub const ALL: [FailureType; 17] = [
+        FailureType::Interrupted,
+        FailureType::ForeignProcesses,
+        FailureType::LaunchError,
+        FailureType::GpuOom,
+        FailureType::HostOom,
+        FailureType::HostOomSuspected,
+        FailureType::CudaSetup,
+        FailureType::CudaFault,
+        FailureType::Timeout,
+        FailureType::Crash,
+        FailureType::Budget,
+        FailureType::Headroom,
+        FailureType::Leak,
+        FailureType::Limit,
+        FailureType::Regression,
+        FailureType::Baseline,
+        FailureType::EnvironmentDrift,
+    ];
+
+    /// The word results.json writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureType::Interrupted => "interrupted",
+            FailureType::ForeignProcesses => "foreign-processes",
+            FailureType::LaunchError => "launch-error",
+            FailureType::GpuOom => "gpu-oom",
+            FailureType::HostOom => "host-oom",
+            FailureType::HostOomSuspected => "host-oom-suspected",
+            FailureType::CudaSetup => "cuda-setup",
+            FailureType::CudaFault => "cuda-fault",
+            FailureType::Timeout => "timeout",
+            FailureType::Crash => "crash",
+            FailureType::Budget => "budget",
+            FailureType::Headroom => "headroom",
+            FailureType::Leak => "leak",
+            FailureType::Limit => "limit",
+            FailureType::Regression => "regression",
+            FailureType::Baseline => "baseline",
+            FailureType::EnvironmentDrift => "environment-drift",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How a process ended, as a shell would report it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Exit {
     Code(i32),
@@ -109,5 +189,20 @@ pub fn signal_name(signal: i32) -> &'static str {
         libc::SIGUSR1 => "SIGUSR1",
         libc::SIGUSR2 => "SIGUSR2",
         _ => "a signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_words_are_what_results_json_writes() {
+        for kind in FailureType::ALL {
+            let written = serde_json::to_value(kind).ok();
+            assert_eq!(written, Some(kind.as_str().into()));
+            let read: Option<FailureType> = serde_json::from_value(kind.as_str().into()).ok();
+            assert_eq!(read, Some(kind));
+        }
     }
 }

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use crate::results::{CaseResult, CaseStatus, Check, CheckKind};
-use crate::status::Exit;
+use crate::status::{Exit, FailureType};
 use crate::units::{Bytes, format_duration};
 
 /// Why oomgate itself stopped a case before its instances finished.
@@ -331,49 +331,49 @@ fn is_judgement(kind: &CheckKind) -> bool {
 /// so an OOM outranks the budget breach it caused — then the failed checks
 /// (`host-oom`, `budget`, `headroom`, `leak`, `limit`, `regression`,
 /// `baseline`, `environment-drift`).
-pub fn failure_kind(case: &CaseResult, stop: Option<&StopReason>) -> Option<&'static str> {
+pub fn failure_kind(case: &CaseResult, stop: Option<&StopReason>) -> Option<FailureType> {
     use crate::diagnose::FailureKind;
     match case.status {
         CaseStatus::Passed => return None,
-        CaseStatus::Interrupted | CaseStatus::Running => return Some("interrupted"),
+        CaseStatus::Interrupted | CaseStatus::Running => return Some(FailureType::Interrupted),
         CaseStatus::Error if matches!(stop, Some(StopReason::ForeignProcesses { .. })) => {
-            return Some("foreign-processes");
+            return Some(FailureType::ForeignProcesses);
         }
-        CaseStatus::Error => return Some("launch-error"),
+        CaseStatus::Error => return Some(FailureType::LaunchError),
         CaseStatus::Failed | CaseStatus::TimedOut => {}
     }
     if let Some(diagnosis) = &case.diagnosis {
         return Some(match diagnosis.kind {
-            FailureKind::GpuOom => "gpu-oom",
-            FailureKind::HostOom | FailureKind::HostAllocFailed => "host-oom",
-            FailureKind::HostOomSuspected => "host-oom-suspected",
-            FailureKind::CudaSetup => "cuda-setup",
-            FailureKind::CudaFault => "cuda-fault",
-            FailureKind::Timeout => "timeout",
-            FailureKind::ExitNonzero => "crash",
+            FailureKind::GpuOom => FailureType::GpuOom,
+            FailureKind::HostOom | FailureKind::HostAllocFailed => FailureType::HostOom,
+            FailureKind::HostOomSuspected => FailureType::HostOomSuspected,
+            FailureKind::CudaSetup => FailureType::CudaSetup,
+            FailureKind::CudaFault => FailureType::CudaFault,
+            FailureKind::Timeout => FailureType::Timeout,
+            FailureKind::ExitNonzero => FailureType::Crash,
         });
     }
     if case.status == CaseStatus::TimedOut {
-        return Some("timeout");
+        return Some(FailureType::Timeout);
     }
     let rank = |check: &Check| match &check.kind {
-        CheckKind::HostOomKill => (0, "host-oom"),
-        CheckKind::HostBudget | CheckKind::GpuBudget => (1, "budget"),
-        CheckKind::GpuHeadroom { .. } => (2, "headroom"),
-        CheckKind::Leak => (3, "leak"),
-        CheckKind::Limit(_) => (4, "limit"),
+        CheckKind::HostOomKill => (0, FailureType::HostOom),
+        CheckKind::HostBudget | CheckKind::GpuBudget => (1, FailureType::Budget),
+        CheckKind::GpuHeadroom { .. } => (2, FailureType::Headroom),
+        CheckKind::Leak => (3, FailureType::Leak),
+        CheckKind::Limit(_) => (4, FailureType::Limit),
         // A figure measured against its baseline; without one (no
         // baseline, or none it can be compared with) it is the baseline
         // that failed, not the figure.
-        CheckKind::Baseline(_) if check.figure_bytes.is_some() => (5, "regression"),
-        CheckKind::Baseline(_) | CheckKind::BaselineMissing => (6, "baseline"),
-        CheckKind::EnvironmentDrift => (7, "environment-drift"),
+        CheckKind::Baseline(_) if check.figure_bytes.is_some() => (5, FailureType::Regression),
+        CheckKind::Baseline(_) | CheckKind::BaselineMissing => (6, FailureType::Baseline),
+        CheckKind::EnvironmentDrift => (7, FailureType::EnvironmentDrift),
     };
     Some(
         case.failed_checks()
             .map(rank)
-            .min()
-            .map_or("crash", |(_, word)| word),
+            .min_by_key(|(rank, _)| *rank)
+            .map_or(FailureType::Crash, |(_, word)| word),
     )
 }
 
@@ -746,7 +746,7 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                failure_kind(&case(status, checks.clone()), None),
+                failure_kind(&case(status, checks.clone()), None).map(FailureType::as_str),
                 expected,
                 "{status:?} {checks:?}"
             );
@@ -764,15 +764,15 @@ mod tests {
             oom_ranks: Vec::new(),
             hints: Vec::new(),
         });
-        assert_eq!(failure_kind(&oom, None), Some("gpu-oom"));
+        assert_eq!(failure_kind(&oom, None), Some(FailureType::GpuOom));
         let refused = case(CaseStatus::Error, vec![]);
         let stop = StopReason::ForeignProcesses {
             message: String::new(),
         };
         assert_eq!(
             failure_kind(&refused, Some(&stop)),
-            Some("foreign-processes")
+            Some(FailureType::ForeignProcesses)
         );
-        assert_eq!(failure_kind(&refused, None), Some("launch-error"));
+        assert_eq!(failure_kind(&refused, None), Some(FailureType::LaunchError));
     }
 }

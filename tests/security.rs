@@ -284,3 +284,36 @@ fn flags_inside_a_shell_string_are_redacted_everywhere() {
         "echo run --api-key *** --token *** >&2; exit 1"
     );
 }
+
+/// A merge job has neither the shard's environment nor, without
+/// `--suite`, the suite's secrets: the end of each log it shows comes from
+/// the shard's junit.xml, masked by the shard's run, never from the logs.
+#[test]
+fn a_merge_without_the_shards_secrets_writes_none_of_them() {
+    let project = project(1, HF);
+    project.run(&[]).assert_code(1);
+    let merged = project.path().join("merged");
+    let output = oomgate()
+        .arg("merge")
+        .arg(project.out())
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .expect("merge");
+    let run = Run::from(output, merged.clone());
+    run.assert_code(1);
+    assert_clean("stdout", &run.stdout);
+    assert_clean("stderr", &run.stderr);
+    let files = written_files(&merged);
+    assert!(files.len() >= 5, "{files:?}");
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        assert_clean(&path.display().to_string(), &text);
+    }
+    let junit = std::fs::read_to_string(merged.join("junit.xml")).expect("junit");
+    assert!(junit.contains("Authorization: Bearer ***"), "{junit}");
+    assert!(junit.contains("ticket ***"), "{junit}");
+    // The logs came along as they are: the workload's own bytes.
+    let log = std::fs::read_to_string(merged.join("cases/leaky/stderr.log")).expect("log");
+    assert!(log.contains(BEARER), "{log}");
+}

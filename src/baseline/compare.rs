@@ -6,12 +6,12 @@
 //! between is within tolerance. "Not enough data" (no baseline, an unknown
 //! figure) is its own outcome, never an error and never a pass in disguise.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::suite::Tolerance;
 use crate::units::Bytes;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     Within,
@@ -25,7 +25,7 @@ pub enum Outcome {
     Skipped,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FigureComparison {
     /// `host` or `gpu`.
     pub figure: String,

@@ -242,7 +242,7 @@ pub fn definition_hash(
 }
 
 /// A case's result against its locked baseline.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaseComparison {
     /// False when the lock has no such case.
     pub locked: bool,

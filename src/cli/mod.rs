@@ -6,10 +6,12 @@
 //! nothing ran, 3 when oomgate's surroundings failed it. When a run meets
 //! more than one, the first of 3 (a file not written), 130, 1, 0 wins: a
 //! write failure is never hidden behind a verdict. `run` holds the
-//! commands that run a suite (`run`, `lock`), `inspect` those that only
-//! read (`check`, `list`, `gpus`, `diff`).
+//! commands that run a suite (`run`, `lock`), `merge` the one that joins
+//! the results of a suite's shards, `inspect` those that only read
+//! (`check`, `list`, `gpus`, `diff`).
 
 mod inspect;
+mod merge;
 mod run;
 
 use std::path::PathBuf;
@@ -93,6 +95,24 @@ pub enum Command {
         "Exit codes: 0 locked, 1 not locked (a case failed), 2 bad input (suite, results file), 3 infrastructure, 130 interrupted."
     ))]
     Lock(LockArgs),
+    /// Merge the results of a suite's shards (run on several CI runners) into one set of reports.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate merge shards/1 shards/2 shards/3 --out merged --suite suites/train.toml\n",
+        "  oomgate merge shard-*/results.json --out merged\n\n",
+        "Each DIR is the out dir of one shard (`oomgate run ... --partition count:M/N`), or its\n",
+        "results.json. Writes OUT/results.json, OUT/junit.xml, OUT/summary.md and OUT/report.html,\n",
+        "with each case's folder under OUT/cases/ (linked where the file system allows, else copied),\n",
+        "and appends summary.md to $GITHUB_STEP_SUMMARY when it is set. With --suite, the suite's\n",
+        "cases that no part ran are listed as not run (a failure) and the cases follow its order.\n\n",
+        "Exit codes:\n",
+        "  0    every case of every part passed, and none is missing\n",
+        "  1    a case failed, or was not run (a shard interrupted or stopped, or missing with --suite)\n",
+        "  2    bad input: a part that cannot be read, parts that overlap (a case in two), come from\n",
+        "       different suites or results schemas, or cases --suite does not have; nothing written\n",
+        "  3    infrastructure error: the out dir or a report cannot be written"
+    ))]
+    Merge(MergeArgs),
     /// Compare two results.json or lock files, running nothing.
     #[command(after_help = concat!(
         "Examples:\n",
@@ -226,6 +246,21 @@ pub enum HostMode {
 }
 
 #[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' out dirs (or their results.json), in the order to merge.
+    #[arg(required = true, value_name = "DIR")]
+    pub parts: Vec<PathBuf>,
+    /// Folder for the merged results.json, junit.xml, summary.md, report.html
+    /// and case folders.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// The suite the shards ran: its cases no part ran are listed as not run,
+    /// and the cases follow its order.
+    #[arg(long, value_name = "SUITE.toml")]
+    pub suite: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct DiffArgs {
     /// The earlier results.json or lock file.
     pub before: PathBuf,
@@ -295,6 +330,7 @@ pub fn execute(cli: Cli) -> Result<Outcome, CliError> {
         Command::List(args) => inspect::list(&args),
         Command::Gpus(args) => inspect::gpus(&args),
         Command::Diff(args) => inspect::diff(&args),
+        Command::Merge(args) => merge::merge(&args),
     }
 }
 

@@ -16,14 +16,14 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use oom::OomFigures;
 
 use crate::status::{CaseStatus, Exit};
 
 /// What kind of failure a case had.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailureKind {
     GpuOom,
@@ -57,7 +57,7 @@ impl FailureKind {
 }
 
 /// The diagnosis of one failed case.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Diagnosis {
     pub kind: FailureKind,
     /// The figures of a GPU OOM message, or of a failed host allocation

@@ -8,12 +8,12 @@
 //! fewer figures. Parsing is a left-to-right scan with `find`, so any input
 //! takes linear time and no input can panic.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::units::Bytes;
 
 /// Everything an OOM message says, in bytes.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OomFigures {
     /// `pytorch`, `pytorch-legacy`, `jax`, `tensorflow`, `cuda-runtime`.
     pub framework: String,

@@ -100,7 +100,7 @@ impl std::fmt::Display for HostMethod {
 }
 
 /// One of the floors the gated host peak is the largest of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HostFloor {
     CgroupAnonShmem,
@@ -142,7 +142,7 @@ impl HostFloor {
 }
 
 /// Each floor's peak over the case; `None`: never observed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct HostFloors {
     pub cgroup_anon_shmem_bytes: Option<u64>,
     pub pss_sum_bytes: Option<u64>,

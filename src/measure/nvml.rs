@@ -41,8 +41,9 @@ const REQUIRED: &[&str] = &[
 #[error("{0}")]
 pub struct GpuUnavailable(pub String);
 
-/// One GPU as NVML describes it.
-#[derive(Debug, Clone, Serialize)]
+/// One GPU as NVML describes it, with its handle (the results model
+/// records `results::GpuInfo`, the same without the handle).
+#[derive(Debug, Clone)]
 pub struct GpuDevice {
     /// NVML's index (PCI bus order, as nvidia-smi numbers devices).
     pub index: u32,
@@ -52,7 +53,6 @@ pub struct GpuDevice {
     /// NVML accounting mode (`nvidia-smi -am 1`); `None` when unsupported.
     pub accounting: Option<bool>,
     pub persistence: Option<bool>,
-    #[serde(skip)]
     handle: DeviceHandle,
 }
 

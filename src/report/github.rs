@@ -69,7 +69,9 @@ impl Annotations {
             Event::CaseFinished { result, .. } => {
                 if result.status != CaseStatus::Passed {
                     // The failure kind, as JUnit's type and results.json say it.
-                    let kind = result.failure_kind.unwrap_or(result.status.as_str());
+                    let kind = result
+                        .failure_kind
+                        .map_or(result.status.as_str(), |kind| kind.as_str());
                     let title = escape_property(&format!("oomgate {kind} {}", result.id));
                     let message = result.message.as_deref().unwrap_or(result.status.as_str());
                     writeln!(out, "::error title={title}::{}", escape(message))?;

@@ -1,4 +1,4 @@
-//! `results.json`: the results model as versioned JSON (`"schema": 2`).
+//! `results.json`: the results model as versioned JSON (`"schema": 3`).
 
 use std::io;
 
@@ -13,7 +13,7 @@ pub fn render(results: &RunResults) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::results_with_diagnosis;
+    use crate::results::test_support::results_with_diagnosis;
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]

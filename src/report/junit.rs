@@ -1,4 +1,5 @@
-//! `junit.xml`: one `<testcase>` per case, through quick-junit.
+//! `junit.xml`: one `<testcase>` per case, through quick-junit; and the
+//! log tails read back from one ([`read_tails`]) for `oomgate merge`.
 //!
 //! quick-junit escapes text and strips ANSI escapes and control characters;
 //! the two noncharacters it lets through, U+FFFE and U+FFFF, which XML 1.0
@@ -13,8 +14,9 @@ use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
+use super::NO_PART_MESSAGE;
 use super::case_details;
-use crate::results::{CaseResult, CaseStatus, RunResults};
+use crate::results::{CaseResult, CaseStatus, NotRunReason, RunResults};
 
 pub fn render(results: &RunResults) -> io::Result<String> {
     let mut report = Report::new(format!("oomgate {}", results.suite.name));
@@ -48,16 +50,21 @@ pub fn render(results: &RunResults) -> io::Result<String> {
         suite.add_test_case(test_case(case, results));
     }
     for id in &results.not_run {
-        // Not run because a file could not be written is an error of the
-        // run, never a quiet skip.
-        let status = match &results.fault {
-            Some(fault) => {
-                let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
-                status.set_message(format!("not run: oomgate stopped launching cases: {fault}"));
-                status.set_type("not-run");
-                status
+        // Not run because a file could not be written, or because no part
+        // of a merged run held the case, is an error of the run, never a
+        // quiet skip.
+        let error = |message: String| {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
+            status.set_message(message);
+            status.set_type("not-run");
+            status
+        };
+        let status = match results.not_run_reason(id) {
+            NotRunReason::Fault(fault) => {
+                error(format!("not run: oomgate stopped launching cases: {fault}"))
             }
-            None => {
+            NotRunReason::NoPart => error(format!("not run: {NO_PART_MESSAGE}")),
+            NotRunReason::Interrupted => {
                 let mut status = TestCaseStatus::skipped();
                 status.set_message("not run: oomgate was interrupted before this case started");
                 status
@@ -185,16 +192,66 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     }
     test_case.add_properties(properties);
 
+    // A tail quick-junit would write empty (only escapes and control
+    // characters) is left out, as an empty one is: so the tails read back
+    // from the file (`read_tails`) render the same file again.
+    let visible = |tail: &str| !quick_junit::XmlString::new(tail).is_empty();
     let mut out = details;
-    if !case.stdout_tail.is_empty() {
-        out.push_str("\n--- end of stdout ---\n");
+    if visible(&case.stdout_tail) {
+        out.push_str(STDOUT_MARKER);
         out.push_str(&case.stdout_tail);
     }
     test_case.set_system_out(out);
-    if !case.stderr_tail.is_empty() {
+    if visible(&case.stderr_tail) {
         test_case.set_system_err(case.stderr_tail.clone());
     }
     test_case
+}
+
+/// Between a case's figures and the end of its stdout, in system-out.
+const STDOUT_MARKER: &str = "\n--- end of stdout ---\n";
+
+/// The end of each case's stdout and stderr, from a junit.xml [`render`]
+/// wrote, into the cases of the same id: results.json leaves the tails out
+/// (the logs have them), and a shard's logs are its workloads' unmasked
+/// bytes, which a merge must not copy into reports — the shard's junit.xml
+/// holds them as its run masked them, with the secrets it knew. Returns how
+/// many cases had a testcase. The text is what quick-junit wrote: ANSI
+/// escapes and control characters are already gone.
+pub fn read_tails(xml: &str, cases: &mut [CaseResult]) -> Result<usize, String> {
+    let document = roxmltree::Document::parse(xml).map_err(|e| e.to_string())?;
+    let mut found = 0;
+    let by_id: std::collections::HashMap<&str, roxmltree::Node<'_, '_>> = document
+        .descendants()
+        .filter(|node| node.has_tag_name("testcase"))
+        .filter_map(|node| Some((node.attribute("name")?, node)))
+        .collect();
+    for case in cases {
+        let Some(testcase) = by_id.get(case.id.as_str()) else {
+            continue;
+        };
+        found += 1;
+        let text = |tag: &str| {
+            testcase
+                .children()
+                .find(|child| child.has_tag_name(tag))
+                .map(|child| {
+                    child
+                        .children()
+                        .filter_map(|text| text.text())
+                        .collect::<String>()
+                })
+                .unwrap_or_default()
+        };
+        case.stderr_tail = text("system-err");
+        // The figures end with the case's folder; the tail follows them.
+        let after = format!("logs:        {}\n{STDOUT_MARKER}", case.dir.display());
+        case.stdout_tail = text("system-out")
+            .split_once(&after)
+            .map(|(_, tail)| tail.to_string())
+            .unwrap_or_default();
+    }
+    Ok(found)
 }
 
 /// A unit-like enum as the word serde writes for it (`regressed`).
@@ -210,7 +267,7 @@ fn serde_plain(value: &impl serde::Serialize) -> String {
 fn failure_type(case: &CaseResult) -> &'static str {
     case.failure_kind
         .or_else(|| crate::verdict::failure_kind(case, None))
-        .unwrap_or("crash")
+        .map_or("crash", crate::status::FailureType::as_str)
 }
 
 fn parse_time(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
@@ -220,7 +277,7 @@ fn parse_time(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::results_with_text;
+    use crate::results::test_support::results_with_text;
 
     fn parses(xml: &str) -> Result<(), String> {
         roxmltree::Document::parse(xml)
@@ -235,6 +292,53 @@ mod tests {
         let xml = render(&results_with_text("a\u{FFFE}b\u{FFFF}c")).expect("render");
         assert!(parses(&xml).is_ok(), "{xml}");
         assert!(xml.contains("a\u{FFFD}b\u{FFFD}c"), "{xml}");
+    }
+
+    #[test]
+    fn log_tails_read_back_from_junit_as_written() {
+        // tqdm redraws its bar with \r, a control character quick-junit
+        // strips: what is read back is what the file holds.
+        let mut results = results_with_text("line one\n  indented & <tagged>\r\n50%\r100%\n\n");
+        results.cases[0].id = "train-bs64".into();
+        let xml = render(&results).expect("render");
+        let mut cases = results.cases.clone();
+        for case in &mut cases {
+            case.stdout_tail.clear();
+            case.stderr_tail.clear();
+        }
+        let mut other = CaseResult::unmeasured("not in this report".into());
+        other.stdout_tail = "kept".into();
+        cases.push(other);
+        assert_eq!(read_tails(&xml, &mut cases), Ok(1));
+        let written = "line one\n  indented & <tagged>\n50%100%\n\n";
+        assert_eq!(cases[0].stdout_tail, written);
+        assert_eq!(cases[0].stderr_tail, written);
+        assert_eq!(cases[1].stdout_tail, "kept");
+        // No stdout: nothing after the figures.
+        let mut quiet = results.clone();
+        quiet.cases[0].stdout_tail.clear();
+        let xml = render(&quiet).expect("render");
+        assert_eq!(read_tails(&xml, &mut cases[..1]), Ok(1));
+        assert_eq!(cases[0].stdout_tail, "");
+        assert!(read_tails("<testsuites", &mut cases).is_err());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        /// A junit.xml rendered with the tails read back from another is
+        /// that other, whatever the workload printed.
+        #[test]
+        fn junit_with_tails_read_back_is_the_same(text in "\\PC{0,80}|[\u{0}-\u{1f}\u{7f}\u{1b}\u{fffe} a\n]{0,40}") {
+            let mut results = results_with_text(&text);
+            results.cases[0].id = "train-bs64".into();
+            let xml = render(&results).expect("render");
+            let mut read = results.clone();
+            read.cases[0].stdout_tail = String::new();
+            read.cases[0].stderr_tail = String::new();
+            proptest::prop_assert_eq!(read_tails(&xml, &mut read.cases), Ok(1));
+            proptest::prop_assert_eq!(render(&read).expect("render"), xml);
+        }
     }
 
     proptest::proptest! {

@@ -103,6 +103,15 @@ pub fn render(results: &RunResults) -> String {
     for id in &results.not_run {
         let _ = writeln!(out, "| {} | not run | – | – | – | – |", cell(id));
     }
+    let no_part = super::parts::held_by_no_part(results);
+    if !no_part.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n**Not run by any part**: {} — {}.",
+            cell(&no_part.join(", ")),
+            super::NO_PART_MESSAGE
+        );
+    }
     if let Some(baseline) = &results.baseline {
         let _ = writeln!(
             out,
@@ -134,6 +143,9 @@ pub fn render(results: &RunResults) -> String {
                 baseline.removed.join(", ")
             );
         }
+    }
+    if let Some(parts) = super::parts::of(results) {
+        render_parts(&mut out, &parts);
     }
     let improved = super::improved_cases(results);
     if !improved.is_empty() {
@@ -196,6 +208,38 @@ pub fn render(results: &RunResults) -> String {
     out
 }
 
+/// A merged run's parts, and where their environments differ.
+fn render_parts(out: &mut String, parts: &super::parts::Parts) {
+    let _ = writeln!(
+        out,
+        "\n### Parts\n\nMerged from {} parts; the environment above is the first's.\n",
+        parts.rows.len()
+    );
+    let _ = writeln!(out, "| {} |", super::parts::COLUMNS.join(" | "));
+    let _ = writeln!(out, "|{}", " --- |".repeat(super::parts::COLUMNS.len()));
+    for row in &parts.rows {
+        let cells: Vec<String> = row.iter().map(|c| cell(c)).collect();
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    let _ = writeln!(out, "\n### Environment differences between parts\n");
+    if parts.drift.is_empty() {
+        let _ = writeln!(out, "None: every part ran in the first part's environment.");
+    } else {
+        let _ = writeln!(out, "Against the first part, {}:\n", cell(&parts.first));
+        for (part, drift) in &parts.drift {
+            let _ = writeln!(out, "- **{}**: {}", cell(part), cell(&drift.join("; ")));
+        }
+    }
+    if !parts.incomparable.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n**Not comparable**: {}; {}.",
+            cell(&parts.incomparable.join("; ")),
+            super::parts::INCOMPARABLE_NOTE
+        );
+    }
+}
+
 /// Indent every line by two spaces, to nest a block under a list item.
 fn indent(text: &str) -> String {
     text.lines()
@@ -207,7 +251,7 @@ fn indent(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::results_with_diagnosis;
+    use crate::results::test_support::results_with_diagnosis;
 
     /// The table keeps its columns, every code block closes, and no text
     /// from a workload becomes HTML or markup outside a code block.

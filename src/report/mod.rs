@@ -17,6 +17,7 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod parts;
 pub mod terminal;
 
 use std::io;
@@ -208,6 +209,10 @@ pub fn repeat_spread(case: &CaseResult) -> Option<String> {
         spread(|r| r.gpu_peak_bytes)
     ))
 }
+
+/// Why a case of a merged run is not run when no part held it, wherever
+/// one is shown.
+pub const NO_PART_MESSAGE: &str = "no part of this merged run ran it (a shard that failed before writing its results, or one left out of the merge)";
 
 /// What a device-delta figure means, wherever one is shown.
 pub const DEVICE_DELTA_NOTE: &str = "device-delta: no process of the case was seen on this GPU (NVML reports host pids inside containers), so the figure is the device's rise during the case, including anyone else's";
@@ -415,69 +420,4 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
     let _ = writeln!(out, "cwd:         {}", case.cwd.display());
     let _ = writeln!(out, "logs:        {}", case.dir.display());
     out
-}
-
-/// What the tests of every report format feed them.
-#[cfg(test)]
-pub(crate) mod test_support {
-    use crate::results::{
-        CaseResult, CaseStatus, Measurement, RunResults, SCHEMA_VERSION, SuiteInfo, Summary,
-    };
-
-    /// A run of one failed case whose every workload-controlled text is
-    /// `text`.
-    pub(crate) fn results_with_text(text: &str) -> RunResults {
-        let mut case = CaseResult::unmeasured(format!("case {text}"));
-        case.status = CaseStatus::Failed;
-        case.message = Some(text.to_string());
-        case.stdout_tail = text.to_string();
-        case.stderr_tail = text.to_string();
-        case.command = vec!["python3".into(), text.into()];
-        case.params.insert("p".into(), text.into());
-        RunResults {
-            schema: SCHEMA_VERSION,
-            oomgate_version: "0".into(),
-            suite: SuiteInfo {
-                name: "s".into(),
-                path: "s.toml".into(),
-                workdir: ".".into(),
-            },
-            host: "h".into(),
-            started_at: "2026-12-03T00:00:00.000+00:00".into(),
-            finished_at: None,
-            interrupted: false,
-            measurement: Measurement {
-                sample_interval_ms: 50,
-                host_method: crate::measure::HostMethod::ProcfsPss,
-                host_note: None,
-                host_cgroup: None,
-                gpu_method: None,
-                gpu_note: None,
-            },
-            gpu: None,
-            environment: Default::default(),
-            baseline: None,
-            summary: Summary::default(),
-            cases: vec![case],
-            partition: None,
-            not_run: Vec::new(),
-            fault: None,
-            runner_max_rss_bytes: None,
-            runner_cpu_s: None,
-        }
-    }
-
-    /// The same, with a diagnosis whose exception is `text` too.
-    pub(crate) fn results_with_diagnosis(text: &str) -> RunResults {
-        let mut results = results_with_text(text);
-        results.cases[0].diagnosis = Some(crate::diagnose::Diagnosis {
-            kind: crate::diagnose::FailureKind::CudaFault,
-            oom: None,
-            exception: Some(text.to_string()),
-            rank: None,
-            oom_ranks: Vec::new(),
-            hints: vec![text.to_string()],
-        });
-        results
-    }
 }

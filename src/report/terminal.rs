@@ -164,6 +164,16 @@ impl Terminal {
         .with_bar(progress == Progress::Bar)
     }
 
+    /// The summary line's time counted as if the run had started
+    /// `elapsed` ago: for results rendered after the fact (`oomgate
+    /// merge`, whose run spans its shards).
+    pub fn elapsed_before(mut self, elapsed: Duration) -> Self {
+        if let Some(started) = Instant::now().checked_sub(elapsed) {
+            self.started = started;
+        }
+        self
+    }
+
     fn with_bar(mut self, live: bool) -> Self {
         if live {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());

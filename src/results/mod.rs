@@ -7,12 +7,19 @@
 //! decision about a case is a [`Check`] (budgets, GPU headroom, baseline
 //! comparisons, probe limits, drift), so new kinds of verdict add entries
 //! rather than fields. The schema is versioned; fields are only ever added.
+//!
+//! The model reads back as well as it is written (serde both ways): `oomgate
+//! merge` reads the results.json of each shard of a suite into it and
+//! renders one set of reports with the same renderers, so a merged report
+//! cannot drift from a run's. What results.json leaves out (the log tails,
+//! the probe's per-step series) is read from the shard's other files by
+//! the merge.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use indexmap::IndexMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::baseline::{CaseComparison, Drift};
 use crate::diagnose::Diagnosis;
@@ -20,16 +27,18 @@ use crate::environment::Environment;
 use crate::measure::cgroup::CgroupVersion;
 use crate::measure::gpu::{DeviceFigures, ForeignProcess, GpuMethod};
 use crate::measure::host::{HostFloor, HostFloors, HostMethod};
-use crate::measure::nvml::GpuDevice;
 use crate::probe::ProbeSummary;
 use crate::suite::DriftPolicy;
 use crate::units::Bytes;
 
+pub mod merge;
 pub mod view;
 
-pub use crate::status::{CaseStatus, Exit, IN_FLIGHT_MESSAGE, SCHEMA_VERSION};
+pub use merge::{PartInfo, PartitionInfo};
 
-#[derive(Debug, Clone, Serialize)]
+pub use crate::status::{CaseStatus, Exit, FailureType, IN_FLIGHT_MESSAGE, SCHEMA_VERSION};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunResults {
     pub schema: u32,
     pub oomgate_version: String,
@@ -70,9 +79,53 @@ pub struct RunResults {
     pub runner_max_rss_bytes: Option<u64>,
     /// oomgate's own CPU time so far (user + system), workloads excluded.
     pub runner_cpu_s: Option<f64>,
+    /// Set by `oomgate merge`: how many parts (shards' results) these
+    /// results were merged from. Absent in the results of a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_from: Option<usize>,
+    /// Set by `oomgate merge`: each part as it ran, in the order merged.
+    /// The fields above that describe one machine (`host`, `measurement`,
+    /// `gpu`, `environment`) are the first part's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<PartInfo>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// Why a case of `not_run` was not run, for the reports to say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotRunReason<'a> {
+    /// A file could not be written, and no case was launched after it.
+    Fault(&'a str),
+    /// oomgate was interrupted before the case started.
+    Interrupted,
+    /// A merged run whose parts did not hold the case (a shard that failed
+    /// before writing its results, or one left out of the merge).
+    NoPart,
+}
+
+impl RunResults {
+    /// Why `id`, one of `not_run`, was not run: in a merged run, as the
+    /// part that planned it says, or because no part had it.
+    pub fn not_run_reason(&self, id: &str) -> NotRunReason<'_> {
+        let (fault, interrupted) = if self.parts.is_empty() {
+            (self.fault.as_deref(), self.interrupted)
+        } else {
+            match self
+                .parts
+                .iter()
+                .find(|p| p.not_run.iter().any(|n| n == id))
+            {
+                Some(part) => (part.fault.as_deref(), part.interrupted),
+                None => return NotRunReason::NoPart,
+            }
+        };
+        match (fault, interrupted) {
+            (Some(fault), _) => NotRunReason::Fault(fault),
+            _ => NotRunReason::Interrupted,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BaselineInfo {
     pub path: PathBuf,
     pub locked_at: String,
@@ -85,14 +138,40 @@ pub struct BaselineInfo {
     pub removed: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GpuEnvironment {
     pub driver_version: String,
     pub cuda_driver_version: Option<String>,
-    pub devices: Vec<GpuDevice>,
+    pub devices: Vec<GpuInfo>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// One GPU as NVML described it when the run started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    /// NVML's index (PCI bus order, as nvidia-smi numbers devices).
+    pub index: u32,
+    pub uuid: String,
+    pub name: String,
+    pub total_bytes: u64,
+    /// NVML accounting mode (`nvidia-smi -am 1`); `None` when unsupported.
+    pub accounting: Option<bool>,
+    pub persistence: Option<bool>,
+}
+
+impl From<&crate::measure::nvml::GpuDevice> for GpuInfo {
+    fn from(device: &crate::measure::nvml::GpuDevice) -> Self {
+        GpuInfo {
+            index: device.index,
+            uuid: device.uuid.clone(),
+            name: device.name.clone(),
+            total_bytes: device.total_bytes,
+            accounting: device.accounting,
+            persistence: device.persistence,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SuiteInfo {
     pub name: String,
     pub path: PathBuf,
@@ -100,7 +179,7 @@ pub struct SuiteInfo {
 }
 
 /// How figures were obtained in this run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Measurement {
     pub sample_interval_ms: u64,
     /// `cgroup-v1` / `cgroup-v2`: a memory cgroup per case, with PSS,
@@ -117,13 +196,13 @@ pub struct Measurement {
 }
 
 /// Where the per-case memory cgroups are made.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostCgroup {
     pub version: CgroupVersion,
     pub dir: PathBuf,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     pub planned: usize,
     pub passed: usize,
@@ -152,7 +231,7 @@ impl Summary {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaseResult {
     pub id: String,
     pub params: IndexMap<String, String>,
@@ -165,7 +244,7 @@ pub struct CaseResult {
     /// What kind of failure, one stable word (`gpu-oom`, `budget`,
     /// `regression`, ...; see `verdict::failure_kind` for all and their
     /// precedence); `None` for a case that passed.
-    pub failure_kind: Option<&'static str>,
+    pub failure_kind: Option<FailureType>,
     /// Why the case did not pass, in one line a person can act on.
     pub message: Option<String>,
     pub started_at: String,
@@ -299,7 +378,7 @@ impl CaseResult {
 }
 
 /// The figures of one run of a repeated case.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RepeatFigures {
     pub status: CaseStatus,
     pub wall_time_s: f64,
@@ -308,7 +387,7 @@ pub struct RepeatFigures {
 }
 
 /// One verdict on one figure.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
     /// What was checked; written as its name (`budget.host`).
     #[serde(rename = "name")]
@@ -383,7 +462,46 @@ impl Serialize for CheckKind {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+impl std::str::FromStr for CheckKind {
+    type Err = String;
+
+    /// A check's name as results.json writes it, back into its kind.
+    fn from_str(name: &str) -> Result<Self, String> {
+        let unknown = || format!("`{name}` is not a check oomgate writes");
+        Ok(match name {
+            "budget.host" => CheckKind::HostBudget,
+            "budget.gpu" => CheckKind::GpuBudget,
+            "host.oom_kill" => CheckKind::HostOomKill,
+            "leak" => CheckKind::Leak,
+            "baseline" => CheckKind::BaselineMissing,
+            "environment.drift" => CheckKind::EnvironmentDrift,
+            _ => {
+                if let Some(device) = name.strip_prefix("budget.gpu_fraction.gpu") {
+                    CheckKind::GpuHeadroom {
+                        device: device.parse().map_err(|_| unknown())?,
+                    }
+                } else if let Some(key) = name.strip_prefix("limit.").filter(|k| !k.is_empty()) {
+                    CheckKind::Limit(key.to_string())
+                } else if let Some(figure) =
+                    name.strip_prefix("baseline.").filter(|f| !f.is_empty())
+                {
+                    CheckKind::Baseline(figure.to_string())
+                } else {
+                    return Err(unknown());
+                }
+            }
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for CheckKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InstanceResult {
     pub index: u32,
     /// Launches of this instance (more than one in a soak).
@@ -395,47 +513,8 @@ pub struct InstanceResult {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
+mod tests;
 
-    #[test]
-    fn check_names_are_stable() {
-        for (kind, name) in [
-            (CheckKind::HostBudget, "budget.host"),
-            (CheckKind::GpuBudget, "budget.gpu"),
-            (
-                CheckKind::GpuHeadroom { device: 3 },
-                "budget.gpu_fraction.gpu3",
-            ),
-            (CheckKind::HostOomKill, "host.oom_kill"),
-            (
-                CheckKind::Limit("metric.tokens_per_s".into()),
-                "limit.metric.tokens_per_s",
-            ),
-            (CheckKind::Leak, "leak"),
-            (CheckKind::BaselineMissing, "baseline"),
-            (CheckKind::Baseline("gpu".into()), "baseline.gpu"),
-            (CheckKind::EnvironmentDrift, "environment.drift"),
-        ] {
-            assert_eq!(kind.to_string(), name);
-            assert_eq!(serde_json::to_value(&kind).ok(), Some(name.into()));
-        }
-    }
-
-    #[test]
-    fn status_names_match_results_json() {
-        for status in [
-            CaseStatus::Passed,
-            CaseStatus::Failed,
-            CaseStatus::TimedOut,
-            CaseStatus::Interrupted,
-            CaseStatus::Error,
-            CaseStatus::Running,
-        ] {
-            assert_eq!(
-                serde_json::to_value(status).ok(),
-                Some(serde_json::json!(status.as_str()))
-            );
-        }
-    }
-}
+/// Results to feed the tests of the model and of every report format.
+#[cfg(test)]
+pub(crate) mod test_support;

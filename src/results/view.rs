@@ -1,6 +1,12 @@
 //! Reading results back: the parts of a results.json that locking and
-//! diffing read (from a CI artifact, or from this run), and the lock they
-//! make. Beside the model it reads, so the baselines need not know it.
+//! diffing read (from a CI artifact, from a merged run, or from this run),
+//! and the lock they make. Beside the model it reads, so the baselines need
+//! not know it.
+//!
+//! A lock holds one environment, so the figures it holds must be
+//! comparable with each other: the results of a merged run whose parts ran
+//! on different GPU models, or measured host memory by methods that count
+//! different pages, are refused ([`incomparable_parts`]).
 
 use std::collections::BTreeMap;
 
@@ -32,6 +38,86 @@ pub struct ResultsView {
     /// The write failure that stopped the run, if one did.
     #[serde(default)]
     pub fault: Option<String>,
+    /// The parts of a merged run (`oomgate merge`); empty for a run.
+    #[serde(default)]
+    pub parts: Vec<PartView>,
+}
+
+/// One part of a merged run, as far as comparing its figures goes.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PartView {
+    pub dir: String,
+    #[serde(default)]
+    pub partition: Option<super::PartitionInfo>,
+    #[serde(default)]
+    pub environment: Environment,
+    #[serde(default)]
+    pub measurement: Option<MeasurementView>,
+}
+
+/// How a part measured, as far as comparing its figures goes.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MeasurementView {
+    #[serde(default)]
+    pub host_method: Option<HostMethod>,
+}
+
+/// What decides whether one part's figures compare with another's.
+#[derive(Debug, Clone)]
+pub struct PartFacts<'a> {
+    /// The part as messages name it (`shards/2 (count:2/4)`).
+    pub name: String,
+    pub environment: &'a Environment,
+    /// How it measured host memory (`None`: not recorded).
+    pub host_method: Option<HostMethod>,
+}
+
+/// Why the figures of these parts cannot stand in one lock, one line per
+/// part that differs from the first: another set of GPU models (as
+/// `baseline::drift::same_gpus` sees it; a part with GPUs and one without
+/// count as different here, since the lock records one set for every
+/// case), or a host method not comparable with the first part's
+/// (`cgroup-v1` and `cgroup-v2` are). Empty when every part compares.
+pub fn incomparable_parts<'a>(parts: impl IntoIterator<Item = PartFacts<'a>>) -> Vec<String> {
+    let mut parts = parts.into_iter();
+    let Some(first) = parts.next() else {
+        return Vec::new();
+    };
+    let models = |env: &Environment| {
+        let names: std::collections::BTreeSet<&str> = env
+            .gpu_models
+            .iter()
+            .map(|m| m.rsplit_once(" (").map_or(m.as_str(), |(name, _)| name))
+            .collect();
+        if names.is_empty() {
+            "no GPU".to_string()
+        } else {
+            names.into_iter().collect::<Vec<_>>().join(", ")
+        }
+    };
+    let mut reasons = Vec::new();
+    for part in parts {
+        let (a, b) = (first.environment, part.environment);
+        let one_without = a.gpu_models.is_empty() != b.gpu_models.is_empty();
+        if one_without || !crate::baseline::drift::same_gpus(a, b) {
+            reasons.push(format!(
+                "GPU models differ: {} on {}, {} on {}",
+                first.name,
+                models(a),
+                part.name,
+                models(b)
+            ));
+        }
+        let method = |m: Option<HostMethod>| m.unwrap_or(HostMethod::ProcfsRss);
+        let (x, y) = (method(first.host_method), method(part.host_method));
+        if !x.comparable_with(y) {
+            reasons.push(format!(
+                "host memory measured by {x} in {}, by {y} in {}",
+                first.name, part.name
+            ));
+        }
+    }
+    reasons
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -208,6 +294,19 @@ impl ResultsView {
         Ok(view)
     }
 
+    /// Why this merged run's parts cannot make one lock; empty for a run,
+    /// and for a merged run whose parts compare.
+    pub fn incomparable_parts(&self) -> Vec<String> {
+        incomparable_parts(self.parts.iter().map(|part| PartFacts {
+            name: match &part.partition {
+                Some(partition) => format!("{} ({partition})", part.dir),
+                None => part.dir.clone(),
+            },
+            environment: &part.environment,
+            host_method: part.measurement.as_ref().and_then(|m| m.host_method),
+        }))
+    }
+
     pub fn from_results(results: &crate::results::RunResults) -> Result<Self, String> {
         let value = serde_json::to_value(results).map_err(|e| e.to_string())?;
         serde_json::from_value(value).map_err(|e| e.to_string())
@@ -225,6 +324,13 @@ pub fn lock_from_results(view: &ResultsView) -> Result<Lock, String> {
     }
     if view.interrupted || view.finished_at.is_none() || !view.not_run.is_empty() {
         return Err("the run did not finish (interrupted or crashed)".to_string());
+    }
+    let incomparable = view.incomparable_parts();
+    if !incomparable.is_empty() {
+        return Err(format!(
+            "its parts' figures are not comparable, so they cannot make one baseline: {}; run every shard on one kind of machine (GPU models, host memory method), merge, and lock that",
+            incomparable.join("; ")
+        ));
     }
     let failed: Vec<String> = view
         .cases
@@ -369,6 +475,49 @@ mod tests {
             why.contains("write failure") && why.contains("No space left"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn a_merged_run_locks_only_when_its_parts_compare() {
+        let part = |dir: &str, gpus: &str, method: &str| {
+            format!(
+                r#"{{"dir": "{dir}", "partition": {{"kind": "count", "index": 1, "total": 2}},
+                    "environment": {{"oomgate_version": "0", "gpu_models": [{gpus}]}},
+                    "measurement": {{"host_method": "{method}"}}}}"#
+            )
+        };
+        let merged = |a: String, b: String| view(&format!(r#", "parts": [{a}, {b}]"#));
+        let h100 = r#""H100 (80.0 GiB)", "H100 (80.0 GiB)""#;
+        // The same models (one GPU more is drift, not another model), and
+        // both cgroup versions: one baseline.
+        let same = merged(
+            part("s1", h100, "cgroup-v1"),
+            part("s2", r#""H100 (79.6 GiB)""#, "cgroup-v2"),
+        );
+        assert_eq!(same.incomparable_parts(), Vec::<String>::new());
+        assert!(lock_from_results(&same).is_ok());
+        for (b, why) in [
+            (
+                part("s2", r#""A100 (40.0 GiB)""#, "cgroup-v1"),
+                "GPU models differ: s1 (count:1/2) on H100, s2 (count:1/2) on A100",
+            ),
+            (
+                part("s2", "", "cgroup-v1"),
+                "GPU models differ: s1 (count:1/2) on H100, s2 (count:1/2) on no GPU",
+            ),
+            (
+                part("s2", h100, "procfs-pss"),
+                "host memory measured by cgroup-v1 in s1 (count:1/2), by procfs-pss in s2 (count:1/2)",
+            ),
+        ] {
+            let mixed = merged(part("s1", h100, "cgroup-v1"), b);
+            assert_eq!(mixed.incomparable_parts(), [why]);
+            let refused = lock_from_results(&mixed).expect_err("not locked");
+            assert!(
+                refused.contains(why) && refused.contains("not comparable"),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

@@ -138,7 +138,7 @@ impl<'a> Runner<'a> {
             gpu: self.gpu.as_ref().map(|gpu| GpuEnvironment {
                 driver_version: gpu.driver_version.clone(),
                 cuda_driver_version: gpu.cuda_driver_version.clone(),
-                devices: gpu.devices.clone(),
+                devices: gpu.devices.iter().map(Into::into).collect(),
             }),
             summary: Summary {
                 planned: cases.len(),
@@ -152,6 +152,8 @@ impl<'a> Runner<'a> {
             fault: None,
             runner_max_rss_bytes: None,
             runner_cpu_s: None,
+            merged_from: None,
+            parts: Vec::new(),
         };
         self.baseline_info = self.baseline_info(&results.environment);
         results.baseline = self.baseline_info.clone();

@@ -63,7 +63,7 @@ pub struct EnvironmentSpec {
 }
 
 /// What to do when the environment drifted from the baseline's.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DriftPolicy {
     /// List the differences beside the figures.

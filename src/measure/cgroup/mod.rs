@@ -47,13 +47,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use hierarchy::{MemoryHierarchy, Unavailable};
 pub use stale::{STALE_KILL_LIMIT, StaleCgroup};
 
 /// The cgroup interface a hierarchy speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CgroupVersion {
     V1,

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::measure::nvml::AccountingRecord;
 
@@ -49,8 +49,36 @@ impl Serialize for GpuMethod {
     }
 }
 
+impl std::str::FromStr for GpuMethod {
+    type Err = String;
+
+    /// A method's name as results.json writes it (`sampled@50ms`).
+    fn from_str(name: &str) -> Result<Self, String> {
+        Ok(match name {
+            "driver-accounting" => GpuMethod::DriverAccounting,
+            "device-delta" => GpuMethod::DeviceDelta,
+            "mixed" => GpuMethod::Mixed,
+            "unavailable" => GpuMethod::Unavailable,
+            _ => GpuMethod::Sampled {
+                interval_ms: name
+                    .strip_prefix("sampled@")
+                    .and_then(|rest| rest.strip_suffix("ms"))
+                    .and_then(|ms| ms.parse().ok())
+                    .ok_or_else(|| format!("`{name}` is not a GPU method oomgate writes"))?,
+            },
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuMethod {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// A process on one of the case's GPUs that oomgate did not start.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForeignProcess {
     pub pid: u32,
     /// From /proc, when the pid is visible in this namespace.
@@ -61,7 +89,7 @@ pub struct ForeignProcess {
 }
 
 /// A process not of the case seen on one of its GPUs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForeignPid {
     pub pid: u32,
     /// From /proc, when the pid is visible in this namespace.
@@ -78,7 +106,7 @@ impl fmt::Display for ForeignPid {
 }
 
 /// The figures of one device for one case.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceFigures {
     pub index: u32,
     pub uuid: String,
@@ -225,9 +253,13 @@ mod tests {
         for (method, name) in table {
             assert_eq!(method.to_string(), name);
             assert_eq!(
-                serde_json::to_value(method).ok(),
+                serde_json::to_value(&method).ok(),
                 Some(serde_json::json!(name))
             );
+            assert_eq!(name.parse::<GpuMethod>(), Ok(method));
+        }
+        for not_a_method in ["sampled@ms", "sampled@5s", "nvml", ""] {
+            assert!(not_a_method.parse::<GpuMethod>().is_err(), "{not_a_method}");
         }
     }
 

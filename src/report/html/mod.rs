@@ -104,6 +104,15 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
         );
     }
     page.push_str("</table>\n");
+    let no_part = super::parts::held_by_no_part(results);
+    if !no_part.is_empty() {
+        let _ = writeln!(
+            page,
+            "<p class=\"fault\">Not run by any part: {} — {}.</p>",
+            escape(&no_part.join(", ")),
+            escape(super::NO_PART_MESSAGE)
+        );
+    }
     if let Some(baseline) = &results.baseline {
         let _ = writeln!(page, "<h2>Environment drift</h2>");
         if baseline.drift.is_empty() {
@@ -116,6 +125,9 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
             page.push_str("</ul>\n");
         }
     }
+    if let Some(parts) = super::parts::of(results) {
+        parts_section(&mut page, &parts);
+    }
     for (index, _) in &plan.charted {
         if let Some(case) = results.cases.get(*index) {
             case_section(&mut page, case, results, out_dir);
@@ -123,6 +135,54 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
     }
     page.push_str("</body></html>\n");
     page
+}
+
+/// A merged run's parts, and where their environments differ.
+fn parts_section(page: &mut String, parts: &super::parts::Parts) {
+    let _ = writeln!(
+        page,
+        "<h2>Parts</h2>\n<p class=\"meta\">Merged from {} parts; the environment above is the first's.</p>",
+        parts.rows.len()
+    );
+    page.push_str("<table><tr>");
+    for column in super::parts::COLUMNS {
+        let _ = write!(page, "<th>{column}</th>");
+    }
+    page.push_str("</tr>\n");
+    for row in &parts.rows {
+        page.push_str("<tr>");
+        for cell in row {
+            let _ = write!(page, "<td>{}</td>", escape(cell));
+        }
+        page.push_str("</tr>\n");
+    }
+    page.push_str("</table>\n<h2>Environment differences between parts</h2>\n");
+    if parts.drift.is_empty() {
+        page.push_str("<p>None: every part ran in the first part's environment.</p>\n");
+    } else {
+        let _ = writeln!(
+            page,
+            "<p>Against the first part, {}:</p><ul>",
+            escape(&parts.first)
+        );
+        for (part, drift) in &parts.drift {
+            let _ = write!(
+                page,
+                "<li><b>{}</b>: {}</li>",
+                escape(part),
+                escape(&drift.join("; "))
+            );
+        }
+        page.push_str("</ul>\n");
+    }
+    if !parts.incomparable.is_empty() {
+        let _ = writeln!(
+            page,
+            "<p class=\"fault\">Not comparable: {}; {}.</p>",
+            escape(&parts.incomparable.join("; ")),
+            escape(&super::parts::INCOMPARABLE_NOTE.replace('`', ""))
+        );
+    }
 }
 
 /// One line of the table: every case has one, charted or not. A charted
@@ -288,7 +348,7 @@ section{border-top:1px solid #ddd;margin-top:24px}.chart svg{max-width:100%;heig
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::results_with_diagnosis;
+    use crate::results::test_support::results_with_diagnosis;
 
     /// The page's elements, in order: what a workload's text could add to
     /// if it were not escaped.

@@ -1,0 +1,494 @@
+//! Merging the results of a suite's shards (`oomgate run --partition M/N`
+//! on N CI runners) into the results of one run: pure functions from
+//! each part's [`RunResults`], read back from its results.json, to one
+//! `RunResults` the report renderers take as they take a run's.
+//!
+//! A merged run records each part as it ran ([`PartInfo`]: its host,
+//! times, partition, environment and measurement), since shards may run on
+//! different machines; the top-level fields that describe one machine are
+//! the first part's. Parts must not overlap (a case id in two parts), and
+//! must be of one suite and one results schema: each is refused with the
+//! parts named, since a merge that silently dropped or doubled a case
+//! would gate on the wrong cases. With the suite, its cases that no part
+//! holds are listed as not run, and the cases follow its order.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{GpuEnvironment, Measurement, RunResults, SCHEMA_VERSION, Summary};
+use crate::baseline::Drift;
+use crate::environment::Environment;
+
+/// One part of a merged run: a shard's results, where they were read and
+/// how that shard ran. Shards may run on different machines, so each keeps
+/// its own environment and measurement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PartInfo {
+    /// The out dir the part was read from, as given to `oomgate merge`.
+    pub dir: PathBuf,
+    pub host: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// The shard of the suite this part ran (`--partition`), when its
+    /// results say so.
+    pub partition: Option<PartitionInfo>,
+    pub environment: Environment,
+    pub measurement: Measurement,
+    pub gpu: Option<GpuEnvironment>,
+    pub interrupted: bool,
+    pub fault: Option<String>,
+    pub summary: Summary,
+    /// The ids of the cases this part ran, in its order.
+    pub cases: Vec<String>,
+    /// The cases this part planned but did not run.
+    pub not_run: Vec<String>,
+}
+
+impl PartInfo {
+    /// `shards/2 (count:2/4)`: the part as messages and reports name it.
+    pub fn name(&self) -> String {
+        part_name(&self.dir, self.partition.as_ref())
+    }
+}
+
+fn part_name(dir: &Path, partition: Option<&PartitionInfo>) -> String {
+    match partition {
+        Some(partition) => format!("{} ({partition})", dir.display()),
+        None => dir.display().to_string(),
+    }
+}
+
+/// A shard of a suite as results.json records it (`--partition
+/// count:2/4`: `{"kind": "count", "index": 2, "total": 4}`). The kind is
+/// kept as written, so results of a kind this oomgate does not know still
+/// merge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionInfo {
+    pub kind: String,
+    pub index: u32,
+    pub total: u32,
+}
+
+impl std::fmt::Display for PartitionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}/{}", self.kind, self.index, self.total)
+    }
+}
+
+/// One shard's results, read back, and where they came from.
+#[derive(Debug, Clone)]
+pub struct Part {
+    /// As given to `oomgate merge` (its out dir, `shards/2`).
+    pub dir: PathBuf,
+    pub results: RunResults,
+    /// The shard it ran, from its results' `partition` (absent in results
+    /// of an unpartitioned run, and of an oomgate without `--partition`).
+    pub partition: Option<PartitionInfo>,
+}
+
+/// What is read of a results.json before the whole of it: enough to say
+/// plainly why a file cannot be a part, rather than which field is missing.
+#[derive(Debug, Deserialize)]
+struct Header {
+    schema: u32,
+    #[serde(default)]
+    partition: Option<PartitionInfo>,
+    #[serde(default)]
+    merged_from: Option<usize>,
+}
+
+/// A part from the text of its results.json; the error says why it cannot
+/// be one (with serde's line and column for a file that is not results).
+pub fn read_part(dir: PathBuf, text: &str) -> Result<Part, String> {
+    let header: Header =
+        serde_json::from_str(text).map_err(|e| format!("not an oomgate results file: {e}"))?;
+    if !(1..=SCHEMA_VERSION).contains(&header.schema) {
+        return Err(format!(
+            "results schema {} is not one this oomgate reads (1 to {SCHEMA_VERSION}); merge with the oomgate that ran the shards",
+            header.schema
+        ));
+    }
+    if let Some(parts) = header.merged_from {
+        return Err(format!(
+            "these are merged results ({parts} parts), not a shard's: merge the shards' own out dirs"
+        ));
+    }
+    let results: RunResults = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "not readable as oomgate results (schema {}): {e}",
+            header.schema
+        )
+    })?;
+    Ok(Part {
+        dir,
+        results,
+        partition: header.partition,
+    })
+}
+
+/// The suite the parts ran, when `oomgate merge` is given it: its name and
+/// its case ids in order.
+#[derive(Debug, Clone, Copy)]
+pub struct SuiteCases<'a> {
+    pub name: &'a str,
+    pub path: &'a Path,
+    pub ids: &'a [&'a str],
+}
+
+/// Why parts cannot be merged. Each names the parts (as given) it is about.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MergeError {
+    #[error(
+        "case `{id}` is in two parts, {first} and {second}: each case must come from one shard (a part given twice, or shards of different partitions?)"
+    )]
+    Overlap {
+        id: String,
+        first: String,
+        second: String,
+    },
+    #[error(
+        "{first} holds results of suite `{first_suite}`, {second} of suite `{second_suite}`: merge the shards of one suite"
+    )]
+    Suites {
+        first: String,
+        first_suite: String,
+        second: String,
+        second_suite: String,
+    },
+    #[error(
+        "{first} has results schema {first_schema}, {second} schema {second_schema}: merge shards that one oomgate version ran"
+    )]
+    Schemas {
+        first: String,
+        first_schema: u32,
+        second: String,
+        second_schema: u32,
+    },
+    #[error("{part} holds results of suite `{found}`, not of `{expected}` ({path})")]
+    NotThisSuite {
+        part: String,
+        found: String,
+        expected: String,
+        path: PathBuf,
+    },
+    #[error(
+        "{part} has cases suite `{suite}` ({path}) does not: {ids}; merge with the suite the shards ran"
+    )]
+    UnknownCases {
+        part: String,
+        suite: String,
+        path: PathBuf,
+        ids: String,
+    },
+    #[error(
+        "case `{first_id}` of {first} and case `{second_id}` of {second} have the same folder `{dir}`"
+    )]
+    SameFolder {
+        dir: PathBuf,
+        first_id: String,
+        first: String,
+        second_id: String,
+        second: String,
+    },
+    #[error("no parts to merge")]
+    NoParts,
+}
+
+/// One set of results from the parts, in the order given. The parts must
+/// be of one suite and one schema, and no case may be in two of them.
+/// With `suite`, every part's cases must be the suite's; the cases follow
+/// the suite's order, and those no part holds are `not_run`. Without it,
+/// the cases are in part order.
+pub fn merge(parts: Vec<Part>, suite: Option<SuiteCases<'_>>) -> Result<RunResults, MergeError> {
+    check_parts(&parts, suite)?;
+    let infos: Vec<PartInfo> = parts.iter().map(part_info).collect();
+    let mut parts = parts.into_iter();
+    let Some(first) = parts.next() else {
+        return Err(MergeError::NoParts);
+    };
+    let mut merged = first.results;
+    // A merged run is no one shard: each part keeps its own in `parts`.
+    merged.partition = None;
+    let mut planned = merged.summary.planned;
+    for part in parts {
+        let results = part.results;
+        planned += results.summary.planned;
+        merged.started_at = earliest(&merged.started_at, &results.started_at);
+        merged.finished_at = match (merged.finished_at.take(), results.finished_at) {
+            (Some(a), Some(b)) => Some(latest(&a, &b)),
+            // A part whose shard never finished leaves the run unfinished.
+            _ => None,
+        };
+        merged.interrupted |= results.interrupted;
+        merged.fault = merged.fault.or(results.fault);
+        merged.baseline = merged.baseline.or(results.baseline);
+        merged.runner_max_rss_bytes = merged
+            .runner_max_rss_bytes
+            .max(results.runner_max_rss_bytes);
+        merged.runner_cpu_s = match (merged.runner_cpu_s, results.runner_cpu_s) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        merged.cases.extend(results.cases);
+        merged.not_run.extend(results.not_run);
+    }
+    if let Some(suite) = suite {
+        let position: HashMap<&str, usize> = suite
+            .ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, i))
+            .collect();
+        let at = |id: &str| position.get(id).copied().unwrap_or(usize::MAX);
+        // Stable: a case the suite has twice (it cannot) keeps part order.
+        merged.cases.sort_by_key(|case| at(&case.id));
+        let held: std::collections::HashSet<&str> = merged
+            .cases
+            .iter()
+            .map(|c| c.id.as_str())
+            .chain(merged.not_run.iter().map(String::as_str))
+            .collect();
+        let missing: Vec<String> = suite
+            .ids
+            .iter()
+            .filter(|id| !held.contains(**id))
+            .map(|id| id.to_string())
+            .collect();
+        planned += missing.len();
+        merged.not_run.extend(missing);
+        merged.not_run.sort_by_key(|id| at(id));
+    }
+    merged.schema = SCHEMA_VERSION;
+    merged.oomgate_version = env!("CARGO_PKG_VERSION").to_string();
+    merged.summary = Summary {
+        planned,
+        ..Summary::default()
+    };
+    for case in &merged.cases {
+        merged.summary.count(case.status);
+    }
+    merged.merged_from = Some(infos.len());
+    merged.parts = infos;
+    Ok(merged)
+}
+
+fn check_parts(parts: &[Part], suite: Option<SuiteCases<'_>>) -> Result<(), MergeError> {
+    let name = |part: &Part| part_name(&part.dir, part.partition.as_ref());
+    let Some(first) = parts.first() else {
+        return Ok(());
+    };
+    for part in &parts[1..] {
+        if part.results.suite.name != first.results.suite.name {
+            return Err(MergeError::Suites {
+                first: name(first),
+                first_suite: first.results.suite.name.clone(),
+                second: name(part),
+                second_suite: part.results.suite.name.clone(),
+            });
+        }
+        if part.results.schema != first.results.schema {
+            return Err(MergeError::Schemas {
+                first: name(first),
+                first_schema: first.results.schema,
+                second: name(part),
+                second_schema: part.results.schema,
+            });
+        }
+    }
+    if let Some(suite) = suite {
+        for part in parts {
+            if part.results.suite.name != suite.name {
+                return Err(MergeError::NotThisSuite {
+                    part: name(part),
+                    found: part.results.suite.name.clone(),
+                    expected: suite.name.to_string(),
+                    path: suite.path.to_path_buf(),
+                });
+            }
+            let unknown: Vec<&str> = held(part).filter(|id| !suite.ids.contains(id)).collect();
+            if !unknown.is_empty() {
+                return Err(MergeError::UnknownCases {
+                    part: name(part),
+                    suite: suite.name.to_string(),
+                    path: suite.path.to_path_buf(),
+                    ids: unknown.join(", "),
+                });
+            }
+        }
+    }
+    let mut owner: HashMap<&str, &Part> = HashMap::new();
+    let mut folders: HashMap<&Path, (&str, &Part)> = HashMap::new();
+    for part in parts {
+        for id in held(part) {
+            if let Some(other) = owner.insert(id, part) {
+                return Err(MergeError::Overlap {
+                    id: id.to_string(),
+                    first: name(other),
+                    second: name(part),
+                });
+            }
+        }
+        // A case with no folder (it never started) shares none.
+        for case in part
+            .results
+            .cases
+            .iter()
+            .filter(|c| !c.dir.as_os_str().is_empty())
+        {
+            if let Some((other_id, other)) = folders.insert(&case.dir, (&case.id, part)) {
+                return Err(MergeError::SameFolder {
+                    dir: case.dir.clone(),
+                    first_id: other_id.to_string(),
+                    first: name(other),
+                    second_id: case.id.clone(),
+                    second: name(part),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every case a part holds: those it ran and those it planned but did not.
+fn held(part: &Part) -> impl Iterator<Item = &str> {
+    part.results
+        .cases
+        .iter()
+        .map(|c| c.id.as_str())
+        .chain(part.results.not_run.iter().map(String::as_str))
+}
+
+fn part_info(part: &Part) -> PartInfo {
+    let results = &part.results;
+    PartInfo {
+        dir: part.dir.clone(),
+        host: results.host.clone(),
+        started_at: results.started_at.clone(),
+        finished_at: results.finished_at.clone(),
+        partition: part.partition.clone(),
+        environment: results.environment.clone(),
+        measurement: results.measurement.clone(),
+        gpu: results.gpu.clone(),
+        interrupted: results.interrupted,
+        fault: results.fault.clone(),
+        summary: results.summary,
+        cases: results.cases.iter().map(|c| c.id.clone()).collect(),
+        not_run: results.not_run.clone(),
+    }
+}
+
+/// The earlier of two RFC 3339 times (as written: offsets may differ); a
+/// time that does not parse loses to one that does.
+fn earliest(a: &str, b: &str) -> String {
+    pick(a, b, std::cmp::Ordering::Less)
+}
+
+fn latest(a: &str, b: &str) -> String {
+    pick(a, b, std::cmp::Ordering::Greater)
+}
+
+fn pick(a: &str, b: &str, wanted: std::cmp::Ordering) -> String {
+    let parse = |text: &str| chrono::DateTime::parse_from_rfc3339(text).ok();
+    match (parse(a), parse(b)) {
+        (Some(x), Some(y)) if y.cmp(&x) == wanted => b.to_string(),
+        (None, Some(_)) => b.to_string(),
+        _ => a.to_string(),
+    }
+}
+
+/// What the parts' recorded partitions say is wrong with the set: shards
+/// of different splits (kind or total), a shard given twice, or shards of
+/// the split that are not among the parts. Parts without a partition say
+/// nothing. Notes, not refusals: a missing shard's cases fail the gate
+/// only when the suite is given (they are then not run), and a merge of
+/// some shards on purpose is no mistake.
+pub fn partition_notes(parts: &[PartInfo]) -> Vec<String> {
+    let recorded: Vec<(&PartInfo, &PartitionInfo)> = parts
+        .iter()
+        .filter_map(|part| Some((part, part.partition.as_ref()?)))
+        .collect();
+    let Some((first_part, first)) = recorded.first() else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    if let Some((other, split)) = recorded
+        .iter()
+        .find(|(_, p)| p.kind != first.kind || p.total != first.total)
+    {
+        notes.push(format!(
+            "the parts are shards of different splits: {} and {} ({split}); each shard of one split runs its cases once, shards of two do not",
+            first_part.name(),
+            other.dir.display()
+        ));
+        return notes;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (part, partition) in &recorded {
+        if !seen.insert(partition.index) {
+            notes.push(format!(
+                "shard {} is given twice ({} is one of them)",
+                partition,
+                part.dir.display()
+            ));
+        }
+    }
+    let missing: Vec<String> = (1..=first.total)
+        .filter(|index| !seen.contains(index))
+        .map(|index| index.to_string())
+        .collect();
+    if !missing.is_empty() {
+        notes.push(format!(
+            "the parts are {} of the {} shards of {}:M/{}: shard(s) {} missing; with --suite their cases are listed as not run",
+            seen.len(),
+            first.total,
+            first.kind,
+            first.total,
+            missing.join(", ")
+        ));
+    }
+    notes
+}
+
+/// How one part's environment differs from the first part's, for the
+/// reports of a merged run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartDrift {
+    /// The part, as [`PartInfo::name`] says it.
+    pub part: String,
+    pub drift: Vec<Drift>,
+}
+
+/// Every part after the first whose environment differs from the first
+/// part's, with the differences (as `baseline::drift` lists them against a
+/// lock); empty when every part ran in the same environment.
+pub fn part_drift(results: &RunResults) -> Vec<PartDrift> {
+    let Some((first, rest)) = results.parts.split_first() else {
+        return Vec::new();
+    };
+    rest.iter()
+        .filter_map(|part| {
+            let drift = crate::baseline::drift::drift(&first.environment, &part.environment);
+            (!drift.is_empty()).then(|| PartDrift {
+                part: part.name(),
+                drift,
+            })
+        })
+        .collect()
+}
+
+/// Why the figures of a merged run's parts are not comparable (different
+/// GPU models, host memory measured by methods that count different
+/// pages), one line each; empty when they are. `oomgate lock --from`
+/// refuses such a run (see `view::incomparable_parts`).
+pub fn incomparable_parts(results: &RunResults) -> Vec<String> {
+    super::view::incomparable_parts(results.parts.iter().map(|part| super::view::PartFacts {
+        name: part.name(),
+        environment: &part.environment,
+        host_method: Some(part.measurement.host_method),
+    }))
+}
+
+#[cfg(test)]
+mod tests;

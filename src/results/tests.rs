@@ -1,0 +1,304 @@
+//! The results model: names as files write them, and results.json read
+//! back unchanged.
+
+use super::*;
+use crate::results::test_support::json;
+
+#[test]
+fn check_names_are_stable() {
+    for (kind, name) in [
+        (CheckKind::HostBudget, "budget.host"),
+        (CheckKind::GpuBudget, "budget.gpu"),
+        (
+            CheckKind::GpuHeadroom { device: 3 },
+            "budget.gpu_fraction.gpu3",
+        ),
+        (CheckKind::HostOomKill, "host.oom_kill"),
+        (
+            CheckKind::Limit("metric.tokens_per_s".into()),
+            "limit.metric.tokens_per_s",
+        ),
+        (CheckKind::Leak, "leak"),
+        (CheckKind::BaselineMissing, "baseline"),
+        (CheckKind::Baseline("gpu".into()), "baseline.gpu"),
+        (CheckKind::EnvironmentDrift, "environment.drift"),
+    ] {
+        assert_eq!(kind.to_string(), name);
+        assert_eq!(serde_json::to_value(&kind).ok(), Some(name.into()));
+        assert_eq!(name.parse::<CheckKind>(), Ok(kind));
+    }
+}
+
+/// Every part of the model, filled in: what reading results.json back
+/// must keep.
+fn everything() -> RunResults {
+    use crate::baseline::{FigureComparison, Outcome};
+    use crate::measure::gpu::ForeignPid;
+    let mut results = crate::results::test_support::results_with_diagnosis("boom");
+    results.finished_at = Some("2026-12-03T00:01:00.000+00:00".into());
+    results.measurement.host_cgroup = Some(HostCgroup {
+        version: CgroupVersion::V2,
+        dir: "/sys/fs/cgroup/oomgate".into(),
+    });
+    results.measurement.gpu_method = Some("nvml".into());
+    results.gpu = Some(GpuEnvironment {
+        driver_version: "550.54.15".into(),
+        cuda_driver_version: Some("12.4".into()),
+        devices: vec![GpuInfo {
+            index: 0,
+            uuid: "GPU-0".into(),
+            name: "H100".into(),
+            total_bytes: 80 << 30,
+            accounting: Some(true),
+            persistence: None,
+        }],
+    });
+    results.environment.gpu_models = vec!["H100 (80.0 GiB)".into()];
+    results.baseline = Some(BaselineInfo {
+        path: "s.lock".into(),
+        locked_at: "t".into(),
+        drift: vec![Drift {
+            what: "torch".into(),
+            before: "2.4.1".into(),
+            after: "2.5.0".into(),
+        }],
+        on_drift: DriftPolicy::Fail,
+        gpu_compared: false,
+        removed: vec!["gone".into()],
+    });
+    results.summary.failed = 1;
+    results.not_run = vec!["later".into()];
+    results.fault = Some("out/x: No space left on device".into());
+    results.runner_max_rss_bytes = Some(12 << 20);
+    results.runner_cpu_s = Some(0.25);
+    let case = &mut results.cases[0];
+    case.failure_kind = Some(FailureType::GpuOom);
+    case.soak_s = Some(60.0);
+    // Regression: without serde_json's float_roundtrip this read back as
+    // 1.280315204.
+    #[allow(clippy::excessive_precision)]
+    {
+        case.wall_time_s = 1.2803152039999999;
+    }
+    case.host_peak_bytes = Some(300 << 20);
+    case.host_peak_at_s = Some(1.2);
+    case.host_method = HostMethod::CgroupV1;
+    case.host_peak_source = Some(HostFloor::Vmhwm);
+    case.host_floors.vmhwm_bytes = Some(300 << 20);
+    case.host_charged_peak_bytes = Some(400 << 20);
+    case.host_oom_kills = Some(0);
+    case.gpu_peak_bytes = Some(1 << 30);
+    case.gpu_peak_method = Some(GpuMethod::Sampled { interval_ms: 50 });
+    case.gpu_devices = vec![DeviceFigures {
+        index: 0,
+        uuid: "GPU-0".into(),
+        name: "H100".into(),
+        total_bytes: 80 << 30,
+        before_bytes: Some(1),
+        device_peak_bytes: Some(2),
+        peak_bytes: Some(1 << 30),
+        method: GpuMethod::DeviceDelta,
+        sampled_peak_bytes: None,
+        accounting_peak_bytes: Some(3),
+        tainted_by: vec![ForeignPid {
+            pid: 42,
+            name: Some("sleep".into()),
+        }],
+    }];
+    case.foreign_processes = vec![ForeignProcess {
+        pid: 42,
+        name: None,
+        device_index: 0,
+        device_uuid: "GPU-0".into(),
+        used_bytes: Some(5),
+    }];
+    case.env.insert("HF_TOKEN".into(), "<secret 3fa9c1>".into());
+    case.allocator_env.insert(
+        "PYTORCH_CUDA_ALLOC_CONF".into(),
+        "expandable_segments:True".into(),
+    );
+    let figure = |name: &str, outcome| FigureComparison {
+        figure: name.into(),
+        outcome,
+        new_bytes: Some(10),
+        baseline_bytes: Some(8),
+        delta_bytes: Some(-2),
+        delta_ratio: Some(0.25),
+        limit_bytes: Some(9),
+        message: format!("{name} message"),
+    };
+    case.baseline = Some(CaseComparison {
+        locked: true,
+        host: figure("host", Outcome::Within),
+        gpu: figure("gpu", Outcome::Regressed),
+        allocated: figure("allocated", Outcome::Skipped),
+        changes: vec!["command: a → b".into()],
+    });
+    if let Some(diagnosis) = case.diagnosis.as_mut() {
+        diagnosis.oom = Some(crate::diagnose::OomFigures {
+            framework: "pytorch".into(),
+            requested_bytes: Some(7),
+            other_processes: vec![(1, 2)],
+            ..Default::default()
+        });
+        diagnosis.rank = Some(3);
+        diagnosis.oom_ranks = vec![1, 3];
+    }
+    let mut probe = ProbeSummary {
+        lines: 4,
+        last_step: Some(crate::probe::StepSeen {
+            instance: 1,
+            step: Some(9),
+            phase: Some("forward".into()),
+        }),
+        first_step: Some(0),
+        peak_allocated: Some(11),
+        ..Default::default()
+    };
+    probe.metrics.insert(
+        "tokens_per_s".into(),
+        crate::probe::MetricSeen {
+            last: 1834.2,
+            min: 0.1,
+            max: 2000.0,
+            count: 3,
+        },
+    );
+    case.probe = Some(probe);
+    case.leak = Some(crate::leak::LeakFigures {
+        source: "soak runs".into(),
+        iterations: 5,
+        slope_bytes_per_iteration: 1.5,
+        growth_bytes: 7.5,
+        warmup: 2,
+        intercept_bytes: -3.25,
+    });
+    case.repeats = vec![RepeatFigures {
+        status: CaseStatus::Passed,
+        wall_time_s: 0.1,
+        host_peak_bytes: None,
+        gpu_peak_bytes: Some(1),
+    }];
+    case.checks = [
+        CheckKind::HostBudget,
+        CheckKind::GpuHeadroom { device: 1 },
+        CheckKind::Limit("metric.x.min".into()),
+        CheckKind::Baseline("gpu".into()),
+        CheckKind::EnvironmentDrift,
+    ]
+    .into_iter()
+    .map(|kind| Check {
+        kind,
+        passed: false,
+        figure_bytes: Some(1),
+        limit_bytes: None,
+        message: "m".into(),
+    })
+    .collect();
+    case.instances = vec![
+        InstanceResult {
+            index: 0,
+            runs: 2,
+            exit: Some(Exit::Code(0)),
+            stdout_log: "cases/c/stdout.log".into(),
+            stderr_log: "cases/c/stderr.log".into(),
+        },
+        InstanceResult {
+            index: 1,
+            runs: 1,
+            exit: Some(Exit::Signal(9)),
+            stdout_log: "cases/c/stdout.1.log".into(),
+            stderr_log: "cases/c/stderr.1.log".into(),
+        },
+    ];
+    results
+}
+
+#[test]
+fn results_json_reads_back_into_the_model_unchanged() {
+    let mut results = everything();
+    for merged in [false, true] {
+        if merged {
+            results.merged_from = Some(1);
+            results.parts = vec![PartInfo {
+                dir: "shards/1".into(),
+                host: "h".into(),
+                started_at: results.started_at.clone(),
+                finished_at: None,
+                partition: Some(PartitionInfo {
+                    kind: "count".into(),
+                    index: 1,
+                    total: 2,
+                }),
+                environment: results.environment.clone(),
+                measurement: results.measurement.clone(),
+                gpu: results.gpu.clone(),
+                interrupted: true,
+                fault: None,
+                summary: results.summary,
+                cases: vec!["c".into()],
+                not_run: vec!["later".into()],
+            }];
+        }
+        let written = json(&results);
+        let read: RunResults = serde_json::from_str(&written).expect("read back");
+        let again = json(&read);
+        assert_eq!(written, again);
+        // Only what a merged run adds is new to the file.
+        assert_eq!(written.contains("\"merged_from\""), merged);
+        assert_eq!(written.contains("\"parts\""), merged);
+    }
+}
+
+#[test]
+fn a_case_not_run_says_why() {
+    let mut results = everything();
+    assert_eq!(
+        results.not_run_reason("later"),
+        NotRunReason::Fault("out/x: No space left on device")
+    );
+    results.fault = None;
+    results.interrupted = true;
+    assert_eq!(results.not_run_reason("later"), NotRunReason::Interrupted);
+    results.parts = vec![];
+    results.merged_from = Some(2);
+    let part = |fault: Option<&str>, not_run: &str| PartInfo {
+        dir: "p".into(),
+        host: "h".into(),
+        started_at: "t".into(),
+        finished_at: None,
+        partition: None,
+        environment: Environment::default(),
+        measurement: results.measurement.clone(),
+        gpu: None,
+        interrupted: false,
+        fault: fault.map(str::to_string),
+        summary: Summary::default(),
+        cases: vec![],
+        not_run: vec![not_run.to_string()],
+    };
+    results.parts = vec![part(None, "a"), part(Some("disk full"), "b")];
+    assert_eq!(results.not_run_reason("a"), NotRunReason::Interrupted);
+    assert_eq!(
+        results.not_run_reason("b"),
+        NotRunReason::Fault("disk full")
+    );
+    assert_eq!(results.not_run_reason("later"), NotRunReason::NoPart);
+}
+
+#[test]
+fn status_names_match_results_json() {
+    for status in [
+        CaseStatus::Passed,
+        CaseStatus::Failed,
+        CaseStatus::TimedOut,
+        CaseStatus::Interrupted,
+        CaseStatus::Error,
+        CaseStatus::Running,
+    ] {
+        assert_eq!(
+            serde_json::to_value(status).ok(),
+            Some(serde_json::json!(status.as_str()))
+        );
+    }
+}

@@ -1,0 +1,480 @@
+//! `oomgate merge` end to end: shards of a suite run by the real binary
+//! (split with `--filter` here, as `--partition` splits them in CI), merged
+//! into one set of reports. A shard merged alone is that shard; shards
+//! merge in the suite's order, a missing one fails the gate; parts that
+//! overlap, are of other suites or schemas, or cannot be read are refused
+//! with exit 2 and nothing written; a merged run locks unless its parts
+//! ran on other GPU models or measured host memory differently.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::fake_nvml::*;
+use common::*;
+
+fn python_path() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    format!(
+        "{}:{}",
+        root.join("python").display(),
+        root.join("fixtures/python").display()
+    )
+}
+
+/// Three cases: a small allocation, a PyTorch OOM (a failure with a
+/// diagnosis and a stderr tail), and a training loop reporting through the
+/// probe (a probe chart, a stdout tail).
+fn suite() -> String {
+    let oom = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/oom/pytorch-current.txt");
+    format!(
+        "[suite]\nname = \"m\"\nsample_interval = \"20ms\"\n\n\
+         [[case]]\nname = \"small\"\ncommand = [\"python3\", {}, \"--mib\", \"8\", \"--hold\", \"100ms\"]\n\n\
+         [[case]]\nname = \"oom\"\ncommand = [\"python3\", {}, \"--text\", {}, \"--exit\", \"1\"]\n\n\
+         [[case]]\nname = \"train\"\ncommand = [\"python3\", {}, \"--steps\", \"12\", \"--leak-mib\", \"8\"]\nenv = {{ PYTHONPATH = {} }}\n",
+        toml_str(&workload("alloc.py")),
+        toml_str(&workload("fail.py")),
+        toml_str(&oom.display().to_string()),
+        toml_str(&workload("probe_train.py")),
+        toml_str(&python_path())
+    )
+}
+
+impl Project {
+    /// `oomgate run` of the cases matching `filters`, into `shards/<name>`.
+    fn shard(&self, name: &str, filters: &[&str]) -> Run {
+        let out = self.path().join("shards").join(name);
+        let mut command = self.oomgate();
+        command.arg("run").arg(self.suite()).arg("--out").arg(&out);
+        for filter in filters {
+            command.args(["--filter", filter]);
+        }
+        Run::from(command.output().expect("run a shard"), out)
+    }
+
+    /// `oomgate merge` of these parts (relative to the project) into `merged`.
+    fn merge(&self, parts: &[&str], extra: &[&str]) -> Run {
+        let out = self.path().join("merged");
+        let output = self
+            .oomgate()
+            .current_dir(self.path())
+            .arg("merge")
+            .args(parts)
+            .arg("--out")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .expect("run oomgate merge");
+        Run::from(output, out)
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// A results.json without what only a merge or a partitioned run adds.
+fn without_merge_fields(mut results: serde_json::Value) -> serde_json::Value {
+    if let Some(fields) = results.as_object_mut() {
+        for key in ["merged_from", "parts", "partition"] {
+            fields.remove(key);
+        }
+    }
+    results
+}
+
+fn ids(results: &serde_json::Value, key: &str) -> Vec<String> {
+    results[key]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|item| {
+                    item["id"]
+                        .as_str()
+                        .or(item.as_str())
+                        .unwrap_or("?")
+                        .to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_shard_merged_alone_is_that_shard() {
+    let project = Project::new(&suite());
+    project.shard("all", &[]).assert_code(1);
+    let merged = project.merge(&["shards/all"], &[]);
+    merged.assert_code(1);
+    let shard = project.path().join("shards/all");
+    // Every page is the shard's, to the byte: the log tails, the memory
+    // and probe charts, the diagnosis.
+    for file in ["junit.xml", "summary.md", "report.html"] {
+        assert!(
+            read(&shard.join(file)) == read(&merged.out.join(file)),
+            "{file} differs"
+        );
+    }
+    let page = read(&merged.out.join("report.html"));
+    assert!(page.contains("What the probe reported"), "probe chart");
+    assert!(page.contains("end of stderr"), "stderr tail");
+    let junit = read(&merged.out.join("junit.xml"));
+    assert!(
+        junit.contains("--- end of stdout ---\ntrained 12 steps"),
+        "{junit}"
+    );
+    // results.json too, but for what the merge adds.
+    let results = merged.results();
+    assert_eq!(results["merged_from"], 1);
+    assert_eq!(results["parts"][0]["dir"], "shards/all");
+    assert_eq!(
+        without_merge_fields(results),
+        without_merge_fields(read_json(&shard.join("results.json")))
+    );
+    // The case folders came along.
+    for file in [
+        "cases/oom/stderr.log",
+        "cases/train/metrics.jsonl",
+        "cases/small/timeline.json",
+    ] {
+        assert!(merged.out.join(file).is_file(), "{file}");
+    }
+}
+
+#[test]
+fn shards_merge_in_the_suites_order_and_a_missing_one_fails_the_gate() {
+    let project = Project::new(&suite());
+    project.shard("1", &["train", "small"]).assert_code(0);
+    project.shard("2", &["oom"]).assert_code(1);
+    // The field `--partition` writes, read when present (set, not added:
+    // an oomgate with --partition writes it, null without the flag).
+    let first = project.path().join("shards/1/results.json");
+    let mut results = read_json(&first);
+    results["partition"] = serde_json::json!({"kind": "count", "index": 1, "total": 2});
+    std::fs::write(&first, results.to_string()).expect("write");
+
+    let step_summary = project.path().join("step-summary.md");
+    let output = project
+        .oomgate()
+        .current_dir(project.path())
+        .env("GITHUB_STEP_SUMMARY", &step_summary)
+        .args([
+            "merge",
+            "shards/1",
+            "shards/2/results.json",
+            "--out",
+            "merged",
+            "--suite",
+            "suite.toml",
+        ])
+        .output()
+        .expect("merge");
+    let merged = Run::from(output, project.path().join("merged"));
+    merged.assert_code(1);
+    let results = merged.results();
+    assert_eq!(ids(&results, "cases"), ["small", "oom", "train"]);
+    assert_eq!(results["summary"]["planned"], 3);
+    assert_eq!(results["summary"]["passed"], 2);
+    assert_eq!(results["summary"]["failed"], 1);
+    assert_eq!(results["merged_from"], 2);
+    assert_eq!(results["parts"][0]["partition"]["kind"], "count");
+    assert_eq!(results["parts"][1]["dir"], "shards/2/results.json");
+    assert_eq!(results["parts"][1]["cases"], serde_json::json!(["oom"]));
+    let summary = read(&merged.out.join("summary.md"));
+    assert!(summary.contains("| shards/1 | "), "{summary}");
+    assert!(
+        summary.contains(" | count:1/2 | 2 passed, 0 failed | "),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("None: every part ran in the first part's environment."),
+        "{summary}"
+    );
+    assert!(read(&step_summary).starts_with("## oomgate: m — 2 passed, 1 failed"));
+    assert!(
+        merged
+            .stderr
+            .contains("merged 2 part(s), 3 case(s) of suite `m`"),
+        "{}",
+        merged.stderr
+    );
+
+    // Without the shard that held `oom`: the suite's case no part ran is
+    // not run, an error in JUnit, and the gate fails although every case
+    // that ran passed.
+    let partial = project.merge(&["shards/1"], &["--suite", "suite.toml"]);
+    partial.assert_code(1);
+    // Its recorded partition says which shard is missing.
+    assert!(
+        partial
+            .stderr
+            .contains("note: the parts are 1 of the 2 shards of count:M/2: shard(s) 2 missing"),
+        "{}",
+        partial.stderr
+    );
+    let results = partial.results();
+    assert_eq!(ids(&results, "cases"), ["small", "train"]);
+    assert_eq!(results["not_run"], serde_json::json!(["oom"]));
+    let junit = read(&partial.out.join("junit.xml"));
+    assert!(
+        junit.contains("<error message=\"not run: no part of this merged run ran it (a shard that failed before writing its results, or one left out of the merge)\" type=\"not-run\"/>"),
+        "{junit}"
+    );
+    assert!(read(&partial.out.join("summary.md")).contains("**Not run by any part**: oom"));
+    // Without the suite, nothing is known to be missing: the parts' cases
+    // pass, in part order.
+    let alone = project.merge(&["shards/1"], &[]);
+    alone.assert_code(0);
+    assert_eq!(ids(&alone.results(), "cases"), ["small", "train"]);
+}
+
+#[test]
+fn parts_that_cannot_be_merged_exit_2_and_nothing_is_written() {
+    let project = Project::new(&suite());
+    project.shard("1", &["small"]).assert_code(0);
+    project.shard("2", &["small", "oom"]).assert_code(1);
+    let copy = |from: &str, to: &str, edit: &dyn Fn(String) -> String| {
+        let dir = project.path().join("shards").join(to);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let text = read(
+            &project
+                .path()
+                .join("shards")
+                .join(from)
+                .join("results.json"),
+        );
+        std::fs::write(dir.join("results.json"), edit(text)).expect("write");
+    };
+    copy("1", "other-suite", &|t| {
+        t.replacen("\"name\": \"m\"", "\"name\": \"n\"", 1)
+    });
+    copy("1", "older", &|t| {
+        t.replacen("\"schema\": 3", "\"schema\": 2", 1)
+    });
+    copy("1", "corrupt", &|t| {
+        t.replacen("\"planned\": 1", "\"planned\": \"one\"", 1)
+    });
+    copy("1", "truncated", &|t| t[..t.len() / 2].to_string());
+    copy("1", "escaping", &|t| t.replace("cases/small", "../../etc"));
+    std::fs::create_dir_all(project.path().join("shards/empty")).expect("mkdir");
+
+    for (parts, expected) in [
+        (
+            vec!["shards/1", "shards/2"],
+            "case `small` is in two parts, shards/1 and shards/2",
+        ),
+        (
+            vec!["shards/1", "shards/other-suite"],
+            "shards/1 holds results of suite `m`, shards/other-suite of suite `n`",
+        ),
+        (
+            vec!["shards/2", "shards/older"],
+            "shards/2 has results schema 3, shards/older schema 2",
+        ),
+        (
+            vec!["shards/corrupt"],
+            "part shards/corrupt: shards/corrupt/results.json: not readable as oomgate results (schema 3): invalid type: string \"one\", expected usize at line ",
+        ),
+        (
+            vec!["shards/truncated"],
+            "part shards/truncated: shards/truncated/results.json: not an oomgate results file: EOF while parsing",
+        ),
+        (
+            vec!["shards/escaping"],
+            "case `small` names `../../etc`, which is not a path inside the out dir's cases/ folder",
+        ),
+        (
+            vec!["shards/empty"],
+            "part shards/empty: no results.json in it (shards/empty/results.json)",
+        ),
+        (
+            vec!["shards/none"],
+            "part shards/none: No such file or directory",
+        ),
+        (
+            vec!["shards/1", "shards/1/results.json"],
+            "shards/1 and shards/1/results.json are the same part",
+        ),
+    ] {
+        let refused = project.merge(&parts, &["--suite", "suite.toml"]);
+        refused.assert_code(2);
+        assert!(
+            refused.stderr.contains(expected),
+            "{parts:?}: {}",
+            refused.stderr
+        );
+        assert!(!refused.out.exists(), "{parts:?}: nothing written");
+    }
+    let unknown = project.merge(&["shards/1"], &["--suite", "other.toml"]);
+    unknown.assert_code(2);
+    std::fs::write(
+        project.path().join("other.toml"),
+        suite().replace("name = \"small\"", "name = \"tiny\""),
+    )
+    .expect("write");
+    let unknown = project.merge(&["shards/1"], &["--suite", "other.toml"]);
+    unknown.assert_code(2);
+    assert!(
+        unknown
+            .stderr
+            .contains("shards/1 has cases suite `m` (other.toml) does not: small"),
+        "{}",
+        unknown.stderr
+    );
+    // The out dir must not be a part, nor someone else's folder.
+    let output = project
+        .oomgate()
+        .current_dir(project.path())
+        .args(["merge", "shards/1", "--out", "shards/1"])
+        .output()
+        .expect("merge");
+    let into_part = Run::from(output, PathBuf::new());
+    into_part.assert_code(2);
+    assert!(
+        into_part
+            .stderr
+            .contains("--out shards/1 is, or holds, the part shards/1"),
+        "{}",
+        into_part.stderr
+    );
+    let output = project
+        .oomgate()
+        .current_dir(project.path())
+        .args(["merge", "shards/1", "--out", "."])
+        .output()
+        .expect("merge");
+    Run::from(output, PathBuf::new()).assert_code(2);
+}
+
+/// A GPU case `c` and a host case `h`, for shards on fake GPUs.
+fn gpu_suite() -> String {
+    format!(
+        "[suite]\nname = \"g\"\nsample_interval = \"20ms\"\n\n\
+         [[case]]\nname = \"c\"\ncommand = [\"python3\", {}, \"--mib\", \"500\", \"--hold\", \"200ms\"]\n\n\
+         [[case]]\nname = \"h\"\ncommand = [\"python3\", {}, \"--mib\", \"16\", \"--hold\", \"100ms\"]\n",
+        toml_str(&workload("gpu_alloc.py")),
+        toml_str(&workload("alloc.py"))
+    )
+}
+
+fn gpus(model: &str) -> String {
+    format!(
+        "driver 550.54.15\ncuda 12040\n{}",
+        device(UUID_0, 8 * GIB, 256 << 20, false, model)
+    )
+}
+
+impl Project {
+    fn lock_from(&self, results: &Path) -> Run {
+        let output = self
+            .oomgate()
+            .arg("lock")
+            .arg(self.suite())
+            .arg("--from")
+            .arg(results)
+            .output()
+            .expect("lock");
+        Run::from(output, self.out())
+    }
+}
+
+#[test]
+fn a_merged_run_locks_unless_its_parts_figures_are_not_comparable() {
+    let project =
+        Project::new(&gpu_suite()).with_fake_gpus(&gpus("Fake H100 80GB"), Variant::Complete);
+    project.shard("1", &["c"]).assert_code(0);
+    project.shard("2", &["h"]).assert_code(0);
+    let merged = project.merge(&["shards/1", "shards/2"], &["--suite", "suite.toml"]);
+    merged.assert_code(0);
+    let lock_path = project.path().join("suite.lock");
+    let locked = project.lock_from(&merged.out.join("results.json"));
+    locked.assert_code(0);
+    assert!(
+        locked.stderr.contains("locked 2 case(s) of suite `g`"),
+        "{}",
+        locked.stderr
+    );
+    let lock = read(&lock_path);
+    assert!(lock.contains("gpu_peak = \"500.0 MiB\""), "{lock}");
+    std::fs::remove_file(&lock_path).expect("remove the lock");
+
+    // The second shard on another GPU model: listed as a difference, and
+    // the merged run is not locked.
+    std::fs::write(
+        project.path().join("fake-nvml.conf"),
+        format!("{}\nlisted listed\n", gpus("Fake A100 40GB")),
+    )
+    .expect("rewrite the fake GPUs");
+    project.shard("2", &["h"]).assert_code(0);
+    let merged = project.merge(&["shards/1", "shards/2"], &["--suite", "suite.toml"]);
+    merged.assert_code(0);
+    let why = "GPU models differ: shards/1 on Fake H100 80GB, shards/2 on Fake A100 40GB";
+    let summary = read(&merged.out.join("summary.md"));
+    assert!(
+        summary.contains(
+            "- **shards/2**: gpu 0 Fake H100 80GB (8.00 GiB) → Fake A100 40GB (8.00 GiB)"
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!("**Not comparable**: {why}")),
+        "{summary}"
+    );
+    let refused = project.lock_from(&merged.out.join("results.json"));
+    refused.assert_code(1);
+    assert!(
+        refused.stderr.contains(&format!("not locked: its parts' figures are not comparable, so they cannot make one baseline: {why}")),
+        "{}",
+        refused.stderr
+    );
+    assert!(!lock_path.exists(), "no lock written");
+
+    // The same GPUs again, but host memory measured without a cgroup in
+    // one part: not comparable either. cgroup-v1 with cgroup-v2 is.
+    project.shard("2", &["h"]).assert_code(0);
+    std::fs::write(
+        project.path().join("fake-nvml.conf"),
+        format!("{}\nlisted listed\n", gpus("Fake H100 80GB")),
+    )
+    .expect("rewrite the fake GPUs");
+    project.shard("2", &["h"]).assert_code(0);
+    let part = project.path().join("shards/2/results.json");
+    let measured = |method: &str| {
+        let mut results = read_json(&part);
+        results["measurement"]["host_method"] = method.into();
+        std::fs::write(&part, results.to_string()).expect("write");
+    };
+    let first =
+        read_json(&project.path().join("shards/1/results.json"))["measurement"]["host_method"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string();
+    measured("procfs-rss");
+    let merged = project.merge(&["shards/1", "shards/2"], &[]);
+    merged.assert_code(0);
+    let refused = project.lock_from(&merged.out.join("results.json"));
+    refused.assert_code(1);
+    assert!(
+        refused.stderr.contains(&format!(
+            "host memory measured by {first} in shards/1, by procfs-rss in shards/2"
+        )),
+        "{}",
+        refused.stderr
+    );
+    let comparable = if first.starts_with("cgroup") {
+        if first == "cgroup-v1" {
+            "cgroup-v2"
+        } else {
+            "cgroup-v1"
+        }
+    } else {
+        first.as_str()
+    };
+    measured(comparable);
+    let merged = project.merge(&["shards/1", "shards/2"], &[]);
+    merged.assert_code(0);
+    project
+        .lock_from(&merged.out.join("results.json"))
+        .assert_code(0);
+}
