@@ -546,11 +546,7 @@ impl Redactor {
             Some(literals) => literals.replace_all(text, MASK),
             None => Cow::Borrowed(text),
         };
-        for regex in SHAPE_SET.iter() {
-            if let Cow::Owned(masked) = mask_shape(regex, &text) {
-                text = Cow::Owned(masked);
-            }
-        }
+        text = mask_shapes(text);
         for pattern in &self.patterns {
             if let Cow::Owned(masked) = mask_pattern(pattern, &text) {
                 text = Cow::Owned(masked);
@@ -570,13 +566,18 @@ impl Redactor {
                 text = Cow::Owned(masked);
             }
         }
-        for shape in SHAPE_SET.iter() {
-            if let Cow::Owned(masked) = mask_shape(shape, &text) {
-                text = Cow::Owned(masked);
-            }
-        }
-        text
+        mask_shapes(text)
     }
+}
+
+/// Mask every known token shape in a text.
+fn mask_shapes(mut text: Cow<'_, str>) -> Cow<'_, str> {
+    for shape in SHAPE_SET.iter() {
+        if let Cow::Owned(masked) = mask_shape(shape, &text) {
+            text = Cow::Owned(masked);
+        }
+    }
+    text
 }
 
 /// oomgate's environment (variables that are not UTF-8 cannot reach any

@@ -118,15 +118,8 @@ fn a_red_run_that_failed_only_against_the_baseline_can_be_locked_from_its_result
     project.lock(&[]).assert_code(0);
     project.rewrite_suite(&suite(1200, ""));
     project.run(&[]).assert_code(1);
-    let output = project
-        .oomgate()
-        .arg("lock")
-        .arg(project.suite())
-        .arg("--from")
-        .arg(project.out().join("results.json"))
-        .output()
-        .expect("lock");
-    let locked = Run::from(output, project.out());
+    let results = project.out().join("results.json");
+    let locked = project.lock(&["--from", &results.display().to_string()]);
     locked.assert_code(0);
     assert!(
         locked

@@ -357,8 +357,10 @@ fn load_suite(path: &std::path::Path) -> Result<Suite, CliError> {
     let secret_ids: Vec<String> = suite
         .cases
         .iter()
-        .filter(|case| redactor.mask(&case.id) != case.id)
-        .map(|case| redactor.mask(&case.id).into_owned())
+        .filter_map(|case| {
+            let masked = redactor.mask(&case.id);
+            (masked != case.id.as_str()).then(|| masked.into_owned())
+        })
         .collect();
     if !secret_ids.is_empty() {
         return Err(CliError::BadInput(format!(
