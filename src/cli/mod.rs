@@ -12,6 +12,7 @@
 
 mod inspect;
 mod merge;
+mod pool;
 mod run;
 
 use std::path::PathBuf;
@@ -151,9 +152,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
     /// Measure GPU memory: auto (when NVML loads), required (else exit 3)
-    /// or off. Overrides the suite's `gpu`.
-    #[arg(long, value_enum, value_name = "MODE")]
+    /// or off. Overrides the suite's `gpu`. (A pool of GPUs is `--gpus`.)
+    #[arg(long, value_name = "MODE", value_parser = pool::parse_gpu_mode)]
     pub gpu: Option<GpuMode>,
+    #[command(flatten)]
+    pub schedule: pool::ScheduleArgs,
     /// Measure host memory with a memory cgroup per case: auto (when one
     /// can be created, else from /proc, saying why), cgroup (else exit 3)
     /// or procfs (never).
@@ -195,8 +198,12 @@ pub struct LockArgs {
     #[arg(long, value_name = "DIR", default_value = "oomgate-out")]
     pub out: PathBuf,
     /// GPU mode for the run (without --from).
-    #[arg(long, value_enum, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", value_parser = pool::parse_gpu_mode)]
     pub gpu: Option<GpuMode>,
+    /// The GPU pool, jobs and packing for the run (without --from); see
+    /// `run --help`.
+    #[command(flatten)]
+    pub schedule: pool::ScheduleArgs,
     /// Host memory method for the run (without --from); see `run --help`.
     #[arg(long, value_enum, value_name = "METHOD", default_value = "auto")]
     pub host_method: HostMode,

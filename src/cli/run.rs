@@ -62,6 +62,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
             host: args.host_method,
             progress: args.progress,
             partition: args.plan.partition,
+            schedule: &args.schedule,
         },
         setup,
     )?;
@@ -142,6 +143,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                     host: args.host_method,
                     progress: args.progress,
                     partition: None,
+                    schedule: &args.schedule,
                 },
                 BaselineSetup::default(),
             )?;
@@ -325,13 +327,14 @@ fn load_baseline(
     Ok(Some((path, lock)))
 }
 
-/// How GPU and host memory are to be measured.
-struct Modes {
+/// How GPU and host memory are to be measured, and cases scheduled.
+struct Modes<'a> {
     gpu: GpuMode,
     host: HostMode,
     progress: super::ProgressMode,
     /// The shard this run is, recorded in its results.
     partition: Option<crate::suite::Partition>,
+    schedule: &'a super::pool::ScheduleArgs,
 }
 
 /// The shared pipeline of `run` and `lock`: prepare outputs, open the GPU,
@@ -340,13 +343,18 @@ fn execute(
     suite: &Suite,
     cases: &[&crate::suite::Case],
     outputs: &Outputs<'_>,
-    modes: Modes,
+    modes: Modes<'_>,
     baseline: BaselineSetup,
 ) -> Result<RunResults, CliError> {
     // Absolute, because workloads receive it as OOMGATE_OUT in their own cwd.
     let out_dir = std::path::absolute(outputs.out).map_err(|e| {
         CliError::Infrastructure(format!("cannot resolve {}: {e}", outputs.out.display()))
     })?;
+    // Read before this run replaces it.
+    let past_wall_s = super::pool::past_wall_times(
+        &out_dir.join("results.json"),
+        baseline.lock.as_ref().map(|(_, lock)| lock),
+    );
     let paths = prepare_outputs(outputs, &out_dir)?;
     let interrupt = Interrupt::install()
         .map_err(|e| CliError::Infrastructure(format!("cannot install signal handlers: {e}")))?;
@@ -359,6 +367,8 @@ fn execute(
     process::raise_open_file_limit();
     let (memory, host_note, stale) = open_memory_cgroups(modes.host)?;
     let (gpu, gpu_note) = open_gpu(modes.gpu)?;
+    let schedule =
+        super::pool::schedule(modes.schedule, modes.gpu, gpu.as_ref(), cases, past_wall_s)?;
     let environment = environment::capture(&suite.environment, &suite.workdir, gpu.as_ref());
     let measurement = Measurement {
         sample_interval_ms: u64::try_from(suite.sample_interval.as_millis()).unwrap_or(u64::MAX),
@@ -396,6 +406,7 @@ fn execute(
         environment,
         baseline,
         partition: modes.partition,
+        schedule,
     };
     Ok(Runner::new(suite, &out_dir, setup).run(cases, &mut reporter)?)
 }

@@ -60,7 +60,7 @@ struct DeviceState {
 
 /// GPU measurement of one case, on the devices it sees.
 pub struct CaseGpu<'g> {
-    gpu: &'g mut Gpu,
+    gpu: &'g Gpu,
     positions: Vec<usize>,
     states: Vec<DeviceState>,
     /// Every pid of the case's tree seen during the run, for accounting.
@@ -78,16 +78,23 @@ pub struct CaseGpu<'g> {
     unmapped: bool,
     /// This tick's total without tainted device deltas; `None` if unknown.
     gated_now: Option<u64>,
+    /// Why a device delta may not be used at all: other cases of the run
+    /// may use the same GPUs meanwhile (packing, parallel cases without a
+    /// pool), so a rise is no more this case's than theirs.
+    shared: Option<String>,
 }
 
 impl<'g> CaseGpu<'g> {
     /// Read each device's use before the case starts. `unmapped`: the case
-    /// also sees devices that could not be mapped to NVML ones.
+    /// also sees devices that could not be mapped to NVML ones. `shared`:
+    /// why no device delta may stand for the case (other cases may run on
+    /// its GPUs), if so.
     pub fn begin(
-        gpu: &'g mut Gpu,
+        gpu: &'g Gpu,
         positions: Vec<usize>,
         sample_interval_ms: u64,
         unmapped: bool,
+        shared: Option<String>,
     ) -> Self {
         let states = positions
             .iter()
@@ -113,6 +120,7 @@ impl<'g> CaseGpu<'g> {
             started_us,
             unmapped,
             gated_now: None,
+            shared,
         }
     }
 
@@ -209,7 +217,7 @@ impl<'g> CaseGpu<'g> {
                     (Some(used), Some(before)) => used.saturating_sub(before),
                     _ => 0,
                 };
-                (delta, !state.foreign.is_empty())
+                (delta, !state.foreign.is_empty() || self.shared.is_some())
             };
             total = total.saturating_add(state.live);
             total_tree = total_tree.saturating_add(state.tree_now);
@@ -287,9 +295,13 @@ impl<'g> CaseGpu<'g> {
                         (Some(peak), Some(before)) => Some(peak.saturating_sub(before)),
                         _ => None,
                     },
+                    shared: self.shared.is_some(),
                 },
                 &self.sampled,
             );
+            let note = (method == GpuMethod::Unavailable && state.listed && !self.unmapped)
+                .then(|| self.shared.clone())
+                .flatten();
             let tainted_by = if method == GpuMethod::DeviceDelta {
                 state
                     .foreign
@@ -314,6 +326,7 @@ impl<'g> CaseGpu<'g> {
                 sampled_peak_bytes: sampled.filter(|_| state.tree_seen),
                 accounting_peak_bytes: accounting,
                 tainted_by,
+                note,
             });
         }
         let known = |d: &DeviceFigures| d.peak_bytes;

@@ -13,6 +13,7 @@
 //! across samples (the wrapper's method allocates a vector per call).
 
 use std::ffi::c_uint;
+use std::sync::Mutex;
 
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
@@ -61,6 +62,15 @@ pub struct GpuDevice {
 #[derive(Debug, Clone, Copy)]
 struct DeviceHandle(nvmlDevice_t);
 
+// SAFETY: a device handle is an opaque token NVML hands out once and never
+// frees before shutdown; NVML is thread-safe ("it is safe to make
+// simultaneous NVML calls from multiple threads", NVML API reference), so a
+// handle may be used from any thread. oomgate reads it only; the cases of a
+// GPU pool, each on its own thread, sample their devices through it.
+unsafe impl Send for DeviceHandle {}
+// SAFETY: as above; the handle is never written through.
+unsafe impl Sync for DeviceHandle {}
+
 /// The driver's accounting record of one process on one device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AccountingRecord {
@@ -92,7 +102,9 @@ pub struct Gpu {
     /// The usable devices, in NVML index order (a position in this list is
     /// not an NVML index when a device is unusable).
     pub devices: Vec<GpuDevice>,
-    buffer: Vec<nvmlProcessInfo_t>,
+    /// The process-list buffer, reused across samples; the cases of a GPU
+    /// pool sample from their own threads, one at a time through it.
+    buffer: Mutex<Vec<nvmlProcessInfo_t>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -164,7 +176,7 @@ impl Gpu {
             cuda_driver_version,
             devices,
             unusable,
-            buffer: Vec::with_capacity(64),
+            buffer: Mutex::new(Vec::with_capacity(64)),
         })
     }
 
@@ -189,11 +201,7 @@ impl Gpu {
     /// The compute processes on a device, into `out` (cleared first).
     /// Allocation-free once the buffer has grown to the number of
     /// processes on the device.
-    pub fn processes(
-        &mut self,
-        position: usize,
-        out: &mut Vec<GpuProcess>,
-    ) -> Result<(), NvmlError> {
+    pub fn processes(&self, position: usize, out: &mut Vec<GpuProcess>) -> Result<(), NvmlError> {
         out.clear();
         let symbol = self
             .nvml
@@ -202,28 +210,34 @@ impl Gpu {
             .as_ref()
             .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
         let handle = self.devices[position].handle.0;
+        // A panic elsewhere while holding the lock leaves a buffer that is
+        // cleared before every use: still fine to use.
+        let mut buffer = self
+            .buffer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // A process may start between the two calls: retry a few times
         // with the count NVML asked for, plus headroom.
         for _ in 0..4 {
-            let mut count = self.buffer.capacity() as c_uint;
+            let mut count = buffer.capacity() as c_uint;
             // SAFETY: `buffer` has room for `count` entries; NVML writes at
             // most `count` and sets `count` to the number written (or to the
             // number needed, with INSUFFICIENT_SIZE).
-            let status = unsafe { symbol(handle, &mut count, self.buffer.as_mut_ptr()) };
+            let status = unsafe { symbol(handle, &mut count, buffer.as_mut_ptr()) };
             match status {
                 NVML_SUCCESS => {
-                    let written = (count as usize).min(self.buffer.capacity());
+                    let written = (count as usize).min(buffer.capacity());
                     // SAFETY: NVML initialised the first `written` entries.
-                    unsafe { self.buffer.set_len(written) };
-                    out.extend(self.buffer.iter().map(|p| GpuProcess {
+                    unsafe { buffer.set_len(written) };
+                    out.extend(buffer.iter().map(|p| GpuProcess {
                         pid: p.pid,
                         used_bytes: (p.usedGpuMemory != NOT_AVAILABLE).then_some(p.usedGpuMemory),
                     }));
-                    self.buffer.clear();
+                    buffer.clear();
                     return Ok(());
                 }
                 NVML_ERROR_INSUFFICIENT_SIZE => {
-                    self.buffer.reserve(count as usize + 16);
+                    buffer.reserve(count as usize + 16);
                 }
                 other => return Err(code_error(other)),
             }

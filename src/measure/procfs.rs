@@ -109,6 +109,13 @@ pub struct Scanner {
     max_open: usize,
     /// The members' pids, rebuilt each scan (reused).
     member_pids: HashSet<i32>,
+    /// When set, the tree is these processes (a case's supervisors) and
+    /// their descendants, not every descendant of the root: the cases of a
+    /// parallel run share oomgate as their ancestor. See [`Scanner::limit_to`].
+    scope: Option<Vec<i32>>,
+    /// The scope changed since the last scan: the quick path may not reuse
+    /// the tree.
+    scope_changed: bool,
 }
 
 /// At most this many members' `stat` files stay open by default (well
@@ -141,6 +148,8 @@ impl Scanner {
             seen_root: 0,
             max_open: DEFAULT_OPEN_STATS,
             member_pids: HashSet::new(),
+            scope: None,
+            scope_changed: false,
         }
     }
 
@@ -155,8 +164,29 @@ impl Scanner {
         }
     }
 
-    /// Every descendant of `root` now. Processes that exit during the scan
-    /// are skipped; only failing to list /proc at all is an error.
+    /// Limit the trees this scanner returns to `roots` (they included,
+    /// when they descend from the root) and their descendants; `None`:
+    /// every descendant of the root. Cases that run at once each scan
+    /// with their own supervisors as the scope, so one case's figures,
+    /// signals and reaping never reach another's processes. The cost: a
+    /// process re-parented to oomgate itself (its supervisor was killed
+    /// from outside) is in no case's scope; its memory still counts in the
+    /// case's cgroup.
+    pub fn limit_to(&mut self, roots: Option<&[i32]>) {
+        if self.scope.as_deref() != roots {
+            self.scope = roots.map(<[i32]>::to_vec);
+            self.scope_changed = true;
+        }
+    }
+
+    /// Whether the trees are limited to a scope ([`Scanner::limit_to`]).
+    pub fn is_limited(&self) -> bool {
+        self.scope.is_some()
+    }
+
+    /// Every descendant of `root` now (within the scope, if one is set).
+    /// Processes that exit during the scan are skipped; only failing to
+    /// list /proc at all is an error.
     pub fn descendants_of(&mut self, root: i32) -> io::Result<&ProcessTree> {
         let full = self.scans % RESCAN_EVERY == 0;
         let refresh = self.scans % REFRESH_EVERY == 0;
@@ -168,8 +198,10 @@ impl Scanner {
         // Whether a pid was allocated since the last scan of this root:
         // if not, the tree can only have lost members (see below).
         let last_pid = self.last_pid();
-        let unchanged =
-            last_pid.is_some() && last_pid == self.seen_last_pid && self.seen_root == root;
+        let unchanged = last_pid.is_some()
+            && last_pid == self.seen_last_pid
+            && self.seen_root == root
+            && !std::mem::take(&mut self.scope_changed);
         self.seen_last_pid = last_pid;
         self.seen_root = root;
         if unchanged && !full {
@@ -213,12 +245,28 @@ impl Scanner {
         Ok(&self.tree)
     }
 
-    /// Walk the parent links in `all` down from `root`.
+    /// Walk the parent links in `all` down from `root`, or from the
+    /// scope's processes (listed themselves when they descend from `root`).
     fn build_tree(&mut self, root: i32) {
         self.all.sort_unstable_by_key(|p| p.ppid);
         self.tree.members.clear();
         self.queue.clear();
-        self.queue.push(root);
+        match &self.scope {
+            None => self.queue.push(root),
+            Some(roots) => {
+                // Scope roots are children of the root (a case's
+                // supervisors are oomgate's); a pid found elsewhere was
+                // reused by someone else and is not walked.
+                let start = self.all.partition_point(|p| p.ppid < root);
+                let end = self.all.partition_point(|p| p.ppid <= root);
+                for entry in &self.all[start..end] {
+                    if roots.contains(&entry.pid) {
+                        self.tree.members.push(*entry);
+                        self.queue.push(entry.pid);
+                    }
+                }
+            }
+        }
         while let Some(parent) = self.queue.pop() {
             let start = self.all.partition_point(|p| p.ppid < parent);
             let end = self.all.partition_point(|p| p.ppid <= parent);
@@ -427,6 +475,57 @@ mod tests {
         child.kill().ok();
         child.wait().ok();
         assert!(found, "a new descendant was skipped as an outsider");
+    }
+
+    /// Two "cases" under one root: each scope sees its own process and
+    /// that one's children, never the other's, and dropping the scope
+    /// sees both again.
+    #[test]
+    fn a_scope_holds_its_roots_and_their_descendants_only() {
+        let spawn = |script: &str| {
+            std::process::Command::new("sh")
+                .args(["-c", script])
+                .spawn()
+                .expect("spawn sh")
+        };
+        // Each parent forks a sleeping child and waits for it.
+        let mut first = spawn("sleep 30 & wait");
+        let mut second = spawn("sleep 30 & wait");
+        let pid = |c: &std::process::Child| i32::try_from(c.id()).expect("pid fits");
+        let (a, b) = (pid(&first), pid(&second));
+        let me = i32::try_from(std::process::id()).expect("pid fits");
+        let mut scanner = Scanner::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // Until both shells have forked their sleep.
+        while scanner.descendants_of(me).expect("scan").len() < 4 {
+            assert!(std::time::Instant::now() < deadline, "children never seen");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let parents_in = |scanner: &mut Scanner, scope: Option<&[i32]>| {
+            scanner.limit_to(scope);
+            let tree = scanner.descendants_of(me).expect("scan");
+            let ppids: HashSet<i32> = tree.members().iter().map(|m| m.ppid).collect();
+            (tree.pids().collect::<HashSet<i32>>(), ppids)
+        };
+        let (pids, ppids) = parents_in(&mut scanner, Some(&[a]));
+        assert!(pids.contains(&a) && !pids.contains(&b), "{pids:?}");
+        assert_eq!(pids.len(), 2, "the shell and its sleep: {pids:?}");
+        assert!(ppids.contains(&a) && !ppids.contains(&b));
+        let (pids, _) = parents_in(&mut scanner, Some(&[b]));
+        assert!(pids.contains(&b) && !pids.contains(&a) && pids.len() == 2);
+        assert!(scanner.is_limited());
+        let (pids, _) = parents_in(&mut scanner, None);
+        assert!(pids.contains(&a) && pids.contains(&b) && pids.len() >= 4);
+        for pid in pids {
+            // SAFETY: signalling this test's own descendants.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        for child in [&mut first, &mut second] {
+            child.kill().ok();
+            child.wait().ok();
+        }
     }
 
     /// A member turning into a zombie and then disappearing is seen, at

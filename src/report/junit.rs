@@ -112,6 +112,27 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
             status
         }
     };
+    let mut status = status;
+    if let Some(retried) = &case.retried_alone {
+        // The attempt that shared its GPU, as JUnit records a rerun:
+        // `<flakyFailure>` beside a pass, `<rerunFailure>` beside a failure.
+        let first = &retried.first_attempt;
+        let mut rerun = quick_junit::TestRerun::new(NonSuccessKind::Failure);
+        let sharing: Vec<String> = first
+            .gpu_sharing
+            .iter()
+            .map(|s| format!("GPU {} with {}", s.index, s.with.join(", ")))
+            .collect();
+        rerun.set_message(format!(
+            "while sharing {}: {}",
+            sharing.join("; "),
+            first.message.as_deref().unwrap_or(first.status.label())
+        ));
+        if let Some(kind) = first.failure_kind {
+            rerun.set_type(kind.as_str());
+        }
+        status.add_rerun(rerun);
+    }
     let mut test_case = TestCase::new(case.id.clone(), status);
     test_case.set_classname(results.suite.name.clone());
     test_case.set_time(Duration::from_secs_f64(case.wall_time_s));

@@ -173,10 +173,11 @@ pub fn improved_cases(results: &RunResults) -> Vec<&str> {
 /// outcomes only when they happened. Shared by the terminal summary line and
 /// the Markdown heading so both speak the same words.
 pub fn summary_counts(s: &crate::results::Summary) -> Vec<String> {
-    let mut counts = vec![
-        format!("{} passed", s.passed),
-        format!("{} failed", s.failed),
-    ];
+    let passed = match s.flaky {
+        0 => format!("{} passed", s.passed),
+        flaky => format!("{} passed ({flaky} flaky)", s.passed),
+    };
+    let mut counts = vec![passed, format!("{} failed", s.failed)];
     for (count, word) in [
         (s.timed_out, "timed out"),
         (s.error, "errored"),

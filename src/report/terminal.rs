@@ -1,11 +1,12 @@
 //! What a person watching `oomgate run` sees, on stderr.
 //!
 //! On a terminal: a live line for the running case (elapsed time, memory
-//! now and peak) drawn by indicatif, and one line per finished case above
-//! it. In CI, where stderr is a log file, indicatif draws nothing, so the
-//! display prints plain lines instead: one per finished case, plus a
-//! `RUNNING` line every minute of a long case so the log never looks hung.
-//! Both end with a table of every case and a summary line.
+//! now and peak; with cases running at once, how many and each one's
+//! time) drawn by indicatif, and one line per finished case above it. In
+//! CI, where stderr is a log file, indicatif draws nothing, so the display
+//! prints plain lines instead: one per finished case, plus a `RUNNING`
+//! line every minute of a long case so the log never looks hung. Both end
+//! with a table of every case and a summary line.
 //!
 //! A stderr that cannot be written (a pipe whose reader exited) silences
 //! the display and every other message, never the run: [`to_stderr`] says
@@ -141,8 +142,20 @@ pub struct Terminal {
     progress_lines: bool,
     color: bool,
     started: Instant,
+    /// The cases running now, in the order they started.
+    running: Vec<Running>,
+    planned: usize,
+    finished: usize,
+}
+
+/// A case running now, as the live line and heartbeats show it.
+struct Running {
+    id: String,
+    index: usize,
+    elapsed: Duration,
+    host_now: String,
+    host_peak: String,
     last_heartbeat: Duration,
-    position: (usize, usize),
 }
 
 impl Terminal {
@@ -158,8 +171,9 @@ impl Terminal {
             progress_lines: progress != Progress::None,
             color: tty && !no_color && !dumb,
             started: Instant::now(),
-            last_heartbeat: Duration::ZERO,
-            position: (0, 0),
+            running: Vec::new(),
+            planned: 0,
+            finished: 0,
         }
         .with_bar(progress == Progress::Bar)
     }
@@ -210,8 +224,39 @@ impl Terminal {
         }
     }
 
+    /// The live line: the one running case, or how many run and each
+    /// one's time.
+    fn live_message(&self) -> String {
+        match self.running.as_slice() {
+            [] => String::new(),
+            [one] => format!(
+                "[{}/{}] {}  {}  host {}  peak {}",
+                one.index + 1,
+                self.planned,
+                one.id,
+                format_duration(one.elapsed),
+                one.host_now,
+                one.host_peak
+            ),
+            many => {
+                let each: Vec<String> = many
+                    .iter()
+                    .map(|r| format!("{} {}", r.id, format_duration(r.elapsed)))
+                    .collect();
+                format!(
+                    "[{}/{}] {} running: {}",
+                    self.finished,
+                    self.planned,
+                    many.len(),
+                    each.join(", ")
+                )
+            }
+        }
+    }
+
     fn finished_line(&self, case: &CaseResult) -> String {
-        let label = format!("{:>12}", case.status.label());
+        let flaky = case.retried_alone.as_ref().is_some_and(|r| r.flaky);
+        let label = format!("{:>12}", if flaky { "FLAKY" } else { case.status.label() });
         let time = format!(
             "[{:>8}]",
             format_duration(Duration::from_secs_f64(case.wall_time_s))
@@ -222,6 +267,26 @@ impl Terminal {
             self.paint(Style::new().bold(), &case.id),
             figures(case)
         );
+        for shared in &case.gpu_sharing {
+            text.push_str(&format!(
+                "\n{:>12}   shared GPU {} with {}",
+                "",
+                shared.index,
+                shared.with.join(", ")
+            ));
+        }
+        if let Some(retried) = &case.retried_alone {
+            let first = &retried.first_attempt;
+            let outcome = match retried.flaky {
+                true => "passed alone",
+                false => "failed alone too",
+            };
+            text.push_str(&format!(
+                "\n{:>12}   first attempt, sharing its GPU: {}; {outcome}",
+                "",
+                first.message.as_deref().unwrap_or(first.status.label())
+            ));
+        }
         if let Some(message) = &case.message {
             text.push_str(&format!("\n{:>12}   {message}", ""));
             if case.status != CaseStatus::Passed {
@@ -438,6 +503,7 @@ impl Reporter for Terminal {
                 measurement,
             } => {
                 self.started = Instant::now();
+                self.planned = *planned;
                 let cases = if *planned == 1 { "case" } else { "cases" };
                 self.line(&format!(
                     "{} {planned} {cases} from {} (host memory by {}, every {}ms)",
@@ -459,23 +525,17 @@ impl Reporter for Terminal {
                     ));
                 }
             }
-            Event::CaseStarted {
-                case,
-                index,
-                planned,
-                ..
-            } => {
-                self.position = (index + 1, *planned);
-                self.last_heartbeat = Duration::ZERO;
+            Event::CaseStarted { case, index, .. } => {
+                self.running.push(Running {
+                    id: case.id.clone(),
+                    index: *index,
+                    elapsed: Duration::ZERO,
+                    host_now: "?".to_string(),
+                    host_peak: "?".to_string(),
+                    last_heartbeat: Duration::ZERO,
+                });
                 if let Some(bar) = &self.bar {
-                    bar.set_message(
-                        crate::redact::mask_written(&format!(
-                            "[{}/{planned}] {}  starting",
-                            index + 1,
-                            case.id
-                        ))
-                        .into_owned(),
-                    );
+                    bar.set_message(crate::redact::mask_written(&self.live_message()).into_owned());
                     bar.enable_steady_tick(Duration::from_millis(100));
                 }
             }
@@ -486,34 +546,41 @@ impl Reporter for Terminal {
                 host_peak,
                 ..
             } => {
-                let now = host_now.map_or("?".to_string(), |b| b.to_string());
-                let peak = host_peak.map_or("?".to_string(), |b| b.to_string());
-                let (index, planned) = self.position;
+                let Some(at) = self.running.iter().position(|r| r.id == case.id) else {
+                    return Ok(());
+                };
+                let running = &mut self.running[at];
+                running.elapsed = *elapsed;
+                running.host_now = host_now.map_or("?".to_string(), |b| b.to_string());
+                running.host_peak = host_peak.map_or("?".to_string(), |b| b.to_string());
+                let heartbeat_due = *elapsed >= running.last_heartbeat + HEARTBEAT;
                 match &self.bar {
                     Some(bar) => bar.set_message(
-                        crate::redact::mask_written(&format!(
-                            "[{index}/{planned}] {}  {}  host {now}  peak {peak}",
-                            case.id,
-                            format_duration(*elapsed)
-                        ))
-                        .into_owned(),
+                        crate::redact::mask_written(&self.live_message()).into_owned(),
                     ),
-                    None if self.progress_lines && *elapsed >= self.last_heartbeat + HEARTBEAT => {
-                        self.last_heartbeat = *elapsed;
+                    None if self.progress_lines && heartbeat_due => {
+                        self.running[at].last_heartbeat = *elapsed;
+                        let running = &self.running[at];
                         self.line(&format!(
-                            "{:>12} [{:>8}] {}  host {now}, peak {peak}",
+                            "{:>12} [{:>8}] {}  host {}, peak {}",
                             "RUNNING",
                             format_duration(*elapsed),
-                            case.id
+                            running.id,
+                            running.host_now,
+                            running.host_peak
                         ));
                     }
                     None => {}
                 }
             }
             Event::CaseFinished { result, .. } => {
+                self.running.retain(|r| r.id != result.id);
+                self.finished += 1;
                 if let Some(bar) = &self.bar {
-                    bar.disable_steady_tick();
-                    bar.set_message("");
+                    if self.running.is_empty() {
+                        bar.disable_steady_tick();
+                    }
+                    bar.set_message(crate::redact::mask_written(&self.live_message()).into_owned());
                 }
                 if self.progress_lines {
                     self.line(&self.finished_line(result));

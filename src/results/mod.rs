@@ -69,6 +69,10 @@ pub struct RunResults {
     pub cases: Vec<CaseResult>,
     /// The shard of the suite this run was (`--partition`), if any.
     pub partition: Option<crate::suite::Partition>,
+    /// How cases were scheduled when several could run at once (`--gpus`,
+    /// `--jobs`, `--pack`); absent for a run of one case at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<Scheduling>,
     /// Cases planned but not run (after an interruption, or a fault).
     pub not_run: Vec<String>,
     /// A file oomgate could not write (a report, a case's folder, log or
@@ -210,6 +214,10 @@ pub struct Summary {
     pub timed_out: usize,
     pub interrupted: usize,
     pub error: usize,
+    /// Of the passed: cases that failed while sharing a GPU (`--pack`)
+    /// and passed retried alone.
+    #[serde(default)]
+    pub flaky: usize,
 }
 
 impl Summary {
@@ -282,6 +290,17 @@ pub struct CaseResult {
     /// Compute processes oomgate did not start, found on the case's GPUs
     /// just before it started.
     pub foreign_processes: Vec<ForeignProcess>,
+    /// Under a GPU pool: the whole GPUs the case asked for (`gpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
+    /// With `--pack`: the other cases that ran on the case's GPUs while it
+    /// ran, by GPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_sharing: Vec<SharedGpu>,
+    /// The case failed while sharing its GPU and was run again alone; its
+    /// figures and status are the retry's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried_alone: Option<RetriedAlone>,
     /// The case's own environment (`[defaults].env` and its `env`).
     pub env: IndexMap<String, String>,
     /// Allocator- and device-related variables as the case was launched
@@ -349,6 +368,9 @@ impl CaseResult {
             gpu_devices: Vec::new(),
             cuda_visible_devices: None,
             foreign_processes: Vec::new(),
+            gpus: None,
+            gpu_sharing: Vec::new(),
+            retried_alone: None,
             env: IndexMap::new(),
             allocator_env: BTreeMap::new(),
             baseline: None,
@@ -375,6 +397,54 @@ impl CaseResult {
     pub fn failed_checks(&self) -> impl Iterator<Item = &Check> {
         self.checks.iter().filter(|c| !c.passed)
     }
+}
+
+/// How the cases of a run were scheduled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scheduling {
+    /// Most cases at once.
+    pub jobs: usize,
+    /// Cases could share a GPU (`--pack`).
+    pub pack: bool,
+    /// The GPU pool (`--gpus`); `None`: every case saw oomgate's GPUs.
+    pub pool: Option<Vec<PoolInfo>>,
+    /// Cases started longest first, by a past run's wall times.
+    pub ordered_by_past_times: bool,
+}
+
+/// One GPU of the pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolInfo {
+    pub index: u32,
+    pub uuid: String,
+}
+
+/// A GPU a case shared with other cases while it ran (`--pack`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedGpu {
+    pub index: u32,
+    pub uuid: String,
+    /// The other cases, by id.
+    pub with: Vec<String>,
+}
+
+/// A case that failed while sharing its GPU, and ran again alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetriedAlone {
+    /// How the shared attempt ended.
+    pub first_attempt: FirstAttempt,
+    /// The retry alone passed: the failure came from sharing the GPU
+    /// (reported as flaky by contention, as nextest reports FLAKY).
+    pub flaky: bool,
+}
+
+/// The attempt of a case that shared its GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirstAttempt {
+    pub status: CaseStatus,
+    pub failure_kind: Option<FailureType>,
+    pub message: Option<String>,
+    pub gpu_sharing: Vec<SharedGpu>,
 }
 
 /// The figures of one run of a repeated case.

@@ -38,6 +38,7 @@ pub(crate) fn results_with_text(text: &str) -> RunResults {
         summary: Summary::default(),
         cases: vec![case],
         partition: None,
+        scheduling: None,
         not_run: Vec::new(),
         fault: None,
         runner_max_rss_bytes: None,

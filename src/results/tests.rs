@@ -104,6 +104,7 @@ fn everything() -> RunResults {
             pid: 42,
             name: Some("sleep".into()),
         }],
+        note: None,
     }];
     case.foreign_processes = vec![ForeignProcess {
         pid: 42,

@@ -7,17 +7,17 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::WriteFault;
 use super::case::CaseOutcome;
+use super::case::CaseRunner;
 use super::checks::{budget_checks, leak_check, limit_checks, oom_kill_check};
 use super::instance::Instance;
 use super::logs::{TAIL_BYTES, read_tail};
-use super::{Runner, WriteFault};
 use crate::diagnose::{self, Diagnosis};
 use crate::environment::is_allocator_variable;
 use crate::measure::gpu::GpuFigures;
 use crate::probe::StepSeen;
 use crate::redact;
-use crate::report::{Event, Reporter};
 use crate::results::{CaseResult, Check, CheckKind, InstanceResult};
 use crate::suite::Case;
 use crate::units::Bytes;
@@ -32,7 +32,7 @@ pub(super) struct CaseRun {
     pub(super) headline: Option<String>,
 }
 
-impl Runner<'_> {
+impl CaseRunner<'_, '_> {
     /// The case's result from what one run observed, with the facts its
     /// final verdict is decided from once the baseline has been compared.
     pub(super) fn assemble(
@@ -42,7 +42,6 @@ impl Runner<'_> {
         repeat: u32,
         started_at: String,
         outcome: CaseOutcome,
-        reporter: &mut dyn Reporter,
     ) -> CaseRun {
         let CaseOutcome {
             stop,
@@ -83,24 +82,16 @@ impl Runner<'_> {
                 path: timeline_path.clone(),
                 source,
             };
-            self.record_fault(fault, reporter);
+            self.record_fault(fault);
         }
         if leftovers > 0 {
-            reporter
-                .handle(&Event::Warning {
-                    message: format!(
+            self.warn(format!(
                         "{}: {leftovers} process(es) were still running after the command exited; oomgate stopped them",
                         case.id
-                    ),
-                })
-                .ok();
+                    ));
         }
         if let Some(note) = &host.note {
-            reporter
-                .handle(&Event::Warning {
-                    message: format!("{}: {note}", case.id),
-                })
-                .ok();
+            self.warn(format!("{}: {note}", case.id));
         }
 
         // The instance whose output explains the verdict: the one that
@@ -166,7 +157,7 @@ impl Runner<'_> {
         }
         let message = message.map(|m| redact::mask(&m).into_owned());
         let relative = |path: &Path| -> PathBuf {
-            path.strip_prefix(self.out_dir)
+            path.strip_prefix(self.shared.out_dir)
                 .unwrap_or(path)
                 .to_path_buf()
         };
@@ -199,6 +190,9 @@ impl Runner<'_> {
             gpu_devices: gpu_figures.map(|g| g.devices).unwrap_or_default(),
             cuda_visible_devices,
             foreign_processes: foreign,
+            gpus: None,
+            gpu_sharing: Vec::new(),
+            retried_alone: None,
             env: recorded.env,
             allocator_env: allocator_env(case),
             baseline: None,
@@ -242,6 +236,7 @@ impl Runner<'_> {
         device_names: &[String],
     ) -> Option<String> {
         let torch = self
+            .shared
             .environment
             .python
             .as_ref()

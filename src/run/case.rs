@@ -7,23 +7,30 @@
 //! The loop samples every `sample_interval` and, between ticks, waits on
 //! the instances' report pipes (see `supervise`), so an exit is noticed the
 //! moment it happens rather than at the next tick: a 50 ms workload at a 2 s
-//! interval takes about 50 ms. One thread decides everything, so "exited"
-//! and "over budget" cannot race.
+//! interval takes about 50 ms. One thread decides everything about a case,
+//! so "exited" and "over budget" cannot race: the case's own
+//! [`CaseRunner`], which tells the main thread what it sees through
+//! [`Note`]s. When cases run at once, each one's /proc scans are limited to
+//! its own supervisors' descendants (`Scanner::limit_to`), so its figures,
+//! its signals and its reaping never reach another case's processes.
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
+use super::assemble::CaseRun;
 use super::checks::budget_breached;
 use super::instance::Instance;
-use super::{Runner, WriteFault};
+use super::{GpuAccess, Note, Shared, WriteFault};
 use crate::measure::gpu::{CaseGpu, ForeignProcess, GpuFigures};
 use crate::measure::nvml::Gpu;
+use crate::measure::procfs::Scanner;
 use crate::measure::{HostFigures, HostMeter, Sample, Timeline};
 use crate::probe::{ProbeReader, ProbeSummary};
 use crate::process;
-use crate::report::{Event, Reporter};
-use crate::results::RunResults;
+use crate::results::CaseStatus;
 use crate::suite::{Case, ForeignPolicy};
 use crate::units::{Bytes, format_duration};
 use crate::verdict::StopReason;
@@ -57,18 +64,73 @@ pub(super) struct CaseOutcome {
     pub(super) wall_time: Duration,
 }
 
-impl Runner<'_> {
+/// One case, run on its own thread: its scanner, cgroup, sampler and
+/// supervisors are its own; what it sees goes to the main thread.
+pub(super) struct CaseRunner<'s, 'a> {
+    pub(super) shared: &'s Shared<'a>,
+    pub(super) scanner: Scanner,
+    /// The case's number in the plan, which tags its notes.
+    number: usize,
+    access: GpuAccess,
+    notes: Sender<(usize, Note)>,
+}
+
+impl<'s, 'a> CaseRunner<'s, 'a> {
+    pub(super) fn new(
+        shared: &'s Shared<'a>,
+        number: usize,
+        access: GpuAccess,
+        notes: Sender<(usize, Note)>,
+    ) -> Self {
+        CaseRunner {
+            shared,
+            scanner: Scanner::with_open_files(shared.open_files_each),
+            number,
+            access,
+            notes,
+        }
+    }
+
+    /// Run the case `repeat` times, or until a run fails, Ctrl-C or a
+    /// fault: each run's result, for the main thread to merge and judge.
+    pub(super) fn run_repeats(mut self, case: &Case, case_dir: &Path) -> Vec<CaseRun> {
+        let mut runs = Vec::new();
+        for repeat in 0..case.repeat {
+            if repeat > 0 && (self.shared.interrupt.requested() || self.shared.faulted()) {
+                break;
+            }
+            let (started_at, outcome) = self.run_case(case, case_dir, repeat);
+            let run = self.assemble(case, case_dir, repeat, started_at, outcome);
+            let passed = run.result.status == CaseStatus::Passed;
+            runs.push(run);
+            if !passed {
+                break; // one failing repeat decides; more runs only cost time
+            }
+        }
+        runs
+    }
+
+    /// Tell the main thread. It listens until every case is done, so a
+    /// send only fails when the run is being torn down anyway.
+    fn note(&self, note: Note) {
+        self.notes.send((self.number, note)).ok();
+    }
+
+    pub(super) fn warn(&self, message: String) {
+        self.note(Note::Warning(message));
+    }
+
+    /// A file could not be written: no case or repeat starts after this
+    /// one; the main thread says so and keeps the first such fault.
+    pub(super) fn record_fault(&self, fault: WriteFault) {
+        self.shared.faulted.store(true, Ordering::Relaxed);
+        self.note(Note::Fault(fault));
+    }
+
     /// Run one case once (`repeat` counts from 0), and say when it started
     /// and what was observed; `assemble` makes its result. Later repeats
     /// append to the same logs, after a marker line.
-    pub(super) fn run_case(
-        &mut self,
-        case: &Case,
-        case_dir: &Path,
-        repeat: u32,
-        reporter: &mut dyn Reporter,
-        results: &RunResults,
-    ) -> (String, CaseOutcome) {
+    fn run_case(&mut self, case: &Case, case_dir: &Path, repeat: u32) -> (String, CaseOutcome) {
         let started_at = super::now_rfc3339();
         if repeat > 0 {
             let marker = format!(
@@ -80,15 +142,14 @@ impl Runner<'_> {
                 let logs = super::launch::InstanceLogs::for_instance(case_dir, index);
                 for log in [&logs.stdout, &logs.stderr] {
                     if let Err(fault) = append(log, &marker) {
-                        self.record_fault(fault, reporter);
+                        self.record_fault(fault);
                     }
                 }
             }
         }
-        let mut gpu = self.gpu.take();
-        let preflight = self.preflight(case, gpu.as_mut(), reporter);
-        let outcome = self.sample_until_done(case, case_dir, preflight, reporter, results);
-        self.gpu = gpu;
+        let gpu = self.shared.gpu.as_ref();
+        let preflight = self.preflight(case, gpu);
+        let outcome = self.sample_until_done(case, case_dir, preflight);
         // The workload writes its logs itself: a full file system is the
         // one sign oomgate can see that they were cut short.
         if crate::files::no_space_left(case_dir) {
@@ -96,57 +157,52 @@ impl Runner<'_> {
                 dir: case_dir.to_path_buf(),
                 case_ended: true,
             };
-            self.record_fault(fault, reporter);
+            self.record_fault(fault);
         }
         (started_at, outcome)
     }
 
     /// The GPUs the case sees, their use before it starts, whatever else
     /// already runs on them, and the case's memory cgroup.
-    fn preflight<'g>(
-        &mut self,
-        case: &Case,
-        gpu: Option<&'g mut Gpu>,
-        reporter: &mut dyn Reporter,
-    ) -> Preflight<'g> {
+    fn preflight<'g>(&mut self, case: &Case, gpu: Option<&'g Gpu>) -> Preflight<'g> {
         let mut stop = None;
         let mut foreign = Vec::new();
         let mut cuda_visible_devices = None;
         let mut case_gpu = gpu.map(|gpu| {
-            let selection = super::gpu::selection(gpu, case);
+            let selection = super::gpu::selection(gpu, case, self.access.visible.as_deref());
             for note in &selection.notes {
-                reporter
-                    .handle(&Event::Warning {
-                        message: format!("{}: {note}", case.id),
-                    })
-                    .ok();
+                self.warn(format!("{}: {note}", case.id));
             }
             cuda_visible_devices = selection.cuda_visible_devices;
             CaseGpu::begin(
                 gpu,
                 selection.positions,
-                self.measurement.sample_interval_ms,
+                self.shared.measurement.sample_interval_ms,
                 selection.unmapped,
+                self.access.shared.clone(),
             )
         });
         if let Some(case_gpu) = case_gpu.as_mut() {
+            // Every descendant of oomgate: another case's process on the
+            // GPU is no foreign tenant.
+            self.scanner.limit_to(None);
             if let Ok(tree) = self.scanner.descendants_of(process::self_pid()) {
                 foreign = case_gpu.foreign_processes(tree);
             }
             if !foreign.is_empty() {
                 let message = super::gpu::describe_foreign(&case.id, &foreign);
-                if self.suite.foreign_processes == ForeignPolicy::Fail {
+                if self.shared.suite.foreign_processes == ForeignPolicy::Fail {
                     stop = Some(StopReason::ForeignProcesses {
                         message: format!("not run: {message} (foreign_processes = \"fail\")"),
                     });
                 } else {
-                    reporter.handle(&Event::Warning { message }).ok();
+                    self.warn(message);
                 }
             }
         }
-        self.cgroup_serial += 1;
-        let host = match &self.memory {
-            Some(hierarchy) => match hierarchy.create_case(self.cgroup_serial) {
+        let serial = self.shared.cgroup_serial.fetch_add(1, Ordering::Relaxed) + 1;
+        let host = match &self.shared.memory {
+            Some(hierarchy) => match hierarchy.create_case(serial) {
                 Ok(cgroup) => HostMeter::new(Some(cgroup), None),
                 Err(e) => HostMeter::new(
                     None,
@@ -168,15 +224,12 @@ impl Runner<'_> {
 
     /// Launch the instances and watch them — samples, budgets, exits, soak
     /// relaunches, the timeout and Ctrl-C — then stop whatever is left of
-    /// the process tree. `results`: the run so far, this case in flight,
-    /// handed to the reporters with each tick.
+    /// the process tree.
     fn sample_until_done(
         &mut self,
         case: &Case,
         case_dir: &Path,
         preflight: Preflight<'_>,
-        reporter: &mut dyn Reporter,
-        results: &RunResults,
     ) -> CaseOutcome {
         let Preflight {
             gpu: mut case_gpu,
@@ -191,8 +244,9 @@ impl Runner<'_> {
             .collect();
         if stop.is_none() {
             let procs = host.cgroup().map(|c| c.procs_path().clone());
+            let visible = self.access.visible.as_deref();
             for instance in &mut instances {
-                if let Err(message) = instance.start(case, case_dir, procs.as_ref()) {
+                if let Err(message) = instance.start(case, case_dir, procs.as_ref(), visible) {
                     stop = Some(StopReason::LaunchFailed { message });
                     break;
                 }
@@ -239,46 +293,37 @@ impl Runner<'_> {
                 host.record_rusage(maxrss, elapsed);
                 record_instances_rusage(&instances, &mut host, elapsed);
                 let host_peak = host.peak().map(|(peak, _)| Bytes(peak.bytes));
-                reporter
-                    .handle(&Event::CaseProgress {
-                        case,
-                        elapsed,
-                        host_now: sample.host_bytes,
-                        host_peak,
-                        results,
-                    })
-                    .ok();
+                self.note(Note::Progress {
+                    elapsed,
+                    host_now: sample.host_bytes,
+                    host_peak,
+                });
                 if budget_breached(case, host_peak, case_gpu.as_ref()) {
                     stop = Some(StopReason::BudgetExceeded { at: elapsed });
                     break;
                 }
-                next_tick += self.suite.sample_interval;
+                next_tick += self.shared.suite.sample_interval;
                 if next_tick <= now {
-                    next_tick = now + self.suite.sample_interval;
+                    next_tick = now + self.shared.suite.sample_interval;
                 }
             }
             let runs_before = instances.first().map_or(0, |i| i.runs);
-            let may_relaunch = !self.interrupt.requested() && Instant::now() < deadline;
-            let mut marker_fault = None;
-            stop = collect_exits(
+            let may_relaunch = !self.shared.interrupt.requested() && Instant::now() < deadline;
+            stop = self.collect_exits(
                 case,
                 case_dir,
                 &mut instances,
                 &mut host,
                 start,
                 soak_until.filter(|_| may_relaunch),
-                &mut marker_fault,
             );
-            if let Some(fault) = marker_fault {
-                self.record_fault(fault, reporter);
-            }
             if instances.first().map_or(0, |i| i.runs) > runs_before {
                 soak_peaks.next_run();
             }
             if stop.is_some() || instances.iter().all(|i| !i.running()) {
                 break;
             }
-            if self.interrupt.requested() {
+            if self.shared.interrupt.requested() {
                 stop = Some(StopReason::Interrupted);
                 break;
             }
@@ -306,14 +351,10 @@ impl Runner<'_> {
         host.record_rusage(maxrss, start.elapsed());
         record_instances_rusage(&instances, &mut host, start.elapsed());
         if !stuck.is_empty() {
-            reporter
-                .handle(&Event::Warning {
-                    message: format!(
-                        "{}: pid(s) {stuck:?} did not exit even after SIGKILL (stuck in the kernel, e.g. a hung file system or GPU driver); oomgate leaves them",
-                        case.id
-                    ),
-                })
-                .ok();
+            self.warn(format!(
+                "{}: pid(s) {stuck:?} did not exit even after SIGKILL (stuck in the kernel, e.g. a hung file system or GPU driver); oomgate leaves them",
+                case.id
+            ));
         }
         timeline.finish();
         let gpu = case_gpu.map(|case_gpu| {
@@ -364,6 +405,7 @@ impl Runner<'_> {
         };
         let mut errors = 0;
         let me = process::self_pid();
+        self.limit_scan(supervisors);
         match self.scanner.descendants_of(me) {
             Ok(tree) => {
                 zombies.extend(
@@ -383,6 +425,16 @@ impl Runner<'_> {
             Err(_) => errors += 1,
         }
         (sample, errors)
+    }
+}
+
+impl CaseRunner<'_, '_> {
+    /// When cases run at once, limit the scans to this case's processes:
+    /// its instances' supervisors and their descendants.
+    pub(super) fn limit_scan(&mut self, supervisors: &[i32]) {
+        if self.shared.parallel {
+            self.scanner.limit_to(Some(supervisors));
+        }
     }
 }
 
@@ -444,50 +496,57 @@ fn distrust_cgroup_if_not_joined(instances: &[Instance], host: &mut HostMeter) {
     }
 }
 
-/// Collect exits; relaunch soak runs; a failed instance stops the case.
-/// A soak marker that cannot be added to a log goes to `marker_fault`; the
-/// case goes on.
-fn collect_exits(
-    case: &Case,
-    case_dir: &Path,
-    instances: &mut [Instance],
-    host: &mut HostMeter,
-    start: Instant,
-    soak_until: Option<Instant>,
-    marker_fault: &mut Option<WriteFault>,
-) -> Option<StopReason> {
-    let procs = host.cgroup().map(|c| c.procs_path().clone());
-    for instance in instances.iter_mut() {
-        let Some(exit) = instance.poll() else {
-            continue;
-        };
-        if let Some(bytes) = instance.maxrss_bytes {
-            host.record_rusage(bytes, start.elapsed());
-        }
-        if !exit.success() {
-            return Some(StopReason::InstanceFailed {
-                index: instance.index,
-            });
-        }
-        if soak_until.is_some_and(|until| Instant::now() < until) {
-            let marker = format!(
-                "\n[oomgate] soak: run {} of instance {} starts at +{}\n",
-                instance.runs + 1,
-                instance.index,
-                format_duration(start.elapsed())
-            );
-            for path in [&instance.logs.stdout, &instance.logs.stderr] {
-                if let Err(fault) = append(path, &marker) {
-                    marker_fault.get_or_insert(fault);
+impl CaseRunner<'_, '_> {
+    /// Collect exits; relaunch soak runs; a failed instance stops the case.
+    /// A soak marker that cannot be added to a log is a fault; the case goes
+    /// on.
+    fn collect_exits(
+        &self,
+        case: &Case,
+        case_dir: &Path,
+        instances: &mut [Instance],
+        host: &mut HostMeter,
+        start: Instant,
+        soak_until: Option<Instant>,
+    ) -> Option<StopReason> {
+        let visible = self.access.visible.as_deref();
+        let mut marker_fault = None;
+        let procs = host.cgroup().map(|c| c.procs_path().clone());
+        for instance in instances.iter_mut() {
+            let Some(exit) = instance.poll() else {
+                continue;
+            };
+            if let Some(bytes) = instance.maxrss_bytes {
+                host.record_rusage(bytes, start.elapsed());
+            }
+            if !exit.success() {
+                return Some(StopReason::InstanceFailed {
+                    index: instance.index,
+                });
+            }
+            if soak_until.is_some_and(|until| Instant::now() < until) {
+                let marker = format!(
+                    "\n[oomgate] soak: run {} of instance {} starts at +{}\n",
+                    instance.runs + 1,
+                    instance.index,
+                    format_duration(start.elapsed())
+                );
+                for path in [&instance.logs.stdout, &instance.logs.stderr] {
+                    if let Err(fault) = append(path, &marker) {
+                        marker_fault.get_or_insert(fault);
+                    }
+                }
+                if let Some(fault) = marker_fault.take() {
+                    self.record_fault(fault);
+                }
+                if let Err(message) = instance.start(case, case_dir, procs.as_ref(), visible) {
+                    return Some(StopReason::LaunchFailed { message });
                 }
             }
-            if let Err(message) = instance.start(case, case_dir, procs.as_ref()) {
-                return Some(StopReason::LaunchFailed { message });
-            }
         }
+        distrust_cgroup_if_not_joined(instances, host);
+        None
     }
-    distrust_cgroup_if_not_joined(instances, host);
-    None
 }
 
 /// Sleep until `until`, or until an instance's supervisor reports (an exit),

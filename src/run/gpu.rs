@@ -8,15 +8,19 @@ use crate::suite::Case;
 use crate::units::Bytes;
 
 /// The devices a case sees: `CUDA_VISIBLE_DEVICES` (and
-/// `CUDA_DEVICE_ORDER`) from the case's env, else from oomgate's own.
-pub fn selection(gpu: &Gpu, case: &Case) -> Selection {
+/// `CUDA_DEVICE_ORDER`) as the pool set it (`pool`), else from the case's
+/// env, else from oomgate's own.
+pub fn selection(gpu: &Gpu, case: &Case, pool: Option<&str>) -> Selection {
     let lookup = |name: &str| {
         case.env
             .get(name)
             .cloned()
             .or_else(|| std::env::var(name).ok())
     };
-    let value = lookup("CUDA_VISIBLE_DEVICES");
+    let value = match pool {
+        Some(uuids) => Some(uuids.to_string()),
+        None => lookup("CUDA_VISIBLE_DEVICES"),
+    };
     let order = lookup("CUDA_DEVICE_ORDER");
     let devices: Vec<visible::DeviceId<'_>> = gpu
         .devices

@@ -60,12 +60,14 @@ impl Instance {
         }
     }
 
-    /// Start a run. `cgroup_procs`: the case cgroup to join.
+    /// Start a run. `cgroup_procs`: the case cgroup to join; `gpus`: the
+    /// pool's `CUDA_VISIBLE_DEVICES` for the case.
     pub(super) fn start(
         &mut self,
         case: &Case,
         case_dir: &Path,
         cgroup_procs: Option<&CString>,
+        gpus: Option<&str>,
     ) -> Result<(), String> {
         self.stderr_offset = std::fs::metadata(&self.logs.stderr).map_or(0, |m| m.len());
         let spec = LaunchSpec {
@@ -74,6 +76,7 @@ impl Instance {
             case_dir,
             logs: &self.logs,
             cgroup_procs,
+            gpus,
         };
         let launched = launch(&spec).map_err(|e| e.to_string())?;
         if launched.cgroup_error.is_some() {

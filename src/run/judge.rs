@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::Runner;
+use super::Conductor;
 use crate::baseline::{self, Outcome};
 use crate::environment::Environment;
 use crate::results::{BaselineInfo, CaseResult, Check, CheckKind, RepeatFigures};
@@ -158,7 +158,7 @@ pub(super) fn largest_values_hints(cases: &mut [CaseResult]) {
     }
 }
 
-impl Runner<'_> {
+impl Conductor<'_> {
     /// What the run is compared with: the lock's drift against this
     /// environment, and the locked cases that are gone from the suite.
     pub(super) fn baseline_info(&self, environment: &Environment) -> Option<BaselineInfo> {

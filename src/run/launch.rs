@@ -75,6 +75,9 @@ pub struct LaunchSpec<'a> {
     pub logs: &'a InstanceLogs,
     /// The case cgroup's `cgroup.procs`, for the workload to join.
     pub cgroup_procs: Option<&'a CString>,
+    /// `CUDA_VISIBLE_DEVICES` as the GPU pool gives the case (its GPUs'
+    /// UUIDs; empty: none); `None`: no pool.
+    pub gpus: Option<&'a str>,
 }
 
 /// A started run of an instance.
@@ -362,6 +365,13 @@ fn environment(spec: &LaunchSpec<'_>) -> Vec<(OsString, OsString)> {
     };
     for (key, value) in &case.env {
         set(key, value.into());
+    }
+    if let Some(gpus) = spec.gpus {
+        // UUIDs, not indices: CUDA's fastest-first numbering cannot move
+        // the case to another GPU. `PCI_BUS_ID` makes a workload's own
+        // index 0 the pool's first GPU given, whatever the models.
+        set("CUDA_VISIBLE_DEVICES", gpus.into());
+        set("CUDA_DEVICE_ORDER", "PCI_BUS_ID".into());
     }
     set("OOMGATE_CASE", case.id.clone().into());
     set("OOMGATE_INSTANCE", spec.index.to_string().into());

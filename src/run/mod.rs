@@ -1,20 +1,27 @@
-//! Running a plan: cases one after another, the instances of a case at
-//! once, every event handed to a [`Reporter`].
+//! Running a plan: cases one after another — or, with a GPU pool or
+//! `--jobs`, several at once, each on its own thread — the instances of a
+//! case at once, every event handed to a [`Reporter`].
 //!
-//! The [`Runner`] owns everything that lives for the whole run — the /proc
-//! scanner, NVML, the memory cgroup hierarchy, the interrupt counter — and
-//! `case` runs one case with them (`instance` and `launch` start its
-//! processes through `supervise`, `assemble` makes its result). The runner
-//! never formats anything: it builds the results model and emits events,
-//! and the reporters write files and the terminal. When a case starts,
-//! with each of its ticks and when it finishes, the reporters get the whole
-//! results so far — while it runs, with the case itself listed last as in
-//! flight (`running`) — and results.json and junit.xml are checkpointed
-//! about once a second, so a crash loses at most the last second or so of
-//! finished cases, never the case it interrupted, and a Ctrl-C nothing. A
-//! file that cannot be written (a report, a case's folder, logs or
-//! timeline) stops the launching of cases, and the final reports are
-//! attempted once more (`fault`).
+//! The [`Runner`] owns everything that lives for the whole run. What the
+//! cases share — NVML, the memory cgroup hierarchy, the interrupt counter,
+//! the environment — is [`Shared`], read by every case's thread; the main
+//! thread keeps the rest ([`Conductor`]: the schedule, the baseline, the
+//! first fault) and is the only one that talks to the reporters. A case's
+//! thread ([`CaseRunner`], in `case`) owns its /proc scanner, its cgroup,
+//! its sampler and its supervisors, and sends what it sees to the main
+//! thread as [`Note`]s: warnings, progress ticks, faults and, last, its
+//! runs. `schedule` decides which case starts next and on which GPUs;
+//! `instance` and `launch` start a case's processes through `supervise`,
+//! `assemble` makes its result. The runner never formats anything: it
+//! builds the results model and emits events, and the reporters write
+//! files and the terminal. When a case starts, with each of its ticks and
+//! when it finishes, the reporters get the whole results so far — cases
+//! still running listed as in flight (`running`) — and results.json and
+//! junit.xml are checkpointed about once a second, so a crash loses at
+//! most the last second or so of finished cases, never a case it
+//! interrupted, and a Ctrl-C nothing. A file that cannot be written (a
+//! report, a case's folder, logs or timeline) stops the launching of
+//! cases, and the final reports are attempted once more (`fault`).
 
 mod assemble;
 mod case;
@@ -26,28 +33,37 @@ pub mod interrupt;
 mod judge;
 pub mod launch;
 pub mod logs;
+pub mod schedule;
 mod stop;
 pub mod supervise;
 mod teardown;
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
 
 pub use fault::{RunError, WriteFault};
 pub use interrupt::Interrupt;
+pub use schedule::{PoolGpu, Schedule};
 
 use crate::baseline::Lock;
 use crate::environment::Environment;
 use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::nvml::Gpu;
-use crate::measure::procfs::Scanner;
 use crate::process;
 use crate::report::{Event, Reporter};
 use crate::results::{
-    BaselineInfo, CaseResult, CaseStatus, GpuEnvironment, IN_FLIGHT_MESSAGE, Measurement,
-    RunResults, SCHEMA_VERSION, SuiteInfo, Summary,
+    BaselineInfo, CaseResult, CaseStatus, FirstAttempt, GpuEnvironment, IN_FLIGHT_MESSAGE,
+    Measurement, PoolInfo, RetriedAlone, RunResults, SCHEMA_VERSION, Scheduling, SharedGpu,
+    SuiteInfo, Summary,
 };
 use crate::suite::{Case, Suite};
+use crate::units::Bytes;
+use assemble::CaseRun;
+use schedule::{Demand, Placement, Scheduler};
 
 /// Everything a run needs besides the suite and the out dir.
 pub struct RunSetup {
@@ -63,6 +79,8 @@ pub struct RunSetup {
     pub baseline: BaselineSetup,
     /// The shard of the suite this run is (`--partition`).
     pub partition: Option<crate::suite::Partition>,
+    /// The GPU pool, `--jobs`, packing, and past wall times.
+    pub schedule: Schedule,
 }
 
 /// Which baseline to compare with, and how strictly.
@@ -77,173 +95,381 @@ pub struct BaselineSetup {
 }
 
 pub struct Runner<'a> {
+    shared: Shared<'a>,
+    conductor: Conductor<'a>,
+}
+
+/// What every case of the run reads, from its own thread.
+struct Shared<'a> {
     suite: &'a Suite,
     out_dir: &'a Path,
     interrupt: Interrupt,
-    scanner: Scanner,
     memory: Option<MemoryHierarchy>,
-    /// Case cgroups made so far (each gets a new name).
-    cgroup_serial: u64,
     gpu: Option<Gpu>,
     measurement: Measurement,
     environment: Environment,
+    /// Case cgroups made so far (each gets a new name).
+    cgroup_serial: AtomicU64,
+    /// A file could not be written: no repeat or case is started after it.
+    faulted: AtomicBool,
+    /// More than one case may run at once: each case's processes are its
+    /// own supervisors' descendants, not all of oomgate's.
+    parallel: bool,
+    /// The open files each case's /proc scanner may keep.
+    open_files_each: u64,
+}
+
+/// The main thread's side of a run: which case starts when, the baseline,
+/// and the first file that could not be written.
+struct Conductor<'a> {
+    suite: &'a Suite,
     baseline: BaselineSetup,
     /// Filled when the run starts, from the lock and this environment.
     baseline_info: Option<BaselineInfo>,
+    partition: Option<crate::suite::Partition>,
+    schedule: Schedule,
     /// The first file that could not be written: no case is launched
     /// after it.
-    partition: Option<crate::suite::Partition>,
     fault: Option<WriteFault>,
+}
+
+/// What a case's thread tells the main thread.
+enum Note {
+    Warning(String),
+    /// One sampling tick.
+    Progress {
+        elapsed: Duration,
+        host_now: Option<Bytes>,
+        host_peak: Option<Bytes>,
+    },
+    /// A file could not be written; the case goes on.
+    Fault(WriteFault),
+    /// The case is over: each of its runs (one per repeat).
+    Done(Vec<CaseRun>),
+}
+
+/// The GPUs a case may use, as the schedule gave them.
+#[derive(Debug, Clone, Default)]
+struct GpuAccess {
+    /// `CUDA_VISIBLE_DEVICES` for the case: the UUIDs of its pool GPUs
+    /// (empty: none); `None`: no pool, the case sees what oomgate sees.
+    visible: Option<String>,
+    /// Why no device delta may stand for the case, when other cases may
+    /// use its GPUs meanwhile.
+    shared: Option<String>,
+}
+
+/// A case on its way: started, not yet judged.
+struct Live {
+    placement: Placement,
+    packed_bytes: Option<u64>,
+    dir: PathBuf,
+    /// Its number in the order cases started (the events' `index`).
+    index: usize,
+    /// Other cases that ran on its GPUs while it ran, by pool GPU.
+    shared_with: BTreeMap<usize, BTreeSet<usize>>,
+    /// Its packed attempt's result, when this run is the retry alone.
+    first_attempt: Option<CaseResult>,
 }
 
 impl<'a> Runner<'a> {
     pub fn new(suite: &'a Suite, out_dir: &'a Path, setup: RunSetup) -> Self {
+        let jobs = setup.schedule.jobs.max(1);
         Runner {
-            suite,
-            out_dir,
-            interrupt: setup.interrupt,
-            scanner: Scanner::with_open_files(process::open_file_limit()),
-            memory: setup.memory,
-            cgroup_serial: 0,
-            gpu: setup.gpu,
-            measurement: setup.measurement,
-            environment: setup.environment,
-            baseline: setup.baseline,
-            baseline_info: None,
-            partition: setup.partition,
-            fault: None,
+            shared: Shared {
+                suite,
+                out_dir,
+                interrupt: setup.interrupt,
+                memory: setup.memory,
+                gpu: setup.gpu,
+                measurement: setup.measurement,
+                environment: setup.environment,
+                cgroup_serial: AtomicU64::new(0),
+                faulted: AtomicBool::new(false),
+                parallel: setup.schedule.parallel(),
+                open_files_each: process::open_file_limit() / jobs as u64,
+            },
+            conductor: Conductor {
+                suite,
+                baseline: setup.baseline,
+                baseline_info: None,
+                partition: setup.partition,
+                schedule: setup.schedule,
+                fault: None,
+            },
         }
     }
 
-    /// Run the cases in order. Only infrastructure problems are errors;
-    /// failing cases are results.
+    /// Run the cases (given in the suite's order; they start in the
+    /// schedule's). Only infrastructure problems are errors; failing cases
+    /// are results.
     pub fn run(
         &mut self,
         cases: &[&Case],
         reporter: &mut dyn Reporter,
     ) -> Result<RunResults, RunError> {
-        let mut results = RunResults {
-            schema: SCHEMA_VERSION,
-            oomgate_version: env!("CARGO_PKG_VERSION").to_string(),
-            suite: SuiteInfo {
-                name: self.suite.name.clone(),
-                path: self.suite.path.clone(),
-                workdir: self.suite.workdir.clone(),
-            },
-            host: host_name(),
-            started_at: now_rfc3339(),
-            finished_at: None,
-            interrupted: false,
-            measurement: self.measurement.clone(),
-            gpu: self.gpu.as_ref().map(|gpu| GpuEnvironment {
-                driver_version: gpu.driver_version.clone(),
-                cuda_driver_version: gpu.cuda_driver_version.clone(),
-                devices: gpu.devices.iter().map(Into::into).collect(),
-            }),
-            summary: Summary {
-                planned: cases.len(),
-                ..Summary::default()
-            },
-            environment: self.environment.clone(),
-            baseline: None,
-            cases: Vec::with_capacity(cases.len()),
-            not_run: Vec::new(),
-            partition: self.partition,
-            fault: None,
-            runner_max_rss_bytes: None,
-            runner_cpu_s: None,
-            merged_from: None,
-            parts: Vec::new(),
-        };
-        self.baseline_info = self.baseline_info(&results.environment);
-        results.baseline = self.baseline_info.clone();
+        let Runner { shared, conductor } = self;
+        let shared: &Shared<'_> = shared;
+        let mut results = conductor.new_results(shared, cases.len());
+        conductor.baseline_info = conductor.baseline_info(&results.environment);
+        results.baseline = conductor.baseline_info.clone();
         let started = reporter.handle(&Event::RunStarted {
-            suite: self.suite,
+            suite: shared.suite,
             planned: cases.len(),
-            measurement: &self.measurement,
+            measurement: &shared.measurement,
         });
-        self.report_failed(started, reporter);
+        conductor.report_failed(started, reporter);
 
-        for (index, case) in cases.iter().enumerate() {
-            if self.interrupt.requested() || self.fault.is_some() {
-                results
-                    .not_run
-                    .extend(cases[index..].iter().map(|c| c.id.clone()));
-                break;
-            }
-            let case_dir = match self.prepare_case_dir(case) {
-                Ok(dir) => dir,
-                Err(fault) => {
-                    self.record_fault(fault, reporter);
-                    results
-                        .not_run
-                        .extend(cases[index..].iter().map(|c| c.id.clone()));
+        let ids: Vec<&str> = cases.iter().map(|c| c.id.as_str()).collect();
+        let order = schedule::launch_order(&ids, &conductor.schedule.past_wall_s);
+        let mut scheduler = Scheduler::new(
+            order,
+            conductor.schedule.pool.as_deref(),
+            conductor.schedule.jobs,
+        );
+        let (sender, notes) = mpsc::channel::<(usize, Note)>();
+        let mut live: HashMap<usize, Live> = HashMap::new();
+        let mut started = 0usize;
+        std::thread::scope(|scope| {
+            loop {
+                while !shared.interrupt.requested() && conductor.fault.is_none() {
+                    let Some((number, placement, alone)) =
+                        scheduler.next(|n, alone| conductor.demand(cases[n], alone))
+                    else {
+                        break;
+                    };
+                    let case = cases[number];
+                    let packed_bytes = conductor.demand(case, alone).packed_bytes;
+                    let mut first_attempt = None;
+                    let (dir, index) = match live.remove(&number) {
+                        // The retry alone: same folder, the logs go on.
+                        Some(earlier) if alone => {
+                            first_attempt = earlier.first_attempt;
+                            let marker = "\n[oomgate] retried alone: the first attempt failed while sharing its GPU\n";
+                            for index in 0..case.concurrency {
+                                let logs = launch::InstanceLogs::for_instance(&earlier.dir, index);
+                                for log in [&logs.stdout, &logs.stderr] {
+                                    if let Err(fault) = case::append(log, marker) {
+                                        conductor.record_fault(fault, reporter);
+                                    }
+                                }
+                            }
+                            (earlier.dir, earlier.index)
+                        }
+                        _ => {
+                            let dir = match prepare_case_dir(shared, case) {
+                                Ok(dir) => dir,
+                                Err(fault) => {
+                                    conductor.record_fault(fault, reporter);
+                                    scheduler.finished(number, &placement, packed_bytes);
+                                    results.not_run.push(case.id.clone());
+                                    break;
+                                }
+                            };
+                            // Listed as in flight until it finishes, so a
+                            // checkpoint written meanwhile names it, and one
+                            // left by a killed oomgate reads as a case it did
+                            // not finish, not as one it never ran.
+                            results.cases.push(in_flight(shared, case, &dir));
+                            let case_started = reporter.handle(&Event::CaseStarted {
+                                case,
+                                index: started,
+                                planned: cases.len(),
+                                results: &results,
+                            });
+                            if conductor.report_failed(case_started, reporter) {
+                                results.cases.pop();
+                                results.not_run.push(case.id.clone());
+                                scheduler.finished(number, &placement, packed_bytes);
+                                break;
+                            }
+                            started += 1;
+                            (dir, started - 1)
+                        }
+                    };
+                    let mut shared_with: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+                    if placement.packed {
+                        for &gpu in &placement.gpus {
+                            for &other in scheduler.tenants(gpu) {
+                                if other == number {
+                                    continue;
+                                }
+                                shared_with.entry(gpu).or_default().insert(other);
+                                if let Some(neighbour) = live.get_mut(&other) {
+                                    neighbour.shared_with.entry(gpu).or_default().insert(number);
+                                }
+                            }
+                        }
+                    }
+                    let access = conductor.gpu_access(shared, &placement);
+                    let runner_dir = dir.clone();
+                    let sender = sender.clone();
+                    scope.spawn(move || {
+                        let runs = case::CaseRunner::new(shared, number, access, sender.clone())
+                            .run_repeats(case, &runner_dir);
+                        // The main thread waits for this; it only stops
+                        // listening once every case is done.
+                        sender.send((number, Note::Done(runs))).ok();
+                    });
+                    live.insert(
+                        number,
+                        Live {
+                            placement,
+                            packed_bytes,
+                            dir,
+                            index,
+                            shared_with,
+                            first_attempt,
+                        },
+                    );
+                }
+                if scheduler.idle() {
                     break;
                 }
-            };
-            // Listed as in flight until it finishes, so a checkpoint written
-            // meanwhile names it, and one left by a killed oomgate reads as
-            // a case it did not finish, not as one it never ran.
-            results.cases.push(self.in_flight(case, &case_dir));
-            let case_started = reporter.handle(&Event::CaseStarted {
-                case,
-                index,
-                planned: cases.len(),
-                results: &results,
-            });
-            if self.report_failed(case_started, reporter) {
-                results.cases.pop();
-                results
-                    .not_run
-                    .extend(cases[index..].iter().map(|c| c.id.clone()));
-                break;
-            }
-            let mut runs = Vec::new();
-            for repeat in 0..case.repeat {
-                if repeat > 0 && (self.interrupt.requested() || self.fault.is_some()) {
+                // Every live case's thread holds a sender: this returns.
+                let Ok((number, note)) = notes.recv() else {
                     break;
-                }
-                let (started_at, outcome) =
-                    self.run_case(case, &case_dir, repeat, reporter, &results);
-                let run = self.assemble(case, &case_dir, repeat, started_at, outcome, reporter);
-                let passed = run.result.status == CaseStatus::Passed;
-                runs.push(run);
-                if !passed {
-                    break; // one failing repeat decides; more runs only cost time
+                };
+                let case = cases[number];
+                match note {
+                    Note::Warning(message) => {
+                        reporter.handle(&Event::Warning { message }).ok();
+                    }
+                    Note::Fault(fault) => conductor.record_fault(fault, reporter),
+                    Note::Progress {
+                        elapsed,
+                        host_now,
+                        host_peak,
+                    } => {
+                        reporter
+                            .handle(&Event::CaseProgress {
+                                case,
+                                elapsed,
+                                host_now,
+                                host_peak,
+                                results: &results,
+                            })
+                            .ok();
+                    }
+                    Note::Done(runs) => {
+                        let Some(mut done) = live.remove(&number) else {
+                            continue;
+                        };
+                        scheduler.finished(number, &done.placement, done.packed_bytes);
+                        let mut run = judge::merge_repeats(runs);
+                        conductor.compare_with_baseline(case, &mut run.result);
+                        let mut result = judge::decide(run);
+                        let sharing = conductor.sharing(&done.shared_with, cases);
+                        let retry = done.first_attempt.is_none()
+                            && !sharing.is_empty()
+                            && result.status != CaseStatus::Passed
+                            && result.status != CaseStatus::Interrupted
+                            && !shared.interrupt.requested()
+                            && conductor.fault.is_none();
+                        if retry {
+                            reporter
+                                .handle(&Event::Warning {
+                                    message: format!(
+                                        "{}: failed while sharing its GPU with {}; retried alone",
+                                        case.id,
+                                        shared_names(&sharing)
+                                    ),
+                                })
+                                .ok();
+                            result.gpus = Some(case.gpus.unwrap_or(1));
+                            result.gpu_sharing = sharing;
+                            done.first_attempt = Some(result);
+                            done.shared_with.clear();
+                            scheduler.retry_alone(number);
+                            live.insert(number, done);
+                            continue;
+                        }
+                        result.gpus = conductor
+                            .schedule
+                            .pool
+                            .as_ref()
+                            .map(|_| case.gpus.unwrap_or(1));
+                        result.gpu_sharing = sharing;
+                        if let Some(first) = done.first_attempt.take() {
+                            let flaky = result.status == CaseStatus::Passed;
+                            result.retried_alone = Some(RetriedAlone {
+                                first_attempt: FirstAttempt {
+                                    status: first.status,
+                                    failure_kind: first.failure_kind,
+                                    message: first.message,
+                                    gpu_sharing: first.gpu_sharing,
+                                },
+                                flaky,
+                            });
+                            if flaky {
+                                results.summary.flaky += 1;
+                            }
+                        }
+                        results.summary.count(result.status);
+                        match results.cases.iter().position(|c| c.id == result.id) {
+                            // The in-flight entry, replaced by the result.
+                            Some(at) => results.cases[at] = result,
+                            None => results.cases.push(result),
+                        }
+                        results.runner_max_rss_bytes = runner_max_rss_bytes();
+                        results.runner_cpu_s = runner_cpu_seconds();
+                        results.fault = conductor.fault.as_ref().map(ToString::to_string);
+                        if let Some(result) = results.cases.iter().find(|c| c.id == case.id) {
+                            let finished = reporter.handle(&Event::CaseFinished {
+                                result,
+                                index: done.index,
+                                planned: cases.len(),
+                                results: &results,
+                            });
+                            conductor.report_failed(finished, reporter);
+                        }
+                    }
                 }
             }
-            let mut run = judge::merge_repeats(runs);
-            self.compare_with_baseline(case, &mut run.result);
-            let result = judge::decide(run);
-            results.cases.pop(); // the in-flight entry, replaced by the result
-            results.summary.count(result.status);
-            results.cases.push(result);
-            results.runner_max_rss_bytes = runner_max_rss_bytes();
-            results.runner_cpu_s = runner_cpu_seconds();
-            results.fault = self.fault.as_ref().map(ToString::to_string);
-            if let Some(result) = results.cases.last() {
-                let finished = reporter.handle(&Event::CaseFinished {
-                    result,
-                    index,
-                    planned: cases.len(),
-                    results: &results,
-                });
-                self.report_failed(finished, reporter);
+        });
+        // Cases left waiting (Ctrl-C, a fault) did not run, in the suite's
+        // order; a retry that never ran keeps its failed first attempt.
+        let mut waiting = scheduler.drain_waiting();
+        waiting.sort_unstable();
+        for number in waiting {
+            match live.remove(&number).and_then(|l| l.first_attempt) {
+                Some(first) => {
+                    results.summary.count(first.status);
+                    match results.cases.iter().position(|c| c.id == first.id) {
+                        Some(at) => results.cases[at] = first,
+                        None => results.cases.push(first),
+                    }
+                }
+                None => results.not_run.push(cases[number].id.clone()),
             }
         }
+        if shared.parallel {
+            // Orphans of a supervisor killed from outside were re-parented
+            // to oomgate, outside every case's scope.
+            process::reap_exited_children();
+        }
+        // Results in the suite's order, whatever order the cases ran in.
+        let position: HashMap<&str, usize> =
+            ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        results
+            .cases
+            .sort_by_key(|c| position.get(c.id.as_str()).copied().unwrap_or(usize::MAX));
+        results
+            .not_run
+            .sort_by_key(|id| position.get(id.as_str()).copied().unwrap_or(usize::MAX));
 
         judge::largest_values_hints(&mut results.cases);
-        results.interrupted = self.interrupt.requested();
+        results.interrupted = shared.interrupt.requested();
         results.finished_at = Some(now_rfc3339());
         results.runner_max_rss_bytes = runner_max_rss_bytes();
         results.runner_cpu_s = runner_cpu_seconds();
-        results.fault = self.fault.as_ref().map(ToString::to_string);
+        results.fault = conductor.fault.as_ref().map(ToString::to_string);
         // Written whatever failed before: what was measured is kept where
         // it still can be.
         let at_end = reporter
             .handle(&Event::RunFinished { results: &results })
             .err();
-        match (self.fault.take(), at_end) {
+        match (conductor.fault.take(), at_end) {
             (None, None) => Ok(results),
             (during, at_end) => Err(RunError::Write {
                 during,
@@ -251,6 +477,157 @@ impl<'a> Runner<'a> {
                 at_end,
             }),
         }
+    }
+}
+
+/// `a, b (GPU 1)` for a warning.
+fn shared_names(sharing: &[SharedGpu]) -> String {
+    let names: Vec<String> = sharing
+        .iter()
+        .map(|s| format!("{} (GPU {})", s.with.join(", "), s.index))
+        .collect();
+    names.join("; ")
+}
+
+impl Conductor<'_> {
+    /// The results of a run not started yet.
+    fn new_results(&self, shared: &Shared<'_>, planned: usize) -> RunResults {
+        let schedule = &self.schedule;
+        let scheduling = (schedule.parallel() || schedule.pool.is_some()).then(|| Scheduling {
+            jobs: schedule.jobs,
+            pack: schedule.pack,
+            pool: schedule.pool.as_ref().map(|gpus| {
+                gpus.iter()
+                    .map(|g| PoolInfo {
+                        index: g.index,
+                        uuid: g.uuid.clone(),
+                    })
+                    .collect()
+            }),
+            ordered_by_past_times: !schedule.past_wall_s.is_empty(),
+        });
+        RunResults {
+            schema: SCHEMA_VERSION,
+            oomgate_version: env!("CARGO_PKG_VERSION").to_string(),
+            suite: SuiteInfo {
+                name: shared.suite.name.clone(),
+                path: shared.suite.path.clone(),
+                workdir: shared.suite.workdir.clone(),
+            },
+            host: host_name(),
+            started_at: now_rfc3339(),
+            finished_at: None,
+            interrupted: false,
+            measurement: shared.measurement.clone(),
+            gpu: shared.gpu.as_ref().map(|gpu| GpuEnvironment {
+                driver_version: gpu.driver_version.clone(),
+                cuda_driver_version: gpu.cuda_driver_version.clone(),
+                devices: gpu.devices.iter().map(Into::into).collect(),
+            }),
+            summary: Summary {
+                planned,
+                ..Summary::default()
+            },
+            environment: shared.environment.clone(),
+            baseline: None,
+            cases: Vec::with_capacity(planned),
+            not_run: Vec::new(),
+            partition: self.partition,
+            scheduling,
+            fault: None,
+            runner_max_rss_bytes: None,
+            runner_cpu_s: None,
+            merged_from: None,
+            parts: Vec::new(),
+        }
+    }
+
+    /// What a case needs from the pool; `alone`: it is a retry, never
+    /// packed.
+    fn demand(&self, case: &Case, alone: bool) -> Demand {
+        if self.schedule.pool.is_none() {
+            return Demand {
+                gpus: 0,
+                packed_bytes: None,
+            };
+        }
+        let gpus = case.gpus.unwrap_or(1);
+        let packed_bytes = (self.schedule.pack && gpus == 1 && !alone)
+            .then(|| self.known_gpu_peak(case))
+            .flatten()
+            .map(|peak| peak.saturating_add(schedule::pack_margin(peak)));
+        Demand { gpus, packed_bytes }
+    }
+
+    /// The GPU peak a case is packed by: the lock's, when it was measured
+    /// per process (a device delta is no figure of the case's alone), else
+    /// the suite's `gpu_memory`.
+    fn known_gpu_peak(&self, case: &Case) -> Option<u64> {
+        let locked = self
+            .baseline
+            .lock
+            .as_ref()
+            .and_then(|(_, lock)| lock.cases.get(&case.id))
+            .filter(|locked| {
+                locked.gpu_peak_method.as_deref().is_some_and(|method| {
+                    method.starts_with("sampled@") || method == "driver-accounting"
+                })
+            })
+            .and_then(|locked| locked.gpu_peak_bytes);
+        locked.or(case.gpu_memory.map(Bytes::get))
+    }
+
+    /// The GPUs a placed case sees, and whether others may share them.
+    fn gpu_access(&self, shared: &Shared<'_>, placement: &Placement) -> GpuAccess {
+        match &self.schedule.pool {
+            Some(pool) => GpuAccess {
+                visible: Some(
+                    placement
+                        .gpus
+                        .iter()
+                        .filter_map(|&at| pool.get(at))
+                        .map(|gpu| gpu.uuid.as_str())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
+                shared: placement.packed.then(|| {
+                    "device-delta not used: under --pack other cases may run on this GPU meanwhile"
+                        .to_string()
+                }),
+            },
+            None => GpuAccess {
+                visible: None,
+                shared: (shared.parallel && shared.gpu.is_some()).then(|| {
+                    format!(
+                        "device-delta not used: with --jobs {} and no --gpus pool, other cases may run on this GPU meanwhile",
+                        self.schedule.jobs
+                    )
+                }),
+            },
+        }
+    }
+
+    /// The cases that shared a case's GPUs, by GPU, for the results.
+    fn sharing(
+        &self,
+        shared_with: &BTreeMap<usize, BTreeSet<usize>>,
+        cases: &[&Case],
+    ) -> Vec<SharedGpu> {
+        let Some(pool) = &self.schedule.pool else {
+            return Vec::new();
+        };
+        shared_with
+            .iter()
+            .filter(|(_, others)| !others.is_empty())
+            .filter_map(|(&gpu, others)| {
+                let gpu = pool.get(gpu)?;
+                Some(SharedGpu {
+                    index: gpu.index,
+                    uuid: gpu.uuid.clone(),
+                    with: others.iter().map(|&n| cases[n].id.clone()).collect(),
+                })
+            })
+            .collect()
     }
 
     /// Say at once that a file could not be written, and keep the first
@@ -276,60 +653,67 @@ impl<'a> Runner<'a> {
             }
         }
     }
+}
 
-    /// The entry of a case in flight: what it is, when it started, where
-    /// its logs are, status `running`; no figure is known yet.
-    fn in_flight(&self, case: &Case, case_dir: &Path) -> CaseResult {
-        let mut entry = CaseResult::unmeasured(case.id.clone());
-        let recorded = assemble::recorded(case);
-        entry.params = recorded.params;
-        entry.command = recorded.command;
-        entry.cwd = case.cwd.clone();
-        entry.concurrency = case.concurrency;
-        entry.timeout_s = case.timeout.as_secs_f64();
-        entry.soak_s = case.soak.map(|d| d.as_secs_f64());
-        entry.status = CaseStatus::Running;
-        entry.failure_kind = crate::verdict::failure_kind(&entry, None);
-        entry.message = Some(IN_FLIGHT_MESSAGE.to_string());
-        entry.started_at = now_rfc3339();
-        entry.host_method = self.measurement.host_method;
-        entry.env = recorded.env;
-        entry.dir = case_dir
-            .strip_prefix(self.out_dir)
-            .unwrap_or(case_dir)
-            .to_path_buf();
-        entry
+impl Shared<'_> {
+    /// Whether a file could not be written: nothing more is started.
+    fn faulted(&self) -> bool {
+        self.faulted.load(Ordering::Relaxed)
     }
+}
 
-    /// A fresh `cases/<folder>`, with every instance's log files: logs of
-    /// an earlier run in the same out dir must not be mistaken for this
-    /// run's, and a case whose output cannot be kept is not launched.
-    fn prepare_case_dir(&self, case: &Case) -> Result<PathBuf, WriteFault> {
-        let path = self.out_dir.join("cases").join(&case.folder);
-        let fail = |at: &Path, source| WriteFault::CaseFile {
-            path: at.to_path_buf(),
-            source,
-        };
-        match std::fs::remove_dir_all(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(fail(&path, e)),
-        }
-        std::fs::create_dir_all(&path).map_err(|e| fail(&path, e))?;
-        for index in 0..case.concurrency {
-            let logs = launch::InstanceLogs::for_instance(&path, index);
-            for log in [&logs.stdout, &logs.stderr] {
-                std::fs::File::create(log).map_err(|e| fail(log, e))?;
-            }
-        }
-        if crate::files::no_space_left(&path) {
-            return Err(WriteFault::NoSpace {
-                dir: path,
-                case_ended: false,
-            });
-        }
-        Ok(path)
+/// The entry of a case in flight: what it is, when it started, where its
+/// logs are, status `running`; no figure is known yet.
+fn in_flight(shared: &Shared<'_>, case: &Case, case_dir: &Path) -> CaseResult {
+    let mut entry = CaseResult::unmeasured(case.id.clone());
+    let recorded = assemble::recorded(case);
+    entry.params = recorded.params;
+    entry.command = recorded.command;
+    entry.cwd = case.cwd.clone();
+    entry.concurrency = case.concurrency;
+    entry.timeout_s = case.timeout.as_secs_f64();
+    entry.soak_s = case.soak.map(|d| d.as_secs_f64());
+    entry.status = CaseStatus::Running;
+    entry.failure_kind = crate::verdict::failure_kind(&entry, None);
+    entry.message = Some(IN_FLIGHT_MESSAGE.to_string());
+    entry.started_at = now_rfc3339();
+    entry.host_method = shared.measurement.host_method;
+    entry.env = recorded.env;
+    entry.dir = case_dir
+        .strip_prefix(shared.out_dir)
+        .unwrap_or(case_dir)
+        .to_path_buf();
+    entry
+}
+
+/// A fresh `cases/<folder>`, with every instance's log files: logs of an
+/// earlier run in the same out dir must not be mistaken for this run's,
+/// and a case whose output cannot be kept is not launched.
+fn prepare_case_dir(shared: &Shared<'_>, case: &Case) -> Result<PathBuf, WriteFault> {
+    let path = shared.out_dir.join("cases").join(&case.folder);
+    let fail = |at: &Path, source| WriteFault::CaseFile {
+        path: at.to_path_buf(),
+        source,
+    };
+    match std::fs::remove_dir_all(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(fail(&path, e)),
     }
+    std::fs::create_dir_all(&path).map_err(|e| fail(&path, e))?;
+    for index in 0..case.concurrency {
+        let logs = launch::InstanceLogs::for_instance(&path, index);
+        for log in [&logs.stdout, &logs.stderr] {
+            std::fs::File::create(log).map_err(|e| fail(log, e))?;
+        }
+    }
+    if crate::files::no_space_left(&path) {
+        return Err(WriteFault::NoSpace {
+            dir: path,
+            case_ended: false,
+        });
+    }
+    Ok(path)
 }
 
 fn now_rfc3339() -> String {

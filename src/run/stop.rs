@@ -5,7 +5,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::Runner;
+use super::case::CaseRunner;
 use super::instance::Instance;
 use crate::measure::cgroup::CaseCgroup;
 use crate::process;
@@ -15,7 +15,7 @@ const STOP_POLL: Duration = Duration::from_millis(20);
 /// After SIGKILL, how long to wait for the kernel to tear processes down.
 const KILL_SETTLE: Duration = Duration::from_secs(5);
 
-impl Runner<'_> {
+impl CaseRunner<'_, '_> {
     /// The case's processes still running once every instance's workload
     /// ended, `supervisors` (instances' supervisors staying with what their
     /// workload left) not counted. When the case cgroup held the whole
@@ -33,12 +33,14 @@ impl Runner<'_> {
         if proven_empty {
             0
         } else {
+            self.limit_scan(supervisors);
             self.live_descendants(supervisors)
         }
     }
 
     /// Descendants still running but `supervisors`, read with a full scan
-    /// (a skipped process must not survive a case).
+    /// (a skipped process must not survive a case), within the scan's
+    /// scope (see `CaseRunner::limit_scan`).
     pub(super) fn live_descendants(&mut self, supervisors: &[i32]) -> usize {
         self.scanner
             .all_descendants_of(process::self_pid())
@@ -74,10 +76,18 @@ impl Runner<'_> {
         let mut maxrss = 0;
         if leaders(instances).is_empty() && self.live_processes(cgroup, &[]) == 0 {
             // Nothing of the case runs, and no supervisor: whatever child
-            // of oomgate is left is a zombie orphan of the case.
-            return (Vec::new(), process::reap_exited_children());
+            // of oomgate is left is a zombie orphan of the case — unless
+            // other cases run, whose supervisors are oomgate's children
+            // too (the run reaps such orphans once every case is over).
+            let reaped = if self.shared.parallel {
+                0
+            } else {
+                process::reap_exited_children()
+            };
+            return (Vec::new(), reaped);
         }
         let groups = leaders(instances);
+        self.limit_scan(&groups);
         for signal in [libc::SIGTERM, libc::SIGCONT] {
             for &group in &groups {
                 process::signal_group(group, signal);
@@ -91,6 +101,7 @@ impl Runner<'_> {
             for instance in instances.iter_mut() {
                 instance.poll();
             }
+            self.limit_scan(&leaders(instances));
             maxrss = maxrss.max(process::reap_adopted(
                 &mut self.scanner,
                 &leaders(instances),
@@ -99,7 +110,7 @@ impl Runner<'_> {
             // them: counted until then, and collected by its instance.
             if self.live_descendants(&[]) == 0
                 || Instant::now() >= grace_end
-                || self.interrupt.insisted()
+                || self.shared.interrupt.insisted()
             {
                 break;
             }
@@ -107,6 +118,7 @@ impl Runner<'_> {
         }
         let settle_end = Instant::now() + KILL_SETTLE;
         loop {
+            self.limit_scan(&leaders(instances));
             for group in leaders(instances) {
                 process::signal_group(group, libc::SIGKILL);
             }
@@ -114,6 +126,7 @@ impl Runner<'_> {
             for instance in instances.iter_mut() {
                 instance.poll();
             }
+            self.limit_scan(&leaders(instances));
             maxrss = maxrss.max(process::reap_adopted(
                 &mut self.scanner,
                 &leaders(instances),

@@ -163,6 +163,12 @@ pub struct Case {
     pub limits: Vec<Limit>,
     /// Fail when a per-iteration figure keeps growing after warm-up.
     pub leak: Option<Leak>,
+    /// Whole GPUs the case needs from a pool (`run --gpus`); `None`: one
+    /// under a pool. 0: host-only (it sees no GPU under a pool).
+    pub gpus: Option<u32>,
+    /// The case's GPU peak as declared, for packing when no baseline has
+    /// one (`run --pack`).
+    pub gpu_memory: Option<Bytes>,
 }
 
 /// `leak = { warmup = 3, max_growth = "64 MiB" }`.

@@ -82,6 +82,8 @@ pub struct RawSettings {
     pub repeat: Option<Spanned<i64>>,
     pub limits: Option<Spanned<RawLimits>>,
     pub leak: Option<Spanned<RawLeak>>,
+    pub gpus: Option<Spanned<i64>>,
+    pub gpu_memory: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -103,6 +105,8 @@ pub struct RawCase {
     pub repeat: Option<Spanned<i64>>,
     pub limits: Option<Spanned<RawLimits>>,
     pub leak: Option<Spanned<RawLeak>>,
+    pub gpus: Option<Spanned<i64>>,
+    pub gpu_memory: Option<Spanned<toml::Value>>,
 }
 
 /// Borrow the shared keys of a `RawCase` or `RawSettings` (same field names).
@@ -120,6 +124,8 @@ macro_rules! settings_ref {
             repeat: $raw.repeat.as_ref(),
             limits: $raw.limits.as_ref(),
             leak: $raw.leak.as_ref(),
+            gpus: $raw.gpus.as_ref(),
+            gpu_memory: $raw.gpu_memory.as_ref(),
         }
     };
 }
@@ -171,6 +177,8 @@ pub struct RawSettingsRef<'a> {
     pub repeat: Option<&'a Spanned<i64>>,
     pub limits: Option<&'a Spanned<RawLimits>>,
     pub leak: Option<&'a Spanned<RawLeak>>,
+    pub gpus: Option<&'a Spanned<i64>>,
+    pub gpu_memory: Option<&'a Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -375,6 +375,8 @@ fn expand_case(
         repeat,
         limits: probe_limits,
         leak,
+        gpus,
+        gpu_memory,
     } = limits(check, own, defaults, suite_tolerance);
     if check.problems.len() > before {
         return Vec::new();
@@ -438,6 +440,8 @@ fn expand_case(
             repeat,
             limits: probe_limits.clone(),
             leak,
+            gpus,
+            gpu_memory,
         });
     }
     cases
@@ -454,7 +458,12 @@ struct Limits {
     repeat: u32,
     limits: Vec<Limit>,
     leak: Option<Leak>,
+    gpus: Option<u32>,
+    gpu_memory: Option<Bytes>,
 }
+
+/// Most GPUs a case may ask for: more than any machine has.
+const MAX_CASE_GPUS: u32 = 64;
 
 /// Longest `timeout` and `duration` accepted: a month. Beyond that it is a
 /// typo, and the deadline arithmetic must stay far from overflow.
@@ -581,6 +590,47 @@ fn limits(
         };
         Leak { warmup, max_growth }
     });
+    let gpus = pick(own.gpus, defaults.gpus).and_then(|n| match u32::try_from(*n.get_ref()) {
+        Ok(value) if value <= MAX_CASE_GPUS => Some(value),
+        _ => {
+            check
+                .error(
+                    n.span(),
+                    format!(
+                        "`gpus` must be between 0 and {MAX_CASE_GPUS}, not {}",
+                        n.get_ref()
+                    ),
+                )
+                .help = Some(
+                "whole GPUs the case needs from the pool (`--gpus`); 0 for a host-only case".into(),
+            );
+            None
+        }
+    });
+    let gpu_memory =
+        pick(own.gpu_memory, defaults.gpu_memory).and_then(|value| check.size("gpu_memory", value));
+    if let (Some(0), Some(value)) = (gpus, pick(own.gpu_memory, defaults.gpu_memory)) {
+        check.error(
+            value.span(),
+            "`gpu_memory` is set but `gpus = 0` gives the case no GPU",
+        );
+    }
+    if gpus == Some(0) {
+        for (key, set) in [
+            ("budget.gpu", budget.gpu.is_some()),
+            ("budget.gpu_fraction", budget.gpu_fraction.is_some()),
+        ] {
+            if set {
+                let span = pick(own.gpus, defaults.gpus)
+                    .map(|n| n.span())
+                    .unwrap_or_default();
+                check.error(
+                    span,
+                    format!("`gpus = 0` gives the case no GPU, yet it has a `{key}`"),
+                );
+            }
+        }
+    }
     Limits {
         timeout,
         kill_grace,
@@ -591,6 +641,8 @@ fn limits(
         repeat,
         limits,
         leak,
+        gpus,
+        gpu_memory,
     }
 }
 

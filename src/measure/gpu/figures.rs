@@ -126,6 +126,10 @@ pub struct DeviceFigures {
     /// may be in the figure, so it is reported but no budget or headroom
     /// limit is checked against it. Empty for every other method.
     pub tainted_by: Vec<ForeignPid>,
+    /// Why the figure is unknown when oomgate refused the one it had: a
+    /// device delta on a GPU other cases of the run may use meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl DeviceFigures {
@@ -176,6 +180,9 @@ pub(super) struct DeviceEnd {
     pub(super) accounting: Option<u64>,
     /// The device's peak use minus its use before the case.
     pub(super) delta: Option<u64>,
+    /// Other cases of the run may use the device meanwhile: its delta is
+    /// never the case's figure.
+    pub(super) shared: bool,
 }
 
 /// A device's figure and method: per-process whenever per-process figures
@@ -196,6 +203,7 @@ pub(super) fn device_figure(
         (false, _, Some(a)) => (Some(a), GpuMethod::DriverAccounting),
         // The case ran on other devices; this one it left alone.
         (false, _, None) if end.pids_match => (Some(0), sampled_method.clone()),
+        (false, _, None) if end.shared => unavailable,
         (false, _, None) => match end.delta {
             Some(0) => (Some(0), sampled_method.clone()),
             Some(d) => (Some(d), GpuMethod::DeviceDelta),
@@ -273,6 +281,7 @@ mod tests {
             sampled,
             accounting,
             delta: Some(5000),
+            shared: false,
         }
     }
 
@@ -307,6 +316,24 @@ mod tests {
             // The case ran elsewhere: this device's rise is someone else's.
             (other_device_seen, Some(0), SAMPLED),
             (none_seen, Some(5000), GpuMethod::DeviceDelta),
+            // Other cases may use the device meanwhile: its rise is no
+            // figure of this case's, and per-process figures still are.
+            (
+                DeviceEnd {
+                    shared: true,
+                    ..none_seen
+                },
+                None,
+                GpuMethod::Unavailable,
+            ),
+            (
+                DeviceEnd {
+                    shared: true,
+                    ..end(true, Some(100), None)
+                },
+                Some(100),
+                SAMPLED,
+            ),
             (
                 DeviceEnd {
                     delta: Some(0),
@@ -360,6 +387,7 @@ mod tests {
                     name: (pid == 4242).then(|| "sleep".to_string()),
                 })
                 .collect(),
+            note: None,
         }
     }
 
