@@ -23,7 +23,7 @@ pub struct ScheduleArgs {
     #[arg(long, value_name = "GPUS", value_parser = parse_pool)]
     pub gpus: Option<PoolSpec>,
     /// Most cases running at once (default: the pool's size with --gpus,
-    /// else 1). Host-only suites run in parallel with it too; each case
+    /// as many as fit with --pack, else 1). Host-only suites run in parallel with it too; each case
     /// keeps its own memory cgroup.
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub jobs: Option<u16>,
@@ -129,8 +129,11 @@ pub fn schedule(
             ));
         }
     }
+    // Packed, a GPU holds as many cases as their memory allows: only the
+    // pool's memory bounds them.
     let jobs = match (args.jobs, &pool) {
         (Some(jobs), _) => usize::from(jobs),
+        (None, Some(_)) if args.pack => cases.len().max(1),
         (None, Some(pool)) => pool.len(),
         (None, None) => 1,
     };

@@ -355,6 +355,11 @@ fn execute(
         &out_dir.join("results.json"),
         baseline.lock.as_ref().map(|(_, lock)| lock),
     );
+    // The GPUs and the schedule are checked before the out dir is touched:
+    // a pool mistake leaves it as it was.
+    let (gpu, gpu_note) = open_gpu(modes.gpu)?;
+    let schedule =
+        super::pool::schedule(modes.schedule, modes.gpu, gpu.as_ref(), cases, past_wall_s)?;
     let paths = prepare_outputs(outputs, &out_dir)?;
     let interrupt = Interrupt::install()
         .map_err(|e| CliError::Infrastructure(format!("cannot install signal handlers: {e}")))?;
@@ -366,9 +371,6 @@ fn execute(
     // The sampler keeps a file open per process of large trees.
     process::raise_open_file_limit();
     let (memory, host_note, stale) = open_memory_cgroups(modes.host)?;
-    let (gpu, gpu_note) = open_gpu(modes.gpu)?;
-    let schedule =
-        super::pool::schedule(modes.schedule, modes.gpu, gpu.as_ref(), cases, past_wall_s)?;
     let environment = environment::capture(&suite.environment, &suite.workdir, gpu.as_ref());
     let measurement = Measurement {
         sample_interval_ms: u64::try_from(suite.sample_interval.as_millis()).unwrap_or(u64::MAX),

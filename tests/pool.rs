@@ -1,0 +1,396 @@
+//! Several cases at once: a pool of fake GPUs (`--gpus`), `--jobs` for
+//! host-only suites, packing (`--pack`) with its retry alone, and the
+//! mistakes the pool flags refuse. The real binary, real processes, the
+//! fake NVML driver.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::fake_nvml::*;
+use common::*;
+
+const MIB: u64 = 1024 * 1024;
+
+/// `n` fake 8 GiB GPUs, 256 MiB in use on each before anything runs.
+fn gpus(n: usize) -> (String, Vec<String>) {
+    let uuids: Vec<String> = (0..n)
+        .map(|i| format!("GPU-{i}{i}{i}{i}{i}{i}{i}{i}-aaaa-bbbb-cccc-dddddddddddd"))
+        .collect();
+    let mut config = "driver 550.54.15\ncuda 12040\n".to_string();
+    for uuid in &uuids {
+        config.push_str(&device(uuid, 8 * GIB, 256 * MIB, false, "Fake H100 80GB"));
+    }
+    (config, uuids)
+}
+
+/// A suite of GPU cases `g0`, `g1`, … each allocating its own amount
+/// (100 MiB × (i + 1)) on the GPU it is given and holding it.
+fn gpu_cases(n: usize, hold: &str, extra: &str) -> String {
+    let mut suite =
+        "[suite]\nname = \"pool\"\nsample_interval = \"20ms\"\n[defaults]\nkill_grace = \"1s\"\n"
+            .to_string();
+    for i in 0..n {
+        suite.push_str(&format!(
+            "[[case]]\nname = \"g{i}\"\ncommand = [\"python3\", {}, \"--mib\", \"{}\", \"--hold\", \"{hold}\"]\n{extra}\n",
+            toml_str(&workload("gpu_alloc.py")),
+            100 * (i + 1)
+        ));
+    }
+    suite
+}
+
+/// When each case ran: start and end, in milliseconds since the epoch.
+fn spans(results: &serde_json::Value) -> BTreeMap<String, (i64, i64)> {
+    results["cases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|case| {
+            let started = chrono::DateTime::parse_from_rfc3339(
+                case["started_at"].as_str().expect("started_at"),
+            )
+            .expect("an RFC 3339 time")
+            .timestamp_millis();
+            let wall = (case["wall_time_s"].as_f64().expect("wall time") * 1000.0) as i64;
+            let id = case["id"].as_str().expect("id").to_string();
+            (id, (started, started + wall))
+        })
+        .collect()
+}
+
+fn overlap(a: (i64, i64), b: (i64, i64)) -> bool {
+    a.0 < b.1 && b.0 < a.1
+}
+
+/// The most cases running at one moment.
+fn most_at_once(spans: &BTreeMap<String, (i64, i64)>) -> usize {
+    spans
+        .values()
+        .map(|&(start, _)| {
+            spans
+                .values()
+                .filter(|&&(s, e)| s <= start && start < e)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn eight_one_gpu_cases_on_four_gpus_overlap_never_share_and_keep_their_own_peaks() {
+    let (config, uuids) = gpus(4);
+    let project =
+        Project::new(&gpu_cases(8, "1500ms", "")).with_fake_gpus(&config, Variant::Complete);
+    let run = project.run(&["--gpus", "all"]);
+    run.assert_code(0);
+    let results = run.results();
+    let ids: Vec<&str> = results["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .map(|c| c["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(
+        ids,
+        ["g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7"],
+        "results keep the suite's order"
+    );
+    let mut by_gpu: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for i in 0..8 {
+        let id = format!("g{i}");
+        let case = run.case(&id);
+        let gpu = case["cuda_visible_devices"]
+            .as_str()
+            .expect("the pool sets CUDA_VISIBLE_DEVICES")
+            .to_string();
+        assert!(uuids.contains(&gpu), "one GPU of the pool, by UUID: {gpu}");
+        assert_eq!(case["gpus"], 1);
+        // Its own allocation, by process — and the device's own rise is
+        // that allocation alone: no other case was on the GPU meanwhile.
+        let own = 100 * (i as u64 + 1);
+        assert_eq!(case["gpu_peak_bytes"].as_u64(), Some(own * MIB), "{case:#}");
+        assert_eq!(case["gpu_peak_method"], "sampled@20ms");
+        let device = &case["gpu_devices"][0];
+        assert_eq!(case["gpu_devices"].as_array().map(Vec::len), Some(1));
+        assert_eq!(device["uuid"].as_str(), Some(gpu.as_str()));
+        assert_eq!(device["before_bytes"].as_u64(), Some(256 * MIB));
+        assert_eq!(
+            device["device_peak_bytes"].as_u64(),
+            Some((256 + own) * MIB),
+            "another case shared {gpu}: {device:#}"
+        );
+        by_gpu.entry(gpu).or_default().push(id);
+    }
+    assert_eq!(
+        by_gpu.len(),
+        4,
+        "every GPU of the pool was used: {by_gpu:?}"
+    );
+    let spans = spans(&results);
+    for cases in by_gpu.values() {
+        for a in cases {
+            for b in cases.iter().filter(|b| *b != a) {
+                assert!(
+                    !overlap(spans[a], spans[b]),
+                    "{a} and {b} ran on one GPU at once: {spans:?}"
+                );
+            }
+        }
+    }
+    assert!(
+        most_at_once(&spans) >= 2,
+        "cases on different GPUs overlap: {spans:?}"
+    );
+    let scheduling = &results["scheduling"];
+    assert_eq!(scheduling["jobs"], 4);
+    assert_eq!(scheduling["pool"].as_array().map(Vec::len), Some(4));
+}
+
+#[test]
+fn a_host_only_suite_runs_in_parallel_with_jobs_each_peak_its_own() {
+    let mut suite = "[suite]\nname = \"host\"\nsample_interval = \"20ms\"\n".to_string();
+    for (i, mib) in [64, 128, 192, 256].iter().enumerate() {
+        suite.push_str(&format!(
+            "[[case]]\nname = \"h{i}\"\ncommand = [\"python3\", {}, \"--mib\", \"{mib}\", \"--hold\", \"1500ms\"]\n",
+            toml_str(&workload("alloc.py"))
+        ));
+    }
+    let project = Project::new(&suite);
+    let run = project.run(&["--jobs", "4", "--gpu", "off"]);
+    run.assert_code(0);
+    let results = run.results();
+    for (i, mib) in [64u64, 128, 192, 256].iter().enumerate() {
+        let case = run.case(&format!("h{i}"));
+        let peak = case["host_peak_bytes"].as_u64().expect("host peak") / MIB;
+        // The allocation plus the interpreter, never a neighbour's memory.
+        assert!(
+            peak >= *mib && peak < mib + 48,
+            "h{i}: {peak} MiB for {mib} MiB: {case:#}"
+        );
+    }
+    assert!(
+        most_at_once(&spans(&results)) >= 2,
+        "cases overlap: {:?}",
+        spans(&results)
+    );
+    assert_eq!(results["scheduling"]["jobs"], 4);
+    assert!(results["scheduling"]["pool"].is_null());
+}
+
+#[test]
+fn a_failing_case_stops_only_itself_when_cases_run_at_once() {
+    let suite = format!(
+        "[suite]\nname = \"mixed\"\nsample_interval = \"20ms\"\n\
+         [[case]]\nname = \"slow\"\ncommand = [\"python3\", {alloc}, \"--mib\", \"32\", \"--hold\", \"2s\", \"--child-mib\", \"16\"]\n\
+         [[case]]\nname = \"fails\"\ncommand = [\"python3\", {alloc}, \"--mib\", \"16\", \"--hold\", \"200ms\", \"--exit\", \"3\"]\n",
+        alloc = toml_str(&workload("alloc.py"))
+    );
+    let project = Project::new(&suite);
+    let run = project.run(&["--jobs", "2", "--gpu", "off"]);
+    run.assert_code(1);
+    assert_eq!(run.case("fails")["status"], "failed");
+    let slow = run.case("slow");
+    assert_eq!(slow["status"], "passed", "{slow:#}");
+    assert_eq!(slow["leftover_processes"], 0);
+    assert!(
+        slow["wall_time_s"].as_f64().unwrap_or(0.0) >= 1.9,
+        "the neighbour's stop did not cut it short: {slow:#}"
+    );
+}
+
+#[test]
+fn cases_start_longest_first_by_the_previous_run() {
+    let (config, _) = gpus(1);
+    // One GPU, two jobs: GPU cases run one after another, in launch order.
+    let suite = gpu_cases(3, "100ms", "");
+    let project = Project::new(&suite).with_fake_gpus(&config, Variant::Complete);
+    project.run(&["--gpus", "0", "--jobs", "2"]).assert_code(0);
+    // Pretend g2 took longest last time, then g0, then g1.
+    let path = project.out().join("results.json");
+    let mut previous = read_json(&path);
+    for case in previous["cases"].as_array_mut().expect("cases") {
+        let wall = match case["id"].as_str() {
+            Some("g0") => 5.0,
+            Some("g1") => 1.0,
+            _ => 9.0,
+        };
+        case["wall_time_s"] = serde_json::json!(wall);
+    }
+    std::fs::write(&path, previous.to_string()).expect("write results");
+    let run = project.run(&["--gpus", "0", "--jobs", "2"]);
+    run.assert_code(0);
+    let spans = spans(&run.results());
+    let mut order: Vec<(&i64, &String)> = spans.iter().map(|(id, (s, _))| (s, id)).collect();
+    order.sort();
+    let order: Vec<&str> = order.iter().map(|(_, id)| id.as_str()).collect();
+    assert_eq!(order, ["g2", "g0", "g1"], "{spans:?}");
+    assert_eq!(run.results()["scheduling"]["ordered_by_past_times"], true);
+}
+
+#[test]
+fn packed_cases_share_a_gpu_and_one_that_fails_sharing_is_retried_alone() {
+    let (config, uuids) = gpus(1);
+    let project = Project::new("").with_fake_gpus(&config, Variant::Complete);
+    let held = project.path().join("a-holds");
+    let gpu_alloc = toml_str(&workload("gpu_alloc.py"));
+    // Both declare 1 GiB, so they pack onto the one GPU; each really takes
+    // 5 GiB of its 8. `b` allocates once `a` holds: out of memory, shared.
+    // Alone, after `a`, it fits.
+    let suite = format!(
+        "[suite]\nname = \"pack\"\nsample_interval = \"20ms\"\n[defaults]\nkill_grace = \"1s\"\ngpu_memory = \"1 GiB\"\n\
+         [[case]]\nname = \"a\"\ncommand = [\"python3\", {gpu_alloc}, \"--mib\", \"5120\", \"--allocated\", {held}, \"--hold\", \"1500ms\"]\n\
+         [[case]]\nname = \"b\"\ncommand = [\"python3\", {gpu_alloc}, \"--mib\", \"5120\", \"--wait-for\", {held}, \"--hold\", \"100ms\"]\n",
+        held = toml_str(&held.display().to_string()),
+    );
+    std::fs::write(project.suite(), suite).expect("write suite");
+    let run = project.run(&["--gpus", "all", "--pack", "--progress", "lines"]);
+    run.assert_code(0);
+    let a = run.case("a");
+    let b = run.case("b");
+    assert_eq!(a["status"], "passed");
+    assert_eq!(
+        a["gpu_sharing"][0]["uuid"].as_str(),
+        Some(uuids[0].as_str())
+    );
+    assert_eq!(a["gpu_sharing"][0]["with"], serde_json::json!(["b"]));
+    assert_eq!(
+        a["gpu_peak_bytes"].as_u64(),
+        Some(5120 * MIB),
+        "per process, its own"
+    );
+    assert_eq!(b["status"], "passed", "{b:#}");
+    let retried = &b["retried_alone"];
+    assert_eq!(retried["flaky"], true, "{b:#}");
+    assert_eq!(retried["first_attempt"]["failure_kind"], "gpu-oom");
+    assert_eq!(
+        retried["first_attempt"]["gpu_sharing"][0]["with"],
+        serde_json::json!(["a"])
+    );
+    assert!(b["gpu_sharing"].is_null(), "alone: {b:#}");
+    assert_eq!(run.results()["summary"]["flaky"], 1);
+    assert!(run.stderr.contains("FLAKY"), "{}", run.stderr);
+    assert!(run.stderr.contains("1 flaky"), "{}", run.stderr);
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(
+        junit.contains("<flakyFailure") && junit.contains("gpu-oom"),
+        "{junit}"
+    );
+    let log = std::fs::read_to_string(project.out().join("cases/b/stderr.log")).expect("log");
+    assert!(
+        log.contains("OutOfMemoryError") && log.contains("retried alone"),
+        "both attempts in the log: {log}"
+    );
+}
+
+#[test]
+fn a_packed_case_without_its_own_processes_on_nvml_gets_no_device_delta() {
+    let (config, _) = gpus(1);
+    // NVML reports another pid (a container): only the device's rise is
+    // left, and under --pack another case's memory may be in it.
+    let suite = gpu_cases(1, "500ms", "gpu_memory = \"1 GiB\"")
+        .replace("\"--hold\"", "\"--pid-offset\", \"1000000\", \"--hold\"");
+    let project = Project::new(&suite).with_fake_gpus(&config, Variant::Complete);
+    let run = project.run(&["--gpus", "all", "--pack"]);
+    run.assert_code(0);
+    let case = run.case("g0");
+    assert!(
+        case["gpu_peak_bytes"].is_null(),
+        "unknown, not a delta: {case:#}"
+    );
+    let note = case["gpu_devices"][0]["note"].as_str().unwrap_or_default();
+    assert!(note.contains("device-delta not used"), "{case:#}");
+    // Without --pack the GPU is the case's alone: the delta stands.
+    let run = project.run(&["--gpus", "all"]);
+    run.assert_code(0);
+    assert_eq!(run.case("g0")["gpu_peak_method"], "device-delta");
+}
+
+#[test]
+fn pool_mistakes_are_refused_before_anything_runs() {
+    let (config, _) = gpus(2);
+    let project =
+        Project::new(&gpu_cases(1, "100ms", "")).with_fake_gpus(&config, Variant::Complete);
+    let refused = |args: &[&str], expected: &str| {
+        let run = project.run(args);
+        run.assert_code(2);
+        assert!(run.stderr.contains(expected), "{args:?}: {}", run.stderr);
+        assert!(
+            !project.out().join("cases").exists(),
+            "{args:?}: nothing ran"
+        );
+    };
+    refused(&["--gpu", "all"], "use `--gpus all`");
+    refused(&["--gpu", "0,1"], "use `--gpus 0,1`");
+    refused(&["--gpus", "required"], "use `--gpu required`");
+    refused(&["--gpus", "7"], "`7` names no GPU");
+    refused(&["--gpus", "0,0"], "named twice");
+    refused(&["--pack"], "--gpus");
+    refused(&["--gpus", "all", "--gpu", "off"], "GPU mode is off");
+
+    let hidden =
+        Project::new(&gpu_cases(1, "100ms", "")).with_fake_gpus(&config, Variant::Complete);
+    let mut command = hidden.run_command();
+    command
+        .args(["--gpus", "1"])
+        .env("CUDA_VISIBLE_DEVICES", "0");
+    let run = hidden.finish(command);
+    run.assert_code(2);
+    assert!(run.stderr.contains("hidden from oomgate"), "{}", run.stderr);
+
+    let sets_its_own = Project::new(&gpu_cases(
+        1,
+        "100ms",
+        "env = { CUDA_VISIBLE_DEVICES = \"1\" }",
+    ))
+    .with_fake_gpus(&config, Variant::Complete);
+    let run = sets_its_own.run(&["--gpus", "all"]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("sets CUDA_VISIBLE_DEVICES"),
+        "{}",
+        run.stderr
+    );
+
+    let too_big =
+        Project::new(&gpu_cases(1, "100ms", "gpus = 3")).with_fake_gpus(&config, Variant::Complete);
+    let run = too_big.run(&["--gpus", "all"]);
+    run.assert_code(2);
+    assert!(
+        run.stderr
+            .contains("needs 3 GPUs (`gpus = 3`), but the pool has 2"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_two_gpu_case_gets_two_whole_gpus_and_a_host_only_case_none() {
+    let (config, uuids) = gpus(2);
+    let gpu_alloc = toml_str(&workload("gpu_alloc.py"));
+    let suite = format!(
+        "[suite]\nname = \"sizes\"\nsample_interval = \"20ms\"\n\
+         [[case]]\nname = \"two\"\ngpus = 2\ncommand = [\"python3\", {gpu_alloc}, \"--mib\", \"300\", \"--hold\", \"300ms\"]\n\
+         [[case]]\nname = \"host\"\ngpus = 0\ncommand = [\"sh\", \"-c\", \"echo \\\"[$CUDA_VISIBLE_DEVICES]\\\"; exec python3 {alloc_path} --mib 16 --hold 300ms\"]\n",
+        alloc_path = workload("alloc.py"),
+    );
+    let project = Project::new(&suite).with_fake_gpus(&config, Variant::Complete);
+    let run = project.run(&["--gpus", "all"]);
+    run.assert_code(0);
+    let two = run.case("two");
+    let visible: BTreeSet<&str> = two["cuda_visible_devices"]
+        .as_str()
+        .expect("set")
+        .split(',')
+        .collect();
+    assert_eq!(
+        visible,
+        uuids.iter().map(String::as_str).collect::<BTreeSet<_>>()
+    );
+    assert_eq!(two["gpus"], 2);
+    let host = run.case("host");
+    assert_eq!(host["cuda_visible_devices"], "", "no GPU: {host:#}");
+    let stdout =
+        std::fs::read_to_string(project.out().join("cases/host/stdout.log")).expect("stdout");
+    assert!(stdout.contains("[]"), "{stdout}");
+}
