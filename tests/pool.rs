@@ -157,7 +157,15 @@ fn a_host_only_suite_runs_in_parallel_with_jobs_each_peak_its_own() {
         ));
     }
     let project = Project::new(&suite);
-    let run = project.run(&["--jobs", "4", "--gpu", "off"]);
+    // With a cgroup per case, and from /proc, where each case's figure is
+    // its own process tree's: never a neighbour's.
+    for method in ["cgroup", "procfs"] {
+        let run = project.run(&["--jobs", "4", "--gpu", "off", "--host-method", method]);
+        check_own_peaks(&run);
+    }
+}
+
+fn check_own_peaks(run: &Run) {
     run.assert_code(0);
     let results = run.results();
     for (i, mib) in [64u64, 128, 192, 256].iter().enumerate() {

@@ -93,7 +93,11 @@ pub fn render(results: &RunResults) -> String {
             out,
             "| {} | {} | {} | {} | {} | {} |",
             cell(&case.id),
-            icon(case.status),
+            if case.flaky() {
+                "✅ passed (flaky: failed sharing its GPU, passed alone)"
+            } else {
+                icon(case.status)
+            },
             cell(&gpu),
             cell(&baseline),
             cell(&delta),

@@ -290,11 +290,28 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
 
     let mut out = String::new();
     let status = match &case.message {
-        Some(message) => format!("{} — {message}", case.status.label()),
-        None => case.status.label().to_string(),
+        Some(message) => format!("{} — {message}", case.label()),
+        None => case.label().to_string(),
     };
     let _ = writeln!(out, "case:        {}", case.id);
     let _ = writeln!(out, "status:      {status}");
+    for shared in &case.gpu_sharing {
+        let _ = writeln!(
+            out,
+            "shared GPU:  {} ({}) with {}",
+            shared.index,
+            shared.uuid,
+            shared.with.join(", ")
+        );
+    }
+    if let Some(retried) = &case.retried_alone {
+        let first = &retried.first_attempt;
+        let _ = writeln!(
+            out,
+            "retried:     alone, after failing while sharing its GPU: {}",
+            first.message.as_deref().unwrap_or(first.status.label())
+        );
+    }
     let _ = writeln!(out, "host peak:   {}", host_summary(case));
     let floors = host_floors(case);
     if !floors.is_empty() {

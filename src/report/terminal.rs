@@ -255,8 +255,7 @@ impl Terminal {
     }
 
     fn finished_line(&self, case: &CaseResult) -> String {
-        let flaky = case.retried_alone.as_ref().is_some_and(|r| r.flaky);
-        let label = format!("{:>12}", if flaky { "FLAKY" } else { case.status.label() });
+        let label = format!("{:>12}", case.label());
         let time = format!(
             "[{:>8}]",
             format_duration(Duration::from_secs_f64(case.wall_time_s))
@@ -321,7 +320,7 @@ impl Terminal {
                     .and_then(|c| c.limit_bytes)
                     .map_or_else(dash, |b| Bytes(b).to_string());
                 let mut row = vec![
-                    case.status.label().to_string(),
+                    case.label().to_string(),
                     case.id.clone(),
                     format_duration(Duration::from_secs_f64(case.wall_time_s)),
                     case.host_peak()

@@ -394,6 +394,21 @@ impl CaseResult {
         self.host_peak_bytes.map(Bytes)
     }
 
+    /// Passed only when run again alone, after failing while it shared
+    /// its GPU (`--pack`).
+    pub fn flaky(&self) -> bool {
+        self.status == CaseStatus::Passed && self.retried_alone.as_ref().is_some_and(|r| r.flaky)
+    }
+
+    /// `FLAKY` for a flaky pass, else the status's label (`PASS`, ...).
+    pub fn label(&self) -> &'static str {
+        if self.flaky() {
+            "FLAKY"
+        } else {
+            self.status.label()
+        }
+    }
+
     pub fn failed_checks(&self) -> impl Iterator<Item = &Check> {
         self.checks.iter().filter(|c| !c.passed)
     }

@@ -213,7 +213,11 @@ fn table_row(page: &mut String, case: &CaseResult, results: &RunResults, charted
         page,
         "<tr{row_anchor} class=\"{}\"><td>{name}</td><td>{}{why}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{wall}</td></tr>",
         status_class(case.status),
-        case.status.as_str(),
+        if case.flaky() {
+            "passed (flaky)"
+        } else {
+            case.status.as_str()
+        },
         escape(&gpu),
         escape(&baseline),
         escape(&delta),
