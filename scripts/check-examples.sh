@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the scale-out examples under examples/ (docs/scaling.md), as
+# Checks the scale-out examples under examples/ (docs/scale-out.md), as
 # .ci/run does:
 #
 #   - the shell scripts (Slurm) with `bash -n`, and shellcheck when it is

@@ -9,7 +9,7 @@
 #   SHARDS=8 OOMGATE_RESULTS=/shared/ci/oomgate examples/slurm/submit.sh
 #
 # OOMGATE_RESULTS must be on a file system every node mounts. See
-# docs/scaling.md.
+# docs/scale-out.md.
 set -euo pipefail
 
 suite=${1:-suites/gpu-gate.toml}

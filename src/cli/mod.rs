@@ -31,10 +31,11 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0    every case passed
   1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)
-  2    bad input: invalid suite, unknown flag, no case matched; nothing ran
+  2    bad input: invalid suite, unknown flag, no case matched, a --gpus pool that
+       cannot be used; nothing ran
   3    infrastructure error: the out dir, a report or a case's files cannot be written
-       (no case is launched after it; 3 wins over 130, 1 and 0), GPU required but NVML
-       unavailable, --host-method cgroup but no memory cgroup can be created
+       (no case is launched after it; 3 wins over 130, 1 and 0), GPU required (or
+       --gpus) but NVML unavailable, --host-method cgroup but no memory cgroup can be created
   130  interrupted (Ctrl-C or SIGTERM); results so far were written";
 
 #[derive(Debug, Parser)]
@@ -58,7 +59,9 @@ pub enum Command {
         "Examples:\n",
         "  oomgate run suites/quickstart.toml\n",
         "  oomgate run suites/train.toml --out ci-out --junit reports/oomgate.xml --filter bs64\n",
-        "  oomgate run suites/train.toml --gpu required   # exit 3 if NVML cannot be loaded\n\n",
+        "  oomgate run suites/train.toml --gpu required   # exit 3 if NVML cannot be loaded\n",
+        "  oomgate run suites/train.toml --gpus all       # cases at once, each on its own GPU(s)\n",
+        "  oomgate run suites/serve.toml --gpus 0,1 --pack  # small cases share a GPU\n\n",
         "Writes OUT/results.json, OUT/junit.xml, OUT/summary.md, OUT/report.html and OUT/cases/<case>/{stdout.log,stderr.log,timeline.json}.\n\n",
         "Exit codes:\n",
         "  0    every case passed\n",
