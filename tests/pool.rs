@@ -252,8 +252,18 @@ fn packed_cases_share_a_gpu_and_one_that_fails_sharing_is_retried_alone() {
         held = toml_str(&held.display().to_string()),
     );
     std::fs::write(project.suite(), suite).expect("write suite");
-    let run = project.run(&["--gpus", "all", "--pack", "--progress", "lines"]);
+    let mut command = project.run_command();
+    command
+        .args(["--gpus", "all", "--pack", "--progress", "lines"])
+        .env("GITHUB_ACTIONS", "true")
+        .env_remove("GITHUB_STEP_SUMMARY");
+    let run = project.finish(command);
     run.assert_code(0);
+    assert!(
+        run.stdout.contains("::warning title=oomgate flaky b::"),
+        "{}",
+        run.stdout
+    );
     let a = run.case("a");
     let b = run.case("b");
     assert_eq!(a["status"], "passed");
@@ -401,4 +411,67 @@ fn a_two_gpu_case_gets_two_whole_gpus_and_a_host_only_case_none() {
     let stdout =
         std::fs::read_to_string(project.out().join("cases/host/stdout.log")).expect("stdout");
     assert!(stdout.contains("[]"), "{stdout}");
+}
+
+#[test]
+fn a_packed_case_that_fails_alone_too_fails_with_both_attempts() {
+    let (config, _) = gpus(1);
+    let project = Project::new("").with_fake_gpus(&config, Variant::Complete);
+    let held = project.path().join("a-holds");
+    let gpu_alloc = toml_str(&workload("gpu_alloc.py"));
+    let suite = format!(
+        "[suite]\nname = \"pack\"\nsample_interval = \"20ms\"\n[defaults]\nkill_grace = \"1s\"\ngpu_memory = \"1 GiB\"\n\
+         [[case]]\nname = \"a\"\ncommand = [\"python3\", {gpu_alloc}, \"--mib\", \"512\", \"--allocated\", {held}, \"--hold\", \"1s\"]\n\
+         [[case]]\nname = \"b\"\ncommand = [\"python3\", {gpu_alloc}, \"--mib\", \"512\", \"--wait-for\", {held}, \"--hold\", \"50ms\", \"--exit\", \"2\"]\n",
+        held = toml_str(&held.display().to_string()),
+    );
+    std::fs::write(project.suite(), suite).expect("write suite");
+    let run = project.run(&["--gpus", "all", "--pack"]);
+    run.assert_code(1);
+    let b = run.case("b");
+    assert_eq!(b["status"], "failed", "{b:#}");
+    assert_eq!(b["retried_alone"]["flaky"], false, "{b:#}");
+    assert_eq!(b["retried_alone"]["first_attempt"]["status"], "failed");
+    assert_eq!(run.results()["summary"]["flaky"], 0);
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains("<rerunFailure"), "{junit}");
+    assert!(!junit.contains("<flakyFailure"), "{junit}");
+}
+
+#[test]
+fn ctrl_c_stops_every_running_case_and_leaves_nothing() {
+    let pids = tempfile::tempdir().expect("tempdir");
+    let mut suite = "[suite]\nname = \"stop\"\n[defaults]\nkill_grace = \"1s\"\n".to_string();
+    for name in ["x", "y"] {
+        suite.push_str(&format!(
+            "[[case]]\nname = \"{name}\"\ncommand = [\"sh\", \"-c\", \"sleep 60 & echo $! > {}; wait\"]\n",
+            pids.path().join(format!("{name}.pid")).display()
+        ));
+    }
+    let project = Project::new(&suite);
+    let child = project
+        .run_command()
+        .args(["--jobs", "2", "--gpu", "off"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn oomgate");
+    let timeout = std::time::Duration::from_secs(30);
+    let sleeps: Vec<i32> = ["x", "y"]
+        .iter()
+        .map(|name| wait_for_pid(&pids.path().join(format!("{name}.pid")), timeout))
+        .collect();
+    let oomgate_pid = i32::try_from(child.id()).expect("pid");
+    // SAFETY: signalling the oomgate process this test started.
+    unsafe {
+        libc::kill(oomgate_pid, libc::SIGINT);
+    }
+    let run = Run::from(child.wait_with_output().expect("wait"), project.out());
+    run.assert_code(130);
+    for name in ["x", "y"] {
+        assert_eq!(run.case(name)["status"], "interrupted");
+    }
+    for pid in sleeps {
+        assert!(!alive(pid), "pid {pid} outlived the run");
+    }
 }

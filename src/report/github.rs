@@ -1,5 +1,6 @@
 //! GitHub Actions annotations: `::error` for every case that did not pass,
-//! `::warning` for environment drift, `::notice` for improvements worth a
+//! `::warning` for environment drift and cases that passed only alone
+//! after failing while sharing a GPU (flaky), `::notice` for improvements worth a
 //! re-lock. Printed to stdout (where the runner reads workflow commands),
 //! only when `GITHUB_ACTIONS=true`. Best effort: a stdout that cannot be
 //! written (a closed pipe) loses the annotations, said once on stderr, and
@@ -75,6 +76,16 @@ impl Annotations {
                     let title = escape_property(&format!("oomgate {kind} {}", result.id));
                     let message = result.message.as_deref().unwrap_or(result.status.as_str());
                     writeln!(out, "::error title={title}::{}", escape(message))?;
+                } else if let Some(retried) =
+                    result.retried_alone.as_ref().filter(|_| result.flaky())
+                {
+                    let first = &retried.first_attempt;
+                    let title = escape_property(&format!("oomgate flaky {}", result.id));
+                    let message = format!(
+                        "failed while sharing its GPU, passed alone: {}",
+                        first.message.as_deref().unwrap_or(first.status.as_str())
+                    );
+                    writeln!(out, "::warning title={title}::{}", escape(&message))?;
                 } else if let Some(comparison) = &result.baseline {
                     for figure in comparison.figures() {
                         if figure.outcome == Outcome::Improved {

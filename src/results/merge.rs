@@ -267,7 +267,7 @@ pub fn merge(parts: Vec<Part>, suite: Option<SuiteCases<'_>>) -> Result<RunResul
         ..Summary::default()
     };
     for case in &merged.cases {
-        merged.summary.count(case.status);
+        merged.summary.add(case);
     }
     merged.merged_from = Some(infos.len());
     merged.parts = infos;

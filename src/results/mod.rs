@@ -221,6 +221,14 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Count a finished case: its status, and whether it passed flaky.
+    pub fn add(&mut self, case: &CaseResult) {
+        self.count(case.status);
+        if case.flaky() {
+            self.flaky += 1;
+        }
+    }
+
     pub fn count(&mut self, status: CaseStatus) {
         match status {
             CaseStatus::Passed => self.passed += 1,

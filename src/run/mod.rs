@@ -232,7 +232,12 @@ impl<'a> Runner<'a> {
         let mut started = 0usize;
         std::thread::scope(|scope| {
             loop {
-                while !shared.interrupt.requested() && conductor.fault.is_none() {
+                // A case's thread may have met a fault whose note is
+                // still on its way: `faulted` says so at once.
+                while !shared.interrupt.requested()
+                    && conductor.fault.is_none()
+                    && !shared.faulted()
+                {
                     let Some((number, placement, alone)) =
                         scheduler.next(|n, alone| conductor.demand(cases[n], alone))
                     else {
@@ -305,8 +310,14 @@ impl<'a> Runner<'a> {
                     let runner_dir = dir.clone();
                     let sender = sender.clone();
                     scope.spawn(move || {
-                        let runs = case::CaseRunner::new(shared, number, access, sender.clone())
-                            .run_repeats(case, &runner_dir);
+                        // A panic must not leave the main thread waiting for
+                        // this case forever: it ends as a case run no times,
+                        // an error that says so.
+                        let runs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            case::CaseRunner::new(shared, number, access, sender.clone())
+                                .run_repeats(case, &runner_dir)
+                        }))
+                        .unwrap_or_default();
                         // The main thread waits for this; it only stops
                         // listening once every case is done.
                         sender.send((number, Note::Done(runs))).ok();
@@ -401,11 +412,8 @@ impl<'a> Runner<'a> {
                                 },
                                 flaky,
                             });
-                            if flaky {
-                                results.summary.flaky += 1;
-                            }
                         }
-                        results.summary.count(result.status);
+                        results.summary.add(&result);
                         match results.cases.iter().position(|c| c.id == result.id) {
                             // The in-flight entry, replaced by the result.
                             Some(at) => results.cases[at] = result,
@@ -434,7 +442,7 @@ impl<'a> Runner<'a> {
         for number in waiting {
             match live.remove(&number).and_then(|l| l.first_attempt) {
                 Some(first) => {
-                    results.summary.count(first.status);
+                    results.summary.add(&first);
                     match results.cases.iter().position(|c| c.id == first.id) {
                         Some(at) => results.cases[at] = first,
                         None => results.cases.push(first),
