@@ -242,6 +242,20 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
             limits.push(format!("repeat {}", case.repeat));
         }
         let _ = writeln!(out, "  limits:      {}", limits.join(", "));
+        let mut pool = Vec::new();
+        if let Some(gpus) = case.gpus {
+            pool.push(format!("{gpus} GPU(s) of a pool (--gpus)"));
+        }
+        match (case.gpu_memory, case.gpus.unwrap_or(1)) {
+            (Some(memory), 1) => pool.push(format!("packed by a GPU peak of {memory} (--pack)")),
+            (Some(memory), n) => pool.push(format!(
+                "GPU peak {memory} (not packed: --pack shares GPUs between one-GPU cases, this one needs {n})"
+            )),
+            (None, _) => {}
+        }
+        if !pool.is_empty() {
+            let _ = writeln!(out, "  pool:        {}", pool.join(", "));
+        }
         let mut checks: Vec<String> = case
             .limits
             .iter()

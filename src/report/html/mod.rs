@@ -203,6 +203,20 @@ fn table_row(page: &mut String, case: &CaseResult, results: &RunResults, charted
         ),
         _ => String::new(),
     };
+    // Who shared the case's GPUs (`--pack`): the first thing to suspect
+    // when a packed case's figures look odd.
+    let shared: String = case
+        .gpu_sharing
+        .iter()
+        .map(|s| {
+            format!(
+                "<br><span class=\"why\">shared GPU {} with {}</span>",
+                s.index,
+                escape(&s.with.join(", "))
+            )
+        })
+        .collect();
+    let why = why + &shared;
     let (baseline, delta) = baseline_cells(case);
     let gpu = match &case.gpu_peak_method {
         Some(_) => gpu_summary(case, &results.measurement),
