@@ -295,7 +295,10 @@ fn packed_cases_share_a_gpu_and_one_that_fails_sharing_is_retried_alone() {
         "{junit}"
     );
     let html = std::fs::read_to_string(project.out().join("report.html")).expect("html");
-    assert!(html.contains("shared GPU 0 with b"), "report.html names the neighbour");
+    assert!(
+        html.contains("shared GPU 0 with b"),
+        "report.html names the neighbour"
+    );
     assert!(html.contains("passed (flaky)"));
     let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary");
     assert!(summary.contains("passed (flaky"), "{summary}");

@@ -76,24 +76,32 @@ pub(super) struct CaseRunner<'s, 'a> {
 }
 
 impl<'s, 'a> CaseRunner<'s, 'a> {
+    /// `scanner`: one an earlier case used, if any (what it learned of
+    /// /proc saves reading every process again).
     pub(super) fn new(
         shared: &'s Shared<'a>,
         number: usize,
         access: GpuAccess,
         notes: Sender<(usize, Note)>,
+        scanner: Option<Scanner>,
     ) -> Self {
         CaseRunner {
             shared,
-            scanner: Scanner::with_open_files(shared.open_files_each),
+            scanner: scanner.unwrap_or_else(|| Scanner::with_open_files(shared.open_files_each)),
             number,
             access,
             notes,
         }
     }
 
+    /// The scanner, for the next case.
+    pub(super) fn into_scanner(self) -> Scanner {
+        self.scanner
+    }
+
     /// Run the case `repeat` times, or until a run fails, Ctrl-C or a
     /// fault: each run's result, for the main thread to merge and judge.
-    pub(super) fn run_repeats(mut self, case: &Case, case_dir: &Path) -> Vec<CaseRun> {
+    pub(super) fn run_repeats(&mut self, case: &Case, case_dir: &Path) -> Vec<CaseRun> {
         let mut runs = Vec::new();
         for repeat in 0..case.repeat {
             if repeat > 0 && (self.shared.interrupt.requested() || self.shared.faulted()) {

@@ -53,6 +53,7 @@ use crate::baseline::Lock;
 use crate::environment::Environment;
 use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::nvml::Gpu;
+use crate::measure::procfs::Scanner;
 use crate::process;
 use crate::report::{Event, Reporter};
 use crate::results::{
@@ -144,8 +145,9 @@ enum Note {
     },
     /// A file could not be written; the case goes on.
     Fault(WriteFault),
-    /// The case is over: each of its runs (one per repeat).
-    Done(Vec<CaseRun>),
+    /// The case is over: each of its runs (one per repeat), and its /proc
+    /// scanner for the next case (`None` after a panic).
+    Done(Vec<CaseRun>, Option<Box<Scanner>>),
 }
 
 /// The GPUs a case may use, as the schedule gave them.
@@ -229,6 +231,10 @@ impl<'a> Runner<'a> {
         );
         let (sender, notes) = mpsc::channel::<(usize, Note)>();
         let mut live: HashMap<usize, Live> = HashMap::new();
+        // /proc scanners of finished cases, reused: a scanner remembers
+        // which processes are no descendants of oomgate, and one case at a
+        // time keeps one scanner for the whole run.
+        let mut spare_scanners: Vec<Box<Scanner>> = Vec::new();
         let mut started = 0usize;
         std::thread::scope(|scope| {
             loop {
@@ -309,18 +315,26 @@ impl<'a> Runner<'a> {
                     let access = conductor.gpu_access(shared, &placement);
                     let runner_dir = dir.clone();
                     let sender = sender.clone();
+                    let scanner = spare_scanners.pop();
                     scope.spawn(move || {
                         // A panic must not leave the main thread waiting for
                         // this case forever: it ends as a case run no times,
                         // an error that says so.
-                        let runs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            case::CaseRunner::new(shared, number, access, sender.clone())
-                                .run_repeats(case, &runner_dir)
+                        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            let mut runner = case::CaseRunner::new(
+                                shared,
+                                number,
+                                access,
+                                sender.clone(),
+                                scanner.map(|b| *b),
+                            );
+                            let runs = runner.run_repeats(case, &runner_dir);
+                            Note::Done(runs, Some(Box::new(runner.into_scanner())))
                         }))
-                        .unwrap_or_default();
+                        .unwrap_or(Note::Done(Vec::new(), None));
                         // The main thread waits for this; it only stops
                         // listening once every case is done.
-                        sender.send((number, Note::Done(runs))).ok();
+                        sender.send((number, done)).ok();
                     });
                     live.insert(
                         number,
@@ -362,7 +376,8 @@ impl<'a> Runner<'a> {
                             })
                             .ok();
                     }
-                    Note::Done(runs) => {
+                    Note::Done(runs, scanner) => {
+                        spare_scanners.extend(scanner);
                         let Some(mut done) = live.remove(&number) else {
                             continue;
                         };
