@@ -302,6 +302,13 @@ fn packed_cases_share_a_gpu_and_one_that_fails_sharing_is_retried_alone() {
     assert!(html.contains("passed (flaky)"));
     let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary");
     assert!(summary.contains("passed (flaky"), "{summary}");
+    assert!(
+        project
+            .out()
+            .join("cases/b/timeline.shared-attempt.json")
+            .is_file(),
+        "the shared attempt's timeline is kept apart"
+    );
     let log = std::fs::read_to_string(project.out().join("cases/b/stderr.log")).expect("log");
     assert!(
         log.contains("OutOfMemoryError") && log.contains("retried alone"),
@@ -310,26 +317,75 @@ fn packed_cases_share_a_gpu_and_one_that_fails_sharing_is_retried_alone() {
 }
 
 #[test]
-fn a_packed_case_without_its_own_processes_on_nvml_gets_no_device_delta() {
+fn packed_cases_without_their_own_processes_on_nvml_get_no_device_delta() {
     let (config, _) = gpus(1);
-    // NVML reports another pid (a container): only the device's rise is
-    // left, and under --pack another case's memory may be in it.
-    let suite = gpu_cases(1, "500ms", "gpu_memory = \"1 GiB\"")
+    // NVML reports other pids (a container): only the device's rise is
+    // left, and with two packed cases on the GPU it holds both.
+    let suite = gpu_cases(2, "700ms", "gpu_memory = \"1 GiB\"")
         .replace("\"--hold\"", "\"--pid-offset\", \"1000000\", \"--hold\"");
     let project = Project::new(&suite).with_fake_gpus(&config, Variant::Complete);
     let run = project.run(&["--gpus", "all", "--pack"]);
     run.assert_code(0);
-    let case = run.case("g0");
-    assert!(
-        case["gpu_peak_bytes"].is_null(),
-        "unknown, not a delta: {case:#}"
-    );
-    let note = case["gpu_devices"][0]["note"].as_str().unwrap_or_default();
-    assert!(note.contains("device-delta not used"), "{case:#}");
-    // Without --pack the GPU is the case's alone: the delta stands.
+    for id in ["g0", "g1"] {
+        let case = run.case(id);
+        assert!(
+            case["gpu_peak_bytes"].is_null(),
+            "unknown, not a delta: {case:#}"
+        );
+        let note = case["gpu_devices"][0]["note"].as_str().unwrap_or_default();
+        assert!(note.contains("device-delta not used"), "{case:#}");
+    }
+    // Alone on the GPU, the delta stands: without --pack, or packed with
+    // no neighbour.
     let run = project.run(&["--gpus", "all"]);
     run.assert_code(0);
     assert_eq!(run.case("g0")["gpu_peak_method"], "device-delta");
+    assert_eq!(run.case("g1")["gpu_peak_bytes"].as_u64(), Some(200 * MIB));
+    let alone = Project::new(
+        &gpu_cases(1, "300ms", "gpu_memory = \"1 GiB\"")
+            .replace("\"--hold\"", "\"--pid-offset\", \"1000000\", \"--hold\""),
+    )
+    .with_fake_gpus(&config, Variant::Complete);
+    let run = alone.run(&["--gpus", "all", "--pack"]);
+    run.assert_code(0);
+    assert_eq!(run.case("g0")["gpu_peak_method"], "device-delta");
+}
+
+#[test]
+fn a_budget_that_could_not_be_judged_while_shared_is_judged_alone_and_is_not_flaky() {
+    let (config, _) = gpus(1);
+    let suite = gpu_cases(
+        2,
+        "700ms",
+        "gpu_memory = \"1 GiB\"\nbudget = { gpu = \"2 GiB\" }",
+    )
+    .replace("\"--hold\"", "\"--pid-offset\", \"1000000\", \"--hold\"");
+    let project = Project::new(&suite).with_fake_gpus(&config, Variant::Complete);
+    let run = project.run(&["--gpus", "all", "--pack"]);
+    run.assert_code(0);
+    for id in ["g0", "g1"] {
+        let case = run.case(id);
+        assert_eq!(case["status"], "passed", "{case:#}");
+        assert_eq!(case["gpu_peak_method"], "device-delta", "measured alone");
+        assert_eq!(case["retried_alone"]["flaky"], false, "{case:#}");
+    }
+    assert_eq!(run.results()["summary"]["flaky"], 0);
+    assert!(!run.stderr.contains("FLAKY"), "{}", run.stderr);
+}
+
+#[test]
+fn a_case_whose_known_peak_fits_no_gpu_runs_on_a_whole_one() {
+    let (config, _) = gpus(2);
+    let project = Project::new(&gpu_cases(2, "100ms", "gpu_memory = \"7800 MiB\""))
+        .with_fake_gpus(&config, Variant::Complete);
+    let run = project.run(&["--gpus", "all", "--pack"]);
+    run.assert_code(0);
+    let results = run.results();
+    assert_eq!(results["not_run"], serde_json::json!([]), "{results:#}");
+    for id in ["g0", "g1"] {
+        assert_eq!(run.case(id)["status"], "passed");
+        assert!(run.case(id)["gpu_sharing"].is_null());
+    }
 }
 
 #[test]

@@ -78,23 +78,39 @@ pub struct CaseGpu<'g> {
     unmapped: bool,
     /// This tick's total without tainted device deltas; `None` if unknown.
     gated_now: Option<u64>,
-    /// Why a device delta may not be used at all: other cases of the run
-    /// may use the same GPUs meanwhile (packing, parallel cases without a
-    /// pool), so a rise is no more this case's than theirs.
-    shared: Option<String>,
+    /// Other cases of the run that may share the case's GPUs (packing,
+    /// parallel cases without a pool): once one did, a device's rise is no
+    /// more this case's than theirs.
+    crowding: Option<Crowding>,
+}
+
+/// Whether another case of the run has shared a case's GPUs, raised by
+/// the scheduler (on another thread) when a neighbour starts on them.
+#[derive(Debug, Clone, Default)]
+pub struct Crowding {
+    /// Why a device delta is then refused, for the figure's note.
+    pub reason: String,
+    pub seen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Crowding {
+    /// Another case has run on the GPUs since this case started.
+    pub fn seen(&self) -> bool {
+        self.seen.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl<'g> CaseGpu<'g> {
     /// Read each device's use before the case starts. `unmapped`: the case
-    /// also sees devices that could not be mapped to NVML ones. `shared`:
-    /// why no device delta may stand for the case (other cases may run on
-    /// its GPUs), if so.
+    /// also sees devices that could not be mapped to NVML ones.
+    /// `crowding`: whether other cases of the run share its GPUs, when
+    /// they may.
     pub fn begin(
         gpu: &'g Gpu,
         positions: Vec<usize>,
         sample_interval_ms: u64,
         unmapped: bool,
-        shared: Option<String>,
+        crowding: Option<Crowding>,
     ) -> Self {
         let states = positions
             .iter()
@@ -120,7 +136,7 @@ impl<'g> CaseGpu<'g> {
             started_us,
             unmapped,
             gated_now: None,
-            shared,
+            crowding,
         }
     }
 
@@ -206,6 +222,7 @@ impl<'g> CaseGpu<'g> {
         // best figure, and only a rise with no foreign process about may
         // stop the case.
         let any_seen = self.states.iter().any(|s| s.tree_seen);
+        let crowded = self.crowding.as_ref().is_some_and(Crowding::seen);
         let mut total = 0u64;
         let mut total_tree = 0u64;
         let mut gated = 0u64;
@@ -217,7 +234,7 @@ impl<'g> CaseGpu<'g> {
                     (Some(used), Some(before)) => used.saturating_sub(before),
                     _ => 0,
                 };
-                (delta, !state.foreign.is_empty() || self.shared.is_some())
+                (delta, !state.foreign.is_empty() || crowded)
             };
             total = total.saturating_add(state.live);
             total_tree = total_tree.saturating_add(state.tree_now);
@@ -278,6 +295,9 @@ impl<'g> CaseGpu<'g> {
         // too: NVML's pids are ours, even if sampling never caught one.
         let pids_match =
             self.states.iter().any(|s| s.tree_seen) || accounting.iter().any(Option::is_some);
+        // Read once, now that the case is over: a neighbour at any time
+        // may be in a device's peak.
+        let crowding = self.crowding.as_ref().filter(|c| c.seen());
         let mut devices = Vec::with_capacity(self.positions.len());
         for ((state, &position), accounting) in
             self.states.iter().zip(&self.positions).zip(accounting)
@@ -295,13 +315,13 @@ impl<'g> CaseGpu<'g> {
                         (Some(peak), Some(before)) => Some(peak.saturating_sub(before)),
                         _ => None,
                     },
-                    shared: self.shared.is_some(),
+                    shared: crowding.is_some(),
                 },
                 &self.sampled,
             );
-            let note = (method == GpuMethod::Unavailable && state.listed && !self.unmapped)
-                .then(|| self.shared.clone())
-                .flatten();
+            let note = crowding
+                .filter(|_| method == GpuMethod::Unavailable && state.listed && !self.unmapped)
+                .map(|c| c.reason.clone());
             let tainted_by = if method == GpuMethod::DeviceDelta {
                 state
                     .foreign

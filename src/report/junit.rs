@@ -113,11 +113,21 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
         }
     };
     let mut status = status;
-    if let Some(retried) = &case.retried_alone {
+    // A shared attempt that only could not be measured, then passed alone,
+    // is no flaky run: nothing to add.
+    if let Some(retried) = case
+        .retried_alone
+        .as_ref()
+        .filter(|r| r.flaky || case.status != CaseStatus::Passed)
+    {
         // The attempt that shared its GPU, as JUnit records a rerun:
         // `<flakyFailure>` beside a pass, `<rerunFailure>` beside a failure.
         let first = &retried.first_attempt;
-        let mut rerun = quick_junit::TestRerun::new(NonSuccessKind::Failure);
+        let kind = match first.status {
+            CaseStatus::Failed | CaseStatus::TimedOut => NonSuccessKind::Failure,
+            _ => NonSuccessKind::Error,
+        };
+        let mut rerun = quick_junit::TestRerun::new(kind);
         let sharing: Vec<String> = first
             .gpu_sharing
             .iter()

@@ -276,9 +276,9 @@ impl Terminal {
         }
         if let Some(retried) = &case.retried_alone {
             let first = &retried.first_attempt;
-            let outcome = match retried.flaky {
-                true => "passed alone",
-                false => "failed alone too",
+            let outcome = match case.status {
+                CaseStatus::Passed => "passed alone",
+                _ => "failed alone too",
             };
             text.push_str(&format!(
                 "\n{:>12}   first attempt, sharing its GPU: {}; {outcome}",

@@ -187,7 +187,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                 selection.positions,
                 self.shared.measurement.sample_interval_ms,
                 selection.unmapped,
-                self.access.shared.clone(),
+                self.access.crowding.clone(),
             )
         });
         if let Some(case_gpu) = case_gpu.as_mut() {

@@ -205,3 +205,15 @@ impl Instance {
         self.lingering.clear();
     }
 }
+
+impl Drop for Instance {
+    /// An instance dropped with its supervisors still running was never
+    /// stopped (its case's thread panicked): its process groups are
+    /// killed, so nothing of it holds a GPU the pool gives to the next
+    /// case. A stopped instance has none left, and this does nothing.
+    fn drop(&mut self) {
+        for group in self.supervisors() {
+            crate::process::signal_group(group, libc::SIGKILL);
+        }
+    }
+}

@@ -41,6 +41,7 @@ mod teardown;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -52,14 +53,15 @@ pub use schedule::{PoolGpu, Schedule};
 use crate::baseline::Lock;
 use crate::environment::Environment;
 use crate::measure::cgroup::MemoryHierarchy;
+use crate::measure::gpu::Crowding;
 use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
 use crate::process;
 use crate::report::{Event, Reporter};
 use crate::results::{
-    BaselineInfo, CaseResult, CaseStatus, FirstAttempt, GpuEnvironment, IN_FLIGHT_MESSAGE,
-    Measurement, PoolInfo, RetriedAlone, RunResults, SCHEMA_VERSION, Scheduling, SharedGpu,
-    SuiteInfo, Summary,
+    BaselineInfo, CaseResult, CaseStatus, CheckKind, FirstAttempt, GpuEnvironment,
+    IN_FLIGHT_MESSAGE, Measurement, PoolInfo, RetriedAlone, RunResults, SCHEMA_VERSION, Scheduling,
+    SharedGpu, SuiteInfo, Summary,
 };
 use crate::suite::{Case, Suite};
 use crate::units::Bytes;
@@ -112,7 +114,8 @@ struct Shared<'a> {
     /// Case cgroups made so far (each gets a new name).
     cgroup_serial: AtomicU64,
     /// A file could not be written: no repeat or case is started after it.
-    faulted: AtomicBool,
+    /// Set by a case's thread or by the main thread (`Conductor`).
+    faulted: Arc<AtomicBool>,
     /// More than one case may run at once: each case's processes are its
     /// own supervisors' descendants, not all of oomgate's.
     parallel: bool,
@@ -132,6 +135,9 @@ struct Conductor<'a> {
     /// The first file that could not be written: no case is launched
     /// after it.
     fault: Option<WriteFault>,
+    /// `Shared::faulted`, raised with `fault`: running cases start no
+    /// more repeats.
+    faulted: Arc<AtomicBool>,
 }
 
 /// What a case's thread tells the main thread.
@@ -156,9 +162,9 @@ struct GpuAccess {
     /// `CUDA_VISIBLE_DEVICES` for the case: the UUIDs of its pool GPUs
     /// (empty: none); `None`: no pool, the case sees what oomgate sees.
     visible: Option<String>,
-    /// Why no device delta may stand for the case, when other cases may
-    /// use its GPUs meanwhile.
-    shared: Option<String>,
+    /// Whether another case shared its GPUs, when others may: a device
+    /// delta then never stands for the case.
+    crowding: Option<Crowding>,
 }
 
 /// A case on its way: started, not yet judged.
@@ -172,11 +178,14 @@ struct Live {
     shared_with: BTreeMap<usize, BTreeSet<usize>>,
     /// Its packed attempt's result, when this run is the retry alone.
     first_attempt: Option<CaseResult>,
+    /// Raised when another case starts on its GPUs.
+    crowded: Option<Arc<AtomicBool>>,
 }
 
 impl<'a> Runner<'a> {
     pub fn new(suite: &'a Suite, out_dir: &'a Path, setup: RunSetup) -> Self {
         let jobs = setup.schedule.jobs.max(1);
+        let faulted = Arc::new(AtomicBool::new(false));
         Runner {
             shared: Shared {
                 suite,
@@ -187,7 +196,7 @@ impl<'a> Runner<'a> {
                 measurement: setup.measurement,
                 environment: setup.environment,
                 cgroup_serial: AtomicU64::new(0),
-                faulted: AtomicBool::new(false),
+                faulted: Arc::clone(&faulted),
                 parallel: setup.schedule.parallel(),
                 open_files_each: process::open_file_limit() / jobs as u64,
             },
@@ -198,6 +207,7 @@ impl<'a> Runner<'a> {
                 partition: setup.partition,
                 schedule: setup.schedule,
                 fault: None,
+                faulted,
             },
         }
     }
@@ -256,14 +266,8 @@ impl<'a> Runner<'a> {
                         // The retry alone: same folder, the logs go on.
                         Some(earlier) if alone => {
                             first_attempt = earlier.first_attempt;
-                            let marker = "\n[oomgate] retried alone: the first attempt failed while sharing its GPU\n";
-                            for index in 0..case.concurrency {
-                                let logs = launch::InstanceLogs::for_instance(&earlier.dir, index);
-                                for log in [&logs.stdout, &logs.stderr] {
-                                    if let Err(fault) = case::append(log, marker) {
-                                        conductor.record_fault(fault, reporter);
-                                    }
-                                }
+                            if let Err(fault) = keep_shared_attempt(&earlier.dir, case) {
+                                conductor.record_fault(fault, reporter);
                             }
                             (earlier.dir, earlier.index)
                         }
@@ -298,21 +302,38 @@ impl<'a> Runner<'a> {
                             (dir, started - 1)
                         }
                     };
+                    let access = conductor.gpu_access(shared, &placement);
+                    let crowded = access.crowding.as_ref().map(|c| Arc::clone(&c.seen));
+                    // Who runs on its GPUs from now on: under a pool, the
+                    // packed cases of its GPU; without one, every GPU case.
                     let mut shared_with: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
-                    if placement.packed {
-                        for &gpu in &placement.gpus {
-                            for &other in scheduler.tenants(gpu) {
-                                if other == number {
-                                    continue;
-                                }
+                    if let Some(crowded) = &crowded {
+                        let neighbours: Vec<(Option<usize>, usize)> = match conductor.schedule.pool
+                        {
+                            Some(_) => placement
+                                .gpus
+                                .iter()
+                                .flat_map(|&gpu| {
+                                    scheduler.tenants(gpu).iter().map(move |&c| (Some(gpu), c))
+                                })
+                                .collect(),
+                            None => live.keys().map(|&c| (None, c)).collect(),
+                        };
+                        for (gpu, other) in neighbours.into_iter().filter(|(_, c)| *c != number) {
+                            let Some(neighbour) = live.get_mut(&other) else {
+                                continue;
+                            };
+                            let Some(theirs) = &neighbour.crowded else {
+                                continue;
+                            };
+                            theirs.store(true, Ordering::Relaxed);
+                            crowded.store(true, Ordering::Relaxed);
+                            if let Some(gpu) = gpu {
+                                neighbour.shared_with.entry(gpu).or_default().insert(number);
                                 shared_with.entry(gpu).or_default().insert(other);
-                                if let Some(neighbour) = live.get_mut(&other) {
-                                    neighbour.shared_with.entry(gpu).or_default().insert(number);
-                                }
                             }
                         }
                     }
-                    let access = conductor.gpu_access(shared, &placement);
                     let runner_dir = dir.clone();
                     let sender = sender.clone();
                     let scanner = spare_scanners.pop();
@@ -345,6 +366,7 @@ impl<'a> Runner<'a> {
                             index,
                             shared_with,
                             first_attempt,
+                            crowded,
                         },
                     );
                 }
@@ -377,14 +399,28 @@ impl<'a> Runner<'a> {
                             .ok();
                     }
                     Note::Done(runs, scanner) => {
-                        spare_scanners.extend(scanner);
                         let Some(mut done) = live.remove(&number) else {
                             continue;
                         };
-                        scheduler.finished(number, &done.placement, done.packed_bytes);
-                        let mut run = judge::merge_repeats(runs);
-                        conductor.compare_with_baseline(case, &mut run.result);
-                        let mut result = judge::decide(run);
+                        match scanner {
+                            Some(scanner) => {
+                                spare_scanners.push(scanner);
+                                scheduler.finished(number, &done.placement, done.packed_bytes);
+                            }
+                            // Its thread died: what it started may hold its GPUs.
+                            None => scheduler.lost(number, &done.placement),
+                        }
+                        let mut result = if runs.is_empty() {
+                            case_error(
+                                shared,
+                                case,
+                                "oomgate's thread for this case failed (an internal error); its processes were killed",
+                            )
+                        } else {
+                            let mut run = judge::merge_repeats(runs);
+                            conductor.compare_with_baseline(case, &mut run.result);
+                            judge::decide(run)
+                        };
                         let sharing = conductor.sharing(&done.shared_with, cases);
                         let retry = done.first_attempt.is_none()
                             && !sharing.is_empty()
@@ -417,7 +453,18 @@ impl<'a> Runner<'a> {
                             .map(|_| case.gpus.unwrap_or(1));
                         result.gpu_sharing = sharing;
                         if let Some(first) = done.first_attempt.take() {
-                            let flaky = result.status == CaseStatus::Passed;
+                            // A shared attempt that failed only because its
+                            // GPU figure could not be told from a
+                            // neighbour's was measured alone, not flaky.
+                            let unmeasurable = first.gpu_devices.iter().any(|d| d.note.is_some())
+                                && first.failed_checks().next().is_some()
+                                && first.failed_checks().all(|c| {
+                                    matches!(
+                                        c.kind,
+                                        CheckKind::GpuBudget | CheckKind::GpuHeadroom { .. }
+                                    ) && c.figure_bytes.is_none()
+                                });
+                            let flaky = result.status == CaseStatus::Passed && !unmeasurable;
                             result.retried_alone = Some(RetriedAlone {
                                 first_attempt: FirstAttempt {
                                     status: first.status,
@@ -450,20 +497,30 @@ impl<'a> Runner<'a> {
                 }
             }
         });
-        // Cases left waiting (Ctrl-C, a fault) did not run, in the suite's
-        // order; a retry that never ran keeps its failed first attempt.
+        // Cases left waiting did not run, in the suite's order: after
+        // Ctrl-C or a fault, not run; otherwise no GPU ever came free for
+        // them (a case's thread died holding its GPUs), an error each. A
+        // retry that never ran keeps its failed first attempt.
+        let stopped = shared.interrupt.requested() || shared.faulted();
         let mut waiting = scheduler.drain_waiting();
         waiting.sort_unstable();
         for number in waiting {
-            match live.remove(&number).and_then(|l| l.first_attempt) {
-                Some(first) => {
-                    results.summary.add(&first);
-                    match results.cases.iter().position(|c| c.id == first.id) {
-                        Some(at) => results.cases[at] = first,
-                        None => results.cases.push(first),
-                    }
+            let result = match live.remove(&number).and_then(|l| l.first_attempt) {
+                Some(first) => first,
+                None if stopped => {
+                    results.not_run.push(cases[number].id.clone());
+                    continue;
                 }
-                None => results.not_run.push(cases[number].id.clone()),
+                None => case_error(
+                    shared,
+                    cases[number],
+                    "not run: no GPU of the pool came free for it (a case's thread failed while holding its GPUs; see the warnings)",
+                ),
+            };
+            results.summary.add(&result);
+            match results.cases.iter().position(|c| c.id == result.id) {
+                Some(at) => results.cases[at] = result,
+                None => results.cases.push(result),
             }
         }
         if shared.parallel {
@@ -501,6 +558,47 @@ impl<'a> Runner<'a> {
             }),
         }
     }
+}
+
+/// Before a case is retried alone: a marker in its logs, and the shared
+/// attempt's probe metrics and timeline set aside (`*.shared-attempt.*`),
+/// so the retry is judged on its own.
+fn keep_shared_attempt(dir: &Path, case: &Case) -> Result<(), WriteFault> {
+    let marker = "\n[oomgate] retried alone: the first attempt failed while sharing its GPU\n";
+    let fail = |path: &Path, source| WriteFault::CaseFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut set_aside = vec![dir.join("timeline.json")];
+    for index in 0..case.concurrency {
+        let logs = launch::InstanceLogs::for_instance(dir, index);
+        for log in [&logs.stdout, &logs.stderr] {
+            case::append(log, marker)?;
+        }
+        set_aside.push(logs.metrics);
+    }
+    for path in set_aside {
+        let kept = path.with_extension(match path.extension() {
+            Some(ext) => format!("shared-attempt.{}", ext.to_string_lossy()),
+            None => "shared-attempt".to_string(),
+        });
+        match std::fs::rename(&path, &kept) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(fail(&path, e)),
+        }
+    }
+    Ok(())
+}
+
+/// A case oomgate could not run or follow to its end: an error with
+/// nothing measured, never a quiet skip.
+fn case_error(shared: &Shared<'_>, case: &Case, message: &str) -> CaseResult {
+    let mut result = CaseResult::unmeasured(case.id.clone());
+    result.message = Some(message.to_string());
+    result.host_method = shared.measurement.host_method;
+    result.failure_kind = crate::verdict::failure_kind(&result, None);
+    result
 }
 
 /// `a, b (GPU 1)` for a warning.
@@ -613,18 +711,20 @@ impl Conductor<'_> {
                         .collect::<Vec<_>>()
                         .join(","),
                 ),
-                shared: placement.packed.then(|| {
-                    "device-delta not used: under --pack other cases may run on this GPU meanwhile"
-                        .to_string()
+                crowding: placement.packed.then(|| Crowding {
+                    reason: "device-delta not used: another case ran on this GPU meanwhile (--pack)"
+                        .to_string(),
+                    seen: Arc::default(),
                 }),
             },
             None => GpuAccess {
                 visible: None,
-                shared: (shared.parallel && shared.gpu.is_some()).then(|| {
-                    format!(
-                        "device-delta not used: with --jobs {} and no --gpus pool, other cases may run on this GPU meanwhile",
+                crowding: (shared.parallel && shared.gpu.is_some()).then(|| Crowding {
+                    reason: format!(
+                        "device-delta not used: another case ran on this GPU meanwhile (--jobs {} without a --gpus pool)",
                         self.schedule.jobs
-                    )
+                    ),
+                    seen: Arc::default(),
                 }),
             },
         }
@@ -661,6 +761,7 @@ impl Conductor<'_> {
             Some(_) => fault.to_string(),
         };
         self.fault.get_or_insert(fault);
+        self.faulted.store(true, Ordering::Relaxed);
         // Only the displays act on a warning; a failure to show one is no
         // fault of the run's files.
         reporter.handle(&Event::Warning { message }).ok();

@@ -193,7 +193,13 @@ impl Scheduler {
         if !self.pooled || demand.gpus == 0 {
             return Some(Placement::default());
         }
-        if let Some(bytes) = demand.packed_bytes.filter(|_| demand.gpus == 1 && !alone) {
+        // A reservation no GPU of the pool could ever hold is no reason to
+        // wait forever: the case takes a whole GPU, as unpacked.
+        let largest = self.slots.iter().map(|s| s.total).max().unwrap_or(0);
+        let packable = demand
+            .packed_bytes
+            .filter(|&bytes| demand.gpus == 1 && !alone && bytes <= largest);
+        if let Some(bytes) = packable {
             // The fullest GPU it fits on, leaving emptier ones whole.
             return self
                 .slots
@@ -231,6 +237,18 @@ impl Scheduler {
             match packed_bytes.filter(|_| placement.packed) {
                 Some(bytes) => slot.reserved = slot.reserved.saturating_sub(bytes),
                 None => slot.whole = false,
+            }
+        }
+    }
+
+    /// A case whose thread died without stopping what it started: its job
+    /// is free, its GPUs are not (its processes may still hold them).
+    pub fn lost(&mut self, case: usize, placement: &Placement) {
+        self.running = self.running.saturating_sub(1);
+        for &gpu in &placement.gpus {
+            if let Some(slot) = self.slots.get_mut(gpu) {
+                slot.tenants.retain(|&c| c != case);
+                slot.whole = true;
             }
         }
     }
@@ -373,6 +391,34 @@ mod tests {
         let (again, placement, alone) = scheduler.next(demand).expect("the retry");
         assert_eq!((again, placement.packed, alone), (c2, false, true));
         assert!(scheduler.idle() || scheduler.tenants(placement.gpus[0]) == [c2]);
+    }
+
+    #[test]
+    fn a_reservation_no_gpu_holds_takes_a_whole_gpu_instead_of_waiting_forever() {
+        let gpus = pool(2, 8 * GIB);
+        let mut scheduler = Scheduler::new(vec![0, 1], Some(&gpus), 8);
+        let huge = |_, _| Demand {
+            gpus: 1,
+            packed_bytes: Some(9 * GIB),
+        };
+        let (_, first, _) = scheduler.next(huge).expect("a whole GPU");
+        let (_, second, _) = scheduler.next(huge).expect("the other");
+        assert!(!first.packed && !second.packed);
+        assert_ne!(first.gpus, second.gpus);
+    }
+
+    #[test]
+    fn a_lost_case_frees_its_job_but_not_its_gpus() {
+        let gpus = pool(1, 8 * GIB);
+        let mut scheduler = Scheduler::new(vec![0, 1], Some(&gpus), 8);
+        let (case, placement, _) = scheduler.next(|_, _| whole(1)).expect("first");
+        scheduler.lost(case, &placement);
+        assert!(scheduler.idle());
+        assert!(
+            scheduler.next(|_, _| whole(1)).is_none(),
+            "the GPU stays held"
+        );
+        assert_eq!(scheduler.drain_waiting(), vec![1]);
     }
 
     #[test]

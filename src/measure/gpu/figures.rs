@@ -180,7 +180,7 @@ pub(super) struct DeviceEnd {
     pub(super) accounting: Option<u64>,
     /// The device's peak use minus its use before the case.
     pub(super) delta: Option<u64>,
-    /// Other cases of the run may use the device meanwhile: its delta is
+    /// Another case of the run used the device meanwhile: its delta is
     /// never the case's figure.
     pub(super) shared: bool,
 }
@@ -203,9 +203,10 @@ pub(super) fn device_figure(
         (false, _, Some(a)) => (Some(a), GpuMethod::DriverAccounting),
         // The case ran on other devices; this one it left alone.
         (false, _, None) if end.pids_match => (Some(0), sampled_method.clone()),
-        (false, _, None) if end.shared => unavailable,
         (false, _, None) => match end.delta {
             Some(0) => (Some(0), sampled_method.clone()),
+            // Another case of the run was on the device meanwhile.
+            Some(_) if end.shared => unavailable,
             Some(d) => (Some(d), GpuMethod::DeviceDelta),
             None => unavailable,
         },
@@ -325,6 +326,15 @@ mod tests {
                 },
                 None,
                 GpuMethod::Unavailable,
+            ),
+            (
+                DeviceEnd {
+                    shared: true,
+                    delta: Some(0),
+                    ..none_seen
+                },
+                Some(0),
+                SAMPLED,
             ),
             (
                 DeviceEnd {
