@@ -539,3 +539,23 @@ fn ctrl_c_stops_every_running_case_and_leaves_nothing() {
         assert!(!alive(pid), "pid {pid} outlived the run");
     }
 }
+
+#[test]
+fn a_case_whose_supervisor_is_killed_leaves_nothing_when_cases_run_at_once() {
+    let pids = tempfile::tempdir().expect("tempdir");
+    let pid_file = pids.path().join("sleep.pid");
+    // The workload's parent is its supervisor: killed from outside, it
+    // leaves the shell and its sleep to oomgate, out of the case's scope.
+    let suite = format!(
+        "[suite]\nname = \"orphans\"\n[defaults]\nkill_grace = \"1s\"\n\
+         [[case]]\nname = \"orphaned\"\ncommand = [\"sh\", \"-c\", \"sleep 60 & echo $! > {}; kill -9 $PPID; wait\"]\n\
+         [[case]]\nname = \"neighbour\"\ncommand = [\"sleep\", \"1\"]\n",
+        pid_file.display()
+    );
+    let project = Project::new(&suite);
+    let run = project.run(&["--jobs", "2", "--gpu", "off", "--host-method", "cgroup"]);
+    assert_ne!(run.case("orphaned")["status"], "passed", "{}", run.stderr);
+    assert_eq!(run.case("neighbour")["status"], "passed");
+    let sleep = read_pid(&pid_file);
+    assert!(!alive(sleep), "pid {sleep} outlived its case");
+}

@@ -68,6 +68,26 @@ impl CaseRunner<'_, '_> {
         grace: Duration,
         cgroup: Option<&CaseCgroup>,
     ) -> (Vec<i32>, u64) {
+        let stopped = self.stop_tree(instances, grace, cgroup);
+        // With cases at once, a process whose supervisor was killed from
+        // outside is re-parented to oomgate, out of every case's scope; it
+        // is still in the case's cgroup, which is emptied by force. (One
+        // case at a time, the scans see every descendant of oomgate.)
+        if let Some(cgroup) = cgroup.filter(|_| self.shared.parallel) {
+            if !cgroup.is_empty().unwrap_or(false) {
+                crate::measure::cgroup::clear::empty_by_force(&cgroup.dir, KILL_SETTLE).ok();
+            }
+        }
+        stopped
+    }
+
+    /// [`Self::stop_everything`] through the process tree.
+    fn stop_tree(
+        &mut self,
+        instances: &mut [Instance],
+        grace: Duration,
+        cgroup: Option<&CaseCgroup>,
+    ) -> (Vec<i32>, u64) {
         // Every supervisor, also those staying with what an ended run left:
         // each leads a process group.
         let leaders = |instances: &[Instance]| -> Vec<i32> {
