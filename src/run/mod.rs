@@ -55,7 +55,6 @@ use crate::environment::Environment;
 use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::gpu::Crowding;
 use crate::measure::nvml::Gpu;
-use crate::measure::procfs::Scanner;
 use crate::process;
 use crate::report::{Event, Reporter};
 use crate::results::{
@@ -151,9 +150,9 @@ enum Note {
     },
     /// A file could not be written; the case goes on.
     Fault(WriteFault),
-    /// The case is over: each of its runs (one per repeat), and its /proc
-    /// scanner for the next case (`None` after a panic).
-    Done(Vec<CaseRun>, Option<Box<Scanner>>),
+    /// The case is over: each of its runs (one per repeat); `false` when
+    /// its thread panicked instead (no run, nothing stopped).
+    Done(Vec<CaseRun>, bool),
 }
 
 /// The GPUs a case may use, as the schedule gave them.
@@ -180,6 +179,45 @@ struct Live {
     first_attempt: Option<CaseResult>,
     /// Raised when another case starts on its GPUs.
     crowded: Option<Arc<AtomicBool>>,
+    /// The worker thread running it.
+    worker: usize,
+}
+
+/// A case for a worker thread to run.
+struct Job<'c> {
+    number: usize,
+    case: &'c Case,
+    dir: PathBuf,
+    access: GpuAccess,
+}
+
+/// A worker thread: run each case it is given, keeping its /proc scanner
+/// from case to case, until the run closes its queue. A panic must not
+/// leave the main thread waiting for a case forever: that case ends as
+/// run no times, an error that says so, and the worker goes on with a new
+/// scanner.
+fn work(shared: &Shared<'_>, queue: &mpsc::Receiver<Job<'_>>, notes: &mpsc::Sender<(usize, Note)>) {
+    let mut scanner = None;
+    for job in queue {
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut runner = case::CaseRunner::new(
+                shared,
+                job.number,
+                job.access,
+                notes.clone(),
+                scanner.take(),
+            );
+            let runs = runner.run_repeats(job.case, &job.dir);
+            scanner = Some(runner.into_scanner());
+            runs
+        }));
+        let note = match ran {
+            Ok(runs) => Note::Done(runs, true),
+            Err(_) => Note::Done(Vec::new(), false),
+        };
+        // The main thread listens until every case is done.
+        notes.send((job.number, note)).ok();
+    }
 }
 
 impl<'a> Runner<'a> {
@@ -241,12 +279,15 @@ impl<'a> Runner<'a> {
         );
         let (sender, notes) = mpsc::channel::<(usize, Note)>();
         let mut live: HashMap<usize, Live> = HashMap::new();
-        // /proc scanners of finished cases, reused: a scanner remembers
-        // which processes are no descendants of oomgate, and one case at a
-        // time keeps one scanner for the whole run.
-        let mut spare_scanners: Vec<Box<Scanner>> = Vec::new();
-        let mut started = 0usize;
         std::thread::scope(|scope| {
+            // Worker threads, each running one case at a time, kept for the
+            // next case (a thread and a /proc scanner per case cost a
+            // millisecond of a trivial case): their job queues, and which are
+            // idle. One case at a time is one worker for the whole run. The
+            // queues close when this closure returns, and the workers end.
+            let mut workers: Vec<mpsc::Sender<Job<'_>>> = Vec::new();
+            let mut idle: Vec<usize> = Vec::new();
+            let mut started = 0usize;
             loop {
                 // A case's thread may have met a fault whose note is
                 // still on its way: `faulted` says so at once.
@@ -334,29 +375,21 @@ impl<'a> Runner<'a> {
                             }
                         }
                     }
-                    let runner_dir = dir.clone();
-                    let sender = sender.clone();
-                    let scanner = spare_scanners.pop();
-                    scope.spawn(move || {
-                        // A panic must not leave the main thread waiting for
-                        // this case forever: it ends as a case run no times,
-                        // an error that says so.
-                        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            let mut runner = case::CaseRunner::new(
-                                shared,
-                                number,
-                                access,
-                                sender.clone(),
-                                scanner.map(|b| *b),
-                            );
-                            let runs = runner.run_repeats(case, &runner_dir);
-                            Note::Done(runs, Some(Box::new(runner.into_scanner())))
-                        }))
-                        .unwrap_or(Note::Done(Vec::new(), None));
-                        // The main thread waits for this; it only stops
-                        // listening once every case is done.
-                        sender.send((number, done)).ok();
+                    let worker = idle.pop().unwrap_or_else(|| {
+                        let (jobs, queue) = mpsc::channel::<Job<'_>>();
+                        let sender = sender.clone();
+                        scope.spawn(move || work(shared, &queue, &sender));
+                        workers.push(jobs);
+                        workers.len() - 1
                     });
+                    let job = Job {
+                        number,
+                        case,
+                        dir: dir.clone(),
+                        access,
+                    };
+                    // A worker lives as long as its queue: until the run ends.
+                    workers[worker].send(job).ok();
                     live.insert(
                         number,
                         Live {
@@ -367,6 +400,7 @@ impl<'a> Runner<'a> {
                             shared_with,
                             first_attempt,
                             crowded,
+                            worker,
                         },
                     );
                 }
@@ -398,17 +432,17 @@ impl<'a> Runner<'a> {
                             })
                             .ok();
                     }
-                    Note::Done(runs, scanner) => {
+                    Note::Done(runs, completed) => {
                         let Some(mut done) = live.remove(&number) else {
                             continue;
                         };
-                        match scanner {
-                            Some(scanner) => {
-                                spare_scanners.push(scanner);
-                                scheduler.finished(number, &done.placement, done.packed_bytes);
-                            }
-                            // Its thread died: what it started may hold its GPUs.
-                            None => scheduler.lost(number, &done.placement),
+                        idle.push(done.worker);
+                        if completed {
+                            scheduler.finished(number, &done.placement, done.packed_bytes);
+                        } else {
+                            // Its thread panicked: what it started may still
+                            // hold its GPUs.
+                            scheduler.lost(&done.placement);
                         }
                         let mut result = if runs.is_empty() {
                             case_error(

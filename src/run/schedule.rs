@@ -243,11 +243,11 @@ impl Scheduler {
 
     /// A case whose thread died without stopping what it started: its job
     /// is free, its GPUs are not (its processes may still hold them).
-    pub fn lost(&mut self, case: usize, placement: &Placement) {
+    pub fn lost(&mut self, placement: &Placement) {
         self.running = self.running.saturating_sub(1);
         for &gpu in &placement.gpus {
+            // Still its tenant, and whole: nobody is placed there again.
             if let Some(slot) = self.slots.get_mut(gpu) {
-                slot.tenants.retain(|&c| c != case);
                 slot.whole = true;
             }
         }
@@ -411,8 +411,8 @@ mod tests {
     fn a_lost_case_frees_its_job_but_not_its_gpus() {
         let gpus = pool(1, 8 * GIB);
         let mut scheduler = Scheduler::new(vec![0, 1], Some(&gpus), 8);
-        let (case, placement, _) = scheduler.next(|_, _| whole(1)).expect("first");
-        scheduler.lost(case, &placement);
+        let (_, placement, _) = scheduler.next(|_, _| whole(1)).expect("first");
+        scheduler.lost(&placement);
         assert!(scheduler.idle());
         assert!(
             scheduler.next(|_, _| whole(1)).is_none(),
