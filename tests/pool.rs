@@ -40,6 +40,12 @@ fn gpu_cases(n: usize, hold: &str, extra: &str) -> String {
     suite
 }
 
+/// Like [`gpu_cases`], but NVML reports other pids than the workloads'
+/// (a container): only a device's rise can stand for a case.
+fn container_cases(n: usize, hold: &str, extra: &str) -> String {
+    gpu_cases(n, hold, extra).replace("\"--hold\"", "\"--pid-offset\", \"1000000\", \"--hold\"")
+}
+
 /// When each case ran: start and end, in milliseconds since the epoch.
 fn spans(results: &serde_json::Value) -> BTreeMap<String, (i64, i64)> {
     results["cases"]
@@ -75,6 +81,23 @@ fn most_at_once(spans: &BTreeMap<String, (i64, i64)>) -> usize {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// One fake GPU and two cases that pack onto it (each declares 1 GiB):
+/// `a` runs gpu_alloc.py with `a_args` and writes a file once it holds its
+/// memory; `b` waits for that file, then runs with `b_args` (TOML strings).
+fn packed_pair(a_args: &str, b_args: &str) -> Project {
+    let (config, _) = gpus(1);
+    let project = Project::new("").with_fake_gpus(&config, Variant::Complete);
+    let held = toml_str(&project.path().join("a-holds").display().to_string());
+    let gpu_alloc = toml_str(&workload("gpu_alloc.py"));
+    let suite = format!(
+        "[suite]\nname = \"pack\"\nsample_interval = \"20ms\"\n[defaults]\nkill_grace = \"1s\"\ngpu_memory = \"1 GiB\"\n\
+         [[case]]\nname = \"a\"\ncommand = [\"python3\", {gpu_alloc}, {a_args}, \"--allocated\", {held}]\n\
+         [[case]]\nname = \"b\"\ncommand = [\"python3\", {gpu_alloc}, \"--wait-for\", {held}, {b_args}]\n"
+    );
+    std::fs::write(project.suite(), suite).expect("write suite");
+    project
 }
 
 #[test]
@@ -238,20 +261,13 @@ fn cases_start_longest_first_by_the_previous_run() {
 
 #[test]
 fn packed_cases_share_a_gpu_and_one_that_fails_sharing_is_retried_alone() {
-    let (config, uuids) = gpus(1);
-    let project = Project::new("").with_fake_gpus(&config, Variant::Complete);
-    let held = project.path().join("a-holds");
-    let gpu_alloc = toml_str(&workload("gpu_alloc.py"));
-    // Both declare 1 GiB, so they pack onto the one GPU; each really takes
-    // 5 GiB of its 8. `b` allocates once `a` holds: out of memory, shared.
-    // Alone, after `a`, it fits.
-    let suite = format!(
-        "[suite]\nname = \"pack\"\nsample_interval = \"20ms\"\n[defaults]\nkill_grace = \"1s\"\ngpu_memory = \"1 GiB\"\n\
-         [[case]]\nname = \"a\"\ncommand = [\"python3\", {gpu_alloc}, \"--mib\", \"5120\", \"--allocated\", {held}, \"--hold\", \"1500ms\"]\n\
-         [[case]]\nname = \"b\"\ncommand = [\"python3\", {gpu_alloc}, \"--mib\", \"5120\", \"--wait-for\", {held}, \"--hold\", \"100ms\"]\n",
-        held = toml_str(&held.display().to_string()),
+    // Each really takes 5 GiB of the GPU's 8: `b`, allocating once `a`
+    // holds, runs out of memory while sharing; alone, after `a`, it fits.
+    let project = packed_pair(
+        "\"--mib\", \"5120\", \"--hold\", \"1500ms\"",
+        "\"--mib\", \"5120\", \"--hold\", \"100ms\"",
     );
-    std::fs::write(project.suite(), suite).expect("write suite");
+    let uuids = gpus(1).1;
     let mut command = project.run_command();
     command
         .args(["--gpus", "all", "--pack", "--progress", "lines"])
@@ -321,8 +337,7 @@ fn packed_cases_without_their_own_processes_on_nvml_get_no_device_delta() {
     let (config, _) = gpus(1);
     // NVML reports other pids (a container): only the device's rise is
     // left, and with two packed cases on the GPU it holds both.
-    let suite = gpu_cases(2, "700ms", "gpu_memory = \"1 GiB\"")
-        .replace("\"--hold\"", "\"--pid-offset\", \"1000000\", \"--hold\"");
+    let suite = container_cases(2, "700ms", "gpu_memory = \"1 GiB\"");
     let project = Project::new(&suite).with_fake_gpus(&config, Variant::Complete);
     let run = project.run(&["--gpus", "all", "--pack"]);
     run.assert_code(0);
@@ -341,11 +356,8 @@ fn packed_cases_without_their_own_processes_on_nvml_get_no_device_delta() {
     run.assert_code(0);
     assert_eq!(run.case("g0")["gpu_peak_method"], "device-delta");
     assert_eq!(run.case("g1")["gpu_peak_bytes"].as_u64(), Some(200 * MIB));
-    let alone = Project::new(
-        &gpu_cases(1, "300ms", "gpu_memory = \"1 GiB\"")
-            .replace("\"--hold\"", "\"--pid-offset\", \"1000000\", \"--hold\""),
-    )
-    .with_fake_gpus(&config, Variant::Complete);
+    let alone = Project::new(&container_cases(1, "300ms", "gpu_memory = \"1 GiB\""))
+        .with_fake_gpus(&config, Variant::Complete);
     let run = alone.run(&["--gpus", "all", "--pack"]);
     run.assert_code(0);
     assert_eq!(run.case("g0")["gpu_peak_method"], "device-delta");
@@ -354,12 +366,11 @@ fn packed_cases_without_their_own_processes_on_nvml_get_no_device_delta() {
 #[test]
 fn a_budget_that_could_not_be_judged_while_shared_is_judged_alone_and_is_not_flaky() {
     let (config, _) = gpus(1);
-    let suite = gpu_cases(
+    let suite = container_cases(
         2,
         "700ms",
         "gpu_memory = \"1 GiB\"\nbudget = { gpu = \"2 GiB\" }",
-    )
-    .replace("\"--hold\"", "\"--pid-offset\", \"1000000\", \"--hold\"");
+    );
     let project = Project::new(&suite).with_fake_gpus(&config, Variant::Complete);
     let run = project.run(&["--gpus", "all", "--pack"]);
     run.assert_code(0);
@@ -479,17 +490,10 @@ fn a_two_gpu_case_gets_two_whole_gpus_and_a_host_only_case_none() {
 
 #[test]
 fn a_packed_case_that_fails_alone_too_fails_with_both_attempts() {
-    let (config, _) = gpus(1);
-    let project = Project::new("").with_fake_gpus(&config, Variant::Complete);
-    let held = project.path().join("a-holds");
-    let gpu_alloc = toml_str(&workload("gpu_alloc.py"));
-    let suite = format!(
-        "[suite]\nname = \"pack\"\nsample_interval = \"20ms\"\n[defaults]\nkill_grace = \"1s\"\ngpu_memory = \"1 GiB\"\n\
-         [[case]]\nname = \"a\"\ncommand = [\"python3\", {gpu_alloc}, \"--mib\", \"512\", \"--allocated\", {held}, \"--hold\", \"1s\"]\n\
-         [[case]]\nname = \"b\"\ncommand = [\"python3\", {gpu_alloc}, \"--mib\", \"512\", \"--wait-for\", {held}, \"--hold\", \"50ms\", \"--exit\", \"2\"]\n",
-        held = toml_str(&held.display().to_string()),
+    let project = packed_pair(
+        "\"--mib\", \"512\", \"--hold\", \"1s\"",
+        "\"--mib\", \"512\", \"--hold\", \"50ms\", \"--exit\", \"2\"",
     );
-    std::fs::write(project.suite(), suite).expect("write suite");
     let run = project.run(&["--gpus", "all", "--pack"]);
     run.assert_code(1);
     let b = run.case("b");
