@@ -7,6 +7,7 @@
 //! ([`cli`]). `docs/architecture.md` is the map.
 
 pub mod baseline;
+pub mod capacity;
 pub mod cli;
 pub mod diagnose;
 pub mod environment;

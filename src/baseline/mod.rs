@@ -69,6 +69,10 @@ pub struct LockedCase {
     pub gpu_peak: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_peak_method: Option<String>,
+    /// With `search`: the largest value of the searched parameter that
+    /// passed. A run finding less is a regression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u64>,
     pub wall_time_s: f64,
     /// FNV-1a of the expanded command, params and env.
     pub definition_hash: String,
@@ -433,6 +437,7 @@ mod tests {
                     "expandable_segments:True".to_string(),
                 )]
                 .into(),
+                capacity: None,
                 probe_peak_allocated_bytes: None,
             },
         );

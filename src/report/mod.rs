@@ -295,6 +295,26 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
     };
     let _ = writeln!(out, "case:        {}", case.id);
     let _ = writeln!(out, "status:      {status}");
+    if let Some(capacity) = &case.capacity {
+        let _ = writeln!(out, "capacity:    {}", capacity.describe());
+        for probe in &capacity.probes {
+            let _ = writeln!(
+                out,
+                "  {}={:<8} {:<8} host peak {}, gpu peak {}",
+                capacity.param,
+                probe.value,
+                probe.status.label(),
+                probe
+                    .host_peak_bytes
+                    .map_or("unknown".to_string(), |b| crate::units::Bytes(b)
+                        .to_string()),
+                probe
+                    .gpu_peak_bytes
+                    .map_or("unknown".to_string(), |b| crate::units::Bytes(b)
+                        .to_string())
+            );
+        }
+    }
     for shared in &case.gpu_sharing {
         let _ = writeln!(
             out,

@@ -266,6 +266,9 @@ impl Terminal {
             self.paint(Style::new().bold(), &case.id),
             figures(case)
         );
+        if let Some(capacity) = &case.capacity {
+            text.push_str(&format!("\n{:>12}   {}", "", capacity.describe()));
+        }
         for shared in &case.gpu_sharing {
             text.push_str(&format!(
                 "\n{:>12}   shared GPU {} with {}",

@@ -309,6 +309,10 @@ pub struct CaseResult {
     /// figures and status are the retry's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retried_alone: Option<RetriedAlone>,
+    /// With `search`: the largest value of its parameter that passed, and
+    /// every probe. The case's figures are those of that value's probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::capacity::Capacity>,
     /// The case's own environment (`[defaults].env` and its `env`).
     pub env: IndexMap<String, String>,
     /// Allocator- and device-related variables as the case was launched
@@ -379,6 +383,7 @@ impl CaseResult {
             gpus: None,
             gpu_sharing: Vec::new(),
             retried_alone: None,
+            capacity: None,
             env: IndexMap::new(),
             allocator_env: BTreeMap::new(),
             baseline: None,

@@ -125,6 +125,12 @@ pub struct SuiteName {
     pub name: String,
 }
 
+/// What a search found, as a lock needs it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CapacityView {
+    pub value: Option<u64>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct CaseView {
     pub id: String,
@@ -155,6 +161,9 @@ pub struct CaseView {
     pub diagnosis: Option<serde_json::Value>,
     #[serde(default)]
     pub instances: Vec<InstanceView>,
+    /// With `search`: what it found.
+    #[serde(default)]
+    pub capacity: Option<CapacityView>,
     /// The comparison with the baseline the run had, if any.
     #[serde(default)]
     pub baseline: Option<ComparisonView>,
@@ -415,6 +424,7 @@ pub fn lock_of(view: &ResultsView) -> Lock {
                 env,
                 allocator_env: locked_env(&case.allocator_env),
                 probe_peak_allocated_bytes: case.probe.as_ref().and_then(|p| p.peak_allocated),
+                capacity: case.capacity.as_ref().and_then(|c| c.value),
             };
             (case.id.clone(), locked)
         })

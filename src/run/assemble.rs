@@ -193,6 +193,7 @@ impl CaseRunner<'_, '_> {
             gpus: None,
             gpu_sharing: Vec::new(),
             retried_alone: None,
+            capacity: None,
             env: recorded.env,
             allocator_env: allocator_env(case),
             baseline: None,

@@ -24,6 +24,7 @@ use super::assemble::CaseRun;
 use super::checks::budget_breached;
 use super::instance::Instance;
 use super::{GpuAccess, Note, Shared, WriteFault};
+use crate::capacity::{self, Capacity, Probe};
 use crate::measure::gpu::{CaseGpu, ForeignProcess, GpuFigures};
 use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
@@ -31,7 +32,7 @@ use crate::measure::{HostFigures, HostMeter, Sample, Timeline};
 use crate::probe::{ProbeReader, ProbeSummary};
 use crate::process;
 use crate::results::CaseStatus;
-use crate::suite::{Case, ForeignPolicy};
+use crate::suite::{Case, CaseSearch, ForeignPolicy};
 use crate::units::{Bytes, format_duration};
 use crate::verdict::StopReason;
 
@@ -116,6 +117,101 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             }
         }
         runs
+    }
+
+    /// Search a case's capacity: probe values as `capacity::next_probe`
+    /// says, each probe a run of the case (its repeats included) at that
+    /// value, until the search ends, is cut short (`max_probes`, its
+    /// `timeout`, Ctrl-C, a fault) or a probe errs (the case cannot run at
+    /// all: searching on would only repeat it). Returns the runs the case
+    /// is judged by — the largest value that passed, else the last probe —
+    /// and what was found. Each probe's timeline is kept as
+    /// `timeline.<param>-<value>.json`; `timeline.json` is the chosen one's.
+    pub(super) fn run_search(
+        &mut self,
+        case: &Case,
+        case_dir: &Path,
+        search: &CaseSearch,
+        locked: Option<u64>,
+    ) -> (Vec<CaseRun>, Capacity) {
+        let spec = &search.spec;
+        let deadline = spec.timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut probes: Vec<Probe> = Vec::new();
+        let mut best: Option<(u64, Vec<CaseRun>)> = None;
+        let mut last: Vec<CaseRun> = Vec::new();
+        let mut cut = false;
+        while let Some(value) = capacity::next_probe(spec, locked, &probes) {
+            let out_of_time = deadline.is_some_and(|d| Instant::now() >= d);
+            if out_of_time || self.shared.interrupt.requested() || self.shared.faulted() {
+                cut = true;
+                break;
+            }
+            let marker = format!("\n[oomgate] probe {}={value} starts\n", spec.param);
+            for index in 0..case.concurrency.max(1) {
+                let logs = super::launch::InstanceLogs::for_instance(case_dir, index);
+                for log in [&logs.stdout, &logs.stderr] {
+                    if let Err(fault) = append(log, &marker) {
+                        self.record_fault(fault);
+                    }
+                }
+            }
+            let probe_case = case.probe(value);
+            if probe_case.concurrency > case.concurrency {
+                // More instances than the case folder was prepared for.
+                for index in case.concurrency..probe_case.concurrency {
+                    let logs = super::launch::InstanceLogs::for_instance(case_dir, index);
+                    for log in [&logs.stdout, &logs.stderr] {
+                        if let Err(fault) = append(log, "") {
+                            self.record_fault(fault);
+                        }
+                    }
+                }
+            }
+            let runs = self.run_repeats(&probe_case, case_dir);
+            let kept = case_dir.join(format!("timeline.{}-{value}.json", spec.param));
+            std::fs::copy(case_dir.join("timeline.json"), &kept).ok();
+            let statuses: Vec<CaseStatus> = runs.iter().map(|r| r.result.status).collect();
+            if statuses.contains(&CaseStatus::Interrupted) {
+                // Not a verdict on the value: Ctrl-C.
+                last = runs;
+                cut = true;
+                break;
+            }
+            let probe = Probe {
+                value,
+                status: statuses
+                    .iter()
+                    .copied()
+                    .find(|s| *s != CaseStatus::Passed)
+                    .unwrap_or(CaseStatus::Passed),
+                failure_kind: runs.iter().find_map(|r| r.result.failure_kind),
+                host_peak_bytes: runs.iter().filter_map(|r| r.result.host_peak_bytes).max(),
+                gpu_peak_bytes: runs.iter().filter_map(|r| r.result.gpu_peak_bytes).max(),
+                wall_time_s: runs.iter().map(|r| r.result.wall_time_s).sum(),
+            };
+            let error = probe.status == CaseStatus::Error;
+            if probe.passed() && best.as_ref().is_none_or(|(b, _)| value > *b) {
+                best = Some((value, runs));
+            } else {
+                last = runs;
+            }
+            probes.push(probe);
+            if error {
+                cut = true;
+                break;
+            }
+        }
+        let mut found = capacity::outcome(spec, locked, probes);
+        found.complete &= !cut;
+        let runs = match best {
+            Some((value, runs)) => {
+                let chosen = case_dir.join(format!("timeline.{}-{value}.json", spec.param));
+                std::fs::copy(chosen, case_dir.join("timeline.json")).ok();
+                runs
+            }
+            None => last,
+        };
+        (runs, found)
     }
 
     /// Tell the main thread. It listens until every case is done, so a

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::Conductor;
 use crate::baseline::{self, Outcome};
+use crate::capacity::Capacity;
 use crate::environment::Environment;
 use crate::results::{BaselineInfo, CaseResult, Check, CheckKind, RepeatFigures};
 use crate::suite::{Case, DriftPolicy};
@@ -294,6 +295,41 @@ impl Conductor<'_> {
             ));
         }
         result.baseline = Some(comparison);
+    }
+}
+
+impl Conductor<'_> {
+    /// A searched case against its locked capacity: less is a regression
+    /// (`largest batch that fits: 300 -> 248`), more is good news, and a
+    /// search that found nothing fails on its own. A search cut short
+    /// found at least its value: it fails only when that is already below
+    /// the lock's.
+    pub(super) fn compare_capacity(&self, case: &Case, found: &Capacity, result: &mut CaseResult) {
+        let locked = self
+            .baseline
+            .lock
+            .as_ref()
+            .and_then(|(_, lock)| lock.cases.get(&case.id))
+            .and_then(|locked| locked.capacity);
+        let param = &found.param;
+        let check = match (found.value, locked) {
+            (None, _) => failing(CheckKind::Baseline("capacity".into()), found.describe()),
+            (Some(value), Some(locked)) if value < locked => failing(
+                CheckKind::Baseline("capacity".into()),
+                format!(
+                    "largest {param} that fits: {locked} -> {value} (regression; {})",
+                    found.describe()
+                ),
+            ),
+            (Some(value), Some(locked)) if value > locked && found.complete => passing(
+                CheckKind::Baseline("capacity".into()),
+                format!(
+                    "largest {param} that fits: {locked} -> {value} (grew; re-lock to keep it)"
+                ),
+            ),
+            (Some(_), _) => passing(CheckKind::Baseline("capacity".into()), found.describe()),
+        };
+        result.checks.push(check);
     }
 }
 

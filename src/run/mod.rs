@@ -150,9 +150,15 @@ enum Note {
     },
     /// A file could not be written; the case goes on.
     Fault(WriteFault),
-    /// The case is over: each of its runs (one per repeat); `false` when
-    /// its thread panicked instead (no run, nothing stopped).
-    Done(Vec<CaseRun>, bool),
+    /// The case is over: each of its runs (one per repeat; with a search,
+    /// those of the probe it is judged by) and what its search found;
+    /// `completed` is `false` when its thread panicked instead (no run,
+    /// nothing stopped).
+    Done {
+        runs: Vec<CaseRun>,
+        capacity: Option<crate::capacity::Capacity>,
+        completed: bool,
+    },
 }
 
 /// The GPUs a case may use, as the schedule gave them.
@@ -189,6 +195,8 @@ struct Job<'c> {
     case: &'c Case,
     dir: PathBuf,
     access: GpuAccess,
+    /// The lock's capacity of a searched case: the search starts there.
+    locked_capacity: Option<u64>,
 }
 
 /// A worker thread: run each case it is given, keeping its /proc scanner
@@ -207,13 +215,28 @@ fn work(shared: &Shared<'_>, queue: &mpsc::Receiver<Job<'_>>, notes: &mpsc::Send
                 notes.clone(),
                 scanner.take(),
             );
-            let runs = runner.run_repeats(job.case, &job.dir);
+            let ran = match &job.case.search {
+                Some(search) => {
+                    let (runs, capacity) =
+                        runner.run_search(job.case, &job.dir, search, job.locked_capacity);
+                    (runs, Some(capacity))
+                }
+                None => (runner.run_repeats(job.case, &job.dir), None),
+            };
             scanner = Some(runner.into_scanner());
-            runs
+            ran
         }));
         let note = match ran {
-            Ok(runs) => Note::Done(runs, true),
-            Err(_) => Note::Done(Vec::new(), false),
+            Ok((runs, capacity)) => Note::Done {
+                runs,
+                capacity,
+                completed: true,
+            },
+            Err(_) => Note::Done {
+                runs: Vec::new(),
+                capacity: None,
+                completed: false,
+            },
         };
         // The main thread listens until every case is done.
         notes.send((job.number, note)).ok();
@@ -387,6 +410,7 @@ impl<'a> Runner<'a> {
                         case,
                         dir: dir.clone(),
                         access,
+                        locked_capacity: conductor.locked_capacity(case),
                     };
                     // A worker lives as long as its queue: until the run ends.
                     workers[worker].send(job).ok();
@@ -432,7 +456,11 @@ impl<'a> Runner<'a> {
                             })
                             .ok();
                     }
-                    Note::Done(runs, completed) => {
+                    Note::Done {
+                        runs,
+                        capacity,
+                        completed,
+                    } => {
                         let Some(mut done) = live.remove(&number) else {
                             continue;
                         };
@@ -453,6 +481,9 @@ impl<'a> Runner<'a> {
                         } else {
                             let mut run = judge::merge_repeats(runs);
                             conductor.compare_with_baseline(case, &mut run.result);
+                            if let Some(found) = &capacity {
+                                conductor.compare_capacity(case, found, &mut run.result);
+                            }
                             judge::decide(run)
                         };
                         let sharing = conductor.sharing(&done.shared_with, cases);
@@ -486,6 +517,16 @@ impl<'a> Runner<'a> {
                             .as_ref()
                             .map(|_| case.gpus.unwrap_or(1));
                         result.gpu_sharing = sharing;
+                        if let Some(found) = capacity {
+                            // Recorded as written, `{batch}` and all: the
+                            // value is the search's, in `capacity`, and the
+                            // case's definition stays the same across runs.
+                            let recorded = assemble::recorded(case);
+                            result.command = recorded.command;
+                            result.params = recorded.params;
+                            result.env = recorded.env;
+                            result.capacity = Some(found);
+                        }
                         if let Some(first) = done.first_attempt.take() {
                             // A shared attempt that failed only because its
                             // GPU figure could not be told from a
@@ -730,6 +771,15 @@ impl Conductor<'_> {
             })
             .and_then(|locked| locked.gpu_peak_bytes);
         locked.or(case.gpu_memory.map(Bytes::get))
+    }
+
+    /// The capacity the lock holds for a searched case.
+    fn locked_capacity(&self, case: &Case) -> Option<u64> {
+        self.baseline
+            .lock
+            .as_ref()
+            .and_then(|(_, lock)| lock.cases.get(&case.id))
+            .and_then(|locked| locked.capacity)
     }
 
     /// The GPUs a placed case sees, and whether others may share them.

@@ -169,6 +169,50 @@ pub struct Case {
     /// The case's GPU peak as declared, for packing when no baseline has
     /// one (`run --pack`).
     pub gpu_memory: Option<Bytes>,
+    /// Capacity search: the case runs once per probed value of a
+    /// parameter (see `crate::capacity`).
+    pub search: Option<CaseSearch>,
+}
+
+/// A case's capacity search, with what each probe is made from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseSearch {
+    pub spec: crate::capacity::SearchSpec,
+    /// The command and env as written, the matrix row's values filled in
+    /// and the searched placeholder left for each probe.
+    pub command: Vec<String>,
+    pub env: IndexMap<String, String>,
+}
+
+impl Case {
+    /// The case as one probe of its search runs it: the searched value
+    /// in its command and env (or its concurrency), and in its params.
+    pub fn probe(&self, value: u64) -> Case {
+        let mut probe = self.clone();
+        let Some(search) = &self.search else {
+            return probe;
+        };
+        let param = search.spec.param.as_str();
+        if param == crate::capacity::CONCURRENCY {
+            probe.concurrency = u32::try_from(value).unwrap_or(u32::MAX);
+        } else {
+            let mut params = self.params.clone();
+            params.insert(param.to_string(), value.to_string());
+            probe.command = search
+                .command
+                .iter()
+                .map(|arg| template::substitute(arg, &params))
+                .collect();
+            probe.env = search
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), template::substitute(v, &params)))
+                .collect();
+        }
+        probe.params.insert(param.to_string(), value.to_string());
+        probe.search = None;
+        probe
+    }
 }
 
 /// `leak = { warmup = 3, max_growth = "64 MiB" }`.

@@ -92,6 +92,8 @@ pub struct RawCase {
     pub name: Spanned<String>,
     pub command: Spanned<Vec<Spanned<String>>>,
     pub matrix: Option<Spanned<RawMatrix>>,
+    /// Capacity search; a case's own key, never a default.
+    pub search: Option<Spanned<RawSearch>>,
     // Spelled out rather than `#[serde(flatten)] RawSettings`: serde's
     // flatten disables both `deny_unknown_fields` and span tracking.
     pub cwd: Option<Spanned<String>>,
@@ -145,6 +147,18 @@ impl RawSettings {
 
 /// `limits = { "probe.peak_allocated" = "<= 40 GiB", "metric.tokens_per_s" = ">= 1500" }`
 pub type RawLimits = IndexMap<Spanned<String>, Spanned<String>>;
+
+/// `search = { param = "batch", min = 1, max = 4096, step = 8 }`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSearch {
+    pub param: Spanned<String>,
+    pub min: Option<Spanned<i64>>,
+    pub max: Spanned<i64>,
+    pub step: Option<Spanned<i64>>,
+    pub max_probes: Option<Spanned<i64>>,
+    pub timeout: Option<Spanned<String>>,
+}
 
 /// `leak = { warmup = 3, max_growth = "64 MiB" }`
 #[derive(Debug, Default, Deserialize)]

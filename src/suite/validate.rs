@@ -16,9 +16,9 @@ use super::checker::Checker;
 use super::raw::{RawCase, RawEnvironment, RawSettingsRef, RawSuiteFile};
 use super::template::{expand_matrix, folder_name, is_identifier, placeholders, substitute};
 use super::{
-    Budget, Case, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT, Diagnostic,
-    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, MAX_CASES, RESERVED_ENV,
-    Suite, Tolerances,
+    Budget, Case, CaseSearch, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT,
+    Diagnostic, DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, MAX_CASES,
+    RESERVED_ENV, Suite, Tolerances,
 };
 
 const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
@@ -289,8 +289,52 @@ fn expand_case(
         *room = room.saturating_sub(1);
     }
 
-    // Every placeholder must name a matrix key.
-    let known = |name: &str| matrix.contains_key(name);
+    let search = raw
+        .search
+        .as_ref()
+        .and_then(|spec| search_spec(check, spec, &matrix));
+    let searched = search.as_ref().map(|s| s.param.as_str());
+    // The searched placeholder lives in the command and env only: in the
+    // name it would change the case's id from probe to probe.
+    if let Some(param) = searched.filter(|p| *p != crate::capacity::CONCURRENCY) {
+        let mut outside: Vec<&Spanned<String>> = vec![&raw.name];
+        outside.extend(pick(own.cwd, defaults.cwd));
+        outside.extend(raw.command.get_ref().first());
+        for template in outside {
+            if placeholders(template.get_ref()).contains(&param) {
+                check
+                    .error(
+                        template.span(),
+                        format!("`{{{param}}}` is searched: it may be used in the command's arguments and the env only"),
+                    )
+                    .help = Some("the case's name, folder and program stay the same across the search's probes".into());
+            }
+        }
+        let used = raw
+            .command
+            .get_ref()
+            .iter()
+            .skip(1)
+            .any(|arg| placeholders(arg.get_ref()).contains(&param))
+            || merged_env(own, defaults)
+                .values()
+                .any(|value| placeholders(value.get_ref()).contains(&param));
+        if !used {
+            if let Some(spec) = &raw.search {
+                check
+                    .error(
+                        spec.get_ref().param.span(),
+                        format!("`search.param = \"{param}\"` but no `{{{param}}}` in the command or env"),
+                    )
+                    .help = Some(format!(
+                    "write `{{{param}}}` where the value goes, e.g. \"--batch-size={{{param}}}\"; or search `concurrency`"
+                ));
+            }
+        }
+    }
+
+    // Every placeholder must name a matrix key (or the searched one).
+    let known = |name: &str| matrix.contains_key(name) || searched == Some(name);
     let mut templates: Vec<&Spanned<String>> = vec![&raw.name];
     templates.extend(raw.command.get_ref().iter());
     templates.extend(pick(own.cwd, defaults.cwd));
@@ -423,6 +467,19 @@ fn expand_case(
             None => workdir.to_path_buf(),
         };
         let program = resolve_program(&command[0], &cwd);
+        let case_search = search.clone().map(|spec| CaseSearch {
+            spec,
+            command: raw
+                .command
+                .get_ref()
+                .iter()
+                .map(|a| a.get_ref().clone())
+                .collect(),
+            env: merged_env(own, defaults)
+                .into_iter()
+                .map(|(k, v)| (k.get_ref().clone(), v.get_ref().clone()))
+                .collect(),
+        });
         cases.push(Case {
             folder: folder_name(&id),
             id,
@@ -442,9 +499,92 @@ fn expand_case(
             leak,
             gpus,
             gpu_memory,
+            search: case_search,
         });
     }
     cases
+}
+
+/// Most probes a search may be given.
+const MAX_PROBES: i64 = 1000;
+
+/// Check `search = { ... }`: a parameter that can be searched, bounds in
+/// order, a step, and limits on the search itself.
+fn search_spec(
+    check: &mut Checker,
+    raw: &Spanned<super::raw::RawSearch>,
+    matrix: &IndexMap<String, Vec<String>>,
+) -> Option<crate::capacity::SearchSpec> {
+    let spec = raw.get_ref();
+    let param = spec.param.get_ref();
+    let before = check.problems.len();
+    if !is_identifier(param) {
+        check.error(
+            spec.param.span(),
+            format!("`{param}` cannot be a placeholder"),
+        );
+    } else if matrix.contains_key(param) {
+        check.error(
+            spec.param.span(),
+            format!("`{param}` is both a matrix key and searched: pick one"),
+        );
+    }
+    let number = |check: &mut Checker, key: &str, value: &Spanned<i64>, low: i64, high: i64| {
+        let n = *value.get_ref();
+        if (low..=high).contains(&n) {
+            u64::try_from(n).ok()
+        } else {
+            check.error(
+                value.span(),
+                format!("`search.{key}` must be between {low} and {high}, not {n}"),
+            );
+            None
+        }
+    };
+    let top = if param == crate::capacity::CONCURRENCY {
+        1024
+    } else {
+        i64::from(u32::MAX)
+    };
+    let min = spec
+        .min
+        .as_ref()
+        .map_or(Some(1), |v| number(check, "min", v, 1, top));
+    let max = number(check, "max", &spec.max, 1, top);
+    let step = spec
+        .step
+        .as_ref()
+        .map_or(Some(1), |v| number(check, "step", v, 1, top));
+    if let (Some(min), Some(max)) = (min, max) {
+        if max < min {
+            check.error(
+                spec.max.span(),
+                format!("`search.max` ({max}) is below `search.min` ({min})"),
+            );
+        }
+    }
+    // Doubling then bisecting takes about 2·log2(max) probes: 2·⌈log2 max⌉
+    // + 2 leaves room for a warm start's two.
+    let ceil_log2 = |n: u64| u64::from(64 - n.saturating_sub(1).leading_zeros());
+    let default_probes = max.map_or(20, |max| 2 * ceil_log2(max) + 2);
+    let max_probes = spec.max_probes.as_ref().map_or(Some(default_probes), |v| {
+        number(check, "max_probes", v, 1, MAX_PROBES)
+    });
+    let timeout = spec
+        .timeout
+        .as_ref()
+        .and_then(|text| check.bounded_duration("search.timeout", text, MAX_CASE_TIME));
+    if check.problems.len() > before {
+        return None;
+    }
+    Some(crate::capacity::SearchSpec {
+        param: param.clone(),
+        min: min?,
+        max: max?,
+        step: step?,
+        max_probes: u32::try_from(max_probes?).ok()?,
+        timeout,
+    })
 }
 
 /// The time and memory limits of a case (or of `[defaults]` alone).

@@ -1,0 +1,108 @@
+//! Capacity search on real processes: a workload that fails above a
+//! threshold, found exactly; locked; a shrink gated.
+
+mod common;
+
+use common::*;
+
+/// A case that passes while `batch` is at most `limit`.
+fn threshold_suite(limit: u64) -> String {
+    format!(
+        "[suite]\nname = \"cap\"\n[[case]]\nname = \"fits\"\ncommand = [\"sh\", \"-c\", \"test \\\"$1\\\" -le {limit}\", \"sh\", \"{{batch}}\"]\nsearch = {{ param = \"batch\", min = 8, max = 1024, step = 8 }}\n"
+    )
+}
+
+fn probed(case: &serde_json::Value) -> Vec<u64> {
+    case["capacity"]["probes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["value"].as_u64())
+        .collect()
+}
+
+#[test]
+fn the_largest_value_that_passes_is_found_locked_and_gated() {
+    let project = Project::new(&threshold_suite(300));
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(0);
+    let case = run.case("fits");
+    assert_eq!(case["status"], "passed", "{case:#}");
+    assert_eq!(case["capacity"]["value"], 296, "{case:#}");
+    assert_eq!(case["capacity"]["complete"], true);
+    let probes = probed(&case);
+    assert!(
+        probes.len() <= 20,
+        "2·log2(1024) probes at most: {probes:?}"
+    );
+    assert_eq!(
+        &probes[..7],
+        [8, 16, 32, 64, 128, 256, 512],
+        "doubling first"
+    );
+    // The case is recorded as written: its definition does not move with
+    // the capacity.
+    assert!(
+        case["command"].to_string().contains("{batch}"),
+        "{}",
+        case["command"]
+    );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains("largest batch that fits: 296"), "{junit}");
+
+    // Locked: an unchanged workload costs two probes.
+    let lock = project
+        .oomgate()
+        .args(["lock"])
+        .arg(project.suite())
+        .args(["--from"])
+        .arg(project.out().join("results.json"))
+        .output()
+        .expect("lock");
+    assert!(
+        lock.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lock.stderr)
+    );
+    let locked = std::fs::read_to_string(project.path().join("suite.lock")).expect("lock file");
+    assert!(locked.contains("capacity = 296"), "{locked}");
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(0);
+    assert_eq!(probed(&run.case("fits")), [296, 304]);
+
+    // A change that shrinks the capacity is a regression naming both.
+    std::fs::write(project.suite(), threshold_suite(250)).expect("suite");
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(1);
+    let case = run.case("fits");
+    assert_eq!(case["capacity"]["value"], 248);
+    assert!(
+        case["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("largest batch that fits: 296 -> 248"),
+        "{case:#}"
+    );
+}
+
+#[test]
+fn nothing_fitting_fails_and_a_broken_command_stops_the_search() {
+    let project = Project::new(&threshold_suite(1));
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(1);
+    let case = run.case("fits");
+    assert_eq!(case["status"], "failed");
+    assert_eq!(probed(&case), [8]);
+    assert!(case["capacity"]["value"].is_null());
+
+    let broken = Project::new(
+        "[suite]\nname = \"cap\"\n[[case]]\nname = \"fits\"\ncommand = [\"./no-such-program\", \"{batch}\"]\nsearch = { param = \"batch\", max = 64 }\n",
+    );
+    let run = broken.run(&["--gpu", "off"]);
+    run.assert_code(1);
+    assert_eq!(
+        probed(&run.case("fits")).len(),
+        1,
+        "an error is not searched on"
+    );
+}
