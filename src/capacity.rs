@@ -40,6 +40,36 @@ pub struct SearchSpec {
     pub max_probes: u32,
     /// The whole search's time; `None`: only each probe's `timeout`.
     pub timeout: Option<std::time::Duration>,
+    /// How far below the locked capacity a run may land before it is a
+    /// regression (`capacity_tolerance`).
+    pub tolerance: Tolerance,
+}
+
+/// `capacity_tolerance`: a count of steps, or a share of the locked value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Tolerance {
+    Steps(u64),
+    Share(f64),
+}
+
+impl Eq for Tolerance {}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Tolerance::Steps(0)
+    }
+}
+
+impl SearchSpec {
+    /// The smallest capacity that is no regression from `locked`.
+    pub fn least_accepted(&self, locked: u64) -> u64 {
+        let allowed = match self.tolerance {
+            Tolerance::Steps(steps) => steps.saturating_mul(self.step),
+            // Rounded down: a share never forgives more than it says.
+            Tolerance::Share(share) => (locked as f64 * share).floor() as u64,
+        };
+        locked.saturating_sub(allowed)
+    }
 }
 
 /// One probe: a run of the case at one value, and how it ended.
@@ -169,6 +199,7 @@ mod tests {
             step,
             max_probes: 64,
             timeout: None,
+            tolerance: Tolerance::default(),
         }
     }
 
@@ -260,6 +291,22 @@ mod tests {
         assert_eq!(found.value, Some(4));
         assert!(!found.complete);
         assert!(found.describe().contains(">= 4"), "{}", found.describe());
+    }
+
+    #[test]
+    fn a_tolerance_is_steps_or_a_share_of_the_locked_value() {
+        let steps = SearchSpec {
+            tolerance: Tolerance::Steps(2),
+            ..spec(1, 4096, 8)
+        };
+        assert_eq!(steps.least_accepted(296), 280);
+        let share = SearchSpec {
+            tolerance: Tolerance::Share(0.05),
+            ..spec(1, 4096, 8)
+        };
+        assert_eq!(share.least_accepted(300), 285);
+        assert_eq!(spec(1, 4096, 8).least_accepted(296), 296);
+        assert_eq!(steps.least_accepted(8), 0);
     }
 
     #[test]

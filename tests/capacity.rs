@@ -70,7 +70,20 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     run.assert_code(0);
     assert_eq!(probed(&run.case("fits")), [296, 304]);
 
-    // A change that shrinks the capacity is a regression naming both.
+    // A shrink within `capacity_tolerance` passes and says so.
+    let tolerant = threshold_suite(290).replace("search = ", "capacity_tolerance = 1\nsearch = ");
+    std::fs::write(project.suite(), tolerant).expect("suite");
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(0);
+    assert!(
+        run.case("fits")["checks"]
+            .to_string()
+            .contains("296 -> 288 (within capacity_tolerance)"),
+        "{:#}",
+        run.case("fits")
+    );
+
+    // A change that shrinks the capacity further is a regression naming both.
     std::fs::write(project.suite(), threshold_suite(250)).expect("suite");
     let run = project.run(&["--gpu", "off"]);
     run.assert_code(1);

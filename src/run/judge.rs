@@ -314,7 +314,7 @@ impl Conductor<'_> {
         let param = &found.param;
         let check = match (found.value, locked) {
             (None, _) => failing(CheckKind::Baseline("capacity".into()), found.describe()),
-            (Some(value), Some(locked)) if value < locked => failing(
+            (Some(value), Some(locked)) if value < least_accepted(case, locked) => failing(
                 CheckKind::Baseline("capacity".into()),
                 format!(
                     "largest {param} that fits: {locked} -> {value} (regression; {})",
@@ -327,10 +327,23 @@ impl Conductor<'_> {
                     "largest {param} that fits: {locked} -> {value} (grew; re-lock to keep it)"
                 ),
             ),
+            (Some(value), Some(locked)) if value < locked => passing(
+                CheckKind::Baseline("capacity".into()),
+                format!(
+                    "largest {param} that fits: {locked} -> {value} (within capacity_tolerance)"
+                ),
+            ),
             (Some(_), _) => passing(CheckKind::Baseline("capacity".into()), found.describe()),
         };
         result.checks.push(check);
     }
+}
+
+/// The smallest capacity that is no regression from `locked`.
+fn least_accepted(case: &Case, locked: u64) -> u64 {
+    case.search
+        .as_ref()
+        .map_or(locked, |search| search.spec.least_accepted(locked))
 }
 
 fn passing(kind: CheckKind, message: String) -> Check {

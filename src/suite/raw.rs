@@ -94,6 +94,9 @@ pub struct RawCase {
     pub matrix: Option<Spanned<RawMatrix>>,
     /// Capacity search; a case's own key, never a default.
     pub search: Option<Spanned<RawSearch>>,
+    /// How far below the locked capacity a search may land: steps, or a
+    /// share (`"5%"`).
+    pub capacity_tolerance: Option<Spanned<toml::Value>>,
     // Spelled out rather than `#[serde(flatten)] RawSettings`: serde's
     // flatten disables both `deny_unknown_fields` and span tracking.
     pub cwd: Option<Spanned<String>>,

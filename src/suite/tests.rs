@@ -526,11 +526,19 @@ fn a_search_is_checked_and_its_probes_fill_in_the_value() {
     let case = &suite.cases[0];
     let search = case.search.as_ref().expect("searched");
     assert_eq!(
-        (search.spec.min, search.spec.max, search.spec.step, search.spec.max_probes),
+        (
+            search.spec.min,
+            search.spec.max,
+            search.spec.step,
+            search.spec.max_probes
+        ),
         (8, 4096, 8, 26)
     );
     let probe = case.probe(296);
-    assert_eq!(probe.command, ["train", "--model=a", "--bs=296", "{literal}"]);
+    assert_eq!(
+        probe.command,
+        ["train", "--model=a", "--bs=296", "{literal}"]
+    );
     assert_eq!(probe.env.get("BATCH").map(String::as_str), Some("296"));
     assert_eq!(probe.params.get("batch").map(String::as_str), Some("296"));
     assert_eq!(probe.id, case.id, "the id stays the same across probes");

@@ -292,7 +292,13 @@ fn expand_case(
     let search = raw
         .search
         .as_ref()
-        .and_then(|spec| search_spec(check, spec, &matrix));
+        .and_then(|spec| search_spec(check, spec, raw.capacity_tolerance.as_ref(), &matrix));
+    if let (None, Some(tolerance)) = (&raw.search, &raw.capacity_tolerance) {
+        check.error(
+            tolerance.span(),
+            "`capacity_tolerance` without `search`: there is no capacity to compare",
+        );
+    }
     let searched = search.as_ref().map(|s| s.param.as_str());
     // The searched placeholder lives in the command and env only: in the
     // name it would change the case's id from probe to probe.
@@ -513,9 +519,33 @@ const MAX_PROBES: i64 = 1000;
 fn search_spec(
     check: &mut Checker,
     raw: &Spanned<super::raw::RawSearch>,
+    raw_tolerance: Option<&Spanned<toml::Value>>,
     matrix: &IndexMap<String, Vec<String>>,
 ) -> Option<crate::capacity::SearchSpec> {
     let spec = raw.get_ref();
+    let tolerance = match raw_tolerance {
+        None => Some(crate::capacity::Tolerance::default()),
+        Some(value) => {
+            match value.get_ref() {
+                toml::Value::Integer(n) if *n >= 0 => u64::try_from(*n)
+                    .ok()
+                    .map(crate::capacity::Tolerance::Steps),
+                toml::Value::String(text) if text.trim().ends_with('%') => check
+                    .relative("capacity_tolerance", value)
+                    .filter(|share| *share <= 1.0)
+                    .map(crate::capacity::Tolerance::Share),
+                _ => {
+                    check
+                    .error(
+                        value.span(),
+                        "`capacity_tolerance` is a count of steps (2) or a share (\"5%\")",
+                    )
+                    .help = Some("how far below the locked capacity a run may land before it is a regression".into());
+                    None
+                }
+            }
+        }
+    };
     let param = spec.param.get_ref();
     let before = check.problems.len();
     if !is_identifier(param) {
@@ -578,6 +608,7 @@ fn search_spec(
         return None;
     }
     Some(crate::capacity::SearchSpec {
+        tolerance: tolerance?,
         param: param.clone(),
         min: min?,
         max: max?,
