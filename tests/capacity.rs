@@ -50,6 +50,13 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(junit.contains("largest batch that fits: 296"), "{junit}");
 
+    let html = std::fs::read_to_string(project.out().join("report.html")).expect("html");
+    assert!(
+        html.contains("Peak memory against the searched value")
+            && html.contains("capacity: batch = 296"),
+        "the memory curve, with the capacity marked"
+    );
+
     // Locked: an unchanged workload costs two probes.
     let lock = project
         .oomgate()

@@ -274,7 +274,112 @@ pub(super) fn probe_chart(case: &CaseResult) -> Option<String> {
     Some(svg)
 }
 
-/// One line of a chart, with its legend entry.
+/// A searched case's memory curve: the peak memory of each probe
+/// against the searched value, with the GPU budget and the devices' total
+/// memory where they are in view, and the capacity found — how the
+/// workload scales, and where it will break. `None` without a search of
+/// two probes or more with figures.
+pub(super) fn capacity_chart(case: &CaseResult) -> Option<Chart> {
+    let capacity = case.capacity.as_ref()?;
+    let mut probes: Vec<&crate::capacity::Probe> = capacity.probes.iter().collect();
+    probes.sort_by_key(|p| p.value);
+    // The curve is drawn through the probes that passed; a failed probe's
+    // peak is where it stopped (an OOM before allocating reads low), so
+    // those are marked apart.
+    let series = |passed: bool, pick: fn(&crate::capacity::Probe) -> Option<u64>| {
+        probes
+            .iter()
+            .filter(|p| p.passed() == passed)
+            .filter_map(|p| pick(p).map(|b| (p.value as f64, b as f64 / MIB)))
+            .collect::<Vec<(f64, f64)>>()
+    };
+    let host = series(true, |p| p.host_peak_bytes);
+    let gpu = series(true, |p| p.gpu_peak_bytes);
+    let failed_gpu = series(false, |p| p.gpu_peak_bytes);
+    let failed_host = series(false, |p| p.host_peak_bytes);
+    if host.len() < 2 && gpu.len() < 2 {
+        return None;
+    }
+    let highest = host
+        .iter()
+        .chain(&gpu)
+        .chain(&failed_gpu)
+        .chain(&failed_host)
+        .map(|p| p.1)
+        .fold(0.0, f64::max);
+    let right = probes.last().map_or(1.0, |p| p.value as f64).max(1.0);
+    let left = probes
+        .first()
+        .map_or(0.0, |p| p.value as f64)
+        .min(right - 1.0);
+    let mut notes = Vec::new();
+    let mut limits = Vec::new();
+    let device_total: u64 = case.gpu_devices.iter().map(|d| d.total_bytes).sum();
+    let budget = case
+        .checks
+        .iter()
+        .find(|c| c.kind == CheckKind::GpuBudget)
+        .and_then(|c| c.limit_bytes);
+    for (label, bytes, colour) in [
+        ("GPU budget", budget, RED),
+        (
+            "devices' total memory",
+            (device_total > 0).then_some(device_total),
+            BLACK,
+        ),
+    ] {
+        let Some(bytes) = bytes else { continue };
+        let mib = bytes as f64 / MIB;
+        if mib <= highest * BUDGET_IN_VIEW {
+            limits.push(Line::new(label, vec![(left, mib), (right, mib)], colour, 1));
+        } else {
+            notes.push(format!(
+                "{label}: {} (far above the figures, not drawn)",
+                crate::units::Bytes(bytes)
+            ));
+        }
+    }
+    let top = limits
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1))
+        .fold(highest, f64::max)
+        * 1.1;
+    let mut drawn = Vec::new();
+    let with_gpu = gpu.len() >= 2;
+    if with_gpu {
+        drawn.push(Line::new("GPU peak", gpu, SERIES_COLOURS[0], 3));
+    }
+    if host.len() >= 2 {
+        drawn.push(Line::new("host peak", host, SERIES_COLOURS[1], 3));
+    }
+    let failed = if with_gpu { failed_gpu } else { failed_host };
+    if !failed.is_empty() {
+        drawn.push(Line::points(
+            "failed probes (peak until they stopped)",
+            failed,
+            RED,
+        ));
+    }
+    drawn.extend(limits);
+    if let Some(value) = capacity.value {
+        let at = value as f64;
+        drawn.push(Line::new(
+            format!("capacity: {} = {value}", capacity.param),
+            vec![(at, 0.0), (at, top)],
+            SERIES_COLOURS[2],
+            2,
+        ));
+    }
+    let svg = draw(
+        (900, 320),
+        (left..right, 0.0..top.max(1.0)),
+        (capacity.param.as_str(), "MiB"),
+        drawn,
+    )?;
+    Some(Chart { svg, notes })
+}
+
+/// One line of a chart, with its legend entry; width 0: points only.
 struct Line {
     label: String,
     points: Vec<(f64, f64)>,
@@ -283,6 +388,11 @@ struct Line {
 }
 
 impl Line {
+    /// Marked points, not joined.
+    fn points(label: impl Into<String>, points: Vec<(f64, f64)>, colour: RGBColor) -> Self {
+        Line::new(label, points, colour, 0)
+    }
+
     fn new(
         label: impl Into<String>,
         points: Vec<(f64, f64)>,
@@ -326,6 +436,15 @@ fn draw(
             .draw()
             .ok()?;
         for line in lines {
+            if line.width == 0 {
+                let style = line.colour.filled();
+                chart
+                    .draw_series(line.points.into_iter().map(|p| Circle::new(p, 6, style)))
+                    .ok()?
+                    .label(line.label)
+                    .legend(move |(x, y)| Circle::new((x + 8, y), 6, style));
+                continue;
+            }
             let style = line.colour.stroke_width(line.width);
             chart
                 .draw_series(LineSeries::new(line.points, style))

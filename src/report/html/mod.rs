@@ -321,6 +321,14 @@ fn case_section(page: &mut String, case: &CaseResult, results: &RunResults, out_
         }
         None => page.push_str("<p class=\"meta\">No memory timeline was recorded.</p>\n"),
     }
+    if let Some(curve) = chart::capacity_chart(case) {
+        page.push_str("<h3>Peak memory against the searched value</h3><div class=\"chart\">");
+        page.push_str(&curve.svg);
+        page.push_str("</div>\n");
+        for note in &curve.notes {
+            let _ = writeln!(page, "<p class=\"meta\">{}</p>", escape(note));
+        }
+    }
     if let Some(svg) = chart::probe_chart(case) {
         page.push_str("<h3>What the probe reported</h3><div class=\"chart\">");
         page.push_str(&svg);
