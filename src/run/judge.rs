@@ -312,6 +312,15 @@ impl Conductor<'_> {
             .and_then(|(_, lock)| lock.cases.get(&case.id))
             .and_then(|locked| locked.capacity);
         let param = &found.param;
+        // A probe that could not run at all ended the search: its own error
+        // is the case's verdict, not a capacity.
+        let errored = found
+            .probes
+            .last()
+            .is_some_and(|p| p.status == crate::results::CaseStatus::Error);
+        if found.value.is_none() && errored {
+            return;
+        }
         let check = match (found.value, locked) {
             (None, _) => failing(CheckKind::Baseline("capacity".into()), found.describe()),
             (Some(value), Some(locked)) if value < least_accepted(case, locked) => failing(
