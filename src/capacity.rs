@@ -177,8 +177,13 @@ pub fn next_probe(spec: &SearchSpec, locked: Option<u64>, probes: &[Probe]) -> O
 /// What the probes found; `complete` when the search ended by itself.
 pub fn outcome(spec: &SearchSpec, locked: Option<u64>, probes: Vec<Probe>) -> Capacity {
     let (value, _) = bounds(&probes);
-    let complete =
-        probes.len() < spec.max_probes as usize && next_probe(spec, locked, &probes).is_none();
+    // Over when nothing would be probed next even with probes to spare: a
+    // search whose last allowed probe ended it is complete.
+    let unbounded = SearchSpec {
+        max_probes: u32::MAX,
+        ..spec.clone()
+    };
+    let complete = next_probe(&unbounded, locked, &probes).is_none();
     Capacity {
         param: spec.param.clone(),
         value,
@@ -279,6 +284,16 @@ mod tests {
         assert_eq!(shrunk.value, Some(248), "{shrunk:?}");
         let grown = search(&spec, Some(296), 700);
         assert_eq!(grown.value, Some(696), "{grown:?}");
+    }
+
+    #[test]
+    fn a_search_ended_by_its_last_allowed_probe_is_complete() {
+        let spec = SearchSpec {
+            max_probes: 3,
+            ..spec(8, 32, 8)
+        };
+        let found = search(&spec, None, 1000);
+        assert_eq!((found.value, found.complete), (Some(32), true));
     }
 
     #[test]

@@ -75,7 +75,13 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     assert!(locked.contains("capacity = 296"), "{locked}");
     let run = project.run(&["--gpu", "off"]);
     run.assert_code(0);
-    assert_eq!(probed(&run.case("fits")), [296, 304]);
+    let case = run.case("fits");
+    assert_eq!(probed(&case), [296, 304]);
+    let changes = &case["baseline"]["changes"];
+    assert!(
+        changes.as_array().is_none_or(Vec::is_empty),
+        "the definition is unchanged: {changes}"
+    );
 
     // A shrink within `capacity_tolerance` passes and says so.
     let tolerant = threshold_suite(290).replace("search = ", "capacity_tolerance = 1\nsearch = ");

@@ -141,13 +141,19 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         let mut last: Vec<CaseRun> = Vec::new();
         let mut cut = false;
         while let Some(value) = capacity::next_probe(spec, locked, &probes) {
+            // The first probe always runs (it may be interrupted like any
+            // case); the search's limits are checked between probes.
             let out_of_time = deadline.is_some_and(|d| Instant::now() >= d);
-            if out_of_time || self.shared.interrupt.requested() || self.shared.faulted() {
+            let stopping = self.shared.interrupt.requested() || self.shared.faulted();
+            if !probes.is_empty() && (out_of_time || stopping) {
                 cut = true;
                 break;
             }
+            let probe_case = case.probe(value);
+            // Every instance's logs get the marker (created when the probe
+            // has more instances than the folder was prepared for).
             let marker = format!("\n[oomgate] probe {}={value} starts\n", spec.param);
-            for index in 0..case.concurrency.max(1) {
+            for index in 0..probe_case.concurrency.max(case.concurrency) {
                 let logs = super::launch::InstanceLogs::for_instance(case_dir, index);
                 for log in [&logs.stdout, &logs.stderr] {
                     if let Err(fault) = append(log, &marker) {
@@ -155,27 +161,18 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                     }
                 }
             }
-            let probe_case = case.probe(value);
-            if probe_case.concurrency > case.concurrency {
-                // More instances than the case folder was prepared for.
-                for index in case.concurrency..probe_case.concurrency {
-                    let logs = super::launch::InstanceLogs::for_instance(case_dir, index);
-                    for log in [&logs.stdout, &logs.stderr] {
-                        if let Err(fault) = append(log, "") {
-                            self.record_fault(fault);
-                        }
-                    }
-                }
-            }
+            // A probe that writes no timeline must not inherit the last.
+            std::fs::remove_file(case_dir.join("timeline.json")).ok();
             let runs = self.run_repeats(&probe_case, case_dir);
             let kept = case_dir.join(format!("timeline.{}-{value}.json", spec.param));
             std::fs::copy(case_dir.join("timeline.json"), &kept).ok();
             let statuses: Vec<CaseStatus> = runs.iter().map(|r| r.result.status).collect();
             if statuses.contains(&CaseStatus::Interrupted) {
-                // Not a verdict on the value: Ctrl-C.
-                last = runs;
-                cut = true;
-                break;
+                // Not a verdict on the value: Ctrl-C. The case is judged by
+                // this probe (interrupted), not by an earlier pass.
+                let mut found = capacity::outcome(spec, locked, probes);
+                found.complete = false;
+                return (runs, found);
             }
             let probe = Probe {
                 value,
@@ -189,17 +186,20 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                 gpu_peak_bytes: runs.iter().filter_map(|r| r.result.gpu_peak_bytes).max(),
                 wall_time_s: runs.iter().map(|r| r.result.wall_time_s).sum(),
             };
-            let error = probe.status == CaseStatus::Error;
+            if probe.status == CaseStatus::Error {
+                // The case could not run at that value: its error is the
+                // verdict, whatever passed before.
+                probes.push(probe);
+                let mut found = capacity::outcome(spec, locked, probes);
+                found.complete = false;
+                return (runs, found);
+            }
             if probe.passed() && best.as_ref().is_none_or(|(b, _)| value > *b) {
                 best = Some((value, runs));
             } else {
                 last = runs;
             }
             probes.push(probe);
-            if error {
-                cut = true;
-                break;
-            }
         }
         let mut found = capacity::outcome(spec, locked, probes);
         found.complete &= !cut;

@@ -310,7 +310,10 @@ impl Conductor<'_> {
             .lock
             .as_ref()
             .and_then(|(_, lock)| lock.cases.get(&case.id))
-            .and_then(|locked| locked.capacity);
+            .and_then(|locked| locked.capacity)
+            // A `max` lowered since the lock caps what can be found.
+            .zip(case.search.as_ref())
+            .map(|(locked, search)| locked.min(search.spec.max));
         let param = &found.param;
         // A probe that could not run at all ended the search: its own error
         // is the case's verdict, not a capacity.

@@ -480,6 +480,16 @@ impl<'a> Runner<'a> {
                             )
                         } else {
                             let mut run = judge::merge_repeats(runs);
+                            if capacity.is_some() {
+                                // Recorded as written, `{batch}` and all: the
+                                // value is the search's, in `capacity`, and
+                                // the case's definition (compared with the
+                                // lock's) stays the same across runs.
+                                let recorded = assemble::recorded(case);
+                                run.result.command = recorded.command;
+                                run.result.params = recorded.params;
+                                run.result.env = recorded.env;
+                            }
                             conductor.compare_with_baseline(case, &mut run.result);
                             if let Some(found) = &capacity {
                                 conductor.compare_capacity(case, found, &mut run.result);
@@ -517,16 +527,7 @@ impl<'a> Runner<'a> {
                             .as_ref()
                             .map(|_| case.gpus.unwrap_or(1));
                         result.gpu_sharing = sharing;
-                        if let Some(found) = capacity {
-                            // Recorded as written, `{batch}` and all: the
-                            // value is the search's, in `capacity`, and the
-                            // case's definition stays the same across runs.
-                            let recorded = assemble::recorded(case);
-                            result.command = recorded.command;
-                            result.params = recorded.params;
-                            result.env = recorded.env;
-                            result.capacity = Some(found);
-                        }
+                        result.capacity = capacity;
                         if let Some(first) = done.first_attempt.take() {
                             // A shared attempt that failed only because its
                             // GPU figure could not be told from a

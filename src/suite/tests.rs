@@ -564,6 +564,18 @@ fn a_search_is_checked_and_its_probes_fill_in_the_value() {
             "name = \"t\"\ncommand = [\"x\"]\nsearch = { param = \"concurrency\", max = 2048 }",
             "`search.max` must be between 1 and 1024",
         ),
+        (
+            "name = \"t-{concurrency}\"\ncommand = [\"x\"]\nsearch = { param = \"concurrency\", max = 8 }",
+            "placeholder `{concurrency}` has no matrix key",
+        ),
+        (
+            "name = \"t\"\ncommand = [\"x\"]\nconcurrency = 4\nsearch = { param = \"concurrency\", max = 8 }",
+            "`concurrency` is searched",
+        ),
+        (
+            "name = \"t\"\ncommand = [\"x\", \"{batch}\"]\nsearch = { param = \"batch\", max = 8, timeout = \"0s\" }",
+            "must be longer than zero",
+        ),
     ] {
         let (message, _) = parse_err(&format!("[suite]\nname = \"s\"\n[[case]]\n{source}\n"));
         assert!(message.contains(expected), "{source}:\n{message}");

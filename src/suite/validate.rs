@@ -339,8 +339,16 @@ fn expand_case(
         }
     }
 
-    // Every placeholder must name a matrix key (or the searched one).
-    let known = |name: &str| matrix.contains_key(name) || searched == Some(name);
+    // Every placeholder must name a matrix key (or the searched one; a
+    // searched `concurrency` is the number of instances, no placeholder).
+    let searched_placeholder = searched.filter(|p| *p != crate::capacity::CONCURRENCY);
+    let known = |name: &str| matrix.contains_key(name) || searched_placeholder == Some(name);
+    if let (Some(crate::capacity::CONCURRENCY), Some(key)) = (searched, own.concurrency) {
+        check.error(
+            key.span(),
+            "`concurrency` is searched: the search sets it for each probe",
+        );
+    }
     let mut templates: Vec<&Spanned<String>> = vec![&raw.name];
     templates.extend(raw.command.get_ref().iter());
     templates.extend(pick(own.cwd, defaults.cwd));
@@ -600,10 +608,14 @@ fn search_spec(
     let max_probes = spec.max_probes.as_ref().map_or(Some(default_probes), |v| {
         number(check, "max_probes", v, 1, MAX_PROBES)
     });
-    let timeout = spec
-        .timeout
-        .as_ref()
-        .and_then(|text| check.bounded_duration("search.timeout", text, MAX_CASE_TIME));
+    let timeout = spec.timeout.as_ref().and_then(|text| {
+        let timeout = check.bounded_duration("search.timeout", text, MAX_CASE_TIME)?;
+        if timeout.is_zero() {
+            check.error(text.span(), "`search.timeout` must be longer than zero");
+            return None;
+        }
+        Some(timeout)
+    });
     if check.problems.len() > before {
         return None;
     }
