@@ -242,6 +242,17 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
             limits.push(format!("repeat {}", case.repeat));
         }
         let _ = writeln!(out, "  limits:      {}", limits.join(", "));
+        if let Some(search) = &case.search {
+            let spec = &search.spec;
+            let mut words = format!(
+                "largest {} from {} to {}, step {}, at most {} probes",
+                spec.param, spec.min, spec.max, spec.step, spec.max_probes
+            );
+            if let Some(timeout) = spec.timeout {
+                words.push_str(&format!(", {} in all", format_duration(timeout)));
+            }
+            let _ = writeln!(out, "  search:      {words}");
+        }
         let mut pool = Vec::new();
         if let Some(gpus) = case.gpus {
             pool.push(format!("{gpus} GPU(s) of a pool (--gpus)"));
