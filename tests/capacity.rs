@@ -109,6 +109,23 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
             .contains("largest batch that fits: 296 -> 248"),
         "{case:#}"
     );
+    // Accepted on purpose: the lock takes the new capacity and says which.
+    let lock = project
+        .oomgate()
+        .args(["lock"])
+        .arg(project.suite())
+        .args(["--from"])
+        .arg(project.out().join("results.json"))
+        .output()
+        .expect("lock");
+    let said = String::from_utf8_lossy(&lock.stderr);
+    assert!(lock.status.success(), "{said}");
+    assert!(
+        said.contains("fits: largest batch that fits: 296 -> 248"),
+        "{said}"
+    );
+    let locked = std::fs::read_to_string(project.path().join("suite.lock")).expect("lock file");
+    assert!(locked.contains("capacity = 248"), "{locked}");
 }
 
 #[test]

@@ -233,6 +233,8 @@ impl FigureView {
 pub struct CheckView {
     pub name: String,
     pub passed: bool,
+    #[serde(default)]
+    pub message: String,
 }
 
 /// How an instance ended (`{"code": 0}`), as results.json writes it.
@@ -387,7 +389,16 @@ pub fn accepted_changes(view: &ResultsView) -> Vec<String> {
             .filter_map(FigureView::change)
             .collect();
         if changes.is_empty() {
-            lines.push(format!("{}: the environment's drift", case.id));
+            // A capacity is no figure of the comparison: its check says it.
+            let capacity = case
+                .checks
+                .iter()
+                .find(|c| !c.passed && c.name == "baseline.capacity")
+                .map(|c| c.message.as_str());
+            lines.push(match capacity {
+                Some(message) => format!("{}: {message}", case.id),
+                None => format!("{}: the environment's drift", case.id),
+            });
         }
         lines.extend(changes.into_iter().map(|c| format!("{}: {c}", case.id)));
     }
