@@ -345,6 +345,13 @@ impl Conductor<'_> {
                     "largest {param} that fits: {locked} -> {value} (within capacity_tolerance)"
                 ),
             ),
+            (Some(_), None) if self.baseline.require && self.baseline.lock.is_some() => failing(
+                CheckKind::Baseline("capacity".into()),
+                format!(
+                    "no locked capacity to compare with (--require-baseline); {}",
+                    found.describe()
+                ),
+            ),
             (Some(_), _) => passing(CheckKind::Baseline("capacity".into()), found.describe()),
         };
         result.checks.push(check);
