@@ -314,6 +314,12 @@ impl Conductor<'_> {
             // A `max` lowered since the lock caps what can be found.
             .zip(case.search.as_ref())
             .map(|(locked, search)| locked.min(search.spec.max));
+        // A case with no lock entry at all is `BaselineMissing`'s business.
+        let locked_entry = self
+            .baseline
+            .lock
+            .as_ref()
+            .is_some_and(|(_, lock)| lock.cases.contains_key(&case.id));
         let param = &found.param;
         // A probe that could not run at all ended the search: its own error
         // is the case's verdict, not a capacity.
@@ -345,7 +351,7 @@ impl Conductor<'_> {
                     "largest {param} that fits: {locked} -> {value} (within capacity_tolerance)"
                 ),
             ),
-            (Some(_), None) if self.baseline.require && self.baseline.lock.is_some() => failing(
+            (Some(_), None) if self.baseline.require && locked_entry => failing(
                 CheckKind::Baseline("capacity".into()),
                 format!(
                     "no locked capacity to compare with (--require-baseline); {}",
