@@ -149,3 +149,37 @@ fn nothing_fitting_fails_and_a_broken_command_stops_the_search() {
         "an error is not searched on"
     );
 }
+
+#[test]
+fn when_the_capacity_grows_the_larger_peaks_are_not_called_a_regression() {
+    let suite = |budget_mib: u64| {
+        format!(
+            "[suite]\nname = \"cap\"\nsample_interval = \"20ms\"\n[[case]]\nname = \"grows\"\ncommand = [\"python3\", {}, \"--mib\", \"{{batch}}\", \"--hold\", \"50ms\"]\nbudget = {{ host = \"{budget_mib} MiB\" }}\nsearch = {{ param = \"batch\", min = 16, max = 512, step = 16 }}\n",
+            toml_str(&workload("alloc.py"))
+        )
+    };
+    let project = Project::new(&suite(128));
+    project.run(&["--gpu", "off"]).assert_code(0);
+    let lock = project
+        .oomgate()
+        .args(["lock"])
+        .arg(project.suite())
+        .args(["--from"])
+        .arg(project.out().join("results.json"))
+        .output()
+        .expect("lock");
+    assert!(
+        lock.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lock.stderr)
+    );
+    // A larger budget lets a larger batch fit: its peak is far above the
+    // locked one, and that is the size, not a regression.
+    std::fs::write(project.suite(), suite(384)).expect("suite");
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(0);
+    let case = run.case("grows");
+    let checks = case["checks"].to_string();
+    assert!(checks.contains("(grew; re-lock to keep it)"), "{case:#}");
+    assert!(checks.contains("not gated: the capacity moved"), "{case:#}");
+}

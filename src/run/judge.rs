@@ -361,6 +361,22 @@ impl Conductor<'_> {
             (Some(_), _) => passing(CheckKind::Baseline("capacity".into()), found.describe()),
         };
         result.checks.push(check);
+        // The peaks are the capacity probe's: at another value than the
+        // locked one's, they are of another workload size, and judging
+        // them against the lock would blame the size for a regression.
+        if let (Some(value), Some(locked)) = (found.value, locked) {
+            if value != locked {
+                for check in result.checks.iter_mut().filter(|c| {
+                    !c.passed && matches!(&c.kind, CheckKind::Baseline(f) if f != "capacity")
+                }) {
+                    check.passed = true;
+                    check.message = format!(
+                        "{} (not gated: the capacity moved, {param} {locked} -> {value}, so the peaks are of another size; lock again to compare them)",
+                        check.message
+                    );
+                }
+            }
+        }
     }
 }
 
