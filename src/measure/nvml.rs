@@ -42,10 +42,9 @@ const REQUIRED: &[&str] = &[
 #[error("{0}")]
 pub struct GpuUnavailable(pub String);
 
-/// One GPU as NVML describes it, with its handle (the results model
-/// records `results::GpuInfo`, the same without the handle).
-#[derive(Debug, Clone)]
-pub struct GpuDevice {
+/// One GPU as NVML describes it: what the results record of a device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct GpuInfo {
     /// NVML's index (PCI bus order, as nvidia-smi numbers devices).
     pub index: u32,
     pub uuid: String,
@@ -54,7 +53,22 @@ pub struct GpuDevice {
     /// NVML accounting mode (`nvidia-smi -am 1`); `None` when unsupported.
     pub accounting: Option<bool>,
     pub persistence: Option<bool>,
+}
+
+/// A GPU oomgate measures: its description and its NVML handle. Reads
+/// as its [`GpuInfo`] (`device.index`, `device.uuid`, ...).
+#[derive(Debug, Clone)]
+pub struct GpuDevice {
+    pub info: GpuInfo,
     handle: DeviceHandle,
+}
+
+impl std::ops::Deref for GpuDevice {
+    type Target = GpuInfo;
+
+    fn deref(&self) -> &GpuInfo {
+        &self.info
+    }
 }
 
 /// A raw device handle. NVML handles stay valid until `nvmlShutdown`,
@@ -148,12 +162,14 @@ impl Gpu {
             let opened = nvml.device_by_index(index).and_then(|device| {
                 let memory = device.memory_info()?;
                 Ok(GpuDevice {
-                    index,
-                    uuid: device.uuid()?,
-                    name: device.name().unwrap_or_else(|_| "unknown GPU".to_string()),
-                    total_bytes: memory.total,
-                    accounting: device.is_accounting_enabled().ok(),
-                    persistence: device.is_in_persistent_mode().ok(),
+                    info: GpuInfo {
+                        index,
+                        uuid: device.uuid()?,
+                        name: device.name().unwrap_or_else(|_| "unknown GPU".to_string()),
+                        total_bytes: memory.total,
+                        accounting: device.is_accounting_enabled().ok(),
+                        persistence: device.is_in_persistent_mode().ok(),
+                    },
                     // SAFETY: the handle comes from NVML and stays valid
                     // until shutdown, which only Gpu's drop triggers.
                     handle: DeviceHandle(unsafe { device.handle() }),

@@ -150,30 +150,7 @@ pub struct GpuEnvironment {
 }
 
 /// One GPU as NVML described it when the run started.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GpuInfo {
-    /// NVML's index (PCI bus order, as nvidia-smi numbers devices).
-    pub index: u32,
-    pub uuid: String,
-    pub name: String,
-    pub total_bytes: u64,
-    /// NVML accounting mode (`nvidia-smi -am 1`); `None` when unsupported.
-    pub accounting: Option<bool>,
-    pub persistence: Option<bool>,
-}
-
-impl From<&crate::measure::nvml::GpuDevice> for GpuInfo {
-    fn from(device: &crate::measure::nvml::GpuDevice) -> Self {
-        GpuInfo {
-            index: device.index,
-            uuid: device.uuid.clone(),
-            name: device.name.clone(),
-            total_bytes: device.total_bytes,
-            accounting: device.accounting,
-            persistence: device.persistence,
-        }
-    }
-}
+pub use crate::measure::nvml::GpuInfo;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SuiteInfo {
