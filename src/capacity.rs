@@ -28,6 +28,15 @@ use crate::status::{CaseStatus, FailureType};
 /// The reserved `param` that searches a case's `concurrency`.
 pub const CONCURRENCY: &str = "concurrency";
 
+/// What a capacity counts, as the lock records it: `batch, step 8`. Two
+/// capacities compare only when this is the same.
+pub fn counted_as(param: &str, step: Option<u64>) -> String {
+    match step {
+        Some(step) => format!("{param}, step {step}"),
+        None => param.to_string(),
+    }
+}
+
 /// A case's `search = { param, min, max, step, max_probes, timeout }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchSpec {
@@ -93,6 +102,9 @@ impl Probe {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Capacity {
     pub param: String,
+    /// The search's step: what the value is a multiple of once bisected.
+    #[serde(default)]
+    pub step: Option<u64>,
     /// The largest value that passed; `None`: not even `min` did.
     pub value: Option<u64>,
     /// The search ran to its end. `false`: cut short by `max_probes` or
@@ -186,6 +198,7 @@ pub fn outcome(spec: &SearchSpec, locked: Option<u64>, probes: Vec<Probe>) -> Ca
     let complete = next_probe(&unbounded, locked, &probes).is_none();
     Capacity {
         param: spec.param.clone(),
+        step: Some(spec.step),
         value,
         complete,
         probes,

@@ -126,6 +126,25 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     );
     let locked = std::fs::read_to_string(project.path().join("suite.lock")).expect("lock file");
     assert!(locked.contains("capacity = 248"), "{locked}");
+    assert!(
+        locked.contains("capacity_of = \"batch, step 8\""),
+        "{locked}"
+    );
+    // A search of another step counts other things: not compared, said so.
+    std::fs::write(
+        project.suite(),
+        threshold_suite(250).replace("step = 8", "step = 16"),
+    )
+    .expect("suite");
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(0);
+    let checks = run.case("fits")["checks"].to_string();
+    assert!(
+        checks.contains(
+            "capacity not compared: the lock's counts batch, step 8, this search batch, step 16"
+        ),
+        "{checks}"
+    );
 }
 
 #[test]

@@ -73,6 +73,10 @@ pub struct LockedCase {
     /// passed. A run finding less is a regression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<u64>,
+    /// What `capacity` counts: the searched parameter (`batch`), and its
+    /// step. A search of another parameter or step is not compared with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_of: Option<String>,
     pub wall_time_s: f64,
     /// FNV-1a of the expanded command, params and env.
     pub definition_hash: String,
@@ -438,6 +442,7 @@ mod tests {
                 )]
                 .into(),
                 capacity: None,
+                capacity_of: None,
                 probe_peak_allocated_bytes: None,
             },
         );

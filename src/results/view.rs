@@ -128,7 +128,10 @@ pub struct SuiteName {
 /// What a search found, as a lock needs it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct CapacityView {
+    pub param: String,
     pub value: Option<u64>,
+    #[serde(default)]
+    pub step: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -436,6 +439,11 @@ pub fn lock_of(view: &ResultsView) -> Lock {
                 allocator_env: locked_env(&case.allocator_env),
                 probe_peak_allocated_bytes: case.probe.as_ref().and_then(|p| p.peak_allocated),
                 capacity: case.capacity.as_ref().and_then(|c| c.value),
+                capacity_of: case
+                    .capacity
+                    .as_ref()
+                    .filter(|c| c.value.is_some())
+                    .map(|c| crate::capacity::counted_as(&c.param, c.step)),
             };
             (case.id.clone(), locked)
         })

@@ -305,6 +305,24 @@ impl Conductor<'_> {
     /// found at least its value: it fails only when that is already below
     /// the lock's.
     pub(super) fn compare_capacity(&self, case: &Case, found: &Capacity, result: &mut CaseResult) {
+        let counted = crate::capacity::counted_as(&found.param, found.step);
+        let other = self
+            .baseline
+            .lock
+            .as_ref()
+            .and_then(|(_, lock)| lock.cases.get(&case.id))
+            .and_then(|locked| locked.capacity_of.as_deref())
+            .filter(|of| *of != counted);
+        if let Some(of) = other {
+            result.checks.push(passing(
+                CheckKind::Baseline("capacity".into()),
+                format!(
+                    "capacity not compared: the lock's counts {of}, this search {counted}; lock again to gate it ({})",
+                    found.describe()
+                ),
+            ));
+            return;
+        }
         let locked = self
             .baseline
             .lock
