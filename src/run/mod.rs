@@ -33,6 +33,7 @@ pub mod interrupt;
 mod judge;
 pub mod launch;
 pub mod logs;
+mod repeat;
 pub mod schedule;
 mod stop;
 pub mod supervise;

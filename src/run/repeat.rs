@@ -1,0 +1,128 @@
+//! What a worker runs of a case: its runs — once, `repeat` times, or
+//! once per probe of a capacity search — each made by `case` (the run)
+//! and `assemble` (its result).
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::assemble::CaseRun;
+use super::case::{CaseRunner, append};
+use crate::capacity::{self, Capacity, Probe};
+use crate::results::CaseStatus;
+use crate::suite::{Case, CaseSearch};
+
+impl CaseRunner<'_, '_> {
+    /// Run the case `repeat` times, or until a run fails, Ctrl-C or a
+    /// fault: each run's result, for the main thread to merge and judge.
+    pub(super) fn run_repeats(&mut self, case: &Case, case_dir: &Path) -> Vec<CaseRun> {
+        let mut runs = Vec::new();
+        for repeat in 0..case.repeat {
+            if repeat > 0 && (self.shared.interrupt.requested() || self.shared.faulted()) {
+                break;
+            }
+            let (started_at, outcome) = self.run_case(case, case_dir, repeat);
+            let run = self.assemble(case, case_dir, repeat, started_at, outcome);
+            let passed = run.result.status == CaseStatus::Passed;
+            runs.push(run);
+            if !passed {
+                break; // one failing repeat decides; more runs only cost time
+            }
+        }
+        runs
+    }
+
+    /// Search a case's capacity: probe values as `capacity::next_probe`
+    /// says, each probe a run of the case (its repeats included) at that
+    /// value, until the search ends, is cut short (`max_probes`, its
+    /// `timeout`, Ctrl-C, a fault) or a probe errs (the case cannot run at
+    /// all: searching on would only repeat it). Returns the runs the case
+    /// is judged by — the largest value that passed, else the last probe —
+    /// and what was found. Each probe's timeline is kept as
+    /// `timeline.<param>-<value>.json`; `timeline.json` is the chosen one's.
+    pub(super) fn run_search(
+        &mut self,
+        case: &Case,
+        case_dir: &Path,
+        search: &CaseSearch,
+        locked: Option<u64>,
+    ) -> (Vec<CaseRun>, Capacity) {
+        let spec = &search.spec;
+        let deadline = spec.timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut probes: Vec<Probe> = Vec::new();
+        let mut best: Option<(u64, Vec<CaseRun>)> = None;
+        let mut last: Vec<CaseRun> = Vec::new();
+        let mut cut = false;
+        while let Some(value) = capacity::next_probe(spec, locked, &probes) {
+            // The first probe always runs (it may be interrupted like any
+            // case); the search's limits are checked between probes.
+            let out_of_time = deadline.is_some_and(|d| Instant::now() >= d);
+            let stopping = self.shared.interrupt.requested() || self.shared.faulted();
+            if !probes.is_empty() && (out_of_time || stopping) {
+                cut = true;
+                break;
+            }
+            let probe_case = case.probe(value);
+            // Every instance's logs get the marker (created when the probe
+            // has more instances than the folder was prepared for).
+            let marker = format!("\n[oomgate] probe {}={value} starts\n", spec.param);
+            for index in 0..probe_case.concurrency.max(case.concurrency) {
+                let logs = super::launch::InstanceLogs::for_instance(case_dir, index);
+                for log in [&logs.stdout, &logs.stderr] {
+                    if let Err(fault) = append(log, &marker) {
+                        self.record_fault(fault);
+                    }
+                }
+            }
+            // A probe that writes no timeline must not inherit the last.
+            std::fs::remove_file(case_dir.join("timeline.json")).ok();
+            let runs = self.run_repeats(&probe_case, case_dir);
+            let kept = case_dir.join(format!("timeline.{}-{value}.json", spec.param));
+            std::fs::copy(case_dir.join("timeline.json"), &kept).ok();
+            let statuses: Vec<CaseStatus> = runs.iter().map(|r| r.result.status).collect();
+            if statuses.contains(&CaseStatus::Interrupted) {
+                // Not a verdict on the value: Ctrl-C. The case is judged by
+                // this probe (interrupted), not by an earlier pass.
+                let mut found = capacity::outcome(spec, locked, probes);
+                found.complete = false;
+                return (runs, found);
+            }
+            let probe = Probe {
+                value,
+                status: statuses
+                    .iter()
+                    .copied()
+                    .find(|s| *s != CaseStatus::Passed)
+                    .unwrap_or(CaseStatus::Passed),
+                failure_kind: runs.iter().find_map(|r| r.result.failure_kind),
+                host_peak_bytes: runs.iter().filter_map(|r| r.result.host_peak_bytes).max(),
+                gpu_peak_bytes: runs.iter().filter_map(|r| r.result.gpu_peak_bytes).max(),
+                wall_time_s: runs.iter().map(|r| r.result.wall_time_s).sum(),
+            };
+            if probe.status == CaseStatus::Error {
+                // The case could not run at that value: its error is the
+                // verdict, whatever passed before.
+                probes.push(probe);
+                let mut found = capacity::outcome(spec, locked, probes);
+                found.complete = false;
+                return (runs, found);
+            }
+            if probe.passed() && best.as_ref().is_none_or(|(b, _)| value > *b) {
+                best = Some((value, runs));
+            } else {
+                last = runs;
+            }
+            probes.push(probe);
+        }
+        let mut found = capacity::outcome(spec, locked, probes);
+        found.complete &= !cut;
+        let runs = match best {
+            Some((value, runs)) => {
+                let chosen = case_dir.join(format!("timeline.{}-{value}.json", spec.param));
+                std::fs::copy(chosen, case_dir.join("timeline.json")).ok();
+                runs
+            }
+            None => last,
+        };
+        (runs, found)
+    }
+}
