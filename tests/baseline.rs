@@ -29,22 +29,6 @@ fn project(mib: u64, extra_suite: &str) -> Project {
 }
 
 impl Project {
-    fn lock(&self, extra: &[&str]) -> Run {
-        let output = self
-            .oomgate()
-            .arg("lock")
-            .arg(self.suite())
-            .arg("--out")
-            .arg(self.out())
-            .args(extra)
-            .output();
-        Run::from(output.expect("run oomgate lock"), self.out())
-    }
-
-    fn lock_path(&self) -> std::path::PathBuf {
-        self.path().join("suite.lock")
-    }
-
     fn rewrite_suite(&self, text: &str) {
         std::fs::write(self.suite(), text).expect("rewrite suite");
     }

@@ -58,20 +58,9 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     );
 
     // Locked: an unchanged workload costs two probes.
-    let lock = project
-        .oomgate()
-        .args(["lock"])
-        .arg(project.suite())
-        .args(["--from"])
-        .arg(project.out().join("results.json"))
-        .output()
-        .expect("lock");
-    assert!(
-        lock.status.success(),
-        "{}",
-        String::from_utf8_lossy(&lock.stderr)
-    );
-    let locked = std::fs::read_to_string(project.path().join("suite.lock")).expect("lock file");
+    let lock = project.lock_from_results();
+    lock.assert_code(0);
+    let locked = std::fs::read_to_string(project.lock_path()).expect("lock file");
     assert!(locked.contains("capacity = 296"), "{locked}");
     let run = project.run(&["--gpu", "off"]);
     run.assert_code(0);
@@ -110,21 +99,14 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
         "{case:#}"
     );
     // Accepted on purpose: the lock takes the new capacity and says which.
-    let lock = project
-        .oomgate()
-        .args(["lock"])
-        .arg(project.suite())
-        .args(["--from"])
-        .arg(project.out().join("results.json"))
-        .output()
-        .expect("lock");
-    let said = String::from_utf8_lossy(&lock.stderr);
-    assert!(lock.status.success(), "{said}");
+    let lock = project.lock_from_results();
+    lock.assert_code(0);
+    let said = lock.stderr;
     assert!(
         said.contains("fits: largest batch that fits: 296 -> 248"),
         "{said}"
     );
-    let locked = std::fs::read_to_string(project.path().join("suite.lock")).expect("lock file");
+    let locked = std::fs::read_to_string(project.lock_path()).expect("lock file");
     assert!(locked.contains("capacity = 248"), "{locked}");
     assert!(
         locked.contains("capacity_of = \"batch, step 8\""),
@@ -179,19 +161,8 @@ fn when_the_capacity_grows_the_larger_peaks_are_not_called_a_regression() {
     };
     let project = Project::new(&suite(128));
     project.run(&["--gpu", "off"]).assert_code(0);
-    let lock = project
-        .oomgate()
-        .args(["lock"])
-        .arg(project.suite())
-        .args(["--from"])
-        .arg(project.out().join("results.json"))
-        .output()
-        .expect("lock");
-    assert!(
-        lock.status.success(),
-        "{}",
-        String::from_utf8_lossy(&lock.stderr)
-    );
+    let lock = project.lock_from_results();
+    lock.assert_code(0);
     // A larger budget lets a larger batch fit: its peak is far above the
     // locked one, and that is the size, not a regression.
     std::fs::write(project.suite(), suite(384)).expect("suite");

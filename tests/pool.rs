@@ -10,8 +10,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use common::fake_nvml::*;
 use common::*;
 
-const MIB: u64 = 1024 * 1024;
-
 /// `n` fake 8 GiB GPUs, 256 MiB in use on each before anything runs.
 fn gpus(n: usize) -> (String, Vec<String>) {
     let uuids: Vec<String> = (0..n)

@@ -90,6 +90,29 @@ impl Project {
     pub fn results(&self) -> serde_json::Value {
         read_json(&self.out().join("results.json"))
     }
+
+    /// `oomgate lock suite.toml --out out` plus extra arguments.
+    pub fn lock(&self, extra: &[&str]) -> Run {
+        let output = self
+            .oomgate()
+            .arg("lock")
+            .arg(self.suite())
+            .arg("--out")
+            .arg(self.out())
+            .args(extra)
+            .output();
+        Run::from(output.expect("run oomgate lock"), self.out())
+    }
+
+    /// `lock --from` this project's last results.
+    pub fn lock_from_results(&self) -> Run {
+        let results = self.out().join("results.json");
+        self.lock(&["--from", &results.display().to_string()])
+    }
+
+    pub fn lock_path(&self) -> PathBuf {
+        self.path().join("suite.lock")
+    }
 }
 
 pub struct Run {
