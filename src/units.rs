@@ -121,6 +121,12 @@ pub fn format_duration(duration: Duration) -> String {
     }
 }
 
+/// A size as reports print it, or `unknown` when it was never observed
+/// (never `0 B`: an unknown figure is no zero).
+pub fn bytes_or_unknown(bytes: Option<u64>) -> String {
+    bytes.map_or("unknown".to_string(), |b| Bytes(b).to_string())
+}
+
 /// A measured number as people read it: six significant digits, no
 /// trailing zeros (`106.377`, `0.000123457`, `1500`, `2.5e+12` for huge
 /// ones). `106.37719068935117` tells a reader nothing the first six do not.

@@ -56,7 +56,7 @@ pub fn case_hints(diagnosis: &Diagnosis, host_peak: Option<u64>) -> Vec<String> 
         }
         FailureKind::HostOom => hints.push(format!(
             "The kernel's OOM killer killed a process of this case (counted in its memory cgroup), with a host peak of {}: the host or the container's memory limit is too small for it — compare the peak with the limit (the charged peak in the details includes page cache), or lower the workload's host memory (data-loader workers, pinned memory, prefetch).",
-            host_peak.map_or("unknown".to_string(), |b| Bytes(b).to_string())
+            crate::units::bytes_or_unknown(host_peak)
         )),
         FailureKind::HostAllocFailed => {
             let requested = diagnosis.oom.as_ref().and_then(|o| o.requested_bytes);
@@ -69,14 +69,14 @@ pub fn case_hints(diagnosis: &Diagnosis, host_peak: Option<u64>) -> Vec<String> 
                 ),
                 _ => format!(
                     "The workload asked for host memory and was refused (host peak {}): a container memory limit, `ulimit -v`, or the kernel's overcommit rules (vm.overcommit_memory) refused it — compare the request with the limit, or lower the workload's host memory (data-loader workers, pinned memory, prefetch).",
-                    host_peak.map_or("unknown".to_string(), |b| Bytes(b).to_string())
+                    crate::units::bytes_or_unknown(host_peak)
                 ),
             };
             hints.push(hint);
         }
         FailureKind::HostOomSuspected => hints.push(format!(
             "Killed by SIGKILL with no error message, not by oomgate, with a host peak of {}: check the kernel log (dmesg) for the OOM killer, or the container's memory limit.",
-            host_peak.map_or("unknown".to_string(), |b| Bytes(b).to_string())
+            crate::units::bytes_or_unknown(host_peak)
         )),
         FailureKind::CudaSetup => {
             let text = diagnosis.exception.as_deref().unwrap_or_default();

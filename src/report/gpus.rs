@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::measure::gpu::process_name;
 use crate::measure::nvml::{Gpu, GpuProcess};
 use crate::measure::visible::{self, Selection};
-use crate::units::Bytes;
+use crate::units::{Bytes, bytes_or_unknown};
 
 #[derive(Debug, Serialize)]
 pub struct Inventory {
@@ -148,7 +148,6 @@ pub fn render_text(inventory: &Inventory) -> String {
         Some(false) => "off",
         None => "unsupported",
     };
-    let bytes = |value: Option<u64>| value.map_or("unknown".to_string(), |b| Bytes(b).to_string());
     for device in &inventory.devices {
         let _ = writeln!(
             out,
@@ -159,8 +158,8 @@ pub fn render_text(inventory: &Inventory) -> String {
             out,
             "  memory       {} total, {} used, {} free",
             Bytes(device.total_bytes),
-            bytes(device.used_bytes),
-            bytes(device.free_bytes)
+            bytes_or_unknown(device.used_bytes),
+            bytes_or_unknown(device.free_bytes)
         );
         let _ = writeln!(
             out,
@@ -183,7 +182,7 @@ pub fn render_text(inventory: &Inventory) -> String {
                         out,
                         "  {label:<12} pid {} ({name}) {}",
                         process.pid,
-                        bytes(process.used_bytes)
+                        bytes_or_unknown(process.used_bytes)
                     );
                 }
             }

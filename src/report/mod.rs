@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use crate::results::{CaseResult, Measurement, RunResults};
 use crate::suite::{Case, Suite};
-use crate::units::Bytes;
+use crate::units::{Bytes, bytes_or_unknown};
 
 /// Something that happened during a run.
 #[derive(Debug)]
@@ -304,14 +304,8 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
                 capacity.param,
                 probe.value,
                 probe.status.label(),
-                probe
-                    .host_peak_bytes
-                    .map_or("unknown".to_string(), |b| crate::units::Bytes(b)
-                        .to_string()),
-                probe
-                    .gpu_peak_bytes
-                    .map_or("unknown".to_string(), |b| crate::units::Bytes(b)
-                        .to_string())
+                bytes_or_unknown(probe.host_peak_bytes),
+                bytes_or_unknown(probe.gpu_peak_bytes)
             );
         }
     }
@@ -359,8 +353,6 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
     }
     let _ = writeln!(out, "gpu peak:    {}", gpu_summary(case, measurement));
     for device in &case.gpu_devices {
-        let figure =
-            |value: Option<u64>| value.map_or("unknown".to_string(), |b| Bytes(b).to_string());
         let accounting = device.accounting_peak_bytes.map_or(String::new(), |b| {
             format!(", driver accounting {}", Bytes(b))
         });
@@ -370,11 +362,11 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
             device.index,
             device.name,
             device.uuid,
-            figure(device.peak_bytes),
+            bytes_or_unknown(device.peak_bytes),
             device.method,
             taint_mark(device),
-            figure(device.device_peak_bytes),
-            figure(device.before_bytes),
+            bytes_or_unknown(device.device_peak_bytes),
+            bytes_or_unknown(device.before_bytes),
             Bytes(device.total_bytes)
         );
         if device.method == crate::measure::gpu::GpuMethod::DeviceDelta {

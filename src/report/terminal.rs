@@ -22,7 +22,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::{Event, Reporter};
 use crate::measure::gpu::GpuMethod;
 use crate::results::{CaseResult, CaseStatus, CheckKind, RunResults};
-use crate::units::{Bytes, format_duration};
+use crate::units::{Bytes, bytes_or_unknown, format_duration};
 
 /// How often a long case reports that it is still running, without a TTY.
 const HEARTBEAT: Duration = Duration::from_secs(60);
@@ -331,10 +331,7 @@ impl Terminal {
                     budget,
                 ];
                 if with_gpu {
-                    row.push(
-                        case.gpu_peak_bytes
-                            .map_or("unknown".to_string(), |b| Bytes(b).to_string()),
-                    );
+                    row.push(bytes_or_unknown(case.gpu_peak_bytes));
                     row.push(
                         case.gpu_peak_method
                             .as_ref()
@@ -485,9 +482,7 @@ fn figures(case: &CaseResult) -> String {
         None => format!("host peak {peak}"),
     };
     if let Some(method) = &case.gpu_peak_method {
-        let gpu = case
-            .gpu_peak_bytes
-            .map_or("unknown".to_string(), |b| Bytes(b).to_string());
+        let gpu = bytes_or_unknown(case.gpu_peak_bytes);
         // Which devices, by whom, is in the notes under the final table.
         let tainted = case.gpu_devices.iter().any(|d| !d.tainted_by.is_empty());
         let mark = if tainted { ", tainted" } else { "" };
