@@ -176,7 +176,6 @@ struct GpuAccess {
 /// A case on its way: started, not yet judged.
 struct Live {
     placement: Placement,
-    packed_bytes: Option<u64>,
     dir: PathBuf,
     /// Its number in the order cases started (the events' `index`).
     index: usize,
@@ -325,7 +324,6 @@ impl<'a> Runner<'a> {
                         break;
                     };
                     let case = cases[number];
-                    let packed_bytes = conductor.demand(case, alone).packed_bytes;
                     let mut first_attempt = None;
                     let (dir, index) = match live.remove(&number) {
                         // The retry alone: same folder, the logs go on.
@@ -341,7 +339,7 @@ impl<'a> Runner<'a> {
                                 Ok(dir) => dir,
                                 Err(fault) => {
                                     conductor.record_fault(fault, reporter);
-                                    scheduler.finished(number, &placement, packed_bytes);
+                                    scheduler.finished(number, &placement);
                                     results.not_run.push(case.id.clone());
                                     break;
                                 }
@@ -360,7 +358,7 @@ impl<'a> Runner<'a> {
                             if conductor.report_failed(case_started, reporter) {
                                 results.cases.pop();
                                 results.not_run.push(case.id.clone());
-                                scheduler.finished(number, &placement, packed_bytes);
+                                scheduler.finished(number, &placement);
                                 break;
                             }
                             started += 1;
@@ -419,7 +417,6 @@ impl<'a> Runner<'a> {
                         number,
                         Live {
                             placement,
-                            packed_bytes,
                             dir,
                             index,
                             shared_with,
@@ -467,7 +464,7 @@ impl<'a> Runner<'a> {
                         };
                         idle.push(done.worker);
                         if completed {
-                            scheduler.finished(number, &done.placement, done.packed_bytes);
+                            scheduler.finished(number, &done.placement);
                         } else {
                             // Its thread panicked: what it started may still
                             // hold its GPUs.
@@ -552,12 +549,7 @@ impl<'a> Runner<'a> {
                                 flaky,
                             });
                         }
-                        results.summary.add(&result);
-                        match results.cases.iter().position(|c| c.id == result.id) {
-                            // The in-flight entry, replaced by the result.
-                            Some(at) => results.cases[at] = result,
-                            None => results.cases.push(result),
-                        }
+                        settle(&mut results, result);
                         results.runner_max_rss_bytes = runner_max_rss_bytes();
                         results.runner_cpu_s = runner_cpu_seconds();
                         results.fault = conductor.fault.as_ref().map(ToString::to_string);
@@ -594,11 +586,7 @@ impl<'a> Runner<'a> {
                     "not run: no GPU of the pool came free for it (a case's thread failed while holding its GPUs; see the warnings)",
                 ),
             };
-            results.summary.add(&result);
-            match results.cases.iter().position(|c| c.id == result.id) {
-                Some(at) => results.cases[at] = result,
-                None => results.cases.push(result),
-            }
+            settle(&mut results, result);
         }
         if shared.parallel {
             // Orphans of a supervisor killed from outside were re-parented
@@ -676,6 +664,16 @@ fn case_error(shared: &Shared<'_>, case: &Case, message: &str) -> CaseResult {
     result.host_method = shared.measurement.host_method;
     result.failure_kind = crate::verdict::failure_kind(&result, None);
     result
+}
+
+/// A case's final result joins the run: counted, and in place of its
+/// in-flight entry.
+fn settle(results: &mut RunResults, result: CaseResult) {
+    results.summary.add(&result);
+    match results.cases.iter().position(|c| c.id == result.id) {
+        Some(at) => results.cases[at] = result,
+        None => results.cases.push(result),
+    }
 }
 
 /// `a, b (GPU 1)` for a warning.
@@ -797,7 +795,7 @@ impl Conductor<'_> {
                         .collect::<Vec<_>>()
                         .join(","),
                 ),
-                crowding: placement.packed.then(|| Crowding {
+                crowding: placement.packed().then(|| Crowding {
                     reason: "device-delta not used: another case ran on this GPU meanwhile (--pack)"
                         .to_string(),
                     seen: Arc::default(),

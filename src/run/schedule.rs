@@ -102,8 +102,16 @@ pub struct Demand {
 pub struct Placement {
     /// Positions in the pool.
     pub gpus: Vec<usize>,
-    /// Sharing its GPU with other packed cases is allowed.
-    pub packed: bool,
+    /// Packed: the memory it reserves on its GPU, which other packed
+    /// cases may share; `None`: its GPUs are its own.
+    pub reserved: Option<u64>,
+}
+
+impl Placement {
+    /// Whether the case may share its GPU with other packed cases.
+    pub fn packed(&self) -> bool {
+        self.reserved.is_some()
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -178,7 +186,7 @@ impl Scheduler {
             for &gpu in &placement.gpus {
                 let slot = &mut self.slots[gpu];
                 slot.tenants.push(case);
-                match wanted.packed_bytes.filter(|_| placement.packed) {
+                match placement.reserved {
                     Some(bytes) => slot.reserved = slot.reserved.saturating_add(bytes),
                     None => slot.whole = true,
                 }
@@ -209,7 +217,7 @@ impl Scheduler {
                 .max_by_key(|(at, s)| (s.reserved, std::cmp::Reverse(*at)))
                 .map(|(at, _)| Placement {
                     gpus: vec![at],
-                    packed: true,
+                    reserved: Some(bytes),
                 });
         }
         let free: Vec<usize> = self
@@ -222,19 +230,19 @@ impl Scheduler {
             .collect();
         (free.len() == demand.gpus as usize).then_some(Placement {
             gpus: free,
-            packed: false,
+            reserved: None,
         })
     }
 
     /// A case ended: its GPUs and its job are free again.
-    pub fn finished(&mut self, case: usize, placement: &Placement, packed_bytes: Option<u64>) {
+    pub fn finished(&mut self, case: usize, placement: &Placement) {
         self.running = self.running.saturating_sub(1);
         for &gpu in &placement.gpus {
             let Some(slot) = self.slots.get_mut(gpu) else {
                 continue;
             };
             slot.tenants.retain(|&c| c != case);
-            match packed_bytes.filter(|_| placement.packed) {
+            match placement.reserved {
                 Some(bytes) => slot.reserved = slot.reserved.saturating_sub(bytes),
                 None => slot.whole = false,
             }
@@ -322,7 +330,7 @@ mod tests {
         used.sort_unstable();
         assert_eq!(used, vec![0, 1, 2, 3]);
         let (case, placement) = started.remove(1);
-        scheduler.finished(case, &placement, None);
+        scheduler.finished(case, &placement);
         let (next, again, _) = scheduler.next(|_, _| whole(1)).expect("a GPU is free");
         assert_eq!((next, again.gpus.clone()), (4, placement.gpus.clone()));
         assert!(scheduler.next(|_, _| whole(1)).is_none());
@@ -335,7 +343,7 @@ mod tests {
         let second = scheduler.next(|_, _| whole(0)).expect("second");
         assert!(scheduler.next(|_, _| whole(0)).is_none(), "two jobs");
         assert_eq!((first.0, second.0), (0, 1));
-        scheduler.finished(0, &first.1, None);
+        scheduler.finished(0, &first.1);
         assert_eq!(scheduler.next(|_, _| whole(0)).map(|n| n.0), Some(2));
     }
 
@@ -349,7 +357,7 @@ mod tests {
         let (b, _, _) = scheduler.next(demand).expect("case 2 fits beside it");
         assert_eq!(b, 2, "case 1 needs both GPUs and waits");
         assert!(scheduler.next(demand).is_none());
-        scheduler.finished(a, &pa, None);
+        scheduler.finished(a, &pa);
         assert!(scheduler.next(demand).is_none(), "one GPU is still held");
         assert_eq!(scheduler.tenants(1), &[2]);
     }
@@ -371,7 +379,7 @@ mod tests {
         let (c0, p0, _) = scheduler.next(demand).expect("0");
         let (c1, p1, _) = scheduler.next(demand).expect("1");
         assert_eq!(p0.gpus, p1.gpus, "the fullest GPU that fits");
-        assert!(p0.packed && p1.packed);
+        assert!(p0.packed() && p1.packed());
         let (c2, p2, _) = scheduler.next(demand).expect("2");
         assert_ne!(p2.gpus, p0.gpus, "12 GiB do not fit in 10");
         // 3 needs a GPU nobody holds: none is left; 4 packs beside 2.
@@ -379,17 +387,17 @@ mod tests {
         assert_eq!((c4, &p4.gpus), (4, &p2.gpus));
         assert!(scheduler.next(demand).is_none());
         for (case, placement) in [(c0, &p0), (c1, &p1)] {
-            scheduler.finished(case, placement, Some(4 * GIB));
+            scheduler.finished(case, placement);
         }
         let (c3, p3, _) = scheduler.next(demand).expect("3 gets the emptied GPU");
-        assert_eq!((c3, p3.packed), (3, false));
+        assert_eq!((c3, p3.packed()), (3, false));
         // A retry alone never packs, and waits for a GPU of its own.
         scheduler.retry_alone(c2);
         assert!(scheduler.next(demand).is_none());
-        scheduler.finished(c4, &p4, Some(4 * GIB));
-        scheduler.finished(c2, &p2, Some(4 * GIB));
+        scheduler.finished(c4, &p4);
+        scheduler.finished(c2, &p2);
         let (again, placement, alone) = scheduler.next(demand).expect("the retry");
-        assert_eq!((again, placement.packed, alone), (c2, false, true));
+        assert_eq!((again, placement.packed(), alone), (c2, false, true));
         assert!(scheduler.idle() || scheduler.tenants(placement.gpus[0]) == [c2]);
     }
 
@@ -403,7 +411,7 @@ mod tests {
         };
         let (_, first, _) = scheduler.next(huge).expect("a whole GPU");
         let (_, second, _) = scheduler.next(huge).expect("the other");
-        assert!(!first.packed && !second.packed);
+        assert!(!first.packed() && !second.packed());
         assert_ne!(first.gpus, second.gpus);
     }
 
