@@ -130,13 +130,8 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                 repeat + 1,
                 case.repeat
             );
-            for index in 0..case.concurrency {
-                let logs = super::launch::InstanceLogs::for_instance(case_dir, index);
-                for log in [&logs.stdout, &logs.stderr] {
-                    if let Err(fault) = append(log, &marker) {
-                        self.record_fault(fault);
-                    }
-                }
+            for fault in mark_logs(case_dir, case.concurrency, &marker) {
+                self.record_fault(fault);
             }
         }
         let gpu = self.shared.gpu.as_ref();
@@ -564,6 +559,20 @@ fn wait_for_exit_until(instances: &[Instance], until: Instant) {
     unsafe {
         libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, millis);
     }
+}
+
+/// Add a marker line to the stdout and stderr logs of instances
+/// `0..instances` (a log not there yet is created): each log that could
+/// not be written, as a fault.
+pub(super) fn mark_logs(case_dir: &Path, instances: u32, marker: &str) -> Vec<WriteFault> {
+    let mut faults = Vec::new();
+    for index in 0..instances {
+        let logs = super::launch::InstanceLogs::for_instance(case_dir, index);
+        for log in [&logs.stdout, &logs.stderr] {
+            faults.extend(append(log, marker).err());
+        }
+    }
+    faults
 }
 
 /// Add a marker line to a log.

@@ -634,14 +634,16 @@ fn keep_shared_attempt(dir: &Path, case: &Case) -> Result<(), WriteFault> {
         path: path.to_path_buf(),
         source,
     };
-    let mut set_aside = vec![dir.join("timeline.json")];
-    for index in 0..case.concurrency {
-        let logs = launch::InstanceLogs::for_instance(dir, index);
-        for log in [&logs.stdout, &logs.stderr] {
-            case::append(log, marker)?;
-        }
-        set_aside.push(logs.metrics);
+    if let Some(fault) = case::mark_logs(dir, case.concurrency, marker)
+        .into_iter()
+        .next()
+    {
+        return Err(fault);
     }
+    let mut set_aside = vec![dir.join("timeline.json")];
+    set_aside.extend(
+        (0..case.concurrency).map(|index| launch::InstanceLogs::for_instance(dir, index).metrics),
+    );
     for path in set_aside {
         let kept = path.with_extension(match path.extension() {
             Some(ext) => format!("shared-attempt.{}", ext.to_string_lossy()),

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::assemble::CaseRun;
-use super::case::{CaseRunner, append};
+use super::case::{CaseRunner, mark_logs};
 use crate::capacity::{self, Capacity, Probe};
 use crate::results::CaseStatus;
 use crate::suite::{Case, CaseSearch};
@@ -65,13 +65,9 @@ impl CaseRunner<'_, '_> {
             // Every instance's logs get the marker (created when the probe
             // has more instances than the folder was prepared for).
             let marker = format!("\n[oomgate] probe {}={value} starts\n", spec.param);
-            for index in 0..probe_case.concurrency.max(case.concurrency) {
-                let logs = super::launch::InstanceLogs::for_instance(case_dir, index);
-                for log in [&logs.stdout, &logs.stderr] {
-                    if let Err(fault) = append(log, &marker) {
-                        self.record_fault(fault);
-                    }
-                }
+            let instances = probe_case.concurrency.max(case.concurrency);
+            for fault in mark_logs(case_dir, instances, &marker) {
+                self.record_fault(fault);
             }
             // A probe that writes no timeline must not inherit the last.
             std::fs::remove_file(case_dir.join("timeline.json")).ok();
