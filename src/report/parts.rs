@@ -85,21 +85,9 @@ pub fn held_by_no_part(results: &RunResults) -> Vec<&str> {
 mod tests {
     use super::*;
     use crate::results::merge::{Part, PartitionInfo, SuiteCases, merge};
-    use crate::results::{CaseResult, CaseStatus};
 
     fn part(dir: &str, index: u32, ids: &[&str], torch: &str, gpu: &str) -> Part {
-        let mut results = crate::results::test_support::results_with_text("x");
-        results.cases = ids
-            .iter()
-            .map(|id| {
-                let mut case = CaseResult::unmeasured(id.to_string());
-                case.status = CaseStatus::Passed;
-                case.dir = format!("cases/{id}").into();
-                case
-            })
-            .collect();
-        results.summary.planned = ids.len();
-        results.summary.passed = ids.len();
+        let mut results = crate::results::test_support::passed_results(ids);
         results.host = format!("runner-{index}");
         results.environment.gpu_models = vec![gpu.to_string()];
         results.environment.python = Some(crate::environment::PythonEnvironment {

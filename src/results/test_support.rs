@@ -68,3 +68,24 @@ pub(crate) fn json(results: &RunResults) -> String {
     text.push('\n');
     text
 }
+
+/// Results of suite `s` holding these cases (passed, each in its
+/// folder), not finished.
+pub(crate) fn passed_results(ids: &[&str]) -> RunResults {
+    let mut results = results_with_text("x");
+    results.cases = ids
+        .iter()
+        .map(|id| {
+            let mut case = CaseResult::unmeasured(id.to_string());
+            case.status = CaseStatus::Passed;
+            case.dir = format!("cases/{id}").into();
+            case
+        })
+        .collect();
+    results.summary = Summary {
+        planned: ids.len(),
+        passed: ids.len(),
+        ..Summary::default()
+    };
+    results
+}
