@@ -41,6 +41,20 @@ pub enum StopReason {
     LaunchFailed {
         message: String,
     },
+    /// The case's server exited on its own: before it was ready, or
+    /// under load. `at`: since the case started.
+    ServerExited {
+        exit: Exit,
+        at: Duration,
+        ready: bool,
+    },
+    /// The case's server was not ready within its `ready_timeout`:
+    /// `target` is what was asked, `last` why the last check failed.
+    ServerNotReady {
+        after: Duration,
+        target: String,
+        last: Option<String>,
+    },
 }
 
 /// What the runner observed about a case.
@@ -50,6 +64,8 @@ pub struct Observed {
     /// How each instance's last run ended; `None` if it never started.
     pub exits: Vec<Option<Exit>>,
     pub host_peak: Option<Bytes>,
+    /// The instances are a server's load client (the peak is the server's).
+    pub serving: bool,
 }
 
 /// A memory budget exceeded: strictly above the limit. A peak exactly at the
@@ -256,6 +272,22 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> (CaseStatus, Option<Stri
                 )),
             );
         }
+        Some(StopReason::ServerNotReady {
+            after,
+            target,
+            last,
+        }) => {
+            let why = last
+                .as_ref()
+                .map_or(String::new(), |why| format!(": {why}"));
+            return (
+                CaseStatus::TimedOut,
+                Some(format!(
+                    "the server was not ready after {} (waited for {target}{why}); stopped with its whole process tree; {peak}",
+                    format_duration(*after)
+                )),
+            );
+        }
         _ => {}
     }
     let failed = |judgement: bool| -> Vec<&str> {
@@ -270,6 +302,25 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> (CaseStatus, Option<Stri
         let mut message = own.join("; ");
         if let Some(StopReason::BudgetExceeded { at }) = observed.stop {
             message.push_str(&format!(" — stopped at {}", format_duration(at)));
+        }
+        return (CaseStatus::Failed, Some(message));
+    }
+    // A server that ended on its own is the cause; its clients were
+    // stopped because of it (or never started).
+    if let Some(StopReason::ServerExited { exit, at, ready }) = observed.stop {
+        let when = if ready {
+            format!("under load, {} into the case", format_duration(at))
+        } else {
+            format!(
+                "before it was ready, {} after it started",
+                format_duration(at)
+            )
+        };
+        let mut message = format!("the server {} {when}", exit.describe());
+        if exit == Exit::Signal(libc::SIGKILL) || exit == Exit::Code(137) {
+            message.push_str(&format!(
+                " — not sent by oomgate: suspect the host's out-of-memory killer ({peak}); check `dmesg` or the container's memory limit"
+            ));
         }
         return (CaseStatus::Failed, Some(message));
     }
@@ -295,10 +346,11 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> (CaseStatus, Option<Stri
             })
     });
     if let Some((index, exit)) = first_failure {
-        let who = if observed.exits.len() > 1 {
-            format!("instance {index}")
-        } else {
-            "the command".to_string()
+        let who = match (observed.serving, observed.exits.len() > 1) {
+            (false, true) => format!("instance {index}"),
+            (false, false) => "the command".to_string(),
+            (true, true) => format!("load client instance {index}"),
+            (true, false) => "the load client".to_string(),
         };
         let mut message = format!("{who} {}", exit.describe());
         if exit == Exit::Signal(libc::SIGKILL) || exit == Exit::Code(137) {
@@ -358,7 +410,9 @@ pub fn failure_kind(case: &CaseResult, stop: Option<&StopReason>) -> Option<Fail
     }
     let rank = |check: &Check| match &check.kind {
         CheckKind::HostOomKill => (0, FailureType::HostOom),
-        CheckKind::HostBudget | CheckKind::GpuBudget => (1, FailureType::Budget),
+        CheckKind::HostBudget | CheckKind::GpuBudget | CheckKind::ClientBudget(_) => {
+            (1, FailureType::Budget)
+        }
         CheckKind::GpuHeadroom { .. } => (2, FailureType::Headroom),
         CheckKind::Leak => (3, FailureType::Leak),
         CheckKind::Limit(_) => (4, FailureType::Limit),
@@ -388,6 +442,7 @@ mod tests {
             stop,
             exits: exits.to_vec(),
             host_peak: peak.map(Bytes),
+            serving: false,
         }
     }
 

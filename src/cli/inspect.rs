@@ -243,7 +243,7 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
         }
         let _ = writeln!(out, "  limits:      {}", limits.join(", "));
         if let Some(search) = &case.search {
-            let spec = &search.spec;
+            let spec = search;
             let mut words = format!(
                 "largest {} from {} to {}, step {}, at most {} probes",
                 spec.param, spec.min, spec.max, spec.step, spec.max_probes

@@ -82,6 +82,12 @@ pub struct CaseGpu<'g> {
     /// parallel cases without a pool): once one did, a device's rise is no
     /// more this case's than theirs.
     crowding: Option<Crowding>,
+    /// Said of a device delta this case reports: what else it may hold.
+    delta_note: Option<String>,
+    /// A process of this case, or of its twin's part (see [`Self::twin`]),
+    /// was seen on a device: NVML's pids are this machine's, so a part
+    /// none of whose processes appear holds nothing there.
+    pids_seen: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Whether another case of the run has shared a case's GPUs, raised by
@@ -101,6 +107,47 @@ impl Crowding {
 }
 
 impl<'g> CaseGpu<'g> {
+    /// A meter of another part of the same case (a server's load client),
+    /// over the same devices and from the same readings before it
+    /// started. `shared`: why a device's rise is not this part's alone,
+    /// which refuses it as this part's figure (its per-process figures
+    /// stand).
+    pub fn twin(&self, shared: String) -> CaseGpu<'g> {
+        CaseGpu {
+            gpu: self.gpu,
+            positions: self.positions.clone(),
+            states: self
+                .states
+                .iter()
+                .map(|state| DeviceState {
+                    before: state.before,
+                    foreign: state.foreign.clone(),
+                    ..DeviceState::default()
+                })
+                .collect(),
+            seen_pids: HashSet::new(),
+            total_tree_peak: None,
+            processes: Vec::with_capacity(16),
+            sampled: self.sampled.clone(),
+            errors: 0,
+            started_us: self.started_us,
+            unmapped: self.unmapped,
+            gated_now: None,
+            crowding: Some(Crowding {
+                reason: shared,
+                seen: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            }),
+            delta_note: None,
+            pids_seen: self.pids_seen.clone(),
+        }
+    }
+
+    /// Say `note` of a device delta this meter reports (what else the
+    /// device's rise may hold).
+    pub fn note_delta(&mut self, note: String) {
+        self.delta_note = Some(note);
+    }
+
     /// Read each device's use before the case starts. `unmapped`: the case
     /// also sees devices that could not be mapped to NVML ones.
     /// `crowding`: whether other cases of the run share its GPUs, when
@@ -137,6 +184,8 @@ impl<'g> CaseGpu<'g> {
             unmapped,
             gated_now: None,
             crowding,
+            delta_note: None,
+            pids_seen: std::sync::Arc::default(),
         }
     }
 
@@ -221,7 +270,11 @@ impl<'g> CaseGpu<'g> {
         // before the case's first process appears) is a device's rise the
         // best figure, and only a rise with no foreign process about may
         // stop the case.
-        let any_seen = self.states.iter().any(|s| s.tree_seen);
+        use std::sync::atomic::Ordering;
+        if self.states.iter().any(|s| s.tree_seen) {
+            self.pids_seen.store(true, Ordering::Relaxed);
+        }
+        let any_seen = self.pids_seen.load(Ordering::Relaxed);
         let crowded = self.crowding.as_ref().is_some_and(Crowding::seen);
         let mut total = 0u64;
         let mut total_tree = 0u64;
@@ -293,8 +346,9 @@ impl<'g> CaseGpu<'g> {
             .collect();
         // The driver's record of a pid of the tree is a per-process figure
         // too: NVML's pids are ours, even if sampling never caught one.
-        let pids_match =
-            self.states.iter().any(|s| s.tree_seen) || accounting.iter().any(Option::is_some);
+        let pids_match = self.states.iter().any(|s| s.tree_seen)
+            || accounting.iter().any(Option::is_some)
+            || self.pids_seen.load(std::sync::atomic::Ordering::Relaxed);
         // Read once, now that the case is over: a neighbour at any time
         // may be in a device's peak.
         let crowding = self.crowding.as_ref().filter(|c| c.seen());
@@ -321,7 +375,12 @@ impl<'g> CaseGpu<'g> {
             );
             let note = crowding
                 .filter(|_| method == GpuMethod::Unavailable && state.listed && !self.unmapped)
-                .map(|c| c.reason.clone());
+                .map(|c| c.reason.clone())
+                .or_else(|| {
+                    self.delta_note
+                        .clone()
+                        .filter(|_| method == GpuMethod::DeviceDelta)
+                });
             let tainted_by = if method == GpuMethod::DeviceDelta {
                 state
                     .foreign

@@ -44,4 +44,8 @@ pub struct Sample {
     pub gpu_device_bytes: Option<Bytes>,
     /// The workload's processes in the tree at this moment.
     pub processes: u32,
+    /// Beside a server (whose figures the ones above are then): its load
+    /// client's unreclaimable host memory and GPU memory now.
+    pub client_host_bytes: Option<Bytes>,
+    pub client_gpu_bytes: Option<Bytes>,
 }

@@ -85,6 +85,22 @@ impl ProcessTree {
     pub fn alive(&self) -> impl Iterator<Item = &ProcEntry> + '_ {
         self.members.iter().filter(|p| p.is_alive())
     }
+
+    /// The members that are `roots` or descend from one of them, into
+    /// `into` (cleared first): one scan shared by the parts of a case
+    /// measured apart (a server and its load client).
+    pub fn subtree_into(&self, roots: &[i32], into: &mut ProcessTree) {
+        into.members.clear();
+        into.members
+            .extend(self.members.iter().filter(|p| roots.contains(&p.pid)));
+        let mut next = 0;
+        while next < into.members.len() {
+            let parent = into.members[next].pid;
+            into.members
+                .extend(self.members.iter().filter(|p| p.ppid == parent));
+            next += 1;
+        }
+    }
 }
 
 /// Reads /proc; buffers are reused so a tick allocates nothing once warm.

@@ -28,6 +28,24 @@ pub struct TimelinePoint {
     /// Device `used` over the case's GPUs (everyone's memory).
     pub gpu_device_bytes: Option<u64>,
     pub processes: u32,
+    /// Beside a server: its load client's figures (the ones above are the
+    /// server's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_host_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_gpu_bytes: Option<u64>,
+}
+
+/// A server's figures in its two phases: starting (until it is ready) and
+/// under load (after). Peaks of the samples.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ServerPhases {
+    /// When the server was ready, milliseconds since the case started.
+    pub ready_at_ms: Option<u64>,
+    pub startup_host_peak: Option<Peak>,
+    pub startup_gpu_peak: Option<Peak>,
+    pub load_host_peak: Option<Peak>,
+    pub load_gpu_peak: Option<Peak>,
 }
 
 /// The exact maximum of a figure and when it was first reached.
@@ -44,6 +62,9 @@ pub struct Timeline {
     pub samples: u64,
     pub host_peak: Option<Peak>,
     pub gpu_peak: Option<Peak>,
+    /// A server case's phases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerPhases>,
     pub points: Vec<TimelinePoint>,
     /// Samples being gathered into the next point.
     #[serde(skip)]
@@ -65,6 +86,7 @@ impl Timeline {
             samples: 0,
             host_peak: None,
             gpu_peak: None,
+            server: None,
             points: Vec::with_capacity(Self::CAPACITY),
             pending: None,
         }
@@ -79,10 +101,20 @@ impl Timeline {
             gpu_bytes: sample.gpu_bytes.map(Bytes::get),
             gpu_device_bytes: sample.gpu_device_bytes.map(Bytes::get),
             processes: sample.processes,
+            client_host_bytes: sample.client_host_bytes.map(Bytes::get),
+            client_gpu_bytes: sample.client_gpu_bytes.map(Bytes::get),
         };
         self.samples += 1;
         raise(&mut self.host_peak, point.host_bytes, t_ms);
         raise(&mut self.gpu_peak, point.gpu_bytes, t_ms);
+        if let Some(phases) = self.server.as_mut() {
+            let (host, gpu) = match phases.ready_at_ms {
+                None => (&mut phases.startup_host_peak, &mut phases.startup_gpu_peak),
+                Some(_) => (&mut phases.load_host_peak, &mut phases.load_gpu_peak),
+            };
+            raise(host, point.host_bytes, t_ms);
+            raise(gpu, point.gpu_bytes, t_ms);
+        }
 
         let (merged, count) = match self.pending.take() {
             Some((pending, count)) => (merge(pending, point), count + 1),
@@ -96,6 +128,22 @@ impl Timeline {
             self.halve();
         }
         self.points.push(merged);
+    }
+
+    /// A server case's timeline: its samples are the server's, in two
+    /// phases.
+    pub fn serving() -> Self {
+        Timeline {
+            server: Some(ServerPhases::default()),
+            ..Self::new()
+        }
+    }
+
+    /// The server was ready at `at`: later samples are under load.
+    pub fn mark_ready(&mut self, at: Duration) {
+        if let Some(phases) = self.server.as_mut() {
+            phases.ready_at_ms.get_or_insert(millis(at));
+        }
     }
 
     /// The points including the one still being gathered, for writing out.
@@ -140,6 +188,8 @@ fn merge(a: TimelinePoint, b: TimelinePoint) -> TimelinePoint {
         gpu_bytes: max_known(a.gpu_bytes, b.gpu_bytes),
         gpu_device_bytes: max_known(a.gpu_device_bytes, b.gpu_device_bytes),
         processes: a.processes.max(b.processes),
+        client_host_bytes: max_known(a.client_host_bytes, b.client_host_bytes),
+        client_gpu_bytes: max_known(a.client_gpu_bytes, b.client_gpu_bytes),
     }
 }
 
@@ -164,6 +214,7 @@ mod tests {
             gpu_bytes: None,
             gpu_device_bytes: None,
             processes: 1,
+            ..Sample::default()
         }
     }
 
@@ -222,10 +273,32 @@ mod tests {
             gpu_bytes: None,
             gpu_device_bytes: None,
             processes: 0,
+            ..Sample::default()
         });
         timeline.finish();
         assert_eq!(timeline.host_peak, None);
         assert_eq!(timeline.points[0].host_bytes, None);
         assert_eq!(max_known(None, Some(0)), Some(0));
+    }
+
+    #[test]
+    fn a_server_timeline_keeps_its_startup_and_load_peaks_apart() {
+        let mut timeline = Timeline::serving();
+        timeline.push(&sample(0, 5));
+        timeline.push(&sample(50, 9));
+        timeline.mark_ready(Duration::from_millis(100));
+        timeline.push(&sample(100, 7));
+        timeline.push(&sample(150, 8));
+        let phases = timeline.server.expect("phases");
+        assert_eq!(phases.ready_at_ms, Some(100));
+        assert_eq!(phases.startup_host_peak, Some(Peak { bytes: 9, t_ms: 50 }));
+        assert_eq!(
+            phases.load_host_peak,
+            Some(Peak {
+                bytes: 8,
+                t_ms: 150
+            })
+        );
+        assert_eq!(phases.load_gpu_peak, None, "never measured: null");
     }
 }

@@ -309,6 +309,18 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
             );
         }
     }
+    if let Some(server) = &case.server {
+        let _ = writeln!(out, "{}", server.describe());
+        let _ = writeln!(
+            out,
+            "  logs:      {}, {}",
+            server.stdout_log.display(),
+            server.stderr_log.display()
+        );
+    }
+    if let Some(client) = &case.client {
+        let _ = writeln!(out, "{}", client.describe());
+    }
     for shared in &case.gpu_sharing {
         let _ = writeln!(
             out,

@@ -269,6 +269,12 @@ impl Terminal {
         if let Some(capacity) = &case.capacity {
             text.push_str(&format!("\n{:>12}   {}", "", capacity.describe()));
         }
+        if let Some(server) = &case.server {
+            text.push_str(&format!("\n{:>12}   {}", "", server.describe()));
+        }
+        if let Some(client) = &case.client {
+            text.push_str(&format!("\n{:>12}   {}", "", client.describe()));
+        }
         for shared in &case.gpu_sharing {
             text.push_str(&format!(
                 "\n{:>12}   shared GPU {} with {}",

@@ -290,6 +290,14 @@ pub struct CaseResult {
     /// every probe. The case's figures are those of that value's probe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<crate::capacity::Capacity>,
+    /// With `server`: how the server ran. The case's own figures above
+    /// are the server's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerResult>,
+    /// With `server`: its load client's figures (the command's
+    /// instances), measured apart from the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientResult>,
     /// The case's own environment (`[defaults].env` and its `env`).
     pub env: IndexMap<String, String>,
     /// Allocator- and device-related variables as the case was launched
@@ -361,6 +369,8 @@ impl CaseResult {
             gpu_sharing: Vec::new(),
             retried_alone: None,
             capacity: None,
+            server: None,
+            client: None,
             env: IndexMap::new(),
             allocator_env: BTreeMap::new(),
             baseline: None,
@@ -506,6 +516,9 @@ pub enum CheckKind {
     Baseline(String),
     /// `environment.drift`: the environment drifted, with `on_drift = "fail"`.
     EnvironmentDrift,
+    /// `client_budget.<figure>` (`host`, `gpu`, `gpu_fraction.gpu<N>`): a
+    /// server case's load client against its `client_budget`.
+    ClientBudget(String),
 }
 
 impl CheckKind {
@@ -527,6 +540,7 @@ impl std::fmt::Display for CheckKind {
             CheckKind::BaselineMissing => f.write_str("baseline"),
             CheckKind::Baseline(figure) => write!(f, "baseline.{figure}"),
             CheckKind::EnvironmentDrift => f.write_str("environment.drift"),
+            CheckKind::ClientBudget(figure) => write!(f, "client_budget.{figure}"),
         }
     }
 }
@@ -555,6 +569,11 @@ impl std::str::FromStr for CheckKind {
                     CheckKind::GpuHeadroom {
                         device: device.parse().map_err(|_| unknown())?,
                     }
+                } else if let Some(figure) = name
+                    .strip_prefix("client_budget.")
+                    .filter(|f| !f.is_empty())
+                {
+                    CheckKind::ClientBudget(figure.to_string())
                 } else if let Some(key) = name.strip_prefix("limit.").filter(|k| !k.is_empty()) {
                     CheckKind::Limit(key.to_string())
                 } else if let Some(figure) =
@@ -574,6 +593,113 @@ impl<'de> Deserialize<'de> for CheckKind {
         let name = String::deserialize(deserializer)?;
         name.parse().map_err(serde::de::Error::custom)
     }
+}
+
+/// A server case's server: how it ran. Its memory figures are the case's
+/// own (`host_peak_bytes`, `gpu_peak_bytes`, ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerResult {
+    /// Its command as recorded: `{port}` as written, secrets masked.
+    pub command: Vec<String>,
+    /// The port oomgate gave it (`{port}`, `OOMGATE_PORT`).
+    pub port: u16,
+    /// What readiness asked, with the port: `http://127.0.0.1:41234/health`.
+    pub ready: String,
+    /// Seconds from its start until it was ready; null if it never was.
+    pub ready_after_s: Option<f64>,
+    /// How it ended; null if it never started.
+    pub exit: Option<Exit>,
+    /// The signal oomgate stopped it with (its load done, or the case
+    /// stopped); null when it exited on its own.
+    pub stopped_with: Option<String>,
+    pub stdout_log: PathBuf,
+    pub stderr_log: PathBuf,
+    /// The peaks of its samples while it started and under load (the
+    /// case's peak may be higher: a high-water mark no sample saw).
+    pub startup_host_peak_bytes: Option<u64>,
+    pub startup_gpu_peak_bytes: Option<u64>,
+    pub load_host_peak_bytes: Option<u64>,
+    pub load_gpu_peak_bytes: Option<u64>,
+}
+
+impl ServerResult {
+    /// `server: ready after 0.30s on port 41523; host peak starting 220.0 MiB, under load 255.0 MiB; stopped with SIGTERM`
+    pub fn describe(&self) -> String {
+        let mut parts = vec![match self.ready_after_s {
+            Some(after) => format!("ready after {after:.2}s on port {}", self.port),
+            None => format!("never ready ({}, port {})", self.ready, self.port),
+        }];
+        let peaks = |what: &str, starting: Option<u64>, loaded: Option<u64>| {
+            let starting = starting.map(|b| format!("starting {}", Bytes(b)));
+            let loaded = loaded.map(|b| format!("under load {}", Bytes(b)));
+            let both: Vec<String> = starting.into_iter().chain(loaded).collect();
+            (!both.is_empty()).then(|| format!("{what} peak {}", both.join(", ")))
+        };
+        parts.extend(peaks(
+            "host",
+            self.startup_host_peak_bytes,
+            self.load_host_peak_bytes,
+        ));
+        parts.extend(peaks(
+            "gpu",
+            self.startup_gpu_peak_bytes,
+            self.load_gpu_peak_bytes,
+        ));
+        parts.push(match (&self.stopped_with, self.exit) {
+            (Some(signal), Some(Exit::Signal(libc::SIGKILL))) if signal != "SIGKILL" => {
+                format!("stopped with {signal}, then SIGKILL: it outlived its kill_grace")
+            }
+            (Some(signal), _) => format!("stopped with {signal}"),
+            (None, Some(exit)) => exit.describe(),
+            (None, None) => "not started".to_string(),
+        });
+        format!("server: {}", parts.join("; "))
+    }
+}
+
+impl ClientResult {
+    /// `load client: host peak 53.9 MiB (vmhwm, cgroup-v1), gpu peak 0 B (sampled@50ms)`
+    pub fn describe(&self) -> String {
+        let host = match (self.host_peak_bytes, self.host_peak_source) {
+            (Some(bytes), Some(source)) => {
+                format!(
+                    "{} ({}, {})",
+                    Bytes(bytes),
+                    source.as_str(),
+                    self.host_method
+                )
+            }
+            (Some(bytes), None) => format!("{} ({})", Bytes(bytes), self.host_method),
+            (None, _) => "unknown".to_string(),
+        };
+        let host = match &self.host_note {
+            Some(note) if self.host_peak_bytes.is_none() => format!("{host} ({note})"),
+            _ => host,
+        };
+        let gpu = match (self.gpu_peak_bytes, &self.gpu_peak_method) {
+            (Some(bytes), Some(method)) => format!(", gpu peak {} ({method})", Bytes(bytes)),
+            (None, Some(method)) => format!(", gpu peak unknown ({method})"),
+            _ => String::new(),
+        };
+        format!("load client: host peak {host}{gpu}")
+    }
+}
+
+/// A server case's load client: its command's instances, measured in a
+/// cgroup of their own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientResult {
+    pub host_peak_bytes: Option<u64>,
+    pub host_method: HostMethod,
+    pub host_peak_source: Option<HostFloor>,
+    pub host_charged_peak_bytes: Option<u64>,
+    pub host_oom_kills: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_note: Option<String>,
+    pub gpu_peak_bytes: Option<u64>,
+    pub gpu_peak_method: Option<GpuMethod>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_devices: Vec<DeviceFigures>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

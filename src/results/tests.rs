@@ -22,6 +22,11 @@ fn check_names_are_stable() {
         (CheckKind::BaselineMissing, "baseline"),
         (CheckKind::Baseline("gpu".into()), "baseline.gpu"),
         (CheckKind::EnvironmentDrift, "environment.drift"),
+        (CheckKind::ClientBudget("host".into()), "client_budget.host"),
+        (
+            CheckKind::ClientBudget("gpu_fraction.gpu0".into()),
+            "client_budget.gpu_fraction.gpu0",
+        ),
     ] {
         assert_eq!(kind.to_string(), name);
         assert_eq!(serde_json::to_value(&kind).ok(), Some(name.into()));

@@ -10,15 +10,18 @@ use std::path::{Path, PathBuf};
 use super::WriteFault;
 use super::case::CaseOutcome;
 use super::case::CaseRunner;
-use super::checks::{budget_checks, leak_check, limit_checks, oom_kill_check};
+use super::checks::{
+    budget_checks, client_budget_checks, leak_check, limit_checks, oom_kill_check,
+};
 use super::instance::Instance;
 use super::logs::{TAIL_BYTES, read_tail};
 use crate::diagnose::{self, Diagnosis};
 use crate::environment::is_allocator_variable;
 use crate::measure::gpu::GpuFigures;
+use crate::measure::timeline::{Peak, ServerPhases};
 use crate::probe::StepSeen;
 use crate::redact;
-use crate::results::{CaseResult, Check, CheckKind, InstanceResult};
+use crate::results::{CaseResult, Check, CheckKind, ClientResult, InstanceResult, ServerResult};
 use crate::suite::Case;
 use crate::units::Bytes;
 use crate::verdict::{self, Observed, StopReason};
@@ -56,9 +59,21 @@ impl CaseRunner<'_, '_> {
             sample_errors,
             leftovers,
             wall_time,
+            server,
         } = outcome;
-        let mut checks = budget_checks(case, &host, gpu_figures.as_ref());
+        let mut checks = budget_checks(&case.budget, &host, gpu_figures.as_ref());
         checks.extend(oom_kill_check(&host));
+        if let Some(server) = &server {
+            checks.extend(client_budget_checks(
+                &case.client_budget,
+                &server.client_host,
+                server.client_gpu.as_ref(),
+            ));
+            checks.extend(oom_kill_check(&server.client_host).map(|check| Check {
+                message: format!("client: {}", check.message),
+                ..check
+            }));
+        }
         checks.extend(limit_checks(case, probe.as_ref()));
         let mut leak_figures = None;
         if let Some(leak) = case.leak {
@@ -70,6 +85,7 @@ impl CaseRunner<'_, '_> {
             stop,
             exits: instances.iter().map(|i| i.exit).collect(),
             host_peak: host.peak_bytes.map(Bytes),
+            serving: server.is_some(),
         };
         let (status, message) = verdict::decide(&observed, &checks);
 
@@ -93,10 +109,15 @@ impl CaseRunner<'_, '_> {
         if let Some(note) = &host.note {
             self.warn(format!("{}: {note}", case.id));
         }
+        if let Some(note) = server.as_ref().and_then(|s| s.client_host.note.as_ref()) {
+            self.warn(format!("{}: load client: {note}", case.id));
+        }
 
         // The instance whose output explains the verdict: the one that
         // failed on its own (not one oomgate stopped because of it), else
         // the first that failed, else instance 0.
+        // A server that ended or never got ready explains the case; so
+        // does one stopped when nothing else failed (a budget breach).
         let focus = match &observed.stop {
             Some(StopReason::InstanceFailed { index }) => *index as usize,
             _ => instances
@@ -104,13 +125,17 @@ impl CaseRunner<'_, '_> {
                 .find(|i| i.exit.is_some_and(|e| !e.success()))
                 .map_or(0, |i| i.index as usize),
         };
-        let mut diagnosis = diagnose_case(
-            status,
-            &observed,
-            &checks,
-            &instances[focus],
-            host.oom_kills,
-        );
+        let server_first = matches!(
+            observed.stop,
+            Some(StopReason::ServerExited { .. } | StopReason::ServerNotReady { .. })
+        ) || (!matches!(observed.stop, Some(StopReason::InstanceFailed { .. }))
+            && instances.iter().all(|i| i.exit.is_none_or(|e| e.success())));
+        let (focus, oom_kills) = match &server {
+            Some(server) if server_first => (&server.instance, host.oom_kills),
+            Some(server) => (&instances[focus], server.client_host.oom_kills),
+            None => (&instances[focus], host.oom_kills),
+        };
+        let mut diagnosis = diagnose_case(status, &observed, &checks, focus, oom_kills);
         if let (Some(diagnosis), Some(probe)) = (diagnosis.as_mut(), probe.as_ref()) {
             let last = probe.last_step.as_ref().and_then(|s| s.step);
             if diagnosis.kind == diagnose::FailureKind::GpuOom
@@ -163,6 +188,10 @@ impl CaseRunner<'_, '_> {
         };
 
         let recorded = recorded(case);
+        let phases = timeline.server;
+        let phase = |pick: fn(&ServerPhases) -> Option<Peak>| {
+            phases.as_ref().and_then(pick).map(|peak| peak.bytes)
+        };
         let result = CaseResult {
             id: case.id.clone(),
             params: recorded.params,
@@ -194,6 +223,44 @@ impl CaseRunner<'_, '_> {
             gpu_sharing: Vec::new(),
             retried_alone: None,
             capacity: None,
+            server: server.as_ref().map(|server| ServerResult {
+                command: recorded.server_command.clone().unwrap_or_default(),
+                port: server.port,
+                ready: server.ready.clone(),
+                ready_after_s: server.ready_at.map(|at| at.as_secs_f64()),
+                exit: server.instance.exit,
+                stopped_with: server.stopped_with.map(str::to_string),
+                stdout_log: relative(&server.instance.logs.stdout),
+                stderr_log: relative(&server.instance.logs.stderr),
+                startup_host_peak_bytes: phase(|p| p.startup_host_peak),
+                startup_gpu_peak_bytes: phase(|p| p.startup_gpu_peak),
+                load_host_peak_bytes: phase(|p| p.load_host_peak),
+                load_gpu_peak_bytes: phase(|p| p.load_gpu_peak),
+            }),
+            client: server.as_ref().map(|server| {
+                let host = &server.client_host;
+                let gpu = server.client_gpu.as_ref();
+                // A client that never started (its server never got ready)
+                // has no figures: null, not its empty cgroup's 0.
+                let ran = instances.iter().any(|i| i.runs > 0);
+                ClientResult {
+                    host_peak_bytes: host.peak_bytes.filter(|_| ran),
+                    host_method: host.method,
+                    host_peak_source: host.peak_source.filter(|_| ran),
+                    host_charged_peak_bytes: host.charged_peak_bytes.filter(|_| ran),
+                    host_oom_kills: host.oom_kills,
+                    host_note: match ran {
+                        true => host.note.clone(),
+                        false => Some("never started: its server was not ready".into()),
+                    },
+                    gpu_peak_bytes: gpu.and_then(|g| g.peak_bytes).filter(|_| ran),
+                    gpu_peak_method: gpu.map(|g| g.method.clone()).filter(|_| ran),
+                    gpu_devices: gpu
+                        .filter(|_| ran)
+                        .map(|g| g.devices.clone())
+                        .unwrap_or_default(),
+                }
+            }),
             env: recorded.env,
             allocator_env: allocator_env(case),
             baseline: None,
@@ -217,8 +284,8 @@ impl CaseRunner<'_, '_> {
             diagnosis,
             probe,
             leak: leak_figures,
-            stdout_tail: tail(&instances[focus].logs.stdout),
-            stderr_tail: tail(&instances[focus].logs.stderr),
+            stdout_tail: tail(&focus.logs.stdout),
+            stderr_tail: tail(&focus.logs.stderr),
         };
         CaseRun {
             result,
@@ -258,6 +325,8 @@ impl CaseRunner<'_, '_> {
 /// (see `crate::redact`).
 pub(super) struct Recorded {
     pub(super) command: Vec<String>,
+    /// The server's, with `{port}` as written.
+    pub(super) server_command: Option<Vec<String>>,
     pub(super) params: indexmap::IndexMap<String, String>,
     pub(super) env: indexmap::IndexMap<String, String>,
 }
@@ -265,6 +334,7 @@ pub(super) struct Recorded {
 pub(super) fn recorded(case: &Case) -> Recorded {
     Recorded {
         command: redact::command(&case.command),
+        server_command: case.server.as_ref().map(|s| redact::command(&s.command)),
         params: case
             .params
             .iter()
@@ -309,7 +379,7 @@ fn diagnose_case(
 ) -> Option<Diagnosis> {
     let stopped_by_oomgate = !matches!(
         observed.stop,
-        None | Some(StopReason::InstanceFailed { .. })
+        None | Some(StopReason::InstanceFailed { .. } | StopReason::ServerExited { .. })
     );
     let check_failed = checks.iter().any(|c| !c.passed);
     let mut diagnosis = diagnose::diagnose(

@@ -22,11 +22,13 @@ use std::time::{Duration, Instant};
 
 use super::checks::budget_breached;
 use super::instance::Instance;
+use super::ready;
+use super::serve::{self, ServerSide};
 use super::{GpuAccess, Note, Shared, WriteFault};
 use crate::measure::gpu::{CaseGpu, ForeignProcess, GpuFigures};
 use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
-use crate::measure::{HostFigures, HostMeter, Sample, Timeline};
+use crate::measure::{HostFigures, HostMeter, ProcessTree, Sample, Timeline};
 use crate::probe::{ProbeReader, ProbeSummary};
 use crate::process;
 use crate::suite::{Case, ForeignPolicy};
@@ -60,6 +62,20 @@ pub(super) struct CaseOutcome {
     /// Processes still running after every instance exited.
     pub(super) leftovers: usize,
     pub(super) wall_time: Duration,
+    /// With a server: how it ran (`host` and `gpu` above are its figures),
+    /// and its load client's figures.
+    pub(super) server: Option<ServerOutcome>,
+}
+
+/// How a case's server ran, and what its load client used.
+pub(super) struct ServerOutcome {
+    pub(super) instance: Instance,
+    pub(super) port: u16,
+    pub(super) ready: String,
+    pub(super) ready_at: Option<Duration>,
+    pub(super) stopped_with: Option<&'static str>,
+    pub(super) client_host: HostFigures,
+    pub(super) client_gpu: Option<GpuFigures>,
 }
 
 /// One case, run on its own thread: its scanner, cgroup, sampler and
@@ -71,6 +87,10 @@ pub(super) struct CaseRunner<'s, 'a> {
     number: usize,
     access: GpuAccess,
     notes: Sender<(usize, Note)>,
+    /// Scans, signals and reaping are limited to the processes of one
+    /// part of the case at a time: cases run at once, or the case has a
+    /// server and a client to keep apart.
+    pub(super) scoped: bool,
 }
 
 impl<'s, 'a> CaseRunner<'s, 'a> {
@@ -89,6 +109,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             number,
             access,
             notes,
+            scoped: shared.parallel,
         }
     }
 
@@ -124,13 +145,14 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         repeat: u32,
     ) -> (String, CaseOutcome) {
         let started_at = super::now_rfc3339();
+        self.scoped = self.shared.parallel || case.server.is_some();
         if repeat > 0 {
             let marker = format!(
                 "\n[oomgate] repeat {} of {} starts\n",
                 repeat + 1,
                 case.repeat
             );
-            for fault in mark_logs(case_dir, case.concurrency, &marker) {
+            for fault in mark_logs(case_dir, case.concurrency, case.server.is_some(), &marker) {
                 self.record_fault(fault);
             }
         }
@@ -187,19 +209,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                 }
             }
         }
-        let serial = self.shared.cgroup_serial.fetch_add(1, Ordering::Relaxed) + 1;
-        let host = match &self.shared.memory {
-            Some(hierarchy) => match hierarchy.create_case(serial) {
-                Ok(cgroup) => HostMeter::new(Some(cgroup), None),
-                Err(e) => HostMeter::new(
-                    None,
-                    Some(format!(
-                        "cannot create the case's memory cgroup ({e}); measured from /proc"
-                    )),
-                ),
-            },
-            None => HostMeter::new(None, None),
-        };
+        let host = self.host_meter("the case's");
         Preflight {
             gpu: case_gpu,
             foreign,
@@ -207,6 +217,56 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             host,
             stop,
         }
+    }
+
+    /// A host meter with a memory cgroup of its own (`whose`: for the
+    /// message when it cannot be made).
+    fn host_meter(&self, whose: &str) -> HostMeter {
+        let serial = self.shared.cgroup_serial.fetch_add(1, Ordering::Relaxed) + 1;
+        match &self.shared.memory {
+            Some(hierarchy) => match hierarchy.create_case(serial) {
+                Ok(cgroup) => HostMeter::new(Some(cgroup), None),
+                Err(e) => HostMeter::new(
+                    None,
+                    Some(format!(
+                        "cannot create {whose} memory cgroup ({e}); measured from /proc"
+                    )),
+                ),
+            },
+            None => HostMeter::new(None, None),
+        }
+    }
+
+    /// With a server: its side, measured by the case's own meters, which
+    /// the instances (its load client) hand over for new ones of their
+    /// own. Not started yet.
+    fn server_side<'c, 'g>(
+        &self,
+        case: &'c Case,
+        case_dir: &Path,
+        host: &mut HostMeter,
+        gpu: &mut Option<CaseGpu<'g>>,
+    ) -> Result<Option<ServerSide<'c, 'g>>, String> {
+        if case.server.is_none() {
+            return Ok(None);
+        }
+        let port = serve::free_port(&self.shared.ports)
+            .map_err(|e| format!("no free port for the server: {e}"))?;
+        let server_host = std::mem::replace(host, self.host_meter("the load client's"));
+        let client_gpu = gpu
+            .as_ref()
+            .map(|g| g.twin(serve::CLIENT_DELTA_REASON.to_string()));
+        let mut server_gpu = std::mem::replace(gpu, client_gpu);
+        if let Some(server_gpu) = server_gpu.as_mut() {
+            server_gpu.note_delta(serve::SERVER_DELTA_NOTE.to_string());
+        }
+        Ok(ServerSide::new(
+            case,
+            case_dir,
+            port,
+            server_host,
+            server_gpu,
+        ))
     }
 
     /// Launch the instances and watch them — samples, budgets, exits, soak
@@ -225,38 +285,68 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             mut host,
             mut stop,
         } = preflight;
+        let visible = self.access.visible.as_deref();
+        // With a server, `host` and `case_gpu` measure its load client (the
+        // instances), and the server takes the case's own meters.
+        let mut server = match self.server_side(case, case_dir, &mut host, &mut case_gpu) {
+            Ok(server) => server,
+            Err(message) => {
+                stop.get_or_insert(StopReason::LaunchFailed { message });
+                None
+            }
+        };
+        let client_case = server.as_ref().map(|s| case.client_at(s.port));
+        let launched = client_case.as_ref().unwrap_or(case);
         let start = Instant::now();
         let mut instances: Vec<Instance> = (0..case.concurrency)
             .map(|index| Instance::new(case_dir, index))
+            .map(|instance| match &server {
+                Some(server) => instance.client(server.port),
+                None => instance,
+            })
             .collect();
         if stop.is_none() {
-            let procs = host.cgroup().map(|c| c.procs_path().clone());
-            let visible = self.access.visible.as_deref();
-            for instance in &mut instances {
-                if let Err(message) = instance.start(case, case_dir, procs.as_ref(), visible) {
-                    stop = Some(StopReason::LaunchFailed { message });
-                    break;
+            match server.as_mut() {
+                // The load starts once the server is ready.
+                Some(server) => {
+                    if let Err(message) = server.start(case_dir, visible) {
+                        stop = Some(StopReason::LaunchFailed { message });
+                    }
+                    distrust_cgroup_if_not_joined(
+                        std::slice::from_ref(&server.instance),
+                        &mut server.host,
+                    );
                 }
+                None => stop = self.start_instances(launched, case_dir, &mut instances, &mut host),
             }
-            distrust_cgroup_if_not_joined(&instances, &mut host);
         }
 
-        let mut timeline = Timeline::new();
+        let mut timeline = match server {
+            Some(_) => Timeline::serving(),
+            None => Timeline::new(),
+        };
         let mut soak_peaks = SoakPeaks::default();
-        let mut probe = ProbeReader::new(
-            instances
-                .iter()
-                .map(|i| (i.index, i.logs.metrics.clone()))
-                .collect(),
+        let mut metrics: Vec<(u32, std::path::PathBuf)> = instances
+            .iter()
+            .map(|i| (i.index, i.logs.metrics.clone()))
+            .collect();
+        // The server's probe lines count as the instance after the last.
+        metrics.extend(
+            server
+                .as_ref()
+                .map(|s| (case.concurrency, s.instance.logs.metrics.clone())),
         );
+        let mut probe = ProbeReader::new(metrics);
         let mut sample_errors = 0u64;
         // Durations are bounded by validation; the fallbacks only guard the
         // arithmetic.
         let far = || start + Duration::from_secs(365 * 24 * 3600);
         let deadline = start.checked_add(case.timeout).unwrap_or_else(far);
-        let soak_until = case
-            .soak
-            .map(|soak| start.checked_add(soak).unwrap_or_else(far));
+        let soak_from = |from: Instant| {
+            case.soak
+                .map(|soak| from.checked_add(soak).unwrap_or_else(far))
+        };
+        let mut soak_until = soak_from(start);
         let mut zombies = Vec::new();
         let mut next_tick = start;
         while stop.is_none() {
@@ -264,28 +354,72 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             if now >= next_tick {
                 let elapsed = start.elapsed();
                 let groups: Vec<i32> = instances.iter().flat_map(Instance::supervisors).collect();
-                let (sample, errors) =
-                    self.sample(elapsed, &mut host, case_gpu.as_mut(), &groups, &mut zombies);
+                let (sample, errors) = self.sample(
+                    elapsed,
+                    (&mut host, case_gpu.as_mut()),
+                    server.as_mut(),
+                    &groups,
+                    &mut zombies,
+                );
                 sample_errors += errors;
                 timeline.push(&sample);
                 probe.poll();
+                // The series a leak is judged on: the case's own figures
+                // (the server's, when it has one).
+                let own_gpu = match &server {
+                    Some(server) => server.gpu.as_ref(),
+                    None => case_gpu.as_ref(),
+                };
                 soak_peaks.sample(
-                    case_gpu.as_ref().and_then(CaseGpu::gated_total),
+                    own_gpu.and_then(CaseGpu::gated_total),
                     sample.host_bytes.map(Bytes::get),
                 );
                 // Orphans re-parented to oomgate are reaped as they exit
                 // (a long soak must not pile up zombies), their high-water
                 // marks kept. Supervisors are collected by their instance.
-                let maxrss = process::reap(zombies.iter().copied().filter(|p| !groups.contains(p)));
-                host.record_rusage(maxrss, elapsed);
+                let server_groups: Vec<i32> = server
+                    .iter()
+                    .flat_map(|s| s.instance.supervisors())
+                    .collect();
+                let maxrss = process::reap(
+                    zombies
+                        .iter()
+                        .copied()
+                        .filter(|p| !groups.contains(p) && !server_groups.contains(p)),
+                );
+                // An orphan reaped here is of the instances' tree or the
+                // server's; its high-water mark is a floor of the case's
+                // own figure, which is the server's beside a client.
+                match server.as_mut() {
+                    Some(server) => server.host.record_rusage(maxrss, elapsed),
+                    None => host.record_rusage(maxrss, elapsed),
+                }
                 record_instances_rusage(&instances, &mut host, elapsed);
-                let host_peak = host.peak().map(|(peak, _)| Bytes(peak.bytes));
+                let client_peak = host.peak().map(|(peak, _)| Bytes(peak.bytes));
+                let host_peak = match server.as_mut() {
+                    Some(server) => {
+                        record_instances_rusage(
+                            std::slice::from_ref(&server.instance),
+                            &mut server.host,
+                            elapsed,
+                        );
+                        server.host.peak().map(|(peak, _)| Bytes(peak.bytes))
+                    }
+                    None => client_peak,
+                };
                 self.note(Note::Progress {
                     elapsed,
                     host_now: sample.host_bytes,
                     host_peak,
                 });
-                if budget_breached(case, host_peak, case_gpu.as_ref()) {
+                let breached = match &server {
+                    Some(server) => {
+                        budget_breached(&case.budget, host_peak, server.gpu.as_ref())
+                            || budget_breached(&case.client_budget, client_peak, case_gpu.as_ref())
+                    }
+                    None => budget_breached(&case.budget, host_peak, case_gpu.as_ref()),
+                };
+                if breached {
                     stop = Some(StopReason::BudgetExceeded { at: elapsed });
                     break;
                 }
@@ -294,10 +428,43 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                     next_tick = now + self.shared.suite.sample_interval;
                 }
             }
+            // The server first: one that ended is why its clients fail.
+            if let Some(server) = server.as_mut() {
+                match server.look(start.elapsed()) {
+                    serve::Seen::Stop(reason) => {
+                        stop = Some(reason);
+                        break;
+                    }
+                    serve::Seen::BecameReady => {
+                        timeline.mark_ready(start.elapsed());
+                        soak_until = soak_from(Instant::now());
+                        stop = self.start_instances(launched, case_dir, &mut instances, &mut host);
+                        if stop.is_some() {
+                            break;
+                        }
+                    }
+                    serve::Seen::Starting => {
+                        if self.shared.interrupt.requested() {
+                            stop = Some(StopReason::Interrupted);
+                            break;
+                        }
+                        if Instant::now() >= deadline {
+                            stop = Some(StopReason::TimedOut {
+                                after: case.timeout,
+                            });
+                            break;
+                        }
+                        let until = next_tick.min(deadline).min(Instant::now() + ready::POLL);
+                        wait_for_exit_until(instances.iter().chain([&server.instance]), until);
+                        continue;
+                    }
+                    serve::Seen::Ready => {}
+                }
+            }
             let runs_before = instances.first().map_or(0, |i| i.runs);
             let may_relaunch = !self.shared.interrupt.requested() && Instant::now() < deadline;
             stop = self.collect_exits(
-                case,
+                launched,
                 case_dir,
                 &mut instances,
                 &mut host,
@@ -320,7 +487,10 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                 });
                 break;
             }
-            wait_for_exit_until(&instances, next_tick.min(deadline));
+            wait_for_exit_until(
+                instances.iter().chain(server.as_ref().map(|s| &s.instance)),
+                next_tick.min(deadline),
+            );
         }
         let wall_time = start.elapsed();
 
@@ -333,10 +503,34 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         } else {
             0
         };
-        let (stuck, maxrss) =
-            self.stop_everything(&mut instances, case.kill_grace, host.whole_cgroup());
+        // The load client first, then its server (with its own signal and
+        // grace): a client stopped after its server would fail on it.
+        let (mut stuck, maxrss) = self.stop_everything(
+            &mut instances,
+            libc::SIGTERM,
+            case.kill_grace,
+            host.whole_cgroup(),
+        );
         host.record_rusage(maxrss, start.elapsed());
         record_instances_rusage(&instances, &mut host, start.elapsed());
+        if let Some(server) = server.as_mut() {
+            if !server.exited_on_its_own && server.instance.runs > 0 {
+                server.stopped_with = Some(server.spec.stop_signal.name);
+            }
+            let (server_stuck, maxrss) = self.stop_everything(
+                std::slice::from_mut(&mut server.instance),
+                server.spec.stop_signal.number,
+                server.spec.kill_grace,
+                server.host.whole_cgroup(),
+            );
+            stuck.extend(server_stuck);
+            server.host.record_rusage(maxrss, start.elapsed());
+            record_instances_rusage(
+                std::slice::from_ref(&server.instance),
+                &mut server.host,
+                start.elapsed(),
+            );
+        }
         if !stuck.is_empty() {
             self.warn(format!(
                 "{}: pid(s) {stuck:?} did not exit even after SIGKILL (stuck in the kernel, e.g. a hung file system or GPU driver); oomgate leaves them",
@@ -344,10 +538,28 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             ));
         }
         timeline.finish();
-        let gpu = case_gpu.map(|case_gpu| {
-            sample_errors += case_gpu.errors();
-            case_gpu.finish()
-        });
+        let mut finish_gpu = |gpu: Option<CaseGpu<'_>>| {
+            gpu.map(|gpu| {
+                sample_errors += gpu.errors();
+                gpu.finish()
+            })
+        };
+        let (host, gpu, server) = match server {
+            Some(side) => {
+                let outcome = ServerOutcome {
+                    port: side.port,
+                    ready: side.ready.describe(),
+                    ready_at: side.ready_at,
+                    stopped_with: side.stopped_with,
+                    client_host: host.finish(start.elapsed()),
+                    client_gpu: finish_gpu(case_gpu),
+                    instance: side.instance,
+                };
+                let gpu = finish_gpu(side.gpu);
+                (side.host, gpu, Some(outcome))
+            }
+            None => (host, finish_gpu(case_gpu), None),
+        };
         if case.leak.is_some() {
             soak_peaks.next_run();
         }
@@ -371,17 +583,23 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             sample_errors,
             leftovers,
             wall_time,
+            server,
         }
     }
 
     /// One tick: scan the tree once, let every meter read it. `zombies`
     /// receives the exited children of oomgate waiting to be reaped;
     /// `supervisors` are left out of the host figures.
+    ///
+    /// With a server, the scan covers the server's supervisor and the
+    /// instances' (`supervisors`), and is split between them: the
+    /// sample's own figures are the server's, its `client_*` figures the
+    /// instances'.
     fn sample(
         &mut self,
         at: Duration,
-        host: &mut HostMeter,
-        gpu: Option<&mut CaseGpu<'_>>,
+        (host, gpu): (&mut HostMeter, Option<&mut CaseGpu<'_>>),
+        server: Option<&mut ServerSide<'_, '_>>,
         supervisors: &[i32],
         zombies: &mut Vec<i32>,
     ) -> (Sample, u64) {
@@ -392,26 +610,80 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         };
         let mut errors = 0;
         let me = process::self_pid();
-        self.limit_scan(supervisors);
-        match self.scanner.descendants_of(me) {
-            Ok(tree) => {
-                zombies.extend(
-                    tree.members()
-                        .iter()
-                        .filter(|p| p.ppid == me && p.is_zombie())
-                        .map(|p| p.pid),
-                );
-                if !host.sample(tree, supervisors, &mut sample) {
-                    errors += 1;
-                }
-                if let Some(gpu) = gpu {
-                    // Counted in CaseGpu::errors, added to the case's total at the end.
-                    gpu.sample(tree, &mut sample);
-                }
+        let server_groups: Vec<i32> = server
+            .as_ref()
+            .map(|s| s.instance.supervisors().collect())
+            .unwrap_or_default();
+        let scope: Vec<i32> = supervisors.iter().chain(&server_groups).copied().collect();
+        self.limit_scan(&scope);
+        let tree = match self.scanner.descendants_of(me) {
+            Ok(tree) => tree,
+            Err(_) => return (sample, errors + 1),
+        };
+        zombies.extend(
+            tree.members()
+                .iter()
+                .filter(|p| p.ppid == me && p.is_zombie())
+                .map(|p| p.pid),
+        );
+        let mut measure = |tree: &ProcessTree,
+                           host: &mut HostMeter,
+                           gpu: Option<&mut CaseGpu<'_>>,
+                           exclude: &[i32],
+                           sample: &mut Sample| {
+            if !host.sample(tree, exclude, sample) {
+                errors += 1;
             }
-            Err(_) => errors += 1,
+            if let Some(gpu) = gpu {
+                // Counted in CaseGpu::errors, added to the case's total at the end.
+                gpu.sample(tree, sample);
+            }
+        };
+        match server {
+            None => measure(tree, host, gpu, supervisors, &mut sample),
+            Some(server) => {
+                let mut part = ProcessTree::default();
+                tree.subtree_into(&server_groups, &mut part);
+                measure(
+                    &part,
+                    &mut server.host,
+                    server.gpu.as_mut(),
+                    &server_groups,
+                    &mut sample,
+                );
+                tree.subtree_into(supervisors, &mut part);
+                let mut client = Sample {
+                    at,
+                    ..Sample::default()
+                };
+                measure(&part, host, gpu, supervisors, &mut client);
+                sample.client_host_bytes = client.host_bytes;
+                sample.client_gpu_bytes = client.gpu_bytes;
+            }
         }
         (sample, errors)
+    }
+
+    /// Launch every instance (in the cgroup of `host`); the reason to
+    /// stop the case if one cannot be.
+    fn start_instances(
+        &self,
+        case: &Case,
+        case_dir: &Path,
+        instances: &mut [Instance],
+        host: &mut HostMeter,
+    ) -> Option<StopReason> {
+        let procs = host.cgroup().map(|c| c.procs_path().clone());
+        let visible = self.access.visible.as_deref();
+        let mut stop = None;
+        for instance in instances.iter_mut() {
+            if let Err(message) = instance.start(case, case_dir, procs.as_ref(), visible) {
+                stop = Some(StopReason::LaunchFailed { message });
+                break;
+            }
+        }
+        distrust_cgroup_if_not_joined(instances, host);
+        stop
     }
 }
 
@@ -419,7 +691,7 @@ impl CaseRunner<'_, '_> {
     /// When cases run at once, limit the scans to this case's processes:
     /// its instances' supervisors and their descendants.
     pub(super) fn limit_scan(&mut self, supervisors: &[i32]) {
-        if self.shared.parallel {
+        if self.scoped {
             self.scanner.limit_to(Some(supervisors));
         }
     }
@@ -538,13 +810,12 @@ impl CaseRunner<'_, '_> {
 
 /// Sleep until `until`, or until an instance's supervisor reports (an exit),
 /// or a signal arrives — whichever comes first.
-fn wait_for_exit_until(instances: &[Instance], until: Instant) {
+fn wait_for_exit_until<'i>(instances: impl Iterator<Item = &'i Instance>, until: Instant) {
     let left = until.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return;
     }
     let mut fds: Vec<libc::pollfd> = instances
-        .iter()
         .flat_map(Instance::report_fds)
         .map(|fd| libc::pollfd {
             fd,
@@ -562,12 +833,19 @@ fn wait_for_exit_until(instances: &[Instance], until: Instant) {
 }
 
 /// Add a marker line to the stdout and stderr logs of instances
-/// `0..instances` (a log not there yet is created): each log that could
-/// not be written, as a fault.
-pub(super) fn mark_logs(case_dir: &Path, instances: u32, marker: &str) -> Vec<WriteFault> {
+/// `0..instances`, and of the server (a log not there yet is created):
+/// each log that could not be written, as a fault.
+pub(super) fn mark_logs(
+    case_dir: &Path,
+    instances: u32,
+    server: bool,
+    marker: &str,
+) -> Vec<WriteFault> {
+    use super::launch::InstanceLogs;
     let mut faults = Vec::new();
-    for index in 0..instances {
-        let logs = super::launch::InstanceLogs::for_instance(case_dir, index);
+    let server = server.then(|| InstanceLogs::for_server(case_dir));
+    let all = (0..instances).map(|index| InstanceLogs::for_instance(case_dir, index));
+    for logs in all.chain(server) {
         for log in [&logs.stdout, &logs.stderr] {
             faults.extend(append(log, marker).err());
         }

@@ -7,7 +7,7 @@ use crate::measure::HostFigures;
 use crate::measure::gpu::{CaseGpu, GpuFigures};
 use crate::probe::ProbeSummary;
 use crate::results::{Check, CheckKind};
-use crate::suite::{Case, Leak};
+use crate::suite::{Budget, Case, Leak};
 use crate::units::Bytes;
 use crate::verdict;
 
@@ -16,7 +16,7 @@ use crate::verdict;
 /// budget stops the case, so earlier ones were within) without tainted
 /// device deltas, in total and as each device's share of its memory.
 pub(super) fn budget_breached(
-    case: &Case,
+    budget: &Budget,
     host_peak: Option<Bytes>,
     gpu: Option<&CaseGpu<'_>>,
 ) -> bool {
@@ -24,12 +24,12 @@ pub(super) fn budget_breached(
         (Some(limit), Some(peak)) => verdict::breaches(Bytes(peak), limit),
         _ => false,
     };
-    if over(case.budget.host, host_peak.map(Bytes::get))
-        || over(case.budget.gpu, gpu.and_then(CaseGpu::gated_total))
+    if over(budget.host, host_peak.map(Bytes::get))
+        || over(budget.gpu, gpu.and_then(CaseGpu::gated_total))
     {
         return true;
     }
-    match (case.budget.gpu_fraction, gpu) {
+    match (budget.gpu_fraction, gpu) {
         (Some(fraction), Some(gpu)) => gpu.gated_by_device().any(|(device, live)| {
             verdict::breaches(
                 Bytes(live),
@@ -92,14 +92,37 @@ pub(super) fn limit_checks(case: &Case, probe: Option<&ProbeSummary>) -> Vec<Che
         .collect()
 }
 
+/// A server case's load client against its `client_budget`: the budget
+/// checks, named and worded as the client's.
+pub(super) fn client_budget_checks(
+    budget: &Budget,
+    host: &HostFigures,
+    gpu: Option<&GpuFigures>,
+) -> Vec<Check> {
+    budget_checks(budget, host, gpu)
+        .into_iter()
+        .map(|check| Check {
+            kind: CheckKind::ClientBudget(
+                check
+                    .kind
+                    .to_string()
+                    .trim_start_matches("budget.")
+                    .to_string(),
+            ),
+            message: format!("client {}", check.message),
+            ..check
+        })
+        .collect()
+}
+
 /// Every budget verdict of a finished case.
 pub(super) fn budget_checks(
-    case: &Case,
+    budget: &Budget,
     host: &HostFigures,
     gpu: Option<&GpuFigures>,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
-    if let Some(limit) = case.budget.host {
+    if let Some(limit) = budget.host {
         let how = match host.peak_source {
             Some(source) => format!("{}, {}", source.as_str(), host.method),
             None => host.method.to_string(),
@@ -111,7 +134,7 @@ pub(super) fn budget_checks(
         ));
     }
     let unmeasured = || "GPU memory was not measured".to_string();
-    if let Some(limit) = case.budget.gpu {
+    if let Some(limit) = budget.gpu {
         checks.push(match gpu {
             Some(gpu) => verdict::gpu_budget_check(
                 gpu.peak_bytes.map(Bytes),
@@ -122,7 +145,7 @@ pub(super) fn budget_checks(
             None => verdict::gpu_budget_check(None, &unmeasured(), &verdict::Gated::Whole, limit),
         });
     }
-    if let Some(fraction) = case.budget.gpu_fraction {
+    if let Some(fraction) = budget.gpu_fraction {
         for device in gpu.map(|g| g.devices.as_slice()).unwrap_or_default() {
             checks.push(verdict::headroom_check(
                 device.index,

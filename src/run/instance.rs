@@ -34,6 +34,8 @@ pub(super) struct Instance {
     pub(super) maxrss_bytes: Option<u64>,
     /// The errno of a run's failed attempt to join the case cgroup.
     pub(super) cgroup_error: Option<i32>,
+    /// Beside a server: its port, and this instance's side.
+    serving: Option<(u16, &'static str)>,
 }
 
 /// The run in progress: its supervisor and what it reported.
@@ -47,9 +49,26 @@ struct Current {
 
 impl Instance {
     pub(super) fn new(case_dir: &Path, index: u32) -> Self {
+        Self::with_logs(index, InstanceLogs::for_instance(case_dir, index))
+    }
+
+    /// A case's server, its logs apart from the instances'.
+    pub(super) fn server(case_dir: &Path, port: u16) -> Self {
+        let mut server = Self::with_logs(0, InstanceLogs::for_server(case_dir));
+        server.serving = Some((port, "server"));
+        server
+    }
+
+    /// A load client of the server on `port`.
+    pub(super) fn client(mut self, port: u16) -> Self {
+        self.serving = Some((port, "client"));
+        self
+    }
+
+    fn with_logs(index: u32, logs: InstanceLogs) -> Self {
         Instance {
             index,
-            logs: InstanceLogs::for_instance(case_dir, index),
+            logs,
             runs: 0,
             exit: None,
             stderr_offset: 0,
@@ -57,6 +76,7 @@ impl Instance {
             lingering: Vec::new(),
             maxrss_bytes: None,
             cgroup_error: None,
+            serving: None,
         }
     }
 
@@ -77,6 +97,7 @@ impl Instance {
             logs: &self.logs,
             cgroup_procs,
             gpus,
+            serving: self.serving,
         };
         let launched = launch(&spec).map_err(|e| e.to_string())?;
         if launched.cgroup_error.is_some() {

@@ -33,6 +33,7 @@ pub(super) fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
                     stop: None,
                     exits: Vec::new(),
                     host_peak: None,
+                    serving: false,
                 },
                 None,
             )
@@ -331,7 +332,7 @@ impl Conductor<'_> {
             .and_then(|locked| locked.capacity)
             // A `max` lowered since the lock caps what can be found.
             .zip(case.search.as_ref())
-            .map(|(locked, search)| locked.min(search.spec.max));
+            .map(|(locked, search)| locked.min(search.max));
         // A case with no lock entry at all is `BaselineMissing`'s business.
         let locked_entry = self
             .baseline
@@ -402,7 +403,7 @@ impl Conductor<'_> {
 fn least_accepted(case: &Case, locked: u64) -> u64 {
     case.search
         .as_ref()
-        .map_or(locked, |search| search.spec.least_accepted(locked))
+        .map_or(locked, |search| search.least_accepted(locked))
 }
 
 fn passing(kind: CheckKind, message: String) -> Check {

@@ -42,6 +42,16 @@ pub struct InstanceLogs {
 }
 
 impl InstanceLogs {
+    /// A case's server: `server.stdout.log`, `server.stderr.log`,
+    /// `server.metrics.jsonl`.
+    pub fn for_server(case_dir: &Path) -> Self {
+        InstanceLogs {
+            stdout: case_dir.join("server.stdout.log"),
+            stderr: case_dir.join("server.stderr.log"),
+            metrics: case_dir.join("server.metrics.jsonl"),
+        }
+    }
+
     /// Instance 0 keeps the plain names (`stdout.log`), so the common
     /// single-instance case has the files every script looks for; instance
     /// `i > 0` writes `stdout.<i>.log`.
@@ -78,6 +88,9 @@ pub struct LaunchSpec<'a> {
     /// `CUDA_VISIBLE_DEVICES` as the GPU pool gives the case (its GPUs'
     /// UUIDs; empty: none); `None`: no pool.
     pub gpus: Option<&'a str>,
+    /// Beside a server: its port, and which side this is (`server`,
+    /// `client`), as `OOMGATE_PORT` and `OOMGATE_ROLE`.
+    pub serving: Option<(u16, &'static str)>,
 }
 
 /// A started run of an instance.
@@ -378,6 +391,10 @@ fn environment(spec: &LaunchSpec<'_>) -> Vec<(OsString, OsString)> {
     set("OOMGATE_CONCURRENCY", case.concurrency.to_string().into());
     set("OOMGATE_OUT", spec.case_dir.as_os_str().to_owned());
     set("OOMGATE_METRICS", spec.logs.metrics.as_os_str().to_owned());
+    if let Some((port, role)) = spec.serving {
+        set("OOMGATE_PORT", port.to_string().into());
+        set("OOMGATE_ROLE", role.into());
+    }
     env
 }
 

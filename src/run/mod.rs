@@ -33,8 +33,10 @@ pub mod interrupt;
 mod judge;
 pub mod launch;
 pub mod logs;
+mod ready;
 mod repeat;
 pub mod schedule;
+mod serve;
 mod stop;
 pub mod supervise;
 mod teardown;
@@ -121,6 +123,8 @@ struct Shared<'a> {
     parallel: bool,
     /// The open files each case's /proc scanner may keep.
     open_files_each: u64,
+    /// Ports given to the cases' servers so far: never one twice.
+    ports: std::sync::Mutex<std::collections::HashSet<u16>>,
 }
 
 /// The main thread's side of a run: which case starts when, the baseline,
@@ -257,6 +261,7 @@ impl<'a> Runner<'a> {
                 measurement: setup.measurement,
                 environment: setup.environment,
                 cgroup_serial: AtomicU64::new(0),
+                ports: std::sync::Mutex::default(),
                 faulted: Arc::clone(&faulted),
                 parallel: setup.schedule.parallel(),
                 open_files_each: process::open_file_limit() / jobs as u64,
@@ -634,13 +639,18 @@ fn keep_shared_attempt(dir: &Path, case: &Case) -> Result<(), WriteFault> {
         path: path.to_path_buf(),
         source,
     };
-    if let Some(fault) = case::mark_logs(dir, case.concurrency, marker)
+    if let Some(fault) = case::mark_logs(dir, case.concurrency, case.server.is_some(), marker)
         .into_iter()
         .next()
     {
         return Err(fault);
     }
     let mut set_aside = vec![dir.join("timeline.json")];
+    set_aside.extend(
+        case.server
+            .as_ref()
+            .map(|_| launch::InstanceLogs::for_server(dir).metrics),
+    );
     set_aside.extend(
         (0..case.concurrency).map(|index| launch::InstanceLogs::for_instance(dir, index).metrics),
     );

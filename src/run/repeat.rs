@@ -7,9 +7,11 @@ use std::time::Instant;
 
 use super::assemble::CaseRun;
 use super::case::{CaseRunner, mark_logs};
+use crate::capacity::SearchSpec;
 use crate::capacity::{self, Capacity, Probe};
 use crate::results::CaseStatus;
-use crate::suite::{Case, CaseSearch};
+use crate::suite::Case;
+use crate::verdict;
 
 impl CaseRunner<'_, '_> {
     /// Run the case `repeat` times, or until a run fails, Ctrl-C or a
@@ -43,10 +45,9 @@ impl CaseRunner<'_, '_> {
         &mut self,
         case: &Case,
         case_dir: &Path,
-        search: &CaseSearch,
+        spec: &SearchSpec,
         locked: Option<u64>,
     ) -> (Vec<CaseRun>, Capacity) {
-        let spec = &search.spec;
         let deadline = spec.timeout.and_then(|t| Instant::now().checked_add(t));
         let mut probes: Vec<Probe> = Vec::new();
         let mut best: Option<(u64, Vec<CaseRun>)> = None;
@@ -66,7 +67,7 @@ impl CaseRunner<'_, '_> {
             // has more instances than the folder was prepared for).
             let marker = format!("\n[oomgate] probe {}={value} starts\n", spec.param);
             let instances = probe_case.concurrency.max(case.concurrency);
-            for fault in mark_logs(case_dir, instances, &marker) {
+            for fault in mark_logs(case_dir, instances, case.server.is_some(), &marker) {
                 self.record_fault(fault);
             }
             // A probe that writes no timeline must not inherit the last.
@@ -89,7 +90,11 @@ impl CaseRunner<'_, '_> {
                     .copied()
                     .find(|s| *s != CaseStatus::Passed)
                     .unwrap_or(CaseStatus::Passed),
-                failure_kind: runs.iter().find_map(|r| r.result.failure_kind),
+                // Decided here: a run's own is decided with the case's
+                // final verdict.
+                failure_kind: runs
+                    .iter()
+                    .find_map(|r| verdict::failure_kind(&r.result, r.observed.stop.as_ref())),
                 host_peak_bytes: runs.iter().filter_map(|r| r.result.host_peak_bytes).max(),
                 gpu_peak_bytes: runs.iter().filter_map(|r| r.result.gpu_peak_bytes).max(),
                 wall_time_s: runs.iter().map(|r| r.result.wall_time_s).sum(),

@@ -65,15 +65,16 @@ impl CaseRunner<'_, '_> {
     pub(super) fn stop_everything(
         &mut self,
         instances: &mut [Instance],
+        signal: i32,
         grace: Duration,
         cgroup: Option<&CaseCgroup>,
     ) -> (Vec<i32>, u64) {
-        let stopped = self.stop_tree(instances, grace, cgroup);
+        let stopped = self.stop_tree(instances, signal, grace, cgroup);
         // With cases at once, a process whose supervisor was killed from
         // outside is re-parented to oomgate, out of every case's scope; it
         // is still in the case's cgroup, which is emptied by force. (One
         // case at a time, the scans see every descendant of oomgate.)
-        if let Some(cgroup) = cgroup.filter(|_| self.shared.parallel) {
+        if let Some(cgroup) = cgroup.filter(|_| self.scoped) {
             if !cgroup.is_empty().unwrap_or(false) {
                 crate::measure::cgroup::clear::empty_by_force(&cgroup.dir, KILL_SETTLE).ok();
             }
@@ -85,6 +86,7 @@ impl CaseRunner<'_, '_> {
     fn stop_tree(
         &mut self,
         instances: &mut [Instance],
+        signal: i32,
         grace: Duration,
         cgroup: Option<&CaseCgroup>,
     ) -> (Vec<i32>, u64) {
@@ -99,7 +101,7 @@ impl CaseRunner<'_, '_> {
             // of oomgate is left is a zombie orphan of the case — unless
             // other cases run, whose supervisors are oomgate's children
             // too (the run reaps such orphans once every case is over).
-            let reaped = if self.shared.parallel {
+            let reaped = if self.scoped {
                 0
             } else {
                 process::reap_exited_children()
@@ -108,7 +110,7 @@ impl CaseRunner<'_, '_> {
         }
         let groups = leaders(instances);
         self.limit_scan(&groups);
-        for signal in [libc::SIGTERM, libc::SIGCONT] {
+        for signal in [signal, libc::SIGCONT] {
             for &group in &groups {
                 process::signal_group(group, signal);
             }

@@ -14,6 +14,7 @@ mod checker;
 mod diag;
 mod partition;
 mod raw;
+mod server;
 mod template;
 mod validate;
 
@@ -24,6 +25,7 @@ use indexmap::IndexMap;
 
 pub use diag::{Diagnostic, Located, SuiteError};
 pub use partition::{Partition, PartitionKind};
+pub use server::{HttpTarget, PORT, Ready, Server, StopSignal, http_target, tcp_target};
 pub use template::{fnv1a, folder_name, shell_join};
 
 use crate::units::Bytes;
@@ -171,17 +173,44 @@ pub struct Case {
     pub gpu_memory: Option<Bytes>,
     /// Capacity search: the case runs once per probed value of a
     /// parameter (see `crate::capacity`).
-    pub search: Option<CaseSearch>,
+    pub search: Option<crate::capacity::SearchSpec>,
+    /// The command and env as written, before any value is put in: what a
+    /// probe and a server case's launch fill in, in one pass (filling in
+    /// `command` again would read a value's own braces as placeholders).
+    pub templates: Templates,
+    /// The server the case's command loads (see `docs/serving.md`); the
+    /// case's own figures are then the server's.
+    pub server: Option<Server>,
+    /// With a server: limits on the load client's figures.
+    pub client_budget: Budget,
 }
 
-/// A case's capacity search, with what each probe is made from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CaseSearch {
-    pub spec: crate::capacity::SearchSpec,
-    /// The command and env as written, the matrix row's values filled in
-    /// and the searched placeholder left for each probe.
+/// A command and env as written, placeholders and all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Templates {
     pub command: Vec<String>,
     pub env: IndexMap<String, String>,
+}
+
+impl Templates {
+    /// The command and env with `params` filled in; a placeholder not in
+    /// `params` (`{port}` before a server has one) stays as written.
+    pub fn fill(
+        &self,
+        params: &IndexMap<String, String>,
+    ) -> (Vec<String>, IndexMap<String, String>) {
+        let command = self
+            .command
+            .iter()
+            .map(|arg| template::substitute(arg, params))
+            .collect();
+        let env = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), template::substitute(v, params)))
+            .collect();
+        (command, env)
+    }
 }
 
 impl Case {
@@ -192,26 +221,51 @@ impl Case {
         let Some(search) = &self.search else {
             return probe;
         };
-        let param = search.spec.param.as_str();
+        let param = search.param.as_str();
+        probe.params.insert(param.to_string(), value.to_string());
         if param == crate::capacity::CONCURRENCY {
             probe.concurrency = u32::try_from(value).unwrap_or(u32::MAX);
         } else {
-            let mut params = self.params.clone();
-            params.insert(param.to_string(), value.to_string());
-            probe.command = search
-                .command
-                .iter()
-                .map(|arg| template::substitute(arg, &params))
-                .collect();
-            probe.env = search
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), template::substitute(v, &params)))
-                .collect();
+            (probe.command, probe.env) = self.templates.fill(&probe.params);
         }
-        probe.params.insert(param.to_string(), value.to_string());
+        if let Some(server) = probe.server.as_mut() {
+            server.command = server.templates.fill(&probe.params).0;
+        }
         probe.search = None;
         probe
+    }
+
+    /// The params with the server's port among them, for a launch.
+    pub fn params_at(&self, port: u16) -> IndexMap<String, String> {
+        let mut params = self.params.clone();
+        params.insert(PORT.to_string(), port.to_string());
+        params
+    }
+
+    /// The load client as launched beside its server on `port`: `{port}`
+    /// filled in its command and env.
+    pub fn client_at(&self, port: u16) -> Case {
+        let mut client = self.clone();
+        (client.command, client.env) = self.templates.fill(&self.params_at(port));
+        client
+    }
+
+    /// The server as launched on `port`, in the shape of a case: its
+    /// command, program and env (the case's, then the server's own), the
+    /// case's working directory and instances. `None` without a server.
+    pub fn server_at(&self, port: u16) -> Option<Case> {
+        let server = self.server.as_ref()?;
+        let params = self.params_at(port);
+        let mut launched = self.clone();
+        let (_, env) = self.templates.fill(&params);
+        let (command, own_env) = server.templates.fill(&params);
+        launched.command = command;
+        launched.program = server.program.clone();
+        launched.env = env;
+        launched.env.extend(own_env);
+        launched.kill_grace = server.kill_grace;
+        launched.soak = None;
+        Some(launched)
     }
 }
 
@@ -273,12 +327,14 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// Variables oomgate sets for every instance; a suite may not set them.
-pub const RESERVED_ENV: [&str; 5] = [
+pub const RESERVED_ENV: [&str; 7] = [
     "OOMGATE_CASE",
     "OOMGATE_INSTANCE",
     "OOMGATE_CONCURRENCY",
     "OOMGATE_OUT",
     "OOMGATE_METRICS",
+    "OOMGATE_PORT",
+    "OOMGATE_ROLE",
 ];
 
 /// Read and validate a suite file.

@@ -97,6 +97,10 @@ pub struct RawCase {
     /// How far below the locked capacity a search may land: steps, or a
     /// share (`"5%"`).
     pub capacity_tolerance: Option<Spanned<toml::Value>>,
+    /// The server the command loads; a case's own key.
+    pub server: Option<Spanned<RawServer>>,
+    /// Limits on the load client's figures, beside a server.
+    pub client_budget: Option<Spanned<RawBudget>>,
     // Spelled out rather than `#[serde(flatten)] RawSettings`: serde's
     // flatten disables both `deny_unknown_fields` and span tracking.
     pub cwd: Option<Spanned<String>>,
@@ -161,6 +165,19 @@ pub struct RawSearch {
     pub step: Option<Spanned<i64>>,
     pub max_probes: Option<Spanned<i64>>,
     pub timeout: Option<Spanned<String>>,
+}
+
+/// `server = { command = [...], ready = "http://127.0.0.1:{port}/health" }`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub command: Spanned<Vec<Spanned<String>>>,
+    /// `"http://…"`, `"tcp://host:port"` or `{ log = "regex" }`.
+    pub ready: Spanned<toml::Value>,
+    pub ready_timeout: Option<Spanned<String>>,
+    pub stop_signal: Option<Spanned<String>>,
+    pub kill_grace: Option<Spanned<String>>,
+    pub env: Option<RawEnv>,
 }
 
 /// `leak = { warmup = 3, max_growth = "64 MiB" }`

@@ -14,11 +14,12 @@ use toml::Spanned;
 
 use super::checker::Checker;
 use super::raw::{RawCase, RawEnvironment, RawSettingsRef, RawSuiteFile};
+use super::server::{self, PORT};
 use super::template::{expand_matrix, folder_name, is_identifier, placeholders, substitute};
 use super::{
-    Budget, Case, CaseSearch, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT,
-    Diagnostic, DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, MAX_CASES,
-    RESERVED_ENV, Suite, Tolerances,
+    Budget, Case, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT, Diagnostic,
+    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, MAX_CASES, RESERVED_ENV,
+    Suite, Templates, Tolerances,
 };
 
 const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
@@ -293,6 +294,31 @@ fn expand_case(
         .search
         .as_ref()
         .and_then(|spec| search_spec(check, spec, raw.capacity_tolerance.as_ref(), &matrix));
+    let raw_server = raw.server.as_ref().map(Spanned::get_ref);
+    // `{port}` is the server's: no matrix key or search may take its name.
+    let reserved_port = matrix
+        .keys()
+        .any(|key| key == PORT)
+        .then(|| raw.matrix.as_ref().map(Spanned::span))
+        .flatten()
+        .or_else(|| {
+            let spec = raw.search.as_ref()?.get_ref();
+            (spec.param.get_ref() == PORT).then(|| spec.param.span())
+        });
+    if let Some(span) = reserved_port {
+        check
+            .error(
+                span,
+                "`port` is reserved: `{port}` is the port oomgate picks for the case's server",
+            )
+            .help = Some("name the matrix key or searched parameter otherwise".into());
+    }
+    if let (None, Some(budget)) = (raw_server, &raw.client_budget) {
+        check.error(
+            budget.span(),
+            "`client_budget` without `server`: the case's own figures are its command's, judged by `budget`",
+        );
+    }
     if let (None, Some(tolerance)) = (&raw.search, &raw.capacity_tolerance) {
         check.error(
             tolerance.span(),
@@ -306,6 +332,7 @@ fn expand_case(
         let mut outside: Vec<&Spanned<String>> = vec![&raw.name];
         outside.extend(pick(own.cwd, defaults.cwd));
         outside.extend(raw.command.get_ref().first());
+        outside.extend(raw_server.and_then(|s| s.command.get_ref().first()));
         for template in outside {
             if placeholders(template.get_ref()).contains(&param) {
                 check
@@ -316,11 +343,19 @@ fn expand_case(
                     .help = Some("the case's name, folder and program stay the same across the search's probes".into());
             }
         }
+        let server_args = raw_server.into_iter().flat_map(|s| {
+            s.command
+                .get_ref()
+                .iter()
+                .skip(1)
+                .chain(s.env.iter().flat_map(|e| e.values()))
+        });
         let used = raw
             .command
             .get_ref()
             .iter()
             .skip(1)
+            .chain(server_args)
             .any(|arg| placeholders(arg.get_ref()).contains(&param))
             || merged_env(own, defaults)
                 .values()
@@ -330,7 +365,7 @@ fn expand_case(
                 check
                     .error(
                         spec.get_ref().param.span(),
-                        format!("`search.param = \"{param}\"` but no `{{{param}}}` in the command or env"),
+                        format!("`search.param = \"{param}\"` but no `{{{param}}}` in the command or env (or the server's)"),
                     )
                     .help = Some(format!(
                     "write `{{{param}}}` where the value goes, e.g. \"--batch-size={{{param}}}\"; or search `concurrency`"
@@ -342,7 +377,24 @@ fn expand_case(
     // Every placeholder must name a matrix key (or the searched one; a
     // searched `concurrency` is the number of instances, no placeholder).
     let searched_placeholder = searched.filter(|p| *p != crate::capacity::CONCURRENCY);
-    let known = |name: &str| matrix.contains_key(name) || searched_placeholder == Some(name);
+    let known = |name: &str| {
+        matrix.contains_key(name)
+            || searched_placeholder == Some(name)
+            || (name == PORT && raw_server.is_some())
+    };
+    // The port changes from launch to launch: never in the case's name,
+    // folder or program.
+    let mut fixed: Vec<&Spanned<String>> = vec![&raw.name];
+    fixed.extend(pick(own.cwd, defaults.cwd));
+    fixed.extend(raw.command.get_ref().first());
+    for template in fixed {
+        if raw_server.is_some() && placeholders(template.get_ref()).contains(&PORT) {
+            check.error(
+                template.span(),
+                "`{port}` changes from launch to launch: it may be used in the command's arguments and the env only",
+            );
+        }
+    }
     if let (Some(crate::capacity::CONCURRENCY), Some(key)) = (searched, own.concurrency) {
         check.error(
             key.span(),
@@ -354,8 +406,33 @@ fn expand_case(
     templates.extend(pick(own.cwd, defaults.cwd));
     let env_values: Vec<&Spanned<String>> = merged_env(own, defaults).into_values().collect();
     templates.extend(env_values.iter().copied());
+    if let Some(server) = raw_server {
+        templates.extend(server.command.get_ref().iter());
+        templates.extend(server.env.iter().flat_map(|env| env.values()));
+    }
+    let ready_text = raw_server.and_then(server::ready_template);
+    let ready_span = raw.server.as_ref().map(|s| s.get_ref().ready.span());
+    for name in ready_text.map(placeholders).unwrap_or_default() {
+        if !known(name) {
+            check.error(
+                ready_span.clone().unwrap_or_default(),
+                format!("placeholder `{{{name}}}` in `server.ready` has no matrix key"),
+            );
+        }
+    }
     for template in templates {
         for name in placeholders(template.get_ref()) {
+            if name == PORT && raw_server.is_none() {
+                check
+                    .error(
+                        template.span(),
+                        "`{port}` is the port of the case's server, and this case has no `server`",
+                    )
+                    .help = Some(
+                    "add `server = { command = [...], ready = \"http://127.0.0.1:{port}/health\" }`, or write `{{port}}` for literal braces".into(),
+                );
+                continue;
+            }
             if !known(name) {
                 let keys: Vec<&str> = matrix.keys().map(String::as_str).collect();
                 check
@@ -436,6 +513,14 @@ fn expand_case(
         gpus,
         gpu_memory,
     } = limits(check, own, defaults, suite_tolerance);
+    let server = raw
+        .server
+        .as_ref()
+        .and_then(|spec| server::server(check, spec, timeout));
+    let mut client_budget = Budget::default();
+    if let Some(raw_budget) = raw.client_budget.as_ref().filter(|_| raw_server.is_some()) {
+        client_budget = budget_keys(check, "client_budget", [Some(raw_budget)]);
+    }
     if check.problems.len() > before {
         return Vec::new();
     }
@@ -481,8 +566,7 @@ fn expand_case(
             None => workdir.to_path_buf(),
         };
         let program = resolve_program(&command[0], &cwd);
-        let case_search = search.clone().map(|spec| CaseSearch {
-            spec,
+        let templates = Templates {
             command: raw
                 .command
                 .get_ref()
@@ -493,7 +577,10 @@ fn expand_case(
                 .into_iter()
                 .map(|(k, v)| (k.get_ref().clone(), v.get_ref().clone()))
                 .collect(),
-        });
+        };
+        let server = server
+            .as_ref()
+            .map(|draft| draft.for_row(&params, |program| resolve_program(program, &cwd)));
         cases.push(Case {
             folder: folder_name(&id),
             id,
@@ -513,7 +600,10 @@ fn expand_case(
             leak,
             gpus,
             gpu_memory,
-            search: case_search,
+            search: search.clone(),
+            templates,
+            server,
+            client_budget,
         });
     }
     cases
@@ -712,21 +802,8 @@ fn limits(
         },
     };
 
-    let mut budget = Budget::default();
     // Keys merge one by one: a case's budget.host does not drop a default budget.gpu.
-    let budgets = [defaults.budget, own.budget];
-    for raw_budget in budgets.into_iter().flatten() {
-        let raw_budget = raw_budget.get_ref();
-        if let Some(host) = &raw_budget.host {
-            budget.host = check.size("budget.host", host);
-        }
-        if let Some(gpu) = &raw_budget.gpu {
-            budget.gpu = check.size("budget.gpu", gpu);
-        }
-        if let Some(fraction) = &raw_budget.gpu_fraction {
-            budget.gpu_fraction = check.fraction("budget.gpu_fraction", fraction);
-        }
-    }
+    let budget = budget_keys(check, "budget", [defaults.budget, own.budget]);
     let tolerance = check.tolerance(suite_tolerance, defaults.tolerance);
     let tolerance = check.tolerance(tolerance, own.tolerance);
     let repeat = match pick(own.repeat, defaults.repeat) {
@@ -827,6 +904,28 @@ fn limits(
         gpus,
         gpu_memory,
     }
+}
+
+/// A budget's keys, later tables overriding earlier ones key by key.
+fn budget_keys<const N: usize>(
+    check: &mut Checker,
+    key: &str,
+    tables: [Option<&Spanned<super::raw::RawBudget>>; N],
+) -> Budget {
+    let mut budget = Budget::default();
+    for raw_budget in tables.into_iter().flatten() {
+        let raw_budget = raw_budget.get_ref();
+        if let Some(host) = &raw_budget.host {
+            budget.host = check.size(&format!("{key}.host"), host);
+        }
+        if let Some(gpu) = &raw_budget.gpu {
+            budget.gpu = check.size(&format!("{key}.gpu"), gpu);
+        }
+        if let Some(fraction) = &raw_budget.gpu_fraction {
+            budget.gpu_fraction = check.fraction(&format!("{key}.gpu_fraction"), fraction);
+        }
+    }
+    budget
 }
 
 /// `[defaults].env` overlaid with the case's `env`, keeping first-seen order.

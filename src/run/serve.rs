@@ -1,0 +1,157 @@
+//! A case's server (`server = { ... }`): started first, on a free port,
+//! in a memory cgroup of its own; watched until it is ready (failing the
+//! case at once if it exits, or when `ready_timeout` passes); stopped with
+//! its `stop_signal` once its load client — the case's command — is done.
+//!
+//! The server is measured by the case's own meters, so the case's figures,
+//! budget, lock and baseline are the server's; the client's instances get
+//! a second cgroup and GPU meter (see `case`). Both are read from one
+//! /proc scan per tick, split by their supervisors.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::instance::Instance;
+use super::ready::Readiness;
+use crate::measure::HostMeter;
+use crate::measure::gpu::CaseGpu;
+use crate::suite::{Case, Ready, Server};
+use crate::verdict::StopReason;
+
+/// A case's server while the case runs.
+pub(super) struct ServerSide<'c, 'g> {
+    pub(super) spec: &'c Server,
+    /// The server as launched: its command, env and program, the port in.
+    launch: Case,
+    pub(super) instance: Instance,
+    /// The case's own meters: they measure the server.
+    pub(super) host: HostMeter,
+    pub(super) gpu: Option<CaseGpu<'g>>,
+    pub(super) port: u16,
+    /// The readiness target, the port in.
+    pub(super) ready: Ready,
+    readiness: Option<Readiness>,
+    /// When it was ready, since the case started.
+    pub(super) ready_at: Option<Duration>,
+    /// It exited before oomgate stopped it.
+    pub(super) exited_on_its_own: bool,
+    /// The signal oomgate stopped it with.
+    pub(super) stopped_with: Option<&'static str>,
+}
+
+/// What a look at the server found.
+pub(super) enum Seen {
+    Starting,
+    /// Ready now, for the first time.
+    BecameReady,
+    Ready,
+    /// It ended, or was not ready in time: the case stops.
+    Stop(StopReason),
+}
+
+impl<'c, 'g> ServerSide<'c, 'g> {
+    /// A server on a free `port`, measured by `host` and `gpu`; not
+    /// started yet. `None` when the case has no server.
+    pub(super) fn new(
+        case: &'c Case,
+        case_dir: &Path,
+        port: u16,
+        host: HostMeter,
+        gpu: Option<CaseGpu<'g>>,
+    ) -> Option<Self> {
+        let spec = case.server.as_ref()?;
+        Some(ServerSide {
+            spec,
+            launch: case.server_at(port)?,
+            instance: Instance::server(case_dir, port),
+            host,
+            gpu,
+            port,
+            ready: spec.ready.fill(&case.params_at(port)),
+            readiness: None,
+            ready_at: None,
+            exited_on_its_own: false,
+            stopped_with: None,
+        })
+    }
+
+    /// Launch the server in its cgroup and start asking whether it is
+    /// ready. The message of a launch that failed names the server.
+    pub(super) fn start(&mut self, case_dir: &Path, gpus: Option<&str>) -> Result<(), String> {
+        let logs: Vec<_> = [&self.instance.logs.stdout, &self.instance.logs.stderr]
+            .into_iter()
+            .map(|path| {
+                let length = std::fs::metadata(path).map_or(0, |m| m.len());
+                (path.clone(), length)
+            })
+            .collect();
+        let procs = self.host.cgroup().map(|c| c.procs_path().clone());
+        self.instance
+            .start(&self.launch, case_dir, procs.as_ref(), gpus)
+            .map_err(|message| format!("the server: {message}"))?;
+        self.readiness = Some(Readiness::start(self.ready.clone(), logs));
+        Ok(())
+    }
+
+    /// Look at the server `at` (since the case started): has it exited,
+    /// is it ready, has its time to get ready passed?
+    pub(super) fn look(&mut self, at: Duration) -> Seen {
+        if let Some(exit) = self.instance.poll() {
+            self.exited_on_its_own = true;
+            self.readiness = None;
+            return Seen::Stop(StopReason::ServerExited {
+                exit,
+                at,
+                ready: self.ready_at.is_some(),
+            });
+        }
+        if self.ready_at.is_some() {
+            return Seen::Ready;
+        }
+        if self.readiness.as_ref().is_some_and(Readiness::is_ready) {
+            self.ready_at = Some(at);
+            self.readiness = None;
+            return Seen::BecameReady;
+        }
+        if at >= self.spec.ready_timeout {
+            let last = self.readiness.as_ref().and_then(Readiness::last_failure);
+            self.readiness = None;
+            return Seen::Stop(StopReason::ServerNotReady {
+                after: self.spec.ready_timeout,
+                target: self.ready.describe(),
+                last,
+            });
+        }
+        Seen::Starting
+    }
+}
+
+/// A TCP port free on this machine now, never one given to another case
+/// of this run (`given`): the kernel picks it (binding port 0), and the
+/// listener is closed for the server to bind it. Another program may take
+/// it in between; the server then fails to start, and says so.
+pub(super) fn free_port(given: &Mutex<HashSet<u16>>) -> std::io::Result<u16> {
+    for _ in 0..64 {
+        let port = std::net::TcpListener::bind(("127.0.0.1", 0))?
+            .local_addr()?
+            .port();
+        if let Ok(mut given) = given.lock() {
+            if given.insert(port) {
+                return Ok(port);
+            }
+        }
+    }
+    Err(std::io::Error::other(
+        "every free port the kernel offered was already given to another case",
+    ))
+}
+
+/// The note on a device rise taken as the server's figure (no per-process
+/// figure): its load client's GPU memory is in it too, if it holds any.
+pub(super) const SERVER_DELTA_NOTE: &str = "a device rise: it includes the load client's GPU memory, if the client holds any (per-process figures keep them apart)";
+
+/// Why the client's own figure is never a device rise.
+pub(super) const CLIENT_DELTA_REASON: &str =
+    "a device rise is its server's and its load client's together: it is not the client's alone";

@@ -1,0 +1,371 @@
+//! Server cases on real processes: a stand-in inference server
+//! (`fixtures/workloads/server.py`) under a stand-in load client
+//! (`load.py`), measured apart; budgets, readiness, deaths and stops; a
+//! capacity search of the concurrency the server holds; no server process
+//! left behind.
+
+mod common;
+
+use common::fake_nvml::*;
+use common::*;
+
+/// A case whose load client sends `requests` to the server of
+/// `server_args`, `extra` added to the case.
+fn serving_suite(server_args: &str, client_args: &str, extra: &str) -> String {
+    format!(
+        "[suite]\nname = \"serving\"\nsample_interval = \"20ms\"\n[defaults]\ntimeout = \"2m\"\n[[case]]\nname = \"serve\"\ncommand = [\"python3\", {load}, \"--url\", \"http://127.0.0.1:{{port}}/generate\"{client_args}]\n{extra}\nserver = {{ command = [\"python3\", {server}, \"--port\", \"{{port}}\"{server_args}], ready = \"http://127.0.0.1:{{port}}/health\", kill_grace = \"2s\" }}\n",
+        load = toml_str(&workload("load.py")),
+        server = toml_str(&workload("server.py")),
+    )
+}
+
+/// Every pid a server wrote to its pid file (itself, its children).
+fn pids(path: &std::path::Path) -> Vec<i32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
+}
+
+fn assert_none_alive(path: &std::path::Path) {
+    let pids = pids(path);
+    assert!(!pids.is_empty(), "the server wrote its pids");
+    for pid in pids {
+        assert!(!alive(pid), "server process {pid} survived the case");
+    }
+}
+
+fn mib(value: &serde_json::Value) -> u64 {
+    value
+        .as_u64()
+        .unwrap_or_else(|| panic!("a figure, not {value}"))
+        / MIB
+}
+
+#[test]
+fn a_server_under_load_is_measured_apart_from_its_client() {
+    let config = format!(
+        "driver 550.54.15\ncuda 12040\n{}",
+        device(UUID_0, 8 * GIB, 256 * MIB, false, "Fake H100 80GB")
+    );
+    let project = Project::new(&serving_suite(
+        ", \"--model-mib\", \"160\", \"--gpu-mib\", \"600\", \"--pids\", \"pids.txt\"",
+        ", \"--requests\", \"30\", \"--concurrency\", \"3\", \"--mib\", \"48\"",
+        "concurrency = 2\nclient_budget = { host = \"1 GiB\" }",
+    ))
+    .with_fake_gpus(&config, Variant::Complete);
+    let run = project.run(&["--gpu", "required"]);
+    run.assert_code(0);
+    let case = run.case("serve");
+    assert_eq!(case["status"], "passed", "{case:#}");
+
+    // The case's own figures are the server's: its model, not the client's
+    // memory on top of it.
+    let server_peak = mib(&case["host_peak_bytes"]);
+    assert!(
+        (160..160 + 48).contains(&server_peak),
+        "the server's host peak holds its 160 MiB model and not the client's 2 × 48 MiB: {server_peak} MiB"
+    );
+    assert_eq!(mib(&case["gpu_peak_bytes"]), 600, "{case:#}");
+    let client = &case["client"];
+    let client_peak = mib(&client["host_peak_bytes"]);
+    assert!(
+        (48..160).contains(&client_peak),
+        "the client's host peak holds its 48 MiB, not the server's model: {client_peak} MiB"
+    );
+    assert_eq!(
+        client["gpu_peak_bytes"], 0,
+        "the client holds no GPU memory: {client:#}"
+    );
+
+    let server = &case["server"];
+    assert!(server["port"].as_u64().is_some_and(|p| p > 0), "{server:#}");
+    assert!(server["ready_after_s"].as_f64().is_some(), "{server:#}");
+    assert_eq!(server["stopped_with"], "SIGTERM");
+    assert_eq!(
+        server["command"][3], "{port}",
+        "recorded as written, so the lock does not change with the port"
+    );
+    assert!(mib(&server["load_host_peak_bytes"]) >= 160, "{server:#}");
+    assert!(
+        project.out().join("cases/serve/server.stderr.log").exists(),
+        "the server's output has its own log"
+    );
+
+    let timeline = read_json(&project.out().join("cases/serve/timeline.json"));
+    let phases = &timeline["server"];
+    assert!(phases["ready_at_ms"].as_u64().is_some(), "{phases:#}");
+    assert!(phases["startup_host_peak"]["bytes"].as_u64().is_some());
+    assert!(phases["load_host_peak"]["bytes"].as_u64().is_some());
+    assert!(
+        timeline["points"]
+            .as_array()
+            .is_some_and(|points| points.iter().any(|p| p["client_host_bytes"].is_u64())),
+        "the client's figures are on the timeline beside the server's"
+    );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains("server: ready after"), "{junit}");
+    assert!(junit.contains("load client: host peak"), "{junit}");
+    assert_none_alive(&project.path().join("pids.txt"));
+}
+
+#[test]
+fn in_a_container_the_devices_rise_is_the_servers_and_says_what_it_holds() {
+    let config = format!(
+        "driver 550.54.15\ncuda 12040\n{}",
+        device(UUID_0, 8 * GIB, 256 * MIB, false, "Fake H100 80GB")
+    );
+    let project = Project::new(&serving_suite(
+        ", \"--gpu-mib\", \"600\", \"--gpu-pid-offset\", \"1000000\", \"--pids\", \"pids.txt\"",
+        ", \"--requests\", \"10\"",
+        "",
+    ))
+    .with_fake_gpus(&config, Variant::Complete);
+    let run = project.run(&["--gpu", "required"]);
+    run.assert_code(0);
+    let case = run.case("serve");
+    assert_eq!(case["gpu_peak_method"], "device-delta", "{case:#}");
+    assert_eq!(mib(&case["gpu_peak_bytes"]), 600);
+    let note = case["gpu_devices"][0]["note"].as_str().unwrap_or("");
+    assert!(note.contains("load client's GPU memory"), "{note}");
+    let client = &case["client"];
+    assert_eq!(
+        client["gpu_peak_bytes"],
+        serde_json::Value::Null,
+        "the same rise is never the client's too: {client:#}"
+    );
+    assert_none_alive(&project.path().join("pids.txt"));
+}
+
+#[test]
+fn a_server_over_its_budget_fails_the_case() {
+    let project = Project::new(&serving_suite(
+        ", \"--model-mib\", \"200\", \"--pids\", \"pids.txt\"",
+        ", \"--requests\", \"5\", \"--mib\", \"8\"",
+        "budget = { host = \"150 MiB\" }\nclient_budget = { host = \"1 GiB\" }",
+    ));
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(1);
+    let case = run.case("serve");
+    assert_eq!(case["status"], "failed", "{case:#}");
+    assert_eq!(case["failure_kind"], "budget");
+    let checks: Vec<(&str, bool)> = case["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| (c["name"].as_str().unwrap_or(""), c["passed"] == true))
+        .collect();
+    assert!(checks.contains(&("budget.host", false)), "{checks:?}");
+    assert!(
+        checks.contains(&("client_budget.host", true)),
+        "the client is judged on its own budget: {checks:?}"
+    );
+    assert_none_alive(&project.path().join("pids.txt"));
+}
+
+#[test]
+fn a_client_over_its_budget_fails_the_case_and_says_it_was_the_client() {
+    let project = Project::new(&serving_suite(
+        ", \"--model-mib\", \"16\"",
+        ", \"--requests\", \"5\", \"--mib\", \"120\"",
+        "budget = { host = \"1 GiB\" }\nclient_budget = { host = \"64 MiB\" }",
+    ));
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(1);
+    let case = run.case("serve");
+    assert_eq!(case["failure_kind"], "budget", "{case:#}");
+    let message = case["message"].as_str().unwrap_or("");
+    assert!(message.starts_with("client host peak"), "{message}");
+}
+
+#[test]
+fn a_server_that_dies_before_it_is_ready_fails_within_a_second() {
+    let project = Project::new(&serving_suite(
+        ", \"--oom-at-startup\", \"--startup\", \"0.3s\", \"--died-at\", \"died.txt\", \"--pids\", \"pids.txt\"",
+        "",
+        "",
+    ));
+    // Minutes to get ready: only its death can end the case this soon.
+    let suite = std::fs::read_to_string(project.suite()).expect("suite");
+    std::fs::write(
+        project.suite(),
+        suite.replace(
+            "kill_grace = \"2s\"",
+            "kill_grace = \"2s\", ready_timeout = \"1m\"",
+        ),
+    )
+    .expect("suite");
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(1);
+    let case = run.case("serve");
+    assert_eq!(case["status"], "failed", "{case:#}");
+    assert_eq!(
+        case["failure_kind"], "gpu-oom",
+        "diagnosed from the server's output"
+    );
+    let message = case["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("the server exited with code 1 before it was ready"),
+        "{message}"
+    );
+    assert_eq!(case["server"]["ready_after_s"], serde_json::Value::Null);
+    assert_eq!(
+        case["client"]["host_peak_bytes"],
+        serde_json::Value::Null,
+        "a client that never ran has no figure"
+    );
+    assert_eq!(case["instances"][0]["runs"], 0, "the load never started");
+
+    let died: f64 = std::fs::read_to_string(project.path().join("died.txt"))
+        .expect("the server wrote when it died")
+        .trim()
+        .parse()
+        .expect("a time");
+    let started = chrono::DateTime::parse_from_rfc3339(case["started_at"].as_str().expect("start"))
+        .expect("an RFC 3339 time");
+    let ended =
+        started.timestamp_micros() as f64 / 1e6 + case["wall_time_s"].as_f64().expect("wall");
+    assert!(
+        ended - died < 1.0,
+        "the case ended {:.3}s after its server died",
+        ended - died
+    );
+    assert_none_alive(&project.path().join("pids.txt"));
+}
+
+#[test]
+fn a_server_that_dies_under_load_is_diagnosed_from_its_output() {
+    let project = Project::new(&serving_suite(
+        ", \"--oom-after\", \"4\", \"--pids\", \"pids.txt\"",
+        ", \"--requests\", \"20\", \"--concurrency\", \"2\"",
+        "",
+    ));
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(1);
+    let case = run.case("serve");
+    assert_eq!(case["failure_kind"], "gpu-oom", "{case:#}");
+    let message = case["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("the server exited with code 1 under load"),
+        "{message}"
+    );
+    assert!(message.contains("tried to allocate 2.00 GiB"), "{message}");
+    assert!(case["server"]["ready_after_s"].as_f64().is_some());
+    assert_eq!(case["server"]["stopped_with"], serde_json::Value::Null);
+    assert_none_alive(&project.path().join("pids.txt"));
+}
+
+#[test]
+fn a_failing_client_fails_the_case_with_its_own_output() {
+    let project = Project::new(&serving_suite(
+        ", \"--pids\", \"pids.txt\"",
+        ", \"--requests\", \"2\", \"--exit\", \"3\"",
+        "",
+    ));
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(1);
+    let case = run.case("serve");
+    assert_eq!(
+        case["message"], "the load client exited with code 3",
+        "{case:#}"
+    );
+    assert_eq!(case["server"]["stopped_with"], "SIGTERM");
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(
+        junit.contains("2/2 requests"),
+        "the client's own output is the one shown: {junit}"
+    );
+    assert_none_alive(&project.path().join("pids.txt"));
+}
+
+#[test]
+fn a_server_never_ready_times_out_and_one_ignoring_its_signal_is_killed() {
+    let project = Project::new(&serving_suite(
+        ", \"--ignore-term\", \"--pids\", \"pids.txt\"",
+        "",
+        "",
+    ));
+    let suite = std::fs::read_to_string(project.suite()).expect("suite");
+    std::fs::write(
+        project.suite(),
+        suite.replace("/health\"", "/missing\"").replace(
+            "kill_grace = \"2s\"",
+            "kill_grace = \"1s\", ready_timeout = \"2s\"",
+        ),
+    )
+    .expect("suite");
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(1);
+    let case = run.case("serve");
+    assert_eq!(case["status"], "timed-out", "{case:#}");
+    let message = case["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("the server was not ready after 2.0s")
+            && message.contains("/missing answered 404"),
+        "{message}"
+    );
+    assert_eq!(
+        case["server"]["exit"]["signal"], 9,
+        "SIGTERM was ignored: {case:#}"
+    );
+    assert!(run.stderr.contains("then SIGKILL"), "{}", run.stderr);
+    assert_none_alive(&project.path().join("pids.txt"));
+}
+
+#[test]
+fn the_concurrency_a_server_holds_is_searched_with_a_fresh_server_per_probe() {
+    let suite = format!(
+        "[suite]\nname = \"serving\"\nsample_interval = \"20ms\"\n[[case]]\nname = \"holds\"\ncommand = [\"python3\", {load}, \"--url\", \"http://127.0.0.1:{{port}}/generate\", \"--requests\", \"2\", \"--concurrency\", \"1\"]\nsearch = {{ param = \"concurrency\", max = 16 }}\nserver = {{ command = [\"python3\", {server}, \"--port\", \"{{port}}\", \"--max-in-flight\", \"4\", \"--request-ms\", \"1500\", \"--pids\", \"pids.txt\"], ready = {{ log = \"ready on port\" }} }}\n",
+        load = toml_str(&workload("load.py")),
+        server = toml_str(&workload("server.py")),
+    );
+    let project = Project::new(&suite);
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(0);
+    let case = run.case("holds");
+    assert_eq!(case["capacity"]["value"], 4, "{:#}", case["capacity"]);
+    let probes = case["capacity"]["probes"].as_array().map_or(0, Vec::len);
+    let servers = pids(&project.path().join("pids.txt")).len();
+    assert_eq!(servers, probes, "one fresh server per probe");
+    assert!(
+        run.stderr.contains("largest concurrency that fits: 4"),
+        "{}",
+        run.stderr
+    );
+    assert_none_alive(&project.path().join("pids.txt"));
+}
+
+#[test]
+fn parallel_server_cases_get_their_own_ports() {
+    let mut suite = "[suite]\nname = \"serving\"\nsample_interval = \"20ms\"\n".to_string();
+    for i in 0..3 {
+        suite.push_str(&format!(
+            "[[case]]\nname = \"s{i}\"\ncommand = [\"python3\", {load}, \"--url\", \"http://127.0.0.1:{{port}}/generate\", \"--requests\", \"10\"]\nserver = {{ command = [\"python3\", {server}, \"--port\", \"{{port}}\", \"--model-mib\", \"{}\", \"--pids\", \"pids.txt\"], ready = \"tcp://127.0.0.1:{{port}}\" }}\n",
+            32 * (i + 1),
+            load = toml_str(&workload("load.py")),
+            server = toml_str(&workload("server.py")),
+        ));
+    }
+    let project = Project::new(&suite);
+    let run = project.run(&["--gpu", "off", "--jobs", "3"]);
+    run.assert_code(0);
+    let results = run.results();
+    let mut ports = std::collections::BTreeSet::new();
+    for (i, case) in results["cases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        ports.insert(case["server"]["port"].as_u64());
+        let peak = mib(&case["host_peak_bytes"]);
+        let model = 32 * (i as u64 + 1);
+        assert!(
+            (model..model + 32).contains(&peak),
+            "case s{i}'s peak is its own server's ({model} MiB model): {peak} MiB"
+        );
+    }
+    assert_eq!(ports.len(), 3, "{ports:?}");
+    assert_none_alive(&project.path().join("pids.txt"));
+}
