@@ -242,8 +242,36 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
             limits.push(format!("repeat {}", case.repeat));
         }
         let _ = writeln!(out, "  limits:      {}", limits.join(", "));
-        if let Some(search) = &case.search {
-            let spec = search;
+        if let Some(server) = &case.server {
+            let _ = writeln!(
+                out,
+                "  server:      {}",
+                shell_join(&crate::redact::command(&server.command))
+            );
+            let _ = writeln!(
+                out,
+                "               ready on {} within {}, stopped with {} ({} grace)",
+                server.ready.describe(),
+                format_duration(server.ready_timeout),
+                server.stop_signal.name,
+                format_duration(server.kill_grace)
+            );
+            let budget = &case.client_budget;
+            let client: Vec<String> = [
+                budget.host.map(|b| format!("host {b}")),
+                budget.gpu.map(|b| format!("gpu {b}")),
+                budget
+                    .gpu_fraction
+                    .map(|f| format!("gpu headroom {:.0}%", f * 100.0)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !client.is_empty() {
+                let _ = writeln!(out, "  client:      budget {}", client.join(", "));
+            }
+        }
+        if let Some(spec) = &case.search {
             let mut words = format!(
                 "largest {} from {} to {}, step {}, at most {} probes",
                 spec.param, spec.min, spec.max, spec.step, spec.max_probes
