@@ -390,3 +390,31 @@ fn the_vllm_example_suite_is_valid() {
     );
     assert!(stdout.contains("search:      largest seqs"), "{stdout}");
 }
+
+#[test]
+fn the_lock_keeps_the_servers_command_and_names_a_change_of_it() {
+    let project = Project::new(&serving_suite(
+        ", \"--model-mib\", \"32\"",
+        ", \"--requests\", \"4\"",
+        "",
+    ));
+    project.run(&["--gpu", "off"]).assert_code(0);
+    project.lock_from_results().assert_code(0);
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(lock.contains("server_command = ["), "{lock}");
+    assert!(lock.contains("\"{port}\""), "the port as written: {lock}");
+
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(0);
+    let changes = &run.case("serve")["baseline"]["changes"];
+    assert!(
+        changes.as_array().is_none_or(Vec::is_empty),
+        "another port is no change: {changes}"
+    );
+
+    let suite = std::fs::read_to_string(project.suite()).expect("suite");
+    std::fs::write(project.suite(), suite.replace("\"32\"", "\"48\"")).expect("suite");
+    let run = project.run(&["--gpu", "off"]);
+    let changes = run.case("serve")["baseline"]["changes"].to_string();
+    assert!(changes.contains("server command:"), "{changes}");
+}

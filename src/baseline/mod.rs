@@ -78,9 +78,12 @@ pub struct LockedCase {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_of: Option<String>,
     pub wall_time_s: f64,
-    /// FNV-1a of the expanded command, params and env.
+    /// FNV-1a of the expanded command (and server command), params and env.
     pub definition_hash: String,
     pub command: Vec<String>,
+    /// With `server`: its command, `{port}` as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_command: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -227,6 +230,7 @@ pub fn locked_env<'a>(
 /// The hash of a case's expanded definition, stable across runs.
 pub fn definition_hash(
     command: &[String],
+    server_command: Option<&[String]>,
     params: &BTreeMap<String, String>,
     env: &BTreeMap<String, String>,
 ) -> String {
@@ -234,6 +238,14 @@ pub fn definition_hash(
     for arg in command {
         text.push_str(arg);
         text.push('\0');
+    }
+    // Nothing is added without a server: the hashes of other cases stay.
+    if let Some(server) = server_command {
+        text.push('\u{2}');
+        for arg in server {
+            text.push_str(arg);
+            text.push('\0');
+        }
     }
     text.push('\u{1}');
     for (key, value) in params
@@ -289,6 +301,8 @@ pub struct CaseNow<'a> {
     /// The probe's allocated peak, when the workload reports one.
     pub allocated: Option<u64>,
     pub command: &'a [String],
+    /// With `server`: its command, as recorded.
+    pub server_command: Option<&'a [String]>,
     pub params: &'a BTreeMap<String, String>,
     pub env: &'a BTreeMap<String, String>,
     pub allocator_env: &'a BTreeMap<String, String>,
@@ -367,6 +381,17 @@ fn definition_changes(locked: &LockedCase, now: CaseNow<'_>) -> Vec<String> {
             crate::suite::shell_join(now.command)
         ));
     }
+    let locked_server = locked.server_command.as_deref().map(redact::command);
+    if locked_server.as_deref() != now.server_command {
+        let show = |command: Option<&[String]>| {
+            command.map_or("none".to_string(), crate::suite::shell_join)
+        };
+        changes.push(format!(
+            "server command: {} → {}",
+            show(locked_server.as_deref()),
+            show(now.server_command)
+        ));
+    }
     // Maps are compared as the lock records them (hashes for most
     // variables) and shown as recorded: a hash by itself, a value quoted.
     let mut diff_maps = |label: &str,
@@ -434,6 +459,7 @@ mod tests {
                 wall_time_s: 1.5,
                 definition_hash: "00".into(),
                 command: vec!["python3".into(), "x.py".into()],
+                server_command: None,
                 params: BTreeMap::new(),
                 env: [("A".to_string(), "1".to_string())].into(),
                 allocator_env: [(
@@ -510,6 +536,12 @@ mod tests {
         ]
         .into();
         let allocator_env = BTreeMap::new();
+        let server: Vec<String> = vec![
+            "serve".into(),
+            "--max-num-seqs=64".into(),
+            "--port".into(),
+            "{port}".into(),
+        ];
         let now = CaseNow {
             host: None,
             host_method: HostMethod::CgroupV1,
@@ -518,17 +550,20 @@ mod tests {
             gpu_tainted: false,
             allocated: None,
             command: &command,
+            server_command: Some(&server),
             params: &params,
             env: &env,
             allocator_env: &allocator_env,
         };
         let mut locked = locked.clone();
         locked.gpu_peak_method = Some("sampled@50ms".into());
+        locked.server_command = Some(vec!["serve".into(), "--port".into(), "{port}".into()]);
         let changes = definition_changes(&locked, now);
         assert_eq!(
             changes,
             [
                 "command: python3 x.py → python3 y.py",
+                "server command: serve --port '{port}' → serve --max-num-seqs=64 --port '{port}'",
                 // A is not a memory variable: the lock keeps its hash.
                 &format!("env A: {} → \"2\"", redact::hashed_value("A", "1")),
                 "env B: unset → \"x\"",
@@ -551,6 +586,7 @@ mod tests {
             gpu_tainted: false,
             allocated: None,
             command: &command,
+            server_command: None,
             params: &empty,
             env: &env,
             allocator_env: &empty,
@@ -612,6 +648,7 @@ mod tests {
             gpu_tainted: tainted,
             allocated: None,
             command: &command,
+            server_command: None,
             params: &empty,
             env: &env,
             allocator_env: &empty,
@@ -633,12 +670,12 @@ mod tests {
         let empty = BTreeMap::new();
         let env: BTreeMap<String, String> = [("K".to_string(), "v".to_string())].into();
         assert_eq!(
-            definition_hash(&command, &empty, &env),
-            definition_hash(&command, &empty, &env)
+            definition_hash(&command, None, &empty, &env),
+            definition_hash(&command, None, &empty, &env)
         );
         assert_ne!(
-            definition_hash(&command, &empty, &env),
-            definition_hash(&command, &env, &empty)
+            definition_hash(&command, None, &empty, &env),
+            definition_hash(&command, None, &env, &empty)
         );
     }
 }

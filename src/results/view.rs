@@ -134,6 +134,12 @@ pub struct CapacityView {
     pub step: Option<u64>,
 }
 
+/// A case's server, as results.json writes it: what the lock keeps.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ServerView {
+    pub command: Vec<String>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct CaseView {
     pub id: String,
@@ -167,6 +173,9 @@ pub struct CaseView {
     /// With `search`: what it found.
     #[serde(default)]
     pub capacity: Option<CapacityView>,
+    /// With `server`: the server's command, as recorded.
+    #[serde(default)]
+    pub server: Option<ServerView>,
     /// The comparison with the baseline the run had, if any.
     #[serde(default)]
     pub baseline: Option<ComparisonView>,
@@ -423,6 +432,7 @@ pub fn lock_of(view: &ResultsView) -> Lock {
                 .map(|(k, v)| (k.clone(), redact::mask(v).into_owned()))
                 .collect();
             let env = locked_env(&case.env);
+            let server_command = case.server.as_ref().map(|s| redact::command(&s.command));
             let locked = LockedCase {
                 host_peak_bytes: case.host_peak_bytes,
                 host_peak: human(case.host_peak_bytes),
@@ -432,8 +442,14 @@ pub fn lock_of(view: &ResultsView) -> Lock {
                 gpu_peak: human(case.gpu_peak_bytes.filter(|_| !case.gpu_tainted())),
                 gpu_peak_method: case.gpu_peak_method.clone().filter(|_| !case.gpu_tainted()),
                 wall_time_s: (case.wall_time_s * 1000.0).round() / 1000.0,
-                definition_hash: definition_hash(&command, &params, &env),
+                definition_hash: definition_hash(
+                    &command,
+                    server_command.as_deref(),
+                    &params,
+                    &env,
+                ),
                 command,
+                server_command,
                 params,
                 env,
                 allocator_env: locked_env(&case.allocator_env),

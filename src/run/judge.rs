@@ -213,6 +213,7 @@ impl Conductor<'_> {
             gpu_tainted,
             allocated: result.probe.as_ref().and_then(|p| p.peak_allocated),
             command: &result.command,
+            server_command: result.server.as_ref().map(|s| s.command.as_slice()),
             params: &params,
             env: &env,
             allocator_env: &result.allocator_env,
