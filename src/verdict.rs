@@ -619,6 +619,55 @@ mod tests {
     }
 
     #[test]
+    fn a_server_that_ended_is_the_cause_after_the_cases_own_limits() {
+        let died = |ready| StopReason::ServerExited {
+            exit: Exit::Code(1),
+            at: Duration::from_millis(4100),
+            ready,
+        };
+        let stopped_clients = [Some(Exit::Signal(15)), None];
+        let mut serving = observed(Some(died(true)), &stopped_clients, Some(MIB));
+        serving.serving = true;
+        assert_eq!(
+            decide(&serving, &[]),
+            (
+                CaseStatus::Failed,
+                Some("the server exited with code 1 under load, 4.1s into the case".into())
+            ),
+            "not the clients it took down with it"
+        );
+        serving.stop = Some(died(false));
+        assert!(
+            decide(&serving, &[])
+                .1
+                .is_some_and(|m| m.contains("before it was ready, 4.1s after it started"))
+        );
+        let over = host_budget_check(Some(Bytes(2)), "vmhwm, cgroup-v1", Bytes(1));
+        assert!(
+            decide(&serving, &[over])
+                .1
+                .is_some_and(|m| m.starts_with("host peak")),
+            "a breach of the case's own budget comes first"
+        );
+        serving.stop = Some(StopReason::ServerNotReady {
+            after: Duration::from_secs(300),
+            target: "tcp://127.0.0.1:9".into(),
+            last: Some("connection refused".into()),
+        });
+        let (status, message) = decide(&serving, &[]);
+        assert_eq!(status, CaseStatus::TimedOut);
+        assert!(message.is_some_and(|m| m.starts_with(
+            "the server was not ready after 5m00s (waited for tcp://127.0.0.1:9: connection refused)"
+        )));
+        serving.stop = Some(StopReason::InstanceFailed { index: 1 });
+        serving.exits = vec![Some(Exit::Code(0)), Some(Exit::Code(2))];
+        assert_eq!(
+            decide(&serving, &[]).1.as_deref(),
+            Some("load client instance 1 exited with code 2")
+        );
+    }
+
+    #[test]
     fn status_priorities() {
         let ok = Some(Exit::Code(0));
         let failing_check = host_budget_check(Some(Bytes(2)), "pss-sum, procfs-pss", Bytes(1));

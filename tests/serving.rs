@@ -104,6 +104,20 @@ fn a_server_under_load_is_measured_apart_from_its_client() {
             .is_some_and(|points| points.iter().any(|p| p["client_host_bytes"].is_u64())),
         "the client's figures are on the timeline beside the server's"
     );
+    let first_client = timeline["points"]
+        .as_array()
+        .and_then(|points| points.first())
+        .map(|p| p["client_host_bytes"].clone());
+    assert_eq!(
+        first_client,
+        Some(serde_json::Value::Null),
+        "no client figure before the client starts"
+    );
+    let html = std::fs::read_to_string(project.out().join("report.html")).expect("html");
+    assert!(
+        html.contains("server ready") && html.contains("client host RSS"),
+        "the chart marks the readiness and draws the client"
+    );
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(junit.contains("server: ready after"), "{junit}");
     assert!(junit.contains("load client: host peak"), "{junit}");

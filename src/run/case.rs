@@ -651,14 +651,18 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                     &server_groups,
                     &mut sample,
                 );
-                tree.subtree_into(supervisors, &mut part);
-                let mut client = Sample {
-                    at,
-                    ..Sample::default()
-                };
-                measure(&part, host, gpu, supervisors, &mut client);
-                sample.client_host_bytes = client.host_bytes;
-                sample.client_gpu_bytes = client.gpu_bytes;
+                // The client starts once the server is ready: until then
+                // it has no figure (null, not its empty cgroup's 0).
+                if server.ready_at.is_some() {
+                    tree.subtree_into(supervisors, &mut part);
+                    let mut client = Sample {
+                        at,
+                        ..Sample::default()
+                    };
+                    measure(&part, host, gpu, supervisors, &mut client);
+                    sample.client_host_bytes = client.host_bytes;
+                    sample.client_gpu_bytes = client.gpu_bytes;
+                }
             }
         }
         (sample, errors)

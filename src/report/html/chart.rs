@@ -67,6 +67,14 @@ pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<Chart> {
     let host = series("host_bytes");
     let gpu = series("gpu_bytes");
     let device = series("gpu_device_bytes");
+    // A server case: the figures above are the server's, its load client's
+    // are beside them, and the moment it was ready divides the two phases.
+    let client_host = series("client_host_bytes");
+    let client_gpu = series("client_gpu_bytes");
+    let ready_at = timeline["server"]["ready_at_ms"]
+        .as_f64()
+        .map(|ms| ms / 1000.0);
+    let serving = case.server.is_some();
     if host.is_empty() && gpu.is_empty() {
         return None;
     }
@@ -89,6 +97,8 @@ pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<Chart> {
         .iter()
         .chain(&gpu)
         .chain(&device)
+        .chain(&client_host)
+        .chain(&client_gpu)
         .map(|p| p.1)
         .fold(0.0, f64::max);
     let mut notes = Vec::new();
@@ -134,7 +144,36 @@ pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<Chart> {
 
     let mut drawn = Vec::new();
     if !host.is_empty() {
-        drawn.push(Line::new("host RSS", host, BLUE, 2));
+        let label = if serving {
+            "server host RSS"
+        } else {
+            "host RSS"
+        };
+        drawn.push(Line::new(label, host, BLUE, 2));
+    }
+    if !client_host.is_empty() {
+        drawn.push(Line::new(
+            "client host RSS",
+            client_host,
+            RGBColor(255, 127, 14),
+            1,
+        ));
+    }
+    if client_gpu.iter().any(|p| p.1 > 0.0) {
+        drawn.push(Line::new(
+            "client gpu",
+            client_gpu,
+            RGBColor(44, 160, 44),
+            1,
+        ));
+    }
+    if let Some(at) = ready_at {
+        drawn.push(Line::new(
+            "server ready",
+            vec![(at, 0.0), (at, highest.max(1.0) * 1.1)],
+            RGBColor(120, 120, 120),
+            1,
+        ));
     }
     if !device.is_empty() {
         drawn.push(Line::new(
@@ -145,7 +184,12 @@ pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<Chart> {
         ));
     }
     if !gpu.is_empty() {
-        drawn.push(Line::new("gpu (case)", gpu, GREEN, 2));
+        let label = if serving {
+            "gpu (server)"
+        } else {
+            "gpu (case)"
+        };
+        drawn.push(Line::new(label, gpu, GREEN, 2));
     }
     for (name, value, color) in lines {
         drawn.push(Line::new(name, vec![(0.0, value), (end, value)], color, 1));
