@@ -91,14 +91,23 @@ impl ProcessTree {
     /// measured apart (a server and its load client).
     pub fn subtree_into(&self, roots: &[i32], into: &mut ProcessTree) {
         into.members.clear();
-        into.members
-            .extend(self.members.iter().filter(|p| roots.contains(&p.pid)));
-        let mut next = 0;
-        while next < into.members.len() {
-            let parent = into.members[next].pid;
-            into.members
-                .extend(self.members.iter().filter(|p| p.ppid == parent));
-            next += 1;
+        let mut taken: HashSet<i32> = HashSet::with_capacity(self.members.len());
+        // A scan lists parents before their children, so one pass takes
+        // the whole subtree; another is made while one adds members (an
+        // orphan re-parented since it was listed).
+        loop {
+            let before = taken.len();
+            for member in &self.members {
+                if !taken.contains(&member.pid)
+                    && (roots.contains(&member.pid) || taken.contains(&member.ppid))
+                {
+                    taken.insert(member.pid);
+                    into.members.push(*member);
+                }
+            }
+            if taken.len() == before {
+                break;
+            }
         }
     }
 }
@@ -426,6 +435,37 @@ pub(crate) fn parse_stat(bytes: &[u8]) -> Option<ProcEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subtree_holds_its_roots_and_their_descendants_only() {
+        let entry = |pid, ppid| ProcEntry {
+            pid,
+            ppid,
+            pgid: pid,
+            state: b'S',
+            threads: 1,
+        };
+        // 10 and 20 are supervisors; 13 was listed before its new parent.
+        let tree = ProcessTree {
+            members: vec![
+                entry(13, 11),
+                entry(10, 1),
+                entry(11, 10),
+                entry(20, 1),
+                entry(21, 20),
+                entry(22, 21),
+            ],
+        };
+        let mut part = ProcessTree::default();
+        tree.subtree_into(&[10], &mut part);
+        let mut pids: Vec<i32> = part.pids().collect();
+        pids.sort_unstable();
+        assert_eq!(pids, [10, 11, 13]);
+        tree.subtree_into(&[20], &mut part);
+        assert_eq!(part.pids().collect::<Vec<_>>(), [20, 21, 22]);
+        tree.subtree_into(&[], &mut part);
+        assert!(part.is_empty());
+    }
 
     #[test]
     fn parses_stat_with_awkward_command_names() {
