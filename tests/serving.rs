@@ -432,3 +432,49 @@ fn the_lock_keeps_the_servers_command_and_names_a_change_of_it() {
     let changes = run.case("serve")["baseline"]["changes"].to_string();
     assert!(changes.contains("server command:"), "{changes}");
 }
+
+#[test]
+fn a_plain_case_after_a_server_case_still_stops_what_it_leaves() {
+    // Without a cgroup, only the scan finds what a workload left: it must
+    // not keep the server case's scope.
+    let suite = format!(
+        "{}[[case]]\nname = \"plain\"\ncommand = [\"sh\", \"-c\", \"setsid sleep 300 & echo $! > left.pid; sleep 0.3\"]\n",
+        serving_suite("", ", \"--requests\", \"2\"", "")
+    );
+    let project = Project::new(&suite);
+    let run = project.run(&["--gpu", "off", "--host-method", "procfs"]);
+    run.assert_code(0);
+    let case = run.case("plain");
+    assert_eq!(case["leftover_processes"], 1, "{case:#}");
+    let left = read_pid(&project.path().join("left.pid"));
+    assert!(!alive(left), "the plain case's leftover {left} survived");
+}
+
+#[test]
+fn with_repeats_the_clients_figures_are_its_largest_runs() {
+    // The client holds 120 MiB in its first run, 16 MiB in the second.
+    let load = toml_str(&workload("load.py"));
+    let suite = serving_suite("", "", "repeat = 2\nclient_budget = { host = \"1 GiB\" }").replace(
+        &format!("command = [\"python3\", {load}, \"--url\", \"http://127.0.0.1:{{port}}/generate\"]"),
+        &format!(
+            "command = [\"sh\", \"-c\", \"if [ -e ran ]; then m=16; else m=120; touch ran; fi; exec python3 {} --url http://127.0.0.1:{{port}}/generate --requests 2 --mib $m\"]",
+            workload("load.py")
+        ),
+    );
+    assert!(suite.contains("touch ran"), "{suite}");
+    let project = Project::new(&suite);
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(0);
+    let case = run.case("serve");
+    assert!(
+        mib(&case["client"]["host_peak_bytes"]) >= 120,
+        "{:#}",
+        case["client"]
+    );
+    let check = case["checks"]
+        .as_array()
+        .and_then(|checks| checks.iter().find(|c| c["name"] == "client_budget.host"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(mib(&check["figure_bytes"]) >= 120, "{check:#}");
+}

@@ -625,6 +625,9 @@ pub struct ServerResult {
 impl ServerResult {
     /// `server: ready after 0.30s on port 41523; host peak starting 220.0 MiB, under load 255.0 MiB; stopped with SIGTERM`
     pub fn describe(&self) -> String {
+        if self.exit.is_none() && self.stopped_with.is_none() {
+            return format!("server: not started (port {})", self.port);
+        }
         let mut parts = vec![match self.ready_after_s {
             Some(after) => format!("ready after {after:.2}s on port {}", self.port),
             None => format!("never ready ({}, port {})", self.ready, self.port),

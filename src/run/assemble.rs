@@ -251,6 +251,9 @@ impl CaseRunner<'_, '_> {
                     host_oom_kills: host.oom_kills,
                     host_note: match ran {
                         true => host.note.clone(),
+                        false if server.instance.runs == 0 => {
+                            Some("never started: its server did not start".into())
+                        }
                         false => Some("never started: its server was not ready".into()),
                     },
                     gpu_peak_bytes: gpu.and_then(|g| g.peak_bytes).filter(|_| ran),

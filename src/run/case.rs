@@ -145,7 +145,11 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         repeat: u32,
     ) -> (String, CaseOutcome) {
         let started_at = super::now_rfc3339();
+        // The scanner comes from the last case, scope and all: this case
+        // sets its own (a scope of the last case's supervisors would make
+        // every scan of this one empty).
         self.scoped = self.shared.parallel || case.server.is_some();
+        self.scanner.limit_to(None);
         if repeat > 0 {
             let marker = format!(
                 "\n[oomgate] repeat {} of {} starts\n",
@@ -748,12 +752,12 @@ fn distrust_cgroup_if_not_joined(instances: &[Instance], host: &mut HostMeter) {
     if host.cgroup().is_none() {
         return;
     }
-    if let Some((index, errno)) = instances
+    if let Some((name, errno)) = instances
         .iter()
-        .find_map(|i| i.cgroup_error.map(|e| (i.index, e)))
+        .find_map(|i| i.cgroup_error.map(|e| (i.name(), e)))
     {
         host.distrust_cgroup(format!(
-            "instance {index} could not join the case's memory cgroup ({}); measured from /proc",
+            "{name} could not join its memory cgroup ({}); measured from /proc",
             std::io::Error::from_raw_os_error(errno)
         ));
     }

@@ -114,6 +114,14 @@ impl Instance {
         Ok(())
     }
 
+    /// For messages: `instance 2`, or `the server`.
+    pub(super) fn name(&self) -> String {
+        match self.serving {
+            Some((_, "server")) => "the server".to_string(),
+            _ => format!("instance {}", self.index),
+        }
+    }
+
     /// Whether the workload of a run is running.
     pub(super) fn running(&self) -> bool {
         self.current.is_some()

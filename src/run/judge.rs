@@ -83,8 +83,30 @@ pub(super) fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
         from.host_note.clone(),
     );
     let oom_kills = runs.iter().filter_map(|r| r.host_oom_kills).max();
+    // A server case's load client: the figures (and client budget checks)
+    // of the run where it used the most host memory, unless a run failed
+    // (then the failed run's, which explain it). `server` stays the chosen
+    // run's: the run whose figures the case reports.
+    let client_run = (0..runs.len())
+        .max_by_key(|&i| runs[i].client.as_ref().and_then(|c| c.host_peak_bytes))
+        .filter(|_| runs[chosen].status == crate::results::CaseStatus::Passed)
+        .unwrap_or(chosen);
+    let client = runs[client_run].client.clone();
+    let client_checks: Vec<crate::results::Check> = runs[client_run]
+        .checks
+        .iter()
+        .filter(|c| matches!(c.kind, crate::results::CheckKind::ClientBudget(_)))
+        .cloned()
+        .collect();
     let (mut observed, headline) = facts.swap_remove(chosen);
     let mut result = runs.swap_remove(chosen);
+    if client_run != chosen {
+        result.client = client;
+        result
+            .checks
+            .retain(|c| !matches!(c.kind, crate::results::CheckKind::ClientBudget(_)));
+        result.checks.extend(client_checks);
+    }
     // An unknown host figure in any run keeps the maximum unknown.
     result.host_peak_bytes = if figures.iter().any(|f| f.host_peak_bytes.is_none()) {
         None

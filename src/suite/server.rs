@@ -88,15 +88,16 @@ impl Default for StopSignal {
     }
 }
 
-/// The signals a server may be stopped with.
-const STOP_SIGNALS: [(&str, i32); 7] = [
+/// The signals a server may be stopped with. Not SIGKILL: it would kill
+/// the supervisor before the server's tree is stopped through it (SIGKILL
+/// is what follows `kill_grace`; `kill_grace = "0s"` sends it at once).
+const STOP_SIGNALS: [(&str, i32); 6] = [
     ("SIGTERM", libc::SIGTERM),
     ("SIGINT", libc::SIGINT),
     ("SIGQUIT", libc::SIGQUIT),
     ("SIGHUP", libc::SIGHUP),
     ("SIGUSR1", libc::SIGUSR1),
     ("SIGUSR2", libc::SIGUSR2),
-    ("SIGKILL", libc::SIGKILL),
 ];
 
 /// Where an HTTP readiness check connects, and what it asks for.
@@ -191,6 +192,26 @@ pub(super) struct ServerDraft {
 }
 
 impl ServerDraft {
+    /// Whether `ready` is a target with this matrix row's values in (a
+    /// port and a searched value stand in for what a launch puts).
+    pub(super) fn check_ready(&self, params: &IndexMap<String, String>) -> Result<(), String> {
+        let text = match &self.ready {
+            Ready::Http(text) | Ready::Tcp(text) => text,
+            Ready::Log(_) => return Ok(()),
+        };
+        let mut values = params.clone();
+        for name in placeholders(text) {
+            values
+                .entry(name.to_string())
+                .or_insert_with(|| "1".to_string());
+        }
+        match self.ready.fill(&values) {
+            Ready::Http(url) => http_target(&url).map(drop),
+            Ready::Tcp(address) => tcp_target(&address).map(drop),
+            Ready::Log(_) => Ok(()),
+        }
+    }
+
     /// The server of one matrix row, its program found from `cwd`.
     pub(super) fn for_row(
         &self,
@@ -247,7 +268,9 @@ pub(super) fn server(
     }
     let ready = ready(check, &spec.ready);
     let ready_timeout = match &spec.ready_timeout {
-        None => Some(DEFAULT_READY_TIMEOUT),
+        // Never past the case's timeout, which would end the case first
+        // without saying the server was not ready.
+        None => Some(timeout.map_or(DEFAULT_READY_TIMEOUT, |t| t.min(DEFAULT_READY_TIMEOUT))),
         Some(text) => check
             .bounded_duration("server.ready_timeout", text, MAX_READY_TIMEOUT)
             .filter(|d| {
@@ -303,7 +326,12 @@ pub(super) fn server(
                             text.get_ref()
                         ),
                     )
-                    .help = Some(format!("one of {}", known.join(", ")));
+                    .help = Some(if name == "SIGKILL" {
+                    "SIGKILL follows `kill_grace` anyway: `kill_grace = \"0s\"` sends it at once"
+                        .to_string()
+                } else {
+                    format!("one of {}", known.join(", "))
+                });
             }
             found
         }

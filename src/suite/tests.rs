@@ -670,10 +670,32 @@ fn a_server_is_checked_and_its_port_filled_in_at_launch() {
             "name = \"t\"\ncommand = [\"x\"]\nserver = { command = [\"s\"] }",
             "missing key `ready`",
         ),
+        (
+            "name = \"t\"\ncommand = [\"x\"]\nserver = { command = [\"s\"], ready = { log = \"up\" }, stop_signal = \"KILL\" }",
+            "`kill_grace = \"0s\"` sends it at once",
+        ),
+        (
+            "name = \"t-{p}\"\nmatrix = { p = [\"8000\", \"abc\"] }\ncommand = [\"x\"]\nserver = { command = [\"s\"], ready = \"http://127.0.0.1:{p}/h\" }",
+            "in case `t-abc`, `server.ready`: `abc` is not a port",
+        ),
     ] {
         let (message, _) = parse_err(&format!("[suite]\nname = \"s\"\n[[case]]\n{source}\n"));
         assert!(message.contains(expected), "{source}:\n{message}");
     }
+
+    // Without a server, `port` is a matrix key like any other.
+    let suite = parse_ok(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"t-{port}\"\nmatrix = { port = [\"8000\"] }\ncommand = [\"x\", \"{port}\"]\n",
+    );
+    assert_eq!(suite.cases[0].command, ["x", "8000"]);
+    // The default readiness time never outlasts the case.
+    let suite = parse_ok(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"t\"\ncommand = [\"x\"]\ntimeout = \"1m\"\nserver = { command = [\"s\"], ready = { log = \"up\" } }\n",
+    );
+    assert_eq!(
+        suite.cases[0].server.as_ref().map(|s| s.ready_timeout),
+        Some(Duration::from_secs(60))
+    );
 
     // A search may vary the server, and each probe shows its value.
     let suite = parse_ok(

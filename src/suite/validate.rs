@@ -295,16 +295,19 @@ fn expand_case(
         .as_ref()
         .and_then(|spec| search_spec(check, spec, raw.capacity_tolerance.as_ref(), &matrix));
     let raw_server = raw.server.as_ref().map(Spanned::get_ref);
-    // `{port}` is the server's: no matrix key or search may take its name.
-    let reserved_port = matrix
-        .keys()
-        .any(|key| key == PORT)
+    // With a server, `{port}` is its port: no matrix key or search may
+    // take the name (without one, `port` is a key like any other).
+    let port_key = matrix
+        .contains_key(PORT)
         .then(|| raw.matrix.as_ref().map(Spanned::span))
-        .flatten()
-        .or_else(|| {
-            let spec = raw.search.as_ref()?.get_ref();
-            (spec.param.get_ref() == PORT).then(|| spec.param.span())
-        });
+        .flatten();
+    let port_searched = raw
+        .search
+        .as_ref()
+        .map(Spanned::get_ref)
+        .filter(|spec| spec.param.get_ref() == PORT)
+        .map(|spec| spec.param.span());
+    let reserved_port = raw_server.and(port_key.or(port_searched));
     if let Some(span) = reserved_port {
         check
             .error(
@@ -422,7 +425,7 @@ fn expand_case(
     }
     for template in templates {
         for name in placeholders(template.get_ref()) {
-            if name == PORT && raw_server.is_none() {
+            if name == PORT && !known(name) {
                 check
                     .error(
                         template.span(),
@@ -578,6 +581,15 @@ fn expand_case(
                 .map(|(k, v)| (k.get_ref().clone(), v.get_ref().clone()))
                 .collect(),
         };
+        if let (Some(draft), Some(spec)) = (&server, &raw.server) {
+            if let Err(message) = draft.check_ready(&params) {
+                check.error(
+                    spec.get_ref().ready.span(),
+                    format!("in case `{id}`, `server.ready`: {message}"),
+                );
+                continue;
+            }
+        }
         let server = server
             .as_ref()
             .map(|draft| draft.for_row(&params, |program| resolve_program(program, &cwd)));
