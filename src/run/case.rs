@@ -448,14 +448,8 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                         }
                     }
                     serve::Seen::Starting => {
-                        if self.shared.interrupt.requested() {
-                            stop = Some(StopReason::Interrupted);
-                            break;
-                        }
-                        if Instant::now() >= deadline {
-                            stop = Some(StopReason::TimedOut {
-                                after: case.timeout,
-                            });
+                        stop = self.stop_now(case, deadline);
+                        if stop.is_some() {
                             break;
                         }
                         let until = next_tick.min(deadline).min(Instant::now() + ready::POLL);
@@ -481,14 +475,8 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             if stop.is_some() || instances.iter().all(|i| !i.running()) {
                 break;
             }
-            if self.shared.interrupt.requested() {
-                stop = Some(StopReason::Interrupted);
-                break;
-            }
-            if Instant::now() >= deadline {
-                stop = Some(StopReason::TimedOut {
-                    after: case.timeout,
-                });
+            stop = self.stop_now(case, deadline);
+            if stop.is_some() {
                 break;
             }
             wait_for_exit_until(
@@ -670,6 +658,19 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             }
         }
         (sample, errors)
+    }
+
+    /// Ctrl-C, or the case's time is up: the reason to stop it now.
+    fn stop_now(&self, case: &Case, deadline: Instant) -> Option<StopReason> {
+        if self.shared.interrupt.requested() {
+            Some(StopReason::Interrupted)
+        } else if Instant::now() >= deadline {
+            Some(StopReason::TimedOut {
+                after: case.timeout,
+            })
+        } else {
+            None
+        }
     }
 
     /// Launch every instance (in the cgroup of `host`); the reason to
