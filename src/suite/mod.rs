@@ -14,6 +14,7 @@ mod checker;
 mod diag;
 mod partition;
 mod raw;
+mod search;
 mod server;
 mod template;
 mod validate;
