@@ -408,27 +408,32 @@ pub fn failure_kind(case: &CaseResult, stop: Option<&StopReason>) -> Option<Fail
     if case.status == CaseStatus::TimedOut {
         return Some(FailureType::Timeout);
     }
-    let rank = |check: &Check| match &check.kind {
+    Some(
+        case.failed_checks()
+            .map(|check| rank(&check.kind, check.figure_bytes.is_some()))
+            .min_by_key(|(rank, _)| *rank)
+            .map_or(FailureType::Crash, |(_, word)| word),
+    )
+}
+
+/// A failed check's place in the failure kinds' precedence, and its word.
+/// `measured`: the check has a figure.
+fn rank(kind: &CheckKind, measured: bool) -> (u8, FailureType) {
+    match kind {
         CheckKind::HostOomKill => (0, FailureType::HostOom),
-        CheckKind::HostBudget | CheckKind::GpuBudget | CheckKind::ClientBudget(_) => {
-            (1, FailureType::Budget)
-        }
+        CheckKind::HostBudget | CheckKind::GpuBudget => (1, FailureType::Budget),
         CheckKind::GpuHeadroom { .. } => (2, FailureType::Headroom),
         CheckKind::Leak => (3, FailureType::Leak),
         CheckKind::Limit(_) => (4, FailureType::Limit),
         // A figure measured against its baseline; without one (no
         // baseline, or none it can be compared with) it is the baseline
         // that failed, not the figure.
-        CheckKind::Baseline(_) if check.figure_bytes.is_some() => (5, FailureType::Regression),
+        CheckKind::Baseline(_) if measured => (5, FailureType::Regression),
         CheckKind::Baseline(_) | CheckKind::BaselineMissing => (6, FailureType::Baseline),
         CheckKind::EnvironmentDrift => (7, FailureType::EnvironmentDrift),
-    };
-    Some(
-        case.failed_checks()
-            .map(rank)
-            .min_by_key(|(rank, _)| *rank)
-            .map_or(FailureType::Crash, |(_, word)| word),
-    )
+        // A server case's load client: its checks are of the case's kinds.
+        CheckKind::Client(check) => rank(check, measured),
+    }
 }
 
 #[cfg(test)]

@@ -81,9 +81,9 @@ pub struct LockedCase {
     /// FNV-1a of the expanded command (and server command), params and env.
     pub definition_hash: String,
     pub command: Vec<String>,
-    /// With `server`: its command, `{port}` as written.
+    /// With `server`: its command, `{port}` as written, and its own env.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_command: Option<Vec<String>>,
+    pub server: Option<LockedServer>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -94,6 +94,15 @@ pub struct LockedCase {
     /// The allocator's peak the workload's probe reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_peak_allocated_bytes: Option<u64>,
+}
+
+/// A server case's server as the lock records it (`[cases.<id>.server]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockedServer {
+    pub command: Vec<String>,
+    /// Its own `env`, recorded as the case's is (see [`locked_env_value`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
 impl LockedCase {
@@ -230,7 +239,7 @@ pub fn locked_env<'a>(
 /// The hash of a case's expanded definition, stable across runs.
 pub fn definition_hash(
     command: &[String],
-    server_command: Option<&[String]>,
+    server: Option<&LockedServer>,
     params: &BTreeMap<String, String>,
     env: &BTreeMap<String, String>,
 ) -> String {
@@ -240,10 +249,16 @@ pub fn definition_hash(
         text.push('\0');
     }
     // Nothing is added without a server: the hashes of other cases stay.
-    if let Some(server) = server_command {
+    if let Some(server) = server {
         text.push('\u{2}');
-        for arg in server {
+        for arg in &server.command {
             text.push_str(arg);
+            text.push('\0');
+        }
+        for (key, value) in &server.env {
+            text.push_str(key);
+            text.push('=');
+            text.push_str(value);
             text.push('\0');
         }
     }
@@ -301,8 +316,8 @@ pub struct CaseNow<'a> {
     /// The probe's allocated peak, when the workload reports one.
     pub allocated: Option<u64>,
     pub command: &'a [String],
-    /// With `server`: its command, as recorded.
-    pub server_command: Option<&'a [String]>,
+    /// With `server`: its command and env, as the lock records them.
+    pub server: Option<&'a LockedServer>,
     pub params: &'a BTreeMap<String, String>,
     pub env: &'a BTreeMap<String, String>,
     pub allocator_env: &'a BTreeMap<String, String>,
@@ -381,15 +396,19 @@ fn definition_changes(locked: &LockedCase, now: CaseNow<'_>) -> Vec<String> {
             crate::suite::shell_join(now.command)
         ));
     }
-    let locked_server = locked.server_command.as_deref().map(redact::command);
-    if locked_server.as_deref() != now.server_command {
+    let locked_server = locked
+        .server
+        .as_ref()
+        .map(|server| redact::command(&server.command));
+    let now_server = now.server.map(|server| server.command.as_slice());
+    if locked_server.as_deref() != now_server {
         let show = |command: Option<&[String]>| {
             command.map_or("none".to_string(), crate::suite::shell_join)
         };
         changes.push(format!(
             "server command: {} → {}",
             show(locked_server.as_deref()),
-            show(now.server_command)
+            show(now_server)
         ));
     }
     // Maps are compared as the lock records them (hashes for most
@@ -419,6 +438,13 @@ fn definition_changes(locked: &LockedCase, now: CaseNow<'_>) -> Vec<String> {
     let as_is = |_: &str, value: &str| value.to_string();
     diff_maps("param", &locked.params, now.params, as_is);
     diff_maps("env", &locked.env, now.env, locked_env_value);
+    let no_env = BTreeMap::new();
+    diff_maps(
+        "server env",
+        locked.server.as_ref().map_or(&no_env, |s| &s.env),
+        now.server.map_or(&no_env, |s| &s.env),
+        locked_env_value,
+    );
     // The suite's env is already listed; these come from the environment
     // the case was launched in (a workflow's PYTORCH_CUDA_ALLOC_CONF).
     let launched_only = |map: &BTreeMap<String, String>| -> BTreeMap<String, String> {
@@ -459,7 +485,7 @@ mod tests {
                 wall_time_s: 1.5,
                 definition_hash: "00".into(),
                 command: vec!["python3".into(), "x.py".into()],
-                server_command: None,
+                server: None,
                 params: BTreeMap::new(),
                 env: [("A".to_string(), "1".to_string())].into(),
                 allocator_env: [(
@@ -536,12 +562,15 @@ mod tests {
         ]
         .into();
         let allocator_env = BTreeMap::new();
-        let server: Vec<String> = vec![
-            "serve".into(),
-            "--max-num-seqs=64".into(),
-            "--port".into(),
-            "{port}".into(),
-        ];
+        let server = LockedServer {
+            command: vec![
+                "serve".into(),
+                "--max-num-seqs=64".into(),
+                "--port".into(),
+                "{port}".into(),
+            ],
+            env: [("VLLM_USE_V1".to_string(), "1".to_string())].into(),
+        };
         let now = CaseNow {
             host: None,
             host_method: HostMethod::CgroupV1,
@@ -550,14 +579,17 @@ mod tests {
             gpu_tainted: false,
             allocated: None,
             command: &command,
-            server_command: Some(&server),
+            server: Some(&server),
             params: &params,
             env: &env,
             allocator_env: &allocator_env,
         };
         let mut locked = locked.clone();
         locked.gpu_peak_method = Some("sampled@50ms".into());
-        locked.server_command = Some(vec!["serve".into(), "--port".into(), "{port}".into()]);
+        locked.server = Some(LockedServer {
+            command: vec!["serve".into(), "--port".into(), "{port}".into()],
+            env: BTreeMap::new(),
+        });
         let changes = definition_changes(&locked, now);
         assert_eq!(
             changes,
@@ -567,6 +599,7 @@ mod tests {
                 // A is not a memory variable: the lock keeps its hash.
                 &format!("env A: {} → \"2\"", redact::hashed_value("A", "1")),
                 "env B: unset → \"x\"",
+                "server env VLLM_USE_V1: unset → \"1\"",
                 "allocator env PYTORCH_CUDA_ALLOC_CONF: \"expandable_segments:True\" → unset",
                 "gpu figure method: sampled@50ms → device-delta",
             ]
@@ -586,7 +619,7 @@ mod tests {
             gpu_tainted: false,
             allocated: None,
             command: &command,
-            server_command: None,
+            server: None,
             params: &empty,
             env: &env,
             allocator_env: &empty,
@@ -648,7 +681,7 @@ mod tests {
             gpu_tainted: tainted,
             allocated: None,
             command: &command,
-            server_command: None,
+            server: None,
             params: &empty,
             env: &env,
             allocator_env: &empty,

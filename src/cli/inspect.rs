@@ -251,7 +251,7 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
             let _ = writeln!(
                 out,
                 "               ready on {} within {}, stopped with {} ({} grace)",
-                server.ready.describe(),
+                server.ready.fill(&case.params).describe(),
                 format_duration(server.ready_timeout),
                 server.stop_signal.name,
                 format_duration(server.kill_grace)

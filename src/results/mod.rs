@@ -516,9 +516,9 @@ pub enum CheckKind {
     Baseline(String),
     /// `environment.drift`: the environment drifted, with `on_drift = "fail"`.
     EnvironmentDrift,
-    /// `client_budget.<figure>` (`host`, `gpu`, `gpu_fraction.gpu<N>`): a
-    /// server case's load client against its `client_budget`.
-    ClientBudget(String),
+    /// `client.<check>`: a server case's load client, judged on its own:
+    /// `client.budget.host` (its `client_budget`), `client.host.oom_kill`.
+    Client(Box<CheckKind>),
 }
 
 impl CheckKind {
@@ -540,7 +540,7 @@ impl std::fmt::Display for CheckKind {
             CheckKind::BaselineMissing => f.write_str("baseline"),
             CheckKind::Baseline(figure) => write!(f, "baseline.{figure}"),
             CheckKind::EnvironmentDrift => f.write_str("environment.drift"),
-            CheckKind::ClientBudget(figure) => write!(f, "client_budget.{figure}"),
+            CheckKind::Client(check) => write!(f, "client.{check}"),
         }
     }
 }
@@ -569,11 +569,8 @@ impl std::str::FromStr for CheckKind {
                     CheckKind::GpuHeadroom {
                         device: device.parse().map_err(|_| unknown())?,
                     }
-                } else if let Some(figure) = name
-                    .strip_prefix("client_budget.")
-                    .filter(|f| !f.is_empty())
-                {
-                    CheckKind::ClientBudget(figure.to_string())
+                } else if let Some(check) = name.strip_prefix("client.") {
+                    CheckKind::Client(Box::new(check.parse()?))
                 } else if let Some(key) = name.strip_prefix("limit.").filter(|k| !k.is_empty()) {
                     CheckKind::Limit(key.to_string())
                 } else if let Some(figure) =
@@ -601,6 +598,9 @@ impl<'de> Deserialize<'de> for CheckKind {
 pub struct ServerResult {
     /// Its command as recorded: `{port}` as written, secrets masked.
     pub command: Vec<String>,
+    /// Its own `env` (on top of the case's), recorded as the case's is.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub env: IndexMap<String, String>,
     /// The port oomgate gave it (`{port}`, `OOMGATE_PORT`).
     pub port: u16,
     /// What readiness asked, with the port: `http://127.0.0.1:41234/health`.

@@ -22,10 +22,17 @@ fn check_names_are_stable() {
         (CheckKind::BaselineMissing, "baseline"),
         (CheckKind::Baseline("gpu".into()), "baseline.gpu"),
         (CheckKind::EnvironmentDrift, "environment.drift"),
-        (CheckKind::ClientBudget("host".into()), "client_budget.host"),
         (
-            CheckKind::ClientBudget("gpu_fraction.gpu0".into()),
-            "client_budget.gpu_fraction.gpu0",
+            CheckKind::Client(Box::new(CheckKind::HostBudget)),
+            "client.budget.host",
+        ),
+        (
+            CheckKind::Client(Box::new(CheckKind::GpuHeadroom { device: 0 })),
+            "client.budget.gpu_fraction.gpu0",
+        ),
+        (
+            CheckKind::Client(Box::new(CheckKind::HostOomKill)),
+            "client.host.oom_kill",
         ),
     ] {
         assert_eq!(kind.to_string(), name);
@@ -118,6 +125,34 @@ fn everything() -> RunResults {
         device_uuid: "GPU-0".into(),
         used_bytes: Some(5),
     }];
+    case.server = Some(ServerResult {
+        command: vec!["serve".into(), "--port".into(), "{port}".into()],
+        env: [("VLLM_USE_V1".to_string(), "1".to_string())]
+            .into_iter()
+            .collect(),
+        port: 41234,
+        ready: "http://127.0.0.1:41234/health".into(),
+        ready_after_s: Some(1.5),
+        exit: Some(Exit::Signal(15)),
+        stopped_with: Some("SIGTERM".into()),
+        stdout_log: "cases/a/server.stdout.log".into(),
+        stderr_log: "cases/a/server.stderr.log".into(),
+        startup_host_peak_bytes: Some(1),
+        startup_gpu_peak_bytes: None,
+        load_host_peak_bytes: Some(2),
+        load_gpu_peak_bytes: Some(3),
+    });
+    case.client = Some(ClientResult {
+        host_peak_bytes: Some(4),
+        host_method: HostMethod::CgroupV2,
+        host_peak_source: Some(HostFloor::PssSum),
+        host_charged_peak_bytes: None,
+        host_oom_kills: Some(0),
+        host_note: Some("note".into()),
+        gpu_peak_bytes: None,
+        gpu_peak_method: Some(GpuMethod::Unavailable),
+        gpu_devices: Vec::new(),
+    });
     case.env.insert("HF_TOKEN".into(), "<secret 3fa9c1>".into());
     case.allocator_env.insert(
         "PYTORCH_CUDA_ALLOC_CONF".into(),

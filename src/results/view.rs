@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::baseline::{LOCK_VERSION, Lock, LockedCase, definition_hash, locked_env};
+use crate::baseline::{LOCK_VERSION, Lock, LockedCase, LockedServer, definition_hash, locked_env};
 use crate::environment::Environment;
 use crate::measure::HostMethod;
 use crate::redact;
@@ -138,6 +138,8 @@ pub struct CapacityView {
 #[derive(Debug, Clone, Deserialize)]
 pub struct ServerView {
     pub command: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -432,7 +434,10 @@ pub fn lock_of(view: &ResultsView) -> Lock {
                 .map(|(k, v)| (k.clone(), redact::mask(v).into_owned()))
                 .collect();
             let env = locked_env(&case.env);
-            let server_command = case.server.as_ref().map(|s| redact::command(&s.command));
+            let server = case.server.as_ref().map(|s| LockedServer {
+                command: redact::command(&s.command),
+                env: locked_env(&s.env),
+            });
             let locked = LockedCase {
                 host_peak_bytes: case.host_peak_bytes,
                 host_peak: human(case.host_peak_bytes),
@@ -442,14 +447,9 @@ pub fn lock_of(view: &ResultsView) -> Lock {
                 gpu_peak: human(case.gpu_peak_bytes.filter(|_| !case.gpu_tainted())),
                 gpu_peak_method: case.gpu_peak_method.clone().filter(|_| !case.gpu_tainted()),
                 wall_time_s: (case.wall_time_s * 1000.0).round() / 1000.0,
-                definition_hash: definition_hash(
-                    &command,
-                    server_command.as_deref(),
-                    &params,
-                    &env,
-                ),
+                definition_hash: definition_hash(&command, server.as_ref(), &params, &env),
                 command,
-                server_command,
+                server,
                 params,
                 env,
                 allocator_env: locked_env(&case.allocator_env),

@@ -10,9 +10,7 @@ use std::path::{Path, PathBuf};
 use super::WriteFault;
 use super::case::CaseOutcome;
 use super::case::CaseRunner;
-use super::checks::{
-    budget_checks, client_budget_checks, leak_check, limit_checks, oom_kill_check,
-};
+use super::checks::{budget_checks, client_checks, leak_check, limit_checks, oom_kill_check};
 use super::instance::Instance;
 use super::logs::{TAIL_BYTES, read_tail};
 use crate::diagnose::{self, Diagnosis};
@@ -64,15 +62,12 @@ impl CaseRunner<'_, '_> {
         let mut checks = budget_checks(&case.budget, &host, gpu_figures.as_ref());
         checks.extend(oom_kill_check(&host));
         if let Some(server) = &server {
-            checks.extend(client_budget_checks(
-                &case.client_budget,
-                &server.client_host,
-                server.client_gpu.as_ref(),
+            let client = &server.client_host;
+            checks.extend(client_checks(
+                budget_checks(&case.client_budget, client, server.client_gpu.as_ref())
+                    .into_iter()
+                    .chain(oom_kill_check(client)),
             ));
-            checks.extend(oom_kill_check(&server.client_host).map(|check| Check {
-                message: format!("client: {}", check.message),
-                ..check
-            }));
         }
         checks.extend(limit_checks(case, probe.as_ref()));
         let mut leak_figures = None;
@@ -225,6 +220,7 @@ impl CaseRunner<'_, '_> {
             capacity: None,
             server: server.as_ref().map(|server| ServerResult {
                 command: recorded.server_command.clone().unwrap_or_default(),
+                env: recorded.server_env.clone(),
                 port: server.port,
                 ready: server.ready.clone(),
                 ready_after_s: server.ready_at.map(|at| at.as_secs_f64()),
@@ -328,8 +324,9 @@ impl CaseRunner<'_, '_> {
 /// (see `crate::redact`).
 pub(super) struct Recorded {
     pub(super) command: Vec<String>,
-    /// The server's, with `{port}` as written.
+    /// The server's command and own env, with `{port}` as written.
     pub(super) server_command: Option<Vec<String>>,
+    pub(super) server_env: indexmap::IndexMap<String, String>,
     pub(super) params: indexmap::IndexMap<String, String>,
     pub(super) env: indexmap::IndexMap<String, String>,
 }
@@ -338,6 +335,10 @@ pub(super) fn recorded(case: &Case) -> Recorded {
     Recorded {
         command: redact::command(&case.command),
         server_command: case.server.as_ref().map(|s| redact::command(&s.command)),
+        server_env: server_env(case)
+            .iter()
+            .map(|(name, value)| (name.clone(), redact::env_value(name, value)))
+            .collect(),
         params: case
             .params
             .iter()
@@ -351,14 +352,23 @@ pub(super) fn recorded(case: &Case) -> Recorded {
     }
 }
 
+/// A server's own env, its matrix values in (`{port}` as written).
+fn server_env(case: &Case) -> indexmap::IndexMap<String, String> {
+    case.server
+        .as_ref()
+        .map(|server| server.templates.fill(&case.params).1)
+        .unwrap_or_default()
+}
+
 /// The allocator- and device-related variables the case is launched with:
-/// oomgate's own environment overlaid with the case's (as recorded: a
+/// oomgate's own environment overlaid with the case's, and with a server's
+/// own — the server is what the case's figures measure (as recorded: a
 /// secret-named one by its hash).
 fn allocator_env(case: &Case) -> BTreeMap<String, String> {
     let mut variables: BTreeMap<String, String> = std::env::vars()
         .filter(|(name, _)| is_allocator_variable(name))
         .collect();
-    for (name, value) in &case.env {
+    for (name, value) in case.env.iter().chain(&server_env(case)) {
         if is_allocator_variable(name) {
             variables.insert(name.clone(), value.clone());
         }

@@ -484,6 +484,13 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                 next_tick.min(deadline),
             );
         }
+        // A server that ended just as its last client did is judged, not
+        // taken for one oomgate stopped.
+        if let (None, Some(server)) = (&stop, server.as_mut()) {
+            if let serve::Seen::Stop(reason) = server.look(start.elapsed()) {
+                stop = Some(reason);
+            }
+        }
         let wall_time = start.elapsed();
 
         // Whatever is still running now is either stopped on purpose or left

@@ -92,23 +92,13 @@ pub(super) fn limit_checks(case: &Case, probe: Option<&ProbeSummary>) -> Vec<Che
         .collect()
 }
 
-/// A server case's load client against its `client_budget`: the budget
-/// checks, named and worded as the client's.
-pub(super) fn client_budget_checks(
-    budget: &Budget,
-    host: &HostFigures,
-    gpu: Option<&GpuFigures>,
-) -> Vec<Check> {
-    budget_checks(budget, host, gpu)
+/// A server case's load client's checks (its `client_budget`, its OOM
+/// kills), named and worded as the client's: `client.budget.host`.
+pub(super) fn client_checks(checks: impl IntoIterator<Item = Check>) -> Vec<Check> {
+    checks
         .into_iter()
         .map(|check| Check {
-            kind: CheckKind::ClientBudget(
-                check
-                    .kind
-                    .to_string()
-                    .trim_start_matches("budget.")
-                    .to_string(),
-            ),
+            kind: CheckKind::Client(Box::new(check.kind)),
             message: format!("client {}", check.message),
             ..check
         })

@@ -95,7 +95,7 @@ pub(super) fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
     let client_checks: Vec<crate::results::Check> = runs[client_run]
         .checks
         .iter()
-        .filter(|c| matches!(c.kind, crate::results::CheckKind::ClientBudget(_)))
+        .filter(|c| matches!(c.kind, crate::results::CheckKind::Client(_)))
         .cloned()
         .collect();
     let (mut observed, headline) = facts.swap_remove(chosen);
@@ -104,7 +104,7 @@ pub(super) fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
         result.client = client;
         result
             .checks
-            .retain(|c| !matches!(c.kind, crate::results::CheckKind::ClientBudget(_)));
+            .retain(|c| !matches!(c.kind, crate::results::CheckKind::Client(_)));
         result.checks.extend(client_checks);
     }
     // An unknown host figure in any run keeps the maximum unknown.
@@ -227,6 +227,10 @@ impl Conductor<'_> {
         let gpu_tainted = result.gpu_devices.iter().any(|d| !d.tainted_by.is_empty());
         // The lock keeps the method as the text results.json has.
         let gpu_method = result.gpu_peak_method.as_ref().map(ToString::to_string);
+        let server = result.server.as_ref().map(|s| baseline::LockedServer {
+            command: s.command.clone(),
+            env: s.env.clone().into_iter().collect(),
+        });
         let now = baseline::CaseNow {
             host: result.host_peak_bytes,
             host_method: result.host_method,
@@ -235,7 +239,7 @@ impl Conductor<'_> {
             gpu_tainted,
             allocated: result.probe.as_ref().and_then(|p| p.peak_allocated),
             command: &result.command,
-            server_command: result.server.as_ref().map(|s| s.command.as_slice()),
+            server: server.as_ref(),
             params: &params,
             env: &env,
             allocator_env: &result.allocator_env,

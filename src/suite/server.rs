@@ -58,7 +58,7 @@ impl Ready {
         match self {
             Ready::Http(url) => Ready::Http(substitute(url, params)),
             Ready::Tcp(address) => Ready::Tcp(substitute(address, params)),
-            Ready::Log(pattern) => Ready::Log(pattern.clone()),
+            Ready::Log(pattern) => Ready::Log(substitute(pattern, params)),
         }
     }
 
@@ -195,10 +195,7 @@ impl ServerDraft {
     /// Whether `ready` is a target with this matrix row's values in (a
     /// port and a searched value stand in for what a launch puts).
     pub(super) fn check_ready(&self, params: &IndexMap<String, String>) -> Result<(), String> {
-        let text = match &self.ready {
-            Ready::Http(text) | Ready::Tcp(text) => text,
-            Ready::Log(_) => return Ok(()),
-        };
+        let (Ready::Http(text) | Ready::Tcp(text) | Ready::Log(text)) = &self.ready;
         let mut values = params.clone();
         for name in placeholders(text) {
             values
@@ -208,8 +205,32 @@ impl ServerDraft {
         match self.ready.fill(&values) {
             Ready::Http(url) => http_target(&url).map(drop),
             Ready::Tcp(address) => tcp_target(&address).map(drop),
-            Ready::Log(_) => Ok(()),
+            Ready::Log(pattern) => regex::Regex::new(&pattern)
+                .map(drop)
+                .map_err(|e| format!("not a usable regex: {e}")),
         }
+    }
+
+    /// What a launch of this matrix row would refuse: an empty program, a
+    /// NUL byte in an argument or a variable, a readiness target that is
+    /// none.
+    pub(super) fn check_row(&self, params: &IndexMap<String, String>) -> Result<(), String> {
+        let (command, env) = self.templates.fill(params);
+        if command
+            .first()
+            .is_none_or(|program| program.trim().is_empty())
+        {
+            return Err("the server's program is empty after substitution".into());
+        }
+        if command
+            .iter()
+            .chain(env.values())
+            .any(|text| text.contains('\0'))
+        {
+            return Err("the server's command or env has a NUL byte after substitution".into());
+        }
+        self.check_ready(params)
+            .map_err(|message| format!("`server.ready`: {message}"))
     }
 
     /// The server of one matrix row, its program found from `cwd`.
@@ -390,7 +411,7 @@ fn ready(check: &mut Checker, value: &Spanned<toml::Value>) -> Option<Ready> {
             None => http_target(&sample(text)).map(|_| Ready::Http(text.clone())),
         },
         toml::Value::Table(table) => match (table.get("log"), table.len()) {
-            (Some(toml::Value::String(pattern)), 1) => regex::Regex::new(pattern)
+            (Some(toml::Value::String(pattern)), 1) => regex::Regex::new(&sample(pattern))
                 .map(|_| Ready::Log(pattern.clone()))
                 .map_err(|e| format!("`server.ready.log` is not a usable regex: {e}")),
             _ => Err("`server.ready` as a table takes one key, `log`".to_string()),
@@ -413,6 +434,7 @@ fn ready(check: &mut Checker, value: &Spanned<toml::Value>) -> Option<Ready> {
 pub(super) fn ready_template(raw: &RawServer) -> Option<&str> {
     match raw.ready.get_ref() {
         toml::Value::String(text) => Some(text.as_str()),
+        toml::Value::Table(table) => table.get("log").and_then(toml::Value::as_str),
         _ => None,
     }
 }

@@ -678,10 +678,25 @@ fn a_server_is_checked_and_its_port_filled_in_at_launch() {
             "name = \"t-{p}\"\nmatrix = { p = [\"8000\", \"abc\"] }\ncommand = [\"x\"]\nserver = { command = [\"s\"], ready = \"http://127.0.0.1:{p}/h\" }",
             "in case `t-abc`, `server.ready`: `abc` is not a port",
         ),
+        (
+            "name = \"t-{s}\"\nmatrix = { s = [\"\"] }\ncommand = [\"x\"]\nserver = { command = [\"{s}\"], ready = { log = \"up\" } }",
+            "the server's program is empty after substitution",
+        ),
     ] {
         let (message, _) = parse_err(&format!("[suite]\nname = \"s\"\n[[case]]\n{source}\n"));
         assert!(message.contains(expected), "{source}:\n{message}");
     }
+
+    // A log readiness may wait for the line naming the port.
+    let suite = parse_ok(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"t\"\ncommand = [\"x\"]\nserver = { command = [\"s\"], ready = { log = \"listening on :{port}$\" } }\n",
+    );
+    let case = &suite.cases[0];
+    let ready = case
+        .server
+        .as_ref()
+        .map(|s| s.ready.fill(&case.params_at(7)));
+    assert_eq!(ready, Some(Ready::Log("listening on :7$".into())));
 
     // Without a server, `port` is a matrix key like any other.
     let suite = parse_ok(

@@ -418,9 +418,14 @@ fn expand_case(
     let ready_span = raw.server.as_ref().map(|s| s.get_ref().ready.span());
     for name in ready_text.map(placeholders).unwrap_or_default() {
         if !known(name) {
-            check.error(
-                ready_span.clone().unwrap_or_default(),
-                format!("placeholder `{{{name}}}` in `server.ready` has no matrix key"),
+            check
+                .error(
+                    ready_span.clone().unwrap_or_default(),
+                    format!("placeholder `{{{name}}}` in `server.ready` has no matrix key"),
+                )
+                .help = Some(
+                "in a `log` pattern, write `{{` and `}}` for a regex's own braces around a name"
+                    .into(),
             );
         }
     }
@@ -583,11 +588,8 @@ fn expand_case(
                 .collect(),
         };
         if let (Some(draft), Some(spec)) = (&server, &raw.server) {
-            if let Err(message) = draft.check_ready(&params) {
-                check.error(
-                    spec.get_ref().ready.span(),
-                    format!("in case `{id}`, `server.ready`: {message}"),
-                );
+            if let Err(message) = draft.check_row(&params) {
+                check.error(spec.span(), format!("in case `{id}`, {message}"));
                 continue;
             }
         }
