@@ -478,3 +478,24 @@ fn with_repeats_the_clients_figures_are_its_largest_runs() {
         .unwrap_or_default();
     assert!(mib(&check["figure_bytes"]) >= 120, "{check:#}");
 }
+
+#[test]
+fn a_server_that_grows_round_after_round_of_load_fails_as_a_leak() {
+    let project = Project::new(&serving_suite(
+        ", \"--leak-mib\", \"8\", \"--pids\", \"pids.txt\"",
+        ", \"--requests\", \"3\", \"--concurrency\", \"1\"",
+        "duration = \"4s\"\nleak = { warmup = 1, max_growth = \"16 MiB\" }",
+    ));
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(1);
+    let case = run.case("serve");
+    assert_eq!(case["failure_kind"], "leak", "{case:#}");
+    assert!(
+        case["instances"][0]["runs"]
+            .as_u64()
+            .is_some_and(|runs| runs >= 4),
+        "the load ran in rounds: {}",
+        case["instances"][0]
+    );
+    assert_none_alive(&project.path().join("pids.txt"));
+}
