@@ -40,6 +40,7 @@ mod serve;
 mod stop;
 pub mod supervise;
 mod teardown;
+mod watch;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;

@@ -1,0 +1,723 @@
+//! The sampling loop of one run of a case: launch its instances (beside a
+//! server, once the server is ready), watch them until they are done, then
+//! stop whatever is left and return a [`CaseOutcome`] — plain facts, no
+//! verdict.
+//!
+//! The loop samples every `sample_interval` and, between ticks, waits on
+//! the supervisors' report pipes (see `supervise`), so an exit is noticed
+//! the moment it happens rather than at the next tick: a 50 ms workload at
+//! a 2 s interval takes about 50 ms. Its state lives in a [`Watch`], and
+//! each turn is a [`CaseRunner::step`]: a tick when one is due (samples,
+//! budgets), a look at the server, then the instances' exits, soak
+//! relaunches, the timeout and Ctrl-C.
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::Note;
+use super::case::{CaseOutcome, CaseRunner, Preflight, ServerOutcome, append};
+use super::checks::budget_breached;
+use super::instance::Instance;
+use super::ready;
+use super::serve::{self, ServerSide};
+use crate::measure::gpu::{CaseGpu, ForeignProcess};
+use crate::measure::{HostMeter, ProcessTree, Sample, Timeline};
+use crate::probe::ProbeReader;
+use crate::process;
+use crate::suite::Case;
+use crate::units::{Bytes, format_duration};
+use crate::verdict::StopReason;
+
+/// What the loop keeps while a case runs.
+struct Watch<'c, 'g> {
+    case: &'c Case,
+    case_dir: &'c Path,
+    /// The case as its instances are launched: beside a server, with its
+    /// `{port}` filled in.
+    launched: Cow<'c, Case>,
+    instances: Vec<Instance>,
+    /// The instances' meters: beside a server, its load client's (the
+    /// server has the case's own, in `server`).
+    host: HostMeter,
+    gpu: Option<CaseGpu<'g>>,
+    server: Option<ServerSide<'c, 'g>>,
+    timeline: Timeline,
+    probe: ProbeReader,
+    soak_peaks: SoakPeaks,
+    sample_errors: u64,
+    /// Exited children of oomgate found by this tick's scan (reused).
+    zombies: Vec<i32>,
+    start: Instant,
+    deadline: Instant,
+    soak_until: Option<Instant>,
+    next_tick: Instant,
+    foreign: Vec<ForeignProcess>,
+    cuda_visible_devices: Option<String>,
+}
+
+/// When a soak of `soak` that starts `from` ends. Durations are bounded
+/// by validation; the fallback only guards the arithmetic.
+fn soak_end(soak: Option<Duration>, from: Instant, fallback: Instant) -> Option<Instant> {
+    soak.map(|soak| from.checked_add(soak).unwrap_or(fallback))
+}
+
+impl Watch<'_, '_> {
+    /// Every supervisor of the instances (not the server's).
+    fn groups(&self) -> Vec<i32> {
+        self.instances
+            .iter()
+            .flat_map(Instance::supervisors)
+            .collect()
+    }
+}
+
+/// What one turn of the loop found.
+enum Step {
+    /// Go on watching.
+    Go,
+    /// Every instance is done.
+    Done,
+    /// Stop the case.
+    Stop(StopReason),
+}
+
+impl CaseRunner<'_, '_> {
+    /// Launch the instances and watch them — samples, budgets, exits, soak
+    /// relaunches, the timeout and Ctrl-C; beside a server, its readiness
+    /// and its exit — then stop whatever is left of the process tree.
+    pub(super) fn sample_until_done(
+        &mut self,
+        case: &Case,
+        case_dir: &Path,
+        preflight: Preflight<'_>,
+    ) -> CaseOutcome {
+        let (mut watch, mut stop) = self.launch(case, case_dir, preflight);
+        while stop.is_none() {
+            match self.step(&mut watch) {
+                Step::Go => {}
+                Step::Done => break,
+                Step::Stop(reason) => stop = Some(reason),
+            }
+        }
+        // A server that ended just as its last client did is judged, not
+        // taken for one oomgate stopped.
+        if let (None, Some(server)) = (&stop, watch.server.as_mut()) {
+            if let serve::Seen::Stop(reason) = server.look(watch.start.elapsed()) {
+                stop = Some(reason);
+            }
+        }
+        self.finish(watch, stop)
+    }
+
+    /// Start the case: its server (its instances then wait for it to be
+    /// ready), else its instances. The reason it cannot run, if so.
+    fn launch<'c, 'g>(
+        &mut self,
+        case: &'c Case,
+        case_dir: &'c Path,
+        preflight: Preflight<'g>,
+    ) -> (Watch<'c, 'g>, Option<StopReason>) {
+        let Preflight {
+            gpu: mut case_gpu,
+            foreign,
+            cuda_visible_devices,
+            mut host,
+            mut stop,
+        } = preflight;
+        let visible = self.access.visible.as_deref();
+        // With a server, `host` and `case_gpu` measure its load client (the
+        // instances), and the server takes the case's own meters.
+        let mut server = match self.server_side(case, case_dir, &mut host, &mut case_gpu) {
+            Ok(server) => server,
+            Err(message) => {
+                stop.get_or_insert(StopReason::LaunchFailed { message });
+                None
+            }
+        };
+        let launched = match &server {
+            Some(server) => Cow::Owned(case.client_at(server.port)),
+            None => Cow::Borrowed(case),
+        };
+        let start = Instant::now();
+        let mut instances: Vec<Instance> = (0..case.concurrency)
+            .map(|index| Instance::new(case_dir, index))
+            .map(|instance| match &server {
+                Some(server) => instance.client(server.port),
+                None => instance,
+            })
+            .collect();
+        if stop.is_none() {
+            match server.as_mut() {
+                // The load starts once the server is ready.
+                Some(server) => {
+                    if let Err(message) = server.start(case_dir, visible) {
+                        stop = Some(StopReason::LaunchFailed { message });
+                    }
+                    distrust_cgroup_if_not_joined(
+                        std::slice::from_ref(&server.instance),
+                        &mut server.host,
+                    );
+                }
+                None => stop = self.start_instances(&launched, case_dir, &mut instances, &mut host),
+            }
+        }
+        let timeline = match server {
+            Some(_) => Timeline::serving(),
+            None => Timeline::new(),
+        };
+        let mut metrics: Vec<(u32, std::path::PathBuf)> = instances
+            .iter()
+            .map(|i| (i.index, i.logs.metrics.clone()))
+            .collect();
+        // The server's probe lines count as the instance after the last.
+        metrics.extend(
+            server
+                .as_ref()
+                .map(|s| (case.concurrency, s.instance.logs.metrics.clone())),
+        );
+        // Bounded by validation; the fallback only guards the arithmetic.
+        let deadline = start
+            .checked_add(case.timeout)
+            .unwrap_or_else(|| start + Duration::from_secs(365 * 24 * 3600));
+        let mut watch = Watch {
+            case,
+            case_dir,
+            launched,
+            instances,
+            host,
+            gpu: case_gpu,
+            server,
+            timeline,
+            probe: ProbeReader::new(metrics),
+            soak_peaks: SoakPeaks::default(),
+            sample_errors: 0,
+            zombies: Vec::new(),
+            start,
+            deadline,
+            soak_until: None,
+            next_tick: start,
+            foreign,
+            cuda_visible_devices,
+        };
+        watch.soak_until = soak_end(case.soak, start, deadline);
+        (watch, stop)
+    }
+
+    /// One turn of the loop: a tick when one is due, a look at the server,
+    /// then the instances.
+    fn step(&mut self, watch: &mut Watch<'_, '_>) -> Step {
+        let now = Instant::now();
+        if now >= watch.next_tick {
+            if let Some(reason) = self.tick(watch) {
+                return Step::Stop(reason);
+            }
+            watch.next_tick += self.shared.suite.sample_interval;
+            if watch.next_tick <= now {
+                watch.next_tick = now + self.shared.suite.sample_interval;
+            }
+        }
+        // The server first: one that ended is why its clients fail.
+        if let Some(server) = watch.server.as_mut() {
+            match server.look(watch.start.elapsed()) {
+                serve::Seen::Stop(reason) => return Step::Stop(reason),
+                serve::Seen::BecameReady => {
+                    watch.timeline.mark_ready(watch.start.elapsed());
+                    watch.soak_until = soak_end(watch.case.soak, Instant::now(), watch.deadline);
+                    if let Some(reason) = self.start_instances(
+                        &watch.launched,
+                        watch.case_dir,
+                        &mut watch.instances,
+                        &mut watch.host,
+                    ) {
+                        return Step::Stop(reason);
+                    }
+                }
+                serve::Seen::Starting => {
+                    if let Some(reason) = self.stop_now(watch.case, watch.deadline) {
+                        return Step::Stop(reason);
+                    }
+                    let until = watch
+                        .next_tick
+                        .min(watch.deadline)
+                        .min(Instant::now() + ready::POLL);
+                    wait_for_exit_until(watch.instances.iter().chain([&server.instance]), until);
+                    return Step::Go;
+                }
+                serve::Seen::Ready => {}
+            }
+        }
+        let runs_before = watch.instances.first().map_or(0, |i| i.runs);
+        let may_relaunch = !self.shared.interrupt.requested() && Instant::now() < watch.deadline;
+        let stop = self.collect_exits(
+            &watch.launched,
+            watch.case_dir,
+            &mut watch.instances,
+            &mut watch.host,
+            watch.start,
+            watch.soak_until.filter(|_| may_relaunch),
+        );
+        if watch.instances.first().map_or(0, |i| i.runs) > runs_before {
+            watch.soak_peaks.next_run();
+        }
+        if let Some(reason) = stop {
+            return Step::Stop(reason);
+        }
+        if watch.instances.iter().all(|i| !i.running()) {
+            return Step::Done;
+        }
+        if let Some(reason) = self.stop_now(watch.case, watch.deadline) {
+            return Step::Stop(reason);
+        }
+        wait_for_exit_until(
+            watch
+                .instances
+                .iter()
+                .chain(watch.server.as_ref().map(|s| &s.instance)),
+            watch.next_tick.min(watch.deadline),
+        );
+        Step::Go
+    }
+
+    /// One tick: sample every meter from one scan, read the probe, reap
+    /// orphans, tell the main thread, check the budgets. The reason to stop
+    /// the case if one is breached.
+    fn tick(&mut self, watch: &mut Watch<'_, '_>) -> Option<StopReason> {
+        let elapsed = watch.start.elapsed();
+        let groups = watch.groups();
+        let (sample, errors) = self.sample(
+            elapsed,
+            (&mut watch.host, watch.gpu.as_mut()),
+            watch.server.as_mut(),
+            &groups,
+            &mut watch.zombies,
+        );
+        watch.sample_errors += errors;
+        watch.timeline.push(&sample);
+        watch.probe.poll();
+        // The series a leak is judged on: the case's own figures (the
+        // server's, when it has one).
+        let own_gpu = match &watch.server {
+            Some(server) => server.gpu.as_ref(),
+            None => watch.gpu.as_ref(),
+        };
+        watch.soak_peaks.sample(
+            own_gpu.and_then(CaseGpu::gated_total),
+            sample.host_bytes.map(Bytes::get),
+        );
+        // Orphans re-parented to oomgate are reaped as they exit (a long
+        // soak must not pile up zombies), their high-water marks kept.
+        // Supervisors are collected by their instance.
+        let server_groups: Vec<i32> = watch
+            .server
+            .iter()
+            .flat_map(|s| s.instance.supervisors())
+            .collect();
+        let maxrss = process::reap(
+            watch
+                .zombies
+                .iter()
+                .copied()
+                .filter(|p| !groups.contains(p) && !server_groups.contains(p)),
+        );
+        // An orphan reaped here is of the instances' tree or the server's;
+        // its high-water mark is a floor of the case's own figure, which is
+        // the server's beside a client.
+        match watch.server.as_mut() {
+            Some(server) => server.host.record_rusage(maxrss, elapsed),
+            None => watch.host.record_rusage(maxrss, elapsed),
+        }
+        record_instances_rusage(&watch.instances, &mut watch.host, elapsed);
+        let client_peak = watch.host.peak().map(|(peak, _)| Bytes(peak.bytes));
+        let host_peak = match watch.server.as_mut() {
+            Some(server) => {
+                record_instances_rusage(
+                    std::slice::from_ref(&server.instance),
+                    &mut server.host,
+                    elapsed,
+                );
+                server.host.peak().map(|(peak, _)| Bytes(peak.bytes))
+            }
+            None => client_peak,
+        };
+        self.note(Note::Progress {
+            elapsed,
+            host_now: sample.host_bytes,
+            host_peak,
+        });
+        let case = watch.case;
+        let breached = match &watch.server {
+            Some(server) => {
+                budget_breached(&case.budget, host_peak, server.gpu.as_ref())
+                    || budget_breached(&case.client_budget, client_peak, watch.gpu.as_ref())
+            }
+            None => budget_breached(&case.budget, host_peak, watch.gpu.as_ref()),
+        };
+        breached.then_some(StopReason::BudgetExceeded { at: elapsed })
+    }
+
+    /// After the loop: count what the instances left, stop it all (the
+    /// load client first, then its server, with its own signal and grace),
+    /// and finish the meters.
+    fn finish(&mut self, watch: Watch<'_, '_>, stop: Option<StopReason>) -> CaseOutcome {
+        let Watch {
+            case,
+            mut instances,
+            mut host,
+            gpu: case_gpu,
+            mut server,
+            mut timeline,
+            probe,
+            mut soak_peaks,
+            mut sample_errors,
+            start,
+            foreign,
+            cuda_visible_devices,
+            ..
+        } = watch;
+        let wall_time = start.elapsed();
+
+        // Whatever is still running now is either stopped on purpose or left
+        // behind by a workload that exited: either way it must not outlive
+        // the case.
+        let leftovers = if stop.is_none() {
+            let supervisors: Vec<i32> = instances.iter().flat_map(Instance::supervisors).collect();
+            self.live_processes(host.whole_cgroup(), &supervisors)
+        } else {
+            0
+        };
+        // The load client first, then its server (with its own signal and
+        // grace): a client stopped after its server would fail on it.
+        let (mut stuck, maxrss) = self.stop_everything(
+            &mut instances,
+            libc::SIGTERM,
+            case.kill_grace,
+            host.whole_cgroup(),
+        );
+        host.record_rusage(maxrss, start.elapsed());
+        record_instances_rusage(&instances, &mut host, start.elapsed());
+        if let Some(server) = server.as_mut() {
+            if !server.exited_on_its_own && server.instance.runs > 0 {
+                server.stopped_with = Some(server.spec.stop_signal.name);
+            }
+            let (server_stuck, maxrss) = self.stop_everything(
+                std::slice::from_mut(&mut server.instance),
+                server.spec.stop_signal.number,
+                server.spec.kill_grace,
+                server.host.whole_cgroup(),
+            );
+            stuck.extend(server_stuck);
+            server.host.record_rusage(maxrss, start.elapsed());
+            record_instances_rusage(
+                std::slice::from_ref(&server.instance),
+                &mut server.host,
+                start.elapsed(),
+            );
+        }
+        if !stuck.is_empty() {
+            self.warn(format!(
+                "{}: pid(s) {stuck:?} did not exit even after SIGKILL (stuck in the kernel, e.g. a hung file system or GPU driver); oomgate leaves them",
+                case.id
+            ));
+        }
+        timeline.finish();
+        let mut finish_gpu = |gpu: Option<CaseGpu<'_>>| {
+            gpu.map(|gpu| {
+                sample_errors += gpu.errors();
+                gpu.finish()
+            })
+        };
+        let (host, gpu, server) = match server {
+            Some(side) => {
+                let outcome = ServerOutcome {
+                    port: side.port,
+                    ready: side.ready.describe(),
+                    ready_at: side.ready_at,
+                    stopped_with: side.stopped_with,
+                    client_host: host.finish(start.elapsed()),
+                    client_gpu: finish_gpu(case_gpu),
+                    instance: side.instance,
+                };
+                let gpu = finish_gpu(side.gpu);
+                (side.host, gpu, Some(outcome))
+            }
+            None => (host, finish_gpu(case_gpu), None),
+        };
+        if case.leak.is_some() {
+            soak_peaks.next_run();
+        }
+        let host = host.finish(start.elapsed());
+        // The timeline's peak is the case's gated peak, which may come
+        // from a high-water mark no sample saw.
+        timeline.host_peak = host
+            .peak_bytes
+            .zip(host.peak_at_ms)
+            .map(|(bytes, t_ms)| crate::measure::timeline::Peak { bytes, t_ms });
+        CaseOutcome {
+            stop,
+            instances,
+            timeline,
+            host,
+            gpu,
+            foreign,
+            cuda_visible_devices,
+            probe: probe.finish(),
+            soak_peaks: soak_peaks.series(),
+            sample_errors,
+            leftovers,
+            wall_time,
+            server,
+        }
+    }
+
+    /// One tick: scan the tree once, let every meter read it. `zombies`
+    /// receives the exited children of oomgate waiting to be reaped;
+    /// `supervisors` are left out of the host figures.
+    ///
+    /// With a server, the scan covers the server's supervisor and the
+    /// instances' (`supervisors`), and is split between them: the
+    /// sample's own figures are the server's, its `client_*` figures the
+    /// instances'.
+    fn sample(
+        &mut self,
+        at: Duration,
+        (host, gpu): (&mut HostMeter, Option<&mut CaseGpu<'_>>),
+        server: Option<&mut ServerSide<'_, '_>>,
+        supervisors: &[i32],
+        zombies: &mut Vec<i32>,
+    ) -> (Sample, u64) {
+        zombies.clear();
+        let mut sample = Sample {
+            at,
+            ..Sample::default()
+        };
+        let mut errors = 0;
+        let me = process::self_pid();
+        let server_groups: Vec<i32> = server
+            .as_ref()
+            .map(|s| s.instance.supervisors().collect())
+            .unwrap_or_default();
+        let scope: Vec<i32> = supervisors.iter().chain(&server_groups).copied().collect();
+        self.limit_scan(&scope);
+        let tree = match self.scanner.descendants_of(me) {
+            Ok(tree) => tree,
+            Err(_) => return (sample, errors + 1),
+        };
+        zombies.extend(
+            tree.members()
+                .iter()
+                .filter(|p| p.ppid == me && p.is_zombie())
+                .map(|p| p.pid),
+        );
+        let mut measure = |tree: &ProcessTree,
+                           host: &mut HostMeter,
+                           gpu: Option<&mut CaseGpu<'_>>,
+                           exclude: &[i32],
+                           sample: &mut Sample| {
+            if !host.sample(tree, exclude, sample) {
+                errors += 1;
+            }
+            if let Some(gpu) = gpu {
+                // Counted in CaseGpu::errors, added to the case's total at the end.
+                gpu.sample(tree, sample);
+            }
+        };
+        match server {
+            None => measure(tree, host, gpu, supervisors, &mut sample),
+            Some(server) => {
+                let mut part = ProcessTree::default();
+                tree.subtree_into(&server_groups, &mut part);
+                measure(
+                    &part,
+                    &mut server.host,
+                    server.gpu.as_mut(),
+                    &server_groups,
+                    &mut sample,
+                );
+                // The client starts once the server is ready: until then
+                // it has no figure (null, not its empty cgroup's 0).
+                if server.ready_at.is_some() {
+                    tree.subtree_into(supervisors, &mut part);
+                    let mut client = Sample {
+                        at,
+                        ..Sample::default()
+                    };
+                    measure(&part, host, gpu, supervisors, &mut client);
+                    sample.client_host_bytes = client.host_bytes;
+                    sample.client_gpu_bytes = client.gpu_bytes;
+                }
+            }
+        }
+        (sample, errors)
+    }
+
+    /// Ctrl-C, or the case's time is up: the reason to stop it now.
+    fn stop_now(&self, case: &Case, deadline: Instant) -> Option<StopReason> {
+        if self.shared.interrupt.requested() {
+            Some(StopReason::Interrupted)
+        } else if Instant::now() >= deadline {
+            Some(StopReason::TimedOut {
+                after: case.timeout,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// Launch every instance (in the cgroup of `host`); the reason to
+    /// stop the case if one cannot be.
+    fn start_instances(
+        &self,
+        case: &Case,
+        case_dir: &Path,
+        instances: &mut [Instance],
+        host: &mut HostMeter,
+    ) -> Option<StopReason> {
+        let procs = host.cgroup().map(|c| c.procs_path().clone());
+        let visible = self.access.visible.as_deref();
+        let mut stop = None;
+        for instance in instances.iter_mut() {
+            if let Err(message) = instance.start(case, case_dir, procs.as_ref(), visible) {
+                stop = Some(StopReason::LaunchFailed { message });
+                break;
+            }
+        }
+        distrust_cgroup_if_not_joined(instances, host);
+        stop
+    }
+}
+
+/// Each soak run's peak (instance 0's runs), for leak detection, kept for
+/// GPU memory (without tainted device deltas: a neighbour's growth is no
+/// leak of the case's) and host memory apart; the GPU series is the one
+/// used when the case holds any GPU memory of its own.
+#[derive(Default)]
+struct SoakPeaks {
+    gpu_run: u64,
+    host_run: u64,
+    gpu: Vec<u64>,
+    host: Vec<u64>,
+}
+
+impl SoakPeaks {
+    fn sample(&mut self, gpu: Option<u64>, host: Option<u64>) {
+        self.gpu_run = self.gpu_run.max(gpu.unwrap_or(0));
+        self.host_run = self.host_run.max(host.unwrap_or(0));
+    }
+
+    /// The run in progress ended.
+    fn next_run(&mut self) {
+        self.gpu.push(std::mem::take(&mut self.gpu_run));
+        self.host.push(std::mem::take(&mut self.host_run));
+    }
+
+    fn series(self) -> Vec<u64> {
+        if self.gpu.iter().any(|peak| *peak > 0) {
+            self.gpu
+        } else {
+            self.host
+        }
+    }
+}
+
+/// The high-water marks the instances' supervisors reported, as floors of
+/// the host peak (recording one again changes nothing).
+fn record_instances_rusage(instances: &[Instance], host: &mut HostMeter, at: Duration) {
+    for bytes in instances.iter().filter_map(|i| i.maxrss_bytes) {
+        host.record_rusage(bytes, at);
+    }
+}
+
+/// A cgroup some instance could not join holds part of the case at most:
+/// its figures would be too low, so the case is measured from /proc.
+fn distrust_cgroup_if_not_joined(instances: &[Instance], host: &mut HostMeter) {
+    if host.cgroup().is_none() {
+        return;
+    }
+    if let Some((name, errno)) = instances
+        .iter()
+        .find_map(|i| i.cgroup_error.map(|e| (i.name(), e)))
+    {
+        host.distrust_cgroup(format!(
+            "{name} could not join its memory cgroup ({}); measured from /proc",
+            std::io::Error::from_raw_os_error(errno)
+        ));
+    }
+}
+
+impl CaseRunner<'_, '_> {
+    /// Collect exits; relaunch soak runs; a failed instance stops the case.
+    /// A soak marker that cannot be added to a log is a fault; the case goes
+    /// on.
+    fn collect_exits(
+        &self,
+        case: &Case,
+        case_dir: &Path,
+        instances: &mut [Instance],
+        host: &mut HostMeter,
+        start: Instant,
+        soak_until: Option<Instant>,
+    ) -> Option<StopReason> {
+        let visible = self.access.visible.as_deref();
+        let mut marker_fault = None;
+        let procs = host.cgroup().map(|c| c.procs_path().clone());
+        for instance in instances.iter_mut() {
+            let Some(exit) = instance.poll() else {
+                continue;
+            };
+            if let Some(bytes) = instance.maxrss_bytes {
+                host.record_rusage(bytes, start.elapsed());
+            }
+            if !exit.success() {
+                return Some(StopReason::InstanceFailed {
+                    index: instance.index,
+                });
+            }
+            if soak_until.is_some_and(|until| Instant::now() < until) {
+                let marker = format!(
+                    "\n[oomgate] soak: run {} of instance {} starts at +{}\n",
+                    instance.runs + 1,
+                    instance.index,
+                    format_duration(start.elapsed())
+                );
+                for path in [&instance.logs.stdout, &instance.logs.stderr] {
+                    if let Err(fault) = append(path, &marker) {
+                        marker_fault.get_or_insert(fault);
+                    }
+                }
+                if let Some(fault) = marker_fault.take() {
+                    self.record_fault(fault);
+                }
+                if let Err(message) = instance.start(case, case_dir, procs.as_ref(), visible) {
+                    return Some(StopReason::LaunchFailed { message });
+                }
+            }
+        }
+        distrust_cgroup_if_not_joined(instances, host);
+        None
+    }
+}
+
+/// Sleep until `until`, or until an instance's supervisor reports (an exit),
+/// or a signal arrives — whichever comes first.
+fn wait_for_exit_until<'i>(instances: impl Iterator<Item = &'i Instance>, until: Instant) {
+    let left = until.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return;
+    }
+    let mut fds: Vec<libc::pollfd> = instances
+        .flat_map(Instance::report_fds)
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // Rounded up: a zero timeout would spin until the tick.
+    let millis = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+    // SAFETY: poll reads and writes the pollfd array it is given, of the
+    // length given. A signal (Ctrl-C) ends the wait early with EINTR.
+    unsafe {
+        libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, millis);
+    }
+}
