@@ -327,6 +327,10 @@ pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
 
+/// Longest `timeout` and `duration` accepted: a month. Beyond that it is a
+/// typo, and the deadline arithmetic must stay far from overflow.
+const MAX_CASE_TIME: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// Variables oomgate sets for every instance; a suite may not set them.
 pub const RESERVED_ENV: [&str; 7] = [
     "OOMGATE_CASE",

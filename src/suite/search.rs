@@ -4,9 +4,9 @@
 use indexmap::IndexMap;
 use toml::Spanned;
 
+use super::MAX_CASE_TIME;
 use super::checker::Checker;
 use super::template::is_identifier;
-use super::validate::MAX_CASE_TIME;
 
 /// Most probes a search may be given.
 const MAX_PROBES: i64 = 1000;

@@ -19,8 +19,8 @@ use super::server::{self, PORT};
 use super::template::{expand_matrix, folder_name, is_identifier, placeholders, substitute};
 use super::{
     Budget, Case, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT, Diagnostic,
-    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, MAX_CASES, RESERVED_ENV,
-    Suite, Templates, Tolerances,
+    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, MAX_CASE_TIME, MAX_CASES,
+    RESERVED_ENV, Suite, Templates, Tolerances,
 };
 
 const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
@@ -642,9 +642,6 @@ struct Limits {
 /// Most GPUs a case may ask for: more than any machine has.
 const MAX_CASE_GPUS: u32 = 64;
 
-/// Longest `timeout` and `duration` accepted: a month. Beyond that it is a
-/// typo, and the deadline arithmetic must stay far from overflow.
-pub(super) const MAX_CASE_TIME: Duration = Duration::from_secs(30 * 24 * 3600);
 const MAX_KILL_GRACE: Duration = Duration::from_secs(3600);
 
 fn limits(
