@@ -49,6 +49,11 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     );
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(junit.contains("largest batch that fits: 296"), "{junit}");
+    let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary");
+    assert!(
+        summary.contains("**fits**: largest batch that fits: 296"),
+        "{summary}"
+    );
 
     let html = std::fs::read_to_string(project.out().join("report.html")).expect("html");
     assert!(

@@ -121,6 +121,12 @@ fn a_server_under_load_is_measured_apart_from_its_client() {
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(junit.contains("server: ready after"), "{junit}");
     assert!(junit.contains("load client: host peak"), "{junit}");
+    let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary");
+    assert!(
+        summary.contains("### Servers under load")
+            && summary.contains("**serve**: server: ready after"),
+        "{summary}"
+    );
     assert_none_alive(&project.path().join("pids.txt"));
 }
 

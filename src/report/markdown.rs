@@ -185,6 +185,41 @@ pub fn render(results: &RunResults) -> String {
     if !spreads.is_empty() {
         let _ = writeln!(out, "\n### Repeats\n\n{}", spreads.join("\n"));
     }
+    let capacities: Vec<String> = results
+        .cases
+        .iter()
+        .filter_map(|c| {
+            let capacity = c.capacity.as_ref()?;
+            Some(format!(
+                "- **{}**: {}",
+                cell(&c.id),
+                cell(&capacity.describe())
+            ))
+        })
+        .collect();
+    if !capacities.is_empty() {
+        let _ = writeln!(out, "\n### Capacity\n\n{}", capacities.join("\n"));
+    }
+    let servers: Vec<String> = results
+        .cases
+        .iter()
+        .filter_map(|c| {
+            let server = c.server.as_ref()?;
+            let client = c.client.as_ref().map(|c| format!("; {}", c.describe()));
+            Some(format!(
+                "- **{}**: {}",
+                cell(&c.id),
+                cell(&format!(
+                    "{}{}",
+                    server.describe(),
+                    client.unwrap_or_default()
+                ))
+            ))
+        })
+        .collect();
+    if !servers.is_empty() {
+        let _ = writeln!(out, "\n### Servers under load\n\n{}", servers.join("\n"));
+    }
     let failures: Vec<&CaseResult> = results
         .cases
         .iter()
