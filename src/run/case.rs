@@ -1,6 +1,7 @@
 //! One run of a case, in three stages: a preflight (the GPUs the case sees
-//! and who else is on them, its memory cgroup, its server's side), a
-//! sampling loop (`watch`) that launches the instances and watches them
+//! and who else is on them, its memory cgroup), a sampling loop (`watch`,
+//! which starts with a server's side, `server_side`, when the case has
+//! one) that launches the instances and watches them
 //! until they are done and returns a [`CaseOutcome`] — plain facts, no
 //! verdict — and the assembly of the result (`assemble`).
 //!

@@ -6,10 +6,12 @@
 //! The loop samples every `sample_interval` and, between ticks, waits on
 //! the supervisors' report pipes (see `supervise`), so an exit is noticed
 //! the moment it happens rather than at the next tick: a 50 ms workload at
-//! a 2 s interval takes about 50 ms. Its state lives in a [`Watch`], and
-//! each turn is a [`CaseRunner::step`]: a tick when one is due (samples,
-//! budgets), a look at the server, then the instances' exits, soak
-//! relaunches, the timeout and Ctrl-C.
+//! a 2 s interval takes about 50 ms. Its state lives in a [`Watch`]; the
+//! work is done by `CaseRunner` methods that take it (`launch`, `step`,
+//! `tick`, `finish`), since they need the runner's scanner and shared
+//! state too. Each turn is a [`CaseRunner::step`]: a tick when one is due
+//! (samples, budgets), a look at the server, then the instances' exits,
+//! soak relaunches, the timeout and Ctrl-C.
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -48,16 +50,23 @@ struct Watch<'c, 'g> {
     sample_errors: u64,
     /// Exited children of oomgate found by this tick's scan (reused).
     zombies: Vec<i32>,
+    /// When the case started (its server, beside one).
     start: Instant,
+    /// When its `timeout` runs out.
     deadline: Instant,
+    /// Instances that exit 0 before this are launched again (a soak);
+    /// `None` without `duration`. Beside a server it counts from the
+    /// moment the server was ready.
     soak_until: Option<Instant>,
+    /// When the next sample is due.
     next_tick: Instant,
     foreign: Vec<ForeignProcess>,
     cuda_visible_devices: Option<String>,
 }
 
 /// When a soak of `soak` that starts `from` ends. Durations are bounded
-/// by validation; the fallback only guards the arithmetic.
+/// by validation; should the sum overflow all the same, the soak ends at
+/// `fallback` (the deadline, which ends relaunching anyway).
 fn soak_end(soak: Option<Duration>, from: Instant, fallback: Instant) -> Option<Instant> {
     soak.map(|soak| from.checked_add(soak).unwrap_or(fallback))
 }
@@ -110,10 +119,12 @@ impl CaseRunner<'_, '_> {
         self.finish(watch, stop)
     }
 
-    /// Start the case: its server (its instances then wait for it to be
-    /// ready), else its instances. The reason it cannot run, if so.
+    /// Start the case and build its `Watch`. Beside a server: pick its
+    /// port, hand it the case's meters (the instances get new ones) and
+    /// launch it; `step` starts the instances once it is ready. Without
+    /// one: launch the instances. The reason the case cannot run, if so.
     fn launch<'c, 'g>(
-        &mut self,
+        &self,
         case: &'c Case,
         case_dir: &'c Path,
         preflight: Preflight<'g>,
@@ -180,7 +191,7 @@ impl CaseRunner<'_, '_> {
         let deadline = start
             .checked_add(case.timeout)
             .unwrap_or_else(|| start + Duration::from_secs(365 * 24 * 3600));
-        let mut watch = Watch {
+        let watch = Watch {
             case,
             case_dir,
             launched,
@@ -195,12 +206,11 @@ impl CaseRunner<'_, '_> {
             zombies: Vec::new(),
             start,
             deadline,
-            soak_until: None,
+            soak_until: soak_end(case.soak, start, deadline),
             next_tick: start,
             foreign,
             cuda_visible_devices,
         };
-        watch.soak_until = soak_end(case.soak, start, deadline);
         (watch, stop)
     }
 
