@@ -1,13 +1,13 @@
 //! One run of a case, in three stages: a preflight (the GPUs the case sees
-//! and who else is on them, its memory cgroup), a sampling loop (`watch`,
-//! which starts with a server's side, `server_side`, when the case has
-//! one) that launches the instances and watches them
-//! until they are done and returns a [`CaseOutcome`] — plain facts, no
-//! verdict — and the assembly of the result (`assemble`).
+//! and who else is on them, its memory cgroup); a sampling loop (`watch`,
+//! which first sets up the case's server, `server_side`, when it has one)
+//! that launches the instances, watches them until they are done and
+//! returns a [`CaseOutcome`] — plain facts, no verdict; and the assembly of
+//! the result (`assemble`).
 //!
-//! One thread decides everything about a case,
-//! so "exited" and "over budget" cannot race: the case's own
-//! [`CaseRunner`], which tells the main thread what it sees through
+//! One thread decides everything about a case, so "exited" and "over
+//! budget" cannot race: the case's own [`CaseRunner`], which tells the main
+//! thread what it sees through
 //! [`Note`]s. When cases run at once, each one's /proc scans are limited to
 //! its own supervisors' descendants (`Scanner::limit_to`), so its figures,
 //! its signals and its reaping never reach another case's processes.
