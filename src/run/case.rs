@@ -7,10 +7,10 @@
 //!
 //! One thread decides everything about a case, so "exited" and "over
 //! budget" cannot race: the case's own [`CaseRunner`], which tells the main
-//! thread what it sees through
-//! [`Note`]s. When cases run at once, each one's /proc scans are limited to
-//! its own supervisors' descendants (`Scanner::limit_to`), so its figures,
-//! its signals and its reaping never reach another case's processes.
+//! thread what it sees through [`Note`]s. When cases run at once, each
+//! one's /proc scans are limited to its own supervisors' descendants
+//! (`Scanner::limit_to`), so its figures, its signals and its reaping never
+//! reach another case's processes.
 
 use std::io::Write;
 use std::path::Path;
