@@ -140,11 +140,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         repeat: u32,
     ) -> (String, CaseOutcome) {
         let started_at = super::now_rfc3339();
-        // The scanner comes from the last case, scope and all: this case
-        // sets its own (a scope of the last case's supervisors would make
-        // every scan of this one empty).
         self.scoped = self.shared.parallel || case.server.is_some();
-        self.scanner.limit_to(None);
         if repeat > 0 {
             let marker = format!(
                 "\n[oomgate] repeat {} of {} starts\n",
@@ -270,12 +266,14 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
 }
 
 impl CaseRunner<'_, '_> {
-    /// When cases run at once, limit the scans to this case's processes:
-    /// its instances' supervisors and their descendants.
+    /// Set the scans' scope for what comes next: when the case's parts
+    /// must be kept apart (cases at once, a server and its client), these
+    /// supervisors and their descendants; otherwise every descendant of
+    /// oomgate. Set at every call, never left over: the scanner goes from
+    /// case to case, and a scope of an earlier case's supervisors would
+    /// make every scan of this one empty.
     pub(super) fn limit_scan(&mut self, supervisors: &[i32]) {
-        if self.scoped {
-            self.scanner.limit_to(Some(supervisors));
-        }
+        self.scanner.limit_to(self.scoped.then_some(supervisors));
     }
 }
 
