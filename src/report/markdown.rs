@@ -177,49 +177,17 @@ pub fn render(results: &RunResults) -> String {
             changed.join("\n")
         );
     }
-    let spreads: Vec<String> = results
-        .cases
-        .iter()
-        .filter_map(|c| super::repeat_spread(c).map(|s| format!("- **{}**: {s}", cell(&c.id))))
-        .collect();
-    if !spreads.is_empty() {
-        let _ = writeln!(out, "\n### Repeats\n\n{}", spreads.join("\n"));
-    }
-    let capacities: Vec<String> = results
-        .cases
-        .iter()
-        .filter_map(|c| {
-            let capacity = c.capacity.as_ref()?;
-            Some(format!(
-                "- **{}**: {}",
-                cell(&c.id),
-                cell(&capacity.describe())
-            ))
+    case_section(&mut out, results, "Repeats", super::repeat_spread);
+    case_section(&mut out, results, "Capacity", |c| {
+        c.capacity.as_ref().map(|capacity| capacity.describe())
+    });
+    case_section(&mut out, results, "Servers under load", |c| {
+        let server = c.server.as_ref()?.describe();
+        Some(match &c.client {
+            Some(client) => format!("{server}; {}", client.describe()),
+            None => server,
         })
-        .collect();
-    if !capacities.is_empty() {
-        let _ = writeln!(out, "\n### Capacity\n\n{}", capacities.join("\n"));
-    }
-    let servers: Vec<String> = results
-        .cases
-        .iter()
-        .filter_map(|c| {
-            let server = c.server.as_ref()?;
-            let client = c.client.as_ref().map(|c| format!("; {}", c.describe()));
-            Some(format!(
-                "- **{}**: {}",
-                cell(&c.id),
-                cell(&format!(
-                    "{}{}",
-                    server.describe(),
-                    client.unwrap_or_default()
-                ))
-            ))
-        })
-        .collect();
-    if !servers.is_empty() {
-        let _ = writeln!(out, "\n### Servers under load\n\n{}", servers.join("\n"));
-    }
+    });
     let failures: Vec<&CaseResult> = results
         .cases
         .iter()
@@ -245,6 +213,24 @@ pub fn render(results: &RunResults) -> String {
         }
     }
     out
+}
+
+/// A section of one line per case that has something to say:
+/// `- **id**: line`; no section when none has.
+fn case_section(
+    out: &mut String,
+    results: &RunResults,
+    title: &str,
+    line: impl Fn(&CaseResult) -> Option<String>,
+) {
+    let lines: Vec<String> = results
+        .cases
+        .iter()
+        .filter_map(|c| Some(format!("- **{}**: {}", cell(&c.id), cell(&line(c)?))))
+        .collect();
+    if !lines.is_empty() {
+        let _ = writeln!(out, "\n### {title}\n\n{}", lines.join("\n"));
+    }
 }
 
 /// A merged run's parts, and where their environments differ.
