@@ -317,19 +317,7 @@ impl CaseRunner<'_, '_> {
         );
         // Orphans re-parented to oomgate are reaped as they exit (a long
         // soak must not pile up zombies), their high-water marks kept.
-        // Supervisors are collected by their instance.
-        let server_groups: Vec<i32> = watch
-            .server
-            .iter()
-            .flat_map(|s| s.instance.supervisors())
-            .collect();
-        let maxrss = process::reap(
-            watch
-                .zombies
-                .iter()
-                .copied()
-                .filter(|p| !groups.contains(p) && !server_groups.contains(p)),
-        );
+        let maxrss = process::reap(watch.zombies.iter().copied());
         // An orphan reaped here is of the instances' tree or the server's;
         // its high-water mark is a floor of the case's own figure, which is
         // the server's beside a client.
@@ -481,8 +469,9 @@ impl CaseRunner<'_, '_> {
     }
 
     /// One tick: scan the tree once, let every meter read it. `zombies`
-    /// receives the exited children of oomgate waiting to be reaped;
-    /// `supervisors` are left out of the host figures.
+    /// receives the exited children of oomgate waiting to be reaped, but
+    /// supervisors (each collected by its instance); `supervisors` are
+    /// left out of the host figures.
     ///
     /// With a server, the scan covers the server's supervisor and the
     /// instances' (`supervisors`), and is split between them: the
@@ -516,7 +505,7 @@ impl CaseRunner<'_, '_> {
         zombies.extend(
             tree.members()
                 .iter()
-                .filter(|p| p.ppid == me && p.is_zombie())
+                .filter(|p| p.ppid == me && p.is_zombie() && !scope.contains(&p.pid))
                 .map(|p| p.pid),
         );
         let mut measure = |tree: &ProcessTree,
