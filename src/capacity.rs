@@ -55,7 +55,8 @@ pub struct SearchSpec {
 }
 
 /// `capacity_tolerance`: a count of steps, or a share of the locked value.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Tolerance {
     Steps(u64),
     Share(f64),
@@ -72,12 +73,31 @@ impl Default for Tolerance {
 impl SearchSpec {
     /// The smallest capacity that is no regression from `locked`.
     pub fn least_accepted(&self, locked: u64) -> u64 {
-        let allowed = match self.tolerance {
-            Tolerance::Steps(steps) => steps.saturating_mul(self.step),
+        self.tolerance.least_accepted(locked, self.step)
+    }
+}
+
+impl Tolerance {
+    /// The smallest capacity that is no regression from `locked`, for a
+    /// search of `step`.
+    pub fn least_accepted(self, locked: u64, step: u64) -> u64 {
+        let allowed = match self {
+            Tolerance::Steps(steps) => steps.saturating_mul(step),
             // Rounded down: a share never forgives more than it says.
             Tolerance::Share(share) => (locked as f64 * share).floor() as u64,
         };
         locked.saturating_sub(allowed)
+    }
+}
+
+impl std::fmt::Display for Tolerance {
+    /// `0 steps`, `2 steps`, `5%`: as a suite writes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tolerance::Steps(1) => f.write_str("1 step"),
+            Tolerance::Steps(steps) => write!(f, "{steps} steps"),
+            Tolerance::Share(share) => write!(f, "{}%", crate::units::format_figure(share * 100.0)),
+        }
     }
 }
 

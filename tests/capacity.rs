@@ -85,7 +85,7 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     assert!(
         run.case("fits")["checks"]
             .to_string()
-            .contains("296 -> 288 (within capacity_tolerance)"),
+            .contains("capacity batch 296 → 288, within capacity_tolerance 1 step"),
         "{:#}",
         run.case("fits")
     );
@@ -97,18 +97,43 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     let case = run.case("fits");
     assert_eq!(case["capacity"]["value"], 248);
     assert!(
-        case["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("largest batch that fits: 296 -> 248"),
+        case["message"].as_str().unwrap_or_default().contains(
+            "capacity regressed: batch 296 → 248 (capacity_tolerance 0 steps accepts 296 and up)"
+        ),
         "{case:#}"
     );
+    // Regression: a shrink was `baseline` (a missing baseline's word), its
+    // DELTA `+0.0%`, its phrase said three times, its TIME one probe's.
+    assert_eq!(case["failure_kind"], "regression", "{case:#}");
+    assert!(
+        run.stderr.contains("296 → 248 regressed"),
+        "the table shows the capacity's move: {}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr.matches("largest batch that fits").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    let probes_s: f64 = case["capacity"]["probes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["wall_time_s"].as_f64())
+        .sum();
+    assert!(
+        (case["wall_time_s"].as_f64().unwrap_or_default() - probes_s).abs() < 1e-6,
+        "the case's time is the search's: {case:#}"
+    );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains("type=\"regression\""), "{junit}");
     // Accepted on purpose: the lock takes the new capacity and says which.
     let lock = project.lock_from_results();
     lock.assert_code(0);
     let said = lock.stderr;
     assert!(
-        said.contains("fits: largest batch that fits: 296 -> 248"),
+        said.contains("fits: capacity regressed: batch 296 → 248"),
         "{said}"
     );
     let locked = std::fs::read_to_string(project.lock_path()).expect("lock file");
@@ -175,6 +200,7 @@ fn when_the_capacity_grows_the_larger_peaks_are_not_called_a_regression() {
     run.assert_code(0);
     let case = run.case("grows");
     let checks = case["checks"].to_string();
-    assert!(checks.contains("(grew; re-lock to keep it)"), "{case:#}");
+    assert!(checks.contains("capacity grew: batch"), "{case:#}");
+    assert!(checks.contains("re-lock to keep it"), "{case:#}");
     assert!(checks.contains("not gated: the capacity moved"), "{case:#}");
 }

@@ -25,10 +25,99 @@ pub enum Outcome {
     Skipped,
 }
 
+/// A figure compared with its baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Figure {
+    /// The gated host peak.
+    Host,
+    /// The GPU peak over the case's devices.
+    Gpu,
+    /// The allocator's peak the workload's probe reported.
+    Allocated,
+}
+
+impl Figure {
+    pub const ALL: [Figure; 3] = [Figure::Host, Figure::Gpu, Figure::Allocated];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Figure::Host => "host",
+            Figure::Gpu => "gpu",
+            Figure::Allocated => "allocated",
+        }
+    }
+}
+
+impl std::fmt::Display for Figure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name that is no compared figure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a compared figure (host, gpu, allocated)")]
+pub struct UnknownFigure(String);
+
+impl std::str::FromStr for Figure {
+    type Err = UnknownFigure;
+
+    fn from_str(name: &str) -> Result<Self, UnknownFigure> {
+        Figure::ALL
+            .into_iter()
+            .find(|f| f.as_str() == name)
+            .ok_or_else(|| UnknownFigure(name.to_string()))
+    }
+}
+
+/// The tolerance a figure was compared with its baseline under:
+/// `new > base × (1 + relative) + absolute` is a regression.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AppliedTolerance {
+    pub relative: f64,
+    pub absolute_bytes: u64,
+}
+
+impl From<Tolerance> for AppliedTolerance {
+    fn from(tolerance: Tolerance) -> Self {
+        AppliedTolerance {
+            relative: tolerance.relative,
+            absolute_bytes: tolerance.absolute.get(),
+        }
+    }
+}
+
+impl From<AppliedTolerance> for Tolerance {
+    fn from(tolerance: AppliedTolerance) -> Self {
+        Tolerance {
+            relative: tolerance.relative,
+            absolute: Bytes(tolerance.absolute_bytes),
+        }
+    }
+}
+
+/// Why a figure was not compared with its baseline, or not gated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NotCompared {
+    /// The host figure was locked as measured by another method.
+    HostMethod { locked: String, now: String },
+    /// The GPU models differ from the baseline's.
+    GpuModels,
+    /// A device delta taken beside another process.
+    Tainted,
+    /// The capacity moved, so the peaks are of another workload size.
+    CapacityMoved {
+        param: String,
+        locked: u64,
+        value: u64,
+    },
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FigureComparison {
-    /// `host` or `gpu`.
-    pub figure: String,
+    pub figure: Figure,
     pub outcome: Outcome,
     pub new_bytes: Option<u64>,
     pub baseline_bytes: Option<u64>,
@@ -38,7 +127,24 @@ pub struct FigureComparison {
     pub delta_ratio: Option<f64>,
     /// Largest value that is not a regression.
     pub limit_bytes: Option<u64>,
+    /// The tolerance applied; `None` when nothing was compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<AppliedTolerance>,
+    /// Why it was not compared (`outcome` `skipped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_compared: Option<NotCompared>,
+    /// The comparison in words, as its check words it (`report::words`).
+    #[serde(default)]
     pub message: String,
+}
+
+impl FigureComparison {
+    /// This figure, not compared for `why`.
+    pub fn not_compared(mut self, why: NotCompared) -> Self {
+        self.outcome = Outcome::Skipped;
+        self.not_compared = Some(why);
+        self
+    }
 }
 
 /// `5% + 64.0 MiB`
@@ -96,32 +202,32 @@ pub fn lower_limit(base: u64, tolerance: Tolerance) -> u64 {
     u64::try_from(u128::from(base).saturating_sub(margin)).unwrap_or(0)
 }
 
-/// Compare one figure (`what`: `host` or `gpu`) with its baseline.
+/// Compare one figure with its baseline.
 pub fn compare(
-    what: &str,
+    figure: Figure,
     new: Option<u64>,
     base: Option<u64>,
     tolerance: Tolerance,
 ) -> FigureComparison {
     let mut result = FigureComparison {
-        figure: what.to_string(),
+        figure,
         outcome: Outcome::Within,
         new_bytes: new,
         baseline_bytes: base,
         delta_bytes: None,
         delta_ratio: None,
         limit_bytes: None,
+        tolerance: None,
+        not_compared: None,
         message: String::new(),
     };
     let (new, base) = match (new, base) {
         (_, None) => {
             result.outcome = Outcome::NoBaseline;
-            result.message = format!("{what} peak: no baseline");
             return result;
         }
-        (None, Some(base)) => {
+        (None, Some(_)) => {
             result.outcome = Outcome::Unknown;
-            result.message = format!("{what} peak unknown this run (baseline {})", Bytes(base));
             return result;
         }
         (Some(new), Some(base)) => (new, base),
@@ -131,32 +237,14 @@ pub fn compare(
     result.delta_ratio = (base > 0).then(|| delta as f64 / base as f64);
     let limit = upper_limit(base, tolerance);
     result.limit_bytes = Some(limit);
-    let change = match result.delta_ratio {
-        Some(ratio) => signed_percent(ratio),
-        None => format!("+{} from zero", Bytes(new)),
-    };
-    let tolerance_text = describe_tolerance(tolerance);
-    if new > limit {
-        result.outcome = Outcome::Regressed;
-        result.message = format!(
-            "{what} peak {} > baseline {} ({change}, tolerance {tolerance_text})",
-            Bytes(new),
-            Bytes(base)
-        );
+    result.tolerance = Some(tolerance.into());
+    result.outcome = if new > limit {
+        Outcome::Regressed
     } else if new < lower_limit(base, tolerance) {
-        result.outcome = Outcome::Improved;
-        result.message = format!(
-            "{what} peak {} < baseline {} ({change}, beyond tolerance {tolerance_text}): re-lock to tighten the gate",
-            Bytes(new),
-            Bytes(base)
-        );
+        Outcome::Improved
     } else {
-        result.message = format!(
-            "{what} peak {} vs baseline {} ({change}, within {tolerance_text})",
-            Bytes(new),
-            Bytes(base)
-        );
-    }
+        Outcome::Within
+    };
     result
 }
 
@@ -198,7 +286,7 @@ mod tests {
             (Some(u64::MAX), Some(u64::MAX), Outcome::Within),
         ];
         for (new, old, expected) in table {
-            let result = compare("gpu", *new, *old, t);
+            let result = compare(Figure::Gpu, *new, *old, t);
             assert_eq!(
                 result.outcome, *expected,
                 "{new:?} vs {old:?}: {}",
@@ -218,11 +306,11 @@ mod tests {
                 let limit = base + base * percent / 100 + 64 * MIB;
                 assert_eq!(upper_limit(base, t), limit, "{percent}% of {base_mib} MiB");
                 assert_eq!(
-                    compare("gpu", Some(limit), Some(base), t).outcome,
+                    compare(Figure::Gpu, Some(limit), Some(base), t).outcome,
                     Outcome::Within
                 );
                 assert_eq!(
-                    compare("gpu", Some(limit + 1), Some(base), t).outcome,
+                    compare(Figure::Gpu, Some(limit + 1), Some(base), t).outcome,
                     Outcome::Regressed
                 );
             }
@@ -233,51 +321,16 @@ mod tests {
     fn zero_tolerance_is_exact() {
         let t = tolerance(0.0, 0);
         assert_eq!(
-            compare("host", Some(100), Some(100), t).outcome,
+            compare(Figure::Host, Some(100), Some(100), t).outcome,
             Outcome::Within
         );
         assert_eq!(
-            compare("host", Some(101), Some(100), t).outcome,
+            compare(Figure::Host, Some(101), Some(100), t).outcome,
             Outcome::Regressed
         );
         assert_eq!(
-            compare("host", Some(99), Some(100), t).outcome,
+            compare(Figure::Host, Some(99), Some(100), t).outcome,
             Outcome::Improved
-        );
-    }
-
-    #[test]
-    fn messages_carry_figure_baseline_delta_and_tolerance() {
-        let gib = 1024 * MIB;
-        let result = compare(
-            "gpu",
-            Some(41 * gib + gib / 5),
-            Some(38 * gib),
-            tolerance(0.05, 64),
-        );
-        assert_eq!(result.outcome, Outcome::Regressed);
-        assert_eq!(
-            result.message,
-            "gpu peak 41.2 GiB > baseline 38.0 GiB (+8.4%, tolerance 5% + 64.0 MiB)"
-        );
-        assert_eq!(result.delta_bytes, Some((3 * gib + gib / 5) as i64));
-        let improved = compare(
-            "host",
-            Some(500 * MIB),
-            Some(1000 * MIB),
-            tolerance(0.1, 64),
-        );
-        assert!(improved.message.contains("-50.0%"), "{}", improved.message);
-        assert!(
-            improved.message.contains("re-lock to tighten the gate"),
-            "{}",
-            improved.message
-        );
-        let from_zero = compare("gpu", Some(100 * MIB), Some(0), tolerance(0.05, 64));
-        assert!(
-            from_zero.message.contains("from zero"),
-            "{}",
-            from_zero.message
         );
     }
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use compare::{FigureComparison, Outcome};
+pub use compare::{AppliedTolerance, Figure, FigureComparison, NotCompared, Outcome};
 pub use drift::Drift;
 
 use crate::environment::Environment;
@@ -94,6 +94,31 @@ pub struct LockedCase {
     /// The allocator's peak the workload's probe reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_peak_allocated_bytes: Option<u64>,
+}
+
+#[cfg(test)]
+impl LockedCase {
+    /// A locked case with no figure and an empty definition, for tests.
+    pub(crate) fn empty() -> Self {
+        LockedCase {
+            host_peak_bytes: None,
+            host_peak: None,
+            host_peak_method: None,
+            gpu_peak_bytes: None,
+            gpu_peak: None,
+            gpu_peak_method: None,
+            capacity: None,
+            capacity_of: None,
+            wall_time_s: 0.0,
+            definition_hash: String::new(),
+            command: Vec::new(),
+            server: None,
+            params: BTreeMap::new(),
+            env: BTreeMap::new(),
+            allocator_env: BTreeMap::new(),
+            probe_peak_allocated_bytes: None,
+        }
+    }
 }
 
 /// A server case's server as the lock records it (`[cases.<id>.server]`).
@@ -330,8 +355,8 @@ pub fn compare_case(
     tolerance: Tolerances,
     compare_gpu: bool,
 ) -> CaseComparison {
-    let mut host_comparison = compare::compare(
-        "host",
+    let mut host = compare::compare(
+        Figure::Host,
         now.host,
         locked.and_then(|l| l.host_peak_bytes),
         tolerance.host,
@@ -341,32 +366,27 @@ pub fn compare_case(
         .map(LockedCase::host_method)
         .filter(|m| !m.comparable_with(now.host_method))
     {
-        host_comparison.outcome = Outcome::Skipped;
-        host_comparison.message = format!(
-            "host peak not comparable: locked as measured by {locked_method}, measured by {} now; re-lock (oomgate lock) to gate it again",
-            now.host_method
-        );
+        host = host.not_compared(NotCompared::HostMethod {
+            locked: locked_method.to_string(),
+            now: now.host_method.to_string(),
+        });
     }
-    let mut gpu_comparison = compare::compare(
-        "gpu",
+    let mut gpu = compare::compare(
+        Figure::Gpu,
         now.gpu,
         locked.and_then(|l| l.gpu_peak_bytes),
         tolerance.gpu,
     );
     if !compare_gpu && locked.is_some_and(|l| l.gpu_peak_bytes.is_some()) {
-        gpu_comparison.outcome = Outcome::Skipped;
-        gpu_comparison.message =
-            "gpu peak not compared: the GPU models differ from the baseline's (use --compare-across-gpus to compare anyway)"
-                .to_string();
+        gpu = gpu.not_compared(NotCompared::GpuModels);
     } else if now.gpu_tainted && locked.is_some_and(|l| l.gpu_peak_bytes.is_some()) {
         // A neighbour's memory may be in it: neither a regression nor an
         // improvement can be told.
-        gpu_comparison.outcome = Outcome::Skipped;
-        gpu_comparison.message = "gpu peak not compared: it is a device delta taken while another process was on the GPU, whose memory may be in it".to_string();
+        gpu = gpu.not_compared(NotCompared::Tainted);
     }
     // Allocator figures are as stable as GPU figures, so GPU tolerance.
     let allocated = compare::compare(
-        "allocated",
+        Figure::Allocated,
         now.allocated,
         locked.and_then(|l| l.probe_peak_allocated_bytes),
         tolerance.gpu,
@@ -376,8 +396,8 @@ pub fn compare_case(
         .unwrap_or_default();
     CaseComparison {
         locked: locked.is_some(),
-        host: host_comparison,
-        gpu: gpu_comparison,
+        host,
+        gpu,
         allocated,
         changes,
     }
@@ -631,7 +651,7 @@ mod tests {
             Tolerances::default(),
             true,
         );
-        assert_eq!(same.host.outcome, Outcome::Within, "{}", same.host.message);
+        assert_eq!(same.host.outcome, Outcome::Within);
         let other = compare_case(
             Some(&locked),
             now(HostMethod::ProcfsPss),
@@ -639,15 +659,12 @@ mod tests {
             true,
         );
         assert_eq!(other.host.outcome, Outcome::Skipped);
-        assert!(
-            other.host.message.contains("cgroup-v1"),
-            "{}",
-            other.host.message
-        );
-        assert!(
-            other.host.message.contains("re-lock"),
-            "{}",
-            other.host.message
+        assert_eq!(
+            other.host.not_compared,
+            Some(NotCompared::HostMethod {
+                locked: "cgroup-v1".into(),
+                now: "procfs-pss".into()
+            })
         );
         // A lock from before methods were recorded measured RSS sums.
         let mut legacy = locked;
@@ -660,9 +677,9 @@ mod tests {
         );
         assert_eq!(old.host.outcome, Outcome::Skipped);
         assert!(
-            old.host.message.contains("procfs-rss"),
-            "{}",
-            old.host.message
+            matches!(&old.host.not_compared, Some(NotCompared::HostMethod { locked, .. }) if locked == "procfs-rss"),
+            "{:?}",
+            old.host.not_compared
         );
     }
 
@@ -690,11 +707,7 @@ mod tests {
         assert_eq!(clean.gpu.outcome, Outcome::Regressed);
         let tainted = compare_case(Some(&locked), now(true), Tolerances::default(), true);
         assert_eq!(tainted.gpu.outcome, Outcome::Skipped);
-        assert!(
-            tainted.gpu.message.contains("another process"),
-            "{}",
-            tainted.gpu.message
-        );
+        assert_eq!(tainted.gpu.not_compared, Some(NotCompared::Tainted));
     }
 
     #[test]

@@ -100,7 +100,7 @@ pub fn render_diff(before: &Lock, after: &Lock, tolerance: Tolerances) -> (Strin
     let figure = |bytes: Option<u64>| bytes.map_or("-".to_string(), |b| Bytes(b).to_string());
     for id in ids {
         let (a, b) = (before.cases.get(id), after.cases.get(id));
-        let verdict = |what: &str, old: Option<u64>, new: Option<u64>, t| {
+        let verdict = |what: baseline::Figure, old: Option<u64>, new: Option<u64>, t| {
             if a.is_none() {
                 return "new case".to_string();
             }
@@ -130,7 +130,7 @@ pub fn render_diff(before: &Lock, after: &Lock, tolerance: Tolerances) -> (Strin
                 format!("not compared ({} vs {})", a.host_method(), b.host_method())
             }
             _ => verdict(
-                "host",
+                baseline::Figure::Host,
                 a.and_then(|c| c.host_peak_bytes),
                 b.and_then(|c| c.host_peak_bytes),
                 tolerance.host,
@@ -139,7 +139,7 @@ pub fn render_diff(before: &Lock, after: &Lock, tolerance: Tolerances) -> (Strin
         // GPU figures of different models are not comparable, as in `run`.
         let gpu = if same_gpus {
             verdict(
-                "gpu",
+                baseline::Figure::Gpu,
                 a.and_then(|c| c.gpu_peak_bytes),
                 b.and_then(|c| c.gpu_peak_bytes),
                 tolerance.gpu,

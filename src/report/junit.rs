@@ -297,7 +297,7 @@ fn serde_plain(value: &impl serde::Serialize) -> String {
 /// the case's `failure_kind` (see `verdict::failure_kind`).
 fn failure_type(case: &CaseResult) -> &'static str {
     case.failure_kind
-        .or_else(|| crate::verdict::failure_kind(case, None))
+        .or_else(|| crate::judge::failure_kind(case, None))
         .map_or("crash", crate::status::FailureType::as_str)
 }
 

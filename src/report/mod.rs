@@ -19,11 +19,12 @@ pub mod junit;
 pub mod markdown;
 pub mod parts;
 pub mod terminal;
+pub mod words;
 
 use std::io;
 use std::time::Duration;
 
-use crate::results::{CaseResult, Measurement, RunResults};
+use crate::results::{CaseResult, CheckKind, Measurement, RunResults};
 use crate::suite::{Case, Suite};
 use crate::units::{Bytes, bytes_or_unknown};
 
@@ -105,6 +106,9 @@ impl Reporter for FanOut {
 pub fn baseline_cells(case: &CaseResult) -> (String, String) {
     use crate::baseline::Outcome;
     let dash = || "–".to_string();
+    if let Some(cells) = capacity_cells(case) {
+        return cells;
+    }
     let Some(comparison) = &case.baseline else {
         return (dash(), dash());
     };
@@ -123,7 +127,7 @@ pub fn baseline_cells(case: &CaseResult) -> (String, String) {
                 &comparison.host
             },
         );
-    let label = if figure.figure == "host" {
+    let label = if figure.figure == crate::baseline::Figure::Host {
         " (host)"
     } else {
         ""
@@ -152,6 +156,34 @@ pub fn baseline_cells(case: &CaseResult) -> (String, String) {
         },
     };
     (baseline, delta)
+}
+
+/// A searched case's cells, when its capacity was compared with a locked
+/// one: `88 (batch)`, `88 → 72 regressed`. A capacity is a count, not a
+/// size: its change is shown as the two values, never as a percentage of
+/// a peak.
+fn capacity_cells(case: &CaseResult) -> Option<(String, String)> {
+    use crate::results::{CheckOutcome, Facts};
+    let check = case.checks.iter().find(|c| c.kind == CheckKind::Capacity)?;
+    let Some(Facts::Capacity {
+        param,
+        value,
+        locked: Some(locked),
+        ..
+    }) = &check.facts
+    else {
+        return None;
+    };
+    let mark = match check.outcome {
+        Some(CheckOutcome::Breached) => " regressed",
+        Some(CheckOutcome::Improved) => " grew",
+        _ => "",
+    };
+    let value = value.map_or("none".to_string(), |v| v.to_string());
+    Some((
+        format!("{locked} ({param})"),
+        format!("{locked} → {value}{mark}"),
+    ))
 }
 
 /// The cases that improved beyond tolerance against the baseline: worth a

@@ -31,8 +31,13 @@ use crate::probe::ProbeSummary;
 use crate::suite::DriftPolicy;
 use crate::units::Bytes;
 
+mod check;
 pub mod merge;
 pub mod view;
+
+pub use check::{
+    AppliedTolerance, CaseTolerances, Check, CheckKind, CheckOutcome, Facts, NotCompared,
+};
 
 pub use merge::{PartInfo, PartitionInfo};
 
@@ -303,6 +308,11 @@ pub struct CaseResult {
     /// Allocator- and device-related variables as the case was launched
     /// (`PYTORCH_CUDA_ALLOC_CONF`, `CUDA_VISIBLE_DEVICES`, `NCCL_*`, ...).
     pub allocator_env: BTreeMap<String, String>,
+    /// The tolerances the case is judged with against its baseline (its
+    /// `tolerance`, its search's `capacity_tolerance`), so that `oomgate
+    /// diff` of these results judges as the run did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<CaseTolerances>,
     /// The comparison with the baseline, when there is one.
     pub baseline: Option<CaseComparison>,
     /// For a case that failed on its own: the kind, the figures of its
@@ -373,6 +383,7 @@ impl CaseResult {
             client: None,
             env: IndexMap::new(),
             allocator_env: BTreeMap::new(),
+            tolerance: None,
             baseline: None,
             diagnosis: None,
             probe: None,
@@ -469,127 +480,6 @@ pub struct RepeatFigures {
     pub wall_time_s: f64,
     pub host_peak_bytes: Option<u64>,
     pub gpu_peak_bytes: Option<u64>,
-}
-
-/// One verdict on one figure.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Check {
-    /// What was checked; written as its name (`budget.host`).
-    #[serde(rename = "name")]
-    pub kind: CheckKind,
-    pub passed: bool,
-    pub figure_bytes: Option<u64>,
-    pub limit_bytes: Option<u64>,
-    /// The verdict in words, with the figures.
-    pub message: String,
-}
-
-impl Check {
-    /// `budget.host`, `baseline.gpu`, `limit.metric.tokens_per_s`: the
-    /// name results.json and JUnit properties use.
-    pub fn name(&self) -> String {
-        self.kind.to_string()
-    }
-}
-
-/// What a [`Check`] judges. Reports look checks up by kind, never by name;
-/// the name is only what files show.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CheckKind {
-    /// `budget.host`: the host peak against `budget.host`.
-    HostBudget,
-    /// `budget.gpu`: the GPU peak over all devices against `budget.gpu`.
-    GpuBudget,
-    /// `budget.gpu_fraction.gpu<N>`: one device's peak against its share.
-    GpuHeadroom { device: u32 },
-    /// `host.oom_kill`: the kernel's OOM killer killed a process of the case.
-    HostOomKill,
-    /// `limit.<key>`: a `limits` entry on a probe figure or metric.
-    Limit(String),
-    /// `leak`: growth between iterations after warm-up.
-    Leak,
-    /// `baseline`: the case has no baseline (with `--require-baseline`, or
-    /// as a notice).
-    BaselineMissing,
-    /// `baseline.<figure>`: a figure (`host`, `gpu`, `allocated`) against
-    /// its baseline.
-    Baseline(String),
-    /// `environment.drift`: the environment drifted, with `on_drift = "fail"`.
-    EnvironmentDrift,
-    /// `client.<check>`: a server case's load client, judged on its own:
-    /// `client.budget.host` (its `client_budget`), `client.host.oom_kill`.
-    Client(Box<CheckKind>),
-}
-
-impl CheckKind {
-    /// A comparison with the baseline (present or missing).
-    pub fn is_baseline(&self) -> bool {
-        matches!(self, CheckKind::Baseline(_) | CheckKind::BaselineMissing)
-    }
-}
-
-impl std::fmt::Display for CheckKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CheckKind::HostBudget => f.write_str("budget.host"),
-            CheckKind::GpuBudget => f.write_str("budget.gpu"),
-            CheckKind::GpuHeadroom { device } => write!(f, "budget.gpu_fraction.gpu{device}"),
-            CheckKind::HostOomKill => f.write_str("host.oom_kill"),
-            CheckKind::Limit(key) => write!(f, "limit.{key}"),
-            CheckKind::Leak => f.write_str("leak"),
-            CheckKind::BaselineMissing => f.write_str("baseline"),
-            CheckKind::Baseline(figure) => write!(f, "baseline.{figure}"),
-            CheckKind::EnvironmentDrift => f.write_str("environment.drift"),
-            CheckKind::Client(check) => write!(f, "client.{check}"),
-        }
-    }
-}
-
-impl Serialize for CheckKind {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl std::str::FromStr for CheckKind {
-    type Err = String;
-
-    /// A check's name as results.json writes it, back into its kind.
-    fn from_str(name: &str) -> Result<Self, String> {
-        let unknown = || format!("`{name}` is not a check oomgate writes");
-        Ok(match name {
-            "budget.host" => CheckKind::HostBudget,
-            "budget.gpu" => CheckKind::GpuBudget,
-            "host.oom_kill" => CheckKind::HostOomKill,
-            "leak" => CheckKind::Leak,
-            "baseline" => CheckKind::BaselineMissing,
-            "environment.drift" => CheckKind::EnvironmentDrift,
-            _ => {
-                if let Some(device) = name.strip_prefix("budget.gpu_fraction.gpu") {
-                    CheckKind::GpuHeadroom {
-                        device: device.parse().map_err(|_| unknown())?,
-                    }
-                } else if let Some(check) = name.strip_prefix("client.") {
-                    CheckKind::Client(Box::new(check.parse()?))
-                } else if let Some(key) = name.strip_prefix("limit.").filter(|k| !k.is_empty()) {
-                    CheckKind::Limit(key.to_string())
-                } else if let Some(figure) =
-                    name.strip_prefix("baseline.").filter(|f| !f.is_empty())
-                {
-                    CheckKind::Baseline(figure.to_string())
-                } else {
-                    return Err(unknown());
-                }
-            }
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for CheckKind {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(deserializer)?;
-        name.parse().map_err(serde::de::Error::custom)
-    }
 }
 
 /// A server case's server: how it ran. Its memory figures are the case's

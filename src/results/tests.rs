@@ -2,6 +2,7 @@
 //! back unchanged.
 
 use super::*;
+use crate::baseline::NotCompared;
 use crate::results::test_support::json;
 
 #[test]
@@ -20,7 +21,11 @@ fn check_names_are_stable() {
         ),
         (CheckKind::Leak, "leak"),
         (CheckKind::BaselineMissing, "baseline"),
-        (CheckKind::Baseline("gpu".into()), "baseline.gpu"),
+        (
+            CheckKind::Baseline(crate::baseline::Figure::Gpu),
+            "baseline.gpu",
+        ),
+        (CheckKind::Capacity, "baseline.capacity"),
         (CheckKind::EnvironmentDrift, "environment.drift"),
         (
             CheckKind::Client(Box::new(CheckKind::HostBudget)),
@@ -159,13 +164,18 @@ fn everything() -> RunResults {
         "expandable_segments:True".into(),
     );
     let figure = |name: &str, outcome| FigureComparison {
-        figure: name.into(),
+        figure: name.parse().expect("a figure"),
         outcome,
         new_bytes: Some(10),
         baseline_bytes: Some(8),
         delta_bytes: Some(-2),
         delta_ratio: Some(0.25),
         limit_bytes: Some(9),
+        tolerance: Some(crate::baseline::AppliedTolerance {
+            relative: 0.05,
+            absolute_bytes: 16 << 20,
+        }),
+        not_compared: (outcome == Outcome::Skipped).then_some(NotCompared::GpuModels),
         message: format!("{name} message"),
     };
     case.baseline = Some(CaseComparison {
@@ -224,16 +234,28 @@ fn everything() -> RunResults {
         CheckKind::HostBudget,
         CheckKind::GpuHeadroom { device: 1 },
         CheckKind::Limit("metric.x.min".into()),
-        CheckKind::Baseline("gpu".into()),
+        CheckKind::Baseline(crate::baseline::Figure::Gpu),
+        CheckKind::Capacity,
         CheckKind::EnvironmentDrift,
     ]
     .into_iter()
-    .map(|kind| Check {
-        kind,
-        passed: false,
-        figure_bytes: Some(1),
-        limit_bytes: None,
-        message: "m".into(),
+    .map(|kind| {
+        let mut check = Check::new(kind, false, CheckOutcome::Breached).figure(Some(1));
+        check.baseline_bytes = Some(1);
+        check.facts = Some(Facts::Capacity {
+            param: "batch".into(),
+            value: Some(72),
+            complete: true,
+            probes: 6,
+            locked: Some(88),
+            least_accepted: Some(80),
+            tolerance: crate::capacity::Tolerance::Share(0.05),
+            lock_counts: None,
+            counts: Some("batch, step 8".into()),
+            required: false,
+        });
+        check.message = "m".into();
+        check
     })
     .collect();
     case.instances = vec![

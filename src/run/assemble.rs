@@ -1,8 +1,8 @@
 //! The result of one run of a case, from what the sampling loop observed:
-//! checks against the case's own limits, the verdict, the diagnosis of a
-//! failure and its headline, log tails, and the results model's
-//! `CaseResult`. The decisions are `verdict`'s and `diagnose`'s pure
-//! functions; this file gathers their inputs.
+//! the results model's `CaseResult` with the judge's checks against the
+//! case's own limits and its verdict, the diagnosis of a failure and its
+//! headline, log tails. The decisions are the judge's and `diagnose`'s
+//! pure functions; this file gathers their inputs.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use super::WriteFault;
 use super::case::CaseOutcome;
 use super::case::CaseRunner;
-use super::checks::{budget_checks, client_checks, leak_check, limit_checks, oom_kill_check};
 use super::instance::Instance;
 use super::logs::{TAIL_BYTES, read_tail};
 use crate::diagnose::{self, Diagnosis};
 use crate::environment::is_allocator_variable;
+use crate::judge::{self, CaseRun, Observed, StopReason};
 use crate::measure::gpu::GpuFigures;
 use crate::measure::timeline::{Peak, ServerPhases};
 use crate::probe::StepSeen;
@@ -22,16 +22,6 @@ use crate::redact;
 use crate::results::{CaseResult, Check, CheckKind, ClientResult, InstanceResult, ServerResult};
 use crate::suite::Case;
 use crate::units::Bytes;
-use crate::verdict::{self, Observed, StopReason};
-
-/// One run of a case: its result, and what its verdict is decided from.
-pub(super) struct CaseRun {
-    pub(super) result: CaseResult,
-    /// How the run ended, for the case's final verdict.
-    pub(super) observed: Observed,
-    /// The diagnosis's first line, put before the final verdict's message.
-    pub(super) headline: Option<String>,
-}
 
 impl CaseRunner<'_, '_> {
     /// The case's result from what one run observed, with the facts its
@@ -59,30 +49,24 @@ impl CaseRunner<'_, '_> {
             wall_time,
             server,
         } = outcome;
-        let mut checks = budget_checks(&case.budget, &host, gpu_figures.as_ref());
-        checks.extend(oom_kill_check(&host));
-        if let Some(server) = &server {
-            let client = &server.client_host;
-            checks.extend(client_checks(
-                budget_checks(&case.client_budget, client, server.client_gpu.as_ref())
-                    .into_iter()
-                    .chain(oom_kill_check(client)),
-            ));
-        }
-        checks.extend(limit_checks(case, probe.as_ref()));
-        let mut leak_figures = None;
-        if let Some(leak) = case.leak {
-            let (check, figures) = leak_check(leak, probe.as_ref(), &soak_peaks);
-            checks.push(check);
-            leak_figures = figures;
-        }
+        let (checks, leak_figures) = judge::run_checks(
+            case,
+            &host,
+            gpu_figures.as_ref(),
+            server
+                .as_ref()
+                .map(|s| (&s.client_host, s.client_gpu.as_ref())),
+            probe.as_ref(),
+            &soak_peaks,
+        );
         let observed = Observed {
             stop,
             exits: instances.iter().map(|i| i.exit).collect(),
             host_peak: host.peak_bytes.map(Bytes),
             serving: server.is_some(),
         };
-        let (status, message) = verdict::decide(&observed, &checks);
+        let verdict = judge::decide(&observed, &checks);
+        let status = verdict.status;
 
         let timeline_path = match repeat {
             0 => case_dir.join("timeline.json"),
@@ -151,7 +135,7 @@ impl CaseRunner<'_, '_> {
         ) {
             diagnosis.hints.push(format!(
                 "Memory grows between comparable iterations ({}): look for references kept across iterations — losses kept as tensors, callbacks, metrics, stored outputs.",
-                leak.message.trim_start_matches("leak: ")
+                crate::report::words::check_message(leak).trim_start_matches("leak: ")
             ));
         }
         let headline = diagnosis.as_ref().and_then(|d| {
@@ -164,7 +148,6 @@ impl CaseRunner<'_, '_> {
         });
         // Params come from the suite, and may hold what it redacts.
         let headline = headline.map(|h| redact::mask(&h).into_owned());
-        let message = verdict::with_headline(headline.as_deref(), message);
         // What oomgate copies from the workload's output is masked (its
         // logs stay its own bytes).
         let tail = |path: &Path| {
@@ -175,7 +158,6 @@ impl CaseRunner<'_, '_> {
         if let Some(exception) = diagnosis.as_mut().and_then(|d| d.exception.as_mut()) {
             *exception = redact::mask(exception).into_owned();
         }
-        let message = message.map(|m| redact::mask(&m).into_owned());
         let relative = |path: &Path| -> PathBuf {
             path.strip_prefix(self.shared.out_dir)
                 .unwrap_or(path)
@@ -187,7 +169,7 @@ impl CaseRunner<'_, '_> {
         let phase = |pick: fn(&ServerPhases) -> Option<Peak>| {
             phases.as_ref().and_then(pick).map(|peak| peak.bytes)
         };
-        let result = CaseResult {
+        let mut result = CaseResult {
             id: case.id.clone(),
             params: recorded.params,
             command: recorded.command,
@@ -196,9 +178,10 @@ impl CaseRunner<'_, '_> {
             timeout_s: case.timeout.as_secs_f64(),
             soak_s: case.soak.map(|d| d.as_secs_f64()),
             status,
-            // Decided with the final verdict (`judge::decide`).
+            // Decided with the final verdict (`judge::judge_case`).
             failure_kind: None,
-            message,
+            // Worded below, from the verdict.
+            message: None,
             started_at,
             wall_time_s: wall_time.as_secs_f64(),
             host_peak_bytes: host.peak_bytes,
@@ -262,6 +245,7 @@ impl CaseRunner<'_, '_> {
             }),
             env: recorded.env,
             allocator_env: allocator_env(case),
+            tolerance: None,
             baseline: None,
             repeats: Vec::new(),
             checks,
@@ -286,6 +270,7 @@ impl CaseRunner<'_, '_> {
             stdout_tail: tail(&focus.logs.stdout),
             stderr_tail: tail(&focus.logs.stderr),
         };
+        crate::report::words::word_case(&mut result, &verdict, headline.as_deref());
         CaseRun {
             result,
             observed,

@@ -21,6 +21,7 @@ use std::time::Duration;
 use super::instance::Instance;
 use super::serve::{self, ServerSide};
 use super::{GpuAccess, Note, Shared, WriteFault};
+use crate::judge::StopReason;
 use crate::measure::gpu::{CaseGpu, ForeignProcess, GpuFigures};
 use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
@@ -28,7 +29,6 @@ use crate::measure::{HostFigures, HostMeter, Timeline};
 use crate::probe::ProbeSummary;
 use crate::process;
 use crate::suite::{Case, ForeignPolicy};
-use crate::verdict::StopReason;
 
 /// What the preflight found out before anything was launched.
 pub(super) struct Preflight<'g> {

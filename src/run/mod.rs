@@ -25,12 +25,10 @@
 
 mod assemble;
 mod case;
-mod checks;
 mod fault;
 mod gpu;
 mod instance;
 pub mod interrupt;
-mod judge;
 pub mod launch;
 pub mod logs;
 mod ready;
@@ -56,19 +54,18 @@ pub use schedule::{PoolGpu, Schedule};
 
 use crate::baseline::Lock;
 use crate::environment::Environment;
+use crate::judge::{self, CaseRun};
 use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::gpu::Crowding;
 use crate::measure::nvml::Gpu;
 use crate::process;
 use crate::report::{Event, Reporter};
 use crate::results::{
-    BaselineInfo, CaseResult, CaseStatus, CheckKind, FirstAttempt, GpuEnvironment,
-    IN_FLIGHT_MESSAGE, Measurement, PoolInfo, RetriedAlone, RunResults, SCHEMA_VERSION, Scheduling,
-    SharedGpu, SuiteInfo, Summary,
+    BaselineInfo, CaseResult, GpuEnvironment, IN_FLIGHT_MESSAGE, Measurement, PoolInfo, RunResults,
+    SCHEMA_VERSION, Scheduling, SharedGpu, SuiteInfo, Summary,
 };
 use crate::suite::{Case, Suite};
 use crate::units::Bytes;
-use assemble::CaseRun;
 use schedule::{Demand, Placement, Scheduler};
 
 /// Everything a run needs besides the suite and the out dir.
@@ -476,6 +473,7 @@ impl<'a> Runner<'a> {
                             // hold its GPUs.
                             scheduler.lost(&done.placement);
                         }
+                        let sharing = conductor.sharing(&done.shared_with, cases);
                         let mut result = if runs.is_empty() {
                             case_error(
                                 shared,
@@ -483,78 +481,61 @@ impl<'a> Runner<'a> {
                                 "oomgate's thread for this case failed (an internal error); its processes were killed",
                             )
                         } else {
-                            let mut run = judge::merge_repeats(runs);
+                            let mut runs = runs;
                             if capacity.is_some() {
                                 // Recorded as written, `{batch}` and all: the
                                 // value is the search's, in `capacity`, and
                                 // the case's definition (compared with the
                                 // lock's) stays the same across runs.
-                                let recorded = assemble::recorded(case);
-                                run.result.command = recorded.command;
-                                run.result.params = recorded.params;
-                                run.result.env = recorded.env;
+                                for run in &mut runs {
+                                    let recorded = assemble::recorded(case);
+                                    run.result.command = recorded.command;
+                                    run.result.params = recorded.params;
+                                    run.result.env = recorded.env;
+                                }
                             }
-                            conductor.compare_with_baseline(case, &mut run.result);
-                            if let Some(found) = &capacity {
-                                conductor.compare_capacity(case, found, &mut run.result);
+                            let finished = judge::Finished {
+                                case,
+                                runs,
+                                capacity,
+                                shared: !sharing.is_empty(),
+                                first_attempt: done.first_attempt.take(),
+                                stopping: shared.interrupt.requested() || conductor.fault.is_some(),
+                            };
+                            let judgement =
+                                judge::judge_case(finished, &conductor.judge_baseline());
+                            let mut result = judgement.result;
+                            crate::report::words::word_case(
+                                &mut result,
+                                &judgement.verdict,
+                                judgement.headline.as_deref(),
+                            );
+                            if judgement.retry_alone {
+                                reporter
+                                    .handle(&Event::Warning {
+                                        message: format!(
+                                            "{}: failed while sharing its GPU with {}; retried alone",
+                                            case.id,
+                                            shared_names(&sharing)
+                                        ),
+                                    })
+                                    .ok();
+                                result.gpus = Some(case.gpus.unwrap_or(1));
+                                result.gpu_sharing = sharing;
+                                done.first_attempt = Some(result);
+                                done.shared_with.clear();
+                                scheduler.retry_alone(number);
+                                live.insert(number, done);
+                                continue;
                             }
-                            judge::decide(run)
+                            result
                         };
-                        let sharing = conductor.sharing(&done.shared_with, cases);
-                        let retry = done.first_attempt.is_none()
-                            && !sharing.is_empty()
-                            && result.status != CaseStatus::Passed
-                            && result.status != CaseStatus::Interrupted
-                            && !shared.interrupt.requested()
-                            && conductor.fault.is_none();
-                        if retry {
-                            reporter
-                                .handle(&Event::Warning {
-                                    message: format!(
-                                        "{}: failed while sharing its GPU with {}; retried alone",
-                                        case.id,
-                                        shared_names(&sharing)
-                                    ),
-                                })
-                                .ok();
-                            result.gpus = Some(case.gpus.unwrap_or(1));
-                            result.gpu_sharing = sharing;
-                            done.first_attempt = Some(result);
-                            done.shared_with.clear();
-                            scheduler.retry_alone(number);
-                            live.insert(number, done);
-                            continue;
-                        }
                         result.gpus = conductor
                             .schedule
                             .pool
                             .as_ref()
                             .map(|_| case.gpus.unwrap_or(1));
                         result.gpu_sharing = sharing;
-                        result.capacity = capacity;
-                        if let Some(first) = done.first_attempt.take() {
-                            // A shared attempt that failed only because its
-                            // GPU figure could not be told from a
-                            // neighbour's was measured alone, not flaky.
-                            let unmeasurable = first.gpu_devices.iter().any(|d| d.note.is_some())
-                                && first.failed_checks().next().is_some()
-                                && first.failed_checks().all(|c| {
-                                    matches!(
-                                        c.kind,
-                                        CheckKind::GpuBudget | CheckKind::GpuHeadroom { .. }
-                                    ) && c.figure_bytes.is_none()
-                                });
-                            let flaky = result.status == CaseStatus::Passed && !unmeasurable;
-                            result.retried_alone = Some(RetriedAlone {
-                                first_attempt: FirstAttempt {
-                                    status: first.status,
-                                    failure_kind: first.failure_kind,
-                                    message: first.message,
-                                    gpu_sharing: first.gpu_sharing,
-                                },
-                                flaky,
-                            });
-                        }
                         settle(&mut results, result);
                         results.runner_max_rss_bytes = runner_max_rss_bytes();
                         results.runner_cpu_s = runner_cpu_seconds();
@@ -609,7 +590,7 @@ impl<'a> Runner<'a> {
             .not_run
             .sort_by_key(|id| position.get(id.as_str()).copied().unwrap_or(usize::MAX));
 
-        judge::largest_values_hints(&mut results.cases);
+        crate::judge::largest_values_hints(&mut results.cases);
         results.interrupted = shared.interrupt.requested();
         results.finished_at = Some(now_rfc3339());
         results.runner_max_rss_bytes = runner_max_rss_bytes();
@@ -675,7 +656,7 @@ fn case_error(shared: &Shared<'_>, case: &Case, message: &str) -> CaseResult {
     let mut result = CaseResult::unmeasured(case.id.clone());
     result.message = Some(message.to_string());
     result.host_method = shared.measurement.host_method;
-    result.failure_kind = crate::verdict::failure_kind(&result, None);
+    result.failure_kind = judge::failure_kind(&result, None);
     result
 }
 
@@ -699,6 +680,36 @@ fn shared_names(sharing: &[SharedGpu]) -> String {
 }
 
 impl Conductor<'_> {
+    /// What the run's cases are compared with, for the judge.
+    fn judge_baseline(&self) -> judge::Baseline<'_> {
+        judge::Baseline {
+            lock: self.baseline.lock.as_ref().map(|(_, lock)| lock),
+            info: self.baseline_info.as_ref(),
+            require: self.baseline.require,
+        }
+    }
+
+    /// What the run is compared with: the lock's drift against this
+    /// environment, and the locked cases that are gone from the suite.
+    fn baseline_info(&self, environment: &Environment) -> Option<BaselineInfo> {
+        let (path, lock) = self.baseline.lock.as_ref()?;
+        let planned: Vec<&str> = self.suite.cases.iter().map(|c| c.id.as_str()).collect();
+        Some(BaselineInfo {
+            path: path.clone(),
+            locked_at: lock.locked_at.clone(),
+            drift: crate::baseline::drift::drift(&lock.environment, environment),
+            on_drift: self.suite.on_drift,
+            gpu_compared: self.baseline.compare_across_gpus
+                || crate::baseline::drift::same_gpus(&lock.environment, environment),
+            removed: lock
+                .cases
+                .keys()
+                .filter(|id| !planned.contains(&id.as_str()))
+                .cloned()
+                .collect(),
+        })
+    }
+
     /// The results of a run not started yet.
     fn new_results(&self, shared: &Shared<'_>, planned: usize) -> RunResults {
         let schedule = &self.schedule;
@@ -894,8 +905,8 @@ fn in_flight(shared: &Shared<'_>, case: &Case, case_dir: &Path) -> CaseResult {
     entry.concurrency = case.concurrency;
     entry.timeout_s = case.timeout.as_secs_f64();
     entry.soak_s = case.soak.map(|d| d.as_secs_f64());
-    entry.status = CaseStatus::Running;
-    entry.failure_kind = crate::verdict::failure_kind(&entry, None);
+    entry.status = crate::results::CaseStatus::Running;
+    entry.failure_kind = judge::failure_kind(&entry, None);
     entry.message = Some(IN_FLIGHT_MESSAGE.to_string());
     entry.started_at = now_rfc3339();
     entry.host_method = shared.measurement.host_method;

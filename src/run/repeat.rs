@@ -5,13 +5,12 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::assemble::CaseRun;
 use super::case::{CaseRunner, mark_logs};
 use crate::capacity::SearchSpec;
 use crate::capacity::{self, Capacity, Probe};
+use crate::judge::{self, CaseRun};
 use crate::results::CaseStatus;
 use crate::suite::Case;
-use crate::verdict;
 
 impl CaseRunner<'_, '_> {
     /// Run the case `repeat` times, or until a run fails, Ctrl-C or a
@@ -94,7 +93,7 @@ impl CaseRunner<'_, '_> {
                 // final verdict.
                 failure_kind: runs
                     .iter()
-                    .find_map(|r| verdict::failure_kind(&r.result, r.observed.stop.as_ref())),
+                    .find_map(|r| judge::failure_kind(&r.result, r.observed.stop.as_ref())),
                 host_peak_bytes: runs.iter().filter_map(|r| r.result.host_peak_bytes).max(),
                 gpu_peak_bytes: runs.iter().filter_map(|r| r.result.gpu_peak_bytes).max(),
                 wall_time_s: runs.iter().map(|r| r.result.wall_time_s).sum(),

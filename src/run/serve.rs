@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use super::instance::Instance;
 use super::ready::Readiness;
+use crate::judge::StopReason;
 use crate::measure::HostMeter;
 use crate::measure::gpu::CaseGpu;
 use crate::suite::{Case, Ready, Server};
-use crate::verdict::StopReason;
 
 /// A case's server while the case runs.
 pub(super) struct ServerSide<'c, 'g> {

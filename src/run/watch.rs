@@ -19,17 +19,17 @@ use std::time::{Duration, Instant};
 
 use super::Note;
 use super::case::{CaseOutcome, CaseRunner, Preflight, ServerOutcome, append};
-use super::checks::budget_breached;
 use super::instance::Instance;
 use super::ready;
 use super::serve::{self, ServerSide};
+use crate::judge::StopReason;
+use crate::judge::budget_breached;
 use crate::measure::gpu::{CaseGpu, ForeignProcess};
 use crate::measure::{HostMeter, ProcessTree, Sample, Timeline};
 use crate::probe::ProbeReader;
 use crate::process;
 use crate::suite::Case;
 use crate::units::{Bytes, format_duration};
-use crate::verdict::StopReason;
 
 /// What the loop keeps while a case runs.
 struct Watch<'c, 'g> {

@@ -1,0 +1,232 @@
+//! A case against its baseline: each compared figure, a search's capacity
+//! and the environment's drift, as checks. `run` and `diff` both judge
+//! through [`against_lock`], so they cannot disagree.
+
+use std::path::Path;
+
+use crate::baseline::{self, CaseComparison, CaseNow, LockedCase, NotCompared, Outcome};
+use crate::capacity::Capacity;
+use crate::results::{BaselineInfo, CaseTolerances, Check, CheckKind, CheckOutcome, Facts};
+use crate::suite::DriftPolicy;
+
+/// What a run compares its cases with: the lock (`None`: there was no
+/// lock file) and what the run found of it, and how strictly.
+#[derive(Debug, Clone, Copy)]
+pub struct Baseline<'a> {
+    pub lock: Option<&'a baseline::Lock>,
+    /// The lock's path, its drift and whether GPU figures compare.
+    pub info: Option<&'a BaselineInfo>,
+    /// A case without a baseline fails instead of passing with a notice.
+    pub require: bool,
+}
+
+impl Baseline<'_> {
+    /// No lock, nothing required: every case passes with no comparison.
+    pub const NONE: Baseline<'static> = Baseline {
+        lock: None,
+        info: None,
+        require: false,
+    };
+}
+
+/// One case as it is compared: its locked entry (`None`: the lock has no
+/// such case), where the lock is, and how strictly.
+#[derive(Debug, Clone, Copy)]
+pub struct Against<'a> {
+    pub locked: Option<&'a LockedCase>,
+    pub lock_path: &'a Path,
+    pub require: bool,
+    /// False when the GPU models differ from the lock's (and the run did
+    /// not ask to compare across them).
+    pub gpu_compared: bool,
+}
+
+/// What a search found, as it is compared with a locked capacity.
+#[derive(Debug, Clone, Copy)]
+pub struct Found<'a> {
+    pub capacity: &'a Capacity,
+    /// The suite's `max` now: a `max` lowered since the lock caps what
+    /// can be found. `None` when the suite is not at hand (`diff`).
+    pub max: Option<u64>,
+}
+
+/// A case's checks against its locked entry: one per compared figure
+/// (host, GPU, the probe's allocated peak), the capacity of a search, and
+/// whether it has a baseline at all. The comparison itself is returned
+/// for `results.baseline`.
+pub fn against_lock(
+    against: Against<'_>,
+    now: CaseNow<'_>,
+    tolerances: CaseTolerances,
+    found: Option<Found<'_>>,
+) -> (CaseComparison, Vec<Check>) {
+    let comparison = baseline::compare_case(
+        against.locked,
+        now,
+        tolerances.figures(),
+        against.gpu_compared,
+    );
+    let mut checks = Vec::new();
+    if against.locked.is_none() {
+        checks.push(missing(Some(against.lock_path), against.require));
+    } else {
+        for figure in comparison.figures() {
+            checks.extend(figure_check(figure, against.require));
+        }
+    }
+    if let Some(found) = found {
+        let check = capacity_check(against, tolerances, found);
+        // The peaks are the capacity probe's: at another value than the
+        // locked one's, they are of another workload size, and judging
+        // them against the lock would blame the size for a regression.
+        if let Some(Facts::Capacity {
+            param,
+            value: Some(value),
+            locked: Some(locked),
+            ..
+        }) = check.as_ref().and_then(|c| c.facts.as_ref())
+        {
+            if value != locked {
+                for moved in checks
+                    .iter_mut()
+                    .filter(|c| !c.passed && matches!(c.kind, CheckKind::Baseline(_)))
+                {
+                    moved.passed = true;
+                    moved.outcome = Some(CheckOutcome::NotGated);
+                    moved.facts = Some(Facts::Baseline {
+                        not_compared: Some(NotCompared::CapacityMoved {
+                            param: param.clone(),
+                            locked: *locked,
+                            value: *value,
+                        }),
+                        required: false,
+                    });
+                }
+            }
+        }
+        checks.extend(check);
+    }
+    (comparison, checks)
+}
+
+/// `baseline`: no baseline for the case (in `lock`, or no lock at all).
+pub fn missing(lock: Option<&Path>, required: bool) -> Check {
+    Check::new(
+        CheckKind::BaselineMissing,
+        !required,
+        CheckOutcome::NoBaseline,
+    )
+    .facts(Facts::Missing {
+        lock: lock.map(Path::to_path_buf),
+        required,
+    })
+}
+
+/// One figure's comparison as a check; `None` for a figure neither side
+/// has. A locked figure this run could not measure fails: the gate cannot
+/// be verified. With `require`, a figure that could not be compared
+/// (none in the lock, another GPU model, another host method) fails too,
+/// except a tainted one: a neighbour must not fail the case.
+fn figure_check(figure: &baseline::FigureComparison, require: bool) -> Option<Check> {
+    let (passed, outcome, required) = match figure.outcome {
+        Outcome::Regressed => (false, CheckOutcome::Breached, false),
+        Outcome::Within => (true, CheckOutcome::Within, false),
+        Outcome::Improved => (true, CheckOutcome::Improved, false),
+        Outcome::Unknown => (false, CheckOutcome::Unknown, false),
+        Outcome::NoBaseline if figure.new_bytes.is_none() => return None,
+        Outcome::NoBaseline => (!require, CheckOutcome::NoBaseline, require),
+        Outcome::Skipped => {
+            let tainted = figure.not_compared == Some(NotCompared::Tainted);
+            let required = require && !tainted;
+            (!required, CheckOutcome::NotCompared, required)
+        }
+    };
+    let mut check = Check::new(CheckKind::Baseline(figure.figure), passed, outcome)
+        .figure(figure.new_bytes)
+        .facts(Facts::Baseline {
+            not_compared: figure.not_compared.clone(),
+            required,
+        });
+    check.baseline_bytes = figure.baseline_bytes;
+    check.limit_bytes = figure.limit_bytes;
+    check.tolerance = figure.tolerance;
+    Some(check)
+}
+
+/// A searched case against its locked capacity: less than the tolerance
+/// accepts is a regression, more is good news, and a search that found
+/// nothing fails on its own. A search cut short found at least its value:
+/// it fails only when that is already below what the lock accepts. A
+/// search that ended on a probe that could not run at all is judged by
+/// that probe's error, not here (`None`).
+fn capacity_check(
+    against: Against<'_>,
+    tolerances: CaseTolerances,
+    found: Found<'_>,
+) -> Option<Check> {
+    let capacity = found.capacity;
+    let errored = capacity
+        .probes
+        .last()
+        .is_some_and(|p| p.status == crate::results::CaseStatus::Error);
+    if capacity.value.is_none() && errored {
+        return None;
+    }
+    let counts = crate::capacity::counted_as(&capacity.param, capacity.step);
+    let lock_counts = against
+        .locked
+        .and_then(|l| l.capacity_of.clone())
+        .filter(|of| *of != counts);
+    let tolerance = tolerances.capacity.unwrap_or_default();
+    // Not compared with a capacity that counts something else.
+    let locked = against
+        .locked
+        .and_then(|l| l.capacity)
+        .filter(|_| lock_counts.is_none())
+        .map(|locked| found.max.map_or(locked, |max| locked.min(max)));
+    let least_accepted = locked.map(|l| tolerance.least_accepted(l, capacity.step.unwrap_or(1)));
+    let (passed, outcome) = match (capacity.value, locked, least_accepted) {
+        _ if lock_counts.is_some() => (true, CheckOutcome::NotCompared),
+        (None, _, _) => (false, CheckOutcome::Unknown),
+        (Some(value), Some(_), Some(least)) if value < least => (false, CheckOutcome::Breached),
+        (Some(value), Some(locked), _) if value > locked && capacity.complete => {
+            (true, CheckOutcome::Improved)
+        }
+        (Some(_), Some(_), _) => (true, CheckOutcome::Within),
+        // A case with no lock entry at all is `baseline`'s business.
+        (Some(_), None, _) => (
+            !(against.require && against.locked.is_some()),
+            CheckOutcome::NoBaseline,
+        ),
+    };
+    let required = !passed && outcome == CheckOutcome::NoBaseline;
+    Some(
+        Check::new(CheckKind::Capacity, passed, outcome).facts(Facts::Capacity {
+            param: capacity.param.clone(),
+            value: capacity.value,
+            complete: capacity.complete,
+            probes: capacity.probes.len(),
+            locked,
+            least_accepted,
+            tolerance,
+            lock_counts,
+            counts: Some(counts),
+            required,
+        }),
+    )
+}
+
+/// `environment.drift`: with `on_drift = "fail"`, a drifted environment
+/// fails every compared case.
+pub fn drift_check(info: &BaselineInfo) -> Option<Check> {
+    if info.drift.is_empty() || info.on_drift != DriftPolicy::Fail {
+        return None;
+    }
+    Some(
+        Check::new(CheckKind::EnvironmentDrift, false, CheckOutcome::Breached).facts(
+            Facts::Drift {
+                changes: info.drift.iter().map(ToString::to_string).collect(),
+            },
+        ),
+    )
+}

@@ -1,0 +1,322 @@
+//! A case's own limits, as checks: host and GPU budgets, per-device
+//! headroom, OOM kills, the `limits` on what its probe reported, and
+//! leaks; and, while it runs, whether a figure so far is over a budget.
+//!
+//! A GPU figure that is a device's rise taken while another process was
+//! on the device (tainted) is not judged: it is reported with a note
+//! rather than failing as unverified, since failing it would still let a
+//! neighbour fail the case. An unknown figure fails its limit: a limit
+//! that cannot be verified must not pass.
+
+use crate::measure::HostFigures;
+use crate::measure::gpu::{CaseGpu, GpuFigures};
+use crate::probe::ProbeSummary;
+use crate::results::{Check, CheckKind, CheckOutcome, Facts};
+use crate::suite::{Budget, Case, Leak};
+use crate::units::Bytes;
+
+use super::verdict::breaches;
+
+/// The most a case may use of a device with `total` bytes under a
+/// `gpu_fraction` headroom rule (rounded down to a byte).
+pub fn headroom_limit(total: u64, fraction: f64) -> Bytes {
+    Bytes((total as f64 * fraction).floor() as u64)
+}
+
+/// Whether a figure measured so far is over its budget: the gated host peak
+/// so far (see `measure::host`), and this tick's GPU figures (a tick over
+/// budget stops the case, so earlier ones were within) without tainted
+/// device deltas, in total and as each device's share of its memory.
+pub fn budget_breached(
+    budget: &Budget,
+    host_peak: Option<Bytes>,
+    gpu: Option<&CaseGpu<'_>>,
+) -> bool {
+    let over = |limit: Option<Bytes>, peak: Option<u64>| match (limit, peak) {
+        (Some(limit), Some(peak)) => breaches(Bytes(peak), limit),
+        _ => false,
+    };
+    if over(budget.host, host_peak.map(Bytes::get))
+        || over(budget.gpu, gpu.and_then(CaseGpu::gated_total))
+    {
+        return true;
+    }
+    match (budget.gpu_fraction, gpu) {
+        (Some(fraction), Some(gpu)) => gpu.gated_by_device().any(|(device, live)| {
+            breaches(Bytes(live), headroom_limit(device.total_bytes, fraction))
+        }),
+        _ => false,
+    }
+}
+
+/// What of a GPU figure a limit judges. A device-delta figure taken while a
+/// process not of the case was on the device (tainted) may hold that
+/// process's memory: it is reported, never judged on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gated {
+    /// Nothing is tainted: the whole figure is judged.
+    Whole,
+    /// Some devices are tainted (`left_out` names them and why, e.g.
+    /// `GPU 0 tainted by pid 4242 (sleep)`): the figure of the others,
+    /// `rest` (`None`: unknown), is judged.
+    Rest {
+        rest: Option<Bytes>,
+        left_out: String,
+    },
+    /// Every device that counts is tainted: nothing is judged.
+    Nothing { left_out: String },
+}
+
+/// A budget against a figure (`None`: unknown, which fails).
+fn budget(kind: CheckKind, peak: Option<Bytes>, limit: Bytes, facts: Facts) -> Check {
+    let (passed, outcome) = match peak {
+        Some(peak) if breaches(peak, limit) => (false, CheckOutcome::Breached),
+        Some(_) => (true, CheckOutcome::Within),
+        None => (false, CheckOutcome::Unknown),
+    };
+    Check::new(kind, passed, outcome)
+        .figure(peak.map(Bytes::get))
+        .limit(Some(limit.get()))
+        .facts(facts)
+}
+
+/// The host budget verdict, on the gated host peak; `how` names the floor
+/// that set it and the method (`vmhwm, cgroup-v1`).
+pub fn host_budget_check(peak: Option<Bytes>, how: &str, limit: Bytes) -> Check {
+    let facts = Facts::Budget {
+        method: how.to_string(),
+        left_out: None,
+        whole_bytes: None,
+    };
+    budget(CheckKind::HostBudget, peak, limit, facts)
+}
+
+/// The GPU budget verdict, on the case's peak over all its devices (less
+/// what `gated` leaves out); `method` produced the figure.
+pub fn gpu_budget_check(peak: Option<Bytes>, method: &str, gated: &Gated, limit: Bytes) -> Check {
+    let facts = |left_out: Option<&String>| Facts::Budget {
+        method: method.to_string(),
+        left_out: left_out.cloned(),
+        whole_bytes: left_out.and(peak.map(Bytes::get)),
+    };
+    match gated {
+        Gated::Whole => budget(CheckKind::GpuBudget, peak, limit, facts(None)),
+        Gated::Rest { rest, left_out } => {
+            budget(CheckKind::GpuBudget, *rest, limit, facts(Some(left_out)))
+        }
+        Gated::Nothing { left_out } => {
+            Check::new(CheckKind::GpuBudget, true, CheckOutcome::NotGated)
+                .figure(peak.map(Bytes::get))
+                .limit(Some(limit.get()))
+                .facts(facts(Some(left_out)))
+        }
+    }
+}
+
+/// The headroom verdict for one device (`index`, named `device`): the
+/// case's peak on it against a share of its total memory. `taint`
+/// (`tainted by pid 4242 (sleep)`): the figure is a device delta with
+/// another process about, and is not judged.
+pub fn headroom_check(
+    index: u32,
+    device: &str,
+    peak: Option<Bytes>,
+    method: &str,
+    taint: Option<&str>,
+    total: Bytes,
+    fraction: f64,
+) -> Check {
+    let limit = headroom_limit(total.get(), fraction);
+    let (passed, outcome) = match (peak, taint) {
+        (Some(_), Some(_)) => (true, CheckOutcome::NotGated),
+        (Some(peak), None) if breaches(peak, limit) => (false, CheckOutcome::Breached),
+        (Some(_), None) => (true, CheckOutcome::Within),
+        (None, _) => (false, CheckOutcome::Unknown),
+    };
+    Check::new(CheckKind::GpuHeadroom { device: index }, passed, outcome)
+        .figure(peak.map(Bytes::get))
+        .limit(Some(limit.get()))
+        .facts(Facts::Headroom {
+            device: device.to_string(),
+            method: method.to_string(),
+            taint: taint.map(str::to_string),
+            total_bytes: total.get(),
+            fraction,
+        })
+}
+
+/// Every budget verdict of a finished case.
+pub fn budget_checks(budget: &Budget, host: &HostFigures, gpu: Option<&GpuFigures>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    if let Some(limit) = budget.host {
+        let how = match host.peak_source {
+            Some(source) => format!("{}, {}", source.as_str(), host.method),
+            None => host.method.to_string(),
+        };
+        checks.push(host_budget_check(host.peak_bytes.map(Bytes), &how, limit));
+    }
+    if let Some(limit) = budget.gpu {
+        checks.push(match gpu {
+            Some(gpu) => gpu_budget_check(
+                gpu.peak_bytes.map(Bytes),
+                &gpu.method.to_string(),
+                &gated(gpu),
+                limit,
+            ),
+            None => gpu_budget_check(None, "GPU memory was not measured", &Gated::Whole, limit),
+        });
+    }
+    if let Some(fraction) = budget.gpu_fraction {
+        for device in gpu.map(|g| g.devices.as_slice()).unwrap_or_default() {
+            checks.push(headroom_check(
+                device.index,
+                &format!("GPU {} ({})", device.index, device.name),
+                device.peak_bytes.map(Bytes),
+                &device.method.to_string(),
+                device.taint().as_deref(),
+                Bytes(device.total_bytes),
+                fraction,
+            ));
+        }
+    }
+    checks
+}
+
+/// What of the case's GPU figure its budget judges: all of it, unless some
+/// devices' figures are tainted device deltas, which are left out.
+fn gated(gpu: &GpuFigures) -> Gated {
+    let left_out: Vec<String> = gpu
+        .devices
+        .iter()
+        .filter_map(|d| Some(format!("GPU {} {}", d.index, d.taint()?)))
+        .collect();
+    if left_out.is_empty() {
+        return Gated::Whole;
+    }
+    let left_out = left_out.join("; ");
+    match gpu.untainted_peak_bytes() {
+        // Only devices the case left alone remain.
+        Some(0) => Gated::Nothing { left_out },
+        rest => Gated::Rest {
+            rest: rest.map(Bytes),
+            left_out,
+        },
+    }
+}
+
+/// The case's `limits` on what its probe reported. A figure the workload
+/// never reported fails its limit: it cannot be verified.
+pub fn limit_checks(case: &Case, probe: Option<&ProbeSummary>) -> Vec<Check> {
+    case.limits
+        .iter()
+        .map(|limit| {
+            let value = probe.and_then(|p| p.figure(&limit.key));
+            let (passed, outcome) = match value {
+                Some(value) if limit.op.holds(value, limit.value) => (true, CheckOutcome::Within),
+                Some(_) => (false, CheckOutcome::Breached),
+                None => (false, CheckOutcome::Unknown),
+            };
+            Check::new(CheckKind::Limit(limit.key.clone()), passed, outcome).facts(Facts::Limit {
+                text: limit.text.clone(),
+                value,
+                bytes: limit.key.starts_with("probe.peak"),
+            })
+        })
+        .collect()
+}
+
+/// A server case's load client's checks (its `client_budget`, its OOM
+/// kills), named as the client's: `client.budget.host`.
+pub fn client_checks(checks: impl IntoIterator<Item = Check>) -> Vec<Check> {
+    checks
+        .into_iter()
+        .map(|check| Check {
+            kind: CheckKind::Client(Box::new(check.kind)),
+            ..check
+        })
+        .collect()
+}
+
+/// The leak verdict: growth of a per-iteration figure after warm-up. The
+/// probe's steps are the iterations when the workload reports them (the
+/// longest series of one instance and phase), else the soak's runs (each
+/// run's peak). Too few iterations to tell passes, and says so.
+pub fn leak_check(
+    leak: Leak,
+    probe: Option<&ProbeSummary>,
+    soak_peaks: &[u64],
+) -> (Check, Option<crate::leak::LeakFigures>) {
+    let warmup = leak.warmup as usize;
+    let probe_series = probe
+        .and_then(ProbeSummary::longest_series)
+        .filter(|(_, series)| series.len() >= warmup + 3);
+    let figures = match probe_series {
+        Some(((_, phase), series)) => {
+            let source = if phase.is_empty() {
+                "probe steps".to_string()
+            } else {
+                format!("probe steps ({phase})")
+            };
+            crate::leak::growth(series, warmup, &source).map(|f| ("allocated memory", f))
+        }
+        None => crate::leak::growth(soak_peaks, warmup, "soak runs").map(|f| ("the peak", f)),
+    };
+    let (passed, outcome) = match &figures {
+        Some((_, figures)) if figures.growth_bytes > leak.max_growth.get() as f64 => {
+            (false, CheckOutcome::Breached)
+        }
+        Some(_) => (true, CheckOutcome::Within),
+        None => (true, CheckOutcome::Unknown),
+    };
+    let check = Check::new(CheckKind::Leak, passed, outcome)
+        .limit(Some(leak.max_growth.get()))
+        .facts(Facts::Leak {
+            what: figures.as_ref().map(|(what, _)| what.to_string()),
+            figures: figures.as_ref().map(|(_, f)| f.clone()),
+            warmup: leak.warmup,
+        });
+    (check, figures.map(|(_, figures)| figures))
+}
+
+/// A process of the case killed by the kernel's OOM killer fails it, even
+/// when the workload recovered (a data-loader worker respawned): the case
+/// ran out of host memory. Only known with a cgroup.
+pub fn oom_kill_check(host: &HostFigures) -> Option<Check> {
+    let kills = host.oom_kills.filter(|kills| *kills > 0)?;
+    Some(
+        Check::new(CheckKind::HostOomKill, false, CheckOutcome::Breached).facts(Facts::OomKill {
+            kills,
+            method: host.method.to_string(),
+        }),
+    )
+}
+
+/// Every check of one run of a case against its own limits: budgets, OOM
+/// kills, a server case's client's, probe limits, and leaks (with the
+/// fitted trend the leak check judged).
+pub fn run_checks(
+    case: &Case,
+    host: &HostFigures,
+    gpu: Option<&GpuFigures>,
+    client: Option<(&HostFigures, Option<&GpuFigures>)>,
+    probe: Option<&ProbeSummary>,
+    soak_peaks: &[u64],
+) -> (Vec<Check>, Option<crate::leak::LeakFigures>) {
+    let mut checks = budget_checks(&case.budget, host, gpu);
+    checks.extend(oom_kill_check(host));
+    if let Some((client_host, client_gpu)) = client {
+        checks.extend(client_checks(
+            budget_checks(&case.client_budget, client_host, client_gpu)
+                .into_iter()
+                .chain(oom_kill_check(client_host)),
+        ));
+    }
+    checks.extend(limit_checks(case, probe));
+    let mut leak_figures = None;
+    if let Some(leak) = case.leak {
+        let (check, figures) = leak_check(leak, probe, soak_peaks);
+        checks.push(check);
+        leak_figures = figures;
+    }
+    (checks, leak_figures)
+}

@@ -1,0 +1,259 @@
+//! The judge: every decision about a case, made in one place from data.
+//!
+//! The runner hands over what it observed — each run's figures and how it
+//! ended ([`CaseRun`]), what a search found, whether the case shared its
+//! GPUs, its first attempt when this is a retry alone — with the baseline
+//! it is compared with ([`Baseline`]). [`judge_case`] returns the case's
+//! result and [`Verdict`], and whether to run it again alone; nothing else
+//! decides a status. `oomgate diff` judges a results file with the same
+//! comparison ([`against_lock`]), so `run` and `diff` cannot disagree.
+//!
+//! The judge writes no English: a check is data (`results::Check`: kind,
+//! outcome, figure, limit, baseline, tolerance, facts) and a verdict's
+//! cause is data ([`Cause`]); `report::words` words both. The one design
+//! choice a newcomer might question: the judge is pure but not blind to
+//! measurement — it reads the measurers' figure types (`HostFigures`,
+//! `GpuFigures`) as data, because a budget's sentence names the method
+//! that produced its figure.
+
+mod baseline;
+mod limits;
+mod repeats;
+mod verdict;
+
+pub use baseline::{Against, Baseline, Found, against_lock, drift_check, missing};
+pub use limits::{Gated, budget_breached, gpu_budget_check, headroom_check, headroom_limit};
+pub use limits::{host_budget_check, run_checks};
+pub use repeats::merge_repeats;
+pub use verdict::{Cause, Observed, StopReason, Verdict, Who, breaches, decide, failure_kind};
+
+use std::collections::BTreeMap;
+
+use crate::capacity::Capacity;
+use crate::results::{
+    CaseResult, CaseStatus, CaseTolerances, CheckKind, FirstAttempt, RetriedAlone,
+};
+use crate::suite::Case;
+
+/// One run of a case: its result (figures and its own limits' checks),
+/// and what its verdict is decided from.
+#[derive(Debug, Clone)]
+pub struct CaseRun {
+    pub result: CaseResult,
+    pub observed: Observed,
+    /// The diagnosis's first line, put before the verdict's words.
+    pub headline: Option<String>,
+}
+
+/// A case whose runs are over, as the judge receives it.
+#[derive(Debug)]
+pub struct Finished<'a> {
+    pub case: &'a Case,
+    /// One per repeat; with a search, those of the probe it is judged by.
+    pub runs: Vec<CaseRun>,
+    /// With `search`: what it found.
+    pub capacity: Option<Capacity>,
+    /// Other cases ran on its GPUs while it ran (`--pack`).
+    pub shared: bool,
+    /// Its attempt while sharing its GPUs, when this is the retry alone.
+    pub first_attempt: Option<CaseResult>,
+    /// The run is stopping (Ctrl-C, a write fault): nothing is retried.
+    pub stopping: bool,
+}
+
+/// The judge's answer for a case.
+#[derive(Debug)]
+pub struct Judgement {
+    pub result: CaseResult,
+    pub verdict: Verdict,
+    /// The diagnosis's first line, for the verdict's words.
+    pub headline: Option<String>,
+    /// It failed while sharing its GPU: run it again, alone, and judge
+    /// that run (with this result as its first attempt).
+    pub retry_alone: bool,
+}
+
+/// Judge a finished case: its repeats merged, compared with its baseline
+/// and capacity, its status and failure kind decided once every check is
+/// in, and — when it failed beside others on its GPUs — whether to retry
+/// it alone, or, for that retry, whether it was flaky.
+pub fn judge_case(finished: Finished<'_>, baseline: &Baseline<'_>) -> Judgement {
+    let Finished {
+        case,
+        runs,
+        capacity,
+        shared,
+        first_attempt,
+        stopping,
+    } = finished;
+    let CaseRun {
+        mut result,
+        observed,
+        headline,
+    } = merge_repeats(runs);
+    result.tolerance = Some(tolerances(case));
+    compare(case, &mut result, capacity.as_ref(), baseline);
+    if let Some(capacity) = &capacity {
+        // The case took the whole search, not only its chosen probe.
+        result.wall_time_s = capacity.probes.iter().map(|p| p.wall_time_s).sum();
+    }
+    result.capacity = capacity;
+    let mut verdict = decide(&observed, &result.checks);
+    if let (Some(Cause::Judged { drift, .. }), Some(info)) = (&mut verdict.cause, baseline.info) {
+        // Said once for the case; a failing drift check already lists it.
+        if !result
+            .checks
+            .iter()
+            .any(|c| c.kind == CheckKind::EnvironmentDrift && !c.passed)
+        {
+            *drift = info.drift.iter().map(ToString::to_string).collect();
+        }
+    }
+    result.status = verdict.status;
+    result.failure_kind = failure_kind(&result, observed.stop.as_ref());
+    let retry_alone = first_attempt.is_none()
+        && shared
+        && !stopping
+        && !matches!(result.status, CaseStatus::Passed | CaseStatus::Interrupted);
+    if let Some(first) = first_attempt {
+        result.retried_alone = Some(retried_alone(&result, first));
+    }
+    Judgement {
+        result,
+        verdict,
+        headline,
+        retry_alone,
+    }
+}
+
+/// The tolerances a case is judged with, recorded with its result.
+fn tolerances(case: &Case) -> CaseTolerances {
+    CaseTolerances {
+        capacity: case.search.as_ref().map(|s| s.tolerance),
+        ..case.tolerance.into()
+    }
+}
+
+/// A retry alone against its attempt beside others: flaky when it passed
+/// alone — unless the shared attempt failed only because its GPU figure
+/// could not be told from a neighbour's, which is no flakiness but a
+/// figure first measured alone.
+fn retried_alone(result: &CaseResult, first: CaseResult) -> RetriedAlone {
+    let unmeasurable = first.gpu_devices.iter().any(|d| d.note.is_some())
+        && first.failed_checks().next().is_some()
+        && first.failed_checks().all(|c| {
+            matches!(c.kind, CheckKind::GpuBudget | CheckKind::GpuHeadroom { .. })
+                && c.figure_bytes.is_none()
+        });
+    RetriedAlone {
+        flaky: result.status == CaseStatus::Passed && !unmeasurable,
+        first_attempt: FirstAttempt {
+            status: first.status,
+            failure_kind: first.failure_kind,
+            message: first.message,
+            gpu_sharing: first.gpu_sharing,
+        },
+    }
+}
+
+/// A finished case against the run's baseline: its figures' checks, its
+/// capacity's, the environment's drift, and the comparison kept in
+/// `result.baseline`. With no lock file, only `--require-baseline` has
+/// something to say.
+fn compare(case: &Case, result: &mut CaseResult, capacity: Option<&Capacity>, baseline: &Baseline) {
+    let (Some(info), Some(lock)) = (baseline.info, baseline.lock) else {
+        if baseline.require {
+            result.checks.push(missing(None, true));
+        }
+        return;
+    };
+    let now = Now::of(result);
+    let against = Against {
+        locked: lock.cases.get(&case.id),
+        lock_path: &info.path,
+        require: baseline.require,
+        gpu_compared: info.gpu_compared,
+    };
+    let found = capacity.map(|capacity| Found {
+        capacity,
+        max: case.search.as_ref().map(|s| s.max),
+    });
+    let tolerances = result.tolerance.unwrap_or_else(|| tolerances(case));
+    let (comparison, checks) = against_lock(against, now.view(result), tolerances, found);
+    result.checks.extend(checks);
+    result.checks.extend(drift_check(info));
+    result.baseline = Some(comparison);
+}
+
+/// What of a result a comparison with the lock reads, in the lock's
+/// shapes (sorted maps, the server as locked).
+pub struct Now {
+    params: BTreeMap<String, String>,
+    env: BTreeMap<String, String>,
+    server: Option<crate::baseline::LockedServer>,
+    gpu_method: Option<String>,
+}
+
+impl Now {
+    pub fn of(result: &CaseResult) -> Self {
+        Now {
+            // As recorded (redacted), as the lock holds them.
+            params: result.params.clone().into_iter().collect(),
+            env: result.env.clone().into_iter().collect(),
+            server: result
+                .server
+                .as_ref()
+                .map(|s| crate::baseline::LockedServer {
+                    command: s.command.clone(),
+                    env: s.env.clone().into_iter().collect(),
+                }),
+            // The lock keeps the method as the text results.json has.
+            gpu_method: result.gpu_peak_method.as_ref().map(ToString::to_string),
+        }
+    }
+
+    pub fn view<'a>(&'a self, result: &'a CaseResult) -> crate::baseline::CaseNow<'a> {
+        crate::baseline::CaseNow {
+            host: result.host_peak_bytes,
+            host_method: result.host_method,
+            gpu: result.gpu_peak_bytes,
+            gpu_method: self.gpu_method.as_deref(),
+            gpu_tainted: result.gpu_devices.iter().any(|d| !d.tainted_by.is_empty()),
+            allocated: result.probe.as_ref().and_then(|p| p.peak_allocated),
+            command: &result.command,
+            server: self.server.as_ref(),
+            params: &self.params,
+            env: &self.env,
+            allocator_env: &result.allocator_env,
+        }
+    }
+}
+
+/// Across the cases of one matrix: when only the largest values of a key
+/// ran out of GPU memory, say so on those cases.
+pub fn largest_values_hints(cases: &mut [CaseResult]) {
+    use crate::diagnose::{FailureKind, hints};
+    let view: Vec<hints::MatrixCase<'_>> = cases
+        .iter()
+        .map(|c| hints::MatrixCase {
+            params: &c.params,
+            command: &c.command,
+            gpu_oom: c
+                .diagnosis
+                .as_ref()
+                .is_some_and(|d| d.kind == FailureKind::GpuOom),
+            passed: c.status == CaseStatus::Passed,
+        })
+        .collect();
+    let found = hints::largest_values_fail(&view);
+    for (index, hint) in found {
+        if let Some(diagnosis) = cases.get_mut(index).and_then(|c| c.diagnosis.as_mut()) {
+            if !diagnosis.hints.contains(&hint) {
+                diagnosis.hints.push(hint);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

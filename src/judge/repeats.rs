@@ -1,0 +1,143 @@
+//! One result for a case run `repeat` times: its figures the maximum
+//! over the runs, the status those of the first run that did not pass,
+//! every run's figures kept so the spread is visible.
+
+use super::CaseRun;
+use super::verdict::{Observed, StopReason};
+use crate::results::{CaseResult, CaseStatus, Check, CheckKind, RepeatFigures};
+
+/// One result for a case run `repeat` times: the figures are the maximum
+/// over the runs, the status and message those of the first run that did
+/// not pass, and every run's figures are kept so the spread is visible.
+pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
+    let mut facts: Vec<(Observed, Option<String>)> = Vec::with_capacity(runs.len());
+    let mut runs: Vec<CaseResult> = runs
+        .into_iter()
+        .map(|run| {
+            facts.push((run.observed, run.headline));
+            run.result
+        })
+        .collect();
+    if runs.len() <= 1 {
+        let (observed, headline) = facts.pop().unwrap_or_else(|| {
+            (
+                // `runs` is never empty (`repeat` is at least 1); should
+                // that ever change, a result saying so beats a panic.
+                Observed {
+                    stop: Some(StopReason::LaunchFailed {
+                        message: "oomgate ran this case no times (an internal error)".into(),
+                    }),
+                    exits: Vec::new(),
+                    host_peak: None,
+                    serving: false,
+                },
+                None,
+            )
+        });
+        return CaseRun {
+            result: runs
+                .pop()
+                .unwrap_or_else(|| CaseResult::unmeasured(String::new())),
+            observed,
+            headline,
+        };
+    }
+    let figures: Vec<RepeatFigures> = runs
+        .iter()
+        .map(|r| RepeatFigures {
+            status: r.status,
+            wall_time_s: r.wall_time_s,
+            host_peak_bytes: r.host_peak_bytes,
+            gpu_peak_bytes: r.gpu_peak_bytes,
+        })
+        .collect();
+    let max = |pick: fn(&CaseResult) -> Option<u64>| runs.iter().filter_map(pick).max();
+    let host = max(|r| r.host_peak_bytes);
+    let gpu = max(|r| r.gpu_peak_bytes);
+    let wall: f64 = runs.iter().map(|r| r.wall_time_s).sum();
+    let samples: u64 = runs.iter().map(|r| r.samples).sum();
+    let chosen = match runs.iter().position(|r| r.status != CaseStatus::Passed) {
+        Some(failed) => failed,
+        None => (0..runs.len())
+            .max_by_key(|&i| (runs[i].gpu_peak_bytes, runs[i].host_peak_bytes))
+            .unwrap_or(0),
+    };
+    // The host figures (peak, its source and floors, the charged peak) of
+    // the run with the largest host peak, so they describe one run.
+    let host_run = (0..runs.len())
+        .max_by_key(|&i| runs[i].host_peak_bytes)
+        .unwrap_or(0);
+    let from = &runs[host_run];
+    let methods_differ = runs.iter().any(|r| r.host_method != from.host_method);
+    let host_figures = (
+        from.host_peak_at_s,
+        from.host_method,
+        from.host_peak_source,
+        from.host_floors,
+        from.host_charged_peak_bytes,
+        from.host_note.clone(),
+    );
+    let oom_kills = runs.iter().filter_map(|r| r.host_oom_kills).max();
+    // A server case's load client: the figures (and client budget checks)
+    // of the run where it used the most host memory, unless a run failed
+    // (then the failed run's, which explain it). `server` stays the chosen
+    // run's: the run whose figures the case reports.
+    let client_run = (0..runs.len())
+        .max_by_key(|&i| runs[i].client.as_ref().and_then(|c| c.host_peak_bytes))
+        .filter(|_| runs[chosen].status == CaseStatus::Passed)
+        .unwrap_or(chosen);
+    let client = runs[client_run].client.clone();
+    let client_checks: Vec<Check> = runs[client_run]
+        .checks
+        .iter()
+        .filter(|c| matches!(c.kind, CheckKind::Client(_)))
+        .cloned()
+        .collect();
+    let (mut observed, headline) = facts.swap_remove(chosen);
+    let mut result = runs.swap_remove(chosen);
+    if client_run != chosen {
+        result.client = client;
+        result
+            .checks
+            .retain(|c| !matches!(c.kind, CheckKind::Client(_)));
+        result.checks.extend(client_checks);
+    }
+    // An unknown host figure in any run keeps the maximum unknown.
+    result.host_peak_bytes = if figures.iter().any(|f| f.host_peak_bytes.is_none()) {
+        None
+    } else {
+        host
+    };
+    (
+        result.host_peak_at_s,
+        result.host_method,
+        result.host_peak_source,
+        result.host_floors,
+        result.host_charged_peak_bytes,
+        result.host_note,
+    ) = host_figures;
+    if methods_differ {
+        let note = "the repeats' host figures were measured by different methods";
+        result.host_note = Some(match result.host_note.take() {
+            Some(earlier) => format!("{earlier}; {note}"),
+            None => note.to_string(),
+        });
+    }
+    result.host_oom_kills = oom_kills;
+    // An unknown GPU figure in any run keeps the maximum unknown.
+    result.gpu_peak_bytes = if figures.iter().any(|f| f.gpu_peak_bytes.is_none()) {
+        None
+    } else {
+        gpu
+    };
+    result.wall_time_s = wall;
+    result.samples = samples;
+    result.repeats = figures;
+    // The verdict's words quote the merged peak, as the result shows it.
+    observed.host_peak = result.host_peak_bytes.map(crate::units::Bytes);
+    CaseRun {
+        result,
+        observed,
+        headline,
+    }
+}

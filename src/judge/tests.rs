@@ -1,0 +1,312 @@
+//! `judge_case` from fixtures, without processes: repeats, the baseline,
+//! capacity, drift and retries, each decided here and nowhere else.
+
+use std::path::PathBuf;
+
+use super::*;
+use crate::baseline::{Drift, Lock, LockedCase};
+use crate::capacity::{Probe, Tolerance};
+use crate::measure::HostMethod;
+use crate::results::{BaselineInfo, CheckOutcome, Exit, FailureType};
+use crate::suite::DriftPolicy;
+
+const MIB: u64 = 1024 * 1024;
+
+fn case(toml_case: &str) -> Case {
+    let text = format!("[suite]\nname = \"s\"\n[[case]]\nname = \"c\"\n{toml_case}\n");
+    let path = std::path::Path::new("suite.toml");
+    let suite = crate::suite::parse(&text, path, std::path::Path::new(".")).expect("a suite");
+    suite.cases.into_iter().next().expect("one case")
+}
+
+fn run(host_mib: u64, exit: Exit) -> CaseRun {
+    let mut result = CaseResult::unmeasured("c".into());
+    result.status = if exit.success() {
+        CaseStatus::Passed
+    } else {
+        CaseStatus::Failed
+    };
+    result.host_peak_bytes = Some(host_mib * MIB);
+    result.host_method = HostMethod::CgroupV1;
+    result.wall_time_s = 1.0;
+    CaseRun {
+        result,
+        observed: Observed {
+            stop: None,
+            exits: vec![Some(exit)],
+            host_peak: Some(crate::units::Bytes(host_mib * MIB)),
+            serving: false,
+        },
+        headline: None,
+    }
+}
+
+fn lock(host_mib: u64, capacity: Option<u64>) -> Lock {
+    let mut locked = LockedCase::empty();
+    locked.host_peak_bytes = Some(host_mib * MIB);
+    locked.host_peak_method = Some(HostMethod::CgroupV1);
+    locked.capacity = capacity;
+    locked.capacity_of = capacity.map(|_| crate::capacity::counted_as("batch", Some(8)));
+    Lock {
+        version: crate::baseline::LOCK_VERSION,
+        suite: "s".into(),
+        locked_at: "t".into(),
+        environment: Default::default(),
+        cases: [("c".to_string(), locked)].into(),
+    }
+}
+
+fn info(drift: Vec<Drift>, on_drift: DriftPolicy) -> BaselineInfo {
+    BaselineInfo {
+        path: PathBuf::from("s.lock"),
+        locked_at: "t".into(),
+        drift,
+        on_drift,
+        gpu_compared: true,
+        removed: Vec::new(),
+    }
+}
+
+fn finished(case: &Case, runs: Vec<CaseRun>) -> Finished<'_> {
+    Finished {
+        case,
+        runs,
+        capacity: None,
+        shared: false,
+        first_attempt: None,
+        stopping: false,
+    }
+}
+
+fn failed_names(result: &CaseResult) -> Vec<String> {
+    result.failed_checks().map(|c| c.name()).collect()
+}
+
+#[test]
+fn the_baseline_decides_a_clean_run_with_the_suites_tolerance() {
+    let case = case("command = [\"x\"]\ntolerance = { relative = \"5%\", absolute = \"16 MiB\" }");
+    let lock = lock(100, None);
+    let info = info(Vec::new(), DriftPolicy::Warn);
+    let baseline = Baseline {
+        lock: Some(&lock),
+        info: Some(&info),
+        require: false,
+    };
+    // 100 MiB × 1.05 + 16 MiB = 121 MiB: at the bound passes, above fails.
+    let table = [
+        (121, CaseStatus::Passed, None),
+        (122, CaseStatus::Failed, Some(FailureType::Regression)),
+    ];
+    for (host_mib, status, kind) in table {
+        let judged = judge_case(
+            finished(&case, vec![run(host_mib, Exit::Code(0))]),
+            &baseline,
+        );
+        assert_eq!(judged.result.status, status, "{host_mib} MiB");
+        assert_eq!(judged.result.failure_kind, kind);
+        let host = &judged.result.checks[0];
+        assert_eq!(
+            host.tolerance.map(|t| (t.relative, t.absolute_bytes)),
+            Some((0.05, 16 * MIB)),
+            "the suite's tolerance applied, and recorded"
+        );
+        assert_eq!(host.baseline_bytes, Some(100 * MIB));
+        assert_eq!(
+            judged.result.tolerance.map(|t| t.host.absolute_bytes),
+            Some(16 * MIB)
+        );
+        assert!(!judged.retry_alone);
+    }
+}
+
+#[test]
+fn no_lock_passes_unless_a_baseline_is_required() {
+    let case = case("command = [\"x\"]");
+    let judged = judge_case(
+        finished(&case, vec![run(10, Exit::Code(0))]),
+        &Baseline::NONE,
+    );
+    assert_eq!(judged.result.status, CaseStatus::Passed);
+    assert!(judged.result.checks.is_empty());
+    let required = Baseline {
+        require: true,
+        ..Baseline::NONE
+    };
+    let judged = judge_case(finished(&case, vec![run(10, Exit::Code(0))]), &required);
+    assert_eq!(judged.result.status, CaseStatus::Failed);
+    assert_eq!(failed_names(&judged.result), ["baseline"]);
+    assert_eq!(judged.result.failure_kind, Some(FailureType::Baseline));
+}
+
+#[test]
+fn a_run_that_failed_on_its_own_is_not_blamed_on_the_baseline_and_drift_is_said_once() {
+    let case = case("command = [\"x\"]");
+    let lock = lock(100, None);
+    let torch = Drift {
+        what: "torch".into(),
+        before: "2.4.0".into(),
+        after: "2.5.1".into(),
+    };
+    let info = info(vec![torch], DriftPolicy::Warn);
+    let baseline = Baseline {
+        lock: Some(&lock),
+        info: Some(&info),
+        require: false,
+    };
+    let crashed = judge_case(finished(&case, vec![run(500, Exit::Code(3))]), &baseline);
+    assert!(matches!(
+        crashed.verdict.cause,
+        Some(Cause::Exited {
+            exit: Exit::Code(3),
+            ..
+        })
+    ));
+    let regressed = judge_case(finished(&case, vec![run(500, Exit::Code(0))]), &baseline);
+    assert_eq!(
+        regressed.verdict.cause,
+        Some(Cause::Judged {
+            failed: vec![0],
+            drift: vec!["torch 2.4.0 → 2.5.1".into()]
+        })
+    );
+    // With on_drift = "fail" the drift check lists it: not said twice.
+    let info = self::info(info.drift.clone(), DriftPolicy::Fail);
+    let failing = Baseline {
+        info: Some(&info),
+        ..baseline
+    };
+    let judged = judge_case(finished(&case, vec![run(100, Exit::Code(0))]), &failing);
+    assert_eq!(failed_names(&judged.result), ["environment.drift"]);
+    assert_eq!(
+        judged.verdict.cause,
+        Some(Cause::Judged {
+            failed: vec![1],
+            drift: Vec::new()
+        })
+    );
+}
+
+#[test]
+fn repeats_keep_the_largest_figure_and_the_first_failure() {
+    let case = case("command = [\"x\"]\nrepeat = 3");
+    let judged = judge_case(
+        finished(
+            &case,
+            vec![
+                run(10, Exit::Code(0)),
+                run(30, Exit::Code(0)),
+                run(20, Exit::Code(0)),
+            ],
+        ),
+        &Baseline::NONE,
+    );
+    assert_eq!(judged.result.host_peak_bytes, Some(30 * MIB));
+    assert_eq!(judged.result.repeats.len(), 3);
+    assert_eq!(judged.result.wall_time_s, 3.0);
+    let judged = judge_case(
+        finished(&case, vec![run(10, Exit::Code(0)), run(5, Exit::Code(1))]),
+        &Baseline::NONE,
+    );
+    assert_eq!(judged.result.status, CaseStatus::Failed);
+    assert_eq!(judged.result.host_peak_bytes, Some(10 * MIB));
+}
+
+fn searched<'a>(case: &'a Case, value: u64, probes: &[(u64, bool)]) -> Finished<'a> {
+    let capacity = Capacity {
+        param: "batch".into(),
+        step: Some(8),
+        value: Some(value),
+        complete: true,
+        probes: probes
+            .iter()
+            .map(|&(value, passed)| Probe {
+                value,
+                status: if passed {
+                    CaseStatus::Passed
+                } else {
+                    CaseStatus::Failed
+                },
+                failure_kind: None,
+                host_peak_bytes: Some(MIB),
+                gpu_peak_bytes: None,
+                wall_time_s: 0.5,
+            })
+            .collect(),
+    };
+    Finished {
+        capacity: Some(capacity),
+        ..finished(case, vec![run(200, Exit::Code(0))])
+    }
+}
+
+#[test]
+fn a_capacity_shrink_is_a_regression_and_a_moved_capacity_ungates_the_peaks() {
+    let case = case(
+        "command = [\"x\", \"{batch}\"]\nsearch = { param = \"batch\", min = 8, max = 1024, step = 8 }\ncapacity_tolerance = 1",
+    );
+    let lock = lock(100, Some(88));
+    let info = info(Vec::new(), DriftPolicy::Warn);
+    let baseline = Baseline {
+        lock: Some(&lock),
+        info: Some(&info),
+        require: false,
+    };
+    // 88 with one step of 8 accepted: 80 passes, 72 fails.
+    let shrank = judge_case(searched(&case, 72, &[(72, true), (80, false)]), &baseline);
+    assert_eq!(shrank.result.status, CaseStatus::Failed);
+    assert_eq!(shrank.result.failure_kind, Some(FailureType::Regression));
+    let capacity = shrank
+        .result
+        .checks
+        .iter()
+        .find(|c| c.kind == CheckKind::Capacity)
+        .expect("a capacity check");
+    assert_eq!(capacity.outcome, Some(CheckOutcome::Breached));
+    assert_eq!(shrank.result.wall_time_s, 1.0, "the search's time");
+    // The host peak (200 MiB against 100) is of another size: not gated.
+    let host = &shrank.result.checks[0];
+    assert!(host.passed);
+    assert_eq!(host.outcome, Some(CheckOutcome::NotGated));
+    assert_eq!(failed_names(&shrank.result), ["baseline.capacity"]);
+
+    let within = judge_case(searched(&case, 80, &[(80, true), (88, false)]), &baseline);
+    assert_eq!(within.result.status, CaseStatus::Passed);
+    assert_eq!(
+        within.result.tolerance.and_then(|t| t.capacity),
+        Some(Tolerance::Steps(1))
+    );
+    // At the locked value the peaks are of the same size, and gated.
+    let same = judge_case(searched(&case, 88, &[(88, true), (96, false)]), &baseline);
+    assert_eq!(failed_names(&same.result), ["baseline.host"]);
+}
+
+#[test]
+fn a_failure_beside_others_is_retried_alone_and_a_pass_alone_is_flaky() {
+    let case = case("command = [\"x\"]");
+    let shared = Finished {
+        shared: true,
+        ..finished(&case, vec![run(10, Exit::Code(1))])
+    };
+    let first = judge_case(shared, &Baseline::NONE);
+    assert!(first.retry_alone);
+    let stopping = Finished {
+        shared: true,
+        stopping: true,
+        ..finished(&case, vec![run(10, Exit::Code(1))])
+    };
+    assert!(!judge_case(stopping, &Baseline::NONE).retry_alone);
+    let alone = Finished {
+        first_attempt: Some(first.result),
+        ..finished(&case, vec![run(10, Exit::Code(0))])
+    };
+    let retried = judge_case(alone, &Baseline::NONE);
+    assert!(!retried.retry_alone, "a retry is not retried");
+    assert!(retried.result.flaky());
+    let failed_again = Finished {
+        first_attempt: Some(retried.result.clone()),
+        ..finished(&case, vec![run(10, Exit::Code(1))])
+    };
+    let judged = judge_case(failed_again, &Baseline::NONE);
+    assert_eq!(judged.result.status, CaseStatus::Failed);
+    assert!(!judged.result.flaky());
+}

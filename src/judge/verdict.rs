@@ -1,0 +1,333 @@
+//! A case's status from what a run observed and every check: `decide`,
+//! the one function that decides a status, and `failure_kind`, the one
+//! word CI reads for it.
+//!
+//! The runner records facts (how each instance ended, why it stopped the
+//! case, the peaks); `decide` turns them and the checks into a [`Verdict`]:
+//! the status, and its [`Cause`] as data — which stop, which instance,
+//! which checks — that `report::words` words. Being pure, every boundary is
+//! table tested.
+
+use std::time::Duration;
+
+use crate::results::{CaseResult, CaseStatus, Check, CheckKind, CheckOutcome};
+use crate::status::{Exit, FailureType};
+use crate::units::Bytes;
+
+/// Why oomgate itself stopped a case before its instances finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// A budget check failed while the case ran.
+    BudgetExceeded {
+        at: Duration,
+    },
+    TimedOut {
+        after: Duration,
+    },
+    Interrupted,
+    /// One instance failed, so the others were stopped.
+    InstanceFailed {
+        index: u32,
+    },
+    /// The case was not started: its GPUs run processes oomgate did not
+    /// start, and the suite says `foreign_processes = "fail"`.
+    ForeignProcesses {
+        message: String,
+    },
+    /// An instance (or a soak relaunch) could not be started.
+    LaunchFailed {
+        message: String,
+    },
+    /// The case's server exited on its own: before it was ready, or
+    /// under load. `at`: since the case started.
+    ServerExited {
+        exit: Exit,
+        at: Duration,
+        ready: bool,
+    },
+    /// The case's server was not ready within its `ready_timeout`:
+    /// `target` is what was asked, `last` why the last check failed.
+    ServerNotReady {
+        after: Duration,
+        target: String,
+        last: Option<String>,
+    },
+}
+
+/// What the runner observed about a case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    pub stop: Option<StopReason>,
+    /// How each instance's last run ended; `None` if it never started.
+    pub exits: Vec<Option<Exit>>,
+    pub host_peak: Option<Bytes>,
+    /// The instances are a server's load client (the peak is the server's).
+    pub serving: bool,
+}
+
+/// A memory budget exceeded: strictly above the limit. A peak exactly at the
+/// limit passes, as a limit of "512 MiB" reads.
+pub fn breaches(peak: Bytes, limit: Bytes) -> bool {
+    peak > limit
+}
+
+/// The verdict on a case: its status and, when it did not pass, why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub status: CaseStatus,
+    /// `None` for a case that passed.
+    pub cause: Option<Cause>,
+}
+
+/// Why a case did not pass, as data: the one line a person reads first is
+/// `report::words::case_message` of it. `host_peak`s are the case's, for
+/// the sentence.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cause {
+    Interrupted {
+        host_peak: Option<Bytes>,
+    },
+    /// Not started, or not started beside another's processes: the
+    /// runner's own words.
+    NotStarted {
+        message: String,
+    },
+    TimedOut {
+        after: Duration,
+        host_peak: Option<Bytes>,
+    },
+    ServerNotReady {
+        after: Duration,
+        target: String,
+        last: Option<String>,
+        host_peak: Option<Bytes>,
+    },
+    /// The case's own limits failed: these checks (indices into the
+    /// case's checks), and when the case was stopped for them.
+    Limits {
+        failed: Vec<usize>,
+        stopped_at: Option<Duration>,
+    },
+    ServerExited {
+        exit: Exit,
+        at: Duration,
+        ready: bool,
+        host_peak: Option<Bytes>,
+    },
+    /// An instance (the first that failed on its own) ended badly.
+    Exited {
+        who: Who,
+        exit: Exit,
+        host_peak: Option<Bytes>,
+    },
+    /// Judged against the baseline: these checks failed; `drift`, the
+    /// environment's changes since the baseline (said once per case).
+    Judged {
+        failed: Vec<usize>,
+        drift: Vec<String>,
+    },
+}
+
+/// Which instance of a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// The only instance.
+    Command,
+    Instance(u32),
+    /// A server case's only load client.
+    Client,
+    ClientInstance(u32),
+}
+
+/// The case's status and, when it did not pass, why — most important first:
+/// how oomgate stopped it (interrupt, launch failure, timeout), then its own
+/// limits (budgets, headroom, OOM kills, probe limits, leaks: a breach is
+/// why oomgate stopped it), then how an instance ended, then the judgement
+/// of its figures against the baseline and the environment's drift (a run
+/// that failed on its own has figures that say little). The one place a
+/// case's status is decided: for each run, and again for the case once the
+/// baseline's checks are in.
+pub fn decide(observed: &Observed, checks: &[Check]) -> Verdict {
+    let host_peak = observed.host_peak;
+    let verdict = |status, cause| Verdict {
+        status,
+        cause: Some(cause),
+    };
+    match &observed.stop {
+        Some(StopReason::Interrupted) => {
+            return verdict(CaseStatus::Interrupted, Cause::Interrupted { host_peak });
+        }
+        Some(StopReason::LaunchFailed { message } | StopReason::ForeignProcesses { message }) => {
+            let message = message.clone();
+            return verdict(CaseStatus::Error, Cause::NotStarted { message });
+        }
+        Some(StopReason::TimedOut { after }) => {
+            let after = *after;
+            return verdict(CaseStatus::TimedOut, Cause::TimedOut { after, host_peak });
+        }
+        Some(StopReason::ServerNotReady {
+            after,
+            target,
+            last,
+        }) => {
+            let cause = Cause::ServerNotReady {
+                after: *after,
+                target: target.clone(),
+                last: last.clone(),
+                host_peak,
+            };
+            return verdict(CaseStatus::TimedOut, cause);
+        }
+        _ => {}
+    }
+    let failed = |judgement: bool| -> Vec<usize> {
+        checks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.passed && c.kind.is_judgement() == judgement)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let own = failed(false);
+    if !own.is_empty() {
+        let stopped_at = match observed.stop {
+            Some(StopReason::BudgetExceeded { at }) => Some(at),
+            _ => None,
+        };
+        let cause = Cause::Limits {
+            failed: own,
+            stopped_at,
+        };
+        return verdict(CaseStatus::Failed, cause);
+    }
+    // A server that ended on its own is the cause; its clients were
+    // stopped because of it (or never started).
+    if let Some(StopReason::ServerExited { exit, at, ready }) = observed.stop {
+        let cause = Cause::ServerExited {
+            exit,
+            at,
+            ready,
+            host_peak,
+        };
+        return verdict(CaseStatus::Failed, cause);
+    }
+    // With several instances, the first to fail is the cause; the others
+    // were stopped because of it.
+    let first_failure = match observed.stop {
+        Some(StopReason::InstanceFailed { index }) => observed
+            .exits
+            .get(index as usize)
+            .copied()
+            .flatten()
+            .map(|exit| (index, exit)),
+        _ => None,
+    }
+    .or_else(|| {
+        observed
+            .exits
+            .iter()
+            .enumerate()
+            .find_map(|(i, exit)| match exit {
+                Some(exit) if !exit.success() => Some((i as u32, *exit)),
+                _ => None,
+            })
+    });
+    if let Some((index, exit)) = first_failure {
+        let who = match (observed.serving, observed.exits.len() > 1) {
+            (false, true) => Who::Instance(index),
+            (false, false) => Who::Command,
+            (true, true) => Who::ClientInstance(index),
+            (true, false) => Who::Client,
+        };
+        let cause = Cause::Exited {
+            who,
+            exit,
+            host_peak,
+        };
+        return verdict(CaseStatus::Failed, cause);
+    }
+    let judged = failed(true);
+    if !judged.is_empty() {
+        let cause = Cause::Judged {
+            failed: judged,
+            drift: Vec::new(),
+        };
+        return verdict(CaseStatus::Failed, cause);
+    }
+    Verdict {
+        status: CaseStatus::Passed,
+        cause: None,
+    }
+}
+
+/// The kind of a case's failure, one stable word for CI (JUnit's failure
+/// `type`, results.json's `failure_kind`, the GitHub annotation's title),
+/// or `None` for a case that passed. When several apply, the first in this
+/// order wins: how the case ended (`interrupted`, `foreign-processes` — not
+/// started beside another's processes —, `launch-error`), then
+/// the diagnosis of a case that failed on its own (`gpu-oom`, `host-oom`,
+/// `host-oom-suspected`, `cuda-setup`, `cuda-fault`, `timeout`, `crash`) —
+/// so an OOM outranks the budget breach it caused — then the failed checks
+/// (`host-oom`, `budget`, `headroom`, `leak`, `limit`, `regression`,
+/// `baseline`, `environment-drift`).
+pub fn failure_kind(case: &CaseResult, stop: Option<&StopReason>) -> Option<FailureType> {
+    use crate::diagnose::FailureKind;
+    match case.status {
+        CaseStatus::Passed => return None,
+        CaseStatus::Interrupted | CaseStatus::Running => return Some(FailureType::Interrupted),
+        CaseStatus::Error if matches!(stop, Some(StopReason::ForeignProcesses { .. })) => {
+            return Some(FailureType::ForeignProcesses);
+        }
+        CaseStatus::Error => return Some(FailureType::LaunchError),
+        CaseStatus::Failed | CaseStatus::TimedOut => {}
+    }
+    if let Some(diagnosis) = &case.diagnosis {
+        return Some(match diagnosis.kind {
+            FailureKind::GpuOom => FailureType::GpuOom,
+            FailureKind::HostOom | FailureKind::HostAllocFailed => FailureType::HostOom,
+            FailureKind::HostOomSuspected => FailureType::HostOomSuspected,
+            FailureKind::CudaSetup => FailureType::CudaSetup,
+            FailureKind::CudaFault => FailureType::CudaFault,
+            FailureKind::Timeout => FailureType::Timeout,
+            FailureKind::ExitNonzero => FailureType::Crash,
+        });
+    }
+    if case.status == CaseStatus::TimedOut {
+        return Some(FailureType::Timeout);
+    }
+    Some(
+        case.failed_checks()
+            .map(|check| rank(&check.kind, check.outcome, check.figure_bytes.is_some()))
+            .min_by_key(|(rank, _)| *rank)
+            .map_or(FailureType::Crash, |(_, word)| word),
+    )
+}
+
+/// A failed check's place in the failure kinds' precedence, and its word.
+/// `measured`: the check has a figure.
+fn rank(kind: &CheckKind, outcome: Option<CheckOutcome>, measured: bool) -> (u8, FailureType) {
+    match kind {
+        CheckKind::HostOomKill => (0, FailureType::HostOom),
+        CheckKind::HostBudget | CheckKind::GpuBudget => (1, FailureType::Budget),
+        CheckKind::GpuHeadroom { .. } => (2, FailureType::Headroom),
+        CheckKind::Leak => (3, FailureType::Leak),
+        CheckKind::Limit(_) => (4, FailureType::Limit),
+        // A figure measured against its baseline; without one (no
+        // baseline, or none it can be compared with) it is the baseline
+        // that failed, not the figure.
+        CheckKind::Baseline(_) if measured => (5, FailureType::Regression),
+        // A capacity that shrank is a regression; none to compare with
+        // (`--require-baseline`) is the baseline's failure.
+        CheckKind::Capacity if outcome != Some(CheckOutcome::NoBaseline) => {
+            (5, FailureType::Regression)
+        }
+        CheckKind::Capacity => (6, FailureType::Baseline),
+        CheckKind::Baseline(_) | CheckKind::BaselineMissing => (6, FailureType::Baseline),
+        CheckKind::EnvironmentDrift => (7, FailureType::EnvironmentDrift),
+        // A server case's load client: its checks are of the case's kinds.
+        CheckKind::Client(check) => rank(check, outcome, measured),
+    }
+}
+
+#[cfg(test)]
+mod tests;

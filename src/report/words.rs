@@ -1,0 +1,474 @@
+//! The sentences of verdicts: one renderer for every check and every
+//! case's cause, from the judge's data.
+//!
+//! The judge (`crate::judge`) decides and writes no English; this file
+//! writes the `message` that results.json keeps for each check and case,
+//! which every report then shows, and `oomgate diff` words its checks here
+//! too. A report that wants other words (the terminal's `88 → 72`) reads
+//! the same data. Secrets are masked once the words are made (a case's
+//! params may hold what the suite redacts).
+
+use crate::baseline::compare::{describe_tolerance, signed_percent};
+use crate::baseline::{FigureComparison, NotCompared};
+use crate::judge::{Cause, Verdict, Who};
+use crate::results::{CaseResult, Check, CheckKind, CheckOutcome, Facts};
+use crate::status::Exit;
+use crate::units::{Bytes, format_duration, format_figure};
+
+/// Fill in the words of a judged case: each check's message, each compared
+/// figure's, and the case's own (its diagnosis's headline first).
+pub fn word_case(result: &mut CaseResult, verdict: &Verdict, headline: Option<&str>) {
+    for check in &mut result.checks {
+        if check.facts.is_some() {
+            check.message = check_message(check);
+        }
+    }
+    if let Some(comparison) = &mut result.baseline {
+        for figure in [
+            &mut comparison.host,
+            &mut comparison.gpu,
+            &mut comparison.allocated,
+        ] {
+            let check = result
+                .checks
+                .iter()
+                .find(|c| c.kind == CheckKind::Baseline(figure.figure));
+            figure.message = match check {
+                Some(check) => check.message.clone(),
+                None => comparison_message(figure),
+            };
+        }
+    }
+    let message = case_message(verdict, &result.checks);
+    let message = match (headline, message) {
+        (Some(headline), Some(message)) => Some(format!("{headline} — {message}")),
+        (_, message) => message,
+    };
+    result.message = message.map(|m| crate::redact::mask(&m).into_owned());
+}
+
+/// A figure's comparison with no check of its own: `gpu peak: no baseline`.
+fn comparison_message(figure: &FigureComparison) -> String {
+    format!("{} peak: no baseline", figure.figure)
+}
+
+/// The one line a person reads first about a case that did not pass;
+/// `None` for one that passed.
+pub fn case_message(verdict: &Verdict, checks: &[Check]) -> Option<String> {
+    let peak = |host_peak: &Option<Bytes>| match host_peak {
+        Some(peak) => format!("host peak {peak}"),
+        None => "host peak unknown".to_string(),
+    };
+    let joined = |failed: &[usize]| {
+        failed
+            .iter()
+            .filter_map(|&i| checks.get(i))
+            .map(|c| c.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let killed = |exit: Exit, host_peak: &Option<Bytes>| {
+        if exit == Exit::Signal(libc::SIGKILL) || exit == Exit::Code(137) {
+            format!(
+                " — not sent by oomgate: suspect the host's out-of-memory killer ({}); check `dmesg` or the container's memory limit",
+                peak(host_peak)
+            )
+        } else {
+            String::new()
+        }
+    };
+    Some(match verdict.cause.as_ref()? {
+        Cause::Interrupted { host_peak } => {
+            format!("interrupted before it finished; {} so far", peak(host_peak))
+        }
+        Cause::NotStarted { message } => message.clone(),
+        Cause::TimedOut { after, host_peak } => format!(
+            "timed out after {}; stopped with its whole process tree; {}",
+            format_duration(*after),
+            peak(host_peak)
+        ),
+        Cause::ServerNotReady {
+            after,
+            target,
+            last,
+            host_peak,
+        } => {
+            let why = last
+                .as_ref()
+                .map_or(String::new(), |why| format!(": {why}"));
+            format!(
+                "the server was not ready after {} (waited for {target}{why}); stopped with its whole process tree; {}",
+                format_duration(*after),
+                peak(host_peak)
+            )
+        }
+        Cause::Limits { failed, stopped_at } => {
+            let mut message = joined(failed);
+            if let Some(at) = stopped_at {
+                message.push_str(&format!(" — stopped at {}", format_duration(*at)));
+            }
+            message
+        }
+        Cause::ServerExited {
+            exit,
+            at,
+            ready,
+            host_peak,
+        } => {
+            let when = if *ready {
+                format!("under load, {} into the case", format_duration(*at))
+            } else {
+                format!(
+                    "before it was ready, {} after it started",
+                    format_duration(*at)
+                )
+            };
+            format!(
+                "the server {} {when}{}",
+                exit.describe(),
+                killed(*exit, host_peak)
+            )
+        }
+        Cause::Exited {
+            who,
+            exit,
+            host_peak,
+        } => {
+            let who = match who {
+                Who::Command => "the command".to_string(),
+                Who::Instance(index) => format!("instance {index}"),
+                Who::Client => "the load client".to_string(),
+                Who::ClientInstance(index) => format!("load client instance {index}"),
+            };
+            format!("{who} {}{}", exit.describe(), killed(*exit, host_peak))
+        }
+        Cause::Judged { failed, drift } => {
+            let mut message = joined(failed);
+            if !drift.is_empty() {
+                message.push_str(&format!(
+                    "; environment changes since the baseline: {}",
+                    drift.join(", ")
+                ));
+            }
+            message
+        }
+    })
+}
+
+/// A check's sentence, from its data. A check read from results written
+/// before checks were data keeps the message it was written with.
+pub fn check_message(check: &Check) -> String {
+    let Some(facts) = &check.facts else {
+        return check.message.clone();
+    };
+    let outcome = check.outcome.unwrap_or(if check.passed {
+        CheckOutcome::Within
+    } else {
+        CheckOutcome::Breached
+    });
+    match (&check.kind, facts) {
+        (CheckKind::Client(inner), _) => {
+            let inner = Check {
+                kind: (**inner).clone(),
+                ..check.clone()
+            };
+            format!("client {}", check_message(&inner))
+        }
+        (CheckKind::HostBudget, Facts::Budget { method, .. }) => {
+            budget("host", outcome, check, &format!(" ({method})"))
+        }
+        (
+            _,
+            Facts::Budget {
+                method,
+                left_out,
+                whole_bytes,
+            },
+        ) => match (outcome, left_out) {
+            (CheckOutcome::NotGated, Some(left_out)) => format!(
+                "gpu peak {} ({method}) not gated against budget {}: {left_out}, whose memory may be in it",
+                shown(whole_bytes.or(check.figure_bytes)),
+                shown(check.limit_bytes)
+            ),
+            (_, Some(left_out)) => budget(
+                "gpu",
+                outcome,
+                check,
+                &format!(" ({method}, without {left_out}: not gated)"),
+            ),
+            (_, None) => budget("gpu", outcome, check, &format!(" ({method})")),
+        },
+        (
+            _,
+            Facts::Headroom {
+                device,
+                method,
+                taint,
+                total_bytes,
+                fraction,
+            },
+        ) => headroom(
+            check,
+            outcome,
+            device,
+            method,
+            taint.as_deref(),
+            *total_bytes,
+            *fraction,
+        ),
+        (_, Facts::OomKill { kills, method }) => format!(
+            "the kernel's OOM killer killed {kills} process(es) of the case (counted by its memory cgroup, {method})"
+        ),
+        (CheckKind::Limit(key), Facts::Limit { text, value, bytes }) => {
+            let shown = |value: f64| {
+                if *bytes {
+                    Bytes(value as u64).to_string()
+                } else {
+                    format_figure(value)
+                }
+            };
+            match (value, outcome) {
+                (Some(value), CheckOutcome::Within) => {
+                    format!("{key} = {} within limit {text}", shown(*value))
+                }
+                (Some(value), _) => format!("{key} = {} breaks limit {text}", shown(*value)),
+                (None, _) => {
+                    format!("{key} was not reported by the workload, so limit {text} is unverified")
+                }
+            }
+        }
+        (
+            _,
+            Facts::Leak {
+                what,
+                figures,
+                warmup,
+            },
+        ) => match (what, figures) {
+            (Some(what), Some(figures)) => {
+                let max = shown(check.limit_bytes);
+                let trend = crate::leak::describe(figures);
+                if check.passed {
+                    format!("no leak: {what} {trend}, within {max}")
+                } else {
+                    format!("leak: {what} {trend}, more than the {max} allowed")
+                }
+            }
+            _ => format!(
+                "leak not checked: fewer than 3 iterations after a warm-up of {warmup}, from probe steps or soak runs"
+            ),
+        },
+        (
+            CheckKind::Baseline(figure),
+            Facts::Baseline {
+                not_compared,
+                required,
+            },
+        ) => baseline_figure(
+            check,
+            figure.as_str(),
+            outcome,
+            not_compared.as_ref(),
+            *required,
+        ),
+        (_, Facts::Missing { lock, required }) => {
+            let mut message = match lock {
+                Some(lock) => format!("no baseline for this case in {}", lock.display()),
+                None => "no baseline: no lock file".to_string(),
+            };
+            if *required {
+                message.push_str(" (--require-baseline)");
+            }
+            message
+        }
+        (
+            _,
+            Facts::Capacity {
+                param,
+                value,
+                complete,
+                probes,
+                locked,
+                least_accepted,
+                tolerance,
+                lock_counts,
+                counts,
+                required,
+            },
+        ) => {
+            let found = match (value, complete) {
+                (Some(value), true) => value.to_string(),
+                (Some(value), false) => format!(">= {value} (the search was cut short)"),
+                (None, _) => "none".to_string(),
+            };
+            match (outcome, value, locked) {
+                (CheckOutcome::NotCompared, _, _) => format!(
+                    "capacity not compared: the lock's counts {}, this search {}; lock again to gate it",
+                    lock_counts.as_deref().unwrap_or("something else"),
+                    counts.as_deref().unwrap_or(param)
+                ),
+                (_, None, _) => format!(
+                    "no {param} fits: the smallest probed failed ({})",
+                    plural(*probes, "probe")
+                ),
+                (CheckOutcome::Breached, Some(_), Some(locked)) => format!(
+                    "capacity regressed: {param} {locked} → {found} (capacity_tolerance {tolerance} accepts {} and up)",
+                    least_accepted.unwrap_or(*locked)
+                ),
+                (CheckOutcome::Improved, Some(_), Some(locked)) => {
+                    format!("capacity grew: {param} {locked} → {found}; re-lock to keep it")
+                }
+                (_, Some(value), Some(locked)) if value < locked => format!(
+                    "capacity {param} {locked} → {found}, within capacity_tolerance {tolerance}"
+                ),
+                (_, Some(_), Some(_)) => format!("capacity {param} {found}, as locked"),
+                (_, Some(_), None) if *required => {
+                    "no locked capacity to compare with (--require-baseline)".to_string()
+                }
+                (_, Some(_), None) => "no locked capacity to compare with".to_string(),
+            }
+        }
+        (_, Facts::Drift { changes }) => format!(
+            "the environment drifted from the baseline (on_drift = \"fail\"): {}",
+            changes.join(", ")
+        ),
+        // Facts that do not belong to the kind: the words it came with.
+        _ => check.message.clone(),
+    }
+}
+
+fn shown(bytes: Option<u64>) -> String {
+    bytes.map_or("unknown".to_string(), |b| Bytes(b).to_string())
+}
+
+fn plural(count: usize, what: &str) -> String {
+    match count {
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    }
+}
+
+/// `host peak 612.0 MiB (vmhwm, cgroup-v1) exceeded budget 512.0 MiB (by 100.0 MiB)`
+fn budget(what: &str, outcome: CheckOutcome, check: &Check, how: &str) -> String {
+    let limit = shown(check.limit_bytes);
+    match (check.figure_bytes, outcome) {
+        (Some(peak), CheckOutcome::Breached) => format!(
+            "{what} peak {}{how} exceeded budget {limit} (by {})",
+            Bytes(peak),
+            Bytes(peak.saturating_sub(check.limit_bytes.unwrap_or(0)))
+        ),
+        (Some(peak), _) => format!("{what} peak {}{how} within budget {limit}", Bytes(peak)),
+        (None, _) => {
+            format!("{what} memory could not be measured, so budget {limit} is unverified")
+        }
+    }
+}
+
+fn headroom(
+    check: &Check,
+    outcome: CheckOutcome,
+    device: &str,
+    method: &str,
+    taint: Option<&str>,
+    total_bytes: u64,
+    fraction: f64,
+) -> String {
+    let total = Bytes(total_bytes);
+    let share = |bytes: u64| 100.0 * bytes as f64 / total_bytes.max(1) as f64;
+    let percent = fraction * 100.0;
+    match (check.figure_bytes, outcome) {
+        (None, _) => format!(
+            "{device} memory could not be measured, so the {percent:.0}% headroom is unverified"
+        ),
+        (Some(peak), CheckOutcome::NotGated) => format!(
+            "{device} peak {} ({method}) is {:.1}% of its {total}, not gated against the {percent:.0}% headroom limit: {}, whose memory may be in it",
+            Bytes(peak),
+            share(peak),
+            taint.unwrap_or("another process was on it")
+        ),
+        (Some(peak), CheckOutcome::Breached) => format!(
+            "{device} peak {} ({method}) is {:.1}% of its {total}, above the {percent:.0}% headroom limit ({})",
+            Bytes(peak),
+            share(peak),
+            shown(check.limit_bytes)
+        ),
+        (Some(peak), _) => format!(
+            "{device} peak {} ({method}) is {:.1}% of its {total}, within {percent:.0}%",
+            Bytes(peak),
+            share(peak)
+        ),
+    }
+}
+
+/// `gpu peak 41.2 GiB > baseline 38.0 GiB (+8.4%, tolerance 5% + 64.0 MiB)`
+fn baseline_figure(
+    check: &Check,
+    what: &str,
+    outcome: CheckOutcome,
+    not_compared: Option<&NotCompared>,
+    required: bool,
+) -> String {
+    let require = if required {
+        " (--require-baseline)"
+    } else {
+        ""
+    };
+    let new = check.figure_bytes.map(Bytes);
+    let base = check.baseline_bytes.map(Bytes);
+    if let Some(why) = not_compared {
+        let reason = match why {
+            NotCompared::HostMethod { locked, now } => format!(
+                "host peak not comparable: locked as measured by {locked}, measured by {now} now; re-lock (oomgate lock) to gate it again"
+            ),
+            NotCompared::GpuModels => "gpu peak not compared: the GPU models differ from the baseline's (use --compare-across-gpus to compare anyway)".to_string(),
+            NotCompared::Tainted => "gpu peak not compared: it is a device delta taken while another process was on the GPU, whose memory may be in it".to_string(),
+            NotCompared::CapacityMoved {
+                param,
+                locked,
+                value,
+            } => {
+                let compared = Check {
+                    facts: Some(Facts::Baseline {
+                        not_compared: None,
+                        required: false,
+                    }),
+                    outcome: Some(CheckOutcome::Breached),
+                    ..check.clone()
+                };
+                return format!(
+                    "{} (not gated: the capacity moved, {param} {locked} → {value}, so the peaks are of another size; lock again to compare them)",
+                    check_message(&compared)
+                );
+            }
+        };
+        return format!("{reason}{require}");
+    }
+    let (new, base) = match (new, base) {
+        (Some(new), Some(base)) => (new, base),
+        (None, Some(base)) => {
+            return format!(
+                "{what} peak unknown this run (baseline {base}): the regression gate cannot be verified"
+            );
+        }
+        (_, None) => return format!("{what} peak: no baseline in the lock{require}"),
+    };
+    let change = match check.delta_ratio() {
+        Some(ratio) => signed_percent(ratio),
+        None => format!("+{new} from zero"),
+    };
+    let tolerance = check
+        .tolerance
+        .map_or_else(|| "none".to_string(), |t| describe_tolerance(t.into()));
+    match outcome {
+        CheckOutcome::Breached => {
+            format!("{what} peak {new} > baseline {base} ({change}, tolerance {tolerance})")
+        }
+        CheckOutcome::Improved => format!(
+            "{what} peak {new} < baseline {base} ({change}, beyond tolerance {tolerance}): re-lock to tighten the gate"
+        ),
+        _ => format!("{what} peak {new} vs baseline {base} ({change}, within {tolerance})"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,393 @@
+use std::time::Duration;
+
+use super::*;
+use crate::baseline::{Figure, compare};
+use crate::judge::{
+    Against, Found, Gated, Observed, StopReason, against_lock, decide, gpu_budget_check,
+    headroom_check, host_budget_check,
+};
+use crate::results::CaseTolerances;
+use crate::suite::{Tolerance, Tolerances};
+
+const MIB: u64 = 1024 * 1024;
+
+fn worded(mut check: Check) -> Check {
+    check.message = check_message(&check);
+    check
+}
+
+fn message(observed: &Observed, checks: &[Check]) -> Option<String> {
+    let checks: Vec<Check> = checks.iter().cloned().map(worded).collect();
+    case_message(&decide(observed, &checks), &checks)
+}
+
+fn observed(stop: Option<StopReason>, exits: &[Option<Exit>], peak: Option<u64>) -> Observed {
+    Observed {
+        stop,
+        exits: exits.to_vec(),
+        host_peak: peak.map(Bytes),
+        serving: false,
+    }
+}
+
+#[test]
+fn budgets_word_their_figures_and_method() {
+    let limit = Bytes(512 * MIB);
+    let over = host_budget_check(Some(Bytes(612 * MIB)), "vmhwm, cgroup-v1", limit);
+    assert_eq!(
+        check_message(&over),
+        "host peak 612.0 MiB (vmhwm, cgroup-v1) exceeded budget 512.0 MiB (by 100.0 MiB)"
+    );
+    let within = host_budget_check(Some(limit), "vmhwm, cgroup-v1", limit);
+    assert!(within.passed);
+    assert_eq!(
+        check_message(&within),
+        "host peak 512.0 MiB (vmhwm, cgroup-v1) within budget 512.0 MiB"
+    );
+    let unknown = host_budget_check(None, "vmhwm, cgroup-v1", limit);
+    assert!(!unknown.passed);
+    assert_eq!(
+        check_message(&unknown),
+        "host memory could not be measured, so budget 512.0 MiB is unverified"
+    );
+    // One byte over fails, exactly at the budget passes, zero is a budget.
+    assert!(!host_budget_check(Some(Bytes(512 * MIB + 1)), "x", limit).passed);
+    assert!(!host_budget_check(Some(Bytes(1)), "x", Bytes(0)).passed);
+}
+
+#[test]
+fn tainted_gpu_figures_are_reported_not_judged() {
+    let limit = Bytes(512 * MIB);
+    let left_out = || "GPU 0 tainted by pid 4242 (sleep)".to_string();
+    let table: &[(Option<u64>, Gated, bool, &str)] = &[
+        (Some(513 * MIB), Gated::Whole, false, "exceeded budget"),
+        (Some(512 * MIB), Gated::Whole, true, "within budget"),
+        (None, Gated::Whole, false, "unverified"),
+        (
+            Some(4096 * MIB),
+            Gated::Nothing {
+                left_out: left_out(),
+            },
+            true,
+            "gpu peak 4.00 GiB (device-delta) not gated against budget 512.0 MiB: GPU 0 tainted by pid 4242 (sleep), whose memory may be in it",
+        ),
+        (
+            None,
+            Gated::Nothing {
+                left_out: left_out(),
+            },
+            true,
+            "gpu peak unknown (device-delta) not gated",
+        ),
+        // The other devices' figures are still judged, one byte over
+        // fails, exactly at the budget passes.
+        (
+            Some(4096 * MIB),
+            Gated::Rest {
+                rest: Some(Bytes(512 * MIB + 1)),
+                left_out: left_out(),
+            },
+            false,
+            "(device-delta, without GPU 0 tainted by pid 4242 (sleep): not gated) exceeded budget",
+        ),
+        (
+            Some(4096 * MIB),
+            Gated::Rest {
+                rest: Some(limit),
+                left_out: left_out(),
+            },
+            true,
+            "gpu peak 512.0 MiB (device-delta, without GPU 0 tainted by pid 4242 (sleep): not gated) within budget",
+        ),
+        (
+            Some(4096 * MIB),
+            Gated::Rest {
+                rest: None,
+                left_out: left_out(),
+            },
+            false,
+            "unverified",
+        ),
+    ];
+    for (peak, gated, passes, fragment) in table {
+        let check = gpu_budget_check(peak.map(Bytes), "device-delta", gated, limit);
+        let message = check_message(&check);
+        assert_eq!(check.passed, *passes, "{gated:?}: {message}");
+        assert!(
+            message.contains(fragment),
+            "`{fragment}` not in `{message}`"
+        );
+        assert_eq!(check.limit_bytes, Some(512 * MIB));
+    }
+
+    let total = Bytes(8 * 1024 * MIB);
+    let headroom = |peak: Option<u64>, taint: Option<&str>| {
+        headroom_check(
+            0,
+            "GPU 0 (H100)",
+            peak.map(Bytes),
+            "device-delta",
+            taint,
+            total,
+            0.5,
+        )
+    };
+    let taint = Some("tainted by pid 4242 (sleep)");
+    assert!(!headroom(Some(4096 * MIB + 1), None).passed);
+    assert!(headroom(Some(4096 * MIB), None).passed);
+    let tainted = headroom(Some(8 * 1024 * MIB), taint);
+    assert!(tainted.passed);
+    assert_eq!(
+        check_message(&tainted),
+        "GPU 0 (H100) peak 8.00 GiB (device-delta) is 100.0% of its 8.00 GiB, not gated against the 50% headroom limit: tainted by pid 4242 (sleep), whose memory may be in it"
+    );
+    assert!(!headroom(None, taint).passed, "unknown stays unverified");
+}
+
+#[test]
+fn a_cases_message_says_its_cause() {
+    let ok = Some(Exit::Code(0));
+    let failing = host_budget_check(Some(Bytes(2)), "pss-sum, procfs-pss", Bytes(1));
+    let table: Vec<(Observed, Vec<Check>, &str)> = vec![
+        (
+            observed(
+                Some(StopReason::BudgetExceeded {
+                    at: Duration::from_millis(1200),
+                }),
+                &[Some(Exit::Signal(15))],
+                Some(2),
+            ),
+            vec![failing.clone()],
+            "exceeded budget 1 B (by 1 B) — stopped at 1.2s",
+        ),
+        (
+            observed(None, &[Some(Exit::Code(3))], Some(MIB)),
+            vec![],
+            "the command exited with code 3",
+        ),
+        (
+            observed(None, &[ok, Some(Exit::Code(1))], Some(MIB)),
+            vec![],
+            "instance 1 exited with code 1",
+        ),
+        (
+            observed(None, &[Some(Exit::Signal(9))], Some(MIB)),
+            vec![],
+            "the command was killed by SIGKILL (signal 9) — not sent by oomgate: suspect the host's out-of-memory killer",
+        ),
+        (
+            observed(None, &[Some(Exit::Signal(11))], None),
+            vec![],
+            "the command was killed by SIGSEGV (signal 11)",
+        ),
+        (
+            observed(
+                Some(StopReason::TimedOut {
+                    after: Duration::from_secs(120),
+                }),
+                &[Some(Exit::Signal(9))],
+                Some(MIB),
+            ),
+            vec![failing.clone()],
+            "timed out after 2m00s",
+        ),
+        (
+            observed(
+                Some(StopReason::Interrupted),
+                &[Some(Exit::Signal(15))],
+                None,
+            ),
+            vec![failing],
+            "interrupted before it finished; host peak unknown so far",
+        ),
+        (
+            observed(
+                Some(StopReason::ServerNotReady {
+                    after: Duration::from_secs(300),
+                    target: "tcp://127.0.0.1:9".into(),
+                    last: Some("connection refused".into()),
+                }),
+                &[None],
+                None,
+            ),
+            vec![],
+            "the server was not ready after 5m00s (waited for tcp://127.0.0.1:9: connection refused)",
+        ),
+        (
+            observed(
+                Some(StopReason::ServerExited {
+                    exit: Exit::Code(1),
+                    at: Duration::from_millis(4100),
+                    ready: true,
+                }),
+                &[Some(Exit::Signal(15))],
+                None,
+            ),
+            vec![],
+            "the server exited with code 1 under load, 4.1s into the case",
+        ),
+    ];
+    for (observed, checks, fragment) in table {
+        let message = message(&observed, &checks).unwrap_or_default();
+        assert!(
+            message.contains(fragment),
+            "`{fragment}` not in `{message}`"
+        );
+    }
+    assert_eq!(message(&observed(None, &[ok], None), &[]), None);
+}
+
+fn lock_entry(host: u64, capacity: Option<u64>) -> crate::baseline::LockedCase {
+    let mut locked = crate::baseline::LockedCase::empty();
+    locked.host_peak_bytes = Some(host);
+    locked.host_peak_method = Some(crate::measure::HostMethod::CgroupV1);
+    locked.capacity = capacity;
+    locked.capacity_of = capacity.map(|_| crate::capacity::counted_as("batch", Some(8)));
+    locked
+}
+
+fn now(host: u64) -> crate::baseline::CaseNow<'static> {
+    static EMPTY: std::sync::LazyLock<std::collections::BTreeMap<String, String>> =
+        std::sync::LazyLock::new(Default::default);
+    crate::baseline::CaseNow {
+        host: Some(host),
+        host_method: crate::measure::HostMethod::CgroupV1,
+        gpu: None,
+        gpu_method: None,
+        gpu_tainted: false,
+        allocated: None,
+        command: &[],
+        server: None,
+        params: &EMPTY,
+        env: &EMPTY,
+        allocator_env: &EMPTY,
+    }
+}
+
+fn tolerances(relative: f64, absolute_mib: u64) -> CaseTolerances {
+    let t = Tolerance {
+        relative,
+        absolute: Bytes::from_mib(absolute_mib),
+    };
+    CaseTolerances::from(Tolerances { host: t, gpu: t })
+}
+
+/// Regression: the environment's drift was repeated on every figure's
+/// line; it is said once, after the case's failed judgements.
+#[test]
+fn a_regression_names_figure_baseline_delta_and_tolerance_and_drift_once() {
+    let gib = 1024 * MIB;
+    let locked = lock_entry(38 * gib, None);
+    let path = std::path::Path::new("s.lock");
+    let against = Against {
+        locked: Some(&locked),
+        lock_path: path,
+        require: false,
+        gpu_compared: true,
+    };
+    let (_, checks) = against_lock(against, now(41 * gib + gib / 5), tolerances(0.05, 64), None);
+    let checks: Vec<Check> = checks.into_iter().map(worded).collect();
+    assert_eq!(
+        checks[0].message,
+        "host peak 41.2 GiB > baseline 38.0 GiB (+8.4%, tolerance 5% + 64.0 MiB)"
+    );
+    let mut verdict = decide(&observed(None, &[Some(Exit::Code(0))], None), &checks);
+    if let Some(crate::judge::Cause::Judged { drift, .. }) = &mut verdict.cause {
+        *drift = vec!["torch 2.4.0 → 2.5.1".into()];
+    }
+    assert_eq!(
+        case_message(&verdict, &checks).as_deref(),
+        Some(
+            "host peak 41.2 GiB > baseline 38.0 GiB (+8.4%, tolerance 5% + 64.0 MiB); environment changes since the baseline: torch 2.4.0 → 2.5.1"
+        )
+    );
+    let improved =
+        worded(against_lock(against, now(500 * MIB), tolerances(0.1, 64), None).1[0].clone());
+    assert!(improved.message.contains("-98.7%"), "{}", improved.message);
+    assert!(improved.message.contains("re-lock to tighten the gate"));
+    let zero = lock_entry(0, None);
+    let from_zero = Against {
+        locked: Some(&zero),
+        ..against
+    };
+    let check =
+        worded(against_lock(from_zero, now(100 * MIB), tolerances(0.05, 64), None).1[0].clone());
+    assert!(check.message.contains("from zero"), "{}", check.message);
+    // The figure comparison's own outcome agrees.
+    assert_eq!(
+        compare::compare(
+            Figure::Host,
+            Some(100 * MIB),
+            Some(0),
+            Tolerance {
+                relative: 0.05,
+                absolute: Bytes::from_mib(64)
+            }
+        )
+        .outcome,
+        crate::baseline::Outcome::Regressed
+    );
+}
+
+/// Regression: a capacity shrink said "largest batch that fits" three
+/// times in one case's lines (the search's line says it once; the check
+/// says what moved).
+#[test]
+fn a_capacity_shrink_is_worded_once_with_its_bound() {
+    let locked = lock_entry(MIB, Some(88));
+    let path = std::path::Path::new("s.lock");
+    let against = Against {
+        locked: Some(&locked),
+        lock_path: path,
+        require: false,
+        gpu_compared: true,
+    };
+    let found = |value: u64| crate::capacity::Capacity {
+        param: "batch".into(),
+        step: Some(8),
+        value: Some(value),
+        complete: true,
+        probes: Vec::new(),
+    };
+    let judge = |value: u64, steps: u64| {
+        let mut t = tolerances(0.1, 64);
+        t.capacity = Some(crate::capacity::Tolerance::Steps(steps));
+        let capacity = found(value);
+        let (_, checks) = against_lock(
+            against,
+            now(MIB),
+            t,
+            Some(Found {
+                capacity: &capacity,
+                max: None,
+            }),
+        );
+        worded(
+            checks
+                .into_iter()
+                .find(|c| c.kind == CheckKind::Capacity)
+                .expect("a capacity check"),
+        )
+    };
+    let shrank = judge(72, 0);
+    assert!(!shrank.passed);
+    assert_eq!(shrank.outcome, Some(CheckOutcome::Breached));
+    assert_eq!(
+        shrank.message,
+        "capacity regressed: batch 88 → 72 (capacity_tolerance 0 steps accepts 88 and up)"
+    );
+    let within = judge(80, 1);
+    assert!(within.passed, "{}", within.message);
+    assert_eq!(
+        within.message,
+        "capacity batch 88 → 80, within capacity_tolerance 1 step"
+    );
+    let grew = judge(96, 0);
+    assert_eq!(grew.outcome, Some(CheckOutcome::Improved));
+    assert!(
+        grew.message.contains("re-lock to keep it"),
+        "{}",
+        grew.message
+    );
+    assert_eq!(judge(88, 0).message, "capacity batch 88, as locked");
+}

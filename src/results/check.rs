@@ -1,0 +1,375 @@
+//! A check: one verdict on one figure, as data.
+//!
+//! The judge (`crate::judge`) makes every [`Check`]: what was checked
+//! ([`CheckKind`]), how the figure stood against its bound
+//! ([`CheckOutcome`]), the figure, the limit, the baseline and the tolerance
+//! that applied, and the few facts a sentence about it needs ([`Facts`]).
+//! It writes no English: `report::words` renders `message` from these
+//! fields, once, and every report reads that message, so a report can word
+//! a check its own way (the terminal's `88 → 72`) from the same data.
+//! Results written before checks were data have only the message: they
+//! still read, with `outcome` and `facts` absent.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::baseline::{AppliedTolerance, Figure, NotCompared};
+use crate::capacity;
+
+/// One verdict on one figure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// What was checked; written as its name (`budget.host`).
+    #[serde(rename = "name")]
+    pub kind: CheckKind,
+    /// The gate's answer: a check that did not pass fails the case.
+    pub passed: bool,
+    /// How the figure stood against its bound; `None` in results written
+    /// before checks recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<CheckOutcome>,
+    pub figure_bytes: Option<u64>,
+    pub limit_bytes: Option<u64>,
+    /// The locked figure it was compared with (baseline checks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_bytes: Option<u64>,
+    /// The tolerance the comparison applied (baseline checks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<AppliedTolerance>,
+    /// What else the sentence about it needs (how the figure was measured,
+    /// what was left out, a capacity's values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<Facts>,
+    /// The verdict in words, with the figures (`report::words`).
+    #[serde(default)]
+    pub message: String,
+}
+
+impl Check {
+    /// A check with its kind, answer and outcome; the rest to fill in.
+    pub fn new(kind: CheckKind, passed: bool, outcome: CheckOutcome) -> Self {
+        Check {
+            kind,
+            passed,
+            outcome: Some(outcome),
+            figure_bytes: None,
+            limit_bytes: None,
+            baseline_bytes: None,
+            tolerance: None,
+            facts: None,
+            message: String::new(),
+        }
+    }
+
+    /// `budget.host`, `baseline.gpu`, `limit.metric.tokens_per_s`: the
+    /// name results.json and JUnit properties use.
+    pub fn name(&self) -> String {
+        self.kind.to_string()
+    }
+
+    pub fn figure(mut self, bytes: Option<u64>) -> Self {
+        self.figure_bytes = bytes;
+        self
+    }
+
+    pub fn limit(mut self, bytes: Option<u64>) -> Self {
+        self.limit_bytes = bytes;
+        self
+    }
+
+    pub fn facts(mut self, facts: Facts) -> Self {
+        self.facts = Some(facts);
+        self
+    }
+
+    /// The relative change of the figure from its baseline (`None`: no
+    /// figure, no baseline, or a baseline of zero).
+    pub fn delta_ratio(&self) -> Option<f64> {
+        let (new, base) = (self.figure_bytes?, self.baseline_bytes?);
+        (base > 0).then(|| (new as f64 - base as f64) / base as f64)
+    }
+}
+
+/// How a figure stood against its bound: a budget, a limit, a baseline
+/// with its tolerance, a locked capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckOutcome {
+    /// Within the bound.
+    Within,
+    /// Beyond it on the wrong side: over a budget or limit, a regression,
+    /// a capacity below what its tolerance accepts, an OOM kill, drift
+    /// that fails.
+    Breached,
+    /// Beyond it on the right side: smaller than the baseline by more
+    /// than the tolerance, or a larger capacity.
+    Improved,
+    /// The figure was not observed: the bound cannot be verified.
+    Unknown,
+    /// Observed, but not judged: another process's memory may be in it,
+    /// or it is of another workload size (`facts` says why).
+    NotGated,
+    /// Not comparable with its baseline (another method, another GPU
+    /// model, another search).
+    NotCompared,
+    /// Nothing to compare with.
+    NoBaseline,
+}
+
+impl CheckOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckOutcome::Within => "within",
+            CheckOutcome::Breached => "breached",
+            CheckOutcome::Improved => "improved",
+            CheckOutcome::Unknown => "unknown",
+            CheckOutcome::NotGated => "not-gated",
+            CheckOutcome::NotCompared => "not-compared",
+            CheckOutcome::NoBaseline => "no-baseline",
+        }
+    }
+}
+
+/// The tolerances a case is judged with against its baseline, recorded
+/// with its results (and in the lock), so that `oomgate diff` judges a
+/// results file as its run did.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CaseTolerances {
+    pub host: AppliedTolerance,
+    pub gpu: AppliedTolerance,
+    /// With `search`: how far below the locked capacity a run may land.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<capacity::Tolerance>,
+}
+
+impl CaseTolerances {
+    pub fn figures(&self) -> crate::suite::Tolerances {
+        crate::suite::Tolerances {
+            host: self.host.into(),
+            gpu: self.gpu.into(),
+        }
+    }
+}
+
+impl From<crate::suite::Tolerances> for CaseTolerances {
+    fn from(tolerances: crate::suite::Tolerances) -> Self {
+        CaseTolerances {
+            host: tolerances.host.into(),
+            gpu: tolerances.gpu.into(),
+            capacity: None,
+        }
+    }
+}
+
+/// What a check's sentence needs beyond its figures, by kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Facts {
+    /// `budget.host`, `budget.gpu`.
+    Budget {
+        /// How the figure was measured: `vmhwm, cgroup-v1`, `sampled@50ms`.
+        method: String,
+        /// Devices whose figures were left out of the judged one, and why
+        /// (`GPU 0 tainted by pid 4242 (sleep)`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        left_out: Option<String>,
+        /// The whole figure, left-out devices included, when only the
+        /// rest was judged (or nothing was).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        whole_bytes: Option<u64>,
+    },
+    /// `budget.gpu_fraction.gpu<N>`.
+    Headroom {
+        /// `GPU 0 (H100)`.
+        device: String,
+        method: String,
+        /// Why the figure is not judged: `tainted by pid 4242 (sleep)`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        taint: Option<String>,
+        total_bytes: u64,
+        fraction: f64,
+    },
+    /// `host.oom_kill`.
+    OomKill { kills: u64, method: String },
+    /// `limit.<key>`.
+    Limit {
+        /// As written: `<= 40 GiB`.
+        text: String,
+        /// The workload's figure; `None`: never reported.
+        value: Option<f64>,
+        /// The figure is a size (`probe.peak_*`), shown as one.
+        bytes: bool,
+    },
+    /// `leak`.
+    Leak {
+        /// `allocated memory` (probe steps) or `the peak` (soak runs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        what: Option<String>,
+        /// The fitted trend; `None`: too few iterations to tell.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        figures: Option<crate::leak::LeakFigures>,
+        warmup: u32,
+    },
+    /// `baseline.<figure>`.
+    Baseline {
+        /// Why it was not compared, or not gated.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_compared: Option<NotCompared>,
+        /// `--require-baseline` made a missing comparison fail.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        required: bool,
+    },
+    /// `baseline`: the case has no baseline.
+    Missing {
+        /// The lock read; `None`: there was no lock file.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lock: Option<PathBuf>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        required: bool,
+    },
+    /// `baseline.capacity`: what a search found against the lock.
+    Capacity {
+        param: String,
+        /// The largest value that passed; `None`: not even `min`.
+        value: Option<u64>,
+        /// The search ran to its end.
+        complete: bool,
+        probes: usize,
+        /// The locked capacity (capped by a lowered `max`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        locked: Option<u64>,
+        /// The smallest capacity that is no regression.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        least_accepted: Option<u64>,
+        #[serde(default)]
+        tolerance: capacity::Tolerance,
+        /// What the lock's capacity counts, when it is not what this
+        /// search counts (`batch step 8` against `batch step 16`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lock_counts: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        counts: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        required: bool,
+    },
+    /// `environment.drift`.
+    Drift { changes: Vec<String> },
+}
+
+/// What a [`Check`] judges. Reports look checks up by kind, never by name;
+/// the name is only what files show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckKind {
+    /// `budget.host`: the host peak against `budget.host`.
+    HostBudget,
+    /// `budget.gpu`: the GPU peak over all devices against `budget.gpu`.
+    GpuBudget,
+    /// `budget.gpu_fraction.gpu<N>`: one device's peak against its share.
+    GpuHeadroom { device: u32 },
+    /// `host.oom_kill`: the kernel's OOM killer killed a process of the case.
+    HostOomKill,
+    /// `limit.<key>`: a `limits` entry on a probe figure or metric.
+    Limit(String),
+    /// `leak`: growth between iterations after warm-up.
+    Leak,
+    /// `baseline`: the case has no baseline (with `--require-baseline`, or
+    /// as a notice).
+    BaselineMissing,
+    /// `baseline.<figure>`: a figure (`host`, `gpu`, `allocated`) against
+    /// its baseline.
+    Baseline(Figure),
+    /// `baseline.capacity`: what a search found against the locked
+    /// capacity.
+    Capacity,
+    /// `environment.drift`: the environment drifted, with `on_drift = "fail"`.
+    EnvironmentDrift,
+    /// `client.<check>`: a server case's load client, judged on its own:
+    /// `client.budget.host` (its `client_budget`), `client.host.oom_kill`.
+    Client(Box<CheckKind>),
+}
+
+impl CheckKind {
+    /// A comparison with the baseline (present or missing).
+    pub fn is_baseline(&self) -> bool {
+        matches!(
+            self,
+            CheckKind::Baseline(_) | CheckKind::BaselineMissing | CheckKind::Capacity
+        )
+    }
+
+    /// A check of the judgement after the run (baseline, drift), rather
+    /// than a limit the run itself had to hold.
+    pub fn is_judgement(&self) -> bool {
+        self.is_baseline() || *self == CheckKind::EnvironmentDrift
+    }
+}
+
+impl std::fmt::Display for CheckKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckKind::HostBudget => f.write_str("budget.host"),
+            CheckKind::GpuBudget => f.write_str("budget.gpu"),
+            CheckKind::GpuHeadroom { device } => write!(f, "budget.gpu_fraction.gpu{device}"),
+            CheckKind::HostOomKill => f.write_str("host.oom_kill"),
+            CheckKind::Limit(key) => write!(f, "limit.{key}"),
+            CheckKind::Leak => f.write_str("leak"),
+            CheckKind::BaselineMissing => f.write_str("baseline"),
+            CheckKind::Baseline(figure) => write!(f, "baseline.{}", figure.as_str()),
+            CheckKind::Capacity => f.write_str("baseline.capacity"),
+            CheckKind::EnvironmentDrift => f.write_str("environment.drift"),
+            CheckKind::Client(check) => write!(f, "client.{check}"),
+        }
+    }
+}
+
+impl Serialize for CheckKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A check's name that is not one oomgate writes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a check oomgate writes")]
+pub struct UnknownCheck(String);
+
+impl std::str::FromStr for CheckKind {
+    type Err = UnknownCheck;
+
+    /// A check's name as results.json writes it, back into its kind.
+    fn from_str(name: &str) -> Result<Self, UnknownCheck> {
+        let unknown = || UnknownCheck(name.to_string());
+        Ok(match name {
+            "budget.host" => CheckKind::HostBudget,
+            "budget.gpu" => CheckKind::GpuBudget,
+            "host.oom_kill" => CheckKind::HostOomKill,
+            "leak" => CheckKind::Leak,
+            "baseline" => CheckKind::BaselineMissing,
+            "baseline.capacity" => CheckKind::Capacity,
+            "environment.drift" => CheckKind::EnvironmentDrift,
+            _ => {
+                if let Some(device) = name.strip_prefix("budget.gpu_fraction.gpu") {
+                    CheckKind::GpuHeadroom {
+                        device: device.parse().map_err(|_| unknown())?,
+                    }
+                } else if let Some(check) = name.strip_prefix("client.") {
+                    CheckKind::Client(Box::new(check.parse().map_err(|_| unknown())?))
+                } else if let Some(key) = name.strip_prefix("limit.").filter(|k| !k.is_empty()) {
+                    CheckKind::Limit(key.to_string())
+                } else if let Some(figure) = name.strip_prefix("baseline.") {
+                    CheckKind::Baseline(figure.parse().map_err(|_| unknown())?)
+                } else {
+                    return Err(unknown());
+                }
+            }
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for CheckKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
