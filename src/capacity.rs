@@ -37,6 +37,18 @@ pub fn counted_as(param: &str, step: Option<u64>) -> String {
     }
 }
 
+/// What [`counted_as`] wrote, read back: `batch, step 8` is `("batch",
+/// Some(8))`.
+pub fn parse_counted_as(text: &str) -> (String, Option<u64>) {
+    match text.split_once(", step ") {
+        Some((param, step)) => match step.parse() {
+            Ok(step) => (param.to_string(), Some(step)),
+            Err(_) => (text.to_string(), None),
+        },
+        None => (text.to_string(), None),
+    }
+}
+
 /// A case's `search = { param, min, max, step, max_probes, timeout }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchSpec {

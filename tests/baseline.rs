@@ -42,6 +42,25 @@ fn message(run: &Run, id: &str) -> String {
 }
 
 #[test]
+fn a_first_run_without_a_lock_says_how_to_lock_it() {
+    let project = project(1000, "");
+    let run = project.run(&[]);
+    run.assert_code(0);
+    assert!(
+        run.stderr.contains("hint: no baseline yet")
+            && run.stderr.contains("oomgate lock ")
+            && run.stderr.contains("--from ")
+            && run.stderr.contains("results.json"),
+        "{}",
+        run.stderr
+    );
+    project.lock_from_results().assert_code(0);
+    let run = project.run(&[]);
+    run.assert_code(0);
+    assert!(!run.stderr.contains("hint: no baseline"), "{}", run.stderr);
+}
+
+#[test]
 fn lock_then_an_unchanged_run_passes() {
     let project = project(1000, "");
     let locked = project.lock(&[]);
@@ -52,7 +71,7 @@ fn lock_then_an_unchanged_run_passes() {
         locked.stderr
     );
     let text = std::fs::read_to_string(project.lock_path()).expect("lock written");
-    assert!(text.contains("version = 3"), "{text}");
+    assert!(text.contains("version = 4"), "{text}");
     assert!(text.contains("gpu_peak = \"1000.0 MiB\""), "{text}");
     assert!(text.contains("[cases.c]"), "{text}");
 
@@ -375,6 +394,73 @@ fn diff_compares_two_files_without_running() {
     assert!(text.contains("environment: no differences"), "{text}");
 }
 
+/// Regression: `diff` judged with oomgate's default tolerances and said
+/// `ok +3.0%` of a figure the run had just failed with the suite's own.
+#[test]
+fn diff_judges_a_results_file_as_its_run_did() {
+    let tight = "tolerance = { relative = \"1%\", absolute = \"1 MiB\" }";
+    let project = project(1000, tight);
+    project.lock(&[]).assert_code(0);
+    let first_lock = project.path().join("first.lock");
+    std::fs::copy(project.lock_path(), &first_lock).expect("copy lock");
+    project.rewrite_suite(&suite(1030, tight));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    assert!(
+        message(&run, "c").contains("tolerance 1% + 1.00 MiB"),
+        "{}",
+        message(&run, "c")
+    );
+    let diff = |extra: &[&std::path::Path]| {
+        let mut command = project.oomgate();
+        command
+            .arg("diff")
+            .arg(&first_lock)
+            .arg(project.out().join("results.json"));
+        for arg in extra {
+            command.arg(arg);
+        }
+        let output = command.output().expect("diff");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    let (code, text) = diff(&[]);
+    assert_eq!(code, Some(1), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("c "))
+        .unwrap_or_default();
+    assert!(row.contains("REGRESSED +3.0%"), "{text}");
+    assert!(
+        text.contains(
+            "c: gpu peak 1.01 GiB > baseline 1000.0 MiB (+3.0%, tolerance 1% + 1.00 MiB)"
+        ),
+        "the run's own words: {text}"
+    );
+    assert!(text.contains("as recorded in"), "{text}");
+    // `--suite` overrides what the file recorded.
+    let loose = project.path().join("loose.toml");
+    std::fs::write(&loose, suite(1030, "")).expect("suite");
+    let (code, text) = diff(&["--suite".as_ref(), &loose]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("ok +3.0%"), "{text}");
+    assert!(text.contains("the suite's (--suite)"), "{text}");
+    // Two locks compare with the tolerances the later one recorded.
+    project.lock_from_results().assert_code(0);
+    let output = project
+        .oomgate()
+        .arg("diff")
+        .arg(&first_lock)
+        .arg(project.lock_path())
+        .output()
+        .expect("diff");
+    assert_eq!(output.status.code(), Some(1));
+    let locked = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(locked.contains("[cases.c.tolerance.gpu]"), "{locked}");
+}
+
 #[test]
 fn markdown_summary_and_github_annotations() {
     let project = project(1000, "");
@@ -549,8 +635,8 @@ fn a_lock_or_results_of_another_suite_are_refused() {
     // The right name, but no case in common.
     let strangers = project.path().join("strangers.lock");
     let renamed = lock
-        .replace("[cases.c]", "[cases.x]")
-        .replace("[cases.h]", "[cases.y]");
+        .replace("[cases.c", "[cases.x")
+        .replace("[cases.h", "[cases.y");
     std::fs::write(&strangers, renamed).expect("write");
     let run = project.run(&["--baseline", &strangers.display().to_string()]);
     run.assert_code(2);

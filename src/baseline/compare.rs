@@ -97,6 +97,37 @@ impl From<AppliedTolerance> for Tolerance {
     }
 }
 
+/// The tolerances a case is judged with against its baseline, recorded
+/// with its results (and in the lock), so that `oomgate diff` judges a
+/// results file as its run did.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CaseTolerances {
+    pub host: AppliedTolerance,
+    pub gpu: AppliedTolerance,
+    /// With `search`: how far below the locked capacity a run may land.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::capacity::Tolerance>,
+}
+
+impl CaseTolerances {
+    pub fn figures(&self) -> crate::suite::Tolerances {
+        crate::suite::Tolerances {
+            host: self.host.into(),
+            gpu: self.gpu.into(),
+        }
+    }
+}
+
+impl From<crate::suite::Tolerances> for CaseTolerances {
+    fn from(tolerances: crate::suite::Tolerances) -> Self {
+        CaseTolerances {
+            host: tolerances.host.into(),
+            gpu: tolerances.gpu.into(),
+            capacity: None,
+        }
+    }
+}
+
 /// Why a figure was not compared with its baseline, or not gated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use compare::{AppliedTolerance, Figure, FigureComparison, NotCompared, Outcome};
+pub use compare::{
+    AppliedTolerance, CaseTolerances, Figure, FigureComparison, NotCompared, Outcome,
+};
 pub use drift::Drift;
 
 use crate::environment::Environment;
@@ -39,7 +41,15 @@ use crate::suite::Tolerances;
 /// memory behaviour, every other one (and every secret) by a keyed hash;
 /// commands are redacted. An oomgate that knows only version 2 would take
 /// the hashes for values and report every variable as changed.
-pub const LOCK_VERSION: u32 = 3;
+///
+/// 4: each case records the tolerances it was judged with (`tolerance`:
+/// host, GPU, and a search's capacity tolerance), so that `oomgate diff`
+/// of two locks, or of a lock and a results file, judges as the run did.
+/// An oomgate that knows only version 3 would judge them with its
+/// defaults and contradict the run. Later additions to the lock (the
+/// spread of a figure, host floors, testbeds) extend version 4's format
+/// with fields an older version-4 reader ignores, rather than bumping it.
+pub const LOCK_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Lock {
@@ -94,6 +104,10 @@ pub struct LockedCase {
     /// The allocator's peak the workload's probe reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_peak_allocated_bytes: Option<u64>,
+    /// The tolerances the case was judged with (version 4 on): what
+    /// `oomgate diff` judges its figures with when it has no suite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<CaseTolerances>,
 }
 
 #[cfg(test)]
@@ -117,6 +131,7 @@ impl LockedCase {
             env: BTreeMap::new(),
             allocator_env: BTreeMap::new(),
             probe_peak_allocated_bytes: None,
+            tolerance: None,
         }
     }
 }
@@ -516,6 +531,7 @@ mod tests {
                 capacity: None,
                 capacity_of: None,
                 probe_peak_allocated_bytes: None,
+                tolerance: None,
             },
         );
         Lock {
@@ -537,8 +553,23 @@ mod tests {
         write(&path, &lock()).expect("write");
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(text.starts_with("# oomgate baseline"), "{text}");
-        assert!(text.contains("version = 3"), "{text}");
+        assert!(text.contains("version = 4"), "{text}");
         assert_eq!(read(&path).expect("parse"), lock());
+        // Version 4 records each case's tolerances; a version 3 lock has
+        // none, and still reads.
+        let mut tolerant = lock();
+        let tolerance = CaseTolerances {
+            capacity: Some(crate::capacity::Tolerance::Share(0.05)),
+            ..Tolerances::default().into()
+        };
+        if let Some(case) = tolerant.cases.get_mut("a") {
+            case.tolerance = Some(tolerance);
+        }
+        write(&path, &tolerant).expect("write");
+        assert_eq!(read(&path).expect("parse"), tolerant);
+        let older = text.replace("version = 4", "version = 3");
+        let read_back = parse(&older, &path).expect("a version 3 lock reads");
+        assert_eq!(read_back.cases["a"].tolerance, None);
     }
 
     #[test]
@@ -553,8 +584,8 @@ mod tests {
             Err(LockError::Corrupt { .. })
         ));
         assert!(matches!(
-            parse("version = 4\nwhatever = true", path),
-            Err(LockError::Newer { found: 4, .. })
+            parse("version = 5\nwhatever = true", path),
+            Err(LockError::Newer { found: 5, .. })
         ));
         assert!(matches!(
             parse("version = 1\nsuite = \"s\"", path),

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::{CliError, DiffArgs, GpusArgs, Outcome, PlanArgs, shard, write_stdout};
-use crate::baseline::{self, Lock, Outcome as Comparison};
+use crate::baseline::{self, Lock};
 use crate::measure::nvml::Gpu;
 use crate::suite::{Case, Suite, Tolerances, shell_join};
 use crate::units::{Bytes, format_duration};
@@ -53,127 +53,240 @@ pub fn gpus(args: &GpusArgs) -> Result<Outcome, CliError> {
     Ok(Outcome::Passed)
 }
 
-/// `oomgate diff A B`: two results or lock files, compared with the default
-/// tolerances; exit 1 when a figure regressed.
+/// `oomgate diff A B`: two results or lock files, each case of B judged
+/// against A as `oomgate run` judges it against its lock — the same
+/// comparison, with the tolerances B's figures were judged with (recorded
+/// in results.json and the lock), or `--suite`'s.
 pub fn diff(args: &DiffArgs) -> Result<Outcome, CliError> {
-    let before = read_any(&args.before)?;
-    let after = read_any(&args.after)?;
-    let (text, regressed) = render_diff(&before, &after, Tolerances::default());
-    write_stdout(&text);
-    Ok(if regressed {
+    let before = read_side(&args.before)?;
+    let after = read_side(&args.after)?;
+    let suite = args.suite.as_deref().map(super::load_suite).transpose()?;
+    let text = render_diff(&before, &after, suite.as_ref());
+    write_stdout(&text.text);
+    Ok(if text.failed {
         Outcome::CasesFailed
     } else {
         Outcome::Passed
     })
 }
 
-/// A results.json (any status) or a lock file, as a lock.
-fn read_any(path: &Path) -> Result<Lock, CliError> {
+/// One side of a diff: a lock, or a results.json read as the lock it
+/// would make (and, for the later side, as the figures its run judged).
+pub struct Side {
+    pub path: std::path::PathBuf,
+    pub lock: Lock,
+    /// The cases of a results.json (`None`: a lock file).
+    pub results: Option<crate::results::view::ResultsView>,
+}
+
+/// A results.json (any status) or a lock file.
+fn read_side(path: &Path) -> Result<Side, CliError> {
     let text = crate::files::read_input(path, crate::files::MAX_RESULTS_BYTES, "a results file")
         .map_err(|e| CliError::BadInput(format!("cannot read {}: {e}", path.display())))?;
+    let path_buf = path.to_path_buf();
     if text.trim_start().starts_with('{') {
         let view = crate::results::view::ResultsView::parse(&text)
             .map_err(|why| CliError::BadInput(format!("{}: {why}", path.display())))?;
-        return Ok(crate::results::view::lock_of(&view));
+        return Ok(Side {
+            path: path_buf,
+            lock: crate::results::view::lock_of(&view),
+            results: Some(view),
+        });
     }
-    Ok(baseline::parse(&text, path)?)
+    Ok(Side {
+        path: path_buf,
+        lock: baseline::parse(&text, path)?,
+        results: None,
+    })
 }
 
-/// The comparison table and the drift list; whether anything regressed.
-pub fn render_diff(before: &Lock, after: &Lock, tolerance: Tolerances) -> (String, bool) {
-    let mut rows = vec![
-        [
-            "CASE",
-            "HOST BEFORE",
-            "HOST AFTER",
-            "HOST",
-            "GPU BEFORE",
-            "GPU AFTER",
-            "GPU",
-        ]
-        .map(String::from),
+/// What `diff` prints, and whether a case of the later side failed.
+pub struct DiffText {
+    pub text: String,
+    pub failed: bool,
+}
+
+/// Where the tolerances a diff judged with came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum ToleranceSource {
+    Suite,
+    After,
+    Before,
+    Default,
+}
+
+/// Each case of `after` judged against `before`: the comparison table, a
+/// line per check that failed, the environment's drift, and the
+/// tolerances used.
+pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffText {
+    use crate::results::{CheckKind, CheckOutcome};
+
+    let gpu_compared =
+        baseline::drift::same_gpus(&before.lock.environment, &after.lock.environment);
+    let ids: std::collections::BTreeSet<&String> = before
+        .lock
+        .cases
+        .keys()
+        .chain(after.lock.cases.keys())
+        .collect();
+    let suite_case = |id: &str| suite.and_then(|s| s.cases.iter().find(|c| c.id == id));
+    let with_capacity = before
+        .lock
+        .cases
+        .values()
+        .chain(after.lock.cases.values())
+        .any(|c| c.capacity.is_some());
+    let mut header = vec![
+        "CASE",
+        "HOST BEFORE",
+        "HOST AFTER",
+        "HOST",
+        "GPU BEFORE",
+        "GPU AFTER",
+        "GPU",
     ];
-    let mut regressed = false;
-    let same_gpus = baseline::drift::same_gpus(&before.environment, &after.environment);
-    let ids: std::collections::BTreeSet<&String> =
-        before.cases.keys().chain(after.cases.keys()).collect();
+    if with_capacity {
+        header.push("CAPACITY");
+    }
+    let mut rows = vec![header.into_iter().map(String::from).collect::<Vec<_>>()];
+    let mut failures: Vec<String> = Vec::new();
+    let mut sources = std::collections::BTreeSet::new();
     let figure = |bytes: Option<u64>| bytes.map_or("-".to_string(), |b| Bytes(b).to_string());
     for id in ids {
-        let (a, b) = (before.cases.get(id), after.cases.get(id));
-        let verdict = |what: baseline::Figure, old: Option<u64>, new: Option<u64>, t| {
-            if a.is_none() {
-                return "new case".to_string();
+        let (a, b) = (before.lock.cases.get(id), after.lock.cases.get(id));
+        let row_figures = |pick: fn(&baseline::LockedCase) -> Option<u64>| {
+            (figure(a.and_then(pick)), figure(b.and_then(pick)))
+        };
+        let (host_before, host_after) = row_figures(|c| c.host_peak_bytes);
+        let (gpu_before, gpu_after) = row_figures(|c| c.gpu_peak_bytes);
+        let (Some(a), Some(b)) = (a, b) else {
+            let word = if a.is_none() { "new case" } else { "removed" };
+            let mut row = vec![
+                id.clone(),
+                host_before,
+                host_after,
+                word.to_string(),
+                gpu_before,
+                gpu_after,
+                word.to_string(),
+            ];
+            if with_capacity {
+                row.push(word.to_string());
             }
-            if b.is_none() {
-                return "removed".to_string();
+            rows.push(row);
+            continue;
+        };
+        let (tolerances, source) = match suite_case(id) {
+            Some(case) => (crate::judge::tolerances(case), ToleranceSource::Suite),
+            None => match (b.tolerance, a.tolerance) {
+                (Some(t), _) => (t, ToleranceSource::After),
+                (None, Some(t)) => (t, ToleranceSource::Before),
+                (None, None) => (Tolerances::default().into(), ToleranceSource::Default),
+            },
+        };
+        sources.insert(source);
+        let now_case = after
+            .results
+            .as_ref()
+            .and_then(|r| r.cases.iter().find(|c| &c.id == id));
+        let now = crate::results::view::CaseNowParts::new(b, now_case);
+        let capacity = b.capacity_of.as_ref().map(|of| {
+            let (param, step) = crate::capacity::parse_counted_as(of);
+            crate::capacity::Capacity {
+                param,
+                step,
+                value: b.capacity,
+                complete: now_case
+                    .and_then(|c| c.capacity.as_ref())
+                    .is_none_or(|c| c.complete),
+                probes: Vec::new(),
             }
-            let comparison = baseline::compare::compare(what, new, old, t);
-            let change = comparison.delta_ratio.map_or(String::new(), |r| {
+        });
+        let found = capacity.as_ref().map(|capacity| crate::judge::Found {
+            capacity,
+            max: suite_case(id)
+                .and_then(|c| c.search.as_ref())
+                .map(|s| s.max),
+        });
+        let against = crate::judge::Against {
+            locked: Some(a),
+            lock_path: &before.path,
+            require: false,
+            gpu_compared,
+        };
+        let (_, mut checks) = crate::judge::against_lock(against, now.view(), tolerances, found);
+        for check in &mut checks {
+            check.message = crate::report::words::check_message(check);
+        }
+        let cell = |kind: CheckKind| -> String {
+            let Some(check) = checks.iter().find(|c| c.kind == kind) else {
+                return "-".to_string();
+            };
+            let change = check.delta_ratio().map_or(String::new(), |r| {
                 format!(" {}", baseline::compare::signed_percent(r))
             });
-            match comparison.outcome {
-                Comparison::Regressed => format!("REGRESSED{change}"),
-                Comparison::Improved => format!("improved{change}"),
-                Comparison::Within => format!("ok{change}"),
-                Comparison::NoBaseline | Comparison::Unknown | Comparison::Skipped => {
-                    "-".to_string()
-                }
+            match check.outcome {
+                Some(CheckOutcome::Breached) => format!("REGRESSED{change}"),
+                Some(CheckOutcome::Improved) => format!("improved{change}"),
+                Some(CheckOutcome::Within) => format!("ok{change}"),
+                Some(CheckOutcome::Unknown) => "UNKNOWN".to_string(),
+                Some(CheckOutcome::NotGated) => format!("not gated{change}"),
+                Some(CheckOutcome::NotCompared) => match &check.facts {
+                    Some(crate::results::Facts::Baseline {
+                        not_compared: Some(baseline::NotCompared::HostMethod { locked, now }),
+                        ..
+                    }) => format!("not compared ({locked} vs {now})"),
+                    Some(crate::results::Facts::Baseline {
+                        not_compared: Some(baseline::NotCompared::GpuModels),
+                        ..
+                    }) => "not compared (GPU models differ)".to_string(),
+                    _ => "not compared".to_string(),
+                },
+                Some(CheckOutcome::NoBaseline) | None => "-".to_string(),
             }
         };
-        // Host figures measured by different methods are not comparable.
-        let host = match (a, b) {
-            (Some(a), Some(b))
-                if a.host_peak_bytes.is_some()
-                    && b.host_peak_bytes.is_some()
-                    && !a.host_method().comparable_with(b.host_method()) =>
-            {
-                format!("not compared ({} vs {})", a.host_method(), b.host_method())
-            }
-            _ => verdict(
-                baseline::Figure::Host,
-                a.and_then(|c| c.host_peak_bytes),
-                b.and_then(|c| c.host_peak_bytes),
-                tolerance.host,
-            ),
-        };
-        // GPU figures of different models are not comparable, as in `run`.
-        let gpu = if same_gpus {
-            verdict(
-                baseline::Figure::Gpu,
-                a.and_then(|c| c.gpu_peak_bytes),
-                b.and_then(|c| c.gpu_peak_bytes),
-                tolerance.gpu,
-            )
-        } else {
-            "not compared (GPU models differ)".to_string()
-        };
-        regressed |= host.starts_with("REGRESSED") || gpu.starts_with("REGRESSED");
-        rows.push([
+        let mut row = vec![
             id.clone(),
-            figure(a.and_then(|c| c.host_peak_bytes)),
-            figure(b.and_then(|c| c.host_peak_bytes)),
-            host,
-            figure(a.and_then(|c| c.gpu_peak_bytes)),
-            figure(b.and_then(|c| c.gpu_peak_bytes)),
-            gpu,
-        ]);
+            host_before,
+            host_after,
+            cell(CheckKind::Baseline(baseline::Figure::Host)),
+            gpu_before,
+            gpu_after,
+            cell(CheckKind::Baseline(baseline::Figure::Gpu)),
+        ];
+        if with_capacity {
+            let capacity = checks.iter().find(|c| c.kind == CheckKind::Capacity);
+            row.push(match (a.capacity, b.capacity, capacity) {
+                (Some(old), Some(new), Some(check)) => {
+                    let mark = match check.outcome {
+                        Some(CheckOutcome::Breached) => " REGRESSED",
+                        Some(CheckOutcome::Improved) => " grew",
+                        Some(CheckOutcome::NotCompared) => " not compared",
+                        _ => " ok",
+                    };
+                    format!("{old} → {new}{mark}")
+                }
+                (_, Some(new), _) => format!("{new} (no capacity before)"),
+                (Some(old), None, _) => format!("{old} → none"),
+                (None, None, _) => "-".to_string(),
+            });
+        }
+        rows.push(row);
+        failures.extend(
+            checks
+                .iter()
+                .filter(|c| !c.passed)
+                .map(|c| format!("  {id}: {}", c.message)),
+        );
     }
-    let mut widths = [0usize; 7];
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
+    let mut out = table(&rows);
+    if !failures.is_empty() {
+        let _ = writeln!(out, "\nfailed:");
+        for line in &failures {
+            let _ = writeln!(out, "{line}");
         }
     }
-    let mut out = String::new();
-    for row in &rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        let _ = writeln!(out, "{}", line.join("  ").trim_end());
-    }
-    let drift = baseline::drift::drift(&before.environment, &after.environment);
+    let drift = baseline::drift::drift(&before.lock.environment, &after.lock.environment);
     if drift.is_empty() {
         let _ = writeln!(out, "\nenvironment: no differences");
     } else {
@@ -182,13 +295,53 @@ pub fn render_diff(before: &Lock, after: &Lock, tolerance: Tolerances) -> (Strin
             let _ = writeln!(out, "  {change}");
         }
     }
-    let _ = writeln!(
-        out,
-        "\ntolerances: host {}, gpu {}",
-        baseline::compare::describe_tolerance(tolerance.host),
-        baseline::compare::describe_tolerance(tolerance.gpu)
+    let defaults = Tolerances::default();
+    let default_text = format!(
+        "oomgate's defaults (host {}, gpu {})",
+        baseline::compare::describe_tolerance(defaults.host),
+        baseline::compare::describe_tolerance(defaults.gpu)
     );
-    (out, regressed)
+    let said: Vec<String> = sources
+        .iter()
+        .map(|source| match source {
+            ToleranceSource::Suite => "the suite's (--suite)".to_string(),
+            ToleranceSource::After => {
+                format!("as recorded in {}", after.path.display())
+            }
+            ToleranceSource::Before => {
+                format!("as recorded in {}", before.path.display())
+            }
+            ToleranceSource::Default => format!("{default_text}, where neither file records them"),
+        })
+        .collect();
+    if !said.is_empty() {
+        let _ = writeln!(out, "\ntolerances: each case's, {}", said.join("; "));
+    }
+    DiffText {
+        text: out,
+        failed: !failures.is_empty(),
+    }
+}
+
+/// Rows as left-aligned columns.
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0usize; columns];
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
 }
 
 /// The text `oomgate check` prints.

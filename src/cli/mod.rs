@@ -272,10 +272,14 @@ pub struct MergeArgs {
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The earlier results.json or lock file.
+    /// The earlier results.json or lock file: the baseline.
     pub before: PathBuf,
-    /// The later results.json or lock file.
+    /// The later results.json or lock file: judged against the earlier.
     pub after: PathBuf,
+    /// Judge with this suite's tolerances (and search `max`) instead of
+    /// those recorded with the later file's figures.
+    #[arg(long, value_name = "SUITE")]
+    pub suite: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -42,7 +42,9 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
         (Some(path), false) => BaselineChoice::Path(path.clone()),
         (None, false) => BaselineChoice::Default,
     };
+    let default_lock = matches!(choice, BaselineChoice::Default);
     let lock = load_baseline(&suite, choice)?;
+    let first_run = default_lock && lock.is_none();
     let setup = BaselineSetup {
         lock,
         require: args.require_baseline,
@@ -66,6 +68,14 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
         },
         setup,
     )?;
+    if first_run && results.summary.not_passed() == 0 && !results.cases.is_empty() {
+        crate::report::terminal::to_stderr(&format!(
+            "hint: no baseline yet ({} does not exist); to gate the next runs against this one: oomgate lock {} --from {}\n",
+            baseline::default_path(&args.plan.suite).display(),
+            args.plan.suite.display(),
+            args.out.join("results.json").display()
+        ));
+    }
     Ok(judge(&results))
 }
 

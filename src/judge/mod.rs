@@ -127,7 +127,7 @@ pub fn judge_case(finished: Finished<'_>, baseline: &Baseline<'_>) -> Judgement 
 }
 
 /// The tolerances a case is judged with, recorded with its result.
-fn tolerances(case: &Case) -> CaseTolerances {
+pub fn tolerances(case: &Case) -> CaseTolerances {
     CaseTolerances {
         capacity: case.search.as_ref().map(|s| s.tolerance),
         ..case.tolerance.into()

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::baseline::{AppliedTolerance, Figure, NotCompared};
+pub use crate::baseline::{AppliedTolerance, CaseTolerances, Figure, NotCompared};
 use crate::capacity;
 
 /// One verdict on one figure.
@@ -127,37 +127,6 @@ impl CheckOutcome {
             CheckOutcome::NotGated => "not-gated",
             CheckOutcome::NotCompared => "not-compared",
             CheckOutcome::NoBaseline => "no-baseline",
-        }
-    }
-}
-
-/// The tolerances a case is judged with against its baseline, recorded
-/// with its results (and in the lock), so that `oomgate diff` judges a
-/// results file as its run did.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CaseTolerances {
-    pub host: AppliedTolerance,
-    pub gpu: AppliedTolerance,
-    /// With `search`: how far below the locked capacity a run may land.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<capacity::Tolerance>,
-}
-
-impl CaseTolerances {
-    pub fn figures(&self) -> crate::suite::Tolerances {
-        crate::suite::Tolerances {
-            host: self.host.into(),
-            gpu: self.gpu.into(),
-        }
-    }
-}
-
-impl From<crate::suite::Tolerances> for CaseTolerances {
-    fn from(tolerances: crate::suite::Tolerances) -> Self {
-        CaseTolerances {
-            host: tolerances.host.into(),
-            gpu: tolerances.gpu.into(),
-            capacity: None,
         }
     }
 }

@@ -132,6 +132,13 @@ pub struct CapacityView {
     pub value: Option<u64>,
     #[serde(default)]
     pub step: Option<u64>,
+    #[serde(default = "complete")]
+    pub complete: bool,
+}
+
+/// A search recorded without `complete` ran to its end.
+fn complete() -> bool {
+    true
 }
 
 /// A case's server, as results.json writes it: what the lock keeps.
@@ -181,6 +188,10 @@ pub struct CaseView {
     /// The comparison with the baseline the run had, if any.
     #[serde(default)]
     pub baseline: Option<ComparisonView>,
+    /// The tolerances the case was judged with (absent in results
+    /// written before they were recorded).
+    #[serde(default)]
+    pub tolerance: Option<crate::baseline::CaseTolerances>,
 }
 
 /// A case's comparison with its baseline, as results.json writes it.
@@ -460,6 +471,7 @@ pub fn lock_of(view: &ResultsView) -> Lock {
                     .as_ref()
                     .filter(|c| c.value.is_some())
                     .map(|c| crate::capacity::counted_as(&c.param, c.step)),
+                tolerance: case.tolerance,
             };
             (case.id.clone(), locked)
         })
@@ -470,6 +482,54 @@ pub fn lock_of(view: &ResultsView) -> Lock {
         locked_at: view.started_at.clone(),
         environment: view.environment.software(),
         cases,
+    }
+}
+
+/// A locked case (or a results file's case, read as the lock it makes)
+/// as a comparison with another lock sees it now. A results file's GPU
+/// figure is taken as it ran, tainted or not: `lock_of` leaves a tainted
+/// one out of a lock, but a comparison must see it to leave it ungated,
+/// as the run did.
+pub struct CaseNowParts<'a> {
+    locked: &'a LockedCase,
+    gpu: Option<u64>,
+    gpu_tainted: bool,
+    gpu_method: Option<&'a str>,
+}
+
+impl<'a> CaseNowParts<'a> {
+    pub fn new(locked: &'a LockedCase, view: Option<&'a CaseView>) -> Self {
+        match view {
+            Some(view) => CaseNowParts {
+                locked,
+                gpu: view.gpu_peak_bytes,
+                gpu_tainted: view.gpu_tainted(),
+                gpu_method: view.gpu_peak_method.as_deref(),
+            },
+            None => CaseNowParts {
+                locked,
+                gpu: locked.gpu_peak_bytes,
+                gpu_tainted: false,
+                gpu_method: locked.gpu_peak_method.as_deref(),
+            },
+        }
+    }
+
+    pub fn view(&self) -> crate::baseline::CaseNow<'a> {
+        let locked = self.locked;
+        crate::baseline::CaseNow {
+            host: locked.host_peak_bytes,
+            host_method: locked.host_method(),
+            gpu: self.gpu,
+            gpu_method: self.gpu_method,
+            gpu_tainted: self.gpu_tainted,
+            allocated: locked.probe_peak_allocated_bytes,
+            command: &locked.command,
+            server: locked.server.as_ref(),
+            params: &locked.params,
+            env: &locked.env,
+            allocator_env: &locked.allocator_env,
+        }
     }
 }
 
