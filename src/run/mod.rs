@@ -10,11 +10,14 @@
 //! thread ([`CaseRunner`], in `case`) owns its /proc scanner, its cgroup,
 //! its sampler and its supervisors, and sends what it sees to the main
 //! thread as [`Note`]s: warnings, progress ticks, faults and, last, its
-//! runs. `schedule` decides which case starts next and on which GPUs;
-//! `instance` and `launch` start a case's processes through `supervise`,
-//! `assemble` makes its result. The runner never formats anything: it
-//! builds the results model and emits events, and the reporters write
-//! files and the terminal. When a case starts, with each of its ticks and
+//! runs. `dispatch` is the main thread's loop, an event handler per note
+//! (`launch_next`, `on_progress`, `on_done`); `schedule` decides which case
+//! starts next and on which GPUs; `instance` and `launch` start a case's
+//! processes through `supervise`, `assemble` makes a run's result, and
+//! `folder` keeps its folder. The runner decides nothing about a case —
+//! the judge (`crate::judge`) does — and never formats anything: it builds
+//! the results model and emits events, and the reporters write files and
+//! the terminal. When a case starts, with each of its ticks and
 //! when it finishes, the reporters get the whole results so far — cases
 //! still running listed as in flight (`running`) — and results.json and
 //! junit.xml are checkpointed about once a second, so a crash loses at
@@ -25,7 +28,9 @@
 
 mod assemble;
 mod case;
+mod dispatch;
 mod fault;
+mod folder;
 mod gpu;
 mod instance;
 pub mod interrupt;
@@ -61,11 +66,12 @@ use crate::measure::nvml::Gpu;
 use crate::process;
 use crate::report::{Event, Reporter};
 use crate::results::{
-    BaselineInfo, CaseResult, GpuEnvironment, IN_FLIGHT_MESSAGE, Measurement, PoolInfo, RunResults,
-    SCHEMA_VERSION, Scheduling, SharedGpu, SuiteInfo, Summary,
+    BaselineInfo, CaseResult, GpuEnvironment, Measurement, PoolInfo, RunResults, SCHEMA_VERSION,
+    Scheduling, SharedGpu, SuiteInfo, Summary,
 };
 use crate::suite::{Case, Suite};
 use crate::units::Bytes;
+use dispatch::{case_error, settle};
 use schedule::{Demand, Placement, Scheduler};
 
 /// Everything a run needs besides the suite and the out dir.
@@ -306,251 +312,29 @@ impl<'a> Runner<'a> {
         let (sender, notes) = mpsc::channel::<(usize, Note)>();
         let mut live: HashMap<usize, Live> = HashMap::new();
         std::thread::scope(|scope| {
-            // Worker threads, each running one case at a time, kept for the
-            // next case (a thread and a /proc scanner per case cost a
-            // millisecond of a trivial case): their job queues, and which are
-            // idle. One case at a time is one worker for the whole run. The
-            // queues close when this closure returns, and the workers end.
-            let mut workers: Vec<mpsc::Sender<Job<'_>>> = Vec::new();
-            let mut idle: Vec<usize> = Vec::new();
-            let mut started = 0usize;
+            let mut dispatch = dispatch::Dispatch {
+                shared,
+                conductor: &mut *conductor,
+                cases,
+                results: &mut results,
+                scheduler: &mut scheduler,
+                live: &mut live,
+                workers: Vec::new(),
+                idle: Vec::new(),
+                started: 0,
+                notes: sender,
+                scope,
+            };
             loop {
-                // A case's thread may have met a fault whose note is
-                // still on its way: `faulted` says so at once.
-                while !shared.interrupt.requested()
-                    && conductor.fault.is_none()
-                    && !shared.faulted()
-                {
-                    let Some((number, placement, alone)) =
-                        scheduler.next(|n, alone| conductor.demand(cases[n], alone))
-                    else {
-                        break;
-                    };
-                    let case = cases[number];
-                    let mut first_attempt = None;
-                    let (dir, index) = match live.remove(&number) {
-                        // The retry alone: same folder, the logs go on.
-                        Some(earlier) if alone => {
-                            first_attempt = earlier.first_attempt;
-                            if let Err(fault) = keep_shared_attempt(&earlier.dir, case) {
-                                conductor.record_fault(fault, reporter);
-                            }
-                            (earlier.dir, earlier.index)
-                        }
-                        _ => {
-                            let dir = match prepare_case_dir(shared, case) {
-                                Ok(dir) => dir,
-                                Err(fault) => {
-                                    conductor.record_fault(fault, reporter);
-                                    scheduler.finished(number, &placement);
-                                    results.not_run.push(case.id.clone());
-                                    break;
-                                }
-                            };
-                            // Listed as in flight until it finishes, so a
-                            // checkpoint written meanwhile names it, and one
-                            // left by a killed oomgate reads as a case it did
-                            // not finish, not as one it never ran.
-                            results.cases.push(in_flight(shared, case, &dir));
-                            let case_started = reporter.handle(&Event::CaseStarted {
-                                case,
-                                index: started,
-                                planned: cases.len(),
-                                results: &results,
-                            });
-                            if conductor.report_failed(case_started, reporter) {
-                                results.cases.pop();
-                                results.not_run.push(case.id.clone());
-                                scheduler.finished(number, &placement);
-                                break;
-                            }
-                            started += 1;
-                            (dir, started - 1)
-                        }
-                    };
-                    let access = conductor.gpu_access(shared, &placement);
-                    let crowded = access.crowding.as_ref().map(|c| Arc::clone(&c.seen));
-                    // Who runs on its GPUs from now on: under a pool, the
-                    // packed cases of its GPU; without one, every GPU case.
-                    let mut shared_with: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
-                    if let Some(crowded) = &crowded {
-                        let neighbours: Vec<(Option<usize>, usize)> = match conductor.schedule.pool
-                        {
-                            Some(_) => placement
-                                .gpus
-                                .iter()
-                                .flat_map(|&gpu| {
-                                    scheduler.tenants(gpu).iter().map(move |&c| (Some(gpu), c))
-                                })
-                                .collect(),
-                            None => live.keys().map(|&c| (None, c)).collect(),
-                        };
-                        for (gpu, other) in neighbours.into_iter().filter(|(_, c)| *c != number) {
-                            let Some(neighbour) = live.get_mut(&other) else {
-                                continue;
-                            };
-                            let Some(theirs) = &neighbour.crowded else {
-                                continue;
-                            };
-                            theirs.store(true, Ordering::Relaxed);
-                            crowded.store(true, Ordering::Relaxed);
-                            if let Some(gpu) = gpu {
-                                neighbour.shared_with.entry(gpu).or_default().insert(number);
-                                shared_with.entry(gpu).or_default().insert(other);
-                            }
-                        }
-                    }
-                    let worker = idle.pop().unwrap_or_else(|| {
-                        let (jobs, queue) = mpsc::channel::<Job<'_>>();
-                        let sender = sender.clone();
-                        scope.spawn(move || work(shared, &queue, &sender));
-                        workers.push(jobs);
-                        workers.len() - 1
-                    });
-                    let job = Job {
-                        number,
-                        case,
-                        dir: dir.clone(),
-                        access,
-                        locked_capacity: conductor.locked_capacity(case),
-                    };
-                    // A worker lives as long as its queue: until the run ends.
-                    workers[worker].send(job).ok();
-                    live.insert(
-                        number,
-                        Live {
-                            placement,
-                            dir,
-                            index,
-                            shared_with,
-                            first_attempt,
-                            crowded,
-                            worker,
-                        },
-                    );
-                }
-                if scheduler.idle() {
+                dispatch.launch_next(reporter);
+                if dispatch.scheduler.idle() {
                     break;
                 }
                 // Every live case's thread holds a sender: this returns.
                 let Ok((number, note)) = notes.recv() else {
                     break;
                 };
-                let case = cases[number];
-                match note {
-                    Note::Warning(message) => {
-                        reporter.handle(&Event::Warning { message }).ok();
-                    }
-                    Note::Fault(fault) => conductor.record_fault(fault, reporter),
-                    Note::Progress {
-                        elapsed,
-                        host_now,
-                        host_peak,
-                    } => {
-                        reporter
-                            .handle(&Event::CaseProgress {
-                                case,
-                                elapsed,
-                                host_now,
-                                host_peak,
-                                results: &results,
-                            })
-                            .ok();
-                    }
-                    Note::Done {
-                        runs,
-                        capacity,
-                        completed,
-                    } => {
-                        let Some(mut done) = live.remove(&number) else {
-                            continue;
-                        };
-                        idle.push(done.worker);
-                        if completed {
-                            scheduler.finished(number, &done.placement);
-                        } else {
-                            // Its thread panicked: what it started may still
-                            // hold its GPUs.
-                            scheduler.lost(&done.placement);
-                        }
-                        let sharing = conductor.sharing(&done.shared_with, cases);
-                        let mut result = if runs.is_empty() {
-                            case_error(
-                                shared,
-                                case,
-                                "oomgate's thread for this case failed (an internal error); its processes were killed",
-                            )
-                        } else {
-                            let mut runs = runs;
-                            if capacity.is_some() {
-                                // Recorded as written, `{batch}` and all: the
-                                // value is the search's, in `capacity`, and
-                                // the case's definition (compared with the
-                                // lock's) stays the same across runs.
-                                for run in &mut runs {
-                                    let recorded = assemble::recorded(case);
-                                    run.result.command = recorded.command;
-                                    run.result.params = recorded.params;
-                                    run.result.env = recorded.env;
-                                }
-                            }
-                            let finished = judge::Finished {
-                                case,
-                                runs,
-                                capacity,
-                                shared: !sharing.is_empty(),
-                                first_attempt: done.first_attempt.take(),
-                                stopping: shared.interrupt.requested() || conductor.fault.is_some(),
-                            };
-                            let judgement =
-                                judge::judge_case(finished, &conductor.judge_baseline());
-                            let mut result = judgement.result;
-                            crate::report::words::word_case(
-                                &mut result,
-                                &judgement.verdict,
-                                judgement.headline.as_deref(),
-                            );
-                            if judgement.retry_alone {
-                                reporter
-                                    .handle(&Event::Warning {
-                                        message: format!(
-                                            "{}: failed while sharing its GPU with {}; retried alone",
-                                            case.id,
-                                            shared_names(&sharing)
-                                        ),
-                                    })
-                                    .ok();
-                                result.gpus = Some(case.gpus.unwrap_or(1));
-                                result.gpu_sharing = sharing;
-                                done.first_attempt = Some(result);
-                                done.shared_with.clear();
-                                scheduler.retry_alone(number);
-                                live.insert(number, done);
-                                continue;
-                            }
-                            result
-                        };
-                        result.gpus = conductor
-                            .schedule
-                            .pool
-                            .as_ref()
-                            .map(|_| case.gpus.unwrap_or(1));
-                        result.gpu_sharing = sharing;
-                        settle(&mut results, result);
-                        results.runner_max_rss_bytes = runner_max_rss_bytes();
-                        results.runner_cpu_s = runner_cpu_seconds();
-                        results.fault = conductor.fault.as_ref().map(ToString::to_string);
-                        if let Some(result) = results.cases.iter().find(|c| c.id == case.id) {
-                            let finished = reporter.handle(&Event::CaseFinished {
-                                result,
-                                index: done.index,
-                                planned: cases.len(),
-                                results: &results,
-                            });
-                            conductor.report_failed(finished, reporter);
-                        }
-                    }
-                }
+                dispatch.on_note(number, note, reporter);
             }
         });
         // Cases left waiting did not run, in the suite's order: after
@@ -610,73 +394,6 @@ impl<'a> Runner<'a> {
             }),
         }
     }
-}
-
-/// Before a case is retried alone: a marker in its logs, and the shared
-/// attempt's probe metrics and timeline set aside (`*.shared-attempt.*`),
-/// so the retry is judged on its own.
-fn keep_shared_attempt(dir: &Path, case: &Case) -> Result<(), WriteFault> {
-    let marker = "\n[oomgate] retried alone: the first attempt failed while sharing its GPU\n";
-    let fail = |path: &Path, source| WriteFault::CaseFile {
-        path: path.to_path_buf(),
-        source,
-    };
-    if let Some(fault) = case::mark_logs(dir, case.concurrency, case.server.is_some(), marker)
-        .into_iter()
-        .next()
-    {
-        return Err(fault);
-    }
-    let mut set_aside = vec![dir.join("timeline.json")];
-    set_aside.extend(
-        case.server
-            .as_ref()
-            .map(|_| launch::InstanceLogs::for_server(dir).metrics),
-    );
-    set_aside.extend(
-        (0..case.concurrency).map(|index| launch::InstanceLogs::for_instance(dir, index).metrics),
-    );
-    for path in set_aside {
-        let kept = path.with_extension(match path.extension() {
-            Some(ext) => format!("shared-attempt.{}", ext.to_string_lossy()),
-            None => "shared-attempt".to_string(),
-        });
-        match std::fs::rename(&path, &kept) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(fail(&path, e)),
-        }
-    }
-    Ok(())
-}
-
-/// A case oomgate could not run or follow to its end: an error with
-/// nothing measured, never a quiet skip.
-fn case_error(shared: &Shared<'_>, case: &Case, message: &str) -> CaseResult {
-    let mut result = CaseResult::unmeasured(case.id.clone());
-    result.message = Some(message.to_string());
-    result.host_method = shared.measurement.host_method;
-    result.failure_kind = judge::failure_kind(&result, None);
-    result
-}
-
-/// A case's final result joins the run: counted, and in place of its
-/// in-flight entry.
-fn settle(results: &mut RunResults, result: CaseResult) {
-    results.summary.add(&result);
-    match results.cases.iter().position(|c| c.id == result.id) {
-        Some(at) => results.cases[at] = result,
-        None => results.cases.push(result),
-    }
-}
-
-/// `a, b (GPU 1)` for a warning.
-fn shared_names(sharing: &[SharedGpu]) -> String {
-    let names: Vec<String> = sharing
-        .iter()
-        .map(|s| format!("{} (GPU {})", s.with.join(", "), s.index))
-        .collect();
-    names.join("; ")
 }
 
 impl Conductor<'_> {
@@ -892,60 +609,6 @@ impl Shared<'_> {
     fn faulted(&self) -> bool {
         self.faulted.load(Ordering::Relaxed)
     }
-}
-
-/// The entry of a case in flight: what it is, when it started, where its
-/// logs are, status `running`; no figure is known yet.
-fn in_flight(shared: &Shared<'_>, case: &Case, case_dir: &Path) -> CaseResult {
-    let mut entry = CaseResult::unmeasured(case.id.clone());
-    let recorded = assemble::recorded(case);
-    entry.params = recorded.params;
-    entry.command = recorded.command;
-    entry.cwd = case.cwd.clone();
-    entry.concurrency = case.concurrency;
-    entry.timeout_s = case.timeout.as_secs_f64();
-    entry.soak_s = case.soak.map(|d| d.as_secs_f64());
-    entry.status = crate::results::CaseStatus::Running;
-    entry.failure_kind = judge::failure_kind(&entry, None);
-    entry.message = Some(IN_FLIGHT_MESSAGE.to_string());
-    entry.started_at = now_rfc3339();
-    entry.host_method = shared.measurement.host_method;
-    entry.env = recorded.env;
-    entry.dir = case_dir
-        .strip_prefix(shared.out_dir)
-        .unwrap_or(case_dir)
-        .to_path_buf();
-    entry
-}
-
-/// A fresh `cases/<folder>`, with every instance's log files: logs of an
-/// earlier run in the same out dir must not be mistaken for this run's,
-/// and a case whose output cannot be kept is not launched.
-fn prepare_case_dir(shared: &Shared<'_>, case: &Case) -> Result<PathBuf, WriteFault> {
-    let path = shared.out_dir.join("cases").join(&case.folder);
-    let fail = |at: &Path, source| WriteFault::CaseFile {
-        path: at.to_path_buf(),
-        source,
-    };
-    match std::fs::remove_dir_all(&path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(fail(&path, e)),
-    }
-    std::fs::create_dir_all(&path).map_err(|e| fail(&path, e))?;
-    for index in 0..case.concurrency {
-        let logs = launch::InstanceLogs::for_instance(&path, index);
-        for log in [&logs.stdout, &logs.stderr] {
-            std::fs::File::create(log).map_err(|e| fail(log, e))?;
-        }
-    }
-    if crate::files::no_space_left(&path) {
-        return Err(WriteFault::NoSpace {
-            dir: path,
-            case_ended: false,
-        });
-    }
-    Ok(path)
 }
 
 fn now_rfc3339() -> String {

@@ -1,0 +1,400 @@
+//! The main thread's loop over a run, as event handlers (in the manner of
+//! nextest's `runner/dispatcher.rs`): [`Dispatch::launch_next`] starts what
+//! the schedule allows, and each note a case's thread sends is handled by
+//! its own method — [`Dispatch::on_progress`], a warning or a fault, and
+//! [`Dispatch::on_done`], which hands the case's runs to the judge and
+//! either queues its retry alone or settles its result. The dispatch
+//! decides nothing about a case: the judge does.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::folder::{in_flight, keep_shared_attempt, prepare_case_dir};
+use super::schedule::Scheduler;
+use super::{
+    Conductor, Job, Live, Note, Shared, WriteFault, runner_cpu_seconds, runner_max_rss_bytes, work,
+};
+use crate::capacity::Capacity;
+use crate::judge::{self, CaseRun};
+use crate::report::{Event, Reporter};
+use crate::results::{CaseResult, RunResults, SharedGpu};
+use crate::suite::Case;
+use crate::units::Bytes;
+
+/// What the main thread holds while cases run: the results so far, the
+/// schedule, the cases in flight and the worker threads.
+pub(super) struct Dispatch<'d, 'a, 'scope, 'env> {
+    pub(super) shared: &'env Shared<'a>,
+    pub(super) conductor: &'d mut Conductor<'a>,
+    pub(super) cases: &'env [&'env Case],
+    pub(super) results: &'d mut RunResults,
+    pub(super) scheduler: &'d mut Scheduler,
+    pub(super) live: &'d mut HashMap<usize, Live>,
+    /// Worker threads, each running one case at a time, kept for the next
+    /// case (a thread and a /proc scanner per case cost a millisecond of a
+    /// trivial case): their job queues, and which are idle. One case at a
+    /// time is one worker for the whole run. The queues close when the
+    /// dispatch is dropped, and the workers end.
+    pub(super) workers: Vec<mpsc::Sender<Job<'env>>>,
+    pub(super) idle: Vec<usize>,
+    /// Cases started so far (the events' `index`).
+    pub(super) started: usize,
+    pub(super) notes: mpsc::Sender<(usize, Note)>,
+    pub(super) scope: &'scope std::thread::Scope<'scope, 'env>,
+}
+
+impl<'d, 'a, 'scope, 'env> Dispatch<'d, 'a, 'scope, 'env>
+where
+    'a: 'env,
+{
+    /// Start every case the schedule allows now, unless the run is
+    /// stopping (a case's thread may have met a fault whose note is still
+    /// on its way: `faulted` says so at once).
+    pub(super) fn launch_next(&mut self, reporter: &mut dyn Reporter) {
+        while !self.shared.interrupt.requested()
+            && self.conductor.fault.is_none()
+            && !self.shared.faulted()
+        {
+            let (cases, conductor) = (self.cases, &*self.conductor);
+            let Some((number, placement, alone)) = self
+                .scheduler
+                .next(|n, alone| conductor.demand(cases[n], alone))
+            else {
+                break;
+            };
+            if !self.launch(number, placement, alone, reporter) {
+                break;
+            }
+        }
+    }
+
+    /// Start one case (or its retry alone) on a worker; `false` when a
+    /// file could not be written, and nothing more is to be launched.
+    fn launch(
+        &mut self,
+        number: usize,
+        placement: super::Placement,
+        alone: bool,
+        reporter: &mut dyn Reporter,
+    ) -> bool {
+        let case = self.cases[number];
+        let mut first_attempt = None;
+        let (dir, index) = match self.live.remove(&number) {
+            // The retry alone: same folder, the logs go on.
+            Some(earlier) if alone => {
+                first_attempt = earlier.first_attempt;
+                if let Err(fault) = keep_shared_attempt(&earlier.dir, case) {
+                    self.conductor.record_fault(fault, reporter);
+                }
+                (earlier.dir, earlier.index)
+            }
+            _ => match self.start(number, case, &placement, reporter) {
+                Some(started) => started,
+                None => return false,
+            },
+        };
+        let access = self.conductor.gpu_access(self.shared, &placement);
+        let crowded = access.crowding.as_ref().map(|c| Arc::clone(&c.seen));
+        let shared_with = self.crowd(number, &placement, crowded.as_ref());
+        let worker = self.idle.pop().unwrap_or_else(|| {
+            let (jobs, queue) = mpsc::channel::<Job<'env>>();
+            let (shared, notes) = (self.shared, self.notes.clone());
+            self.scope.spawn(move || work(shared, &queue, &notes));
+            self.workers.push(jobs);
+            self.workers.len() - 1
+        });
+        let job = Job {
+            number,
+            case,
+            dir: dir.clone(),
+            access,
+            locked_capacity: self.conductor.locked_capacity(case),
+        };
+        // A worker lives as long as its queue: until the run ends.
+        self.workers[worker].send(job).ok();
+        self.live.insert(
+            number,
+            Live {
+                placement,
+                dir,
+                index,
+                shared_with,
+                first_attempt,
+                crowded,
+                worker,
+            },
+        );
+        true
+    }
+
+    /// A case's first start: its folder, its in-flight entry in the
+    /// results, `CaseStarted`. `None` when a file could not be written.
+    fn start(
+        &mut self,
+        number: usize,
+        case: &Case,
+        placement: &super::Placement,
+        reporter: &mut dyn Reporter,
+    ) -> Option<(PathBuf, usize)> {
+        let dir = match prepare_case_dir(self.shared, case) {
+            Ok(dir) => dir,
+            Err(fault) => {
+                self.not_launched(number, case, placement, fault, reporter);
+                return None;
+            }
+        };
+        // Listed as in flight until it finishes, so a checkpoint written
+        // meanwhile names it, and one left by a killed oomgate reads as a
+        // case it did not finish, not as one it never ran.
+        self.results.cases.push(in_flight(self.shared, case, &dir));
+        let case_started = reporter.handle(&Event::CaseStarted {
+            case,
+            index: self.started,
+            planned: self.cases.len(),
+            results: self.results,
+        });
+        if self.conductor.report_failed(case_started, reporter) {
+            self.results.cases.pop();
+            self.results.not_run.push(case.id.clone());
+            self.scheduler.finished(number, placement);
+            return None;
+        }
+        self.started += 1;
+        Some((dir, self.started - 1))
+    }
+
+    fn not_launched(
+        &mut self,
+        number: usize,
+        case: &Case,
+        placement: &super::Placement,
+        fault: WriteFault,
+        reporter: &mut dyn Reporter,
+    ) {
+        self.conductor.record_fault(fault, reporter);
+        self.scheduler.finished(number, placement);
+        self.results.not_run.push(case.id.clone());
+    }
+
+    /// Who runs on a starting case's GPUs from now on: under a pool, the
+    /// packed cases of its GPUs; without one, every GPU case. Each side is
+    /// told it is crowded, and under a pool each records the other.
+    fn crowd(
+        &mut self,
+        number: usize,
+        placement: &super::Placement,
+        crowded: Option<&Arc<std::sync::atomic::AtomicBool>>,
+    ) -> BTreeMap<usize, BTreeSet<usize>> {
+        let mut shared_with: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+        let Some(crowded) = crowded else {
+            return shared_with;
+        };
+        let neighbours: Vec<(Option<usize>, usize)> = match self.conductor.schedule.pool {
+            Some(_) => placement
+                .gpus
+                .iter()
+                .flat_map(|&gpu| {
+                    self.scheduler
+                        .tenants(gpu)
+                        .iter()
+                        .map(move |&c| (Some(gpu), c))
+                })
+                .collect(),
+            None => self.live.keys().map(|&c| (None, c)).collect(),
+        };
+        for (gpu, other) in neighbours.into_iter().filter(|(_, c)| *c != number) {
+            let Some(neighbour) = self.live.get_mut(&other) else {
+                continue;
+            };
+            let Some(theirs) = &neighbour.crowded else {
+                continue;
+            };
+            theirs.store(true, Ordering::Relaxed);
+            crowded.store(true, Ordering::Relaxed);
+            if let Some(gpu) = gpu {
+                neighbour.shared_with.entry(gpu).or_default().insert(number);
+                shared_with.entry(gpu).or_default().insert(other);
+            }
+        }
+        shared_with
+    }
+
+    /// What a case's thread said.
+    pub(super) fn on_note(&mut self, number: usize, note: Note, reporter: &mut dyn Reporter) {
+        match note {
+            Note::Warning(message) => {
+                reporter.handle(&Event::Warning { message }).ok();
+            }
+            Note::Fault(fault) => self.conductor.record_fault(fault, reporter),
+            Note::Progress {
+                elapsed,
+                host_now,
+                host_peak,
+            } => self.on_progress(number, elapsed, host_now, host_peak, reporter),
+            Note::Done {
+                runs,
+                capacity,
+                completed,
+            } => self.on_done(number, runs, capacity, completed, reporter),
+        }
+    }
+
+    fn on_progress(
+        &mut self,
+        number: usize,
+        elapsed: Duration,
+        host_now: Option<Bytes>,
+        host_peak: Option<Bytes>,
+        reporter: &mut dyn Reporter,
+    ) {
+        reporter
+            .handle(&Event::CaseProgress {
+                case: self.cases[number],
+                elapsed,
+                host_now,
+                host_peak,
+                results: self.results,
+            })
+            .ok();
+    }
+
+    /// A case's thread is done with it: judged, then queued again alone
+    /// (the judge's call) or settled in the results and reported.
+    fn on_done(
+        &mut self,
+        number: usize,
+        runs: Vec<CaseRun>,
+        capacity: Option<Capacity>,
+        completed: bool,
+        reporter: &mut dyn Reporter,
+    ) {
+        let case = self.cases[number];
+        let Some(mut done) = self.live.remove(&number) else {
+            return;
+        };
+        self.idle.push(done.worker);
+        if completed {
+            self.scheduler.finished(number, &done.placement);
+        } else {
+            // Its thread panicked: what it started may still hold its GPUs.
+            self.scheduler.lost(&done.placement);
+        }
+        let sharing = self.conductor.sharing(&done.shared_with, self.cases);
+        let mut result = if runs.is_empty() {
+            case_error(
+                self.shared,
+                case,
+                "oomgate's thread for this case failed (an internal error); its processes were killed",
+            )
+        } else {
+            let judgement = judge::judge_case(
+                judge::Finished {
+                    case,
+                    runs: recorded_as_written(case, runs, capacity.is_some()),
+                    capacity,
+                    shared: !sharing.is_empty(),
+                    first_attempt: done.first_attempt.take(),
+                    stopping: self.shared.interrupt.requested() || self.conductor.fault.is_some(),
+                },
+                &self.conductor.judge_baseline(),
+            );
+            let mut result = judgement.result;
+            crate::report::words::word_case(
+                &mut result,
+                &judgement.verdict,
+                judgement.headline.as_deref(),
+            );
+            if judgement.retry_alone {
+                reporter
+                    .handle(&Event::Warning {
+                        message: format!(
+                            "{}: failed while sharing its GPU with {}; retried alone",
+                            case.id,
+                            shared_names(&sharing)
+                        ),
+                    })
+                    .ok();
+                result.gpus = Some(case.gpus.unwrap_or(1));
+                result.gpu_sharing = sharing;
+                done.first_attempt = Some(result);
+                done.shared_with.clear();
+                self.scheduler.retry_alone(number);
+                self.live.insert(number, done);
+                return;
+            }
+            result
+        };
+        result.gpus = self
+            .conductor
+            .schedule
+            .pool
+            .as_ref()
+            .map(|_| case.gpus.unwrap_or(1));
+        result.gpu_sharing = sharing;
+        let at = settle(self.results, result);
+        self.results.runner_max_rss_bytes = runner_max_rss_bytes();
+        self.results.runner_cpu_s = runner_cpu_seconds();
+        self.results.fault = self.conductor.fault.as_ref().map(ToString::to_string);
+        let finished = reporter.handle(&Event::CaseFinished {
+            result: &self.results.cases[at],
+            index: done.index,
+            planned: self.cases.len(),
+            results: self.results,
+        });
+        self.conductor.report_failed(finished, reporter);
+    }
+}
+
+/// A searched case's runs, recorded as written (`{batch}` and all): the
+/// value is the search's, in `capacity`, and the case's definition
+/// (compared with the lock's) stays the same across runs.
+fn recorded_as_written(case: &Case, mut runs: Vec<CaseRun>, searched: bool) -> Vec<CaseRun> {
+    if searched {
+        for run in &mut runs {
+            let recorded = super::assemble::recorded(case);
+            run.result.command = recorded.command;
+            run.result.params = recorded.params;
+            run.result.env = recorded.env;
+        }
+    }
+    runs
+}
+
+/// A case oomgate could not run or follow to its end: an error with
+/// nothing measured, never a quiet skip.
+pub(super) fn case_error(shared: &Shared<'_>, case: &Case, message: &str) -> CaseResult {
+    let mut result = CaseResult::unmeasured(case.id.clone());
+    result.message = Some(message.to_string());
+    result.host_method = shared.measurement.host_method;
+    result.failure_kind = judge::failure_kind(&result, None);
+    result
+}
+
+/// A case's final result joins the run: counted, and in place of its
+/// in-flight entry. Where it now is in `results.cases`.
+pub(super) fn settle(results: &mut RunResults, result: CaseResult) -> usize {
+    results.summary.add(&result);
+    match results.cases.iter().position(|c| c.id == result.id) {
+        Some(at) => {
+            results.cases[at] = result;
+            at
+        }
+        None => {
+            results.cases.push(result);
+            results.cases.len() - 1
+        }
+    }
+}
+
+/// `a, b (GPU 1)` for a warning.
+fn shared_names(sharing: &[SharedGpu]) -> String {
+    let names: Vec<String> = sharing
+        .iter()
+        .map(|s| format!("{} (GPU {})", s.with.join(", "), s.index))
+        .collect();
+    names.join("; ")
+}
