@@ -60,12 +60,41 @@ pub fn against_lock(
     tolerances: CaseTolerances,
     found: Option<Found<'_>>,
 ) -> (CaseComparison, Vec<Check>) {
-    let comparison = baseline::compare_case(
+    let mut comparison = baseline::compare_case(
         against.locked,
         now,
         tolerances.figures(),
         against.gpu_compared,
     );
+    let capacity = found.and_then(|found| capacity_check(against, tolerances, found));
+    // The peaks are the capacity probe's: at another value than the locked
+    // one's, they are of another workload size, and neither a rise nor a
+    // fall against the lock says anything about the workload.
+    if let Some(Facts::Capacity {
+        param,
+        value: Some(value),
+        locked: Some(locked),
+        ..
+    }) = capacity.as_ref().and_then(|c| c.facts.as_ref())
+    {
+        if value != locked {
+            let moved = NotCompared::CapacityMoved {
+                param: param.clone(),
+                locked: *locked,
+                value: *value,
+            };
+            for figure in [
+                &mut comparison.host,
+                &mut comparison.gpu,
+                &mut comparison.allocated,
+            ] {
+                if matches!(figure.outcome, Outcome::Regressed | Outcome::Improved) {
+                    figure.outcome = Outcome::Skipped;
+                    figure.not_compared = Some(moved.clone());
+                }
+            }
+        }
+    }
     let mut checks = Vec::new();
     if against.locked.is_none() {
         checks.push(missing(Some(against.lock_path), against.require));
@@ -74,38 +103,7 @@ pub fn against_lock(
             checks.extend(figure_check(figure, against.require));
         }
     }
-    if let Some(found) = found {
-        let check = capacity_check(against, tolerances, found);
-        // The peaks are the capacity probe's: at another value than the
-        // locked one's, they are of another workload size, and judging
-        // them against the lock would blame the size for a regression.
-        if let Some(Facts::Capacity {
-            param,
-            value: Some(value),
-            locked: Some(locked),
-            ..
-        }) = check.as_ref().and_then(|c| c.facts.as_ref())
-        {
-            if value != locked {
-                for moved in checks
-                    .iter_mut()
-                    .filter(|c| !c.passed && matches!(c.kind, CheckKind::Baseline(_)))
-                {
-                    moved.passed = true;
-                    moved.outcome = Some(CheckOutcome::NotGated);
-                    moved.facts = Some(Facts::Baseline {
-                        not_compared: Some(NotCompared::CapacityMoved {
-                            param: param.clone(),
-                            locked: *locked,
-                            value: *value,
-                        }),
-                        required: false,
-                    });
-                }
-            }
-        }
-        checks.extend(check);
-    }
+    checks.extend(capacity);
     (comparison, checks)
 }
 
@@ -135,6 +133,12 @@ fn figure_check(figure: &baseline::FigureComparison, require: bool) -> Option<Ch
         Outcome::Unknown => (false, CheckOutcome::Unknown, false),
         Outcome::NoBaseline if figure.new_bytes.is_none() => return None,
         Outcome::NoBaseline => (!require, CheckOutcome::NoBaseline, require),
+        // Compared, but of another workload size: reported, not gated.
+        Outcome::Skipped
+            if matches!(figure.not_compared, Some(NotCompared::CapacityMoved { .. })) =>
+        {
+            (true, CheckOutcome::NotGated, false)
+        }
         Outcome::Skipped => {
             let tainted = figure.not_compared == Some(NotCompared::Tainted);
             let required = require && !tainted;

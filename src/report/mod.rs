@@ -21,6 +21,9 @@ pub mod parts;
 pub mod terminal;
 pub mod words;
 
+#[cfg(test)]
+mod snapshots;
+
 use std::io;
 use std::time::Duration;
 
@@ -467,13 +470,8 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
             case.leftover_processes
         );
     }
+    // Each compared figure is a `baseline.*` check above: said once.
     if let Some(comparison) = &case.baseline {
-        for figure in comparison.figures() {
-            if figure.outcome != crate::baseline::Outcome::NoBaseline || figure.new_bytes.is_some()
-            {
-                let _ = writeln!(out, "baseline:    {}", figure.message);
-            }
-        }
         for change in &comparison.changes {
             let _ = writeln!(out, "changed:     {change} (since the baseline)");
         }

@@ -254,7 +254,7 @@ impl Terminal {
         }
     }
 
-    fn finished_line(&self, case: &CaseResult) -> String {
+    pub(super) fn finished_line(&self, case: &CaseResult) -> String {
         let label = format!("{:>12}", case.label());
         let time = format!(
             "[{:>8}]",
@@ -307,7 +307,7 @@ impl Terminal {
         text
     }
 
-    fn final_table(&self, results: &RunResults) -> String {
+    pub(super) fn final_table(&self, results: &RunResults) -> String {
         let with_gpu = results.measurement.gpu_method.is_some();
         let with_baseline = results.baseline.is_some();
         let mut header = vec!["STATUS", "CASE", "TIME", "HOST PEAK", "BUDGET"];

@@ -427,17 +427,29 @@ fn baseline_figure(
                 locked,
                 value,
             } => {
+                // Worded as the comparison it would have been.
+                let over = check
+                    .figure_bytes
+                    .zip(check.limit_bytes)
+                    .is_some_and(|(new, limit)| new > limit);
                 let compared = Check {
                     facts: Some(Facts::Baseline {
                         not_compared: None,
                         required: false,
                     }),
-                    outcome: Some(CheckOutcome::Breached),
+                    outcome: Some(if over {
+                        CheckOutcome::Breached
+                    } else {
+                        CheckOutcome::Improved
+                    }),
                     ..check.clone()
                 };
+                let words = check_message(&compared);
+                let words = words
+                    .strip_suffix(": re-lock to tighten the gate")
+                    .unwrap_or(&words);
                 return format!(
-                    "{} (not gated: the capacity moved, {param} {locked} → {value}, so the peaks are of another size; lock again to compare them)",
-                    check_message(&compared)
+                    "{words} (not gated: the capacity moved, {param} {locked} → {value}, so the peaks are of another size; lock again to compare them)"
                 );
             }
         };

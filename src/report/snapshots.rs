@@ -1,0 +1,281 @@
+//! Snapshot tests of what a reader sees: the terminal's lines and table,
+//! a case's details, JUnit and Markdown, for one run judged by the real
+//! judge and worded by `words` — a pass, a GPU regression with drift, a
+//! capacity shrink, a budget breach that stopped its case, a GPU OOM.
+//! Every figure and time is fixed, so the snapshots hold no noise; a
+//! change of wording is a reviewed diff (`cargo insta review`, or accept
+//! a `.snap.new` by renaming it).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::baseline::{Drift, Lock, LockedCase};
+use crate::capacity::{Capacity, Probe};
+use crate::judge::{self, Baseline, CaseRun, Finished, Observed, StopReason};
+use crate::measure::HostMethod;
+use crate::measure::gpu::GpuMethod;
+use crate::results::test_support::results_with_text;
+use crate::results::{BaselineInfo, CaseResult, CaseStatus, Exit, RunResults, Summary};
+use crate::suite::{Case, DriftPolicy};
+use crate::units::Bytes;
+
+const MIB: u64 = 1024 * 1024;
+const GIB: u64 = 1024 * MIB;
+
+fn suite() -> crate::suite::Suite {
+    let text = r#"
+[suite]
+name = "train-gate"
+
+[[case]]
+name = "ok"
+command = ["python3", "ok.py"]
+
+[[case]]
+name = "train"
+command = ["python3", "train.py", "--batch", "64"]
+tolerance = { relative = "5%", absolute = "64 MiB" }
+
+[[case]]
+name = "fits"
+command = ["python3", "train.py", "--batch", "{batch}"]
+search = { param = "batch", min = 8, max = 1024, step = 8 }
+
+[[case]]
+name = "budget"
+command = ["python3", "big.py"]
+budget = { host = "512 MiB" }
+
+[[case]]
+name = "oom"
+command = ["python3", "oom.py"]
+"#;
+    crate::suite::parse(
+        text,
+        std::path::Path::new("train.toml"),
+        std::path::Path::new("."),
+    )
+    .expect("the snapshot suite")
+}
+
+fn run(case: &Case, host: u64, gpu: Option<u64>, exit: Exit) -> CaseRun {
+    let mut result = CaseResult::unmeasured(case.id.clone());
+    result.command = case.command.clone();
+    result.status = CaseStatus::Passed;
+    result.started_at = "2026-12-04T10:00:00.000+00:00".into();
+    result.wall_time_s = 12.5;
+    result.timeout_s = 1800.0;
+    result.concurrency = 1;
+    result.samples = 250;
+    result.host_peak_bytes = Some(host);
+    result.host_method = HostMethod::CgroupV1;
+    result.host_peak_source = Some(crate::measure::host::HostFloor::Vmhwm);
+    result.gpu_peak_bytes = gpu;
+    result.gpu_peak_method = gpu.map(|_| GpuMethod::Sampled { interval_ms: 50 });
+    result.dir = format!("cases/{}", case.id).into();
+    CaseRun {
+        result,
+        observed: Observed {
+            stop: None,
+            exits: vec![Some(exit)],
+            host_peak: Some(Bytes(host)),
+            serving: false,
+        },
+        headline: None,
+    }
+}
+
+fn locked(case: &Case, host: u64, gpu: Option<u64>, capacity: Option<u64>) -> LockedCase {
+    let mut locked = LockedCase::empty();
+    locked.command = case.command.clone();
+    locked.host_peak_bytes = Some(host);
+    locked.host_peak_method = Some(HostMethod::CgroupV1);
+    locked.gpu_peak_bytes = gpu;
+    locked.gpu_peak_method = gpu.map(|_| "sampled@50ms".to_string());
+    locked.capacity = capacity;
+    locked.capacity_of = capacity.map(|_| "batch, step 8".to_string());
+    locked
+}
+
+/// The run every snapshot renders.
+fn judged_run() -> RunResults {
+    let suite = suite();
+    let case = |id: &str| {
+        suite
+            .cases
+            .iter()
+            .find(|c| c.id == id)
+            .expect("a snapshot case")
+    };
+    let lock = Lock {
+        version: crate::baseline::LOCK_VERSION,
+        suite: "train-gate".into(),
+        locked_at: "2026-12-01T09:00:00.000+00:00".into(),
+        environment: Default::default(),
+        cases: [
+            ("ok", locked(case("ok"), 60 * MIB, None, None)),
+            (
+                "train",
+                locked(case("train"), 2 * GIB, Some(38 * GIB), None),
+            ),
+            (
+                "fits",
+                locked(case("fits"), 3 * GIB, Some(70 * GIB), Some(88)),
+            ),
+        ]
+        .into_iter()
+        .map(|(id, locked)| (id.to_string(), locked))
+        .collect(),
+    };
+    let info = BaselineInfo {
+        path: PathBuf::from("train.lock"),
+        locked_at: lock.locked_at.clone(),
+        drift: vec![Drift {
+            what: "torch".into(),
+            before: "2.4.1".into(),
+            after: "2.5.0".into(),
+        }],
+        on_drift: DriftPolicy::Warn,
+        gpu_compared: true,
+        removed: Vec::new(),
+    };
+    let baseline = Baseline {
+        lock: Some(&lock),
+        info: Some(&info),
+        require: false,
+    };
+
+    let ok = run(case("ok"), 63 * MIB + MIB / 5, None, Exit::Code(0));
+    let train = run(
+        case("train"),
+        2 * GIB,
+        Some(41 * GIB + GIB / 5),
+        Exit::Code(0),
+    );
+    let fits = run(case("fits"), 3 * GIB, Some(60 * GIB), Exit::Code(0));
+    let probes = [
+        (8, true),
+        (16, true),
+        (32, true),
+        (64, true),
+        (72, true),
+        (80, false),
+    ];
+    let capacity = Capacity {
+        param: "batch".into(),
+        step: Some(8),
+        value: Some(72),
+        complete: true,
+        probes: probes
+            .iter()
+            .map(|&(value, passed)| Probe {
+                value,
+                status: if passed {
+                    CaseStatus::Passed
+                } else {
+                    CaseStatus::Failed
+                },
+                failure_kind: (!passed).then_some(crate::results::FailureType::GpuOom),
+                host_peak_bytes: Some(3 * GIB),
+                gpu_peak_bytes: Some(value * 800 * MIB),
+                wall_time_s: 2.0,
+            })
+            .collect(),
+    };
+    let mut budget = run(case("budget"), 612 * MIB, None, Exit::Signal(15));
+    budget.observed.stop = Some(StopReason::BudgetExceeded {
+        at: Duration::from_millis(1200),
+    });
+    budget.result.checks = vec![judge::host_budget_check(
+        Some(Bytes(612 * MIB)),
+        "vmhwm, cgroup-v1",
+        Bytes(512 * MIB),
+    )];
+    let mut oom = run(case("oom"), GIB, Some(79 * GIB), Exit::Code(1));
+    oom.result.diagnosis = Some(crate::diagnose::Diagnosis {
+        kind: crate::diagnose::FailureKind::GpuOom,
+        oom: None,
+        exception: Some("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.06 GiB is free.".into()),
+        rank: None,
+        oom_ranks: Vec::new(),
+        hints: vec!["The allocation that failed (2.00 GiB) is larger than what was free (1.06 GiB): the case needs more memory than the GPU has left.".into()],
+    });
+    oom.headline =
+        Some("gpu-oom: tried to allocate 2.00 GiB on GPU 0 (1.06 GiB free of 79.2 GiB)".into());
+
+    let mut cases = Vec::new();
+    for (id, runs, capacity) in [
+        ("ok", vec![ok], None),
+        ("train", vec![train], None),
+        ("fits", vec![fits], Some(capacity)),
+        ("budget", vec![budget], None),
+        ("oom", vec![oom], None),
+    ] {
+        let judgement = judge::judge_case(
+            Finished {
+                case: case(id),
+                runs,
+                capacity,
+                shared: false,
+                first_attempt: None,
+                stopping: false,
+            },
+            &baseline,
+        );
+        let mut result = judgement.result;
+        super::words::word_case(
+            &mut result,
+            &judgement.verdict,
+            judgement.headline.as_deref(),
+        );
+        cases.push(result);
+    }
+    let mut results = results_with_text("x");
+    results.suite.name = "train-gate".into();
+    results.finished_at = Some("2026-12-04T10:01:10.000+00:00".into());
+    results.measurement.gpu_method = Some("nvml".into());
+    results.measurement.host_method = HostMethod::CgroupV1;
+    results.baseline = Some(info);
+    results.summary = Summary::default();
+    for case in &cases {
+        results.summary.add(case);
+    }
+    results.summary.planned = cases.len();
+    results.cases = cases;
+    results
+}
+
+#[test]
+fn terminal_lines_and_table() {
+    let results = judged_run();
+    let terminal = super::terminal::Terminal::new(super::terminal::Progress::None);
+    let mut text = String::new();
+    for case in &results.cases {
+        text.push_str(&terminal.finished_line(case));
+        text.push('\n');
+    }
+    text.push_str(&terminal.final_table(&results));
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn case_details() {
+    let results = judged_run();
+    let text: Vec<String> = results
+        .cases
+        .iter()
+        .map(|case| super::case_details(case, &results.measurement))
+        .collect();
+    insta::assert_snapshot!(text.join("\n"));
+}
+
+#[test]
+fn junit() {
+    let results = judged_run();
+    insta::assert_snapshot!(super::junit::render(&results).expect("junit"));
+}
+
+#[test]
+fn markdown() {
+    insta::assert_snapshot!(super::markdown::render(&judged_run()));
+}
