@@ -268,6 +268,187 @@ pub fn launch_limits() -> LaunchLimits {
     }
 }
 
+impl LaunchLimits {
+    /// `nofile=1024:1048576`, or `-` for nothing to restore: how a
+    /// supervisor is told the limits to put back.
+    pub fn describe(&self) -> String {
+        match &self.nofile {
+            Some(nofile) => format!("nofile={}:{}", nofile.rlim_cur, nofile.rlim_max),
+            None => "-".to_string(),
+        }
+    }
+
+    /// What [`LaunchLimits::describe`] wrote; `None` if it is not that.
+    pub fn parse(text: &str) -> Option<Self> {
+        if text == "-" {
+            return Some(LaunchLimits { nofile: None });
+        }
+        let (soft, hard) = text.strip_prefix("nofile=")?.split_once(':')?;
+        Some(LaunchLimits {
+            nofile: Some(libc::rlimit {
+                rlim_cur: soft.parse().ok()?,
+                rlim_max: hard.parse().ok()?,
+            }),
+        })
+    }
+}
+
+/// A process to start with `posix_spawn`.
+pub struct Spawn<'a> {
+    pub path: &'a std::path::Path,
+    /// `argv[0]` first.
+    pub argv: &'a [std::ffi::OsString],
+    /// `NAME=value` entries; `None`: oomgate's own environment.
+    pub env: Option<&'a [std::ffi::OsString]>,
+    pub stdout: i32,
+    pub stderr: i32,
+    /// Descriptors the child gets at fixed numbers (above 2), `(from, to)`.
+    pub inherit: &'a [Option<(i32, i32)>],
+}
+
+/// Start a process in a new process group with `posix_spawn`: stdin from
+/// `/dev/null`, stdout and stderr and `inherit` as given, every other
+/// descriptor closed (oomgate opens all of its own close-on-exec), an
+/// empty signal mask and SIGPIPE at its default. Returns its pid.
+///
+/// Not `std::process::Command`: what a supervisor needs (descriptors at
+/// fixed numbers, no close-on-exec race with other threads' launches)
+/// takes a `pre_exec` closure there, which makes std `fork` oomgate —
+/// copying its page tables for every case, a cost that grows with the
+/// results it holds (measured: docs/performance.md). `posix_spawn` starts
+/// the child without copying them (glibc and musl use `CLONE_VFORK`).
+pub fn spawn(spawn: &Spawn<'_>) -> io::Result<i32> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c_string = |bytes: &[u8]| {
+        CString::new(bytes).map_err(|_| io::Error::other("an argument holds a NUL byte"))
+    };
+    let path = c_string(spawn.path.as_os_str().as_bytes())?;
+    let argv: Vec<CString> = spawn
+        .argv
+        .iter()
+        .map(|arg| c_string(arg.as_bytes()))
+        .collect::<io::Result<_>>()?;
+    let env: Option<Vec<CString>> = spawn
+        .env
+        .map(|env| env.iter().map(|entry| c_string(entry.as_bytes())).collect())
+        .transpose()?;
+    let pointers = |strings: &[CString]| -> Vec<*mut libc::c_char> {
+        strings
+            .iter()
+            .map(|s| s.as_ptr().cast_mut())
+            .chain(std::iter::once(std::ptr::null_mut()))
+            .collect()
+    };
+    let argv_pointers = pointers(&argv);
+    let env_pointers = env.as_deref().map(pointers);
+    // The inherited descriptors are moved out of the way of their targets
+    // first (`dup2` onto a descriptor another action still reads from
+    // would clobber it), above every target, close-on-exec.
+    let highest = spawn
+        .inherit
+        .iter()
+        .flatten()
+        .map(|&(_, to)| to)
+        .max()
+        .unwrap_or(2);
+    let mut moved: Vec<(std::os::fd::OwnedFd, i32)> = Vec::new();
+    for &(from, to) in spawn.inherit.iter().flatten() {
+        // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor or -1.
+        let fd = unsafe { libc::fcntl(from, libc::F_DUPFD_CLOEXEC, highest + 1) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the descriptor was just made and is owned here only.
+        moved.push((unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }, to));
+    }
+    let check = |code: libc::c_int| match code {
+        0 => Ok(()),
+        code => Err(io::Error::from_raw_os_error(code)),
+    };
+    // SAFETY: the attribute and action objects are initialised before use
+    // and destroyed on every path; every pointer handed to posix_spawn
+    // (path, argv, envp, /dev/null) outlives the call.
+    unsafe {
+        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        check(libc::posix_spawn_file_actions_init(&mut actions))?;
+        if let Err(e) = check(libc::posix_spawnattr_init(&mut attr)) {
+            libc::posix_spawn_file_actions_destroy(&mut actions);
+            return Err(e);
+        }
+        let result = (|| {
+            check(libc::posix_spawn_file_actions_addopen(
+                &mut actions,
+                0,
+                c"/dev/null".as_ptr(),
+                libc::O_RDONLY,
+                0,
+            ))?;
+            check(libc::posix_spawn_file_actions_adddup2(
+                &mut actions,
+                spawn.stdout,
+                1,
+            ))?;
+            check(libc::posix_spawn_file_actions_adddup2(
+                &mut actions,
+                spawn.stderr,
+                2,
+            ))?;
+            for (fd, to) in &moved {
+                use std::os::fd::AsRawFd;
+                check(libc::posix_spawn_file_actions_adddup2(
+                    &mut actions,
+                    fd.as_raw_fd(),
+                    *to,
+                ))?;
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            let mut default: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut default);
+            libc::sigaddset(&mut default, libc::SIGPIPE);
+            check(libc::posix_spawnattr_setsigmask(&mut attr, &empty))?;
+            check(libc::posix_spawnattr_setsigdefault(&mut attr, &default))?;
+            check(libc::posix_spawnattr_setpgroup(&mut attr, 0))?;
+            let flags = libc::POSIX_SPAWN_SETPGROUP
+                | libc::POSIX_SPAWN_SETSIGMASK
+                | libc::POSIX_SPAWN_SETSIGDEF;
+            check(libc::posix_spawnattr_setflags(
+                &mut attr,
+                flags as libc::c_short,
+            ))?;
+            let mut pid: libc::pid_t = 0;
+            let envp = match &env_pointers {
+                Some(pointers) => pointers.as_ptr(),
+                None => environ().cast_const(),
+            };
+            check(libc::posix_spawn(
+                &mut pid,
+                path.as_ptr(),
+                &actions,
+                &attr,
+                argv_pointers.as_ptr(),
+                envp,
+            ))?;
+            Ok(pid)
+        })();
+        libc::posix_spawn_file_actions_destroy(&mut actions);
+        libc::posix_spawnattr_destroy(&mut attr);
+        result
+    }
+}
+
+/// The process's environment as the C library holds it.
+fn environ() -> *mut *mut libc::c_char {
+    unsafe extern "C" {
+        static mut environ: *mut *mut libc::c_char;
+    }
+    // SAFETY: reading the pointer; oomgate never changes its environment
+    // while cases run.
+    unsafe { environ }
+}
+
 /// Put back the limits oomgate found. Async-signal-safe (setrlimit only):
 /// called between fork and exec.
 pub fn restore_limits(limits: &LaunchLimits) {

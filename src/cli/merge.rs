@@ -98,7 +98,9 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
         None => terminal,
     };
     terminal.handle(&finished).ok();
-    files.handle(&finished).map_err(|e| {
+    let pages = files.handle(&Event::RunFinishing { results: &results });
+    let json = files.handle(&finished);
+    pages.and(json).map_err(|e| {
         CliError::Infrastructure(format!("the merged reports were not all written: {e}"))
     })?;
     write_stderr(&format!(

@@ -172,30 +172,29 @@ impl ReportFiles {
     }
 
     /// results.json and junit.xml to every target that is due: the files
-    /// at a checkpoint, and streams too at the end (`last`). Each target is
-    /// attempted whatever became of the others; the failures name theirs.
-    /// A failed write counts as a write for the pacing: one at a tick
-    /// (whose error the runner does not act on) is retried a checkpoint
-    /// interval later, not at every tick.
-    fn write_checkpoint(&mut self, results: &RunResults, last: bool) -> io::Result<()> {
+    /// at a checkpoint. Each target is attempted whatever became of the
+    /// others; the failures name theirs. A failed write counts as a write
+    /// for the pacing: one at a tick (whose error the runner does not act
+    /// on) is retried a checkpoint interval later, not at every tick.
+    fn write_checkpoint(&mut self, results: &RunResults) -> io::Result<()> {
         let started = Instant::now();
-        let written = self.write_checkpoint_files(results, last);
+        let mut failures = WriteFailures::default();
+        failures.note(self.write_json(results, false));
+        failures.note(self.write_junit(results, false));
         self.checkpoints.written(started, Instant::now());
-        written
+        failures.into_result()
     }
 
-    fn write_checkpoint_files(&self, results: &RunResults, last: bool) -> io::Result<()> {
-        let due = |target: &&ReportTarget| last || matches!(target, ReportTarget::File(_));
-        let mut failures = WriteFailures::default();
-        let json_text = mask(json::render(results)?);
-        for target in self.paths.json.iter().filter(due) {
-            failures.note(target.write(json_text.as_bytes()));
-        }
-        let junit_text = mask(junit::render(results)?);
-        for target in self.paths.junit.iter().filter(due) {
-            failures.note(target.write(junit_text.as_bytes()));
-        }
-        failures.into_result()
+    /// results.json to its files (`last`: and its streams).
+    fn write_json(&self, results: &RunResults, last: bool) -> io::Result<()> {
+        let text = mask(json::render(results)?);
+        write_to(&self.paths.json, &text, last)
+    }
+
+    /// junit.xml to its files (`last`: and its streams).
+    fn write_junit(&self, results: &RunResults, last: bool) -> io::Result<()> {
+        let text = mask(junit::render(results)?);
+        write_to(&self.paths.junit, &text, last)
     }
 
     /// The pages of an earlier run in the same out dir go when this run
@@ -214,12 +213,12 @@ impl ReportFiles {
         Ok(())
     }
 
-    /// Everything, once, when the run is over: the checkpoint files first
-    /// (the ones CI tools read), then the pages people read. Each is
-    /// attempted whatever became of the others.
-    fn write_final(&mut self, results: &RunResults) -> io::Result<()> {
+    /// The run is over: junit.xml (the file CI tools read first), then
+    /// the pages people read. Each is attempted whatever became of the
+    /// others. results.json follows with `RunFinished`.
+    fn write_pages(&mut self, results: &RunResults) -> io::Result<()> {
         let mut failures = WriteFailures::default();
-        failures.note(self.write_checkpoint(results, true));
+        failures.note(self.write_junit(results, true));
         let summary = mask(markdown::render(results));
         let path = &self.paths.summary_md;
         failures.note(write_atomic(path, summary.as_bytes()).map_err(|e| with_path(e, path)));
@@ -240,6 +239,19 @@ impl ReportFiles {
     }
 }
 
+/// One report's text to each of its targets: the files always, streams
+/// (FIFOs, devices) only at the end (`last`).
+fn write_to(targets: &[ReportTarget], text: &str, last: bool) -> io::Result<()> {
+    let mut failures = WriteFailures::default();
+    for target in targets
+        .iter()
+        .filter(|target| last || matches!(target, ReportTarget::File(_)))
+    {
+        failures.note(target.write(text.as_bytes()));
+    }
+    failures.into_result()
+}
+
 impl Reporter for ReportFiles {
     fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
         let moment = match event {
@@ -250,12 +262,13 @@ impl Reporter for ReportFiles {
         };
         if let Some((moment, results)) = moment {
             if self.checkpoints.should_write(moment, Instant::now()) {
-                return self.write_checkpoint(results, false);
+                return self.write_checkpoint(results);
             }
             return Ok(());
         }
         match event {
-            Event::RunFinished { results } => self.write_final(results),
+            Event::RunFinishing { results } => self.write_pages(results),
+            Event::RunFinished { results } => self.write_json(results, true),
             Event::RunStarted { .. } => self.remove_earlier_pages(),
             _ => Ok(()),
         }

@@ -63,13 +63,16 @@ pub enum Event<'a> {
         planned: usize,
         results: &'a RunResults,
     },
-    RunFinished {
-        results: &'a RunResults,
-    },
+    /// The run is over: the pages are written (junit.xml, summary.md,
+    /// report.html), before `RunFinished`, so that oomgate's own figures
+    /// (`runner_cpu_s`, `runner_max_rss_bytes`) taken between the two
+    /// include writing them.
+    RunFinishing { results: &'a RunResults },
+    /// The run is over and its own figures are in: results.json is
+    /// written, the terminal shows the table and the summary.
+    RunFinished { results: &'a RunResults },
     /// Something the user should know that is not a case verdict.
-    Warning {
-        message: String,
-    },
+    Warning { message: String },
 }
 
 pub trait Reporter {

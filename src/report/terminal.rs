@@ -589,6 +589,8 @@ impl Reporter for Terminal {
                     self.line(&self.finished_line(result));
                 }
             }
+            // The table waits for the run's own figures.
+            Event::RunFinishing { .. } => {}
             Event::Warning { message } => {
                 self.line(&format!(
                     "{} {message}",

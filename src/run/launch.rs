@@ -24,9 +24,7 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use super::supervise;
 use crate::process;
@@ -137,7 +135,6 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             case.command[0]
         ))
     })?;
-    let writer_fd = report_writer.as_raw_fd();
     let parent = process::self_pid();
     let limits = process::launch_limits();
     // The workload's environment travels on a descriptor of its own, so the
@@ -147,55 +144,59 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
     let env_block = environment_block(&env).ok();
     let env_fd = env_block.as_ref().map(AsRawFd::as_raw_fd);
 
-    let mut command = std::process::Command::new("/proc/self/exe");
-    command
-        .arg0("oomgate-supervise")
-        .arg(supervise::ARG)
-        .arg(writer_fd.to_string())
-        .arg(env_fd.map_or("-".to_string(), |fd| fd.to_string()))
-        .arg(match spec.cgroup_procs {
+    let mut argv: Vec<OsString> = vec![
+        "oomgate-supervise".into(),
+        supervise::ARG.into(),
+        parent.to_string().into(),
+        supervise::REPORT_FD.to_string().into(),
+        env_block
+            .as_ref()
+            .map_or("-".to_string(), |_| supervise::ENV_FD.to_string())
+            .into(),
+        limits.describe().into(),
+        match spec.cgroup_procs {
             Some(procs) => OsString::from(std::ffi::OsStr::from_bytes(procs.as_bytes())),
             None => OsString::from("-"),
-        })
-        .arg("--")
-        .arg(&program)
-        .args(&case.command[1..])
-        .current_dir(&case.cwd)
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        .process_group(0);
-    if env_block.is_none() {
-        command.env_clear().envs(env);
-    }
-    // SAFETY: the closure runs between fork and exec and only makes
-    // async-signal-safe system calls (prctl, getppid, fcntl, setrlimit).
-    unsafe {
-        command.pre_exec(move || {
-            process::die_with_parent(parent)?;
-            // The report pipe's write end and the environment are the
-            // descriptors the supervisor inherits on purpose.
-            for fd in std::iter::once(writer_fd).chain(env_fd) {
-                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            process::restore_limits(&limits);
-            Ok(())
-        });
-    }
-    let child = command.spawn().map_err(|e| {
+        },
+        case.cwd.clone().into_os_string(),
+        "--".into(),
+        program.clone().into_os_string(),
+    ];
+    argv.extend(case.command[1..].iter().map(OsString::from));
+    // Without the memfd, the supervisor gets the workload's environment,
+    // as a plain launcher would; with it, oomgate's own.
+    let child_env: Option<Vec<OsString>> = env_block.is_none().then(|| {
+        env.iter()
+            .map(|(name, value)| {
+                let mut entry = name.clone();
+                entry.push("=");
+                entry.push(value);
+                entry
+            })
+            .collect()
+    });
+    let spawned = process::spawn(&process::Spawn {
+        path: Path::new("/proc/self/exe"),
+        argv: &argv,
+        env: child_env.as_deref(),
+        stdout: stdout.as_raw_fd(),
+        stderr: stderr.as_raw_fd(),
+        inherit: &[
+            Some((report_writer.as_raw_fd(), supervise::REPORT_FD)),
+            env_fd.map(|fd| (fd, supervise::ENV_FD)),
+        ],
+    });
+    let supervisor = spawned.map_err(|e| {
         LaunchError(format!(
             "cannot start `{}` ({}): {e}",
             case.command[0],
             program.display()
         ))
     })?;
+    // The supervisor is reaped by the instance with wait4 once its report
+    // pipe closes.
     drop(report_writer);
     drop(env_block);
-    let supervisor = i32::try_from(child.id()).unwrap_or(0);
-    // Reaped by the instance with wait4 once its report pipe closes.
-    drop(child);
     let cannot = |why: String| {
         // The supervisor is gone or about to be: collect it, without ever
         // blocking on one stuck in the kernel.

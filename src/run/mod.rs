@@ -377,14 +377,25 @@ impl<'a> Runner<'a> {
         crate::judge::largest_values_hints(&mut results.cases);
         results.interrupted = shared.interrupt.requested();
         results.finished_at = Some(now_rfc3339());
-        results.runner_max_rss_bytes = runner_max_rss_bytes();
-        results.runner_cpu_s = runner_cpu_seconds();
         results.fault = conductor.fault.as_ref().map(ToString::to_string);
         // Written whatever failed before: what was measured is kept where
-        // it still can be.
-        let at_end = reporter
+        // it still can be. oomgate's own figures are taken once the pages
+        // are written, so they include writing them; only results.json,
+        // which carries them, comes after.
+        let pages = reporter
+            .handle(&Event::RunFinishing { results: &results })
+            .err();
+        results.runner_max_rss_bytes = runner_max_rss_bytes();
+        results.runner_cpu_s = runner_cpu_seconds();
+        let json = reporter
             .handle(&Event::RunFinished { results: &results })
             .err();
+        let at_end = match (pages, json) {
+            (Some(pages), Some(json)) => {
+                Some(io::Error::new(json.kind(), format!("{pages}; {json}")))
+            }
+            (pages, json) => pages.or(json),
+        };
         match (conductor.fault.take(), at_end) {
             (None, None) => Ok(results),
             (during, at_end) => Err(RunError::Write {

@@ -57,7 +57,7 @@
 use std::ffi::{CString, OsString};
 use std::io::Write;
 use std::os::fd::{FromRawFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
 
 mod report;
@@ -76,33 +76,50 @@ pub const PARENT_DIED: i32 = libc::SIGTERM;
 /// before it gives up on processes stuck in the kernel.
 const TEARDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// `oomgate __supervise <report-fd> <env-fd | -> <cgroup.procs path | -> -- <program> <args>...`
+/// The descriptor a supervisor reports on, as oomgate starts it.
+pub const REPORT_FD: i32 = 3;
+/// The descriptor holding the workload's environment, when there is one.
+pub const ENV_FD: i32 = 4;
+
+/// `oomgate __supervise <oomgate-pid> <report-fd> <env-fd | -> <limits | ->
+/// <cgroup.procs path | -> <cwd> -- <program> <args>...`
 /// Returns the supervisor's exit status.
 pub fn main(args: &[OsString]) -> i32 {
     let parsed = (|| {
-        let fd: RawFd = args.first()?.to_str()?.parse().ok()?;
-        let env_fd: Option<RawFd> = match args.get(1)?.as_bytes() {
+        let oomgate: i32 = args.first()?.to_str()?.parse().ok()?;
+        let fd: RawFd = args.get(1)?.to_str()?.parse().ok()?;
+        let env_fd: Option<RawFd> = match args.get(2)?.as_bytes() {
             b"-" => None,
             text => Some(std::str::from_utf8(text).ok()?.parse().ok()?),
         };
-        let cgroup = match args.get(2)?.as_bytes() {
+        let limits = crate::process::LaunchLimits::parse(args.get(3)?.to_str()?)?;
+        let cgroup = match args.get(4)?.as_bytes() {
             b"-" => None,
             path => Some(CString::new(path).ok()?),
         };
-        if args.get(3)?.as_bytes() != b"--" {
+        let cwd = args.get(5)?;
+        if args.get(6)?.as_bytes() != b"--" {
             return None;
         }
-        let program = args.get(4)?;
-        Some((fd, env_fd, cgroup, program, &args[5..]))
+        let program = args.get(7)?;
+        Some((
+            oomgate,
+            fd,
+            env_fd,
+            limits,
+            cgroup,
+            cwd,
+            program,
+            &args[8..],
+        ))
     })();
-    let Some((fd, env_fd, cgroup, program, rest)) = parsed else {
+    let Some((oomgate, fd, env_fd, limits, cgroup, cwd, program, rest)) = parsed else {
         eprintln!("oomgate: `{ARG}` is internal to `oomgate run`");
         return 2;
     };
-    // oomgate, while it lives: oomgate's SIGKILL-on-death, set before exec,
-    // would have ended this process at once if it had died already.
-    // SAFETY: getppid takes no arguments.
-    let oomgate = unsafe { libc::getppid() };
+    // The workload gets the limits oomgate found, not the ones it raised
+    // for its own sampler; and it starts in the case's directory.
+    crate::process::restore_limits(&limits);
     // SAFETY: fcntl, prctl and signal take no memory; the fd was given to
     // us by oomgate for this purpose and nothing else owns it.
     let (mut report, inherited) = unsafe {
@@ -116,6 +133,17 @@ pub fn main(args: &[OsString]) -> i32 {
             ignore_signals_meant_for_the_workload(),
         )
     };
+    // The case's directory, as oomgate's own launch gave it before: the
+    // workload inherits it.
+    if let Err(e) = std::env::set_current_dir(cwd) {
+        writeln!(
+            report,
+            "spawn-error cannot enter {}: {e}",
+            std::path::Path::new(cwd).display()
+        )
+        .ok();
+        return 0;
+    }
     let Some(signals) = Waited::block() else {
         writeln!(report, "spawn-error cannot block SIGCHLD and SIGTERM").ok();
         return 0;
@@ -146,6 +174,20 @@ pub fn main(args: &[OsString]) -> i32 {
             .parent()
             .map(std::path::Path::to_path_buf)
     });
+    // On cgroup v1 the workload joins through `tasks`: writing `0` there
+    // moves the calling thread alone, which spares the global thread-group
+    // lock that `cgroup.procs` takes — and, when no migration happened in
+    // the last ~25 ms, its wait for an RCU grace period (4–26 ms of every
+    // case's launch, measured: docs/performance.md). Between fork and exec
+    // the child has one thread, so that thread is the whole process.
+    let join = cgroup.as_ref().map(|procs| {
+        let tasks = cgroup_procs_dir
+            .as_ref()
+            .map(|dir| dir.join("tasks"))
+            .filter(|tasks| tasks.exists())
+            .and_then(|tasks| CString::new(tasks.into_os_string().into_vec()).ok());
+        (tasks, procs.clone())
+    });
     let mut command = std::process::Command::new(program);
     command.args(rest);
     if let Some(environment) = environment {
@@ -163,8 +205,8 @@ pub fn main(args: &[OsString]) -> i32 {
             {
                 libc::_exit(137);
             }
-            if let Some(procs) = &cgroup {
-                join_cgroup(procs, fd);
+            if let Some((tasks, procs)) = &join {
+                join_cgroup(tasks.as_ref(), procs, fd);
             }
             Ok(())
         });
@@ -296,7 +338,6 @@ fn restore_signals(inherited: &Dispositions) {
 /// The workload's environment: `NAME=value` entries separated by NUL.
 fn read_environment(fd: RawFd) -> std::io::Result<Vec<(OsString, OsString)>> {
     use std::io::Read;
-    use std::os::unix::ffi::OsStringExt;
     // SAFETY: oomgate gave this descriptor for this purpose only.
     let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
     let mut block = Vec::new();
@@ -314,13 +355,27 @@ fn read_environment(fd: RawFd) -> std::io::Result<Vec<(OsString, OsString)>> {
         .collect())
 }
 
-/// Write `0` (this process) to `cgroup.procs`; on failure report the errno
-/// on the report pipe. Async-signal-safe: no allocation.
-fn join_cgroup(procs: &CString, report_fd: RawFd) {
-    // SAFETY: open/write/close on a NUL-terminated path and stack buffers.
+/// Write `0` (this process) to `tasks` (cgroup v1, when there is one;
+/// a single-threaded process) or else to `cgroup.procs`; on failure report
+/// the errno on the report pipe. Async-signal-safe: no allocation.
+fn join_cgroup(tasks: Option<&CString>, procs: &CString, report_fd: RawFd) {
+    // SAFETY: open/write/close on NUL-terminated paths and stack buffers.
     unsafe {
-        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        let ok = fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+        let write_zero = |path: &CString| {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            let ok = fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+            (fd, ok)
+        };
+        let (mut fd, mut ok) = match tasks {
+            Some(tasks) => write_zero(tasks),
+            None => (-1, false),
+        };
+        if !ok {
+            if fd >= 0 {
+                libc::close(fd);
+            }
+            (fd, ok) = write_zero(procs);
+        }
         let errno = if ok { 0 } else { *libc::__errno_location() };
         if fd >= 0 {
             libc::close(fd);
