@@ -11,7 +11,7 @@
 //! whose first element contains `/` to the case's working directory.
 
 mod checker;
-mod diag;
+mod located;
 mod partition;
 mod raw;
 mod search;
@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 
-pub use diag::{Diagnostic, Located, SuiteError};
+pub use located::{Diagnostic, Located, SuiteError};
 pub use partition::{Partition, PartitionKind};
 pub use server::{HttpTarget, PORT, Ready, Server, StopSignal, http_target, tcp_target};
 pub use template::{fnv1a, folder_name, shell_join};
@@ -382,8 +382,8 @@ pub fn parse(source: &str, path: &Path, folder: &Path) -> Result<Suite, SuiteErr
             .map(|d| Located::resolve(source, d))
             .collect(),
     };
-    let mut document =
-        toml::de::DeTable::parse(source).map_err(|e| invalid(vec![diag::from_toml_error(&e)]))?;
+    let mut document = toml::de::DeTable::parse(source)
+        .map_err(|e| invalid(vec![located::from_toml_error(&e)]))?;
     // Every unknown key at once: each is noted and taken out of the
     // document, and the rest is read again (serde stops at the first).
     let mut problems = Vec::new();
@@ -392,7 +392,7 @@ pub fn parse(source: &str, path: &Path, folder: &Path) -> Result<Suite, SuiteErr
         match raw::RawSuiteFile::deserialize(toml::de::Deserializer::from(document.clone())) {
             Ok(raw) => break raw,
             Err(error) => {
-                let diagnostic = diag::from_toml_error(&error);
+                let diagnostic = located::from_toml_error(&error);
                 let removed = diagnostic.message.starts_with("unknown key")
                     && problems.len() < MAX_UNKNOWN_KEYS
                     && error

@@ -2,25 +2,33 @@
 //!
 //! Every check pushes a [`Diagnostic`] and carries on with a placeholder
 //! value, so one run of `oomgate check` lists every mistake in the file.
+//!
+//! The steps of one `[[case]]` live in `validate/`: `matrix` (its keys and
+//! values, counted), `placeholders` (what each `{name}` names, and where it
+//! may stand), `limits` (time, memory, repeats, GPUs) and `rows` (one
+//! [`Case`] per matrix row). `expand_case` runs them, and the checks kept
+//! here, in the order their problems are listed.
+
+mod limits;
+mod matrix;
+mod placeholders;
+mod rows;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indexmap::IndexMap;
-
-use crate::units::Bytes;
 use toml::Spanned;
 
+use self::limits::{budget_keys, limits};
 use super::checker::Checker;
-use super::raw::{RawCase, RawEnvironment, RawSettingsRef, RawSuiteFile};
+use super::raw::{RawCase, RawEnvironment, RawServer, RawSettingsRef, RawSuiteFile};
 use super::search::search_spec;
-use super::server::{self, PORT};
-use super::template::{expand_matrix, folder_name, is_identifier, placeholders, substitute};
+use super::server;
 use super::{
-    Budget, Case, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_TIMEOUT, Diagnostic,
-    DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, MAX_CASE_TIME, MAX_CASES,
-    RESERVED_ENV, Suite, Templates, Tolerances,
+    Budget, Case, DEFAULT_SAMPLE_INTERVAL, Diagnostic, DriftPolicy, EnvironmentSpec, ForeignPolicy,
+    GpuMode, MAX_CASES, RESERVED_ENV, Suite, Tolerances,
 };
 
 const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
@@ -206,8 +214,22 @@ fn duplicate_help(raw_case: &RawCase) -> String {
     }
 }
 
+/// One `[[case]]` as its checks read it: its own keys, its settings over
+/// `[defaults]`, its server.
+#[derive(Clone, Copy)]
+struct CaseInput<'a> {
+    raw: &'a RawCase,
+    own: RawSettingsRef<'a>,
+    defaults: RawSettingsRef<'a>,
+    server: Option<&'a RawServer>,
+}
+
 /// Check one `[[case]]` and expand its matrix. Returns no cases when the
 /// case itself is invalid (its problems are recorded in `check`).
+///
+/// The steps run in the order their problems are listed, and a later step
+/// still runs after an earlier one failed, so every mistake is reported
+/// (only a matrix too large to expand stops the case at once).
 fn expand_case(
     check: &mut Checker,
     raw: &RawCase,
@@ -217,107 +239,62 @@ fn expand_case(
     room: &mut usize,
 ) -> Vec<Case> {
     let before = check.problems.len();
-    let own = raw.settings();
-
-    // Matrix: each key a non-empty list of scalars.
-    let mut matrix: IndexMap<String, Vec<String>> = IndexMap::new();
-    if let Some(raw_matrix) = &raw.matrix {
-        if raw_matrix.get_ref().is_empty() {
-            check.error(
-                raw_matrix.span(),
-                "`matrix` is empty: remove it or give it a key",
-            );
-        }
-        for (key, values) in raw_matrix.get_ref() {
-            if !is_identifier(key.get_ref()) {
-                check
-                    .error(
-                        key.span(),
-                        format!(
-                            "matrix key `{}` cannot be used as a placeholder",
-                            key.get_ref()
-                        ),
-                    )
-                    .help =
-                    Some("use letters, digits, `_` and `-`, starting with a letter or `_`".into());
-            }
-            if values.get_ref().is_empty() {
-                check
-                    .error(
-                        values.span(),
-                        format!("matrix key `{}` has no values", key.get_ref()),
-                    )
-                    .help = Some("an empty list would expand to no cases at all".into());
-            }
-            let mut texts = Vec::new();
-            for value in values.get_ref() {
-                match scalar_text(value, check.source) {
-                    Some(text) => texts.push(text),
-                    None => {
-                        check.error(
-                            value.span(),
-                            format!(
-                                "matrix values must be strings, numbers or booleans, found a {}",
-                                value.get_ref().type_str()
-                            ),
-                        );
-                    }
-                }
-            }
-            matrix.insert(key.get_ref().clone(), texts);
-        }
-        // Counted before anything is expanded: 10 keys of 10 values are
-        // 10^10 cases, which no machine holds.
-        let product = matrix
-            .values()
-            .try_fold(1usize, |product, values| product.checked_mul(values.len()));
-        if product.is_none_or(|product| product > *room) {
-            let sizes: Vec<String> = matrix.values().map(|v| v.len().to_string()).collect();
-            let count = product.map_or("more than 2^64".to_string(), |p| p.to_string());
-            check
-                .error(
-                    raw_matrix.span(),
-                    format!(
-                        "the matrix expands to {count} cases ({}), more than the {MAX_CASES} a suite may hold{}",
-                        sizes.join(" x "),
-                        if *room < MAX_CASES { " with its other cases" } else { "" }
-                    ),
-                )
-                .help = Some("split it into several suites, or fewer values per key".into());
-            return Vec::new();
-        }
-        *room -= product.unwrap_or(0);
-    } else {
-        *room = room.saturating_sub(1);
-    }
-
+    let case = CaseInput {
+        raw,
+        own: raw.settings(),
+        defaults,
+        server: raw.server.as_ref().map(Spanned::get_ref),
+    };
+    let Some(matrix) = matrix::checked_matrix(check, raw, room) else {
+        return Vec::new();
+    };
     let search = raw
         .search
         .as_ref()
         .and_then(|spec| search_spec(check, spec, raw.capacity_tolerance.as_ref(), &matrix));
-    let raw_server = raw.server.as_ref().map(Spanned::get_ref);
-    // With a server, `{port}` is its port: no matrix key or search may
-    // take the name (without one, `port` is a key like any other).
-    let port_key = matrix
-        .contains_key(PORT)
-        .then(|| raw.matrix.as_ref().map(Spanned::span))
-        .flatten();
-    let port_searched = raw
-        .search
-        .as_ref()
-        .map(Spanned::get_ref)
-        .filter(|spec| spec.param.get_ref() == PORT)
-        .map(|spec| spec.param.span());
-    let reserved_port = raw_server.and(port_key.or(port_searched));
-    if let Some(span) = reserved_port {
-        check
-            .error(
-                span,
-                "`port` is reserved: `{port}` is the port oomgate picks for the case's server",
-            )
-            .help = Some("name the matrix key or searched parameter otherwise".into());
+    placeholders::check_port_not_taken(check, &case, &matrix);
+    check_companion_keys(check, &case);
+    let searched = search.as_ref().map(|s| s.param.as_str());
+    if let Some(param) = searched.filter(|p| *p != crate::capacity::CONCURRENCY) {
+        placeholders::check_searched_placeholder(check, &case, param);
     }
-    if let (None, Some(budget)) = (raw_server, &raw.client_budget) {
+    placeholders::check_port_placement(check, &case);
+    check_searched_concurrency(check, &case, searched);
+    placeholders::check_placeholders_known(check, &case, &matrix, searched);
+    check_command(check, raw);
+    check_env(check, &case);
+
+    let limits = limits(check, case.own, defaults, suite_tolerance);
+    let server = raw
+        .server
+        .as_ref()
+        .and_then(|spec| server::server(check, spec, limits.timeout));
+    let mut client_budget = Budget::default();
+    if let Some(raw_budget) = raw.client_budget.as_ref().filter(|_| case.server.is_some()) {
+        client_budget = budget_keys(check, "client_budget", [Some(raw_budget)]);
+    }
+    if check.problems.len() > before {
+        return Vec::new();
+    }
+    let (Some(timeout), Some(kill_grace)) = (limits.timeout, limits.kill_grace) else {
+        return Vec::new();
+    };
+    let settled = rows::Settled {
+        timeout,
+        kill_grace,
+        limits,
+        search,
+        server,
+        client_budget,
+    };
+    rows::expand_rows(check, &case, workdir, &matrix, settled)
+}
+
+/// Keys that mean something only beside another: `client_budget` judges a
+/// server's load client, `capacity_tolerance` compares a search's capacity.
+fn check_companion_keys(check: &mut Checker, case: &CaseInput) {
+    let raw = case.raw;
+    if let (None, Some(budget)) = (case.server, &raw.client_budget) {
         check.error(
             budget.span(),
             "`client_budget` without `server`: the case's own figures are its command's, judged by `budget`",
@@ -329,141 +306,22 @@ fn expand_case(
             "`capacity_tolerance` without `search`: there is no capacity to compare",
         );
     }
-    let searched = search.as_ref().map(|s| s.param.as_str());
-    // The searched placeholder lives in the command and env only: in the
-    // name it would change the case's id from probe to probe.
-    if let Some(param) = searched.filter(|p| *p != crate::capacity::CONCURRENCY) {
-        let mut outside: Vec<&Spanned<String>> = vec![&raw.name];
-        outside.extend(pick(own.cwd, defaults.cwd));
-        outside.extend(raw.command.get_ref().first());
-        outside.extend(raw_server.and_then(|s| s.command.get_ref().first()));
-        for template in outside {
-            if placeholders(template.get_ref()).contains(&param) {
-                check
-                    .error(
-                        template.span(),
-                        format!("`{{{param}}}` is searched: it may be used in the command's arguments and the env only"),
-                    )
-                    .help = Some("the case's name, folder and program stay the same across the search's probes".into());
-            }
-        }
-        let server_args = raw_server.into_iter().flat_map(|s| {
-            s.command
-                .get_ref()
-                .iter()
-                .skip(1)
-                .chain(s.env.iter().flat_map(|e| e.values()))
-        });
-        let used = raw
-            .command
-            .get_ref()
-            .iter()
-            .skip(1)
-            .chain(server_args)
-            .any(|arg| placeholders(arg.get_ref()).contains(&param))
-            || merged_env(own, defaults)
-                .values()
-                .any(|value| placeholders(value.get_ref()).contains(&param));
-        if !used {
-            if let Some(spec) = &raw.search {
-                check
-                    .error(
-                        spec.get_ref().param.span(),
-                        format!("`search.param = \"{param}\"` but no `{{{param}}}` in the command or env (or the server's)"),
-                    )
-                    .help = Some(format!(
-                    "write `{{{param}}}` where the value goes, e.g. \"--batch-size={{{param}}}\"; or search `concurrency`"
-                ));
-            }
-        }
-    }
+}
 
-    // Every placeholder must name a matrix key (or the searched one; a
-    // searched `concurrency` is the number of instances, no placeholder).
-    let searched_placeholder = searched.filter(|p| *p != crate::capacity::CONCURRENCY);
-    let known = |name: &str| {
-        matrix.contains_key(name)
-            || searched_placeholder == Some(name)
-            || (name == PORT && raw_server.is_some())
-    };
-    // The port changes from launch to launch: never in the case's name,
-    // folder or program.
-    let mut fixed: Vec<&Spanned<String>> = vec![&raw.name];
-    fixed.extend(pick(own.cwd, defaults.cwd));
-    fixed.extend(raw.command.get_ref().first());
-    for template in fixed {
-        if raw_server.is_some() && placeholders(template.get_ref()).contains(&PORT) {
-            check.error(
-                template.span(),
-                "`{port}` changes from launch to launch: it may be used in the command's arguments and the env only",
-            );
-        }
-    }
-    if let (Some(crate::capacity::CONCURRENCY), Some(key)) = (searched, own.concurrency) {
+/// A searched `concurrency` is set by the search for each probe, so the
+/// case may not set it as well.
+fn check_searched_concurrency(check: &mut Checker, case: &CaseInput, searched: Option<&str>) {
+    if let (Some(crate::capacity::CONCURRENCY), Some(key)) = (searched, case.own.concurrency) {
         check.error(
             key.span(),
             "`concurrency` is searched: the search sets it for each probe",
         );
     }
-    let mut templates: Vec<&Spanned<String>> = vec![&raw.name];
-    templates.extend(raw.command.get_ref().iter());
-    templates.extend(pick(own.cwd, defaults.cwd));
-    let env_values: Vec<&Spanned<String>> = merged_env(own, defaults).into_values().collect();
-    templates.extend(env_values.iter().copied());
-    if let Some(server) = raw_server {
-        templates.extend(server.command.get_ref().iter());
-        templates.extend(server.env.iter().flat_map(|env| env.values()));
-    }
-    let ready_text = raw_server.and_then(server::ready_template);
-    let ready_span = raw.server.as_ref().map(|s| s.get_ref().ready.span());
-    for name in ready_text.map(placeholders).unwrap_or_default() {
-        if !known(name) {
-            check
-                .error(
-                    ready_span.clone().unwrap_or_default(),
-                    format!("placeholder `{{{name}}}` in `server.ready` has no matrix key"),
-                )
-                .help = Some(
-                "in a `log` pattern, write `{{` and `}}` for a regex's own braces around a name"
-                    .into(),
-            );
-        }
-    }
-    for template in templates {
-        for name in placeholders(template.get_ref()) {
-            if name == PORT && !known(name) {
-                check
-                    .error(
-                        template.span(),
-                        "`{port}` is the port of the case's server, and this case has no `server`",
-                    )
-                    .help = Some(
-                    "add `server = { command = [...], ready = \"http://127.0.0.1:{port}/health\" }`, or write `{{port}}` for literal braces".into(),
-                );
-                continue;
-            }
-            if !known(name) {
-                let keys: Vec<&str> = matrix.keys().map(String::as_str).collect();
-                check
-                    .error(
-                        template.span(),
-                        format!("placeholder `{{{name}}}` has no matrix key"),
-                    )
-                    .help = Some(if keys.is_empty() {
-                    format!(
-                        "add `matrix = {{ {name} = [...] }}` to the case, or write `{{{{{name}}}}}` for literal braces"
-                    )
-                } else {
-                    format!(
-                        "matrix keys here: {}; write `{{{{{name}}}}}` for literal braces",
-                        keys.join(", ")
-                    )
-                });
-            }
-        }
-    }
+}
 
-    // Command: a non-empty argv whose program is not empty.
+/// Command: a non-empty argv whose program is not empty, and no NUL byte
+/// in it or in the name.
+fn check_command(check: &mut Checker, raw: &RawCase) {
     let command = raw.command.get_ref();
     match command.first() {
         None => {
@@ -486,8 +344,11 @@ fn expand_case(
             );
         }
     }
+}
 
-    // Environment: names that a process environment can hold, none reserved.
+/// Environment: names that a process environment can hold, none reserved.
+fn check_env(check: &mut Checker, case: &CaseInput) {
+    let CaseInput { own, defaults, .. } = *case;
     for (key, value) in merged_env(own, defaults) {
         let name = key.get_ref();
         if name.is_empty() || name.contains('=') || name.contains('\0') {
@@ -508,325 +369,6 @@ fn expand_case(
             );
         }
     }
-
-    let Limits {
-        timeout,
-        kill_grace,
-        soak,
-        concurrency,
-        budget,
-        tolerance,
-        repeat,
-        limits: probe_limits,
-        leak,
-        gpus,
-        gpu_memory,
-    } = limits(check, own, defaults, suite_tolerance);
-    let server = raw
-        .server
-        .as_ref()
-        .and_then(|spec| server::server(check, spec, timeout));
-    let mut client_budget = Budget::default();
-    if let Some(raw_budget) = raw.client_budget.as_ref().filter(|_| raw_server.is_some()) {
-        client_budget = budget_keys(check, "client_budget", [Some(raw_budget)]);
-    }
-    if check.problems.len() > before {
-        return Vec::new();
-    }
-    let (Some(timeout), Some(kill_grace)) = (timeout, kill_grace) else {
-        return Vec::new();
-    };
-
-    let mut cases = Vec::new();
-    for params in expand_matrix(&matrix) {
-        let id = substitute(raw.name.get_ref(), &params);
-        let command: Vec<String> = command
-            .iter()
-            .map(|arg| substitute(arg.get_ref(), &params))
-            .collect();
-        let env: IndexMap<String, String> = merged_env(own, defaults)
-            .into_iter()
-            .map(|(k, v)| (k.get_ref().clone(), substitute(v.get_ref(), &params)))
-            .collect();
-        // Matrix values can empty a program or bring a NUL byte in: check
-        // what will really be launched.
-        if command[0].trim().is_empty() {
-            check.error(
-                raw.command.get_ref()[0].span(),
-                format!("in case `{id}`, the program is empty after substitution"),
-            );
-        }
-        let nul = command
-            .iter()
-            .chain(env.values())
-            .chain(std::iter::once(&id))
-            .any(|text| text.contains('\0'));
-        if nul {
-            check.error(
-                raw.name.span(),
-                format!("case `{id}` has a NUL byte after substitution, which no process can take"),
-            );
-        }
-        if command[0].trim().is_empty() || nul {
-            continue;
-        }
-        let cwd = match pick(own.cwd, defaults.cwd) {
-            Some(dir) => lexical_join(workdir, Path::new(&substitute(dir.get_ref(), &params))),
-            None => workdir.to_path_buf(),
-        };
-        let program = resolve_program(&command[0], &cwd);
-        let templates = Templates {
-            command: raw
-                .command
-                .get_ref()
-                .iter()
-                .map(|a| a.get_ref().clone())
-                .collect(),
-            env: merged_env(own, defaults)
-                .into_iter()
-                .map(|(k, v)| (k.get_ref().clone(), v.get_ref().clone()))
-                .collect(),
-        };
-        if let (Some(draft), Some(spec)) = (&server, &raw.server) {
-            if let Err(message) = draft.check_row(&params) {
-                check.error(spec.span(), format!("in case `{id}`, {message}"));
-                continue;
-            }
-        }
-        let server = server
-            .as_ref()
-            .map(|draft| draft.for_row(&params, |program| resolve_program(program, &cwd)));
-        cases.push(Case {
-            folder: folder_name(&id),
-            id,
-            params,
-            command,
-            program,
-            cwd,
-            env,
-            timeout,
-            kill_grace,
-            concurrency,
-            soak,
-            budget,
-            tolerance,
-            repeat,
-            limits: probe_limits.clone(),
-            leak,
-            gpus,
-            gpu_memory,
-            search: search.clone(),
-            templates,
-            server,
-            client_budget,
-        });
-    }
-    cases
-}
-
-/// The time and memory limits of a case (or of `[defaults]` alone).
-struct Limits {
-    timeout: Option<Duration>,
-    kill_grace: Option<Duration>,
-    soak: Option<Duration>,
-    concurrency: u32,
-    budget: Budget,
-    tolerance: Tolerances,
-    repeat: u32,
-    limits: Vec<Limit>,
-    leak: Option<Leak>,
-    gpus: Option<u32>,
-    gpu_memory: Option<Bytes>,
-}
-
-/// Most GPUs a case may ask for: more than any machine has.
-const MAX_CASE_GPUS: u32 = 64;
-
-const MAX_KILL_GRACE: Duration = Duration::from_secs(3600);
-
-fn limits(
-    check: &mut Checker,
-    own: RawSettingsRef<'_>,
-    defaults: RawSettingsRef<'_>,
-    suite_tolerance: Tolerances,
-) -> Limits {
-    let timeout = match pick(own.timeout, defaults.timeout) {
-        None => Some(DEFAULT_TIMEOUT),
-        Some(text) => check
-            .bounded_duration("timeout", text, MAX_CASE_TIME)
-            .filter(|d| {
-                let ok = !d.is_zero();
-                if !ok {
-                    check.error(text.span(), "`timeout` must be longer than zero");
-                }
-                ok
-            }),
-    };
-    let kill_grace = match pick(own.kill_grace, defaults.kill_grace) {
-        None => Some(DEFAULT_KILL_GRACE),
-        Some(text) => check.bounded_duration("kill_grace", text, MAX_KILL_GRACE),
-    };
-    let soak = match pick(own.duration, defaults.duration) {
-        None => None,
-        Some(text) => {
-            let soak = check.bounded_duration("duration", text, MAX_CASE_TIME);
-            if let (Some(soak), Some(timeout)) = (soak, timeout) {
-                if soak >= timeout {
-                    check.error(
-                        text.span(),
-                        format!(
-                            "`duration` ({}) must be shorter than `timeout` ({})",
-                            text.get_ref(),
-                            humantime::format_duration(timeout)
-                        ),
-                    )
-                    .help = Some("the timeout covers the whole soak, including the last run started before `duration` ends".into());
-                }
-            }
-            soak
-        }
-    };
-    let concurrency = match pick(own.concurrency, defaults.concurrency) {
-        None => 1,
-        Some(n) => match u32::try_from(*n.get_ref()) {
-            Ok(value) if (1..=1024).contains(&value) => value,
-            _ => {
-                check.error(
-                    n.span(),
-                    format!(
-                        "`concurrency` must be between 1 and 1024, not {}",
-                        n.get_ref()
-                    ),
-                );
-                1
-            }
-        },
-    };
-
-    // Keys merge one by one: a case's budget.host does not drop a default budget.gpu.
-    let budget = budget_keys(check, "budget", [defaults.budget, own.budget]);
-    let tolerance = check.tolerance(suite_tolerance, defaults.tolerance);
-    let tolerance = check.tolerance(tolerance, own.tolerance);
-    let repeat = match pick(own.repeat, defaults.repeat) {
-        None => 1,
-        Some(n) => match u32::try_from(*n.get_ref()) {
-            Ok(value) if (1..=100).contains(&value) => value,
-            _ => {
-                check.error(
-                    n.span(),
-                    format!("`repeat` must be between 1 and 100, not {}", n.get_ref()),
-                );
-                1
-            }
-        },
-    };
-    // Keys merge one by one: a case's limit replaces the default's for the
-    // same key and keeps the others.
-    let mut limits: Vec<Limit> = Vec::new();
-    for raw in [defaults.limits, own.limits].into_iter().flatten() {
-        for (key, value) in raw.get_ref() {
-            if let Some(limit) = check.limit(key, value) {
-                limits.retain(|l| l.key != limit.key);
-                limits.push(limit);
-            }
-        }
-    }
-    let leak = pick(own.leak, defaults.leak).map(|raw| {
-        let raw = raw.get_ref();
-        let warmup = match &raw.warmup {
-            None => 3,
-            Some(n) => u32::try_from(*n.get_ref()).unwrap_or_else(|_| {
-                check.error(
-                    n.span(),
-                    format!("`leak.warmup` must be 0 or more, not {}", n.get_ref()),
-                );
-                3
-            }),
-        };
-        let max_growth = match &raw.max_growth {
-            None => Bytes::from_mib(64),
-            Some(value) => check
-                .size("leak.max_growth", value)
-                .unwrap_or(Bytes::from_mib(64)),
-        };
-        Leak { warmup, max_growth }
-    });
-    let gpus = pick(own.gpus, defaults.gpus).and_then(|n| match u32::try_from(*n.get_ref()) {
-        Ok(value) if value <= MAX_CASE_GPUS => Some(value),
-        _ => {
-            check
-                .error(
-                    n.span(),
-                    format!(
-                        "`gpus` must be between 0 and {MAX_CASE_GPUS}, not {}",
-                        n.get_ref()
-                    ),
-                )
-                .help = Some(
-                "whole GPUs the case needs from the pool (`--gpus`); 0 for a host-only case".into(),
-            );
-            None
-        }
-    });
-    let gpu_memory =
-        pick(own.gpu_memory, defaults.gpu_memory).and_then(|value| check.size("gpu_memory", value));
-    if let (Some(0), Some(value)) = (gpus, pick(own.gpu_memory, defaults.gpu_memory)) {
-        check.error(
-            value.span(),
-            "`gpu_memory` is set but `gpus = 0` gives the case no GPU",
-        );
-    }
-    if gpus == Some(0) {
-        for (key, set) in [
-            ("budget.gpu", budget.gpu.is_some()),
-            ("budget.gpu_fraction", budget.gpu_fraction.is_some()),
-        ] {
-            if set {
-                let span = pick(own.gpus, defaults.gpus)
-                    .map(|n| n.span())
-                    .unwrap_or_default();
-                check.error(
-                    span,
-                    format!("`gpus = 0` gives the case no GPU, yet it has a `{key}`"),
-                );
-            }
-        }
-    }
-    Limits {
-        timeout,
-        kill_grace,
-        soak,
-        concurrency,
-        budget,
-        tolerance,
-        repeat,
-        limits,
-        leak,
-        gpus,
-        gpu_memory,
-    }
-}
-
-/// A budget's keys, later tables overriding earlier ones key by key.
-fn budget_keys<const N: usize>(
-    check: &mut Checker,
-    key: &str,
-    tables: [Option<&Spanned<super::raw::RawBudget>>; N],
-) -> Budget {
-    let mut budget = Budget::default();
-    for raw_budget in tables.into_iter().flatten() {
-        let raw_budget = raw_budget.get_ref();
-        if let Some(host) = &raw_budget.host {
-            budget.host = check.size(&format!("{key}.host"), host);
-        }
-        if let Some(gpu) = &raw_budget.gpu {
-            budget.gpu = check.size(&format!("{key}.gpu"), gpu);
-        }
-        if let Some(fraction) = &raw_budget.gpu_fraction {
-            budget.gpu_fraction = check.fraction(&format!("{key}.gpu_fraction"), fraction);
-        }
-    }
-    budget
 }
 
 /// `[defaults].env` overlaid with the case's `env`, keeping first-seen order.
@@ -842,23 +384,6 @@ fn merged_env<'a>(
         }
     }
     merged
-}
-
-/// A matrix value as the text substituted into commands. Floats keep the
-/// spelling the suite used (`1.0`, `2.5e-5`), not Rust's reformatting.
-fn scalar_text(value: &Spanned<toml::Value>, source: &str) -> Option<String> {
-    match value.get_ref() {
-        toml::Value::String(s) => Some(s.clone()),
-        toml::Value::Integer(n) => Some(n.to_string()),
-        toml::Value::Float(f) => Some(
-            source
-                .get(value.span())
-                .map(|text| text.trim().replace('_', ""))
-                .unwrap_or_else(|| f.to_string()),
-        ),
-        toml::Value::Boolean(b) => Some(b.to_string()),
-        _ => None,
-    }
 }
 
 /// A program with a `/` is a path relative to the case's directory; a bare
