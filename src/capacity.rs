@@ -23,7 +23,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::status::{CaseStatus, FailureType};
+use crate::vocabulary::{CaseStatus, FailureType};
 
 /// The reserved `param` that searches a case's `concurrency`.
 pub const CONCURRENCY: &str = "concurrency";

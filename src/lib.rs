@@ -21,6 +21,6 @@ pub mod redact;
 pub mod report;
 pub mod results;
 pub mod run;
-pub mod status;
 pub mod suite;
 pub mod units;
+pub mod vocabulary;

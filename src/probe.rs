@@ -60,6 +60,67 @@ pub struct MetricSeen {
     pub count: u64,
 }
 
+/// A figure `limits` can check, by the name a suite writes it with.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LimitKey {
+    /// `probe.peak_allocated`: the allocator's peak the probe reported.
+    PeakAllocated,
+    /// `probe.peak_reserved`.
+    PeakReserved,
+    /// `probe.last_step`.
+    LastStep,
+    /// `metric.<name>`: its last value; `metric.<name>.min` / `.max`, its
+    /// least and largest (a metric whose own name ends in `.min` is read
+    /// as itself first). Holds what follows `metric.`.
+    Metric(String),
+}
+
+impl LimitKey {
+    /// The keys that are not metrics, as a suite writes them.
+    pub const PROBE: [&'static str; 3] = [
+        "probe.peak_allocated",
+        "probe.peak_reserved",
+        "probe.last_step",
+    ];
+
+    /// The figure is a size, shown as one (`300.0 MiB`).
+    pub fn is_size(&self) -> bool {
+        matches!(self, LimitKey::PeakAllocated | LimitKey::PeakReserved)
+    }
+}
+
+impl std::fmt::Display for LimitKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LimitKey::PeakAllocated => f.write_str(Self::PROBE[0]),
+            LimitKey::PeakReserved => f.write_str(Self::PROBE[1]),
+            LimitKey::LastStep => f.write_str(Self::PROBE[2]),
+            LimitKey::Metric(name) => write!(f, "metric.{name}"),
+        }
+    }
+}
+
+/// A name that is no figure `limits` can check.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a figure limits can check")]
+pub struct UnknownLimitKey(pub String);
+
+impl std::str::FromStr for LimitKey {
+    type Err = UnknownLimitKey;
+
+    fn from_str(name: &str) -> Result<Self, UnknownLimitKey> {
+        Ok(match name {
+            "probe.peak_allocated" => LimitKey::PeakAllocated,
+            "probe.peak_reserved" => LimitKey::PeakReserved,
+            "probe.last_step" => LimitKey::LastStep,
+            _ => match name.strip_prefix("metric.") {
+                Some(metric) if !metric.is_empty() => LimitKey::Metric(metric.to_string()),
+                _ => return Err(UnknownLimitKey(name.to_string())),
+            },
+        })
+    }
+}
+
 /// What the probe reported over a case (all instances).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProbeSummary {
@@ -103,20 +164,18 @@ impl ProbeSummary {
         self.series.iter().max_by_key(|(_, series)| series.len())
     }
 
-    /// A figure by the name `limits` use: `probe.peak_allocated`,
-    /// `probe.peak_reserved`, `probe.last_step`, `metric.<name>` (its last
-    /// value), `metric.<name>.min` / `.max`.
-    pub fn figure(&self, key: &str) -> Option<f64> {
+    /// The figure a `limits` key names; `None`: the workload never
+    /// reported it.
+    pub fn figure(&self, key: &LimitKey) -> Option<f64> {
         match key {
-            "probe.peak_allocated" => self.peak_allocated.map(|b| b as f64),
-            "probe.peak_reserved" => self.peak_reserved.map(|b| b as f64),
-            "probe.last_step" => self
+            LimitKey::PeakAllocated => self.peak_allocated.map(|b| b as f64),
+            LimitKey::PeakReserved => self.peak_reserved.map(|b| b as f64),
+            LimitKey::LastStep => self
                 .last_step
                 .as_ref()
                 .and_then(|s| s.step)
                 .map(|s| s as f64),
-            _ => {
-                let name = key.strip_prefix("metric.")?;
+            LimitKey::Metric(name) => {
                 if let Some(metric) = self.metrics.get(name) {
                     return Some(metric.last);
                 }
@@ -295,6 +354,28 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    fn key(name: &str) -> LimitKey {
+        name.parse().expect("a limit key")
+    }
+
+    #[test]
+    fn limit_keys_read_back_as_written() {
+        for name in [
+            "probe.peak_allocated",
+            "probe.peak_reserved",
+            "probe.last_step",
+            "metric.tokens_per_s",
+            "metric.loss.min",
+        ] {
+            assert_eq!(key(name).to_string(), name);
+        }
+        assert!(key("probe.peak_reserved").is_size());
+        assert!(!key("metric.peak_bytes").is_size());
+        for bad in ["probe.peak", "metric.", "tokens_per_s", ""] {
+            assert!(bad.parse::<LimitKey>().is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn reads_incrementally_counts_garbage_and_keeps_peaks() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -337,10 +418,13 @@ mod tests {
         );
         assert_eq!(summary.peak_allocated, Some(300));
         assert_eq!(summary.peak_reserved, Some(200));
-        assert_eq!(summary.figure("metric.tokens_per_s"), Some(1500.0));
-        assert_eq!(summary.figure("metric.tokens_per_s.max"), Some(1834.2));
-        assert_eq!(summary.figure("probe.peak_allocated"), Some(300.0));
-        assert_eq!(summary.figure("metric.nope"), None);
+        assert_eq!(summary.figure(&key("metric.tokens_per_s")), Some(1500.0));
+        assert_eq!(
+            summary.figure(&key("metric.tokens_per_s.max")),
+            Some(1834.2)
+        );
+        assert_eq!(summary.figure(&key("probe.peak_allocated")), Some(300.0));
+        assert_eq!(summary.figure(&key("metric.nope")), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! the process tree. Only descendants of oomgate are ever signalled: a
 //! process oomgate did not start is never touched.
 
-pub use crate::status::{Exit, signal_name};
+pub use crate::vocabulary::{Exit, signal_name};
 use std::io;
 
 use crate::measure::procfs::Scanner;

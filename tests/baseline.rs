@@ -374,15 +374,9 @@ fn diff_compares_two_files_without_running() {
     project.lock(&[]).assert_code(0);
     project.rewrite_suite(&suite(1200, ""));
     project.run(&["--no-baseline"]).assert_code(0);
-    let output = project
-        .oomgate()
-        .arg("diff")
-        .arg(project.lock_path())
-        .arg(project.out().join("results.json"))
-        .output()
-        .expect("diff");
-    assert_eq!(output.status.code(), Some(1));
-    let text = String::from_utf8_lossy(&output.stdout);
+    let diff = project.diff_lock_and_results();
+    diff.assert_code(1);
+    let text = &diff.stdout;
     let row = text
         .lines()
         .find(|l| l.starts_with("c "))
@@ -412,19 +406,8 @@ fn diff_judges_a_results_file_as_its_run_did() {
         message(&run, "c")
     );
     let diff = |extra: &[&std::path::Path]| {
-        let mut command = project.oomgate();
-        command
-            .arg("diff")
-            .arg(&first_lock)
-            .arg(project.out().join("results.json"));
-        for arg in extra {
-            command.arg(arg);
-        }
-        let output = command.output().expect("diff");
-        (
-            output.status.code(),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-        )
+        let run = project.diff(&first_lock, &project.out().join("results.json"), extra);
+        (run.code, run.stdout)
     };
     let (code, text) = diff(&[]);
     assert_eq!(code, Some(1), "{text}");
@@ -449,14 +432,9 @@ fn diff_judges_a_results_file_as_its_run_did() {
     assert!(text.contains("the suite's (--suite)"), "{text}");
     // Two locks compare with the tolerances the later one recorded.
     project.lock_from_results().assert_code(0);
-    let output = project
-        .oomgate()
-        .arg("diff")
-        .arg(&first_lock)
-        .arg(project.lock_path())
-        .output()
-        .expect("diff");
-    assert_eq!(output.status.code(), Some(1));
+    project
+        .diff(&first_lock, &project.lock_path(), &[])
+        .assert_code(1);
     let locked = std::fs::read_to_string(project.lock_path()).expect("lock");
     assert!(locked.contains("[cases.c.tolerance.gpu]"), "{locked}");
 }
@@ -674,4 +652,44 @@ fn a_lock_or_results_of_another_suite_are_refused() {
         std::fs::read_to_string(project.lock_path()).ok(),
         Some(lock)
     );
+}
+
+/// Files older oomgates wrote (`fixtures/results/`): `diff` and `lock
+/// --from` read them into the one model and judge them as current ones.
+#[test]
+fn results_and_locks_of_older_oomgates_diff_and_lock() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/results");
+    let output = oomgate()
+        .arg("diff")
+        .arg(fixtures.join("schema-1-grows.lock"))
+        .arg(fixtures.join("schema-1-regression.json"))
+        .output()
+        .expect("diff");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("grows "))
+        .unwrap_or_default();
+    assert!(row.contains("REGRESSED"), "{text}");
+    assert!(
+        text.contains("oomgate's defaults") && text.contains("neither file records them"),
+        "neither schema-1 file records its tolerances, and diff says so: {text}"
+    );
+    // Locked from those results: the regression is accepted, named.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let suite = dir.path().join("grows.toml");
+    std::fs::copy(fixtures.join("grows.toml"), &suite).expect("suite");
+    let output = oomgate()
+        .arg("lock")
+        .arg(&suite)
+        .arg("--from")
+        .arg(fixtures.join("schema-1-regression.json"))
+        .output()
+        .expect("lock");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(said.contains("grows: host "), "{said}");
+    let locked = std::fs::read_to_string(dir.path().join("grows.lock")).expect("lock");
+    assert!(locked.contains("version = 4"), "{locked}");
 }

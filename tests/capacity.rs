@@ -129,16 +129,13 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(junit.contains("type=\"regression\""), "{junit}");
     // `diff` of the lock and these results says the same.
-    let diff = project
-        .oomgate()
-        .arg("diff")
-        .arg(project.lock_path())
-        .arg(project.out().join("results.json"))
-        .output()
-        .expect("diff");
-    let text = String::from_utf8_lossy(&diff.stdout);
-    assert_eq!(diff.status.code(), Some(1), "{text}");
-    assert!(text.contains("296 → 248 REGRESSED"), "{text}");
+    let diff = project.diff_lock_and_results();
+    diff.assert_code(1);
+    assert!(
+        diff.stdout.contains("296 → 248 REGRESSED"),
+        "{}",
+        diff.stdout
+    );
     // Accepted on purpose: the lock takes the new capacity and says which.
     let lock = project.lock_from_results();
     lock.assert_code(0);

@@ -11,13 +11,14 @@ use serde::{Deserialize, Serialize};
 use crate::suite::Tolerance;
 use crate::units::Bytes;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     Within,
     Regressed,
     Improved,
     /// The lock has no figure for this case.
+    #[default]
     NoBaseline,
     /// This run has no figure (not measured, or unknown).
     Unknown,
@@ -26,10 +27,11 @@ pub enum Outcome {
 }
 
 /// A figure compared with its baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Figure {
     /// The gated host peak.
+    #[default]
     Host,
     /// The GPU peak over the case's devices.
     Gpu,
@@ -146,7 +148,7 @@ pub enum NotCompared {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FigureComparison {
     pub figure: Figure,
     pub outcome: Outcome,

@@ -35,19 +35,19 @@ pub fn gpus(args: &GpusArgs) -> Result<Outcome, CliError> {
         Err(why) => {
             let why = format!("no GPU can be inspected: {why}");
             if args.json {
-                let text = crate::report::gpus::render_json_unavailable(&why)
+                let text = crate::report::inventory::render_json_unavailable(&why)
                     .map_err(|e| CliError::Infrastructure(e.to_string()))?;
                 write_stdout(&text);
             }
             return Err(CliError::Infrastructure(why));
         }
     };
-    let inventory = crate::report::gpus::Inventory::read(&mut gpu);
+    let inventory = crate::measure::inventory::Inventory::read(&mut gpu);
     let text = if args.json {
-        crate::report::gpus::render_json(&inventory)
+        crate::report::inventory::render_json(&inventory)
             .map_err(|e| CliError::Infrastructure(e.to_string()))?
     } else {
-        crate::report::gpus::render_text(&inventory)
+        crate::report::inventory::render_text(&inventory)
     };
     write_stdout(&text);
     Ok(Outcome::Passed)
@@ -76,7 +76,7 @@ pub struct Side {
     pub path: std::path::PathBuf,
     pub lock: Lock,
     /// The cases of a results.json (`None`: a lock file).
-    pub results: Option<crate::results::view::ResultsView>,
+    pub results: Option<crate::results::RunResults>,
 }
 
 /// A results.json (any status) or a lock file.
@@ -85,11 +85,11 @@ fn read_side(path: &Path) -> Result<Side, CliError> {
         .map_err(|e| CliError::BadInput(format!("cannot read {}: {e}", path.display())))?;
     let path_buf = path.to_path_buf();
     if text.trim_start().starts_with('{') {
-        let view = crate::results::view::ResultsView::parse(&text)
+        let view = crate::results::readback::parse(&text)
             .map_err(|why| CliError::BadInput(format!("{}: {why}", path.display())))?;
         return Ok(Side {
             path: path_buf,
-            lock: crate::results::view::lock_of(&view),
+            lock: crate::results::readback::lock_of(&view),
             results: Some(view),
         });
     }
@@ -189,7 +189,7 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
             .results
             .as_ref()
             .and_then(|r| r.cases.iter().find(|c| &c.id == id));
-        let now = crate::results::view::CaseNowParts::new(b, now_case);
+        let now = crate::results::readback::CaseNowParts::new(b, now_case);
         let capacity = b.capacity_of.as_ref().map(|of| {
             let (param, step) = crate::capacity::parse_counted_as(of);
             crate::capacity::Capacity {

@@ -10,14 +10,14 @@
 //! each part's junit.xml — the part's run masked them with the secrets it
 //! knew; the logs themselves are the workloads' unmasked bytes, which a
 //! merge job must not copy into reports — and writes results.json,
-//! junit.xml, summary.md and report.html through `report::files`, masked as
+//! junit.xml, summary.md and report.html through `report::outputs`, masked as
 //! a run's are.
 
 use std::path::{Component, Path, PathBuf};
 
 use super::{CliError, MergeArgs, Outcome, write_stderr};
 use crate::files::{OutDirError, claim_out_dir};
-use crate::report::files::{ReportFiles, ReportPaths};
+use crate::report::outputs::{ReportFiles, ReportPaths};
 use crate::report::terminal::{Progress, Terminal};
 use crate::report::{Event, Reporter};
 use crate::results::merge::{Part, SuiteCases};

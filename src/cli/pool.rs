@@ -296,7 +296,7 @@ pub fn past_wall_times(
         "a results file",
     )
     .map_err(|e| e.to_string())
-    .and_then(|text| crate::results::view::ResultsView::parse(&text));
+    .and_then(|text| crate::results::readback::parse(&text).map_err(|e| e.to_string()));
     match read {
         Ok(view) => {
             for case in view.cases.iter().filter(|c| c.wall_time_s > 0.0) {

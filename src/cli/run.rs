@@ -10,7 +10,7 @@ use crate::measure::HostMethod;
 use crate::measure::cgroup::{MemoryHierarchy, StaleCgroup};
 use crate::measure::nvml::Gpu;
 use crate::process;
-use crate::report::files::{ReportFiles, ReportPaths};
+use crate::report::outputs::{ReportFiles, ReportPaths};
 use crate::report::terminal::Terminal;
 use crate::report::{FanOut, Reporter, github};
 use crate::results::{CaseStatus, HostCgroup, Measurement, RunResults};
@@ -107,7 +107,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                     results_path.display()
                 ))
             })?;
-            let mut view = crate::results::view::ResultsView::parse(&text)
+            let mut view = crate::results::readback::parse(&text)
                 .map_err(|why| CliError::BadInput(format!("{}: {why}", results_path.display())))?;
             if !args.filter.is_empty() {
                 view.cases
@@ -130,9 +130,9 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 )));
             }
             refuse_results_not_of(&suite, &view, results_path)?;
-            accepted = crate::results::view::accepted_changes(&view);
+            accepted = crate::results::readback::accepted_changes(&view);
             (
-                crate::results::view::lock_from_results(&view),
+                crate::results::readback::lock_from_results(&view),
                 Outcome::Passed,
                 gpu_tainted(&view),
             )
@@ -157,14 +157,10 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 },
                 BaselineSetup::default(),
             )?;
-            let view =
-                crate::results::view::ResultsView::from_results(&results).map_err(|why| {
-                    CliError::Infrastructure(format!("cannot read back this run's results: {why}"))
-                })?;
             (
-                crate::results::view::lock_from_results(&view),
+                crate::results::readback::lock_from_results(&results),
                 judge(&results),
-                gpu_tainted(&view),
+                gpu_tainted(&results),
             )
         }
     };
@@ -250,7 +246,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
 /// baseline in the lock that gates nothing, or nothing where one belongs.
 fn refuse_results_not_of(
     suite: &Suite,
-    view: &crate::results::view::ResultsView,
+    view: &crate::results::RunResults,
     path: &Path,
 ) -> Result<(), CliError> {
     let unknown: Vec<&str> = view
@@ -285,10 +281,11 @@ fn refuse_results_not_of(
 }
 
 /// The cases whose GPU figure another process on the device may be in.
-fn gpu_tainted(view: &crate::results::view::ResultsView) -> Vec<String> {
-    view.cases
+fn gpu_tainted(results: &crate::results::RunResults) -> Vec<String> {
+    results
+        .cases
         .iter()
-        .filter(|c| c.gpu_tainted())
+        .filter(|c| crate::results::readback::gpu_tainted(c))
         .map(|c| c.id.clone())
         .collect()
 }

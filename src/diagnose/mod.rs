@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub use oom::OomFigures;
 
-use crate::status::{CaseStatus, Exit};
+use crate::vocabulary::{CaseStatus, Exit};
 
 /// What kind of failure a case had.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -216,11 +216,13 @@ pub fn limit_checks(case: &Case, probe: Option<&ProbeSummary>) -> Vec<Check> {
                 Some(_) => (false, CheckOutcome::Breached),
                 None => (false, CheckOutcome::Unknown),
             };
-            Check::new(CheckKind::Limit(limit.key.clone()), passed, outcome).facts(Facts::Limit {
-                text: limit.text.clone(),
-                value,
-                bytes: limit.key.starts_with("probe.peak"),
-            })
+            Check::new(CheckKind::Limit(limit.key.to_string()), passed, outcome).facts(
+                Facts::Limit {
+                    text: limit.text.clone(),
+                    value,
+                    bytes: limit.key.is_size(),
+                },
+            )
         })
         .collect()
 }

@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use crate::results::{CaseResult, CaseStatus, Check, CheckKind, CheckOutcome};
-use crate::status::{Exit, FailureType};
 use crate::units::Bytes;
+use crate::vocabulary::{Exit, FailureType};
 
 /// Why oomgate itself stopped a case before its instances finished.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -61,6 +61,14 @@ pub enum HostMethod {
     Unknown,
 }
 
+impl Default for HostMethod {
+    /// What a file that names no method measured: the RSS sum of the
+    /// oomgate that wrote it.
+    fn default() -> Self {
+        HostMethod::ProcfsRss
+    }
+}
+
 impl HostMethod {
     pub fn as_str(self) -> &'static str {
         match self {

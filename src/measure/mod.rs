@@ -12,6 +12,7 @@
 pub mod cgroup;
 pub mod gpu;
 pub mod host;
+pub mod inventory;
 pub mod nvml;
 pub mod procfs;
 pub mod timeline;

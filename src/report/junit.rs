@@ -294,11 +294,11 @@ fn serde_plain(value: &impl serde::Serialize) -> String {
 }
 
 /// A stable word for the kind of failure, for JUnit's `type` attribute:
-/// the case's `failure_kind` (see `verdict::failure_kind`).
+/// the case's `failure_kind` (see `judge::failure_kind`).
 fn failure_type(case: &CaseResult) -> &'static str {
     case.failure_kind
         .or_else(|| crate::judge::failure_kind(case, None))
-        .map_or("crash", crate::status::FailureType::as_str)
+        .map_or("crash", crate::vocabulary::FailureType::as_str)
 }
 
 fn parse_time(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {

@@ -10,13 +10,13 @@
 //! `render` of the results model, so adding one touches nothing else, and
 //! how often a format is written is never the format's own decision.
 
-pub mod files;
 pub mod github;
-pub mod gpus;
 pub mod html;
+pub mod inventory;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod outputs;
 pub mod parts;
 pub mod terminal;
 pub mod words;

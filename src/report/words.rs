@@ -12,8 +12,8 @@ use crate::baseline::compare::{describe_tolerance, signed_percent};
 use crate::baseline::{FigureComparison, NotCompared};
 use crate::judge::{Cause, Verdict, Who};
 use crate::results::{CaseResult, Check, CheckKind, CheckOutcome, Facts};
-use crate::status::Exit;
 use crate::units::{Bytes, format_duration, format_figure};
+use crate::vocabulary::Exit;
 
 /// Fill in the words of a judged case: each check's message, each compared
 /// figure's, and the case's own (its diagnosis's headline first).

@@ -24,7 +24,8 @@ use crate::environment::Environment;
 /// One part of a merged run: a shard's results, where they were read and
 /// how that shard ran. Shards may run on different machines, so each keeps
 /// its own environment and measurement.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PartInfo {
     /// The out dir the part was read from, as given to `oomgate merge`.
     pub dir: PathBuf,
@@ -481,12 +482,14 @@ pub fn part_drift(results: &RunResults) -> Vec<PartDrift> {
 /// Why the figures of a merged run's parts are not comparable (different
 /// GPU models, host memory measured by methods that count different
 /// pages), one line each; empty when they are. `oomgate lock --from`
-/// refuses such a run (see `view::incomparable_parts`).
+/// refuses such a run (see `readback::incomparable_parts`).
 pub fn incomparable_parts(results: &RunResults) -> Vec<String> {
-    super::view::incomparable_parts(results.parts.iter().map(|part| super::view::PartFacts {
-        name: part.name(),
-        environment: &part.environment,
-        host_method: Some(part.measurement.host_method),
+    super::readback::incomparable_parts(results.parts.iter().map(|part| {
+        super::readback::PartFacts {
+            name: part.name(),
+            environment: &part.environment,
+            host_method: Some(part.measurement.host_method),
+        }
     }))
 }
 

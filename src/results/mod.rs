@@ -33,7 +33,7 @@ use crate::units::Bytes;
 
 mod check;
 pub mod merge;
-pub mod view;
+pub mod readback;
 
 pub use check::{
     AppliedTolerance, CaseTolerances, Check, CheckKind, CheckOutcome, Facts, NotCompared,
@@ -41,9 +41,14 @@ pub use check::{
 
 pub use merge::{PartInfo, PartitionInfo};
 
-pub use crate::status::{CaseStatus, Exit, FailureType, IN_FLIGHT_MESSAGE, SCHEMA_VERSION};
+pub use crate::vocabulary::{CaseStatus, Exit, FailureType, IN_FLIGHT_MESSAGE, SCHEMA_VERSION};
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Read back leniently (`#[serde(default)]`): a field a results.json of
+/// an older schema lacks takes its empty value, so every schema this
+/// oomgate reads loads into this one model (tested on files that older
+/// oomgates wrote, `fixtures/results/`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RunResults {
     pub schema: u32,
     pub oomgate_version: String,
@@ -67,7 +72,7 @@ pub struct RunResults {
     pub summary: Summary,
     /// Every finished case, in the order run. In a checkpoint written
     /// while a case runs (results.json is written during the run, see
-    /// `report::files`), that case comes last with status `running`: read
+    /// `report::outputs`), that case comes last with status `running`: read
     /// after oomgate was killed, it is the case oomgate did not finish.
     /// The results of a run that ended, normally or interrupted, never hold
     /// one.
@@ -157,7 +162,8 @@ pub struct GpuEnvironment {
 /// One GPU as NVML described it when the run started.
 pub use crate::measure::nvml::GpuInfo;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SuiteInfo {
     pub name: String,
     pub path: PathBuf,
@@ -165,7 +171,8 @@ pub struct SuiteInfo {
 }
 
 /// How figures were obtained in this run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Measurement {
     pub sample_interval_ms: u64,
     /// `cgroup-v1` / `cgroup-v2`: a memory cgroup per case, with PSS,
@@ -189,6 +196,7 @@ pub struct HostCgroup {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Summary {
     pub planned: usize,
     pub passed: usize,
@@ -229,7 +237,9 @@ impl Summary {
     }
 }
 
+/// Read back leniently, as [`RunResults`] is.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CaseResult {
     pub id: String,
     pub params: IndexMap<String, String>,
@@ -240,7 +250,7 @@ pub struct CaseResult {
     pub soak_s: Option<f64>,
     pub status: CaseStatus,
     /// What kind of failure, one stable word (`gpu-oom`, `budget`,
-    /// `regression`, ...; see `verdict::failure_kind` for all and their
+    /// `regression`, ...; see `judge::failure_kind` for all and their
     /// precedence); `None` for a case that passed.
     pub failure_kind: Option<FailureType>,
     /// Why the case did not pass, in one line a person can act on.
@@ -253,7 +263,9 @@ pub struct CaseResult {
     pub host_peak_bytes: Option<u64>,
     pub host_peak_at_s: Option<f64>,
     /// How the host figures were obtained: `cgroup-v1`, `cgroup-v2`, or
-    /// `procfs-pss` (no cgroup; `host_note` says why when the run had one).
+    /// `procfs-pss` (no cgroup; `host_note` says why when the run had one);
+    /// absent in results written before methods were named: `procfs-rss`.
+    #[serde(default)]
     pub host_method: HostMethod,
     /// The floor that set the host peak: `cgroup-anon-shmem`, `pss-sum`,
     /// `vmhwm` or `rusage-maxrss`.
@@ -343,6 +355,12 @@ pub struct CaseResult {
     pub stdout_tail: String,
     #[serde(skip)]
     pub stderr_tail: String,
+}
+
+impl Default for CaseResult {
+    fn default() -> Self {
+        CaseResult::unmeasured(String::new())
+    }
 }
 
 impl CaseResult {
@@ -595,7 +613,8 @@ pub struct ClientResult {
     pub gpu_devices: Vec<DeviceFigures>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct InstanceResult {
     pub index: u32,
     /// Launches of this instance (more than one in a soak).

@@ -3,7 +3,7 @@
 //! which first sets up the case's server, `server_side`, when it has one)
 //! that launches the instances, watches them until they are done and
 //! returns a [`CaseOutcome`] — plain facts, no verdict; and the assembly of
-//! the result (`assemble`).
+//! the result (`record`).
 //!
 //! One thread decides everything about a case, so "exited" and "over
 //! budget" cannot race: the case's own [`CaseRunner`], which tells the main
@@ -131,7 +131,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
     }
 
     /// Run one case once (`repeat` counts from 0), and say when it started
-    /// and what was observed; `assemble` makes its result. Later repeats
+    /// and what was observed; `record` makes its result. Later repeats
     /// append to the same logs, after a marker line.
     pub(super) fn run_case(
         &mut self,

@@ -335,7 +335,8 @@ where
             .as_ref()
             .map(|_| case.gpus.unwrap_or(1));
         result.gpu_sharing = sharing;
-        let at = settle(self.results, result);
+        // Its in-flight entry went in as the `index`-th case started.
+        let at = settle(self.results, result, Some(done.index));
         self.results.runner_max_rss_bytes = runner_max_rss_bytes();
         self.results.runner_cpu_s = runner_cpu_seconds();
         self.results.fault = self.conductor.fault.as_ref().map(ToString::to_string);
@@ -355,7 +356,7 @@ where
 fn recorded_as_written(case: &Case, mut runs: Vec<CaseRun>, searched: bool) -> Vec<CaseRun> {
     if searched {
         for run in &mut runs {
-            let recorded = super::assemble::recorded(case);
+            let recorded = super::record::recorded(case);
             run.result.command = recorded.command;
             run.result.params = recorded.params;
             run.result.env = recorded.env;
@@ -376,9 +377,14 @@ pub(super) fn case_error(shared: &Shared<'_>, case: &Case, message: &str) -> Cas
 
 /// A case's final result joins the run: counted, and in place of its
 /// in-flight entry. Where it now is in `results.cases`.
-pub(super) fn settle(results: &mut RunResults, result: CaseResult) -> usize {
+pub(super) fn settle(results: &mut RunResults, result: CaseResult, at: Option<usize>) -> usize {
     results.summary.add(&result);
-    match results.cases.iter().position(|c| c.id == result.id) {
+    // Where it was put when it started, else found by its id: no scan of
+    // every case per case finished.
+    let at = at
+        .filter(|&at| results.cases.get(at).is_some_and(|c| c.id == result.id))
+        .or_else(|| results.cases.iter().position(|c| c.id == result.id));
+    match at {
         Some(at) => {
             results.cases[at] = result;
             at

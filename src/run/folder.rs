@@ -5,7 +5,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{Shared, WriteFault, assemble, case, launch, now_rfc3339};
+use super::{Shared, WriteFault, case, launch, now_rfc3339, record};
 use crate::judge;
 use crate::results::{CaseResult, IN_FLIGHT_MESSAGE};
 use crate::suite::Case;
@@ -14,7 +14,7 @@ use crate::suite::Case;
 /// logs are, status `running`; no figure is known yet.
 pub(super) fn in_flight(shared: &Shared<'_>, case: &Case, case_dir: &Path) -> CaseResult {
     let mut entry = CaseResult::unmeasured(case.id.clone());
-    let recorded = assemble::recorded(case);
+    let recorded = record::recorded(case);
     entry.params = recorded.params;
     entry.command = recorded.command;
     entry.cwd = case.cwd.clone();

@@ -11,7 +11,9 @@
 //! carries oomgate's memory in its high-water mark), which forks the
 //! workload into the case's memory cgroup and reports its pid, its exit and
 //! its `ru_maxrss` on a pipe. The supervisor is the process-group leader;
-//! the workload shares the group, so one `killpg` still reaches both.
+//! the workload shares the group, so one `killpg` still reaches both. It is
+//! started with `posix_spawn` (`process::spawn`), not `fork`: a fork copies
+//! oomgate's page tables, a cost that grew with the results it holds.
 //!
 //! The program is resolved before spawning (relative to the case directory,
 //! or on the case's `PATH`) so that a missing or non-executable command gets

@@ -13,7 +13,7 @@
 //! runs. `dispatch` is the main thread's loop, an event handler per note
 //! (`launch_next`, `on_progress`, `on_done`); `schedule` decides which case
 //! starts next and on which GPUs; `instance` and `launch` start a case's
-//! processes through `supervise`, `assemble` makes a run's result, and
+//! processes through `supervise`, `record` makes a run's result, and
 //! `folder` keeps its folder. The runner decides nothing about a case —
 //! the judge (`crate::judge`) does — and never formats anything: it builds
 //! the results model and emits events, and the reporters write files and
@@ -26,7 +26,6 @@
 //! report, a case's folder, logs or timeline) stops the launching of
 //! cases, and the final reports are attempted once more (`fault`).
 
-mod assemble;
 mod case;
 mod dispatch;
 mod fault;
@@ -37,9 +36,11 @@ pub mod interrupt;
 pub mod launch;
 pub mod logs;
 mod ready;
+mod record;
 mod repeat;
 pub mod schedule;
 mod serve;
+mod soak;
 mod stop;
 pub mod supervise;
 mod teardown;
@@ -357,7 +358,7 @@ impl<'a> Runner<'a> {
                     "not run: no GPU of the pool came free for it (a case's thread failed while holding its GPUs; see the warnings)",
                 ),
             };
-            settle(&mut results, result);
+            settle(&mut results, result, None);
         }
         if shared.parallel {
             // Orphans of a supervisor killed from outside were re-parented

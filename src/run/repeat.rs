@@ -1,6 +1,6 @@
 //! What a worker runs of a case: its runs — once, `repeat` times, or
 //! once per probe of a capacity search — each made by `case` (the run)
-//! and `assemble` (its result).
+//! and `record` (its result).
 
 use std::path::Path;
 use std::time::Instant;
@@ -22,7 +22,7 @@ impl CaseRunner<'_, '_> {
                 break;
             }
             let (started_at, outcome) = self.run_case(case, case_dir, repeat);
-            let run = self.assemble(case, case_dir, repeat, started_at, outcome);
+            let run = self.record(case, case_dir, repeat, started_at, outcome);
             let passed = run.result.status == CaseStatus::Passed;
             runs.push(run);
             if !passed {

@@ -170,24 +170,19 @@ impl Checker<'_> {
         value: &Spanned<String>,
     ) -> Option<Limit> {
         let name = key.get_ref().trim();
-        let known_probe = [
-            "probe.peak_allocated",
-            "probe.peak_reserved",
-            "probe.last_step",
-        ];
-        let valid_key = known_probe.contains(&name)
-            || name.strip_prefix("metric.").is_some_and(|m| !m.is_empty());
-        if !valid_key {
-            self.error(
-                key.span(),
-                format!("`{name}` is not a figure limits can check"),
-            )
-            .help = Some(format!(
-                "use {}, `metric.<name>`, `metric.<name>.min` or `metric.<name>.max`",
-                known_probe.map(|k| format!("`{k}`")).join(", ")
-            ));
-            return None;
-        }
+        let parsed: Result<crate::probe::LimitKey, _> = name.parse();
+        let limit_key = match parsed {
+            Ok(limit_key) => limit_key,
+            Err(unknown) => {
+                self.error(key.span(), unknown.to_string()).help = Some(format!(
+                    "use {}, `metric.<name>`, `metric.<name>.min` or `metric.<name>.max`",
+                    crate::probe::LimitKey::PROBE
+                        .map(|k| format!("`{k}`"))
+                        .join(", ")
+                ));
+                return None;
+            }
+        };
         let text = value.get_ref().trim();
         let (op, rest) = [
             ("<=", LimitOp::AtMost),
@@ -206,7 +201,7 @@ impl Checker<'_> {
         });
         match (op, parsed) {
             (Some(op), Some(limit)) => Some(Limit {
-                key: name.to_string(),
+                key: limit_key,
                 op,
                 value: limit,
                 text: text.to_string(),

@@ -284,7 +284,7 @@ pub struct Leak {
 pub struct Limit {
     /// `probe.peak_allocated`, `probe.peak_reserved`, `probe.last_step`,
     /// `metric.<name>` (last value), `metric.<name>.min` / `.max`.
-    pub key: String,
+    pub key: crate::probe::LimitKey,
     pub op: LimitOp,
     pub value: f64,
     /// As written, for messages: `<= 40 GiB`.
@@ -313,7 +313,9 @@ impl LimitOp {
 /// Hard limits; a breach stops the case at once.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Budget {
-    /// On the peak RSS summed over the case's whole process tree.
+    /// On the case's gated host peak: the largest of the kernel's floors
+    /// (the case cgroup's anon + shmem charge, the tree's PSS sum, the
+    /// largest VmHWM, reaped children's rusage; docs/host-measurement.md).
     pub host: Option<Bytes>,
     /// On the case's GPU peak, all its devices together.
     pub gpu: Option<Bytes>,

@@ -113,6 +113,23 @@ impl Project {
     pub fn lock_path(&self) -> PathBuf {
         self.path().join("suite.lock")
     }
+
+    /// `oomgate diff BEFORE AFTER` plus extra arguments.
+    pub fn diff(&self, before: &Path, after: &Path, extra: &[&Path]) -> Run {
+        let output = self
+            .oomgate()
+            .arg("diff")
+            .arg(before)
+            .arg(after)
+            .args(extra)
+            .output();
+        Run::from(output.expect("run oomgate diff"), self.out())
+    }
+
+    /// `oomgate diff` of this project's lock and its last results.
+    pub fn diff_lock_and_results(&self) -> Run {
+        self.diff(&self.lock_path(), &self.out().join("results.json"), &[])
+    }
 }
 
 pub struct Run {

@@ -26,7 +26,7 @@ use crate::units::Bytes;
 impl CaseRunner<'_, '_> {
     /// The case's result from what one run observed, with the facts its
     /// final verdict is decided from once the baseline has been compared.
-    pub(super) fn assemble(
+    pub(super) fn record(
         &mut self,
         case: &Case,
         case_dir: &Path,

@@ -62,7 +62,7 @@ impl CaseStatus {
 
 /// The kind of a case's failure, one stable word (`gpu-oom`, `budget`,
 /// ...): results.json's `failure_kind`, JUnit's failure `type`, the GitHub
-/// annotation's title. `verdict::failure_kind` decides it, with its
+/// annotation's title. `judge::failure_kind` decides it, with its
 /// precedence; the words never change, since CI rules match on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

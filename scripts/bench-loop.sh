@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The runner loop's own cost: suites of N trivial cases (`true`), and of
+# 20 cases that each sleep 50 ms, timed as whole processes with farm-bench
+# (paired, A B A B ...), each run into a fresh out dir. Prints farm-bench's
+# tables and, per suite size, oomgate's own CPU per case (`runner_cpu_s`
+# over the cases, from each run's results.json) and its peak RSS.
+#
+#   scripts/bench-loop.sh                       # target/release/oomgate, 1000 vs 4000 cases
+#   OOMGATE=/tmp/oomgate-old OOMGATE_B=target/release/oomgate scripts/bench-loop.sh
+#   SIZES="200 1000" RUNS=5 scripts/bench-loop.sh
+#
+# Needs: farm-bench on PATH, python3. Runs with --gpu off --no-baseline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OOMGATE=${OOMGATE:-target/release/oomgate}
+OOMGATE_B=${OOMGATE_B:-$OOMGATE}
+SIZES=${SIZES:-"1000 4000"}
+RUNS=${RUNS:-3}
+work=$(mktemp -d /tmp/oomgate-bench-loop.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+suite() { # name count command...
+    local name=$1 count=$2
+    shift 2
+    python3 - "$name" "$count" "$@" > "$work/$name.toml" <<'EOF'
+import json, sys
+name, count, command = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+print(f'[suite]\nname = "{name}"')
+for i in range(count):
+    print(f'[[case]]\nname = "c{i:05d}"\ncommand = {json.dumps(command)}')
+EOF
+}
+
+run() { # binary suite-name: one run into a fresh out dir under $work/runs
+    printf "sh -c 'exec %s run %s --out \$(mktemp -d %s/runs/%s.XXXXXX) --no-baseline --gpu off'" \
+        "$(realpath "$1")" "$work/$2.toml" "$work" "$2"
+}
+
+mkdir -p "$work/runs"
+suite sleep20 20 sleep 0.05
+echo "== 20 cases of sleep 0.05: A = $OOMGATE, B = $OOMGATE_B"
+eval "farm-bench -n $RUNS --timeout 600 --vs \"$(run "$OOMGATE_B" sleep20)\" -- $(run "$OOMGATE" sleep20)"
+
+set -- $SIZES
+for size in "$@"; do suite "true$size" "$size" true; done
+if [ $# -ge 2 ]; then
+    small=$1 large=${!#}
+    echo "== $large against $small cases of true, both $OOMGATE (linear: $((large / small)).0)"
+    eval "farm-bench -n $RUNS --timeout 1800 --vs \"$(run "$OOMGATE" "true$small")\" -- $(run "$OOMGATE" "true$large")"
+fi
+
+echo "== oomgate's own cost per case, from results.json (runner_cpu_s includes writing the reports)"
+for results in "$work"/runs/*/results.json; do
+    python3 - "$results" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+n = len(r["cases"])
+walls = sorted(c["wall_time_s"] for c in r["cases"])
+print(f'{r["suite"]["name"]:>9}: {n:5d} cases, runner_cpu_s {r["runner_cpu_s"]:.3f} '
+      f'= {1000 * r["runner_cpu_s"] / n:.3f} ms a case, median case wall {1000 * walls[n // 2]:.2f} ms, '
+      f'runner peak RSS {r["runner_max_rss_bytes"] / 2**20:.1f} MiB')
+EOF
+done | sort
