@@ -84,7 +84,7 @@ pub fn held_by_no_part(results: &RunResults) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::merge::{Part, PartitionInfo, SuiteCases, merge};
+    use crate::results::merge::{Part, SuiteCases, merge};
 
     fn part(dir: &str, index: u32, ids: &[&str], torch: &str, gpu: &str) -> Part {
         let mut results = crate::results::test_support::passed_results(ids);
@@ -98,8 +98,8 @@ mod tests {
         Part {
             dir: dir.into(),
             results,
-            partition: Some(PartitionInfo {
-                kind: "count".into(),
+            partition: Some(crate::suite::Partition {
+                kind: crate::suite::PartitionKind::Count,
                 index,
                 total: 2,
             }),

@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::suite::Partition;
+
 use super::{GpuEnvironment, Measurement, RunResults, SCHEMA_VERSION, Summary};
 use crate::baseline::Drift;
 use crate::environment::Environment;
@@ -34,7 +36,7 @@ pub struct PartInfo {
     pub finished_at: Option<String>,
     /// The shard of the suite this part ran (`--partition`), when its
     /// results say so.
-    pub partition: Option<PartitionInfo>,
+    pub partition: Option<Partition>,
     pub environment: Environment,
     pub measurement: Measurement,
     pub gpu: Option<GpuEnvironment>,
@@ -54,27 +56,10 @@ impl PartInfo {
     }
 }
 
-fn part_name(dir: &Path, partition: Option<&PartitionInfo>) -> String {
+fn part_name(dir: &Path, partition: Option<&Partition>) -> String {
     match partition {
         Some(partition) => format!("{} ({partition})", dir.display()),
         None => dir.display().to_string(),
-    }
-}
-
-/// A shard of a suite as results.json records it (`--partition
-/// count:2/4`: `{"kind": "count", "index": 2, "total": 4}`). The kind is
-/// kept as written, so results of a kind this oomgate does not know still
-/// merge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartitionInfo {
-    pub kind: String,
-    pub index: u32,
-    pub total: u32,
-}
-
-impl std::fmt::Display for PartitionInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}/{}", self.kind, self.index, self.total)
     }
 }
 
@@ -86,7 +71,7 @@ pub struct Part {
     pub results: RunResults,
     /// The shard it ran, from its results' `partition` (absent in results
     /// of an unpartitioned run, and of an oomgate without `--partition`).
-    pub partition: Option<PartitionInfo>,
+    pub partition: Option<Partition>,
 }
 
 /// What is read of a results.json before the whole of it: enough to say
@@ -95,7 +80,7 @@ pub struct Part {
 struct Header {
     schema: u32,
     #[serde(default)]
-    partition: Option<PartitionInfo>,
+    partition: Option<Partition>,
     #[serde(default)]
     merged_from: Option<usize>,
 }
@@ -368,7 +353,7 @@ fn part_info(part: &Part) -> PartInfo {
         host: results.host.clone(),
         started_at: results.started_at.clone(),
         finished_at: results.finished_at.clone(),
-        partition: part.partition.clone(),
+        partition: part.partition,
         environment: results.environment.clone(),
         measurement: results.measurement.clone(),
         gpu: results.gpu.clone(),
@@ -406,7 +391,7 @@ fn pick(a: &str, b: &str, wanted: std::cmp::Ordering) -> String {
 /// only when the suite is given (they are then not run), and a merge of
 /// some shards on purpose is no mistake.
 pub fn partition_notes(parts: &[PartInfo]) -> Vec<String> {
-    let recorded: Vec<(&PartInfo, &PartitionInfo)> = parts
+    let recorded: Vec<(&PartInfo, &Partition)> = parts
         .iter()
         .filter_map(|part| Some((part, part.partition.as_ref()?)))
         .collect();

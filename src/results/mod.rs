@@ -39,7 +39,7 @@ pub use check::{
     AppliedTolerance, CaseTolerances, Check, CheckKind, CheckOutcome, Facts, NotCompared,
 };
 
-pub use merge::{PartInfo, PartitionInfo};
+pub use merge::PartInfo;
 
 pub use crate::vocabulary::{CaseStatus, Exit, FailureType, IN_FLIGHT_MESSAGE, SCHEMA_VERSION};
 

@@ -288,8 +288,8 @@ fn results_json_reads_back_into_the_model_unchanged() {
                 host: "h".into(),
                 started_at: results.started_at.clone(),
                 finished_at: None,
-                partition: Some(PartitionInfo {
-                    kind: "count".into(),
+                partition: Some(crate::suite::Partition {
+                    kind: crate::suite::PartitionKind::Count,
                     index: 1,
                     total: 2,
                 }),

@@ -57,13 +57,18 @@ impl Partition {
     }
 }
 
-impl fmt::Display for Partition {
+impl fmt::Display for PartitionKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match self.kind {
+        f.write_str(match self {
             PartitionKind::Count => "count",
             PartitionKind::Hash => "hash",
-        };
-        write!(f, "{kind}:{}/{}", self.index, self.total)
+        })
+    }
+}
+
+impl fmt::Display for Partition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}/{}", self.kind, self.index, self.total)
     }
 }
 

@@ -18,8 +18,8 @@ fn part(dir: &str, index: u32, ids: &[&str]) -> Part {
     Part {
         dir: dir.into(),
         results: results(ids),
-        partition: Some(PartitionInfo {
-            kind: "count".into(),
+        partition: Some(crate::suite::Partition {
+            kind: crate::suite::PartitionKind::Count,
             index,
             total: 2,
         }),
@@ -262,8 +262,11 @@ fn differences_between_parts_are_listed_against_the_first() {
 #[test]
 fn recorded_partitions_say_which_shards_are_missing_or_mixed() {
     let info = |dir: &str, partition: Option<(&str, u32, u32)>| PartInfo {
-        partition: partition.map(|(kind, index, total)| PartitionInfo {
-            kind: kind.into(),
+        partition: partition.map(|(kind, index, total)| crate::suite::Partition {
+            kind: match kind {
+                "hash" => crate::suite::PartitionKind::Hash,
+                _ => crate::suite::PartitionKind::Count,
+            },
             index,
             total,
         }),
