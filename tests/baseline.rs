@@ -35,10 +35,7 @@ impl Project {
 }
 
 fn message(run: &Run, id: &str) -> String {
-    run.case(id)["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    run.message(id)
 }
 
 #[test]

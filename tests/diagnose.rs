@@ -108,12 +108,7 @@ fn each_kind_of_failure_is_classified() {
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(junit.contains("type=\"host-oom\""), "{junit}");
 
-    let message = |id: &str| {
-        run.case(id)["message"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    };
+    let message = |id: &str| run.message(id);
     assert!(
         message("oom").starts_with(
             "gpu-oom: tried to allocate 2.00 GiB on GPU 0 (139.8 GiB total, 1.19 GiB free) — the command exited with code 1"

@@ -5,6 +5,7 @@
 
 pub mod cgroups;
 pub mod fake_nvml;
+pub mod running;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -160,6 +161,14 @@ impl Run {
             .as_array()
             .and_then(|cases| cases.iter().find(|c| c["id"] == id).cloned())
             .unwrap_or_else(|| panic!("case {id} not in results:\n{results:#}"))
+    }
+
+    /// The message of the case with this id (empty when it passed).
+    pub fn message(&self, id: &str) -> String {
+        self.case(id)["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     pub fn assert_code(&self, expected: i32) {
