@@ -236,9 +236,7 @@ fn resolve(
             let device = &gpu.devices[position];
             PoolGpu {
                 position,
-                index: device.index,
-                uuid: device.uuid.clone(),
-                total_bytes: device.total_bytes,
+                gpu: device.info.clone(),
             }
         })
         .collect())

@@ -394,10 +394,7 @@ impl<'g> CaseGpu<'g> {
                 Vec::new()
             };
             devices.push(DeviceFigures {
-                index: device.index,
-                uuid: device.uuid.clone(),
-                name: device.name.clone(),
-                total_bytes: device.total_bytes,
+                gpu: device.info.clone(),
                 before_bytes: state.before,
                 device_peak_bytes: state.peak_used,
                 peak_bytes,

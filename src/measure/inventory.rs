@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::gpu::process_name;
-use super::nvml::{Gpu, GpuProcess};
+use super::nvml::{Gpu, GpuInfo, GpuProcess};
 use super::visible::{self, Selection};
 
 #[derive(Debug, Serialize)]
@@ -21,19 +21,25 @@ pub struct Inventory {
     pub visible_indices: Vec<u32>,
 }
 
+/// One device as `oomgate gpus` shows it: its [`GpuInfo`] (which it reads
+/// as), its memory now and its processes.
 #[derive(Debug, Serialize)]
 pub struct DeviceState {
-    pub index: u32,
-    pub uuid: String,
-    pub name: String,
-    pub total_bytes: u64,
+    #[serde(flatten)]
+    pub gpu: GpuInfo,
     pub used_bytes: Option<u64>,
     pub free_bytes: Option<u64>,
-    pub accounting: Option<bool>,
-    pub persistence: Option<bool>,
     pub processes: Vec<ProcessState>,
     /// Set when the process list could not be read.
     pub processes_error: Option<String>,
+}
+
+impl std::ops::Deref for DeviceState {
+    type Target = GpuInfo;
+
+    fn deref(&self) -> &GpuInfo {
+        &self.gpu
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -55,14 +61,9 @@ impl Inventory {
                 .map(|e| e.to_string());
             let device = &gpu.devices[position];
             devices.push(DeviceState {
-                index: device.index,
-                uuid: device.uuid.clone(),
-                name: device.name.clone(),
-                total_bytes: device.total_bytes,
+                gpu: device.info.clone(),
                 used_bytes: memory.map(|m| m.0),
                 free_bytes: memory.map(|m| m.1),
-                accounting: device.accounting,
-                persistence: device.persistence,
                 processes: processes
                     .iter()
                     .map(|p| ProcessState {

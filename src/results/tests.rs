@@ -107,10 +107,14 @@ fn everything() -> RunResults {
     case.gpu_peak_bytes = Some(1 << 30);
     case.gpu_peak_method = Some(GpuMethod::Sampled { interval_ms: 50 });
     case.gpu_devices = vec![DeviceFigures {
-        index: 0,
-        uuid: "GPU-0".into(),
-        name: "H100".into(),
-        total_bytes: 80 << 30,
+        gpu: GpuInfo {
+            index: 0,
+            uuid: "GPU-0".into(),
+            name: "H100".into(),
+            total_bytes: 80 << 30,
+            accounting: Some(true),
+            persistence: None,
+        },
         before_bytes: Some(1),
         device_peak_bytes: Some(2),
         peak_bytes: Some(1 << 30),

@@ -21,15 +21,21 @@ use std::collections::HashMap;
 
 use crate::units::Bytes;
 
-/// One GPU of the pool (`run --gpus`), as `oomgate gpus` lists it.
+/// One GPU of the pool (`run --gpus`), as `oomgate gpus` lists it. Reads
+/// as its [`GpuInfo`](crate::measure::nvml::GpuInfo).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolGpu {
     /// Position in NVML's usable device table.
     pub position: usize,
-    /// NVML's index, as `oomgate gpus` and nvidia-smi number devices.
-    pub index: u32,
-    pub uuid: String,
-    pub total_bytes: u64,
+    pub gpu: crate::measure::nvml::GpuInfo,
+}
+
+impl std::ops::Deref for PoolGpu {
+    type Target = crate::measure::nvml::GpuInfo;
+
+    fn deref(&self) -> &crate::measure::nvml::GpuInfo {
+        &self.gpu
+    }
 }
 
 /// How the cases of a run are scheduled.
@@ -292,9 +298,14 @@ mod tests {
         (0..n)
             .map(|i| PoolGpu {
                 position: i,
-                index: i as u32,
-                uuid: format!("GPU-{i}"),
-                total_bytes: total,
+                gpu: crate::measure::nvml::GpuInfo {
+                    index: i as u32,
+                    uuid: format!("GPU-{i}"),
+                    name: "Fake".into(),
+                    total_bytes: total,
+                    accounting: None,
+                    persistence: None,
+                },
             })
             .collect()
     }

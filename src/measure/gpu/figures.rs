@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::measure::nvml::AccountingRecord;
+use crate::measure::nvml::{AccountingRecord, GpuInfo};
 
 /// How a GPU figure was obtained. Serialized (results.json, the lock) and
 /// shown by the names reports have always used: `sampled@50ms`,
@@ -105,13 +105,13 @@ impl fmt::Display for ForeignPid {
     }
 }
 
-/// The figures of one device for one case.
+/// The figures of one device for one case. Reads as its [`GpuInfo`]
+/// (`device.index`, `device.uuid`, ...): one description of a GPU, which
+/// results.json writes inline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceFigures {
-    pub index: u32,
-    pub uuid: String,
-    pub name: String,
-    pub total_bytes: u64,
+    #[serde(flatten)]
+    pub gpu: GpuInfo,
     /// Device use just before the case started.
     pub before_bytes: Option<u64>,
     /// Peak of the device's use while the case ran (everyone's).
@@ -130,6 +130,14 @@ pub struct DeviceFigures {
     /// device delta on a GPU other cases of the run may use meanwhile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+impl std::ops::Deref for DeviceFigures {
+    type Target = GpuInfo;
+
+    fn deref(&self) -> &GpuInfo {
+        &self.gpu
+    }
 }
 
 impl DeviceFigures {
@@ -380,10 +388,14 @@ mod tests {
 
     fn device(index: u32, peak: Option<u64>, tainted_by: &[u32]) -> DeviceFigures {
         DeviceFigures {
-            index,
-            uuid: format!("GPU-{index}"),
-            name: "Fake".into(),
-            total_bytes: 1000,
+            gpu: GpuInfo {
+                index,
+                uuid: format!("GPU-{index}"),
+                name: "Fake".into(),
+                total_bytes: 1000,
+                accounting: None,
+                persistence: None,
+            },
             before_bytes: Some(0),
             device_peak_bytes: peak,
             peak_bytes: peak,
