@@ -207,7 +207,8 @@ fn read_part(place: &Located) -> Result<Part, CliError> {
         "a results file",
     )
     .map_err(|e| bad(e.to_string()))?;
-    let part = crate::results::merge::read_part(place.given.clone(), &text).map_err(bad)?;
+    let part = crate::results::merge::read_part(place.given.clone(), &text)
+        .map_err(|e| bad(e.to_string()))?;
     for case in &part.results.cases {
         if let Some(path) = unsafe_path(case) {
             return Err(bad(format!(

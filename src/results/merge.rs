@@ -74,43 +74,34 @@ pub struct Part {
     pub partition: Option<Partition>,
 }
 
-/// What is read of a results.json before the whole of it: enough to say
-/// plainly why a file cannot be a part, rather than which field is missing.
-#[derive(Debug, Deserialize)]
-struct Header {
-    schema: u32,
-    #[serde(default)]
-    partition: Option<Partition>,
-    #[serde(default)]
-    merged_from: Option<usize>,
+/// Why a results.json cannot be a part of a merge.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PartError {
+    #[error("{0}")]
+    NotResults(String),
+    #[error(
+        "results schema {found} is not one this oomgate reads (1 to {known}); merge with the oomgate that ran the shards"
+    )]
+    Schema { found: u32, known: u32 },
+    #[error("these are merged results ({0} parts), not a shard's: merge the shards' own out dirs")]
+    Merged(usize),
 }
 
-/// A part from the text of its results.json; the error says why it cannot
-/// be one (with serde's line and column for a file that is not results).
-pub fn read_part(dir: PathBuf, text: &str) -> Result<Part, String> {
-    let header: Header =
-        serde_json::from_str(text).map_err(|e| format!("not an oomgate results file: {e}"))?;
-    if !(1..=SCHEMA_VERSION).contains(&header.schema) {
-        return Err(format!(
-            "results schema {} is not one this oomgate reads (1 to {SCHEMA_VERSION}); merge with the oomgate that ran the shards",
-            header.schema
-        ));
-    }
-    if let Some(parts) = header.merged_from {
-        return Err(format!(
-            "these are merged results ({parts} parts), not a shard's: merge the shards' own out dirs"
-        ));
-    }
-    let results: RunResults = serde_json::from_str(text).map_err(|e| {
-        format!(
-            "not readable as oomgate results (schema {}): {e}",
-            header.schema
-        )
+/// A part from the text of its results.json, read by the one reader
+/// (`readback::parse`); the error says why it cannot be one (with serde's
+/// line and column for a file that is not results).
+pub fn read_part(dir: PathBuf, text: &str) -> Result<Part, PartError> {
+    let results = super::readback::parse(text).map_err(|e| match e {
+        super::readback::ReadError::Schema { found, known } => PartError::Schema { found, known },
+        other => PartError::NotResults(other.to_string()),
     })?;
+    if let Some(parts) = results.merged_from {
+        return Err(PartError::Merged(parts));
+    }
     Ok(Part {
         dir,
+        partition: results.partition,
         results,
-        partition: header.partition,
     })
 }
 

@@ -32,6 +32,9 @@ pub enum ReadError {
     NotResults(String),
     #[error("results schema {found} is not one this oomgate reads (1 to {known})")]
     Schema { found: u32, known: u32 },
+    /// Of a schema it reads, but not as results are written.
+    #[error("not readable as oomgate results (schema {schema}): {message}")]
+    Unreadable { schema: u32, message: String },
 }
 
 /// A results.json's text, of any schema this oomgate reads (fields are
@@ -50,7 +53,10 @@ pub fn parse(text: &str) -> Result<RunResults, ReadError> {
             known,
         });
     }
-    serde_json::from_str(text).map_err(|e| ReadError::NotResults(e.to_string()))
+    serde_json::from_str(text).map_err(|e| ReadError::Unreadable {
+        schema: header.schema,
+        message: e.to_string(),
+    })
 }
 
 /// Whether the case failed only against the old baseline: every instance
@@ -110,23 +116,40 @@ pub fn incomparable(results: &RunResults) -> Vec<String> {
     }))
 }
 
+/// Why a run's results cannot be locked. Its words say what to do next.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotLockable {
+    #[error("the run hit a write failure: {0}")]
+    Fault(String),
+    #[error("the run did not finish (interrupted or crashed)")]
+    Unfinished,
+    /// A merged run's parts that differ from its first: one line each.
+    #[error(
+        "its parts' figures are not comparable, so they cannot make one baseline: {}; run every shard on one kind of machine (GPU models, host memory method), merge, and lock that",
+        .0.join("; ")
+    )]
+    Incomparable(Vec<String>),
+    /// Cases that failed on their own: `id (message)` each.
+    #[error("{} case(s) did not pass: {}", .0.len(), .0.join("; "))]
+    Failed(Vec<String>),
+    #[error("the run has no cases")]
+    Empty,
+}
+
 /// A lock from a run's results, or why that run cannot be locked: it did
 /// not finish, or a case failed on its own. A case that failed only
 /// against the old baseline is locked (see
 /// [`failed_only_against_the_baseline`]); [`accepted_changes`] names them.
-pub fn lock_from_results(results: &RunResults) -> Result<Lock, String> {
+pub fn lock_from_results(results: &RunResults) -> Result<Lock, NotLockable> {
     if let Some(fault) = &results.fault {
-        return Err(format!("the run hit a write failure: {fault}"));
+        return Err(NotLockable::Fault(fault.clone()));
     }
     if results.interrupted || results.finished_at.is_none() || !results.not_run.is_empty() {
-        return Err("the run did not finish (interrupted or crashed)".to_string());
+        return Err(NotLockable::Unfinished);
     }
     let incomparable = incomparable(results);
     if !incomparable.is_empty() {
-        return Err(format!(
-            "its parts' figures are not comparable, so they cannot make one baseline: {}; run every shard on one kind of machine (GPU models, host memory method), merge, and lock that",
-            incomparable.join("; ")
-        ));
+        return Err(NotLockable::Incomparable(incomparable));
     }
     let failed: Vec<String> = results
         .cases
@@ -141,14 +164,10 @@ pub fn lock_from_results(results: &RunResults) -> Result<Lock, String> {
         })
         .collect();
     if !failed.is_empty() {
-        return Err(format!(
-            "{} case(s) did not pass: {}",
-            failed.len(),
-            failed.join("; ")
-        ));
+        return Err(NotLockable::Failed(failed));
     }
     if results.cases.is_empty() {
-        return Err("the run has no cases".to_string());
+        return Err(NotLockable::Empty);
     }
     Ok(lock_of(results))
 }
@@ -396,7 +415,8 @@ mod tests {
     fn a_run_that_hit_a_write_failure_is_not_locked() {
         assert!(lock_from_results(&view("")).is_ok());
         let why = lock_from_results(&view(r#", "fault": "out/x: No space left on device""#))
-            .expect_err("not locked");
+            .expect_err("not locked")
+            .to_string();
         assert!(
             why.contains("write failure") && why.contains("No space left"),
             "{why}"
@@ -438,7 +458,9 @@ mod tests {
         ] {
             let mixed = merged(part("s1", h100, "cgroup-v1"), b);
             assert_eq!(incomparable(&mixed), [why]);
-            let refused = lock_from_results(&mixed).expect_err("not locked");
+            let refused = lock_from_results(&mixed)
+                .expect_err("not locked")
+                .to_string();
             assert!(
                 refused.contains(why) && refused.contains("not comparable"),
                 "{refused}"
@@ -479,7 +501,9 @@ mod tests {
                 check.message
             );
             assert_ne!(over.map(|c| c.host_method), Some(HostMethod::ProcfsRss));
-            let refused = lock_from_results(&results).expect_err("red cases");
+            let refused = lock_from_results(&results)
+                .expect_err("red cases")
+                .to_string();
             assert!(
                 refused.contains("over-budget") && refused.contains("crashes"),
                 "{refused}"

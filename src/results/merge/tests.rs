@@ -223,7 +223,9 @@ fn a_part_is_read_with_its_partition_or_refused_saying_why() {
             "not readable as oomgate results (schema 3): invalid type: integer `1`",
         ),
     ] {
-        let refused = read_part("out".into(), text).expect_err("refused");
+        let refused = read_part("out".into(), text)
+            .expect_err("refused")
+            .to_string();
         assert!(refused.starts_with(why), "{refused}");
     }
 }
