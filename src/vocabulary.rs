@@ -9,8 +9,13 @@ use serde::{Deserialize, Serialize};
 /// each addition a reader may rely on bumps it. 2: `failure_kind`. 3: a
 /// merged run's `merged_from` and `parts` (`oomgate lock --from` refuses
 /// parts whose figures are not comparable; an oomgate that ignored them
-/// would lock such a run).
-pub const SCHEMA_VERSION: u32 = 3;
+/// would lock such a run). 4: checks are data (`outcome`, `baseline_bytes`,
+/// `tolerance`, `facts` beside `message`), each case records the
+/// tolerances it was judged with (`tolerance`), and `gpu_devices` carry
+/// each device's whole description: `oomgate diff` judges a results file
+/// with them, so one of an oomgate that ignored them would contradict the
+/// run.
+pub const SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

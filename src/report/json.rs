@@ -1,4 +1,4 @@
-//! `results.json`: the results model as versioned JSON (`"schema": 3`).
+//! `results.json`: the results model as versioned JSON (`"schema": 4`).
 
 use std::io;
 
