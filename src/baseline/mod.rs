@@ -78,7 +78,7 @@ pub struct LockedCase {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_peak: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub gpu_peak_method: Option<String>,
+    pub gpu_peak_method: Option<crate::measure::gpu::GpuMethod>,
     /// With `search`: the largest value of the searched parameter that
     /// passed. A run finding less is a regression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -351,7 +351,7 @@ pub struct CaseNow<'a> {
     pub host: Option<u64>,
     pub host_method: HostMethod,
     pub gpu: Option<u64>,
-    pub gpu_method: Option<&'a str>,
+    pub gpu_method: Option<crate::measure::gpu::GpuMethod>,
     /// The GPU figure is (partly) a device delta taken while another
     /// process was on the device: it may hold that process's memory.
     pub gpu_tainted: bool,
@@ -496,7 +496,7 @@ fn definition_changes(locked: &LockedCase, now: CaseNow<'_>) -> Vec<String> {
         &launched_only(now.allocator_env),
         locked_env_value,
     );
-    if let (Some(before), Some(after)) = (locked.gpu_peak_method.as_deref(), now.gpu_method) {
+    if let (Some(before), Some(after)) = (locked.gpu_peak_method, now.gpu_method) {
         if before != after {
             changes.push(format!("gpu figure method: {before} → {after}"));
         }

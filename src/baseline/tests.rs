@@ -120,7 +120,7 @@ fn definition_changes_are_named() {
         host: None,
         host_method: HostMethod::CgroupV1,
         gpu: None,
-        gpu_method: Some("device-delta"),
+        gpu_method: Some(crate::measure::gpu::GpuMethod::DeviceDelta),
         gpu_tainted: false,
         allocated: None,
         command: &command,
@@ -130,7 +130,7 @@ fn definition_changes_are_named() {
         allocator_env: &allocator_env,
     };
     let mut locked = locked.clone();
-    locked.gpu_peak_method = Some("sampled@50ms".into());
+    locked.gpu_peak_method = Some(crate::measure::gpu::GpuMethod::Sampled { interval_ms: 50 });
     locked.server = Some(LockedServer {
         command: vec!["serve".into(), "--port".into(), "{port}".into()],
         env: BTreeMap::new(),
@@ -219,7 +219,7 @@ fn a_tainted_gpu_figure_is_not_compared() {
         host: Some(100),
         host_method: HostMethod::CgroupV1,
         gpu: Some(u64::MAX / 2),
-        gpu_method: Some("device-delta"),
+        gpu_method: Some(crate::measure::gpu::GpuMethod::DeviceDelta),
         gpu_tainted: tainted,
         allocated: None,
         command: &command,

@@ -191,7 +191,7 @@ pub struct Now {
     params: BTreeMap<String, String>,
     env: BTreeMap<String, String>,
     server: Option<crate::baseline::LockedServer>,
-    gpu_method: Option<String>,
+    gpu_method: Option<crate::measure::gpu::GpuMethod>,
 }
 
 impl Now {
@@ -208,7 +208,7 @@ impl Now {
                     env: s.env.clone().into_iter().collect(),
                 }),
             // The lock keeps the method as the text results.json has.
-            gpu_method: result.gpu_peak_method.as_ref().map(ToString::to_string),
+            gpu_method: result.gpu_peak_method,
         }
     }
 
@@ -217,7 +217,7 @@ impl Now {
             host: result.host_peak_bytes,
             host_method: result.host_method,
             gpu: result.gpu_peak_bytes,
-            gpu_method: self.gpu_method.as_deref(),
+            gpu_method: self.gpu_method,
             gpu_tainted: result.gpu_devices.iter().any(|d| !d.tainted_by.is_empty()),
             allocated: result.probe.as_ref().and_then(|p| p.peak_allocated),
             command: &result.command,

@@ -128,7 +128,7 @@ impl<'g> CaseGpu<'g> {
             seen_pids: HashSet::new(),
             total_tree_peak: None,
             processes: Vec::with_capacity(16),
-            sampled: self.sampled.clone(),
+            sampled: self.sampled,
             errors: 0,
             started_us: self.started_us,
             unmapped: self.unmapped,
@@ -432,10 +432,8 @@ impl<'g> CaseGpu<'g> {
             .collect();
         let method = match contributing.first() {
             _ if self.unmapped => GpuMethod::Unavailable,
-            None => self.sampled.clone(),
-            Some(first) if contributing.iter().all(|d| d.method == first.method) => {
-                first.method.clone()
-            }
+            None => self.sampled,
+            Some(first) if contributing.iter().all(|d| d.method == first.method) => first.method,
             Some(_) => GpuMethod::Mixed,
         };
         GpuFigures {

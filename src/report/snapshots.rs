@@ -91,7 +91,7 @@ fn locked(case: &Case, host: u64, gpu: Option<u64>, capacity: Option<u64>) -> Lo
     locked.host_peak_bytes = Some(host);
     locked.host_peak_method = Some(HostMethod::CgroupV1);
     locked.gpu_peak_bytes = gpu;
-    locked.gpu_peak_method = gpu.map(|_| "sampled@50ms".to_string());
+    locked.gpu_peak_method = gpu.map(|_| GpuMethod::Sampled { interval_ms: 50 });
     locked.capacity = capacity;
     locked.capacity_of = capacity.map(|_| "batch, step 8".to_string());
     locked

@@ -227,11 +227,7 @@ pub fn lock_of(results: &RunResults) -> Lock {
             });
             // A tainted figure is not the case's own: not a baseline.
             let own = |bytes: Option<u64>| bytes.filter(|_| !gpu_tainted(case));
-            let gpu_method = case
-                .gpu_peak_method
-                .as_ref()
-                .map(ToString::to_string)
-                .filter(|_| !gpu_tainted(case));
+            let gpu_method = case.gpu_peak_method.filter(|_| !gpu_tainted(case));
             let locked = LockedCase {
                 host_peak_bytes: case.host_peak_bytes,
                 host_peak: human(case.host_peak_bytes),
@@ -276,7 +272,7 @@ pub struct CaseNowParts<'a> {
     locked: &'a LockedCase,
     gpu: Option<u64>,
     gpu_tainted: bool,
-    gpu_method: Option<String>,
+    gpu_method: Option<crate::measure::gpu::GpuMethod>,
 }
 
 impl<'a> CaseNowParts<'a> {
@@ -286,13 +282,13 @@ impl<'a> CaseNowParts<'a> {
                 locked,
                 gpu: case.gpu_peak_bytes,
                 gpu_tainted: gpu_tainted(case),
-                gpu_method: case.gpu_peak_method.as_ref().map(ToString::to_string),
+                gpu_method: case.gpu_peak_method,
             },
             None => CaseNowParts {
                 locked,
                 gpu: locked.gpu_peak_bytes,
                 gpu_tainted: false,
-                gpu_method: locked.gpu_peak_method.clone(),
+                gpu_method: locked.gpu_peak_method,
             },
         }
     }
@@ -303,7 +299,7 @@ impl<'a> CaseNowParts<'a> {
             host: locked.host_peak_bytes,
             host_method: locked.host_method(),
             gpu: self.gpu,
-            gpu_method: self.gpu_method.as_deref(),
+            gpu_method: self.gpu_method,
             gpu_tainted: self.gpu_tainted,
             allocated: locked.probe_peak_allocated_bytes,
             command: &locked.command,

@@ -62,7 +62,7 @@ use crate::baseline::Lock;
 use crate::environment::Environment;
 use crate::judge::{self, CaseRun};
 use crate::measure::cgroup::MemoryHierarchy;
-use crate::measure::gpu::Crowding;
+use crate::measure::gpu::{Crowding, GpuMethod};
 use crate::measure::nvml::Gpu;
 use crate::process;
 use crate::report::{Event, Reporter};
@@ -518,9 +518,10 @@ impl Conductor<'_> {
             .as_ref()
             .and_then(|(_, lock)| lock.cases.get(&case.id))
             .filter(|locked| {
-                locked.gpu_peak_method.as_deref().is_some_and(|method| {
-                    method.starts_with("sampled@") || method == "driver-accounting"
-                })
+                matches!(
+                    locked.gpu_peak_method,
+                    Some(GpuMethod::Sampled { .. } | GpuMethod::DriverAccounting)
+                )
             })
             .and_then(|locked| locked.gpu_peak_bytes);
         locked.or(case.gpu_memory.map(Bytes::get))

@@ -193,7 +193,7 @@ impl CaseRunner<'_, '_> {
             host_oom_kills: host.oom_kills,
             host_note: host.note,
             gpu_peak_bytes: gpu_figures.as_ref().and_then(|g| g.peak_bytes),
-            gpu_peak_method: gpu_figures.as_ref().map(|g| g.method.clone()),
+            gpu_peak_method: gpu_figures.as_ref().map(|g| g.method),
             gpu_devices: gpu_figures.map(|g| g.devices).unwrap_or_default(),
             cuda_visible_devices,
             foreign_processes: foreign,
@@ -236,7 +236,7 @@ impl CaseRunner<'_, '_> {
                         false => Some("never started: its server was not ready".into()),
                     },
                     gpu_peak_bytes: gpu.and_then(|g| g.peak_bytes).filter(|_| ran),
-                    gpu_peak_method: gpu.map(|g| g.method.clone()).filter(|_| ran),
+                    gpu_peak_method: gpu.map(|g| g.method).filter(|_| ran),
                     gpu_devices: gpu
                         .filter(|_| ran)
                         .map(|g| g.devices.clone())

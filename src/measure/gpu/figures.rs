@@ -16,7 +16,7 @@ use crate::measure::nvml::{AccountingRecord, GpuInfo};
 /// How a GPU figure was obtained. Serialized (results.json, the lock) and
 /// shown by the names reports have always used: `sampled@50ms`,
 /// `driver-accounting`, `device-delta`, `mixed`, `unavailable`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GpuMethod {
     /// The peak over ticks of the tree's summed per-process memory, read
     /// every `interval_ms`.
@@ -49,11 +49,16 @@ impl Serialize for GpuMethod {
     }
 }
 
+/// A name that is no GPU method oomgate writes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a GPU method oomgate writes")]
+pub struct UnknownGpuMethod(String);
+
 impl std::str::FromStr for GpuMethod {
-    type Err = String;
+    type Err = UnknownGpuMethod;
 
     /// A method's name as results.json writes it (`sampled@50ms`).
-    fn from_str(name: &str) -> Result<Self, String> {
+    fn from_str(name: &str) -> Result<Self, UnknownGpuMethod> {
         Ok(match name {
             "driver-accounting" => GpuMethod::DriverAccounting,
             "device-delta" => GpuMethod::DeviceDelta,
@@ -64,7 +69,7 @@ impl std::str::FromStr for GpuMethod {
                     .strip_prefix("sampled@")
                     .and_then(|rest| rest.strip_suffix("ms"))
                     .and_then(|ms| ms.parse().ok())
-                    .ok_or_else(|| format!("`{name}` is not a GPU method oomgate writes"))?,
+                    .ok_or_else(|| UnknownGpuMethod(name.to_string()))?,
             },
         })
     }
@@ -205,14 +210,14 @@ pub(super) fn device_figure(
     }
     match (end.tree_seen, end.sampled, end.accounting) {
         (true, Some(s), Some(a)) if a > s => (Some(a), GpuMethod::DriverAccounting),
-        (true, Some(s), _) => (Some(s), sampled_method.clone()),
+        (true, Some(s), _) => (Some(s), *sampled_method),
         (true, None, Some(a)) => (Some(a), GpuMethod::DriverAccounting),
         (true, None, None) => unavailable,
         (false, _, Some(a)) => (Some(a), GpuMethod::DriverAccounting),
         // The case ran on other devices; this one it left alone.
-        (false, _, None) if end.pids_match => (Some(0), sampled_method.clone()),
+        (false, _, None) if end.pids_match => (Some(0), *sampled_method),
         (false, _, None) => match end.delta {
-            Some(0) => (Some(0), sampled_method.clone()),
+            Some(0) => (Some(0), *sampled_method),
             // Another case of the run was on the device meanwhile.
             Some(_) if end.shared => unavailable,
             Some(d) => (Some(d), GpuMethod::DeviceDelta),
@@ -270,7 +275,7 @@ mod tests {
         for (method, name) in table {
             assert_eq!(method.to_string(), name);
             assert_eq!(
-                serde_json::to_value(&method).ok(),
+                serde_json::to_value(method).ok(),
                 Some(serde_json::json!(name))
             );
             assert_eq!(name.parse::<GpuMethod>(), Ok(method));
@@ -378,11 +383,7 @@ mod tests {
             ),
         ];
         for (end, bytes, method) in table {
-            assert_eq!(
-                device_figure(*end, &SAMPLED),
-                (*bytes, method.clone()),
-                "{end:?}"
-            );
+            assert_eq!(device_figure(*end, &SAMPLED), (*bytes, *method), "{end:?}");
         }
     }
 
