@@ -307,9 +307,10 @@ pub struct Spawn<'a> {
 }
 
 /// Start a process in a new process group with `posix_spawn`: stdin from
-/// `/dev/null`, stdout and stderr and `inherit` as given, every other
-/// descriptor closed (oomgate opens all of its own close-on-exec), an
-/// empty signal mask and SIGPIPE at its default. Returns its pid.
+/// `/dev/null`, stdout and stderr and `inherit` as given, and no other
+/// descriptor of oomgate's (it opens all of its own close-on-exec, which
+/// exec closes), an empty signal mask and SIGPIPE at its default.
+/// Returns its pid.
 ///
 /// Not `std::process::Command`: what a supervisor needs (descriptors at
 /// fixed numbers, no close-on-exec race with other threads' launches)

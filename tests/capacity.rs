@@ -150,6 +150,14 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
         locked.contains("capacity_of = \"batch, step 8\""),
         "{locked}"
     );
+    // Regression: `diff` of the lock and a run where nothing fits passed,
+    // while the run failed.
+    std::fs::write(project.suite(), threshold_suite(1)).expect("suite");
+    project.run(&["--gpu", "off"]).assert_code(1);
+    let diff = project.diff_lock_and_results();
+    diff.assert_code(1);
+    assert!(diff.stdout.contains("248 → none FAILED"), "{}", diff.stdout);
+    assert!(diff.stdout.contains("no batch fits"), "{}", diff.stdout);
     // A search of another step counts other things: not compared, said so.
     std::fs::write(
         project.suite(),
@@ -172,6 +180,13 @@ fn nothing_fitting_fails_and_a_broken_command_stops_the_search() {
     let project = Project::new(&threshold_suite(1));
     let run = project.run(&["--gpu", "off"]);
     run.assert_code(1);
+    // Without a lock the search's own check says it (the case's message
+    // is the failing probe's own: how it ended comes first).
+    let checks = run.case("fits")["checks"].to_string();
+    assert!(
+        checks.contains("no batch fits: the smallest probed failed"),
+        "{checks}"
+    );
     let case = run.case("fits");
     assert_eq!(case["status"], "failed");
     assert_eq!(probed(&case), [8]);

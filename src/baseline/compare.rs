@@ -140,6 +140,9 @@ pub enum NotCompared {
     GpuModels,
     /// A device delta taken beside another process.
     Tainted,
+    /// `diff` of two locks: the later lock has no such figure (a lock
+    /// leaves out one that was not the case's own).
+    NotInLock,
     /// The capacity moved, so the peaks are of another workload size.
     CapacityMoved {
         param: String,

@@ -394,12 +394,14 @@ pub fn compare_case(
         locked.and_then(|l| l.gpu_peak_bytes),
         tolerance.gpu,
     );
-    if !compare_gpu && locked.is_some_and(|l| l.gpu_peak_bytes.is_some()) {
-        gpu = gpu.not_compared(NotCompared::GpuModels);
-    } else if now.gpu_tainted && locked.is_some_and(|l| l.gpu_peak_bytes.is_some()) {
-        // A neighbour's memory may be in it: neither a regression nor an
-        // improvement can be told.
+    // A neighbour's memory may be in a tainted figure: neither a
+    // regression nor an improvement can be told, and (first, whatever
+    // else stops the comparison) a neighbour must not fail the case even
+    // under --require-baseline.
+    if now.gpu_tainted && locked.is_some_and(|l| l.gpu_peak_bytes.is_some()) {
         gpu = gpu.not_compared(NotCompared::Tainted);
+    } else if !compare_gpu && locked.is_some_and(|l| l.gpu_peak_bytes.is_some()) {
+        gpu = gpu.not_compared(NotCompared::GpuModels);
     }
     // Allocator figures are as stable as GPU figures, so GPU tolerance.
     let allocated = compare::compare(

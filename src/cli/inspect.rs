@@ -190,18 +190,21 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
             .as_ref()
             .and_then(|r| r.cases.iter().find(|c| &c.id == id));
         let now = crate::results::readback::CaseNowParts::new(b, now_case);
-        let capacity = b.capacity_of.as_ref().map(|of| {
-            let (param, step) = crate::capacity::parse_counted_as(of);
-            crate::capacity::Capacity {
-                param,
-                step,
-                value: b.capacity,
-                complete: now_case
-                    .and_then(|c| c.capacity.as_ref())
-                    .is_none_or(|c| c.complete),
-                probes: Vec::new(),
-            }
-        });
+        // A results file's search as it ran (a lock keeps no search that
+        // found nothing: the results do); a lock's, as it counts it.
+        let capacity = match now_case.and_then(|c| c.capacity.clone()) {
+            Some(capacity) => Some(capacity),
+            None => b.capacity_of.as_ref().map(|of| {
+                let (param, step) = crate::capacity::parse_counted_as(of);
+                crate::capacity::Capacity {
+                    param,
+                    step,
+                    value: b.capacity,
+                    complete: true,
+                    probes: Vec::new(),
+                }
+            }),
+        };
         let found = capacity.as_ref().map(|capacity| crate::judge::Found {
             capacity,
             max: suite_case(id)
@@ -215,6 +218,21 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
             gpu_compared,
         };
         let (_, mut checks) = crate::judge::against_lock(against, now.view(), tolerances, found);
+        if after.results.is_none() {
+            // A lock leaves out what it could not take as the case's own
+            // (a tainted GPU figure): absent there, it is not compared,
+            // as the run that made the lock did not gate it.
+            for check in checks.iter_mut().filter(|c| {
+                matches!(c.kind, CheckKind::Baseline(_)) && c.outcome == Some(CheckOutcome::Unknown)
+            }) {
+                check.passed = true;
+                check.outcome = Some(CheckOutcome::NotCompared);
+                check.facts = Some(crate::results::Facts::Baseline {
+                    not_compared: Some(baseline::NotCompared::NotInLock),
+                    required: false,
+                });
+            }
+        }
         for check in &mut checks {
             check.message = crate::report::words::check_message(check);
         }
@@ -267,6 +285,9 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
                     format!("{old} → {new}{mark}")
                 }
                 (_, Some(new), _) => format!("{new} (no capacity before)"),
+                (Some(old), None, Some(check)) if !check.passed => {
+                    format!("{old} → none FAILED")
+                }
                 (Some(old), None, _) => format!("{old} → none"),
                 (None, None, _) => "-".to_string(),
             });

@@ -103,8 +103,47 @@ pub fn against_lock(
             checks.extend(figure_check(figure, against.require));
         }
     }
+    // Nor can a figure this probe could not measure, or one a required
+    // comparison lacks, be held against a lock of another size.
+    if let Some(Facts::Capacity {
+        param,
+        value: Some(value),
+        locked: Some(locked),
+        ..
+    }) = capacity.as_ref().and_then(|c| c.facts.as_ref())
+    {
+        if value != locked {
+            for check in checks
+                .iter_mut()
+                .filter(|c| !c.passed && matches!(c.kind, CheckKind::Baseline(_)))
+            {
+                check.passed = true;
+                check.outcome = Some(CheckOutcome::NotGated);
+                check.facts = Some(Facts::Baseline {
+                    not_compared: Some(NotCompared::CapacityMoved {
+                        param: param.clone(),
+                        locked: *locked,
+                        value: *value,
+                    }),
+                    required: false,
+                });
+            }
+        }
+    }
     checks.extend(capacity);
     (comparison, checks)
+}
+
+/// A search's capacity when there is no lock at all: what it found, which
+/// fails when nothing fits.
+pub fn capacity_alone(tolerances: CaseTolerances, found: Found<'_>) -> Option<Check> {
+    let against = Against {
+        locked: None,
+        lock_path: Path::new(""),
+        require: false,
+        gpu_compared: true,
+    };
+    capacity_check(against, tolerances, found)
 }
 
 /// `baseline`: no baseline for the case (in `lock`, or no lock at all).

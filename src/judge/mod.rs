@@ -21,7 +21,7 @@ mod limits;
 mod repeats;
 mod verdict;
 
-pub use baseline::{Against, Baseline, Found, against_lock, drift_check, missing};
+pub use baseline::{Against, Baseline, Found, against_lock, capacity_alone, drift_check, missing};
 pub use limits::{Gated, budget_breached, gpu_budget_check, headroom_check, headroom_limit};
 pub use limits::{host_budget_check, run_checks};
 pub use repeats::merge_repeats;
@@ -165,6 +165,14 @@ fn compare(case: &Case, result: &mut CaseResult, capacity: Option<&Capacity>, ba
         if baseline.require {
             result.checks.push(missing(None, true));
         }
+        let found = capacity.map(|capacity| Found {
+            capacity,
+            max: case.search.as_ref().map(|s| s.max),
+        });
+        let tolerances = result.tolerance.unwrap_or_else(|| tolerances(case));
+        result
+            .checks
+            .extend(found.and_then(|found| capacity_alone(tolerances, found)));
         return;
     };
     let now = Now::of(result);

@@ -310,3 +310,100 @@ fn a_failure_beside_others_is_retried_alone_and_a_pass_alone_is_flaky() {
     assert_eq!(judged.result.status, CaseStatus::Failed);
     assert!(!judged.result.flaky());
 }
+
+/// Regression: only a rise or fall was left ungated when the capacity
+/// moved; a figure the probe could not measure still failed the case.
+#[test]
+fn a_moved_capacity_ungates_an_unknown_figure_too() {
+    let case = case(
+        "command = [\"x\", \"{batch}\"]\nsearch = { param = \"batch\", min = 8, max = 1024, step = 8 }",
+    );
+    let mut lock = lock(100, Some(88));
+    if let Some(locked) = lock.cases.get_mut("c") {
+        locked.gpu_peak_bytes = Some(4 * 1024 * MIB);
+    }
+    let info = info(Vec::new(), DriftPolicy::Warn);
+    let baseline = Baseline {
+        lock: Some(&lock),
+        info: Some(&info),
+        require: false,
+    };
+    // The GPU figure is unknown at 96 (the fixture's runs measure none).
+    let grew = judge_case(searched(&case, 96, &[(96, true), (104, false)]), &baseline);
+    assert_eq!(
+        grew.result.status,
+        CaseStatus::Passed,
+        "{:?}",
+        grew.result.checks
+    );
+    let gpu = grew
+        .result
+        .checks
+        .iter()
+        .find(|c| c.kind == CheckKind::Baseline(crate::baseline::Figure::Gpu))
+        .expect("a gpu check");
+    assert_eq!(gpu.outcome, Some(CheckOutcome::NotGated));
+    // At the locked value it is what it is: unverifiable, and failing.
+    let same = judge_case(searched(&case, 88, &[(88, true), (96, false)]), &baseline);
+    assert!(failed_names(&same.result).contains(&"baseline.gpu".to_string()));
+}
+
+/// Regression: with no lock file the search's own check went missing.
+#[test]
+fn without_a_lock_a_search_that_found_nothing_says_so() {
+    let case = case(
+        "command = [\"x\", \"{batch}\"]\nsearch = { param = \"batch\", min = 8, max = 1024, step = 8 }",
+    );
+    let mut nothing = searched(&case, 8, &[(8, false)]);
+    if let Some(capacity) = nothing.capacity.as_mut() {
+        capacity.value = None;
+    }
+    let judged = judge_case(nothing, &Baseline::NONE);
+    assert_eq!(failed_names(&judged.result), ["baseline.capacity"]);
+    let found = judge_case(searched(&case, 96, &[(96, true)]), &Baseline::NONE);
+    let capacity = found
+        .result
+        .checks
+        .iter()
+        .find(|c| c.kind == CheckKind::Capacity)
+        .expect("the search's check");
+    assert_eq!(capacity.outcome, Some(CheckOutcome::NoBaseline));
+    assert!(capacity.passed);
+}
+
+/// Regression: a tainted GPU figure on another GPU model failed the case
+/// under --require-baseline; a neighbour must never fail it.
+#[test]
+fn a_tainted_figure_never_fails_a_required_baseline() {
+    let case = case("command = [\"x\"]");
+    let mut lock = lock(100, None);
+    if let Some(locked) = lock.cases.get_mut("c") {
+        locked.gpu_peak_bytes = Some(1024 * MIB);
+    }
+    let mut info = info(Vec::new(), DriftPolicy::Warn);
+    info.gpu_compared = false;
+    let baseline = Baseline {
+        lock: Some(&lock),
+        info: Some(&info),
+        require: true,
+    };
+    let mut tainted = run(100, Exit::Code(0));
+    tainted.result.gpu_peak_bytes = Some(2048 * MIB);
+    let mut device: crate::measure::gpu::DeviceFigures =
+        serde_json::from_value(serde_json::json!({
+            "index": 0, "uuid": "GPU-0", "name": "Fake", "total_bytes": 1u64 << 34,
+            "before_bytes": 0, "device_peak_bytes": null, "peak_bytes": null,
+            "method": "device-delta", "sampled_peak_bytes": null, "accounting_peak_bytes": null,
+            "tainted_by": [{"pid": 4242, "name": "sleep"}]
+        }))
+        .expect("a device");
+    device.peak_bytes = Some(2048 * MIB);
+    tainted.result.gpu_devices = vec![device];
+    let judged = judge_case(finished(&case, vec![tainted]), &baseline);
+    assert_eq!(
+        judged.result.status,
+        CaseStatus::Passed,
+        "{:?}",
+        judged.result.checks
+    );
+}

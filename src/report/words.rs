@@ -321,6 +321,9 @@ pub fn check_message(check: &Check) -> String {
                 (_, Some(value), Some(locked)) if value < locked => format!(
                     "capacity {param} {locked} → {found}, within capacity_tolerance {tolerance}"
                 ),
+                (_, Some(value), Some(locked)) if value > locked => {
+                    format!("capacity {param} {found}, at least the locked {locked}")
+                }
                 (_, Some(_), Some(_)) => format!("capacity {param} {found}, as locked"),
                 (_, Some(_), None) if *required => {
                     "no locked capacity to compare with (--require-baseline)".to_string()
@@ -422,6 +425,9 @@ fn baseline_figure(
             ),
             NotCompared::GpuModels => "gpu peak not compared: the GPU models differ from the baseline's (use --compare-across-gpus to compare anyway)".to_string(),
             NotCompared::Tainted => "gpu peak not compared: it is a device delta taken while another process was on the GPU, whose memory may be in it".to_string(),
+            NotCompared::NotInLock => format!(
+                "{what} peak not compared: the later lock has none (not measured, or not the case's own when it was locked)"
+            ),
             NotCompared::CapacityMoved {
                 param,
                 locked,

@@ -25,9 +25,9 @@
 //! - outlives oomgate only to end the case: when oomgate dies, however it
 //!   dies, the kernel sends it [`PARENT_DIED`] (`PR_SET_PDEATHSIG`), and it
 //!   kills every process of its tree and of the case cgroup (see
-//!   `teardown`), then exits. Until the supervisor has set that up,
-//!   oomgate's death kills it outright (oomgate sets SIGKILL before exec),
-//!   before the workload exists;
+//!   `teardown`), then exits. oomgate's pid comes as an argument: once the
+//!   signal is set, a parent that is no longer oomgate (it died before)
+//!   makes the supervisor exit before the workload exists;
 //! - reports on a pipe, one line each: `cgroup <errno>` when joining the
 //!   cgroup failed, `pid <pid>`, `rss <KiB>` when a process it reaped set a
 //!   new largest `ru_maxrss`, then `exit code|signal <n> <maxrss KiB>`,
