@@ -57,9 +57,15 @@ const SECRET_WORDS: &[&str] = &[
     "PASSWORD",
     "PASSWORDS",
     "PASSWD",
+    // `DB_PASS`, `SMTP_PASS` (a whole segment: not `BYPASS`).
+    "PASS",
     "PASSPHRASE",
     "KEY",
     "APIKEY",
+    // A personal access token: `GH_PAT`.
+    "PAT",
+    // A webhook URL posts as whoever holds it: `SLACK_WEBHOOK`.
+    "WEBHOOK",
     "CREDENTIAL",
     "CREDENTIALS",
     "CREDS",
@@ -351,6 +357,9 @@ const SHAPES: &[&str] = &[
     // AWS access key ids, Slack tokens, JWTs.
     r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
     r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+    // Slack and Discord webhook URLs: the path after the host is the key.
+    r"\b(https://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]{10,}",
+    r"\b(https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/[A-Za-z0-9_-]{20,}",
     r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
     // A PEM private key, with its body (and its end, when the text has it).
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:[A-Za-z0-9+/=\s]|\\[nr])*(?:-----END [A-Z ]*PRIVATE KEY-----)?",

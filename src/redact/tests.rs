@@ -21,6 +21,11 @@ fn secret_names_are_whole_segments() {
         "apiKey",
         "NPM_CONFIG__AUTH",
         "OOMGATE_HASH_KEY",
+        "DB_PASS",
+        "SMTP_PASS",
+        "GH_PAT",
+        "SLACK_WEBHOOK",
+        "DISCORD_WEBHOOK_URL",
     ] {
         assert!(is_secret_name(name), "{name} should be secret");
     }
@@ -35,6 +40,10 @@ fn secret_names_are_whole_segments() {
         "MONKEY_BUSINESS",
         "HOME",
         "PATH",
+        "BYPASS",
+        "CACHE_BYPASS",
+        "PATH_PREFIX",
+        "COMPASS",
     ] {
         assert!(!is_secret_name(name), "{name} should not be secret");
     }
@@ -131,6 +140,14 @@ fn shapes_are_masked_in_text() {
             "***\nnext",
         ),
         ("password=hunter22 ok".to_string(), "password=*** ok"),
+        (
+            "post to https://hooks.slack.com/services/T0123ABCD/B0456EFGH/abcdefghijklmnopqrstuvwx now".to_string(),
+            "post to https://hooks.slack.com/services/*** now",
+        ),
+        (
+            "hook https://discord.com/api/webhooks/123456789012345678/AbCdEfGhIjKlMnOpQrStUvWxYz-_0123 ok".to_string(),
+            "hook https://discord.com/api/webhooks/*** ok",
+        ),
         // Numbers and short words after `token:` are not secrets.
         ("token: 512 of 2048".to_string(), "token: 512 of 2048"),
         ("max_new_tokens=256".to_string(), "max_new_tokens=256"),
