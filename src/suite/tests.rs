@@ -165,6 +165,23 @@ fn errors_name_the_place_and_the_fix() {
             (7, 8),
             &["duplicate case id `a`"],
         ),
+        // Regression: an empty id, or one with a newline or ESC in it,
+        // garbled every report it was written into.
+        (
+            "[[case]]\nname = \"\"\ncommand = [\"x\"]\n",
+            (4, 8),
+            &["case id \"\" is empty or holds a control character"],
+        ),
+        (
+            "[[case]]\nname = \"a\\nb\"\ncommand = [\"x\"]\n",
+            (4, 8),
+            &["case id \"a\\nb\" is empty", "no newline"],
+        ),
+        (
+            "[[case]]\nname = \"a-{v}\"\ncommand = [\"x\"]\nmatrix = { v = [\"\\u001b[31m\"] }\n",
+            (4, 8),
+            &["holds a control character"],
+        ),
         (
             "[[case]]\nname = \"a/b\"\ncommand = [\"x\"]\n[[case]]\nname = \"a_b\"\ncommand = [\"y\"]\n",
             (7, 8),

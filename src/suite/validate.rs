@@ -147,6 +147,22 @@ pub(super) fn validate(
             &mut room,
         ) {
             let name_span = raw_case.name.span();
+            // An id is written into every report (a JUnit name, a Markdown
+            // row, a terminal line): it must be something to see, and no
+            // control character may rewrite the line it stands on.
+            if case.id.trim().is_empty() || case.id.chars().any(char::is_control) {
+                let shown: String = case.id.escape_debug().collect();
+                check
+                    .error(
+                        name_span,
+                        format!("case id \"{shown}\" is empty or holds a control character"),
+                    )
+                    .help = Some(
+                    "a case's name (with its matrix values in) must be visible text: no newline, tab or escape"
+                        .to_string(),
+                );
+                continue;
+            }
             if seen_ids.contains(&case.id) {
                 check
                     .error(name_span, format!("duplicate case id `{}`", case.id))
