@@ -70,28 +70,16 @@ pub fn against_lock(
     // The peaks are the capacity probe's: at another value than the locked
     // one's, they are of another workload size, and neither a rise nor a
     // fall against the lock says anything about the workload.
-    if let Some(Facts::Capacity {
-        param,
-        value: Some(value),
-        locked: Some(locked),
-        ..
-    }) = capacity.as_ref().and_then(|c| c.facts.as_ref())
-    {
-        if value != locked {
-            let moved = NotCompared::CapacityMoved {
-                param: param.clone(),
-                locked: *locked,
-                value: *value,
-            };
-            for figure in [
-                &mut comparison.host,
-                &mut comparison.gpu,
-                &mut comparison.allocated,
-            ] {
-                if matches!(figure.outcome, Outcome::Regressed | Outcome::Improved) {
-                    figure.outcome = Outcome::Skipped;
-                    figure.not_compared = Some(moved.clone());
-                }
+    let moved = capacity.as_ref().and_then(capacity_moved);
+    if let Some(moved) = &moved {
+        for figure in [
+            &mut comparison.host,
+            &mut comparison.gpu,
+            &mut comparison.allocated,
+        ] {
+            if matches!(figure.outcome, Outcome::Regressed | Outcome::Improved) {
+                figure.outcome = Outcome::Skipped;
+                figure.not_compared = Some(moved.clone());
             }
         }
     }
@@ -105,33 +93,38 @@ pub fn against_lock(
     }
     // Nor can a figure this probe could not measure, or one a required
     // comparison lacks, be held against a lock of another size.
-    if let Some(Facts::Capacity {
-        param,
-        value: Some(value),
-        locked: Some(locked),
-        ..
-    }) = capacity.as_ref().and_then(|c| c.facts.as_ref())
-    {
-        if value != locked {
-            for check in checks
-                .iter_mut()
-                .filter(|c| !c.passed && matches!(c.kind, CheckKind::Baseline(_)))
-            {
-                check.passed = true;
-                check.outcome = Some(CheckOutcome::NotGated);
-                check.facts = Some(Facts::Baseline {
-                    not_compared: Some(NotCompared::CapacityMoved {
-                        param: param.clone(),
-                        locked: *locked,
-                        value: *value,
-                    }),
-                    required: false,
-                });
-            }
+    if let Some(moved) = moved {
+        for check in checks
+            .iter_mut()
+            .filter(|c| !c.passed && matches!(c.kind, CheckKind::Baseline(_)))
+        {
+            check.passed = true;
+            check.outcome = Some(CheckOutcome::NotGated);
+            check.facts = Some(Facts::Baseline {
+                not_compared: Some(moved.clone()),
+                required: false,
+            });
         }
     }
     checks.extend(capacity);
     (comparison, checks)
+}
+
+/// The capacity a search found, when it is not the locked one.
+fn capacity_moved(check: &Check) -> Option<NotCompared> {
+    match &check.facts {
+        Some(Facts::Capacity {
+            param,
+            value: Some(value),
+            locked: Some(locked),
+            ..
+        }) if value != locked => Some(NotCompared::CapacityMoved {
+            param: param.clone(),
+            locked: *locked,
+            value: *value,
+        }),
+        _ => None,
+    }
 }
 
 /// A search's capacity when there is no lock at all: what it found, which
