@@ -65,6 +65,23 @@ pub struct Observed {
     pub serving: bool,
 }
 
+#[cfg(test)]
+impl Observed {
+    /// A run of a case that is no server's client, for the tests.
+    pub(crate) fn ended(
+        stop: Option<StopReason>,
+        exits: &[Option<Exit>],
+        peak: Option<u64>,
+    ) -> Self {
+        Observed {
+            stop,
+            exits: exits.to_vec(),
+            host_peak: peak.map(Bytes),
+            serving: false,
+        }
+    }
+}
+
 /// A memory budget exceeded: strictly above the limit. A peak exactly at the
 /// limit passes, as a limit of "512 MiB" reads.
 pub fn breaches(peak: Bytes, limit: Bytes) -> bool {

@@ -355,11 +355,12 @@ where
 /// (compared with the lock's) stays the same across runs.
 fn recorded_as_written(case: &Case, mut runs: Vec<CaseRun>, searched: bool) -> Vec<CaseRun> {
     if searched {
+        // Redacted once for all the runs.
+        let recorded = super::record::recorded(case);
         for run in &mut runs {
-            let recorded = super::record::recorded(case);
-            run.result.command = recorded.command;
-            run.result.params = recorded.params;
-            run.result.env = recorded.env;
+            run.result.command = recorded.command.clone();
+            run.result.params = recorded.params.clone();
+            run.result.env = recorded.env.clone();
         }
     }
     runs

@@ -6,12 +6,7 @@ use crate::judge::limits::host_budget_check;
 const MIB: u64 = 1024 * 1024;
 
 fn observed(stop: Option<StopReason>, exits: &[Option<Exit>], peak: Option<u64>) -> Observed {
-    Observed {
-        stop,
-        exits: exits.to_vec(),
-        host_peak: peak.map(Bytes),
-        serving: false,
-    }
+    Observed::ended(stop, exits, peak)
 }
 
 fn regression() -> Check {

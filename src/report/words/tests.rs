@@ -22,12 +22,7 @@ fn message(observed: &Observed, checks: &[Check]) -> Option<String> {
 }
 
 fn observed(stop: Option<StopReason>, exits: &[Option<Exit>], peak: Option<u64>) -> Observed {
-    Observed {
-        stop,
-        exits: exits.to_vec(),
-        host_peak: peak.map(Bytes),
-        serving: false,
-    }
+    Observed::ended(stop, exits, peak)
 }
 
 #[test]
@@ -264,6 +259,16 @@ fn now(host: u64) -> crate::baseline::CaseNow<'static> {
     }
 }
 
+/// A comparison with this locked entry of `s.lock`, nothing required.
+fn against(locked: &crate::baseline::LockedCase) -> Against<'_> {
+    Against {
+        locked: Some(locked),
+        lock_path: std::path::Path::new("s.lock"),
+        require: false,
+        gpu_compared: true,
+    }
+}
+
 fn tolerances(relative: f64, absolute_mib: u64) -> CaseTolerances {
     let t = Tolerance {
         relative,
@@ -278,13 +283,7 @@ fn tolerances(relative: f64, absolute_mib: u64) -> CaseTolerances {
 fn a_regression_names_figure_baseline_delta_and_tolerance_and_drift_once() {
     let gib = 1024 * MIB;
     let locked = lock_entry(38 * gib, None);
-    let path = std::path::Path::new("s.lock");
-    let against = Against {
-        locked: Some(&locked),
-        lock_path: path,
-        require: false,
-        gpu_compared: true,
-    };
+    let against = against(&locked);
     let (_, checks) = against_lock(against, now(41 * gib + gib / 5), tolerances(0.05, 64), None);
     let checks: Vec<Check> = checks.into_iter().map(worded).collect();
     assert_eq!(
@@ -335,13 +334,7 @@ fn a_regression_names_figure_baseline_delta_and_tolerance_and_drift_once() {
 #[test]
 fn a_capacity_shrink_is_worded_once_with_its_bound() {
     let locked = lock_entry(MIB, Some(88));
-    let path = std::path::Path::new("s.lock");
-    let against = Against {
-        locked: Some(&locked),
-        lock_path: path,
-        require: false,
-        gpu_compared: true,
-    };
+    let against = against(&locked);
     let found = |value: u64| crate::capacity::Capacity {
         param: "batch".into(),
         step: Some(8),
