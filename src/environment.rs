@@ -274,21 +274,25 @@ fn run_probe_raw(argv: &[String], workdir: &Path) -> Result<String, String> {
     };
     crate::process::end_group(group, Duration::from_secs(2));
     let status = status?;
+    // Masked with what follows the cut in view (see `Redactor::mask_range`);
+    // `run_probe` masks the whole answer again.
+    let redactor = crate::redact::active();
     let read = |file: &mut std::fs::File| -> String {
         let mut bytes = Vec::new();
         file.rewind().ok();
-        file.take(PROBE_OUTPUT_LIMIT + 1)
+        file.take(PROBE_OUTPUT_LIMIT + redactor.context() as u64)
             .read_to_end(&mut bytes)
             .ok();
-        let cut = bytes.len() as u64 > PROBE_OUTPUT_LIMIT;
-        bytes.truncate(PROBE_OUTPUT_LIMIT as usize);
-        let mut text = String::from_utf8_lossy(&bytes).trim().to_string();
-        if cut {
-            text.push_str(&format!(
-                "\n[oomgate: output cut at {PROBE_OUTPUT_LIMIT} bytes]"
-            ));
+        let text = String::from_utf8_lossy(&bytes);
+        if bytes.len() as u64 <= PROBE_OUTPUT_LIMIT {
+            return text.trim().to_string();
         }
-        text
+        let keep = usize::try_from(PROBE_OUTPUT_LIMIT).unwrap_or(usize::MAX);
+        let kept = redactor.mask_range(&text, 0..keep);
+        format!(
+            "{}\n[oomgate: output cut at {PROBE_OUTPUT_LIMIT} bytes]",
+            kept.trim()
+        )
     };
     let out = read(&mut stdout);
     if status.success() {

@@ -247,8 +247,10 @@ fn a_case_id_that_would_hold_a_secret_is_refused() {
     );
     let run = project.run(&[]);
     run.assert_code(2);
+    // Located at the case's name, the id shown masked.
     assert!(
-        run.stderr.contains("case id(s) c-*** would hold a secret"),
+        run.stderr
+            .contains("suite.toml:4:8: case id `c-***` holds a secret"),
         "{}",
         run.stderr
     );
@@ -260,6 +262,96 @@ fn a_case_id_that_would_hold_a_secret_is_refused() {
         "[suite]\nname = \"s\"\n[[case]]\nname = \"bench-{model}\"\ncommand = [\"true\", \"--cache-key\", \"{model}\"]\nmatrix = { model = [\"llama-7b-hf\"] }\n",
     );
     project.run(&[]).assert_code(0);
+}
+
+/// A case id that only looks like a token is the user's name for it: the
+/// suite runs, with a located warning, and every report writes the id as
+/// it is. What the workload prints in that shape is still masked.
+#[test]
+fn a_case_id_that_looks_like_a_token_is_written_as_it_is() {
+    let id = "sk-learn-logistic-regression-large";
+    let project = Project::new(&format!(
+        "[suite]\nname = \"s\"\ngpu = \"off\"\n[[case]]\nname = \"{id}\"\ncommand = [\"sh\", \"-c\", \"t=abcdefghijklmnopqrstuvwxyz; echo printed sk-proj-$t >&2; exit 1\"]\n"
+    ));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    assert!(
+        run.stderr.contains(&format!(
+            "suite.toml:5:8: warning: case id `{id}` looks like a token"
+        )),
+        "{}",
+        run.stderr
+    );
+    for file in ["results.json", "junit.xml", "summary.md", "report.html"] {
+        let text = std::fs::read_to_string(project.out().join(file)).unwrap_or_default();
+        assert!(text.contains(id), "{file} lost the id:\n{text}");
+        assert!(
+            !text.contains("sk-proj-abcdefghijklmnopqrstuvwxyz"),
+            "{file} holds the printed token"
+        );
+    }
+    assert!(run.stderr.contains(id), "{}", run.stderr);
+}
+
+/// A secret set only in a server's `env` (or `[defaults]`, a matrix, the
+/// client's) is masked everywhere, as one in the case's own `env` is: here
+/// in the failed server's log tail, in junit.xml and report.html.
+#[test]
+fn a_secret_in_any_env_layer_is_masked_everywhere() {
+    let secret = "Zq9XmB27LpQw4-server-only";
+    let project = Project::new(&format!(
+        r#"[suite]
+name = "s"
+gpu = "off"
+
+[[case]]
+name = "served"
+command = ["sh", "-c", "echo client saw nothing >&2; exit 1"]
+
+[case.server]
+command = ["sh", "-c", "echo serving with $SERVE_TOKEN >&2; exit 3"]
+ready = {{ log = "ready" }}
+env = {{ SERVE_TOKEN = "{secret}" }}
+"#
+    ));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let files = written_files(&project.out());
+    assert!(files.len() >= 4, "{files:?}");
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            !text.contains(secret),
+            "{} holds it:\n{text}",
+            path.display()
+        );
+    }
+    assert!(!run.stderr.contains(secret), "{}", run.stderr);
+    // The server's log keeps its own bytes.
+    let server_log = std::fs::read_to_string(project.out().join("cases/served/server.stderr.log"))
+        .unwrap_or_default();
+    assert!(server_log.contains(secret), "{server_log}");
+}
+
+/// A secret that straddles the cut of the 64 KiB log tail (on one long
+/// line, no newline to cut at) leaves no part of itself in any report.
+#[test]
+fn a_secret_across_the_log_tails_cut_leaves_no_part() {
+    let secret = "Kd82HsP0aQx-straddling-the-cut-77";
+    // The tail's cut, 64 KiB before the end, falls 10 bytes into it.
+    let after = 64 * 1024 + 10 - secret.len();
+    let project = Project::new(&format!(
+        "[suite]\nname = \"s\"\ngpu = \"off\"\n[[case]]\nname = \"long\"\ncommand = [\"python3\", \"-c\", \"import os, sys; sys.stderr.write('x' * 5000 + os.environ['LONG_TOKEN'] + 'y' * {after}); sys.exit(1)\"]\nenv = {{ LONG_TOKEN = \"{secret}\" }}\n",
+    ));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    for path in written_files(&project.out()) {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for part in secret.as_bytes().windows(8) {
+            let part = std::str::from_utf8(part).unwrap_or_default();
+            assert!(!text.contains(part), "{part:?} in {}", path.display());
+        }
+    }
 }
 
 #[test]

@@ -261,7 +261,7 @@ pub fn locked_env_value(name: &str, value: &str) -> String {
     } else if redact::is_secret_name(name) {
         redact::secret_value(name, value)
     } else if crate::environment::is_allocator_variable(name) {
-        redact::mask(value).into_owned()
+        redact::mask_suite(value).into_owned()
     } else {
         redact::hashed_value(name, value)
     }
@@ -467,7 +467,7 @@ fn definition_changes(locked: &LockedCase, now: CaseNow<'_>) -> Vec<String> {
                 let show = |v: Option<&String>| match v {
                     None => "unset".to_string(),
                     Some(v) if redact::is_recorded_hash(v) => v.clone(),
-                    Some(v) => format!("{:?}", redact::mask(v)),
+                    Some(v) => format!("{:?}", redact::mask_suite(v)),
                 };
                 let a = a.map(|v| recorded(key, v));
                 changes.push(format!("{label} {key}: {} → {}", show(a.as_ref()), show(b)));

@@ -348,40 +348,19 @@ pub fn execute(cli: Cli) -> Result<Outcome, CliError> {
     }
 }
 
-/// Load a suite and put its secrets in force: its secret-named `env`
-/// values and its `redact` patterns are masked in everything written from
-/// here on (see `crate::redact`).
+/// Load a suite and put its secrets in force: the secret-named values of
+/// every env layer, its secret flags' values and its `redact` patterns are
+/// masked in everything written from here on (see `crate::redact`). Its
+/// warnings are said here, once.
 fn load_suite(path: &std::path::Path) -> Result<Suite, CliError> {
     let suite = crate::suite::load(path)?;
-    crate::redact::install(
-        suite
-            .cases
-            .iter()
-            .flat_map(|case| case.env.iter())
-            .map(|(name, value)| (name.as_str(), value.as_str())),
-        suite
-            .cases
-            .iter()
-            .flat_map(|case| crate::redact::secret_arguments(&case.command)),
+    crate::redact::install(&crate::suite::suite_secrets(
+        &suite.name,
+        &suite.cases,
         &suite.redact,
-    );
-    // A case id names folders on disk and keys in every report and in the
-    // lock: one that holds a secret cannot be masked without breaking them.
-    let redactor = crate::redact::active();
-    let secret_ids: Vec<String> = suite
-        .cases
-        .iter()
-        .filter_map(|case| {
-            let masked = redactor.mask(&case.id);
-            (masked != case.id.as_str()).then(|| masked.into_owned())
-        })
-        .collect();
-    if !secret_ids.is_empty() {
-        return Err(CliError::BadInput(format!(
-            "{}: case id(s) {} would hold a secret (the value of a secret-named variable or flag, a token's shape, or a `redact` pattern): name the cases without it, e.g. with a matrix key that is not the secret",
-            suite.path.display(),
-            secret_ids.join(", ")
-        )));
+    ));
+    for warning in &suite.warnings {
+        write_stderr(&warning.display_with(&suite.path).to_string());
     }
     Ok(suite)
 }

@@ -215,10 +215,18 @@ pub fn scan(reader: impl Read) -> Scan {
         if read == 0 {
             break;
         }
-        if raw.len() >= MAX_LINE && raw.last() != Some(&b'\n') {
+        let cut = raw.len() >= MAX_LINE && raw.last() != Some(&b'\n');
+        if cut {
             skip_line(&mut reader);
         }
-        let text = String::from_utf8_lossy(&raw);
+        let mut text = String::from_utf8_lossy(&raw);
+        // What was skipped is out of view: no part of a secret is left at
+        // the cut.
+        if cut {
+            text = crate::redact::active()
+                .mask_cut(&text, crate::redact::Cut::END)
+                .into();
+        }
         let line = text.trim_end_matches(['\n', '\r']);
         let (rank, body) = split_rank(line);
         let found = evidence(body);

@@ -218,7 +218,7 @@ pub fn lock_of(results: &RunResults) -> Lock {
             let params: BTreeMap<String, String> = case
                 .params
                 .iter()
-                .map(|(k, v)| (k.clone(), redact::mask(v).into_owned()))
+                .map(|(k, v)| (k.clone(), redact::mask_suite(v).into_owned()))
                 .collect();
             let env = locked_env(&case.env);
             let server = case.server.as_ref().map(|s| LockedServer {

@@ -8,35 +8,59 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
+use crate::redact::Redactor;
+
 /// How much of the end of each log reports keep.
 pub const TAIL_BYTES: u64 = 64 * 1024;
 
-/// The last `limit` bytes of a file as text (invalid UTF-8 replaced). When
-/// the file is longer, the partial first line is dropped and a note says how
-/// much came before. A missing file is an empty tail.
-pub fn read_tail(path: &Path, limit: u64) -> io::Result<String> {
+/// The last `limit` bytes of a file as text (invalid UTF-8 replaced),
+/// masked by `redactor`. When the file is longer, the partial first line
+/// is dropped (or, on one long line, the partial first word) and a note
+/// says how much came before. The masking sees [`Redactor::context`]
+/// more bytes before the cut than are kept, so a secret that crosses the
+/// cut is masked up to it and leaves no part of itself. A missing file is
+/// an empty tail.
+pub fn read_tail(path: &Path, limit: u64, redactor: &Redactor) -> io::Result<String> {
     let mut file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(String::new()),
         Err(e) => return Err(e),
     };
     let length = file.metadata()?.len();
-    let start = length.saturating_sub(limit);
+    let context = redactor.context() as u64;
+    let start = length.saturating_sub(limit + context);
     file.seek(SeekFrom::Start(start))?;
-    let mut bytes = Vec::with_capacity(usize::try_from(limit.min(length)).unwrap_or(0));
-    file.take(limit).read_to_end(&mut bytes)?;
-    if start == 0 {
-        return Ok(String::from_utf8_lossy(&bytes).into_owned());
+    let mut bytes = Vec::new();
+    file.take(limit + context).read_to_end(&mut bytes)?;
+    // Where the kept part would start, then the cut: after the first
+    // newline from there, else after the first blank, else right there.
+    let from = bytes
+        .len()
+        .saturating_sub(usize::try_from(limit).unwrap_or(usize::MAX));
+    if start == 0 && from == 0 {
+        return Ok(redactor.mask(&String::from_utf8_lossy(&bytes)).into_owned());
     }
-    let cut = bytes.iter().position(|b| *b == b'\n').map_or(0, |i| i + 1);
-    let skipped = start + cut as u64;
+    let after = |stop: &dyn Fn(u8) -> bool| {
+        bytes[from..]
+            .iter()
+            .position(|b| stop(*b))
+            .map(|i| from + i + 1)
+    };
+    let cut = after(&|b| b == b'\n')
+        .or_else(|| after(&|b| b == b' ' || b == b'\t' || b == b'\r'))
+        .unwrap_or(from);
+    // Each side decoded on its own, so the kept part starts where its
+    // bytes do whatever the cut split.
+    let before = String::from_utf8_lossy(&bytes[..cut]);
+    let text = format!("{before}{}", String::from_utf8_lossy(&bytes[cut..]));
+    let kept = redactor.mask_range(&text, before.len()..text.len());
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
     Ok(format!(
-        "[oomgate: {skipped} earlier bytes are in {name}]\n{}",
-        String::from_utf8_lossy(&bytes[cut..])
+        "[oomgate: {} earlier bytes are in {name}]\n{kept}",
+        start + cut as u64
     ))
 }
 
@@ -49,9 +73,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("out.log");
         std::fs::write(&path, "one\ntwo\n").expect("write");
-        assert_eq!(read_tail(&path, 100).expect("read"), "one\ntwo\n");
         assert_eq!(
-            read_tail(&dir.path().join("none.log"), 100).expect("read"),
+            read_tail(&path, 100, &Redactor::default()).expect("read"),
+            "one\ntwo\n"
+        );
+        assert_eq!(
+            read_tail(&dir.path().join("none.log"), 100, &Redactor::default()).expect("read"),
             ""
         );
     }
@@ -62,7 +89,7 @@ mod tests {
         let path = dir.path().join("out.log");
         let text: String = (0..1000).map(|i| format!("line {i}\n")).collect();
         std::fs::write(&path, &text).expect("write");
-        let tail = read_tail(&path, 100).expect("read");
+        let tail = read_tail(&path, 100, &Redactor::default()).expect("read");
         assert!(tail.starts_with("[oomgate: "), "{tail}");
         assert!(tail.ends_with("line 999\n"), "{tail}");
         let body = tail.split_once('\n').map(|(_, b)| b).unwrap_or_default();
@@ -76,8 +103,33 @@ mod tests {
         let path = dir.path().join("out.log");
         std::fs::write(&path, b"ok \xff\xfe\n").expect("write");
         assert_eq!(
-            read_tail(&path, 100).expect("read"),
+            read_tail(&path, 100, &Redactor::default()).expect("read"),
             "ok \u{fffd}\u{fffd}\n"
         );
+    }
+
+    /// A secret that crosses the cut leaves no part of itself, on one long
+    /// line as on many.
+    #[test]
+    fn a_secret_across_the_cut_leaves_no_part() {
+        let secret = "Zq9XmB27LpQw4-secret-value-0123";
+        let redactor = Redactor::new([("A_TOKEN", secret)], &[]);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("out.log");
+        for filler in ["x", "word "] {
+            for at in [90, 95, 100, 105, 110] {
+                let mut text = filler.repeat(400);
+                text.truncate(400 - at);
+                text.push_str(secret);
+                text.push_str(&"y".repeat(at.saturating_sub(secret.len())));
+                std::fs::write(&path, &text).expect("write");
+                let tail = read_tail(&path, 100, &redactor).expect("read");
+                for window in secret.as_bytes().windows(8) {
+                    let part = std::str::from_utf8(window).unwrap_or_default();
+                    assert!(!tail.contains(part), "{part:?} of the secret in {tail:?}");
+                }
+                assert!(tail.starts_with("[oomgate: "), "{tail}");
+            }
+        }
     }
 }

@@ -20,7 +20,7 @@ use crate::measure::timeline::{Peak, ServerPhases};
 use crate::probe::StepSeen;
 use crate::redact;
 use crate::results::{CaseResult, Check, CheckKind, ClientResult, InstanceResult, ServerResult};
-use crate::suite::Case;
+use crate::suite::{Case, server_env};
 use crate::units::Bytes;
 
 impl CaseRunner<'_, '_> {
@@ -138,6 +138,12 @@ impl CaseRunner<'_, '_> {
                 crate::report::words::check_message(leak).trim_start_matches("leak: ")
             ));
         }
+        // What oomgate copies from the workload's output is masked (its
+        // logs stay its own bytes).
+        let redactor = redact::active();
+        if let Some(exception) = diagnosis.as_mut().and_then(|d| d.exception.as_mut()) {
+            *exception = redactor.mask(exception).into_owned();
+        }
         let headline = diagnosis.as_ref().and_then(|d| {
             self.headline(
                 d,
@@ -146,18 +152,13 @@ impl CaseRunner<'_, '_> {
                 &gpu_names(&gpu_figures),
             )
         });
-        // Params come from the suite, and may hold what it redacts.
-        let headline = headline.map(|h| redact::mask(&h).into_owned());
-        // What oomgate copies from the workload's output is masked (its
-        // logs stay its own bytes).
+        // The rest of a headline is the suite's own text (its params).
+        let headline = headline.map(|h| redactor.mask_suite(&h).into_owned());
+        // Masked with the text before the tail's cut in view.
         let tail = |path: &Path| {
-            read_tail(path, TAIL_BYTES)
-                .map(|text| redact::mask(&text).into_owned())
+            read_tail(path, TAIL_BYTES, &redactor)
                 .unwrap_or_else(|e| format!("[oomgate: cannot read {}: {e}]", path.display()))
         };
-        if let Some(exception) = diagnosis.as_mut().and_then(|d| d.exception.as_mut()) {
-            *exception = redact::mask(exception).into_owned();
-        }
         let relative = |path: &Path| -> PathBuf {
             path.strip_prefix(self.shared.out_dir)
                 .unwrap_or(path)
@@ -327,7 +328,7 @@ pub(super) fn recorded(case: &Case) -> Recorded {
         params: case
             .params
             .iter()
-            .map(|(name, value)| (name.clone(), redact::mask(value).into_owned()))
+            .map(|(name, value)| (name.clone(), redact::mask_suite(value).into_owned()))
             .collect(),
         env: case
             .env
@@ -335,14 +336,6 @@ pub(super) fn recorded(case: &Case) -> Recorded {
             .map(|(name, value)| (name.clone(), redact::env_value(name, value)))
             .collect(),
     }
-}
-
-/// A server's own env, its matrix values in (`{port}` as written).
-fn server_env(case: &Case) -> indexmap::IndexMap<String, String> {
-    case.server
-        .as_ref()
-        .map(|server| server.templates.fill(&case.params).1)
-        .unwrap_or_default()
 }
 
 /// The allocator- and device-related variables the case is launched with:

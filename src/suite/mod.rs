@@ -15,6 +15,7 @@ mod located;
 mod partition;
 mod raw;
 mod search;
+mod secrets;
 mod server;
 mod template;
 mod validate;
@@ -26,6 +27,7 @@ use indexmap::IndexMap;
 
 pub use located::{Diagnostic, Located, SuiteError};
 pub use partition::{Partition, PartitionKind};
+pub use secrets::{server_env, suite_secrets};
 pub use server::{HttpTarget, PORT, Ready, Server, StopSignal, http_target, tcp_target};
 pub use template::{fnv1a, folder_name, shell_join};
 
@@ -50,6 +52,9 @@ pub struct Suite {
     /// masked beside the built-in ones (see `crate::redact`).
     pub redact: Vec<String>,
     pub cases: Vec<Case>,
+    /// What is worth saying about the suite but does not stop it
+    /// (`file:line:col: warning: …`), printed when it is loaded.
+    pub warnings: Vec<Located>,
 }
 
 /// `[environment]`: what to capture once per run.

@@ -133,6 +133,7 @@ pub(super) fn validate(
     }
 
     let mut cases = Vec::new();
+    let mut id_spans = Vec::new();
     let mut room = MAX_CASES;
     let mut seen_ids: HashSet<String> = HashSet::new();
     let mut seen_folders: HashMap<String, String> = HashMap::new();
@@ -187,8 +188,10 @@ pub(super) fn validate(
             seen_ids.insert(case.id.clone());
             seen_folders.insert(case.folder.clone(), case.id.clone());
             cases.push(case);
+            id_spans.push(name_span);
         }
     }
+    let warnings = secret_ids(&mut check, &name, &cases, &id_spans, &redact);
 
     // A default inherited by several cases is checked once per case.
     let mut seen = HashSet::new();
@@ -207,10 +210,52 @@ pub(super) fn validate(
             environment,
             redact,
             cases,
+            warnings: warnings
+                .into_iter()
+                .map(|w| super::Located::resolve(source, w))
+                .collect(),
         })
     } else {
         Err(check.problems)
     }
+}
+
+/// A case id is written into every report, the lock and a folder name, so
+/// it is never masked: one that holds a secret's value (a secret-named
+/// variable's, a secret flag's, a `redact` pattern's match) is an error,
+/// located; one that only looks like a token is the user's name for the
+/// case, and a warning.
+fn secret_ids(
+    check: &mut Checker<'_>,
+    suite: &str,
+    cases: &[Case],
+    spans: &[std::ops::Range<usize>],
+    patterns: &[String],
+) -> Vec<Diagnostic> {
+    let redactor = super::secrets::suite_secrets(suite, cases, patterns).redactor();
+    let mut warnings = Vec::new();
+    for (case, span) in cases.iter().zip(spans) {
+        let masked = redactor.mask_suite(&case.id);
+        if masked != case.id.as_str() {
+            check
+                .error(
+                    span.clone(),
+                    format!("case id `{masked}` holds a secret"),
+                )
+                .help = Some(
+                "it holds the value of a secret-named variable or a secret flag, or matches a `redact` pattern, and a case id is written into every report and the lock: name the case without it, e.g. with a matrix key that is not the secret".into(),
+            );
+        } else if redactor.mask(&case.id) != case.id.as_str() {
+            warnings.push(Diagnostic::new(
+                Some(span.clone()),
+                format!(
+                    "warning: case id `{}` looks like a token; it is the case's name, so reports and the lock write it as it is",
+                    case.id
+                ),
+            ));
+        }
+    }
+    warnings
 }
 
 fn duplicate_help(raw_case: &RawCase) -> String {

@@ -27,12 +27,13 @@
 //! [`install`] adds the suite's. This module depends on nothing of
 //! oomgate's, so every writer can use it.
 
+mod mask;
+
 use std::borrow::Cow;
-use std::collections::BTreeSet;
 use std::hash::Hasher;
 use std::sync::{Arc, LazyLock, RwLock};
 
-use regex::{Captures, Regex, RegexBuilder};
+pub use mask::{Cut, PatternError, Redactor, SHAPE_CONTEXT, Source, compile_pattern};
 
 /// What a masked value becomes.
 pub const MASK: &str = "***";
@@ -264,14 +265,15 @@ pub fn env_value(name: &str, value: &str) -> String {
     if is_secret_name(name) && !is_recorded_hash(value) {
         secret_value(name, value)
     } else {
-        active().mask(value).into_owned()
+        active().mask_suite(value).into_owned()
     }
 }
 
 /// A command as oomgate records it: the value after a secret flag
 /// (`--token X`, `--token=X`, `token=X`) is `***` — also inside one
 /// argument that a shell splits (`sh -c "serve --token X"`) — and each
-/// argument is masked as text.
+/// argument is masked as the suite's command (see [`Source::Command`]):
+/// secret values and credentials by syntax, not token look-alikes.
 pub fn command(argv: &[String]) -> Vec<String> {
     let redactor = active();
     let secrets = secret_arguments(argv);
@@ -302,7 +304,7 @@ pub fn command(argv: &[String]) -> Vec<String> {
                 text = text.replace(secret.as_str(), MASK);
             }
         }
-        out.push(redactor.mask(&text).into_owned());
+        out.push(redactor.mask_from(&text, Source::Command).into_owned());
     }
     out
 }
@@ -339,256 +341,6 @@ fn flag_values<'a>(words: impl Iterator<Item = &'a str>) -> Vec<String> {
     found
 }
 
-/// Known token formats. Where a pattern has a group, the group is the
-/// part kept before the secret (`https://user:`, `Authorization: Bearer `,
-/// `password=`) and the rest is masked, unless it is not worth masking (a
-/// number, a word shorter than [`MIN_MASKED_LEN`]). Character classes stop
-/// at quotes, `<`, `&` and `\`, so masking a written JSON, XML or HTML file
-/// keeps it well-formed.
-const SHAPES: &[&str] = &[
-    // Hugging Face, OpenAI/Anthropic-style, GitHub, GitLab, npm, Google.
-    r"\bhf_[A-Za-z0-9]{20,}",
-    r"\bsk-[A-Za-z0-9_-]{20,}",
-    r"\bgh[pousr]_[A-Za-z0-9]{30,}",
-    r"\bgithub_pat_[A-Za-z0-9_]{20,}",
-    r"\bglpat-[A-Za-z0-9_-]{20,}",
-    r"\bnpm_[A-Za-z0-9]{36}\b",
-    r"\bAIza[0-9A-Za-z_-]{35}",
-    // AWS access key ids, Slack tokens, JWTs.
-    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
-    // Slack and Discord webhook URLs: the path after the host is the key.
-    r"\b(https://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]{10,}",
-    r"\b(https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/[A-Za-z0-9_-]{20,}",
-    r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
-    // A PEM private key, with its body (and its end, when the text has it).
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:[A-Za-z0-9+/=\s]|\\[nr])*(?:-----END [A-Z ]*PRIVATE KEY-----)?",
-    // Credentials in a URL, an Authorization header, `password=...`.
-    r"\b([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@'\x22<>&\\]+:)[^\s/@'\x22<>&\\]+@",
-    r"(?i)\b(authorization\s*:\s*(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]+",
-    r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|password|passwd|token|secret)\s*[=:]\s*)[^\s'\x22<>&,;\\]{6,}",
-];
-
-static SHAPE_SET: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    SHAPES
-        .iter()
-        .filter_map(|pattern| Regex::new(pattern).ok())
-        .collect()
-});
-
-/// The rest of a character entity (`amp;`, `#x41;`), after its `&`.
-static ENTITY: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new(r"^#?[A-Za-z0-9]{1,31};").ok());
-
-/// oomgate's own records of a secret (`<secret 3fa9c1>`), never masked.
-static RECORDED: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new(r"<(?:secret|hash)(?: [0-9a-f]{6})?>").ok());
-
-/// Mask every known secret value in a text, except where masking would
-/// change the text's structure rather than hide a secret: inside oomgate's
-/// own `<secret …>` records, right after a backslash that escapes (`\n` in
-/// JSON: what follows is not the secret's first letter), at the name of an
-/// entity (`&amp;`), or ending on a backslash (half an escape).
-fn mask_literals<'t>(literals: &Regex, text: &'t str) -> Cow<'t, str> {
-    let recorded: Vec<std::ops::Range<usize>> = RECORDED
-        .iter()
-        .flat_map(|r| r.find_iter(text).map(|m| m.range()))
-        .collect();
-    literals.replace_all(text, |caps: &Captures<'_>| {
-        let Some(m) = caps.get(0) else {
-            return String::new();
-        };
-        let before = &text.as_bytes()[..m.start()];
-        let backslashes = before.iter().rev().take_while(|b| **b == b'\\').count();
-        let entity = before.last() == Some(&b'&')
-            && ENTITY
-                .as_ref()
-                .is_some_and(|e| e.is_match(&text[m.start()..]));
-        let structural = recorded
-            .iter()
-            .any(|r| r.start < m.end() && m.start() < r.end)
-            || backslashes % 2 == 1
-            || entity
-            || m.as_str().ends_with('\\');
-        if structural {
-            m.as_str().to_string()
-        } else {
-            MASK.to_string()
-        }
-    })
-}
-
-/// Mask each match of a shape, keeping its group 1.
-fn mask_shape<'t>(shape: &Regex, text: &'t str) -> Cow<'t, str> {
-    if shape.captures_len() == 1 {
-        return shape.replace_all(text, MASK);
-    }
-    shape.replace_all(text, |caps: &Captures<'_>| {
-        let whole = caps.get(0).map_or("", |m| m.as_str());
-        let kept = caps.get(1).map_or("", |m| m.as_str());
-        let rest = &whole[kept.len()..];
-        match rest.strip_suffix('@') {
-            // A URL's password: masked whatever it is.
-            Some(_) => format!("{kept}{MASK}@"),
-            None if is_maskable(rest) => format!("{kept}{MASK}"),
-            None => whole.to_string(),
-        }
-    })
-}
-
-/// Mask each match of a suite's pattern: its first group when it has one,
-/// else the whole match.
-fn mask_pattern<'t>(pattern: &Regex, text: &'t str) -> Cow<'t, str> {
-    if pattern.captures_len() == 1 {
-        return pattern.replace_all(text, MASK);
-    }
-    pattern.replace_all(text, |caps: &Captures<'_>| {
-        let Some(whole) = caps.get(0) else {
-            return String::new();
-        };
-        // An alternative without the group: the whole match is the secret.
-        let Some(group) = caps.get(1) else {
-            return MASK.to_string();
-        };
-        let (from, to) = (group.start() - whole.start(), group.end() - whole.start());
-        let whole = whole.as_str();
-        format!("{}{MASK}{}", &whole[..from], &whole[to..])
-    })
-}
-
-/// The secrets and patterns that are masked.
-#[derive(Debug, Default)]
-pub struct Redactor {
-    /// Every known secret value, longest first, as one alternation.
-    literals: Option<Regex>,
-    /// How many secret values `literals` holds.
-    literal_count: usize,
-    /// The suite's own `redact` patterns.
-    patterns: Vec<Regex>,
-}
-
-/// A `[suite] redact` pattern that is not a valid regex.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct PatternError(String);
-
-/// Compile one of a suite's `redact` patterns.
-pub fn compile_pattern(pattern: &str) -> Result<Regex, PatternError> {
-    if pattern.is_empty() {
-        return Err(PatternError(
-            "an empty pattern would match everywhere".into(),
-        ));
-    }
-    let regex = RegexBuilder::new(pattern)
-        .size_limit(PATTERN_SIZE_LIMIT)
-        .build()
-        .map_err(|e| PatternError(e.to_string()))?;
-    if regex.is_match("") {
-        return Err(PatternError(
-            "the pattern matches the empty string, so it would match everywhere".into(),
-        ));
-    }
-    Ok(regex)
-}
-
-impl Redactor {
-    /// A redactor for the secret-named variables among `variables` and the
-    /// given patterns (each already checked by [`compile_pattern`]).
-    pub fn new<'a>(
-        variables: impl IntoIterator<Item = (&'a str, &'a str)>,
-        patterns: &[String],
-    ) -> Self {
-        let mut values = BTreeSet::new();
-        for (name, value) in variables {
-            if !is_secret_name(name) {
-                continue;
-            }
-            // A multi-line secret (a key in a variable) is masked line by line.
-            for part in std::iter::once(value).chain(value.lines()) {
-                if is_distinctive(part) {
-                    values.insert(part.trim().to_string());
-                }
-            }
-        }
-        let mut values: Vec<String> = values.into_iter().collect();
-        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        let literals = (!values.is_empty())
-            .then(|| {
-                let alternation = values
-                    .iter()
-                    .map(|v| regex::escape(v))
-                    .collect::<Vec<_>>()
-                    .join("|");
-                RegexBuilder::new(&alternation)
-                    .size_limit(64 * PATTERN_SIZE_LIMIT)
-                    .build()
-                    .ok()
-            })
-            .flatten();
-        Redactor {
-            literal_count: if literals.is_some() { values.len() } else { 0 },
-            literals,
-            patterns: patterns
-                .iter()
-                .filter_map(|p| compile_pattern(p).ok())
-                .collect(),
-        }
-    }
-
-    /// A redactor for oomgate's own environment.
-    pub fn from_process_env() -> Self {
-        let variables = process_variables();
-        Redactor::new(variables.iter().map(|(k, v)| (k.as_str(), v.as_str())), &[])
-    }
-
-    /// How many secret values are masked.
-    pub fn secret_count(&self) -> usize {
-        self.literal_count
-    }
-
-    /// Mask text oomgate copies from a workload or a suite: secret values,
-    /// secret shapes and the suite's patterns. A pattern with a capture
-    /// group masks only its first group.
-    pub fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        // Raw text: every occurrence of a secret is one.
-        let mut text = match &self.literals {
-            Some(literals) => literals.replace_all(text, MASK),
-            None => Cow::Borrowed(text),
-        };
-        text = mask_shapes(text);
-        for pattern in &self.patterns {
-            if let Cow::Owned(masked) = mask_pattern(pattern, &text) {
-                text = Cow::Owned(masked);
-            }
-        }
-        text
-    }
-
-    /// Mask a file as it is written: secret values and secret shapes,
-    /// never across a quote or markup or into an escape, so the file stays
-    /// well-formed. (The suite's patterns, which might cut through markup,
-    /// were applied to the text when it entered oomgate.)
-    pub fn mask_written<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        let mut text = Cow::Borrowed(text);
-        if let Some(literals) = &self.literals {
-            if let Cow::Owned(masked) = mask_literals(literals, &text) {
-                text = Cow::Owned(masked);
-            }
-        }
-        mask_shapes(text)
-    }
-}
-
-/// Mask every known token shape in a text.
-fn mask_shapes(mut text: Cow<'_, str>) -> Cow<'_, str> {
-    for shape in SHAPE_SET.iter() {
-        if let Cow::Owned(masked) = mask_shape(shape, &text) {
-            text = Cow::Owned(masked);
-        }
-    }
-    text
-}
-
 /// oomgate's environment (variables that are not UTF-8 cannot reach any
 /// text oomgate writes as such, and are left out).
 fn process_variables() -> Vec<(String, String)> {
@@ -598,7 +350,7 @@ fn process_variables() -> Vec<(String, String)> {
 }
 
 static ACTIVE: LazyLock<RwLock<Arc<Redactor>>> =
-    LazyLock::new(|| RwLock::new(Arc::new(Redactor::from_process_env())));
+    LazyLock::new(|| RwLock::new(Arc::new(SuiteSecrets::default().redactor())));
 
 /// The redactor in force: oomgate's environment, plus what [`install`] added.
 pub fn active() -> Arc<Redactor> {
@@ -608,28 +360,45 @@ pub fn active() -> Arc<Redactor> {
     }
 }
 
-/// Put a redactor in force for oomgate's environment plus `variables` (a
-/// suite's `env`), `arguments` (values its commands give to secret flags,
-/// masked as a secret-named variable's would be) and `patterns` (its
-/// `redact`).
-pub fn install<'a>(
-    variables: impl IntoIterator<Item = (&'a str, &'a str)>,
-    arguments: impl IntoIterator<Item = String>,
-    patterns: &[String],
-) {
-    let mut all = process_variables();
-    all.extend(
-        variables
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string())),
-    );
-    // Registered under a secret name, so they are masked like one.
-    all.extend(
-        arguments
-            .into_iter()
-            .map(|v| ("ARGUMENT_SECRET".to_string(), v)),
-    );
-    let redactor = Redactor::new(all.iter().map(|(k, v)| (k.as_str(), v.as_str())), patterns);
+/// What a suite adds to the secrets in force (see [`install`]).
+#[derive(Debug, Clone, Default)]
+pub struct SuiteSecrets {
+    /// Every variable a process of the suite is given, from every layer
+    /// (`[defaults]`, the case, its matrix, its server and client).
+    pub variables: Vec<(String, String)>,
+    /// The values its commands give to secret flags, masked as a
+    /// secret-named variable's would be.
+    pub arguments: Vec<String>,
+    /// Its `[suite] redact` patterns.
+    pub patterns: Vec<String>,
+    /// Its own text as oomgate writes it: case ids, names, params,
+    /// commands and env values as written (see [`Source::Suite`]).
+    pub text: Vec<String>,
+}
+
+impl SuiteSecrets {
+    /// The redactor for oomgate's environment plus these.
+    pub fn redactor(&self) -> Redactor {
+        let mut all = process_variables();
+        all.extend(self.variables.iter().cloned());
+        // Registered under a secret name, so they are masked like one.
+        all.extend(
+            self.arguments
+                .iter()
+                .map(|v| ("ARGUMENT_SECRET".to_string(), v.clone())),
+        );
+        Redactor::new(
+            all.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            &self.patterns,
+        )
+        .with_suite_text(self.text.iter().map(String::as_str))
+    }
+}
+
+/// Put a redactor in force for oomgate's environment plus a suite's
+/// secrets.
+pub fn install(secrets: &SuiteSecrets) {
+    let redactor = secrets.redactor();
     let mut guard = match ACTIVE.write() {
         Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),
@@ -645,6 +414,12 @@ pub fn mask(text: &str) -> Cow<'_, str> {
 /// Mask a file's text as it is written (see [`Redactor::mask_written`]).
 pub fn mask_written(text: &str) -> Cow<'_, str> {
     active().mask_written(text)
+}
+
+/// Mask the suite's own text with the redactor in force (see
+/// [`Redactor::mask_suite`]).
+pub fn mask_suite(text: &str) -> Cow<'_, str> {
+    active().mask_suite(text)
 }
 
 #[cfg(test)]

@@ -1,0 +1,525 @@
+//! Masking text: each rule finds the byte spans of what it hides in the
+//! text as given, and the *union* of every span is masked at once. Two
+//! secrets that overlap (one's tail is the other's head), a token inside a
+//! URL's password, a suite pattern across a known value: no fragment of
+//! any of them is left, whichever rule found it first.
+//!
+//! Which rules apply depends on where the text comes from ([`Source`]):
+//! a workload's text gets every rule; a file as oomgate writes it gets
+//! the secret values and shapes, but never inside oomgate's own records
+//! or an escape, nor inside the suite's own text; the suite's own text
+//! (ids, names, params, commands as written) only loses what the suite
+//! itself says is secret.
+//!
+//! A text cut from a longer one is masked with what lies beyond the cut
+//! in view ([`Redactor::mask_range`]), or, where nothing beyond it can be
+//! seen, loses every part of a secret at the cut edge and the partial word
+//! there ([`Redactor::mask_cut`]).
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use regex::{Captures, Regex, RegexBuilder};
+
+use super::{MASK, PATTERN_SIZE_LIMIT, is_distinctive, is_maskable, is_secret_name};
+
+/// Known token formats. Where a pattern has a group, the group is the
+/// part kept before the secret (`https://user:`, `Authorization: Bearer `,
+/// `password=`) and the rest is masked, unless it is not worth masking (a
+/// number, a word shorter than [`super::MIN_MASKED_LEN`]). Character
+/// classes stop at quotes, `<`, `&` and `\`, so masking a written JSON,
+/// XML or HTML file keeps it well-formed.
+const SHAPES: &[&str] = &[
+    // Hugging Face, OpenAI/Anthropic-style, GitHub, GitLab, npm, Google.
+    r"\bhf_[A-Za-z0-9]{20,}",
+    r"\bsk-[A-Za-z0-9_-]{20,}",
+    r"\bgh[pousr]_[A-Za-z0-9]{30,}",
+    r"\bgithub_pat_[A-Za-z0-9_]{20,}",
+    r"\bglpat-[A-Za-z0-9_-]{20,}",
+    r"\bnpm_[A-Za-z0-9]{36}\b",
+    r"\bAIza[0-9A-Za-z_-]{35}",
+    // AWS access key ids, Slack tokens, JWTs.
+    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+    // Slack and Discord webhook URLs: the path after the host is the key.
+    r"\b(https://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]{10,}",
+    r"\b(https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/[A-Za-z0-9_-]{20,}",
+    r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
+    // A PEM private key, with its body (and its end, when the text has it).
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:[A-Za-z0-9+/=\s]|\\[nr])*(?:-----END [A-Z ]*PRIVATE KEY-----)?",
+    // Credentials in a URL, an Authorization header, `password=...`.
+    r"\b([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@'\x22<>&\\]+:)[^\s/@'\x22<>&\\]+@",
+    r"(?i)\b(authorization\s*:\s*(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]+",
+    r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|password|passwd|token|secret)\s*[=:]\s*)[^\s'\x22<>&,;\\]{6,}",
+];
+
+static SHAPE_SET: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    SHAPES
+        .iter()
+        .filter_map(|pattern| Regex::new(pattern).ok())
+        .collect()
+});
+
+/// The rest of a character entity (`amp;`, `#x41;`), after its `&`.
+static ENTITY: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"^#?[A-Za-z0-9]{1,6};").ok());
+
+/// oomgate's own records of a secret (`<secret 3fa9c1>`), never masked.
+static RECORDED: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"<(?:secret|hash)(?: [0-9a-f]{6})?>").ok());
+
+/// How much text beyond a cut is read to mask what crosses it, at least:
+/// the longest shape worth finding whole (a PEM key is about 3 KiB).
+pub const SHAPE_CONTEXT: usize = 8 * 1024;
+
+/// The shortest part of a secret at a cut edge that is masked: shorter
+/// ones are too common as ordinary text to tell from a secret's.
+const EDGE_FRAGMENT: usize = 3;
+
+/// Where a text comes from, which decides the rules that apply to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Text copied from a workload (its output, an exception, a metric, an
+    /// environment probe's answer): every secret value, shape and suite
+    /// pattern.
+    Workload,
+    /// A file or terminal line as oomgate writes it, the last pass: secret
+    /// values and shapes, never inside oomgate's own `<secret …>` records,
+    /// an escape (`\n` before a secret's second letter) or an entity, so
+    /// the file stays well-formed; no shape inside the suite's own text.
+    Written,
+    /// The suite's own text (case ids, names, params, commands and env
+    /// values as written): only what the suite itself says is secret —
+    /// the values of secret-named variables and secret flags, and its
+    /// `redact` patterns. A case id that looks like a token (`sk-learn-…`)
+    /// is the user's name for a case, not a secret.
+    Suite,
+    /// A command as written in the suite: as [`Source::Suite`], and the
+    /// shapes that are secrets by their syntax, not their look — a URL's
+    /// password, an `Authorization:` header, `password=…`, a webhook's
+    /// key — as a secret flag's value is.
+    Command,
+}
+
+/// Which edges of a text were cut from a longer one, with nothing beyond
+/// them in view.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cut {
+    pub start: bool,
+    pub end: bool,
+}
+
+impl Cut {
+    pub const START: Cut = Cut {
+        start: true,
+        end: false,
+    };
+    pub const END: Cut = Cut {
+        start: false,
+        end: true,
+    };
+}
+
+/// The secrets and patterns that are masked.
+#[derive(Debug, Default)]
+pub struct Redactor {
+    /// Every known secret value, matched overlapping.
+    literals: Option<AhoCorasick>,
+    /// The same values, for the parts of one at a cut edge.
+    values: Vec<String>,
+    /// The suite's own `redact` patterns.
+    patterns: Vec<Regex>,
+    /// The suite's own strings that a shape would match: not masked by
+    /// shape in what oomgate writes.
+    suite_text: Option<AhoCorasick>,
+}
+
+/// A `[suite] redact` pattern that is not a valid regex.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct PatternError(String);
+
+/// Compile one of a suite's `redact` patterns.
+pub fn compile_pattern(pattern: &str) -> Result<Regex, PatternError> {
+    if pattern.is_empty() {
+        return Err(PatternError(
+            "an empty pattern would match everywhere".into(),
+        ));
+    }
+    let regex = RegexBuilder::new(pattern)
+        .size_limit(PATTERN_SIZE_LIMIT)
+        .build()
+        .map_err(|e| PatternError(e.to_string()))?;
+    if regex.is_match("") {
+        return Err(PatternError(
+            "the pattern matches the empty string, so it would match everywhere".into(),
+        ));
+    }
+    Ok(regex)
+}
+
+/// An automaton finding every occurrence of `values`, overlapping ones too.
+fn automaton(values: &[String]) -> Option<AhoCorasick> {
+    if values.is_empty() {
+        return None;
+    }
+    AhoCorasick::builder()
+        .match_kind(MatchKind::Standard)
+        .build(values)
+        .ok()
+}
+
+impl Redactor {
+    /// A redactor for the secret-named variables among `variables` and the
+    /// given patterns (each already checked by [`compile_pattern`]).
+    pub fn new<'a>(
+        variables: impl IntoIterator<Item = (&'a str, &'a str)>,
+        patterns: &[String],
+    ) -> Self {
+        let mut values = BTreeSet::new();
+        for (name, value) in variables {
+            if !is_secret_name(name) {
+                continue;
+            }
+            // A multi-line secret (a key in a variable) is masked line by line.
+            for part in std::iter::once(value).chain(value.lines()) {
+                if is_distinctive(part) {
+                    values.insert(part.trim().to_string());
+                }
+            }
+        }
+        let values: Vec<String> = values.into_iter().collect();
+        Redactor {
+            literals: automaton(&values),
+            values,
+            patterns: patterns
+                .iter()
+                .filter_map(|p| compile_pattern(p).ok())
+                .collect(),
+            suite_text: None,
+        }
+    }
+
+    /// The same redactor, told the suite's own strings (see
+    /// [`Source::Suite`]): those a shape would match are left as they are
+    /// where oomgate writes them.
+    pub fn with_suite_text<'a>(mut self, texts: impl IntoIterator<Item = &'a str>) -> Self {
+        let kept: BTreeSet<String> = texts
+            .into_iter()
+            .filter(|text| SHAPE_SET.iter().any(|shape| shape.is_match(text)))
+            .map(str::to_string)
+            .collect();
+        self.suite_text = automaton(&kept.into_iter().collect::<Vec<_>>());
+        self
+    }
+
+    /// How many secret values are masked.
+    pub fn secret_count(&self) -> usize {
+        if self.literals.is_some() {
+            self.values.len()
+        } else {
+            0
+        }
+    }
+
+    /// How much text beyond a cut must be in view for a secret that
+    /// crosses the cut to be found whole: the longest secret value, and
+    /// at least [`SHAPE_CONTEXT`].
+    pub fn context(&self) -> usize {
+        self.values
+            .iter()
+            .map(String::len)
+            .max()
+            .unwrap_or(0)
+            .max(SHAPE_CONTEXT)
+    }
+
+    /// Mask text oomgate copies from a workload: secret values, secret
+    /// shapes and the suite's patterns. A pattern with a capture group
+    /// masks only its first group.
+    pub fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        self.mask_from(text, Source::Workload)
+    }
+
+    /// Mask a file as it is written (see [`Source::Written`]). The suite's
+    /// patterns, which might cut through markup, were applied to the text
+    /// when it entered oomgate.
+    pub fn mask_written<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        self.mask_from(text, Source::Written)
+    }
+
+    /// Mask the suite's own text (see [`Source::Suite`]).
+    pub fn mask_suite<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        self.mask_from(text, Source::Suite)
+    }
+
+    /// Mask a text by the rules of its source.
+    pub fn mask_from<'t>(&self, text: &'t str, source: Source) -> Cow<'t, str> {
+        let spans = self.spans(text, source);
+        apply(text, &spans, 0..text.len())
+    }
+
+    /// Mask a workload's text and keep only `keep` of it (moved out to
+    /// character boundaries): every secret is looked for with the whole
+    /// text in view, so one that crosses an edge of `keep` is masked up
+    /// to the edge, and no part of it is left.
+    pub fn mask_range(&self, text: &str, keep: Range<usize>) -> String {
+        let start = floor_boundary(text, keep.start.min(text.len()));
+        let end = ceil_boundary(text, keep.end.clamp(start, text.len()));
+        let spans = self.spans(text, Source::Workload);
+        apply(text, &spans, start..end).into_owned()
+    }
+
+    /// Mask a workload's text that was cut from a longer one where nothing
+    /// beyond the cut is in view: besides every whole secret, the part of
+    /// one at a cut edge (a secret's head where the text ends, its tail
+    /// where it starts) and the partial word at each cut edge.
+    pub fn mask_cut(&self, text: &str, cut: Cut) -> String {
+        let mut spans = self.spans(text, Source::Workload);
+        if cut.end {
+            let word = text
+                .char_indices()
+                .rev()
+                .take_while(|(_, c)| !c.is_whitespace())
+                .last()
+                .map_or(text.len(), |(i, _)| i);
+            spans.push(word..text.len());
+            for value in &self.values {
+                if let Some(k) = (EDGE_FRAGMENT..value.len())
+                    .rev()
+                    .find(|&k| text.as_bytes().ends_with(&value.as_bytes()[..k]))
+                {
+                    spans.push(text.len() - k..text.len());
+                }
+            }
+        }
+        if cut.start {
+            let word = text
+                .char_indices()
+                .find(|(_, c)| c.is_whitespace())
+                .map_or(text.len(), |(i, _)| i);
+            spans.push(0..word);
+            for value in &self.values {
+                if let Some(k) = (EDGE_FRAGMENT..value.len()).rev().find(|&k| {
+                    text.as_bytes()
+                        .starts_with(&value.as_bytes()[value.len() - k..])
+                }) {
+                    spans.push(0..k);
+                }
+            }
+        }
+        apply(text, &merge(spans), 0..text.len()).into_owned()
+    }
+
+    /// The merged spans of `text` that the rules of `source` hide.
+    fn spans(&self, text: &str, source: Source) -> Vec<Range<usize>> {
+        let mut spans = Vec::new();
+        if let Some(literals) = &self.literals {
+            let recorded: Vec<Range<usize>> = match source {
+                Source::Written => RECORDED
+                    .iter()
+                    .flat_map(|r| r.find_iter(text).map(|m| m.range()))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for found in literals.find_overlapping_iter(text) {
+                let span = found.range();
+                if source == Source::Written {
+                    spans.extend(writable(text, span, &recorded));
+                } else {
+                    spans.push(span);
+                }
+            }
+        }
+        if source != Source::Suite {
+            // In a command, only the shapes with a kept group (a context).
+            let shapes = SHAPE_SET
+                .iter()
+                .filter(|shape| source != Source::Command || shape.captures_len() > 1);
+            let exempt: Vec<Range<usize>> = match (&self.suite_text, source) {
+                (Some(suite), Source::Written) => suite
+                    .find_overlapping_iter(text)
+                    .map(|m| m.range())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for shape in shapes {
+                each_match(shape, text, |caps| {
+                    if let Some(span) = shape_span(text, caps) {
+                        let whole = caps.get(0).map_or(span.clone(), |m| m.range());
+                        if !exempt
+                            .iter()
+                            .any(|e| e.start <= whole.start && whole.end <= e.end)
+                        {
+                            spans.push(span);
+                        }
+                    }
+                });
+            }
+        }
+        if source != Source::Written {
+            for pattern in &self.patterns {
+                each_match(pattern, text, |caps| {
+                    // An alternative without the group: the whole match is
+                    // the secret.
+                    if let Some(span) = caps.get(1).or_else(|| caps.get(0)).map(|m| m.range()) {
+                        spans.push(span);
+                    }
+                });
+            }
+        }
+        merge(spans)
+    }
+}
+
+/// The parts of a literal match in a written file that can be masked
+/// without changing the file's structure: not oomgate's own `<secret …>`
+/// records, not an escape the match starts inside (`\n` before a secret's
+/// second letter: the `n` is the escape's, `\u0041` all of it), not the
+/// name of an entity it starts at (`&amp;`), not half an escape it ends
+/// on. What is kept of the secret is at most the escape or entity (seven
+/// characters), so no eight characters of it are ever left.
+fn writable(text: &str, span: Range<usize>, recorded: &[Range<usize>]) -> Vec<Range<usize>> {
+    let bytes = text.as_bytes();
+    let mut start = span.start;
+    let mut end = span.end;
+    let backslashes = bytes[..start]
+        .iter()
+        .rev()
+        .take_while(|b| **b == b'\\')
+        .count();
+    if backslashes % 2 == 1 {
+        let unicode = bytes.get(start) == Some(&b'u');
+        start = ceil_boundary(text, start + if unicode { 5 } else { 1 });
+    } else if bytes[..start].last() == Some(&b'&') {
+        if let Some(entity) = ENTITY.as_ref().and_then(|e| e.find(&text[start..])) {
+            start += entity.end();
+        }
+    }
+    let trailing = bytes[start.min(end)..end]
+        .iter()
+        .rev()
+        .take_while(|b| **b == b'\\')
+        .count();
+    if trailing % 2 == 1 {
+        end -= 1;
+    }
+    // What is left, less any record it crosses.
+    let mut parts: Vec<Range<usize>> = std::iter::once(start..end).collect();
+    for record in recorded {
+        parts = parts
+            .into_iter()
+            .flat_map(|part| {
+                if record.end <= part.start || part.end <= record.start {
+                    vec![part]
+                } else {
+                    vec![part.start..record.start, record.end..part.end]
+                }
+            })
+            .filter(|part| part.start < part.end)
+            .collect();
+    }
+    parts
+}
+
+/// The part of a shape's match that is masked: all of it, or what follows
+/// its group 1 when that is worth masking (a URL's password always). A
+/// token glued to more token characters (`hf_…hf_…`, two tokens printed
+/// without a space) is masked to the end of the run, so no tail of the
+/// second one is left.
+fn shape_span(text: &str, caps: &Captures<'_>) -> Option<Range<usize>> {
+    let whole = caps.get(0)?;
+    let Some(kept) = caps.get(1) else {
+        let run = text[whole.end()..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .map_or(text.len(), |i| whole.end() + i);
+        return Some(whole.start()..run);
+    };
+    let rest = &text[kept.end()..whole.end()];
+    if rest.ends_with('@') {
+        Some(kept.end()..whole.end() - 1)
+    } else if is_maskable(rest) {
+        Some(kept.end()..whole.end())
+    } else {
+        None
+    }
+}
+
+/// Call `found` with every match of `regex` in `text`, overlapping ones
+/// too (each search starts one character after the last match's start),
+/// within a budget of about eight times the text's length: past it, the
+/// search goes on from the last match's end, so a pattern that matches
+/// long runs (`[a-z]{20,}` on a page of letters) stays linear.
+fn each_match<'t>(regex: &Regex, text: &'t str, mut found: impl FnMut(&Captures<'t>)) {
+    let mut at = 0;
+    let mut budget = 8 * text.len() + 4096;
+    while at <= text.len() {
+        let Some(caps) = regex.captures_at(text, at) else {
+            break;
+        };
+        let Some(whole) = caps.get(0) else {
+            break;
+        };
+        if !whole.is_empty() {
+            found(&caps);
+        }
+        budget = budget.saturating_sub((whole.end() - at).max(1));
+        let next = ceil_boundary(text, whole.start() + 1);
+        at = if budget > 0 {
+            next
+        } else {
+            whole.end().max(next)
+        };
+    }
+}
+
+/// Sorted, with overlapping or touching spans joined; empty ones dropped.
+fn merge(mut spans: Vec<Range<usize>>) -> Vec<Range<usize>> {
+    spans.retain(|s| s.start < s.end);
+    spans.sort_by_key(|s| s.start);
+    let mut merged: Vec<Range<usize>> = Vec::with_capacity(spans.len());
+    for span in spans {
+        match merged.last_mut() {
+            Some(last) if span.start <= last.end => last.end = last.end.max(span.end),
+            _ => merged.push(span),
+        }
+    }
+    merged
+}
+
+/// `text[keep]` with each span (clipped to `keep`) replaced by [`MASK`].
+fn apply<'t>(text: &'t str, spans: &[Range<usize>], keep: Range<usize>) -> Cow<'t, str> {
+    let inside: Vec<Range<usize>> = spans
+        .iter()
+        .map(|s| s.start.max(keep.start)..s.end.min(keep.end))
+        .filter(|s| s.start < s.end)
+        .collect();
+    if inside.is_empty() {
+        return Cow::Borrowed(&text[keep]);
+    }
+    let mut out = String::with_capacity(keep.len());
+    let mut at = keep.start;
+    for span in inside {
+        out.push_str(&text[at..span.start]);
+        out.push_str(MASK);
+        at = span.end;
+    }
+    out.push_str(&text[at..keep.end]);
+    Cow::Owned(out)
+}
+
+fn floor_boundary(text: &str, mut index: usize) -> usize {
+    while index > 0 && !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+fn ceil_boundary(text: &str, mut index: usize) -> usize {
+    while index < text.len() && !text.is_char_boundary(index) {
+        index += 1;
+    }
+    index.min(text.len())
+}
