@@ -127,6 +127,70 @@ fn a_full_out_dir_stops_the_launching_and_exits_3() {
     drop(disk);
 }
 
+/// Regression: after a case filled the disk, results.json and junit.xml on
+/// that disk were the last checkpoint: the case that filled it listed as
+/// `running`, no fault, no end. Room reserved at the start is freed for
+/// the final reports: they tell the run's real end.
+#[test]
+fn after_a_full_disk_the_reports_on_it_tell_the_truth() {
+    let project = Project::new(
+        "[suite]\nname = \"full\"\ngpu = \"off\"\n\
+         [[case]]\nname = \"a\"\ncommand = [\"sh\", \"-c\", \"sleep 1.2\"]\n\
+         [[case]]\nname = \"fills\"\ncommand = [\"sh\", \"-c\", \"sleep 1.2; head -c 900000 /dev/zero; exit 0\"]\n\
+         [[case]]\nname = \"c\"\ncommand = [\"true\"]\n",
+    );
+    let disk = match SmallDisk::mount(&project.path().join("disk"), "512k") {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("skipped: cannot mount a 512 KiB tmpfs to fill ({why}); needs root");
+            return;
+        }
+    };
+    let out = disk.dir.join("out");
+    let mut command = project.oomgate();
+    command
+        .arg("run")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(&out);
+    let run = Run::from(command.output().expect("run oomgate"), out.clone());
+    run.assert_code(3);
+    let results = read_json(&out.join("results.json"));
+    let statuses: Vec<(&str, &str)> = results["cases"]
+        .as_array()
+        .map(|cases| {
+            cases
+                .iter()
+                .filter_map(|c| Some((c["id"].as_str()?, c["status"].as_str()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        statuses,
+        [("a", "passed"), ("fills", "passed")],
+        "{results:#}"
+    );
+    assert_eq!(results["not_run"], serde_json::json!(["c"]));
+    assert!(results["finished_at"].is_string(), "{results:#}");
+    let fault = results["fault"].as_str().unwrap_or_default();
+    assert!(
+        fault.contains(&out.join("cases/fills").display().to_string())
+            && fault.contains("No space left on device"),
+        "{fault}"
+    );
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap_or_default();
+    assert!(junit.contains("name=\"fills\""), "{junit}");
+    assert!(
+        !junit.contains("stopped before this case finished"),
+        "{junit}"
+    );
+    assert!(
+        !out.join(".oomgate-reserve").exists(),
+        "the reserve is left behind"
+    );
+    drop(disk);
+}
+
 /// Regression: a report that failed at the end stopped the other reports
 /// from being written, and its error named no path.
 #[test]

@@ -18,6 +18,7 @@ pub mod junit;
 pub mod markdown;
 pub mod outputs;
 pub mod parts;
+pub mod reserve;
 pub mod terminal;
 pub mod words;
 

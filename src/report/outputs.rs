@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use crate::files::{ReportTarget, WriteFailures, with_path, write_atomic};
 
+use super::reserve::{RESERVE_NAME, Reserve, out_of_space, reserve_bytes};
 use super::{Event, Reporter, html, json, junit, markdown};
 use crate::results::RunResults;
 
@@ -161,6 +162,9 @@ fn mask(text: String) -> String {
 pub struct ReportFiles {
     paths: ReportPaths,
     checkpoints: Checkpoints,
+    /// Room kept for the reports on the out dir's file system (see
+    /// `report::reserve`).
+    reserve: Option<Reserve>,
 }
 
 impl ReportFiles {
@@ -168,6 +172,30 @@ impl ReportFiles {
         ReportFiles {
             paths,
             checkpoints: Checkpoints::new(CHECKPOINT_INTERVAL),
+            reserve: None,
+        }
+    }
+
+    /// The run starts: the pages of an earlier run go, and room for this
+    /// run's reports is set aside.
+    fn start(&mut self, planned: usize) -> io::Result<()> {
+        self.remove_earlier_pages()?;
+        let path = self.paths.out_dir.join(RESERVE_NAME);
+        self.reserve = Some(Reserve::make(&path, reserve_bytes(planned))?);
+        Ok(())
+    }
+
+    /// A write failed for lack of space: free half the reserve (the
+    /// checkpoints) or all of it (`all`: the end); whether anything was.
+    fn spend_reserve(&mut self, all: bool) -> bool {
+        match self.reserve.as_mut() {
+            Some(reserve) if all => {
+                reserve.release();
+                self.reserve = None;
+                true
+            }
+            Some(reserve) => reserve.release_half(),
+            None => false,
         }
     }
 
@@ -176,13 +204,41 @@ impl ReportFiles {
     /// others; the failures name theirs. A failed write counts as a write
     /// for the pacing: one at a tick (whose error the runner does not act
     /// on) is retried a checkpoint interval later, not at every tick.
+    ///
+    /// A checkpoint that fails for lack of space frees half the reserve and
+    /// is written again, so the files on disk are never a stale one.
     fn write_checkpoint(&mut self, results: &RunResults) -> io::Result<()> {
         let started = Instant::now();
-        let mut failures = WriteFailures::default();
-        failures.note(self.write_json(results, false));
-        failures.note(self.write_junit(results, false));
+        let attempt = |files: &Self| {
+            let mut failures = WriteFailures::default();
+            failures.note(files.write_json(results, false));
+            failures.note(files.write_junit(results, false));
+            failures.into_result()
+        };
+        let mut outcome = attempt(self);
+        if outcome.as_ref().is_err_and(out_of_space) && self.spend_reserve(false) {
+            outcome = attempt(self);
+        }
         self.checkpoints.written(started, Instant::now());
-        failures.into_result()
+        outcome
+    }
+
+    /// results.json, and when there is no room for it whole, the same
+    /// without what a reader can do without (see [`compact`]).
+    fn write_json_fitting(&self, results: &RunResults, last: bool) -> io::Result<()> {
+        match self.write_json(results, last) {
+            Err(e) if out_of_space(&e) => self.write_json(&compact(results, &e), last),
+            outcome => outcome,
+        }
+    }
+
+    /// junit.xml, and when there is no room for it whole, the same
+    /// without the log tails.
+    fn write_junit_fitting(&self, results: &RunResults, last: bool) -> io::Result<()> {
+        match self.write_junit(results, last) {
+            Err(e) if out_of_space(&e) => self.write_junit(&compact(results, &e), last),
+            outcome => outcome,
+        }
     }
 
     /// results.json to its files (`last`: and its streams).
@@ -216,9 +272,18 @@ impl ReportFiles {
     /// The run is over: junit.xml (the file CI tools read first), then
     /// the pages people read. Each is attempted whatever became of the
     /// others. results.json follows with `RunFinished`.
+    ///
+    /// The reserve is freed first. After a fault, results.json is written
+    /// here too, before the pages, so a disk that fills again gives the
+    /// room to the files CI reads (it is written once more, with oomgate's
+    /// own figures, at `RunFinished`).
     fn write_pages(&mut self, results: &RunResults) -> io::Result<()> {
+        self.spend_reserve(true);
         let mut failures = WriteFailures::default();
-        failures.note(self.write_junit(results, true));
+        failures.note(self.write_junit_fitting(results, true));
+        if results.fault.is_some() {
+            failures.note(self.write_json_fitting(results, false));
+        }
         let summary = mask(markdown::render(results));
         let path = &self.paths.summary_md;
         failures.note(write_atomic(path, summary.as_bytes()).map_err(|e| with_path(e, path)));
@@ -237,6 +302,25 @@ impl ReportFiles {
         failures.note(write_atomic(path, page.as_bytes()).map_err(|e| with_path(e, path)));
         failures.into_result()
     }
+}
+
+/// The results without what a reader can do without when the disk has no
+/// room for them whole: the log tails (each case's `stdout.log` and
+/// `stderr.log` hold them). The fault says so.
+fn compact(results: &RunResults, error: &io::Error) -> RunResults {
+    let mut compact = results.clone();
+    for case in &mut compact.cases {
+        case.stdout_tail.clear();
+        case.stderr_tail.clear();
+    }
+    let note = format!(
+        "written without the log tails for lack of space ({error}); they are in each case's logs"
+    );
+    compact.fault = Some(match compact.fault.take() {
+        Some(fault) => format!("{fault}; {note}"),
+        None => note,
+    });
+    compact
 }
 
 /// One report's text to each of its targets: the files always, streams
@@ -268,8 +352,8 @@ impl Reporter for ReportFiles {
         }
         match event {
             Event::RunFinishing { results } => self.write_pages(results),
-            Event::RunFinished { results } => self.write_json(results, true),
-            Event::RunStarted { .. } => self.remove_earlier_pages(),
+            Event::RunFinished { results } => self.write_json_fitting(results, true),
+            Event::RunStarted { planned, .. } => self.start(*planned),
             _ => Ok(()),
         }
     }
