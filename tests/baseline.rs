@@ -690,3 +690,76 @@ fn results_and_locks_of_older_oomgates_diff_and_lock() {
     let locked = std::fs::read_to_string(dir.path().join("grows.lock")).expect("lock");
     assert!(locked.contains("version = 4"), "{locked}");
 }
+
+/// `lock --repeat 3` keeps each figure's spread; a later run is a
+/// regression only beyond `max(tolerance, spread_k × spread)`, and the
+/// message says which bound applied. `spread_k = 0` turns it off.
+#[test]
+fn a_locked_spread_keeps_a_noisy_figure_from_failing_an_unchanged_build() {
+    // Each launch allocates base + (n % 3) × 40 MiB: 1000, 1040, 1080 over
+    // the three locked runs (a spread of 80 MiB), then base + 0.
+    let script = format!(
+        "n=$(cat n.txt); echo $((n + 1)) > n.txt; exec python3 {} --mib $(( $(cat base.txt) + (n % 3) * 40 )) --hold 300ms",
+        workload("gpu_alloc.py")
+    );
+    let suite = |spread_k: &str| {
+        format!(
+            "[suite]\nname = \"noisy\"\nsample_interval = \"20ms\"\ntolerance = {{ relative = 0, absolute = \"1 MiB\"{spread_k} }}\n\
+             [[case]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", {}]\n",
+            toml_str(&script)
+        )
+    };
+    let project = Project::new(&suite("")).with_fake_gpus(&two_devices(false), Variant::Complete);
+    std::fs::write(project.path().join("n.txt"), "0").expect("counter");
+    std::fs::write(project.path().join("base.txt"), "1000").expect("base");
+    project.lock(&["--repeat", "3"]).assert_code(0);
+    let lock = std::fs::read_to_string(project.path().join("suite.lock")).expect("lock");
+    assert!(
+        lock.contains(&format!("gpu_spread_bytes = {}", 80 << 20)),
+        "{lock}"
+    );
+    assert!(lock.contains("host_peak_source = "), "{lock}");
+    assert!(lock.contains("[cases.c.host_floors]"), "{lock}");
+
+    // 1200 MiB: 120 MiB over the locked 1080, within 3 × 80 MiB.
+    std::fs::write(project.path().join("base.txt"), "1200").expect("base");
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let check = |run: &Run| {
+        run.case("c")["checks"]
+            .as_array()
+            .and_then(|checks| checks.iter().find(|c| c["name"] == "baseline.gpu").cloned())
+            .unwrap_or_default()
+    };
+    let within = check(&run);
+    assert_eq!(
+        within["message"],
+        "gpu peak 1.17 GiB vs baseline 1.05 GiB (+11.1%, within 3 × the locked spread of 80.0 MiB, wider than 0% + 1.00 MiB)",
+        "{within:#}"
+    );
+
+    // 1400 MiB: beyond 3 × the spread too.
+    std::fs::write(project.path().join("n.txt"), "3").expect("counter");
+    std::fs::write(project.path().join("base.txt"), "1400").expect("base");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    assert!(
+        run.message("c")
+            .contains("tolerance 3 × the locked spread of 80.0 MiB, wider than 0% + 1.00 MiB"),
+        "{}",
+        run.message("c")
+    );
+
+    // With the spread turned off, 1200 MiB is a regression.
+    std::fs::write(project.path().join("suite.toml"), suite(", spread_k = 0")).expect("suite");
+    std::fs::write(project.path().join("n.txt"), "3").expect("counter");
+    std::fs::write(project.path().join("base.txt"), "1200").expect("base");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    assert!(
+        run.message("c")
+            .contains("(+11.1%, tolerance 0% + 1.00 MiB)"),
+        "{}",
+        run.message("c")
+    );
+}

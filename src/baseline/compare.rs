@@ -79,6 +79,14 @@ impl std::str::FromStr for Figure {
 pub struct AppliedTolerance {
     pub relative: f64,
     pub absolute_bytes: u64,
+    /// How many locked spreads a figure may move (see [`SpreadBound`]);
+    /// results and locks written before it had the default.
+    #[serde(default = "default_spread_k")]
+    pub spread_k: f64,
+}
+
+fn default_spread_k() -> f64 {
+    crate::suite::DEFAULT_SPREAD_K
 }
 
 impl From<Tolerance> for AppliedTolerance {
@@ -86,6 +94,7 @@ impl From<Tolerance> for AppliedTolerance {
         AppliedTolerance {
             relative: tolerance.relative,
             absolute_bytes: tolerance.absolute.get(),
+            spread_k: tolerance.spread_k,
         }
     }
 }
@@ -95,8 +104,21 @@ impl From<AppliedTolerance> for Tolerance {
         Tolerance {
             relative: tolerance.relative,
             absolute: Bytes(tolerance.absolute_bytes),
+            spread_k: tolerance.spread_k,
         }
     }
+}
+
+/// The spread a figure showed over the locked runs (`lock --repeat N`:
+/// the largest less the smallest), and the bound it gives: a run is a
+/// regression only beyond `max(tolerance, k × spread)`, so a figure that
+/// is noisy by nature does not fail an unchanged build.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SpreadBound {
+    pub spread_bytes: u64,
+    pub k: f64,
+    /// Whether `k × spread` was the wider bound, and so the one applied.
+    pub applied: bool,
 }
 
 /// The tolerances a case is judged with against its baseline, recorded
@@ -136,6 +158,12 @@ impl From<crate::suite::Tolerances> for CaseTolerances {
 pub enum NotCompared {
     /// The host figure was locked as measured by another method.
     HostMethod { locked: String, now: String },
+    /// The host figure's floor the lock was taken on was not observed this
+    /// run: the figures are of two definitions.
+    HostSource {
+        locked: crate::measure::host::HostFloor,
+        now: Option<crate::measure::host::HostFloor>,
+    },
     /// The GPU models differ from the baseline's.
     GpuModels,
     /// A device delta taken beside another process.
@@ -166,9 +194,17 @@ pub struct FigureComparison {
     /// The tolerance applied; `None` when nothing was compared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance: Option<AppliedTolerance>,
+    /// The locked spread, when the lock has one, and whether its bound
+    /// was the one applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<SpreadBound>,
     /// Why it was not compared (`outcome` `skipped`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_compared: Option<NotCompared>,
+    /// The host floor compared on: the lock's own definition of the figure
+    /// (`new_bytes` is this run's figure of that floor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<crate::measure::host::HostFloor>,
     /// The comparison in words, as its check words it (`report::words`).
     #[serde(default)]
     pub message: String,
@@ -238,12 +274,14 @@ pub fn lower_limit(base: u64, tolerance: Tolerance) -> u64 {
     u64::try_from(u128::from(base).saturating_sub(margin)).unwrap_or(0)
 }
 
-/// Compare one figure with its baseline.
+/// Compare one figure with its baseline, and the spread the locked runs
+/// showed when the lock has one.
 pub fn compare(
     figure: Figure,
     new: Option<u64>,
     base: Option<u64>,
     tolerance: Tolerance,
+    spread: Option<u64>,
 ) -> FigureComparison {
     let mut result = FigureComparison {
         figure,
@@ -254,7 +292,9 @@ pub fn compare(
         delta_ratio: None,
         limit_bytes: None,
         tolerance: None,
+        spread: None,
         not_compared: None,
+        floor: None,
         message: String::new(),
     };
     let (new, base) = match (new, base) {
@@ -271,12 +311,31 @@ pub fn compare(
     let delta = i128::from(new) - i128::from(base);
     result.delta_bytes = i64::try_from(delta).ok();
     result.delta_ratio = (base > 0).then(|| delta as f64 / base as f64);
-    let limit = upper_limit(base, tolerance);
+    let mut limit = upper_limit(base, tolerance);
+    let mut lower = lower_limit(base, tolerance);
+    if let Some(spread_bytes) = spread.filter(|_| tolerance.spread_k > 0.0) {
+        let margin = (spread_bytes as f64 * tolerance.spread_k).ceil();
+        let margin = if margin >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            margin as u64
+        };
+        let applied = margin > limit - base;
+        if applied {
+            limit = base.saturating_add(margin);
+            lower = lower.min(base.saturating_sub(margin));
+        }
+        result.spread = Some(SpreadBound {
+            spread_bytes,
+            k: tolerance.spread_k,
+            applied,
+        });
+    }
     result.limit_bytes = Some(limit);
     result.tolerance = Some(tolerance.into());
     result.outcome = if new > limit {
         Outcome::Regressed
-    } else if new < lower_limit(base, tolerance) {
+    } else if new < lower {
         Outcome::Improved
     } else {
         Outcome::Within
@@ -294,6 +353,7 @@ mod tests {
         Tolerance {
             relative,
             absolute: Bytes(absolute_mib * MIB),
+            spread_k: 3.0,
         }
     }
 
@@ -322,7 +382,7 @@ mod tests {
             (Some(u64::MAX), Some(u64::MAX), Outcome::Within),
         ];
         for (new, old, expected) in table {
-            let result = compare(Figure::Gpu, *new, *old, t);
+            let result = compare(Figure::Gpu, *new, *old, t, None);
             assert_eq!(
                 result.outcome, *expected,
                 "{new:?} vs {old:?}: {}",
@@ -342,11 +402,11 @@ mod tests {
                 let limit = base + base * percent / 100 + 64 * MIB;
                 assert_eq!(upper_limit(base, t), limit, "{percent}% of {base_mib} MiB");
                 assert_eq!(
-                    compare(Figure::Gpu, Some(limit), Some(base), t).outcome,
+                    compare(Figure::Gpu, Some(limit), Some(base), t, None).outcome,
                     Outcome::Within
                 );
                 assert_eq!(
-                    compare(Figure::Gpu, Some(limit + 1), Some(base), t).outcome,
+                    compare(Figure::Gpu, Some(limit + 1), Some(base), t, None).outcome,
                     Outcome::Regressed
                 );
             }
@@ -357,16 +417,80 @@ mod tests {
     fn zero_tolerance_is_exact() {
         let t = tolerance(0.0, 0);
         assert_eq!(
-            compare(Figure::Host, Some(100), Some(100), t).outcome,
+            compare(Figure::Host, Some(100), Some(100), t, None).outcome,
             Outcome::Within
         );
         assert_eq!(
-            compare(Figure::Host, Some(101), Some(100), t).outcome,
+            compare(Figure::Host, Some(101), Some(100), t, None).outcome,
             Outcome::Regressed
         );
         assert_eq!(
-            compare(Figure::Host, Some(99), Some(100), t).outcome,
+            compare(Figure::Host, Some(99), Some(100), t, None).outcome,
             Outcome::Improved
         );
+    }
+
+    /// A noisy figure is a regression only beyond `k ×` its locked spread
+    /// when that is wider than the tolerance; the comparison says which
+    /// bound applied.
+    #[test]
+    fn a_locked_spread_widens_the_bound_only_when_wider() {
+        let t = tolerance(0.05, 16);
+        let base = 1000 * MIB;
+        // 3 × 40 MiB = 120 MiB > 50 + 16 MiB: the spread's bound applies.
+        let wide = compare(
+            Figure::Host,
+            Some(base + 120 * MIB),
+            Some(base),
+            t,
+            Some(40 * MIB),
+        );
+        assert_eq!(wide.outcome, Outcome::Within);
+        assert_eq!(wide.limit_bytes, Some(base + 120 * MIB));
+        assert_eq!(
+            wide.spread,
+            Some(SpreadBound {
+                spread_bytes: 40 * MIB,
+                k: 3.0,
+                applied: true
+            })
+        );
+        let beyond = compare(
+            Figure::Host,
+            Some(base + 120 * MIB + 1),
+            Some(base),
+            t,
+            Some(40 * MIB),
+        );
+        assert_eq!(beyond.outcome, Outcome::Regressed);
+        // Improvements mirror it.
+        let down = compare(
+            Figure::Host,
+            Some(base - 100 * MIB),
+            Some(base),
+            t,
+            Some(40 * MIB),
+        );
+        assert_eq!(down.outcome, Outcome::Within);
+        // 3 × 5 MiB < 66 MiB: the tolerance applies, the spread is noted.
+        let narrow = compare(
+            Figure::Host,
+            Some(base + 67 * MIB),
+            Some(base),
+            t,
+            Some(5 * MIB),
+        );
+        assert_eq!(narrow.outcome, Outcome::Regressed);
+        assert_eq!(narrow.spread.map(|s| s.applied), Some(false));
+        // spread_k = 0 turns it off.
+        let off = Tolerance { spread_k: 0.0, ..t };
+        let off = compare(
+            Figure::Host,
+            Some(base + 100 * MIB),
+            Some(base),
+            off,
+            Some(40 * MIB),
+        );
+        assert_eq!((off.outcome, off.spread), (Outcome::Regressed, None));
     }
 }

@@ -22,12 +22,13 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use compare::{
-    AppliedTolerance, CaseTolerances, Figure, FigureComparison, NotCompared, Outcome,
+    AppliedTolerance, CaseTolerances, Figure, FigureComparison, NotCompared, Outcome, SpreadBound,
 };
 pub use drift::Drift;
 
 use crate::environment::Environment;
 use crate::measure::HostMethod;
+use crate::measure::host::{HostFloor, HostFloors};
 use crate::redact;
 use crate::suite::Tolerances;
 
@@ -73,12 +74,27 @@ pub struct LockedCase {
     /// were recorded have none: theirs was `procfs-rss`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_peak_method: Option<HostMethod>,
+    /// The floor that set the host figure (`cgroup-anon-shmem`, `pss-sum`,
+    /// ...): a run is compared on this definition, its own figure of the
+    /// same floor against this one, never across floors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_peak_source: Option<HostFloor>,
+    /// Every floor's peak in the locked run, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub host_floors: BTreeMap<String, u64>,
+    /// With `lock --repeat N` (or `repeat`): the largest less the smallest
+    /// host figure over the locked runs (see `compare::SpreadBound`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_spread_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_peak_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_peak: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_peak_method: Option<crate::measure::gpu::GpuMethod>,
+    /// The GPU figure's spread over the locked runs, as the host one's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_spread_bytes: Option<u64>,
     /// With `search`: the largest value of the searched parameter that
     /// passed. A run finding less is a regression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,9 +134,13 @@ impl LockedCase {
             host_peak_bytes: None,
             host_peak: None,
             host_peak_method: None,
+            host_peak_source: None,
+            host_floors: BTreeMap::new(),
+            host_spread_bytes: None,
             gpu_peak_bytes: None,
             gpu_peak: None,
             gpu_peak_method: None,
+            gpu_spread_bytes: None,
             capacity: None,
             capacity_of: None,
             wall_time_s: 0.0,
@@ -350,6 +370,10 @@ impl CaseComparison {
 pub struct CaseNow<'a> {
     pub host: Option<u64>,
     pub host_method: HostMethod,
+    /// The floor that set `host`, and every floor's peak: the figure is
+    /// compared on the lock's own floor.
+    pub host_source: Option<HostFloor>,
+    pub host_floors: HostFloors,
     pub gpu: Option<u64>,
     pub gpu_method: Option<crate::measure::gpu::GpuMethod>,
     /// The GPU figure is (partly) a device delta taken while another
@@ -372,12 +396,35 @@ pub fn compare_case(
     tolerance: Tolerances,
     compare_gpu: bool,
 ) -> CaseComparison {
+    // On the lock's own definition: this run's figure of the floor that
+    // set the locked one (a lock that names none: the gated figure).
+    let source = locked
+        .filter(|l| l.host_peak_bytes.is_some())
+        .and_then(|l| l.host_peak_source);
+    let (new_host, other_definition) = match source {
+        Some(floor) if now.host.is_some() => match now.host_floors.get(floor) {
+            Some(bytes) => (Some(bytes), None),
+            None => (
+                now.host,
+                Some(NotCompared::HostSource {
+                    locked: floor,
+                    now: now.host_source,
+                }),
+            ),
+        },
+        _ => (now.host, None),
+    };
     let mut host = compare::compare(
         Figure::Host,
-        now.host,
+        new_host,
         locked.and_then(|l| l.host_peak_bytes),
         tolerance.host,
+        locked.and_then(|l| l.host_spread_bytes),
     );
+    host.floor = source;
+    if let Some(why) = other_definition {
+        host = host.not_compared(why);
+    }
     if let Some(locked_method) = locked
         .filter(|l| l.host_peak_bytes.is_some())
         .map(LockedCase::host_method)
@@ -393,6 +440,7 @@ pub fn compare_case(
         now.gpu,
         locked.and_then(|l| l.gpu_peak_bytes),
         tolerance.gpu,
+        locked.and_then(|l| l.gpu_spread_bytes),
     );
     // A neighbour's memory may be in a tainted figure: neither a
     // regression nor an improvement can be told, and (first, whatever
@@ -409,6 +457,7 @@ pub fn compare_case(
         now.allocated,
         locked.and_then(|l| l.probe_peak_allocated_bytes),
         tolerance.gpu,
+        None,
     );
     let changes = locked
         .map(|l| definition_changes(l, now))

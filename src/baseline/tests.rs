@@ -8,9 +8,13 @@ fn lock() -> Lock {
             host_peak_bytes: Some(100),
             host_peak: Some(crate::units::Bytes(100).to_string()),
             host_peak_method: Some(HostMethod::CgroupV1),
+            host_peak_source: None,
+            host_floors: BTreeMap::new(),
+            host_spread_bytes: None,
             gpu_peak_bytes: None,
             gpu_peak: None,
             gpu_peak_method: None,
+            gpu_spread_bytes: None,
             wall_time_s: 1.5,
             definition_hash: "00".into(),
             command: vec!["python3".into(), "x.py".into()],
@@ -119,6 +123,8 @@ fn definition_changes_are_named() {
     let now = CaseNow {
         host: None,
         host_method: HostMethod::CgroupV1,
+        host_source: None,
+        host_floors: HostFloors::default(),
         gpu: None,
         gpu_method: Some(crate::measure::gpu::GpuMethod::DeviceDelta),
         gpu_tainted: false,
@@ -159,6 +165,8 @@ fn a_host_figure_of_another_method_is_not_compared() {
     let now = |method| CaseNow {
         host: Some(1_000),
         host_method: method,
+        host_source: None,
+        host_floors: HostFloors::default(),
         gpu: None,
         gpu_method: None,
         gpu_tainted: false,
@@ -218,6 +226,8 @@ fn a_tainted_gpu_figure_is_not_compared() {
     let now = |tainted| CaseNow {
         host: Some(100),
         host_method: HostMethod::CgroupV1,
+        host_source: None,
+        host_floors: HostFloors::default(),
         gpu: Some(u64::MAX / 2),
         gpu_method: Some(crate::measure::gpu::GpuMethod::DeviceDelta),
         gpu_tainted: tainted,
@@ -297,4 +307,68 @@ mod fuzz {
         assert!(parse(&deep, Path::new("s.lock")).is_err());
         assert!(start.elapsed() < std::time::Duration::from_secs(60));
     }
+}
+
+/// Regression: an unchanged tree of spawned workers read 1503 MiB by its
+/// cgroup in one run and 1957 MiB by a PSS sweep in the next, and failed
+/// +30%. The figure is compared on the lock's own floor, never across.
+#[test]
+fn a_host_figure_is_compared_on_the_locks_own_floor() {
+    const MIB: u64 = 1 << 20;
+    let command = vec!["python3".to_string(), "x.py".to_string()];
+    let empty = BTreeMap::new();
+    let env: BTreeMap<String, String> = [("A".to_string(), "1".to_string())].into();
+    let now = |source, floors| CaseNow {
+        host: Some(1957 * MIB),
+        host_method: HostMethod::CgroupV1,
+        host_source: Some(source),
+        host_floors: floors,
+        gpu: None,
+        gpu_method: None,
+        gpu_tainted: false,
+        allocated: None,
+        command: &command,
+        server: None,
+        params: &empty,
+        env: &env,
+        allocator_env: &empty,
+    };
+    let mut locked = lock().cases["a"].clone();
+    locked.host_peak_bytes = Some(1503 * MIB);
+    locked.host_peak_source = Some(HostFloor::CgroupAnonShmem);
+    let both = HostFloors {
+        cgroup_anon_shmem_bytes: Some(1503 * MIB),
+        pss_sum_bytes: Some(1957 * MIB),
+        ..HostFloors::default()
+    };
+    let tight = Tolerances {
+        host: crate::suite::Tolerance {
+            relative: 0.05,
+            absolute: crate::units::Bytes::from_mib(16),
+            spread_k: 3.0,
+        },
+        ..Tolerances::default()
+    };
+    let same = compare_case(Some(&locked), now(HostFloor::PssSum, both), tight, true);
+    assert_eq!(same.host.outcome, Outcome::Within);
+    assert_eq!(same.host.new_bytes, Some(1503 * MIB));
+    assert_eq!(same.host.floor, Some(HostFloor::CgroupAnonShmem));
+    // This run has no figure of the lock's floor: not compared, says why.
+    let pss_only = HostFloors {
+        pss_sum_bytes: Some(1957 * MIB),
+        ..HostFloors::default()
+    };
+    let other = compare_case(Some(&locked), now(HostFloor::PssSum, pss_only), tight, true);
+    assert_eq!(other.host.outcome, Outcome::Skipped);
+    assert_eq!(
+        other.host.not_compared,
+        Some(NotCompared::HostSource {
+            locked: HostFloor::CgroupAnonShmem,
+            now: Some(HostFloor::PssSum)
+        })
+    );
+    // A lock that names no floor compares the gated figure, as before.
+    locked.host_peak_source = None;
+    let legacy = compare_case(Some(&locked), now(HostFloor::PssSum, both), tight, true);
+    assert_eq!(legacy.host.outcome, Outcome::Regressed);
 }

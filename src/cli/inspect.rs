@@ -230,6 +230,8 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
                 check.facts = Some(crate::results::Facts::Baseline {
                     not_compared: Some(baseline::NotCompared::NotInLock),
                     required: false,
+                    spread: None,
+                    floor: None,
                 });
             }
         }
@@ -258,6 +260,10 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
                         not_compared: Some(baseline::NotCompared::GpuModels),
                         ..
                     }) => "not compared (GPU models differ)".to_string(),
+                    Some(crate::results::Facts::Baseline {
+                        not_compared: Some(baseline::NotCompared::HostSource { locked, .. }),
+                        ..
+                    }) => format!("not compared (no {locked} figure)"),
                     _ => "not compared".to_string(),
                 },
                 Some(CheckOutcome::NoBaseline) | None => "-".to_string(),

@@ -200,6 +200,12 @@ pub struct LockArgs {
     /// Folder for the run's reports (without --from).
     #[arg(long, value_name = "DIR", default_value = "oomgate-out")]
     pub out: PathBuf,
+    /// Run each case at least N times and lock each figure's spread (the
+    /// largest less the smallest): later runs are a regression only beyond
+    /// `max(tolerance, spread_k × spread)`. A case's own `repeat`, if
+    /// larger, stands.
+    #[arg(long, value_name = "N", conflicts_with = "from", value_parser = clap::value_parser!(u32).range(2..=100))]
+    pub repeat: Option<u32>,
     /// GPU mode for the run (without --from).
     #[arg(long, value_name = "MODE", value_parser = pool::parse_gpu_mode)]
     pub gpu: Option<GpuMode>,

@@ -81,7 +81,12 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
 
 /// `oomgate lock`: lock a passing run, fresh or from a results file.
 pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
-    let suite = super::load_suite(&args.suite)?;
+    let mut suite = super::load_suite(&args.suite)?;
+    if let Some(repeat) = args.repeat {
+        for case in &mut suite.cases {
+            case.repeat = case.repeat.max(repeat);
+        }
+    }
     let output = args
         .output
         .clone()

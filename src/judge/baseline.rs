@@ -98,11 +98,17 @@ pub fn against_lock(
             .iter_mut()
             .filter(|c| !c.passed && matches!(c.kind, CheckKind::Baseline(_)))
         {
+            let (spread, floor) = match &check.facts {
+                Some(Facts::Baseline { spread, floor, .. }) => (*spread, *floor),
+                _ => (None, None),
+            };
             check.passed = true;
             check.outcome = Some(CheckOutcome::NotGated);
             check.facts = Some(Facts::Baseline {
                 not_compared: Some(moved.clone()),
                 required: false,
+                spread,
+                floor,
             });
         }
     }
@@ -182,6 +188,8 @@ fn figure_check(figure: &baseline::FigureComparison, require: bool) -> Option<Ch
         .facts(Facts::Baseline {
             not_compared: figure.not_compared.clone(),
             required,
+            spread: figure.spread,
+            floor: figure.floor,
         });
     check.baseline_bytes = figure.baseline_bytes;
     check.limit_bytes = figure.limit_bytes;

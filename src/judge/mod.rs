@@ -224,6 +224,8 @@ impl Now {
         crate::baseline::CaseNow {
             host: result.host_peak_bytes,
             host_method: result.host_method,
+            host_source: result.host_peak_source,
+            host_floors: result.host_floors,
             gpu: result.gpu_peak_bytes,
             gpu_method: self.gpu_method,
             gpu_tainted: result.gpu_devices.iter().any(|d| !d.tainted_by.is_empty()),

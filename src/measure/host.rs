@@ -149,6 +149,12 @@ impl HostFloor {
     }
 }
 
+impl std::fmt::Display for HostFloor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Each floor's peak over the case; `None`: never observed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct HostFloors {
@@ -159,6 +165,29 @@ pub struct HostFloors {
 }
 
 impl HostFloors {
+    /// The observed floors by name, as the lock records them.
+    pub fn named(&self) -> std::collections::BTreeMap<String, u64> {
+        HostFloor::ALL
+            .into_iter()
+            .filter_map(|floor| Some((floor.as_str().to_string(), self.get(floor)?)))
+            .collect()
+    }
+
+    /// Floors read back by name; names of no floor are left out.
+    pub fn from_named(named: &std::collections::BTreeMap<String, u64>) -> Self {
+        let mut floors = HostFloors::default();
+        for floor in HostFloor::ALL {
+            let value = named.get(floor.as_str()).copied();
+            match floor {
+                HostFloor::CgroupAnonShmem => floors.cgroup_anon_shmem_bytes = value,
+                HostFloor::PssSum => floors.pss_sum_bytes = value,
+                HostFloor::Vmhwm => floors.vmhwm_bytes = value,
+                HostFloor::RusageMaxrss => floors.rusage_maxrss_bytes = value,
+            }
+        }
+        floors
+    }
+
     pub fn get(&self, floor: HostFloor) -> Option<u64> {
         match floor {
             HostFloor::CgroupAnonShmem => self.cgroup_anon_shmem_bytes,

@@ -84,14 +84,18 @@ pub fn render(results: &RunResults) -> String {
     let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
     for case in &results.cases {
         let gpu = match (&case.gpu_peak_method, case.gpu_peak_bytes) {
-            (Some(method), Some(b)) => format!("{} ({method})", Bytes(b)),
+            (Some(method), Some(b)) => format!(
+                "{}{} ({method})",
+                Bytes(b),
+                super::spread_note(case, crate::baseline::Figure::Gpu)
+            ),
             (Some(_), None) => "unknown".to_string(),
             (None, _) => "not measured".to_string(),
         };
         let (baseline, delta) = super::baseline_cells(case);
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {}{} |",
             cell(&case.id),
             if case.flaky() {
                 "✅ passed (flaky: failed sharing its GPU, passed alone)"
@@ -101,7 +105,8 @@ pub fn render(results: &RunResults) -> String {
             cell(&gpu),
             cell(&baseline),
             cell(&delta),
-            bytes(case.host_peak_bytes)
+            bytes(case.host_peak_bytes),
+            super::spread_note(case, crate::baseline::Figure::Host)
         );
     }
     for id in &results.not_run {

@@ -229,8 +229,17 @@ pub fn summary_counts(s: &crate::results::Summary) -> Vec<String> {
     counts
 }
 
-/// With `repeat > 1`: `3 runs; host peak 70.1 MiB–74.2 MiB, gpu peak …
-/// (the maximum is compared)`, so run-to-run noise is visible.
+/// ` (spread 4.10 MiB)` after a figure of a repeated case, so its
+/// run-to-run noise is seen beside it; nothing for one run.
+pub fn spread_note(case: &CaseResult, figure: crate::baseline::Figure) -> String {
+    case.spread(figure)
+        .map(|spread| format!(" (spread {})", Bytes(spread)))
+        .unwrap_or_default()
+}
+
+/// With `repeat > 1`: `3 runs; host peak 70.1 MiB–74.2 MiB (spread
+/// 4.10 MiB), gpu peak … (the maximum is compared)`, so run-to-run noise
+/// is visible.
 pub fn repeat_spread(case: &CaseResult) -> Option<String> {
     if case.repeats.len() < 2 {
         return None;
@@ -238,7 +247,12 @@ pub fn repeat_spread(case: &CaseResult) -> Option<String> {
     let spread = |pick: fn(&crate::results::RepeatFigures) -> Option<u64>| {
         let values: Vec<u64> = case.repeats.iter().filter_map(pick).collect();
         match (values.iter().min(), values.iter().max()) {
-            (Some(min), Some(max)) => format!("{}–{}", Bytes(*min), Bytes(*max)),
+            (Some(min), Some(max)) => format!(
+                "{}–{} (spread {})",
+                Bytes(*min),
+                Bytes(*max),
+                Bytes(max - min)
+            ),
             _ => "unknown".to_string(),
         }
     };

@@ -20,6 +20,7 @@ use anstyle::{AnsiColor, Style};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{Event, Reporter};
+use crate::baseline::Figure;
 use crate::measure::gpu::GpuMethod;
 use crate::results::{CaseResult, CaseStatus, CheckKind, RunResults};
 use crate::units::{Bytes, bytes_or_unknown, format_duration};
@@ -332,12 +333,19 @@ impl Terminal {
                     case.label().to_string(),
                     case.id.clone(),
                     format_duration(Duration::from_secs_f64(case.wall_time_s)),
-                    case.host_peak()
-                        .map_or("unknown".to_string(), |b| b.to_string()),
+                    case.host_peak().map_or("unknown".to_string(), |b| {
+                        format!("{b}{}", super::spread_note(case, Figure::Host))
+                    }),
                     budget,
                 ];
                 if with_gpu {
-                    row.push(bytes_or_unknown(case.gpu_peak_bytes));
+                    row.push(format!(
+                        "{}{}",
+                        bytes_or_unknown(case.gpu_peak_bytes),
+                        case.gpu_peak_bytes
+                            .map(|_| super::spread_note(case, Figure::Gpu))
+                            .unwrap_or_default()
+                    ));
                     row.push(
                         case.gpu_peak_method
                             .as_ref()

@@ -9,8 +9,9 @@
 //! params may hold what the suite redacts).
 
 use crate::baseline::compare::{describe_tolerance, signed_percent};
-use crate::baseline::{FigureComparison, NotCompared};
+use crate::baseline::{FigureComparison, NotCompared, SpreadBound};
 use crate::judge::{Cause, Verdict, Who};
+use crate::measure::host::HostFloor;
 use crate::results::{CaseResult, Check, CheckKind, CheckOutcome, Facts};
 use crate::units::{Bytes, format_duration, format_figure};
 use crate::vocabulary::Exit;
@@ -263,6 +264,8 @@ pub fn check_message(check: &Check) -> String {
             Facts::Baseline {
                 not_compared,
                 required,
+                spread,
+                floor,
             },
         ) => baseline_figure(
             check,
@@ -270,6 +273,7 @@ pub fn check_message(check: &Check) -> String {
             outcome,
             not_compared.as_ref(),
             *required,
+            (spread.as_ref(), *floor),
         ),
         (_, Facts::Missing { lock, required }) => {
             let mut message = match lock {
@@ -410,6 +414,7 @@ fn baseline_figure(
     outcome: CheckOutcome,
     not_compared: Option<&NotCompared>,
     required: bool,
+    (spread, floor): (Option<&SpreadBound>, Option<HostFloor>),
 ) -> String {
     let require = if required {
         " (--require-baseline)"
@@ -422,6 +427,11 @@ fn baseline_figure(
         let reason = match why {
             NotCompared::HostMethod { locked, now } => format!(
                 "host peak not comparable: locked as measured by {locked}, measured by {now} now; re-lock (oomgate lock) to gate it again"
+            ),
+            NotCompared::HostSource { locked, now } => format!(
+                "host peak not compared: locked as {locked} ({}), which this run did not observe{}; re-lock (oomgate lock) to gate it on this run's definition",
+                locked.describe(),
+                now.map(|now| format!(" (its figure is {now})")).unwrap_or_default()
             ),
             NotCompared::GpuModels => "gpu peak not compared: the GPU models differ from the baseline's (use --compare-across-gpus to compare anyway)".to_string(),
             NotCompared::Tainted => "gpu peak not compared: it is a device delta taken while another process was on the GPU, whose memory may be in it".to_string(),
@@ -442,6 +452,8 @@ fn baseline_figure(
                     facts: Some(Facts::Baseline {
                         not_compared: None,
                         required: false,
+                        spread: spread.copied(),
+                        floor,
                     }),
                     outcome: Some(if over {
                         CheckOutcome::Breached
@@ -477,14 +489,35 @@ fn baseline_figure(
     let tolerance = check
         .tolerance
         .map_or_else(|| "none".to_string(), |t| describe_tolerance(t.into()));
+    // Which bound applied, when the lock has a spread.
+    let tolerance = match spread {
+        Some(spread) => {
+            let by_spread = format!(
+                "{} × the locked spread of {}",
+                spread.k,
+                Bytes(spread.spread_bytes)
+            );
+            if spread.applied {
+                format!("{by_spread}, wider than {tolerance}")
+            } else {
+                format!("{tolerance}, wider than {by_spread}")
+            }
+        }
+        None => tolerance,
+    };
+    // The lock's own definition of the host figure.
+    let what = match floor {
+        Some(floor) => format!("{what} peak ({floor})"),
+        None => format!("{what} peak"),
+    };
     match outcome {
         CheckOutcome::Breached => {
-            format!("{what} peak {new} > baseline {base} ({change}, tolerance {tolerance})")
+            format!("{what} {new} > baseline {base} ({change}, tolerance {tolerance})")
         }
         CheckOutcome::Improved => format!(
-            "{what} peak {new} < baseline {base} ({change}, beyond tolerance {tolerance}): re-lock to tighten the gate"
+            "{what} {new} < baseline {base} ({change}, beyond tolerance {tolerance}): re-lock to tighten the gate"
         ),
-        _ => format!("{what} peak {new} vs baseline {base} ({change}, within {tolerance})"),
+        _ => format!("{what} {new} vs baseline {base} ({change}, within {tolerance})"),
     }
 }
 

@@ -188,6 +188,13 @@ pub enum Facts {
         /// `--require-baseline` made a missing comparison fail.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         required: bool,
+        /// The locked spread and whether its bound applied.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spread: Option<crate::baseline::SpreadBound>,
+        /// The host floor the figure was compared on (the lock's own
+        /// definition), when the lock names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        floor: Option<crate::measure::host::HostFloor>,
     },
     /// `baseline`: the case has no baseline.
     Missing {

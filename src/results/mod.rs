@@ -364,6 +364,25 @@ impl Default for CaseResult {
 }
 
 impl CaseResult {
+    /// With `repeat > 1`: the largest less the smallest of a figure over
+    /// the runs (`None` with fewer than two runs that have it). The
+    /// allocator's figure has no spread kept.
+    pub fn spread(&self, figure: crate::baseline::Figure) -> Option<u64> {
+        let values: Vec<u64> = self
+            .repeats
+            .iter()
+            .filter_map(|r| match figure {
+                crate::baseline::Figure::Host => r.host_peak_bytes,
+                crate::baseline::Figure::Gpu => r.gpu_peak_bytes,
+                crate::baseline::Figure::Allocated => None,
+            })
+            .collect();
+        if values.len() < 2 {
+            return None;
+        }
+        Some(values.iter().max()? - values.iter().min()?)
+    }
+
     /// A result with nothing measured — every figure unknown, no check —
     /// to fill in: for a case that could not run at all, and for tests.
     pub fn unmeasured(id: String) -> Self {

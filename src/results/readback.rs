@@ -232,9 +232,15 @@ pub fn lock_of(results: &RunResults) -> Lock {
                 host_peak_bytes: case.host_peak_bytes,
                 host_peak: human(case.host_peak_bytes),
                 host_peak_method: Some(case.host_method),
+                host_peak_source: case
+                    .host_peak_source
+                    .filter(|_| case.host_peak_bytes.is_some()),
+                host_floors: case.host_floors.named(),
+                host_spread_bytes: case.spread(crate::baseline::Figure::Host),
                 gpu_peak_bytes: own(case.gpu_peak_bytes),
                 gpu_peak: human(own(case.gpu_peak_bytes)),
                 gpu_peak_method: gpu_method,
+                gpu_spread_bytes: own(case.spread(crate::baseline::Figure::Gpu)),
                 wall_time_s: (case.wall_time_s * 1000.0).round() / 1000.0,
                 definition_hash: definition_hash(&command, server.as_ref(), &params, &env),
                 command,
@@ -298,6 +304,8 @@ impl<'a> CaseNowParts<'a> {
         crate::baseline::CaseNow {
             host: locked.host_peak_bytes,
             host_method: locked.host_method(),
+            host_source: locked.host_peak_source,
+            host_floors: crate::measure::host::HostFloors::from_named(&locked.host_floors),
             gpu: self.gpu,
             gpu_method: self.gpu_method,
             gpu_tainted: self.gpu_tainted,

@@ -178,7 +178,10 @@ fn everything() -> RunResults {
         tolerance: Some(crate::baseline::AppliedTolerance {
             relative: 0.05,
             absolute_bytes: 16 << 20,
+            spread_k: 3.0,
         }),
+        spread: None,
+        floor: None,
         not_compared: (outcome == Outcome::Skipped).then_some(NotCompared::GpuModels),
         message: format!("{name} message"),
     };

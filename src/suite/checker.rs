@@ -119,6 +119,26 @@ impl Checker<'_> {
         }
     }
 
+    /// How many locked spreads a figure may move: a number from 0 (off) to 100.
+    pub(super) fn spread_k(&mut self, key: &str, value: &Spanned<toml::Value>) -> Option<f64> {
+        let number = match value.get_ref() {
+            toml::Value::Integer(n) => Some(*n as f64),
+            toml::Value::Float(f) => Some(*f),
+            _ => None,
+        };
+        match number {
+            Some(k) if (0.0..=100.0).contains(&k) => Some(k),
+            _ => {
+                self.error(
+                    value.span(),
+                    format!("`{key}` must be a number from 0 to 100"),
+                )
+                .help = Some("a run is a regression only beyond max(tolerance, spread_k × the spread `lock --repeat` locked); 0 turns it off".into());
+                None
+            }
+        }
+    }
+
     /// Layer one `tolerance` table over `base`: flat keys for every figure,
     /// then `host` / `gpu` for one.
     pub(super) fn tolerance(
@@ -137,9 +157,14 @@ impl Checker<'_> {
             .absolute
             .as_ref()
             .and_then(|v| self.size("tolerance.absolute", v));
+        let spread_k = raw
+            .spread_k
+            .as_ref()
+            .and_then(|v| self.spread_k("tolerance.spread_k", v));
         for figure in [&mut result.host, &mut result.gpu] {
             figure.relative = relative.unwrap_or(figure.relative);
             figure.absolute = absolute.unwrap_or(figure.absolute);
+            figure.spread_k = spread_k.unwrap_or(figure.spread_k);
         }
         for (name, specific) in [("host", &raw.host), ("gpu", &raw.gpu)] {
             let Some(specific) = specific else { continue };
@@ -152,6 +177,10 @@ impl Checker<'_> {
                 .absolute
                 .as_ref()
                 .and_then(|v| self.size(&format!("tolerance.{name}.absolute"), v));
+            let spread_k = specific
+                .spread_k
+                .as_ref()
+                .and_then(|v| self.spread_k(&format!("tolerance.{name}.spread_k"), v));
             let figure = if name == "host" {
                 &mut result.host
             } else {
@@ -159,6 +188,7 @@ impl Checker<'_> {
             };
             figure.relative = relative.unwrap_or(figure.relative);
             figure.absolute = absolute.unwrap_or(figure.absolute);
+            figure.spread_k = spread_k.unwrap_or(figure.spread_k);
         }
         result
     }

@@ -87,7 +87,13 @@ pub enum DriftPolicy {
 pub struct Tolerance {
     pub relative: f64,
     pub absolute: Bytes,
+    /// With a locked spread (`lock --repeat`): a run is a regression only
+    /// beyond `max(tolerance, spread_k × spread)`. 0 turns it off.
+    pub spread_k: f64,
 }
+
+/// The default `spread_k`: three times the spread the locked runs showed.
+pub const DEFAULT_SPREAD_K: f64 = 3.0;
 
 /// Tolerances per figure.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -103,10 +109,12 @@ impl Default for Tolerances {
             host: Tolerance {
                 relative: 0.10,
                 absolute: Bytes::from_mib(64),
+                spread_k: DEFAULT_SPREAD_K,
             },
             gpu: Tolerance {
                 relative: 0.05,
                 absolute: Bytes::from_mib(64),
+                spread_k: DEFAULT_SPREAD_K,
             },
         }
     }

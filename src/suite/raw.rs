@@ -49,13 +49,14 @@ pub struct RawSuiteTable {
     pub redact: Option<Vec<Spanned<String>>>,
 }
 
-/// `tolerance = { relative = "5%", absolute = "64 MiB", host = { ... }, gpu = { ... } }`:
+/// `tolerance = { relative = "5%", absolute = "64 MiB", spread_k = 3, host = { ... }, gpu = { ... } }`:
 /// the flat keys apply to every figure, `host` / `gpu` override them.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTolerance {
     pub relative: Option<Spanned<toml::Value>>,
     pub absolute: Option<Spanned<toml::Value>>,
+    pub spread_k: Option<Spanned<toml::Value>>,
     pub host: Option<Spanned<RawToleranceFigure>>,
     pub gpu: Option<Spanned<RawToleranceFigure>>,
 }
@@ -65,6 +66,7 @@ pub struct RawTolerance {
 pub struct RawToleranceFigure {
     pub relative: Option<Spanned<toml::Value>>,
     pub absolute: Option<Spanned<toml::Value>>,
+    pub spread_k: Option<Spanned<toml::Value>>,
 }
 
 /// The keys a case shares with `[defaults]`.

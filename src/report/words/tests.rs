@@ -247,6 +247,8 @@ fn now(host: u64) -> crate::baseline::CaseNow<'static> {
     crate::baseline::CaseNow {
         host: Some(host),
         host_method: crate::measure::HostMethod::CgroupV1,
+        host_source: None,
+        host_floors: Default::default(),
         gpu: None,
         gpu_method: None,
         gpu_tainted: false,
@@ -273,6 +275,7 @@ fn tolerances(relative: f64, absolute_mib: u64) -> CaseTolerances {
     let t = Tolerance {
         relative,
         absolute: Bytes::from_mib(absolute_mib),
+        spread_k: 3.0,
     };
     CaseTolerances::from(Tolerances { host: t, gpu: t })
 }
@@ -320,8 +323,10 @@ fn a_regression_names_figure_baseline_delta_and_tolerance_and_drift_once() {
             Some(0),
             Tolerance {
                 relative: 0.05,
-                absolute: Bytes::from_mib(64)
-            }
+                absolute: Bytes::from_mib(64),
+                spread_k: 3.0,
+            },
+            None,
         )
         .outcome,
         crate::baseline::Outcome::Regressed
