@@ -116,6 +116,15 @@ pub fn render(results: &RunResults) -> String {
             super::NO_PART_MESSAGE
         );
     }
+    let unfinished = super::parts::left_by_a_killed_part(results);
+    if !unfinished.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n**Not finished by its part**: {} — {}.",
+            cell(&unfinished.join(", ")),
+            super::UNFINISHED_MESSAGE
+        );
+    }
     if let Some(baseline) = &results.baseline {
         let _ = writeln!(
             out,

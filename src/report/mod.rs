@@ -253,6 +253,10 @@ pub fn repeat_spread(case: &CaseResult) -> Option<String> {
 /// one is shown.
 pub const NO_PART_MESSAGE: &str = "no part of this merged run ran it (a shard that failed before writing its results, or one left out of the merge)";
 
+/// Why a case of a merged run is not run when its part's oomgate stopped
+/// before the run ended, wherever one is shown.
+pub const UNFINISHED_MESSAGE: &str = "its shard's oomgate stopped before the case finished (killed: the part's results.json has no finished_at)";
+
 /// What a device-delta figure means, wherever one is shown.
 pub const DEVICE_DELTA_NOTE: &str = "device-delta: no process of the case was seen on this GPU (NVML reports host pids inside containers), so the figure is the device's rise during the case, including anyone else's";
 

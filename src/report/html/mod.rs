@@ -113,6 +113,15 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
             escape(super::NO_PART_MESSAGE)
         );
     }
+    let unfinished = super::parts::left_by_a_killed_part(results);
+    if !unfinished.is_empty() {
+        let _ = writeln!(
+            page,
+            "<p class=\"fault\">Not finished by its part: {} — {}.</p>",
+            escape(&unfinished.join(", ")),
+            escape(super::UNFINISHED_MESSAGE)
+        );
+    }
     if let Some(baseline) = &results.baseline {
         let _ = writeln!(page, "<h2>Environment drift</h2>");
         if baseline.drift.is_empty() {
