@@ -37,7 +37,7 @@ fn escape(text: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
-            c if c.is_control() && c != '\n' && c != '\t' => {}
+            c if super::is_stray_control(c) => {}
             c => out.push(c),
         }
     }
