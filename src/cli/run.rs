@@ -364,9 +364,15 @@ fn execute(
     );
     // The GPUs and the schedule are checked before the out dir is touched:
     // a pool mistake leaves it as it was.
-    let (gpu, gpu_note) = open_gpu(modes.gpu)?;
-    let schedule =
-        super::pool::schedule(modes.schedule, modes.gpu, gpu.as_ref(), cases, past_wall_s)?;
+    let (gpu, no_gpu) = open_gpu(modes.gpu)?;
+    let schedule = super::pool::schedule(
+        modes.schedule,
+        modes.gpu,
+        gpu.as_ref()
+            .ok_or(no_gpu.as_deref().unwrap_or("NVML was not opened")),
+        cases,
+        past_wall_s,
+    )?;
     let paths = prepare_outputs(outputs, &out_dir)?;
     let interrupt = Interrupt::install()
         .map_err(|e| CliError::Infrastructure(format!("cannot install signal handlers: {e}")))?;
@@ -390,7 +396,10 @@ fn execute(
             dir: m.dir.clone(),
         }),
         gpu_method: gpu.as_ref().map(|_| "nvml".to_string()),
-        gpu_note,
+        gpu_note: no_gpu.map(|why| match modes.gpu {
+            GpuMode::Auto => format!("{why}; measuring host memory only"),
+            _ => why,
+        }),
     };
     // Every file, and when it is written, is ReportFiles' business.
     let mut reporter = FanOut::new(vec![
@@ -455,8 +464,9 @@ fn open_memory_cgroups(mode: HostMode) -> Result<OpenedCgroups, CliError> {
 /// cleared on the way.
 type OpenedCgroups = (Option<MemoryHierarchy>, Option<String>, Vec<StaleCgroup>);
 
-/// NVML as the GPU mode asks: the handle, or why there is none. GPUs that
-/// could not be opened are named once; the others are measured.
+/// NVML as the GPU mode asks: the handle, or why there is none (the GPU
+/// mode off, or NVML's own reason). GPUs that could not be opened are
+/// named once; the others are measured.
 fn open_gpu(mode: GpuMode) -> Result<(Option<Gpu>, Option<String>), CliError> {
     let opened = open_gpu_quietly(mode)?;
     if let (Some(gpu), _) = &opened {
@@ -475,7 +485,7 @@ fn open_gpu_quietly(mode: GpuMode) -> Result<(Option<Gpu>, Option<String>), CliE
         )),
         GpuMode::Auto => match Gpu::open() {
             Ok(gpu) => Ok((Some(gpu), None)),
-            Err(why) => Ok((None, Some(format!("{why}; measuring host memory only")))),
+            Err(why) => Ok((None, Some(why.to_string()))),
         },
         GpuMode::Required => match Gpu::open() {
             Ok(gpu) => Ok((Some(gpu), None)),
