@@ -438,7 +438,7 @@ fn open_memory_cgroups(mode: HostMode) -> Result<OpenedCgroups, CliError> {
             return Ok((
                 None,
                 Some("no memory cgroups (--host-method procfs)".to_string()),
-                Vec::new(),
+                clear_stale_without_cgroups(),
             ));
         }
         HostMode::Auto => match MemoryHierarchy::discover() {
@@ -447,7 +447,7 @@ fn open_memory_cgroups(mode: HostMode) -> Result<OpenedCgroups, CliError> {
                 write_stderr(&format!(
                     "note: host memory is measured from /proc (PSS, VmHWM, reaped rusage), without a memory cgroup per case: {why}"
                 ));
-                return Ok((None, Some(why.to_string()), Vec::new()));
+                return Ok((None, Some(why.to_string()), clear_stale_without_cgroups()));
             }
         },
         HostMode::Cgroup => MemoryHierarchy::discover().map_err(|why| {
@@ -458,6 +458,17 @@ fn open_memory_cgroups(mode: HostMode) -> Result<OpenedCgroups, CliError> {
     };
     let stale = found.clear_stale();
     Ok((Some(found), None, stale))
+}
+
+/// What a killed oomgate left in its case cgroups, cleared by a run that
+/// makes none: its processes would hold memory and GPUs into this run
+/// whatever the host method. Only found, never set up (no controller
+/// enabled, no probe made); where no memory hierarchy is found, there is
+/// none to clear.
+fn clear_stale_without_cgroups() -> Vec<StaleCgroup> {
+    MemoryHierarchy::find()
+        .map(|hierarchy| hierarchy.clear_stale())
+        .unwrap_or_default()
 }
 
 /// The hierarchy (if any), why there is none, and the stale cgroups
