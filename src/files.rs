@@ -20,6 +20,17 @@ pub const MAX_RESULTS_BYTES: u64 = 512 * 1024 * 1024;
 /// as `/dev/zero` or an oversized file is refused at once, never read until
 /// oomgate is killed.
 pub fn read_input(path: &Path, limit: u64, what: &str) -> io::Result<String> {
+    String::from_utf8(read_input_bytes(path, limit, what)?).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("not UTF-8 text: {}", e.utf8_error()),
+        )
+    })
+}
+
+/// [`read_input`] as bytes, for a reader that says where text is not
+/// UTF-8 (a suite: line and column).
+pub fn read_input_bytes(path: &Path, limit: u64, what: &str) -> io::Result<Vec<u8>> {
     use std::io::Read;
     let meta = std::fs::metadata(path)?;
     if !meta.is_file() {
@@ -37,15 +48,15 @@ pub fn read_input(path: &Path, limit: u64, what: &str) -> io::Result<String> {
     if meta.len() > limit {
         return Err(too_big(meta.len().to_string()));
     }
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     std::fs::File::open(path)?
         .take(limit + 1)
-        .read_to_string(&mut text)?;
+        .read_to_end(&mut bytes)?;
     // The file grew while it was read.
-    if text.len() as u64 > limit {
+    if bytes.len() as u64 > limit {
         return Err(too_big(format!("more than {limit}")));
     }
-    Ok(text)
+    Ok(bytes)
 }
 
 /// Replace `path` with `contents` so that a reader (or a crash) never sees

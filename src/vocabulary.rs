@@ -78,6 +78,7 @@ pub enum FailureType {
     GpuOom,
     HostOom,
     HostOomSuspected,
+    SupervisorKilled,
     CudaSetup,
     CudaFault,
     Timeout,
@@ -92,13 +93,14 @@ pub enum FailureType {
 }
 
 impl FailureType {
-    pub const ALL: [FailureType; 17] = [
+    pub const ALL: [FailureType; 18] = [
         FailureType::Interrupted,
         FailureType::ForeignProcesses,
         FailureType::LaunchError,
         FailureType::GpuOom,
         FailureType::HostOom,
         FailureType::HostOomSuspected,
+        FailureType::SupervisorKilled,
         FailureType::CudaSetup,
         FailureType::CudaFault,
         FailureType::Timeout,
@@ -121,6 +123,7 @@ impl FailureType {
             FailureType::GpuOom => "gpu-oom",
             FailureType::HostOom => "host-oom",
             FailureType::HostOomSuspected => "host-oom-suspected",
+            FailureType::SupervisorKilled => "supervisor-killed",
             FailureType::CudaSetup => "cuda-setup",
             FailureType::CudaFault => "cuda-fault",
             FailureType::Timeout => "timeout",

@@ -300,6 +300,35 @@ fn a_suite_must_be_a_regular_file_of_sane_size() {
     assert!(stderr.contains("a suite may have"), "{stderr}");
 }
 
+/// Regression (issue 20): a suite with invalid UTF-8 was refused with no
+/// place ("stream did not contain valid UTF-8").
+#[test]
+fn a_suite_that_is_not_utf8_is_a_located_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let latin1 = dir.path().join("latin1.toml");
+    std::fs::write(
+        &latin1,
+        b"[suite]\nname = \"s\"\n[[case]]\nname = \"caf\xe9\"\ncommand = [\"true\"]\n",
+    )
+    .expect("write");
+    let output = oomgate()
+        .arg("check")
+        .arg(&latin1)
+        .output()
+        .expect("run oomgate check");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let code = output.status.code();
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:4:12: not UTF-8: byte(s) 0xE9 here are not a character\n  |\n4 | name = \"caf{}\"\n  |            ^\n  = help: a suite is TOML, which is UTF-8 text: save the file as UTF-8",
+            latin1.display(),
+            char::REPLACEMENT_CHARACTER
+        )),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn check_shows_each_cases_limits_and_leak_check() {
     let project = Project::new(

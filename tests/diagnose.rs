@@ -69,6 +69,9 @@ fn failing_suite() -> String {
             ),
         ),
         case("killed", "\"--sigkill\""),
+        // Regression (issue 20): a workload that kills its parent, oomgate's
+        // supervisor, was diagnosed as a suspected host OOM.
+        "[[case]]\nname = \"parent\"\ncommand = [\"sh\", \"-c\", \"kill -9 $PPID; sleep 5\"]\n".to_string(),
         case("plain", "\"--exit\", \"3\""),
         "[[case]]\nname = \"hang\"\ncommand = [\"sleep\", \"30\"]\ntimeout = \"1s\"\n".to_string(),
     ]
@@ -90,6 +93,7 @@ fn each_kind_of_failure_is_classified() {
     assert_eq!(kind("setup").as_deref(), Some("cuda-setup"));
     assert_eq!(kind("fault").as_deref(), Some("cuda-fault"));
     assert_eq!(kind("killed").as_deref(), Some("host-oom-suspected"));
+    assert_eq!(kind("parent").as_deref(), Some("supervisor-killed"));
     assert_eq!(kind("plain").as_deref(), Some("exit-nonzero"));
     assert_eq!(kind("hang").as_deref(), Some("timeout"));
     assert_eq!(kind("hostalloc").as_deref(), Some("host-alloc-failed"));
@@ -99,6 +103,7 @@ fn each_kind_of_failure_is_classified() {
         ("oom", "gpu-oom"),
         ("hostalloc", "host-oom"),
         ("killed", "host-oom-suspected"),
+        ("parent", "supervisor-killed"),
         ("plain", "crash"),
         ("hang", "timeout"),
         ("setup", "cuda-setup"),
@@ -133,6 +138,21 @@ fn each_kind_of_failure_is_classified() {
             .starts_with("host-oom-suspected: killed by SIGKILL with no error message"),
         "{}",
         message("killed")
+    );
+
+    assert!(
+        message("parent").starts_with(
+            "supervisor-killed: oomgate's supervisor of the workload (its parent process, `oomgate __supervise`) was killed from outside oomgate, and the workload with it — "
+        ),
+        "{}",
+        message("parent")
+    );
+    assert!(
+        run.case("parent")["diagnosis"]["hints"][0]
+            .as_str()
+            .is_some_and(|hint| hint.contains("`kill $PPID`")),
+        "{}",
+        run.case("parent")["diagnosis"]
     );
 
     let oom = run.case("oom");

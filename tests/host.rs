@@ -133,9 +133,14 @@ fn a_spike_freed_before_the_next_sample_is_kept() {
     assert!(peak < 340.0, "{peak:.1} MiB\n{case:#}");
 }
 
+/// The spike is in a grandchild that its shell parent waits for: it
+/// reaches the case through the parent's `ru_maxrss`, which the supervisor
+/// reaps. Asserted on that floor, not on the peak's source: a sample that
+/// happens to catch the grandchild between its spike and its exit reads
+/// its VmHWM, the same figure to the KiB, which wins the tie (the flake
+/// this test had under load).
 #[test]
 fn a_grandchild_spike_reaches_the_case_through_its_parent() {
-    // The spike is in a grandchild that its shell parent waits for.
     let project = Project::new(&suite(
         "2s",
         &format!(
@@ -155,7 +160,15 @@ fn a_grandchild_spike_reaches_the_case_through_its_parent() {
         peak >= 300.0,
         "the grandchild's spike was lost: {peak:.1} MiB\n{case:#}"
     );
-    assert_eq!(case["host_peak_source"], "rusage-maxrss", "{case:#}");
+    let through_parent = mib(&case["host_floors"]["rusage_maxrss_bytes"]);
+    assert!(
+        through_parent >= 300.0,
+        "the parent's ru_maxrss lacks the spike: {through_parent:.1} MiB\n{case:#}"
+    );
+    assert!(
+        ["rusage-maxrss", "vmhwm"].contains(&case["host_peak_source"].as_str().unwrap_or("")),
+        "{case:#}"
+    );
 }
 
 #[test]

@@ -229,6 +229,137 @@ fn shards_merge_in_the_suites_order_and_a_missing_one_fails_the_gate() {
     assert_eq!(ids(&alone.results(), "cases"), ["small", "train"]);
 }
 
+/// Regression (issue 20): a shard whose oomgate was killed (a cancelled
+/// CI job) merged green — "4 passed, 0 failed" — with the case it ran
+/// `running` and the cases it never reached missing.
+#[test]
+fn a_killed_shard_merges_red_its_unfinished_cases_not_run() {
+    let pids = tempfile::tempdir().expect("tempdir");
+    let pid_file = pids.path().join("delta.pid");
+    let quick = |name: &str| format!("[[case]]\nname = \"{name}\"\ncommand = [\"true\"]\n\n");
+    let suite = format!(
+        "[suite]\nname = \"k\"\nsample_interval = \"20ms\"\n\n{}{}{}\
+         [[case]]\nname = \"delta\"\ncommand = [\"sh\", \"-c\", {}]\n\n{}",
+        quick("alpha"),
+        quick("bravo"),
+        quick("charlie"),
+        toml_str(&format!(
+            "echo $$ > '{}'; exec sleep 60",
+            pid_file.display()
+        )),
+        quick("echo")
+    );
+    let project = Project::new(&suite);
+    project.shard("1", &["alpha", "bravo"]).assert_code(0);
+    let out = project.path().join("shards/2");
+    let mut killed = project
+        .oomgate()
+        .arg("run")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(&out)
+        .args([
+            "--filter", "charlie", "--filter", "delta", "--filter", "echo",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the shard");
+    let sleeper = wait_for_pid(&pid_file, std::time::Duration::from_secs(30));
+    // Killed once its checkpoint lists `delta` in flight.
+    let checkpoint = out.join("results.json");
+    let in_flight = || {
+        let text = std::fs::read_to_string(&checkpoint).unwrap_or_default();
+        let results: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        results["cases"]
+            .as_array()
+            .and_then(|cases| cases.last())
+            .is_some_and(|case| case["id"] == "delta" && case["status"] == "running")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !in_flight() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "delta never reached the checkpoint"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    killed.kill().expect("SIGKILL the shard's oomgate");
+    killed.wait().expect("wait for it");
+    // Its supervisor takes the workload with it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while alive(sleeper) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the workload outlived its shard"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let part = read_json(&checkpoint);
+    assert!(part["finished_at"].is_null(), "{part:#}");
+    assert_eq!(
+        part["planned_cases"],
+        serde_json::json!(["charlie", "delta", "echo"]),
+        "a checkpoint names every planned case"
+    );
+
+    let check = |merged: &Run, what: &str| {
+        merged.assert_code(1);
+        let results = merged.results();
+        assert_eq!(
+            ids(&results, "cases"),
+            ["alpha", "bravo", "charlie"],
+            "{what}"
+        );
+        assert_eq!(
+            results["not_run"],
+            serde_json::json!(["delta", "echo"]),
+            "{what}"
+        );
+        assert_eq!(results["summary"]["passed"], 3, "{what}");
+        assert_eq!(results["summary"]["planned"], 5, "{what}");
+        assert!(results.get("planned_cases").is_none(), "{what}");
+        let text = read(&merged.out.join("results.json"));
+        assert!(!text.contains("\"running\""), "{what}: {text}");
+        let junit = read(&merged.out.join("junit.xml"));
+        for id in ["delta", "echo"] {
+            assert!(
+                junit.contains(&format!("<testcase name=\"{id}\" classname=\"k\">\n            <error message=\"not run: its shard&apos;s oomgate stopped before the case finished (killed: the part&apos;s results.json has no finished_at)\" type=\"not-run\"/>")),
+                "{what}: {id}: {junit}"
+            );
+        }
+        assert!(
+            read(&merged.out.join("summary.md"))
+                .contains("**Not finished by its part**: delta, echo"),
+            "{what}"
+        );
+        assert!(
+            merged.stderr.contains("note: part shards/2 did not finish (its results.json has no finished_at: its oomgate was killed?): 1 finished case(s) kept, 2 listed as not run"),
+            "{what}: {}",
+            merged.stderr
+        );
+    };
+    check(
+        &project.merge(&["shards/1", "shards/2"], &[]),
+        "without the suite",
+    );
+    check(
+        &project.merge(&["shards/1", "shards/2"], &["--suite", "suite.toml"]),
+        "with the suite",
+    );
+    // Killed between two cases, with no case in flight in its checkpoint:
+    // the cases it never reached are still not run.
+    let mut between = part.clone();
+    if let Some(cases) = between["cases"].as_array_mut() {
+        cases.retain(|case| case["status"] != "running");
+    }
+    std::fs::write(&checkpoint, between.to_string()).expect("write");
+    check(
+        &project.merge(&["shards/1", "shards/2"], &[]),
+        "between cases",
+    );
+}
+
 #[test]
 fn parts_that_cannot_be_merged_exit_2_and_nothing_is_written() {
     let project = Project::new(&suite());

@@ -443,6 +443,26 @@ fn pool_mistakes_are_refused_before_anything_runs() {
         run.stderr
     );
 
+    // Regression (issue 20): without NVML, `--gpus all` said "see the note
+    // above", and no note was above. The fake library without its
+    // configuration is a machine whose driver is not loaded.
+    let mut no_driver =
+        Project::new(&gpu_cases(1, "100ms", "")).with_fake_gpus(&config, Variant::Complete);
+    no_driver
+        .env
+        .retain(|(name, _)| name != "OOMGATE_FAKE_NVML_CONFIG");
+    let run = no_driver.run(&["--gpus", "all"]);
+    run.assert_code(3);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", run.stderr);
+    assert!(
+        lines[0].contains("--gpus needs NVML to read the GPUs, and it could not be loaded: ")
+            && lines[0].contains("the NVIDIA driver is not loaded"),
+        "{}",
+        run.stderr
+    );
+    assert!(!no_driver.out().join("cases").exists(), "nothing ran");
+
     let too_big =
         Project::new(&gpu_cases(1, "100ms", "gpus = 3")).with_fake_gpus(&config, Variant::Complete);
     let run = too_big.run(&["--gpus", "all"]);

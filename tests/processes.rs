@@ -411,17 +411,20 @@ fn parent_of(pid: i32) -> i32 {
         .expect("stat has a parent")
 }
 
-/// An oomgate killed together with its supervisors (the whole job killed
-/// at once, say) leaves its case's detached processes in the case cgroup:
-/// the next run kills them, says so, and removes the cgroup, and touches
-/// neither a cgroup whose owner runs nor one not named like oomgate's.
-#[test]
-fn a_later_run_kills_what_a_killed_run_left_in_its_cgroup() {
-    let Some(cgroup) = PrivateCgroup::new("stale") else {
-        return;
-    };
-    let pids = tempfile::tempdir().expect("tempdir");
-    let project = Project::new(&tree_suite(pids.path(), &["--detach", "--daemon"], ""));
+/// What an oomgate killed together with its supervisors left: its case
+/// cgroup, still holding the case's detached grandchild and daemon.
+struct LeftBehind {
+    stale: std::path::PathBuf,
+    first_pid: i32,
+    grandchild: i32,
+    daemon: i32,
+}
+
+/// Run a case whose tree detaches two processes in `cgroup`, then kill
+/// oomgate with its supervisors (the whole job killed at once, say), so
+/// that nothing is left to end the detached two.
+fn leave_a_stale_cgroup(cgroup: &PrivateCgroup, pids: &std::path::Path) -> LeftBehind {
+    let project = Project::new(&tree_suite(pids, &["--detach", "--daemon"], ""));
     let mut command = project.run_command();
     command
         .stdout(std::process::Stdio::null())
@@ -429,12 +432,8 @@ fn a_later_run_kills_what_a_killed_run_left_in_its_cgroup() {
     cgroup.hold(&mut command);
     let mut first = command.spawn().expect("spawn oomgate");
     let first_pid = i32::try_from(first.id()).expect("pid");
-    let pid_of = |role: &str| {
-        wait_for_pid(
-            &pids.path().join(format!("{role}.pid")),
-            Duration::from_secs(30),
-        )
-    };
+    let pid_of =
+        |role: &str| wait_for_pid(&pids.join(format!("{role}.pid")), Duration::from_secs(30));
     let (parent, grandchild, daemon) = (pid_of("parent"), pid_of("grandchild"), pid_of("daemon"));
     let supervisor = parent_of(parent);
     // Stopped, oomgate cannot stop the case when its supervisor dies; then
@@ -471,6 +470,30 @@ fn a_later_run_kills_what_a_killed_run_left_in_its_cgroup() {
             "{role} {pid} not in {held}"
         );
     }
+    LeftBehind {
+        stale,
+        first_pid,
+        grandchild,
+        daemon,
+    }
+}
+
+/// An oomgate killed together with its supervisors (the whole job killed
+/// at once, say) leaves its case's detached processes in the case cgroup:
+/// the next run kills them, says so, and removes the cgroup, and touches
+/// neither a cgroup whose owner runs nor one not named like oomgate's.
+#[test]
+fn a_later_run_kills_what_a_killed_run_left_in_its_cgroup() {
+    let Some(cgroup) = PrivateCgroup::new("stale") else {
+        return;
+    };
+    let pids = tempfile::tempdir().expect("tempdir");
+    let LeftBehind {
+        stale,
+        first_pid,
+        grandchild,
+        daemon,
+    } = leave_a_stale_cgroup(&cgroup, pids.path());
 
     // Beside it: a cgroup whose owner runs, and one not named like oomgate's.
     let (mut owner, owned) = cgroup.sleeper_in(&format!("oomgate-{}-7", std::process::id()));
@@ -508,4 +531,43 @@ fn a_later_run_kills_what_a_killed_run_left_in_its_cgroup() {
         child.kill().ok();
         child.wait().ok();
     }
+}
+
+/// Regression (issue 20): a run with `--host-method procfs` makes no case
+/// cgroups, and left what a killed oomgate's held running; it clears them
+/// as a run with cgroups does.
+#[test]
+fn a_later_run_measuring_from_proc_clears_them_too() {
+    let Some(cgroup) = PrivateCgroup::new("stale-procfs") else {
+        return;
+    };
+    let pids = tempfile::tempdir().expect("tempdir");
+    let left = leave_a_stale_cgroup(&cgroup, pids.path());
+    let quick =
+        Project::new("[suite]\nname = \"t\"\n[[case]]\nname = \"quick\"\ncommand = [\"true\"]\n");
+    let mut command = quick.run_command();
+    command.args(["--host-method", "procfs"]);
+    cgroup.hold(&mut command);
+    let run = quick.finish(command);
+    run.assert_code(0);
+    assert_eq!(run.case("quick")["host_method"], "procfs-pss");
+    let expected = format!(
+        "killed 2 process(es) left in {} by oomgate pid {}, which no longer runs; the cgroup was removed",
+        left.stale.display(),
+        left.first_pid
+    );
+    assert!(
+        run.stderr.contains(&expected),
+        "{expected}\nnot in\n{}",
+        run.stderr
+    );
+    wait_until_dead(
+        &[("grandchild", left.grandchild), ("daemon", left.daemon)],
+        Duration::from_secs(20),
+    );
+    assert!(
+        !left.stale.exists(),
+        "{} was not removed",
+        left.stale.display()
+    );
 }

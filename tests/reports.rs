@@ -69,6 +69,49 @@ fn nasty_output_keeps_junit_valid_xml() {
     );
 }
 
+/// Regression (issue 20): a workload's NUL, ESC and other control bytes
+/// reached summary.md (the GitHub job summary) raw, through its exception.
+#[test]
+fn summary_md_holds_no_control_bytes_of_a_workloads_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = dir.path().join("error.txt");
+    let mut error = b"Traceback (most recent call last):\n  File \"train.py\", line 1\n".to_vec();
+    error.extend_from_slice(
+        b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. nul\x00 esc\x1b[31mred\x1b[0m bell\x07 bs\x08 vt\x0b ff\x0c so\x0e us\x1f del\x7f cr\rend\n",
+    );
+    // C1 controls as UTF-8 (NEL, CSI), and a tab, which stays.
+    error.extend_from_slice("  c1 \u{85} csi \u{9b}2J\ttab kept\n".as_bytes());
+    std::fs::write(&text, error).expect("write the error text");
+    let suite = format!(
+        "[suite]\nname = \"t\"\nsample_interval = \"20ms\"\n\n[[case]]\nname = \"nasty\"\ncommand = [\"sh\", \"-c\", {}]\n",
+        toml_str(&format!("cat '{}' >&2; exit 1", text.display()))
+    );
+    let project = Project::new(&suite);
+    let step_summary = project.path().join("step-summary.md");
+    let mut command = project.run_command();
+    command.env("GITHUB_STEP_SUMMARY", &step_summary);
+    let run = project.finish(command);
+    run.assert_code(1);
+    for path in [project.out().join("summary.md"), step_summary] {
+        let summary = std::fs::read_to_string(&path).expect("summary.md");
+        let stray: Vec<char> = summary
+            .chars()
+            .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+            .collect();
+        assert!(
+            stray.is_empty(),
+            "{stray:?} in {}:\n{summary:?}",
+            path.display()
+        );
+        // The text around them stays, the tab and the lines too.
+        assert!(
+            summary.contains("CUDA out of memory. Tried to allocate 2.00 GiB. nul esc[31mred[0m bell bs vt ff so us del crend\n    c1  csi 2J\ttab kept"),
+            "{}:\n{summary}",
+            path.display()
+        );
+    }
+}
+
 #[test]
 fn hundreds_of_mib_of_output_keep_oomgate_small() {
     let project = Project::new(&spew_suite("\"--mib\", \"300\""));

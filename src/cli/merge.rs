@@ -80,6 +80,7 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
     for case in &mut results.cases {
         read_probe_series(case, &out_dir);
     }
+    notes.extend(crate::results::merge::unfinished_notes(&results.parts));
     notes.extend(crate::results::merge::partition_notes(&results.parts));
     for note in &notes {
         write_stderr(&format!("note: {note}"));
@@ -113,12 +114,19 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
     Ok(outcome(&results))
 }
 
-/// What a merged run earns: 0 only when every case of every part passed
-/// and none is missing; a case not run (a shard interrupted, stopped by a
-/// write failure, or held by no part) fails the gate as a failed case does.
+/// What a merged run earns: 0 only when every case of every part passed,
+/// none is missing and every part's run ended; a case not run (a shard
+/// interrupted, killed, stopped by a write failure, or held by no part)
+/// fails the gate as a failed case does, and so does a killed shard
+/// whatever its checkpoint holds.
 fn outcome(results: &RunResults) -> Outcome {
     let all_passed = results.cases.iter().all(|c| c.status == CaseStatus::Passed);
-    if all_passed && results.not_run.is_empty() && !results.interrupted && results.fault.is_none() {
+    if all_passed
+        && results.not_run.is_empty()
+        && !results.interrupted
+        && results.fault.is_none()
+        && results.finished_at.is_some()
+    {
         Outcome::Passed
     } else {
         Outcome::CasesFailed

@@ -87,10 +87,12 @@ pub fn parse_pool(value: &str) -> Result<PoolSpec, String> {
 
 /// The schedule for a run: the pool resolved against the devices oomgate
 /// may use, `--jobs`, and past wall times for longest-first ordering.
+/// `gpu`: the GPUs NVML opened, or why it opened none (said when `--gpus`
+/// needs them: nothing else has said it yet).
 pub fn schedule(
     args: &ScheduleArgs,
     gpu_mode: GpuMode,
-    gpu: Option<&Gpu>,
+    gpu: Result<&Gpu, &str>,
     cases: &[&Case],
     past_wall_s: HashMap<String, f64>,
 ) -> Result<Schedule, CliError> {
@@ -102,10 +104,10 @@ pub fn schedule(
                     "--gpus needs GPU measurement, but the GPU mode is off (--gpu off or the suite's `gpu = \"off\"`)".to_string(),
                 ));
             }
-            let gpu = gpu.ok_or_else(|| {
-                CliError::Infrastructure(
-                    "--gpus needs NVML to read the GPUs, and it could not be loaded (see the note above)".to_string(),
-                )
+            let gpu = gpu.map_err(|why| {
+                CliError::Infrastructure(format!(
+                    "--gpus needs NVML to read the GPUs, and it could not be loaded: {why}"
+                ))
             })?;
             let pool = resolve(
                 spec,

@@ -369,9 +369,15 @@ fn execute(
     );
     // The GPUs and the schedule are checked before the out dir is touched:
     // a pool mistake leaves it as it was.
-    let (gpu, gpu_note) = open_gpu(modes.gpu)?;
-    let schedule =
-        super::pool::schedule(modes.schedule, modes.gpu, gpu.as_ref(), cases, past_wall_s)?;
+    let (gpu, no_gpu) = open_gpu(modes.gpu)?;
+    let schedule = super::pool::schedule(
+        modes.schedule,
+        modes.gpu,
+        gpu.as_ref()
+            .ok_or(no_gpu.as_deref().unwrap_or("NVML was not opened")),
+        cases,
+        past_wall_s,
+    )?;
     let paths = prepare_outputs(outputs, &out_dir)?;
     let interrupt = Interrupt::install()
         .map_err(|e| CliError::Infrastructure(format!("cannot install signal handlers: {e}")))?;
@@ -395,7 +401,10 @@ fn execute(
             dir: m.dir.clone(),
         }),
         gpu_method: gpu.as_ref().map(|_| "nvml".to_string()),
-        gpu_note,
+        gpu_note: no_gpu.map(|why| match modes.gpu {
+            GpuMode::Auto => format!("{why}; measuring host memory only"),
+            _ => why,
+        }),
     };
     // Every file, and when it is written, is ReportFiles' business.
     let mut reporter = FanOut::new(vec![
@@ -434,7 +443,7 @@ fn open_memory_cgroups(mode: HostMode) -> Result<OpenedCgroups, CliError> {
             return Ok((
                 None,
                 Some("no memory cgroups (--host-method procfs)".to_string()),
-                Vec::new(),
+                clear_stale_without_cgroups(),
             ));
         }
         HostMode::Auto => match MemoryHierarchy::discover() {
@@ -443,7 +452,7 @@ fn open_memory_cgroups(mode: HostMode) -> Result<OpenedCgroups, CliError> {
                 write_stderr(&format!(
                     "note: host memory is measured from /proc (PSS, VmHWM, reaped rusage), without a memory cgroup per case: {why}"
                 ));
-                return Ok((None, Some(why.to_string()), Vec::new()));
+                return Ok((None, Some(why.to_string()), clear_stale_without_cgroups()));
             }
         },
         HostMode::Cgroup => MemoryHierarchy::discover().map_err(|why| {
@@ -456,12 +465,24 @@ fn open_memory_cgroups(mode: HostMode) -> Result<OpenedCgroups, CliError> {
     Ok((Some(found), None, stale))
 }
 
+/// What a killed oomgate left in its case cgroups, cleared by a run that
+/// makes none: its processes would hold memory and GPUs into this run
+/// whatever the host method. Only found, never set up (no controller
+/// enabled, no probe made); where no memory hierarchy is found, there is
+/// none to clear.
+fn clear_stale_without_cgroups() -> Vec<StaleCgroup> {
+    MemoryHierarchy::find()
+        .map(|hierarchy| hierarchy.clear_stale())
+        .unwrap_or_default()
+}
+
 /// The hierarchy (if any), why there is none, and the stale cgroups
 /// cleared on the way.
 type OpenedCgroups = (Option<MemoryHierarchy>, Option<String>, Vec<StaleCgroup>);
 
-/// NVML as the GPU mode asks: the handle, or why there is none. GPUs that
-/// could not be opened are named once; the others are measured.
+/// NVML as the GPU mode asks: the handle, or why there is none (the GPU
+/// mode off, or NVML's own reason). GPUs that could not be opened are
+/// named once; the others are measured.
 fn open_gpu(mode: GpuMode) -> Result<(Option<Gpu>, Option<String>), CliError> {
     let opened = open_gpu_quietly(mode)?;
     if let (Some(gpu), _) = &opened {
@@ -480,7 +501,7 @@ fn open_gpu_quietly(mode: GpuMode) -> Result<(Option<Gpu>, Option<String>), CliE
         )),
         GpuMode::Auto => match Gpu::open() {
             Ok(gpu) => Ok((Some(gpu), None)),
-            Err(why) => Ok((None, Some(format!("{why}; measuring host memory only")))),
+            Err(why) => Ok((None, Some(why.to_string()))),
         },
         GpuMode::Required => match Gpu::open() {
             Ok(gpu) => Ok((Some(gpu), None)),

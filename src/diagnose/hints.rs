@@ -78,6 +78,10 @@ pub fn case_hints(diagnosis: &Diagnosis, host_peak: Option<u64>) -> Vec<String> 
             "Killed by SIGKILL with no error message, not by oomgate, with a host peak of {}: check the kernel log (dmesg) for the OOM killer, or the container's memory limit.",
             crate::units::bytes_or_unknown(host_peak)
         )),
+        FailureKind::SupervisorKilled => hints.push(
+            "The workload's parent process, oomgate's supervisor, was killed by a signal oomgate did not send: by the workload itself (`kill $PPID`, `pkill` of a pattern that matches `oomgate`) or by another process on the machine. A workload must not signal its parent; the supervisor ignores the signals a process sends its own group, never SIGKILL."
+                .to_string(),
+        ),
         FailureKind::CudaSetup => {
             let text = diagnosis.exception.as_deref().unwrap_or_default();
             let hint = if text.contains("no kernel image") {

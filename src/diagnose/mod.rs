@@ -35,6 +35,11 @@ pub enum FailureKind {
     /// `std::bad_alloc`).
     HostAllocFailed,
     HostOomSuspected,
+    /// The instance's supervisor (`oomgate __supervise`, the workload's
+    /// parent) was killed from outside oomgate before it reported the
+    /// workload's exit, and the workload died with it: its SIGKILL is no
+    /// OOM.
+    SupervisorKilled,
     CudaSetup,
     CudaFault,
     Timeout,
@@ -48,6 +53,7 @@ impl FailureKind {
             FailureKind::HostOom => "host-oom",
             FailureKind::HostAllocFailed => "host-alloc-failed",
             FailureKind::HostOomSuspected => "host-oom-suspected",
+            FailureKind::SupervisorKilled => "supervisor-killed",
             FailureKind::CudaSetup => "cuda-setup",
             FailureKind::CudaFault => "cuda-fault",
             FailureKind::Timeout => "timeout",
@@ -347,6 +353,22 @@ pub fn diagnose(
     })
 }
 
+/// The diagnosis of a failure whose supervisor was killed from outside
+/// oomgate (neither by oomgate stopping the case nor after reporting the
+/// workload's exit): the workload died with it, by its parent-death
+/// signal, so the exit oomgate saw is the supervisor's, and a SIGKILL
+/// says nothing of memory. What the log or the cgroup showed (an OOM
+/// message, a counted OOM kill, a CUDA error) still explains it first.
+pub fn with_supervisor_killed(diagnosis: Diagnosis) -> Diagnosis {
+    match diagnosis.kind {
+        FailureKind::HostOomSuspected | FailureKind::ExitNonzero => Diagnosis {
+            kind: FailureKind::SupervisorKilled,
+            ..diagnosis
+        },
+        _ => diagnosis,
+    }
+}
+
 /// Who refused a host allocation, in words.
 fn host_allocator(framework: &str) -> &'static str {
     match framework {
@@ -438,6 +460,10 @@ pub fn headline(
         }
         FailureKind::HostOomSuspected => parts.push(format!(
             "host-oom-suspected{}: killed by SIGKILL with no error message",
+            at_step()
+        )),
+        FailureKind::SupervisorKilled => parts.push(format!(
+            "supervisor-killed{}: oomgate's supervisor of the workload (its parent process, `oomgate __supervise`) was killed from outside oomgate, and the workload with it",
             at_step()
         )),
         FailureKind::CudaSetup | FailureKind::CudaFault => {

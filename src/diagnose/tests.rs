@@ -333,6 +333,41 @@ fn an_endless_line_is_cut_not_buffered() {
     assert_eq!(scan.oom.and_then(|o| o.requested_bytes), Some(4 * MIB));
 }
 
+/// Regression (issue 20): a workload that killed its supervisor was a
+/// suspected host OOM. The log's evidence and a counted OOM kill still
+/// come first.
+#[test]
+fn a_killed_supervisor_replaces_only_what_the_exit_alone_suggested() {
+    let diagnosis = |kind| Diagnosis {
+        kind,
+        oom: None,
+        exception: None,
+        rank: None,
+        oom_ranks: Vec::new(),
+        hints: Vec::new(),
+    };
+    for (kind, expected) in [
+        (FailureKind::HostOomSuspected, FailureKind::SupervisorKilled),
+        (FailureKind::ExitNonzero, FailureKind::SupervisorKilled),
+        (FailureKind::GpuOom, FailureKind::GpuOom),
+        (FailureKind::HostOom, FailureKind::HostOom),
+        (FailureKind::CudaFault, FailureKind::CudaFault),
+    ] {
+        assert_eq!(
+            with_supervisor_killed(diagnosis(kind)).kind,
+            expected,
+            "{kind:?}"
+        );
+    }
+    let killed = diagnosis(FailureKind::SupervisorKilled);
+    assert_eq!(
+        headline(&killed, None, &[], None, &indexmap::IndexMap::new()).as_deref(),
+        Some(
+            "supervisor-killed: oomgate's supervisor of the workload (its parent process, `oomgate __supervise`) was killed from outside oomgate, and the workload with it"
+        )
+    );
+}
+
 #[test]
 fn classification_uses_the_exit_when_the_log_is_silent() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -283,7 +283,7 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> Verdict {
 /// order wins: how the case ended (`interrupted`, `foreign-processes` — not
 /// started beside another's processes —, `launch-error`), then
 /// the diagnosis of a case that failed on its own (`gpu-oom`, `host-oom`,
-/// `host-oom-suspected`, `cuda-setup`, `cuda-fault`, `timeout`, `crash`) —
+/// `host-oom-suspected`, `supervisor-killed`, `cuda-setup`, `cuda-fault`, `timeout`, `crash`) —
 /// so an OOM outranks the budget breach it caused — then the failed checks
 /// (`host-oom`, `budget`, `headroom`, `leak`, `limit`, `regression`,
 /// `baseline`, `environment-drift`).
@@ -303,6 +303,7 @@ pub fn failure_kind(case: &CaseResult, stop: Option<&StopReason>) -> Option<Fail
             FailureKind::GpuOom => FailureType::GpuOom,
             FailureKind::HostOom | FailureKind::HostAllocFailed => FailureType::HostOom,
             FailureKind::HostOomSuspected => FailureType::HostOomSuspected,
+            FailureKind::SupervisorKilled => FailureType::SupervisorKilled,
             FailureKind::CudaSetup => FailureType::CudaSetup,
             FailureKind::CudaFault => FailureType::CudaFault,
             FailureKind::Timeout => FailureType::Timeout,

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
-use super::NO_PART_MESSAGE;
 use super::case_details;
+use super::{NO_PART_MESSAGE, UNFINISHED_MESSAGE};
 use crate::results::{CaseResult, CaseStatus, NotRunReason, RunResults};
 
 pub fn render(results: &RunResults) -> io::Result<String> {
@@ -64,6 +64,7 @@ pub fn render(results: &RunResults) -> io::Result<String> {
                 error(format!("not run: oomgate stopped launching cases: {fault}"))
             }
             NotRunReason::NoPart => error(format!("not run: {NO_PART_MESSAGE}")),
+            NotRunReason::Unfinished => error(format!("not run: {UNFINISHED_MESSAGE}")),
             NotRunReason::Interrupted => {
                 let mut status = TestCaseStatus::skipped();
                 status.set_message("not run: oomgate was interrupted before this case started");

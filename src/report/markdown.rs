@@ -44,7 +44,8 @@ fn icon(status: CaseStatus) -> &'static str {
 /// rendered by GitHub as HTML, so `<` is written as an entity (it reads the
 /// same; a `>` inside a line is plain text).
 fn cell(text: &str) -> String {
-    text.replace('|', "\\|")
+    super::without_stray_controls(text)
+        .replace('|', "\\|")
         .replace(['\n', '\r'], " ")
         .replace('<', "&lt;")
 }
@@ -60,7 +61,21 @@ fn bytes(value: Option<u64>) -> String {
     value.map_or("–".to_string(), |b| Bytes(b).to_string())
 }
 
+/// The summary of a run, as clean text: no control character but newline
+/// and tab, whatever a workload printed (the pages' one rule,
+/// [`super::is_stray_control`]), so the job summary GitHub shows holds no
+/// NUL, terminal escape or carriage return. Cells and the exception are
+/// cleaned as they are written (before a fence is chosen for it); the
+/// whole text once more, for the rest (paths, drift lines).
 pub fn render(results: &RunResults) -> String {
+    let markdown = render_markdown(results);
+    match super::without_stray_controls(&markdown) {
+        std::borrow::Cow::Borrowed(_) => markdown,
+        std::borrow::Cow::Owned(clean) => clean,
+    }
+}
+
+fn render_markdown(results: &RunResults) -> String {
     let s = &results.summary;
     let mut out = String::new();
     let counts = super::summary_counts(s);
@@ -119,6 +134,15 @@ pub fn render(results: &RunResults) -> String {
             "\n**Not run by any part**: {} — {}.",
             cell(&no_part.join(", ")),
             super::NO_PART_MESSAGE
+        );
+    }
+    let unfinished = super::parts::left_by_a_killed_part(results);
+    if !unfinished.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n**Not finished by its part**: {} — {}.",
+            cell(&unfinished.join(", ")),
+            super::UNFINISHED_MESSAGE
         );
     }
     if let Some(baseline) = &results.baseline {
@@ -212,8 +236,11 @@ pub fn render(results: &RunResults) -> String {
                 let _ = writeln!(out, "  - hint: {}", cell(hint));
             }
             if let Some(exception) = case.diagnosis.as_ref().and_then(|d| d.exception.as_deref()) {
-                let fence = fence_for(exception);
-                let _ = writeln!(out, "\n  {fence}text\n{}\n  {fence}", indent(exception));
+                // Cleaned before its fence is chosen: a control character
+                // between backticks, dropped later, would lengthen their run.
+                let exception = super::without_stray_controls(exception);
+                let fence = fence_for(&exception);
+                let _ = writeln!(out, "\n  {fence}text\n{}\n  {fence}", indent(&exception));
             }
         }
     }
@@ -326,8 +353,17 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
 
+        /// Regression (issue 20): a workload's NUL, ESC and other
+        /// control bytes reached the job summary raw.
         #[test]
-        fn any_text_keeps_summary_md_well_formed(text in "[a-z|<>`\n\r*_ ]{0,80}|\\PC{0,80}") {
+        fn summary_md_holds_no_control_character_but_newline_and_tab(text in "(?s).{0,80}") {
+            let markdown = render(&results_with_diagnosis(&text));
+            let stray: Vec<char> = markdown.chars().filter(|&c| super::super::is_stray_control(c)).collect();
+            proptest::prop_assert!(stray.is_empty(), "{:?} in {:?}", stray, markdown);
+        }
+
+        #[test]
+        fn any_text_keeps_summary_md_well_formed(text in "[a-z|<>`\n\r*_ \u{0}\u{1b}\u{85}]{0,80}|\\PC{0,80}") {
             let markdown = render(&results_with_diagnosis(&text));
             proptest::prop_assert_eq!(well_formed(&markdown), Ok(()), "{}", markdown);
         }

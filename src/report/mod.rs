@@ -264,9 +264,33 @@ pub fn repeat_spread(case: &CaseResult) -> Option<String> {
     ))
 }
 
+/// Whether a character is kept out of the pages people read (report.html,
+/// summary.md): every control character — NUL, ESC (so a terminal escape
+/// cannot act), CR, DEL, the C1 controls — but the newline and tab their
+/// text needs. A workload's output reaches the pages through its
+/// exception, messages and log tails; junit.xml gets the same from
+/// quick-junit, which also drops the escapes' parameters.
+pub fn is_stray_control(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
+}
+
+/// `text` without [stray control characters](is_stray_control); borrowed
+/// when it has none, as almost every text has.
+pub fn without_stray_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains(is_stray_control) {
+        text.replace(is_stray_control, "").into()
+    } else {
+        text.into()
+    }
+}
+
 /// Why a case of a merged run is not run when no part held it, wherever
 /// one is shown.
 pub const NO_PART_MESSAGE: &str = "no part of this merged run ran it (a shard that failed before writing its results, or one left out of the merge)";
+
+/// Why a case of a merged run is not run when its part's oomgate stopped
+/// before the run ended, wherever one is shown.
+pub const UNFINISHED_MESSAGE: &str = "its shard's oomgate stopped before the case finished (killed: the part's results.json has no finished_at)";
 
 /// What a device-delta figure means, wherever one is shown.
 pub const DEVICE_DELTA_NOTE: &str = "device-delta: no process of the case was seen on this GPU (NVML reports host pids inside containers), so the figure is the device's rise during the case, including anyone else's";

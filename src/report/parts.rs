@@ -73,10 +73,20 @@ pub fn of(results: &RunResults) -> Option<Parts> {
 /// The cases of a merged run that no part held, when it was given the
 /// suite: named apart, since they are the ones a missing shard cost.
 pub fn held_by_no_part(results: &RunResults) -> Vec<&str> {
+    not_run_for(results, NotRunReason::NoPart)
+}
+
+/// The cases of a merged run that a killed shard did not finish: named
+/// apart, since they are the ones its kill cost.
+pub fn left_by_a_killed_part(results: &RunResults) -> Vec<&str> {
+    not_run_for(results, NotRunReason::Unfinished)
+}
+
+fn not_run_for<'a>(results: &'a RunResults, reason: NotRunReason<'_>) -> Vec<&'a str> {
     results
         .not_run
         .iter()
-        .filter(|id| results.not_run_reason(id) == NotRunReason::NoPart)
+        .filter(|id| results.not_run_reason(id) == reason)
         .map(String::as_str)
         .collect()
 }

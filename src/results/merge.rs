@@ -10,16 +10,22 @@
 //! must be of one suite and one results schema: each is refused with the
 //! parts named, since a merge that silently dropped or doubled a case
 //! would gate on the wrong cases. With the suite, its cases that no part
-//! holds are listed as not run, and the cases follow its order.
+//! holds are listed as not run, and the cases follow its order. A part
+//! whose oomgate was killed left a checkpoint: its finished cases count,
+//! and the cases it had in flight or never reached — its checkpoint names
+//! every case it planned — are not run, so a killed shard merges red with
+//! or without the suite.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::suite::Partition;
 
-use super::{GpuEnvironment, Measurement, RunResults, SCHEMA_VERSION, Summary};
+use super::{
+    CaseResult, CaseStatus, GpuEnvironment, Measurement, RunResults, SCHEMA_VERSION, Summary,
+};
 use crate::baseline::Drift;
 use crate::environment::Environment;
 
@@ -105,6 +111,44 @@ pub fn read_part(dir: PathBuf, text: &str) -> Result<Part, PartError> {
     })
 }
 
+/// A part as a merge takes it: a case its oomgate did not finish (listed
+/// `running` in a checkpoint) is not run, and so is every case a killed
+/// oomgate's checkpoint planned (`planned_cases`) but never reached. A
+/// merge must never pass a shard's cases it did not see finish.
+fn settle_unfinished(results: &mut RunResults) {
+    let (running, finished): (Vec<CaseResult>, Vec<CaseResult>) =
+        std::mem::take(&mut results.cases)
+            .into_iter()
+            .partition(|case| case.status == CaseStatus::Running);
+    results.cases = finished;
+    let planned = std::mem::take(&mut results.planned_cases);
+    let mut unfinished: HashSet<String> = running.into_iter().map(|case| case.id).collect();
+    if results.finished_at.is_none() {
+        let held: HashSet<&str> = results
+            .cases
+            .iter()
+            .map(|c| c.id.as_str())
+            .chain(results.not_run.iter().map(String::as_str))
+            .collect();
+        let missing: Vec<String> = planned
+            .iter()
+            .filter(|id| !held.contains(id.as_str()))
+            .cloned()
+            .collect();
+        unfinished.extend(missing);
+    }
+    // In the planned order where the checkpoint gave it; a case in flight
+    // it did not plan (a hand-made file) after them.
+    for id in &planned {
+        if unfinished.remove(id) {
+            results.not_run.push(id.clone());
+        }
+    }
+    let mut rest: Vec<String> = unfinished.into_iter().collect();
+    rest.sort_unstable();
+    results.not_run.extend(rest);
+}
+
 /// The suite the parts ran, when `oomgate merge` is given it: its name and
 /// its case ids in order.
 #[derive(Debug, Clone, Copy)]
@@ -177,8 +221,18 @@ pub enum MergeError {
 /// be of one suite and one schema, and no case may be in two of them.
 /// With `suite`, every part's cases must be the suite's; the cases follow
 /// the suite's order, and those no part holds are `not_run`. Without it,
-/// the cases are in part order.
+/// the cases are in part order. A part whose run did not end (its
+/// results.json a checkpoint of a killed oomgate) gives its finished
+/// cases; the one it had in flight and those it planned but never reached
+/// are `not_run`.
 pub fn merge(parts: Vec<Part>, suite: Option<SuiteCases<'_>>) -> Result<RunResults, MergeError> {
+    let parts: Vec<Part> = parts
+        .into_iter()
+        .map(|mut part| {
+            settle_unfinished(&mut part.results);
+            part
+        })
+        .collect();
     check_parts(&parts, suite)?;
     let infos: Vec<PartInfo> = parts.iter().map(part_info).collect();
     let mut parts = parts.into_iter();
@@ -237,6 +291,7 @@ pub fn merge(parts: Vec<Part>, suite: Option<SuiteCases<'_>>) -> Result<RunResul
         merged.not_run.extend(missing);
         merged.not_run.sort_by_key(|id| at(id));
     }
+    merged.planned_cases = Vec::new();
     merged.schema = SCHEMA_VERSION;
     merged.oomgate_version = env!("CARGO_PKG_VERSION").to_string();
     merged.summary = Summary {
@@ -426,6 +481,36 @@ pub fn partition_notes(parts: &[PartInfo]) -> Vec<String> {
         ));
     }
     notes
+}
+
+/// What the merge says of each part whose run did not end (no
+/// `finished_at`: its oomgate was killed and its results.json is a
+/// checkpoint): how many of its cases are not run, and how many it
+/// planned without naming them (a checkpoint of an oomgate that did not
+/// name its planned cases), which only the suite can list.
+pub fn unfinished_notes(parts: &[PartInfo]) -> Vec<String> {
+    parts
+        .iter()
+        .filter(|part| part.finished_at.is_none() && !part.interrupted && part.fault.is_none())
+        .map(|part| {
+            let mut note = format!(
+                "part {} did not finish (its results.json has no finished_at: its oomgate was killed?): {} finished case(s) kept, {} listed as not run",
+                part.name(),
+                part.cases.len(),
+                part.not_run.len()
+            );
+            let unnamed = part
+                .summary
+                .planned
+                .saturating_sub(part.cases.len() + part.not_run.len());
+            if unnamed > 0 {
+                note.push_str(&format!(
+                    "; {unnamed} more case(s) it planned are not named in it: give --suite to list them as not run"
+                ));
+            }
+            note
+        })
+        .collect()
 }
 
 /// How one part's environment differs from the first part's, for the

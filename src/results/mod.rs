@@ -85,6 +85,13 @@ pub struct RunResults {
     pub scheduling: Option<Scheduling>,
     /// Cases planned but not run (after an interruption, or a fault).
     pub not_run: Vec<String>,
+    /// In a checkpoint only: the id of every case the run planned, in
+    /// the suite's order, so that a file left by a killed oomgate says
+    /// which cases it never reached (`oomgate merge` lists them as not
+    /// run). Absent from the results of a run that ended, whose `cases`
+    /// and `not_run` hold every planned case.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub planned_cases: Vec<String>,
     /// A file oomgate could not write (a report, a case's folder, log or
     /// timeline, a full file system under the logs): no case was launched
     /// after it, and oomgate exits 3. `None` when every write succeeded.
@@ -114,6 +121,10 @@ pub enum NotRunReason<'a> {
     /// A merged run whose parts did not hold the case (a shard that failed
     /// before writing its results, or one left out of the merge).
     NoPart,
+    /// A merged run's part whose oomgate stopped before the run ended
+    /// (killed: its results.json is a checkpoint), with the case planned
+    /// and not finished.
+    Unfinished,
 }
 
 impl RunResults {
@@ -128,6 +139,11 @@ impl RunResults {
                 .iter()
                 .find(|p| p.not_run.iter().any(|n| n == id))
             {
+                Some(part)
+                    if part.fault.is_none() && !part.interrupted && part.finished_at.is_none() =>
+                {
+                    return NotRunReason::Unfinished;
+                }
                 Some(part) => (part.fault.as_deref(), part.interrupted),
                 None => return NotRunReason::NoPart,
             }

@@ -348,6 +348,10 @@ fn a_case_not_run_says_why() {
         not_run: vec![not_run.to_string()],
     };
     results.parts = vec![part(None, "a"), part(Some("disk full"), "b")];
+    // A part without finished_at, interrupted by no signal or fault: its
+    // oomgate was killed.
+    assert_eq!(results.not_run_reason("a"), NotRunReason::Unfinished);
+    results.parts[0].finished_at = Some("t".into());
     assert_eq!(results.not_run_reason("a"), NotRunReason::Interrupted);
     assert_eq!(
         results.not_run_reason("b"),

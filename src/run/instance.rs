@@ -36,6 +36,10 @@ pub(super) struct Instance {
     pub(super) cgroup_error: Option<i32>,
     /// Beside a server: its port, and this instance's side.
     serving: Option<(u16, &'static str)>,
+    /// The current run's supervisor ended without reporting the workload's
+    /// exit: killed (by oomgate stopping the case, or from outside it),
+    /// and the workload with it. The last run's; `false` while one runs.
+    pub(super) supervisor_lost: bool,
 }
 
 /// The run in progress: its supervisor and what it reported.
@@ -77,6 +81,7 @@ impl Instance {
             maxrss_bytes: None,
             cgroup_error: None,
             serving: None,
+            supervisor_lost: false,
         }
     }
 
@@ -111,6 +116,7 @@ impl Instance {
         });
         self.runs += 1;
         self.exit = None;
+        self.supervisor_lost = false;
         Ok(())
     }
 
@@ -170,6 +176,7 @@ impl Instance {
                 let supervisor = self.current.take()?.supervisor;
                 let status = process::wait_for_exit(supervisor, Duration::from_secs(5))
                     .map(|(exit, _)| exit);
+                self.supervisor_lost = exited.is_none();
                 match (exited, status) {
                     (Some(exit), _) => exit,
                     (None, Some(Exit::Signal(signal))) => Exit::Signal(signal),

@@ -294,6 +294,9 @@ impl<'a> Runner<'a> {
         let Runner { shared, conductor } = self;
         let shared: &Shared<'_> = shared;
         let mut results = conductor.new_results(shared, cases.len());
+        // Every checkpoint names the cases planned, so that one left by a
+        // killed oomgate says which it never reached.
+        results.planned_cases = cases.iter().map(|c| c.id.clone()).collect();
         conductor.baseline_info = conductor.baseline_info(&results.environment);
         results.baseline = conductor.baseline_info.clone();
         let started = reporter.handle(&Event::RunStarted {
@@ -376,6 +379,8 @@ impl<'a> Runner<'a> {
             .sort_by_key(|id| position.get(id.as_str()).copied().unwrap_or(usize::MAX));
 
         crate::judge::largest_values_hints(&mut results.cases);
+        // The run ended: its cases and not_run hold every planned case.
+        results.planned_cases = Vec::new();
         results.interrupted = shared.interrupt.requested();
         results.finished_at = Some(now_rfc3339());
         results.fault = conductor.fault.as_ref().map(ToString::to_string);
@@ -481,6 +486,7 @@ impl Conductor<'_> {
             baseline: None,
             cases: Vec::with_capacity(planned),
             not_run: Vec::new(),
+            planned_cases: Vec::new(),
             partition: self.partition,
             scheduling,
             fault: None,

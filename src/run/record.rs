@@ -382,6 +382,10 @@ fn diagnose_case(
         focus.stderr_offset,
         host_oom_kills,
     )?;
+    // Its supervisor killed from outside: the exit is the supervisor's.
+    if focus.supervisor_lost && !stopped_by_oomgate {
+        diagnosis = diagnose::with_supervisor_killed(diagnosis);
+    }
     diagnosis.hints = diagnose::hints::case_hints(&diagnosis, observed.host_peak.map(Bytes::get));
     Some(diagnosis)
 }

@@ -371,7 +371,7 @@ pub fn load(path: &Path) -> Result<Suite, SuiteError> {
     };
     // A suite is a regular file of a sane size: `/dev/zero` or a FIFO
     // would be read until oomgate is killed.
-    let source = crate::files::read_input(path, MAX_SUITE_BYTES, "a suite").map_err(|e| {
+    let bytes = crate::files::read_input_bytes(path, MAX_SUITE_BYTES, "a suite").map_err(|e| {
         read_error(match e.kind() {
             std::io::ErrorKind::InvalidInput => {
                 std::io::Error::other("not a regular file (a suite is a TOML file)")
@@ -379,12 +379,38 @@ pub fn load(path: &Path) -> Result<Suite, SuiteError> {
             _ => e,
         })
     })?;
+    let source = String::from_utf8(bytes).map_err(|e| not_utf8(path, e))?;
     let absolute = std::path::absolute(path).map_err(|source| SuiteError::Read {
         path: path.to_path_buf(),
         source,
     })?;
     let folder = absolute.parent().unwrap_or(Path::new("/")).to_path_buf();
     parse(&source, path, &folder)
+}
+
+/// A suite that is not UTF-8 (TOML is): a located error at its first
+/// invalid byte, shown in the line as the replacement character.
+fn not_utf8(path: &Path, error: std::string::FromUtf8Error) -> SuiteError {
+    let at = error.utf8_error().valid_up_to();
+    let bytes = error.as_bytes();
+    let invalid = error.utf8_error().error_len().unwrap_or(bytes.len() - at);
+    let shown: Vec<String> = bytes[at..at + invalid]
+        .iter()
+        .map(|b| format!("0x{b:02X}"))
+        .collect();
+    let text = String::from_utf8_lossy(bytes);
+    let diagnostic = Diagnostic::new(
+        Some(at..at + '\u{FFFD}'.len_utf8()),
+        format!(
+            "not UTF-8: byte(s) {} here are not a character",
+            shown.join(" ")
+        ),
+    )
+    .with_help("a suite is TOML, which is UTF-8 text: save the file as UTF-8");
+    SuiteError::Invalid {
+        path: path.to_path_buf(),
+        problems: vec![Located::resolve(&text, diagnostic)],
+    }
 }
 
 /// Validate suite text. `path` is only used in messages; relative paths in

@@ -321,7 +321,14 @@ fn expand_case(
     }
     placeholders::check_port_placement(check, &case);
     check_searched_concurrency(check, &case, searched);
-    placeholders::check_placeholders_known(check, &case, &matrix, searched);
+    // The parameter a search names is known even when the search itself
+    // was refused (bounds out of order): its placeholder is no second,
+    // spurious error.
+    let named = raw
+        .search
+        .as_ref()
+        .map(|spec| spec.get_ref().param.get_ref().as_str());
+    placeholders::check_placeholders_known(check, &case, &matrix, searched.or(named));
     check_command(check, raw);
     check_env(check, &case);
 

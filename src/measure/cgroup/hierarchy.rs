@@ -30,26 +30,7 @@ impl MemoryHierarchy {
     /// an oomgate that was killed are cleared afterwards, by
     /// [`MemoryHierarchy::clear_stale`].
     pub fn discover() -> Result<Self, Unavailable> {
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| Unavailable(format!("cannot read /proc/self/mountinfo: {e}")))?;
-        let membership = fs::read_to_string("/proc/self/cgroup")
-            .map_err(|e| Unavailable(format!("cannot read /proc/self/cgroup: {e}")))?;
-        let mut hierarchy = locate(&mountinfo, &membership, |dir| {
-            fs::read_to_string(dir.join("cgroup.controllers"))
-                .is_ok_and(|c| c.split_ascii_whitespace().any(|w| w == "memory"))
-        })?;
-        // Already moved into our own leaf (cgroup v2, an earlier call): the
-        // cases go beside it, in the cgroup it was made in.
-        let own_leaf = format!("oomgate-{}-self", std::process::id());
-        if hierarchy
-            .dir
-            .file_name()
-            .is_some_and(|name| *name == *own_leaf)
-        {
-            if let Some(parent) = hierarchy.dir.parent() {
-                hierarchy.dir = parent.to_path_buf();
-            }
-        }
+        let hierarchy = Self::find()?;
         if hierarchy.version == CgroupVersion::V2 {
             hierarchy.enable_memory_for_children()?;
         }
@@ -74,6 +55,34 @@ impl MemoryHierarchy {
                 hierarchy.dir.display()
             ))
         })?;
+        Ok(hierarchy)
+    }
+
+    /// Only find the memory hierarchy and oomgate's cgroup in it, where its
+    /// case cgroups are made, changing nothing: for a run that makes none
+    /// (`--host-method procfs`, or none can be made) and still clears what
+    /// a killed oomgate left there ([`MemoryHierarchy::clear_stale`]).
+    pub fn find() -> Result<Self, Unavailable> {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| Unavailable(format!("cannot read /proc/self/mountinfo: {e}")))?;
+        let membership = fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| Unavailable(format!("cannot read /proc/self/cgroup: {e}")))?;
+        let mut hierarchy = locate(&mountinfo, &membership, |dir| {
+            fs::read_to_string(dir.join("cgroup.controllers"))
+                .is_ok_and(|c| c.split_ascii_whitespace().any(|w| w == "memory"))
+        })?;
+        // Already moved into our own leaf (cgroup v2, an earlier call): the
+        // cases go beside it, in the cgroup it was made in.
+        let own_leaf = format!("oomgate-{}-self", std::process::id());
+        if hierarchy
+            .dir
+            .file_name()
+            .is_some_and(|name| *name == *own_leaf)
+        {
+            if let Some(parent) = hierarchy.dir.parent() {
+                hierarchy.dir = parent.to_path_buf();
+            }
+        }
         Ok(hierarchy)
     }
 

@@ -37,7 +37,7 @@ fn escape(text: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
-            c if c.is_control() && c != '\n' && c != '\t' => {}
+            c if super::is_stray_control(c) => {}
             c => out.push(c),
         }
     }
@@ -111,6 +111,15 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
             "<p class=\"fault\">Not run by any part: {} — {}.</p>",
             escape(&no_part.join(", ")),
             escape(super::NO_PART_MESSAGE)
+        );
+    }
+    let unfinished = super::parts::left_by_a_killed_part(results);
+    if !unfinished.is_empty() {
+        let _ = writeln!(
+            page,
+            "<p class=\"fault\">Not finished by its part: {} — {}.</p>",
+            escape(&unfinished.join(", ")),
+            escape(super::UNFINISHED_MESSAGE)
         );
     }
     if let Some(baseline) = &results.baseline {

@@ -105,6 +105,72 @@ fn a_part_that_did_not_finish_keeps_its_own_cases_not_run() {
     assert_eq!(merged.summary.planned, 5);
 }
 
+/// Regression (issue 20): a shard whose oomgate was killed merged green,
+/// its case in flight `running` and the cases it never reached missing.
+#[test]
+fn a_killed_part_gives_its_finished_cases_and_the_rest_not_run() {
+    // Killed while `d` ran, before `e` started: a checkpoint.
+    let killed = || {
+        let mut killed = part("shards/2", 2, &["b", "d"]);
+        killed.results.cases[1].status = CaseStatus::Running;
+        killed.results.finished_at = None;
+        killed.results.summary.planned = 3;
+        killed.results.planned_cases = vec!["b".into(), "d".into(), "e".into()];
+        killed
+    };
+    for with_suite in [None, Some(suite())] {
+        let merged =
+            merge(vec![part("shards/1", 1, &["a", "c"]), killed()], with_suite).expect("merged");
+        assert_eq!(merged.not_run, ["d", "e"], "{with_suite:?}");
+        assert!(
+            merged.cases.iter().all(|c| c.status != CaseStatus::Running),
+            "{with_suite:?}"
+        );
+        for id in ["d", "e"] {
+            assert_eq!(merged.not_run_reason(id), NotRunReason::Unfinished);
+        }
+        assert_eq!(merged.finished_at, None);
+        assert_eq!(merged.summary.planned, 5);
+        assert_eq!(merged.summary.passed, 3);
+        assert!(merged.planned_cases.is_empty());
+        assert_eq!(merged.parts[1].cases, ["b"]);
+        assert_eq!(merged.parts[1].not_run, ["d", "e"]);
+        assert_eq!(
+            unfinished_notes(&merged.parts),
+            [
+                "part shards/2 (count:2/2) did not finish (its results.json has no finished_at: its oomgate was killed?): 1 finished case(s) kept, 2 listed as not run"
+            ]
+        );
+    }
+    assert_eq!(
+        ids(&merge(
+            vec![part("shards/1", 1, &["a", "c"]), killed()],
+            Some(suite())
+        )
+        .expect("merged")),
+        ["a", "b", "c"]
+    );
+    // A checkpoint that does not name its planned cases (an older
+    // oomgate's): the case in flight is not run, and the note says how many
+    // more only the suite can name.
+    let mut unnamed = killed();
+    unnamed.results.planned_cases.clear();
+    let merged = merge(vec![unnamed], None).expect("merged");
+    assert_eq!(merged.not_run, ["d"]);
+    assert_eq!(
+        unfinished_notes(&merged.parts),
+        [
+            "part shards/2 (count:2/2) did not finish (its results.json has no finished_at: its oomgate was killed?): 1 finished case(s) kept, 1 listed as not run; 1 more case(s) it planned are not named in it: give --suite to list them as not run"
+        ]
+    );
+    // A killed shard's planned cases are its own: another part holding one
+    // overlaps it (the shard run again, given beside the killed one).
+    assert!(matches!(
+        merge(vec![killed(), part("shards/3", 2, &["e"])], None),
+        Err(MergeError::Overlap { .. })
+    ));
+}
+
 #[test]
 fn one_part_merged_alone_is_that_part() {
     let alone = part("out", 1, &["a", "b"]);

@@ -68,3 +68,22 @@ fn a_search_is_checked_and_its_probes_fill_in_the_value() {
         assert!(message.contains(expected), "{source}:\n{message}");
     }
 }
+
+/// Regression (issue 20): a search with `max` below `min` was also said to
+/// use a placeholder with no matrix key, the searched one.
+#[test]
+fn a_search_with_bounds_out_of_order_is_one_located_error() {
+    let source = "[suite]\nname = \"s\"\n[[case]]\nname = \"t\"\ncommand = [\"x\", \"--bs={batch}\"]\nenv = { BATCH = \"{batch}\" }\nsearch = { param = \"batch\", min = 16, max = 8 }\n";
+    match parse(source, Path::new("suite.toml"), Path::new("/repo/suites")) {
+        Err(SuiteError::Invalid { problems, .. }) => {
+            let messages: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+            assert_eq!(
+                messages,
+                ["`search.max` (8) is below `search.min` (16)"],
+                "{problems:?}"
+            );
+            assert_eq!(problems[0].line.zip(problems[0].column), Some((7, 45)));
+        }
+        other => panic!("expected one problem, got {other:?}"),
+    }
+}
