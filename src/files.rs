@@ -6,6 +6,7 @@
 //! its own. What is written is the writers' business.
 
 use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// The largest lock file oomgate reads (a lock of 10,000 cases is about
@@ -112,6 +113,14 @@ pub enum OutDirError {
         examples.join(", ")
     )]
     NotOurs { dir: PathBuf, examples: Vec<String> },
+    /// Another oomgate holds the out dir's lock: two writers would delete
+    /// each other's logs and replace each other's reports.
+    #[error(
+        "{} is in use by another oomgate{}: one run writes an out dir at a time; wait for it, or give this run its own --out",
+        dir.display(),
+        holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
+    )]
+    InUse { dir: PathBuf, holder: Option<u32> },
     #[error("cannot write to {}: {source}", dir.display())]
     Io {
         dir: PathBuf,
@@ -120,46 +129,126 @@ pub enum OutDirError {
     },
 }
 
-/// Make `dir` an out dir of oomgate's, or refuse it: a new or empty folder
-/// (or one holding only oomgate's own layout, from an earlier version) is
-/// claimed with the marker file; a folder with anything else in it and no
-/// marker is someone else's and left untouched.
-pub fn claim_out_dir(dir: &Path) -> Result<(), OutDirError> {
+/// An out dir held by this process: an exclusive `flock` on its marker,
+/// released when the claim is dropped (or the process ends, however it
+/// ends). Workloads do not inherit it (the descriptor is close-on-exec),
+/// so a process a case leaves behind never holds the dir.
+#[derive(Debug)]
+pub struct OutDirClaim {
+    _marker: std::fs::File,
+}
+
+/// What the marker says, above the holder's pid.
+const MARKER_TEXT: &str = "This folder is an oomgate out dir: oomgate replaces and deletes only the files it writes here.\nThe oomgate that writes here now (it holds a lock on this file):\n";
+
+/// Make `dir` an out dir of oomgate's and hold it, or refuse it: a new or
+/// empty folder (or one holding only oomgate's own layout, from an earlier
+/// version) is claimed with the marker file; a folder with anything else
+/// in it and no marker is someone else's and left untouched; a folder
+/// another oomgate holds is [`OutDirError::InUse`], and left untouched.
+pub fn claim_out_dir(dir: &Path) -> Result<OutDirClaim, OutDirError> {
     let io_error = |source| OutDirError::Io {
         dir: dir.to_path_buf(),
         source,
     };
-    if dir.join(OUT_DIR_MARKER).is_file() {
-        return Ok(());
+    let marker = dir.join(OUT_DIR_MARKER);
+    if std::fs::symlink_metadata(&marker).is_err() {
+        refuse_foreign_dir(dir)?;
+        std::fs::create_dir_all(dir).map_err(io_error)?;
     }
+    let mut file = open_marker(&marker).map_err(io_error)?;
+    if let Err(e) = try_lock_exclusive(&file) {
+        if e.kind() == io::ErrorKind::WouldBlock {
+            return Err(OutDirError::InUse {
+                dir: dir.to_path_buf(),
+                holder: marker_holder(&mut file),
+            });
+        }
+        return Err(io_error(e));
+    }
+    // Held: say who holds it, for the next one that is refused.
+    let text = format!("{MARKER_TEXT}pid {}\n", std::process::id());
+    file.set_len(0)
+        .and_then(|()| file.write_all_at(text.as_bytes(), 0))
+        .map_err(io_error)?;
+    Ok(OutDirClaim { _marker: file })
+}
+
+/// A folder with files that are not oomgate's layout, and no marker.
+fn refuse_foreign_dir(dir: &Path) -> Result<(), OutDirError> {
     let mut foreign = Vec::new();
     match std::fs::read_dir(dir) {
         Ok(entries) => {
             for entry in entries {
-                let name = entry.map_err(io_error)?.file_name();
-                let name = name.to_string_lossy().into_owned();
+                let entry = entry.map_err(|source| OutDirError::Io {
+                    dir: dir.to_path_buf(),
+                    source,
+                })?;
+                let name = entry.file_name().to_string_lossy().into_owned();
                 if !OUT_DIR_LAYOUT.contains(&name.as_str()) {
                     foreign.push(name);
                 }
             }
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_error(e)),
+        Err(source) => {
+            return Err(OutDirError::Io {
+                dir: dir.to_path_buf(),
+                source,
+            });
+        }
     }
-    if !foreign.is_empty() {
-        foreign.sort();
-        foreign.truncate(3);
-        return Err(OutDirError::NotOurs {
-            dir: dir.to_path_buf(),
-            examples: foreign,
-        });
+    if foreign.is_empty() {
+        return Ok(());
     }
-    std::fs::create_dir_all(dir).map_err(io_error)?;
-    std::fs::write(
-        dir.join(OUT_DIR_MARKER),
-        "This folder is an oomgate out dir: oomgate replaces and deletes only the files it writes here.\n",
-    )
-    .map_err(io_error)
+    foreign.sort();
+    foreign.truncate(3);
+    Err(OutDirError::NotOurs {
+        dir: dir.to_path_buf(),
+        examples: foreign,
+    })
+}
+
+/// The marker, made if missing; never through a symlink, and never
+/// truncated before it is held (the holder's pid is read from it).
+fn open_marker(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| with_path(e, path))?;
+    if !file.metadata()?.is_file() {
+        return Err(with_path(
+            io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
+            path,
+        ));
+    }
+    Ok(file)
+}
+
+fn try_lock_exclusive(file: &std::fs::File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock takes a descriptor this process owns for the call.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The pid the holder wrote into the marker, when it can be read.
+fn marker_holder(file: &mut std::fs::File) -> Option<u32> {
+    use std::io::Read;
+    let mut text = String::new();
+    file.take(4096).read_to_string(&mut text).ok()?;
+    text.lines()
+        .rev()
+        .find_map(|line| line.strip_prefix("pid ")?.trim().parse().ok())
 }
 
 /// Where a symlink chain ends (the path itself when it is none). A link to
@@ -222,9 +311,14 @@ impl ReportTarget {
     /// apart: the device and inode of what exists, else the resolved path
     /// with its folder made canonical.
     pub fn identity(&self) -> Option<FileIdentity> {
-        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
         let resolved = follow_links(self.path());
         if let Ok(meta) = std::fs::metadata(&resolved) {
+            // A character device (`/dev/null`, a terminal) takes any
+            // number of writers without one undoing another.
+            if meta.file_type().is_char_device() {
+                return None;
+            }
             return Some(FileIdentity::Inode(meta.dev(), meta.ino()));
         }
         let folder = resolved
@@ -237,17 +331,96 @@ impl ReportTarget {
 
     /// Write the whole report; an error names the path.
     pub fn write(&self, contents: &[u8]) -> io::Result<()> {
-        let write_in_place = |path: &Path| {
-            let mut stream = std::fs::OpenOptions::new().write(true).open(path)?;
-            stream.write_all(contents)?;
-            stream.flush()
-        };
         match self {
             ReportTarget::File(path) => write_atomic(path, contents),
-            ReportTarget::Stream(path) => write_in_place(path),
+            ReportTarget::Stream(path) => write_stream(path, contents, STREAM_WAIT),
         }
         .map_err(|e| with_path(e, self.path()))
     }
+}
+
+/// How long a stream may keep a report waiting: for a FIFO's reader to
+/// open it, and then for the reader to take more.
+pub const STREAM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Set when oomgate is asked to stop (Ctrl-C, SIGTERM): a report waiting
+/// on a stream gives up at once rather than after [`STREAM_WAIT`].
+static STOP_WAITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Give up every wait on a stream, now and from now on. Async-signal-safe
+/// (one atomic store), for the stop signals' handler.
+pub fn stop_waiting() {
+    STOP_WAITING.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn stopping() -> bool {
+    STOP_WAITING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Write `contents` to a FIFO, device or terminal in place, never blocked
+/// for good: the path is opened non-blocking (a FIFO no one reads from
+/// yet is retried until a reader opens it), and a reader that takes
+/// nothing for `wait` (or a stop signal) ends the write with an error of
+/// kind `TimedOut`. What a reader got before is not taken back.
+fn write_stream(path: &Path, contents: &[u8], wait: std::time::Duration) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::time::Instant;
+    let gave_up = |what: &str| {
+        let why = if stopping() {
+            "oomgate was asked to stop".to_string()
+        } else {
+            format!("waited {} s", wait.as_secs())
+        };
+        io::Error::new(io::ErrorKind::TimedOut, format!("{what} ({why})"))
+    };
+    let opened_by = Instant::now() + wait;
+    let mut stream = loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(stream) => break stream,
+            // A FIFO with no reader.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if stopping() || Instant::now() >= opened_by {
+                    return Err(gave_up("no reader opened the FIFO"));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let mut written = 0;
+    let mut progress_by = Instant::now() + wait;
+    while written < contents.len() {
+        match stream.write(&contents[written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                written += n;
+                progress_by = Instant::now() + wait;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if stopping() || Instant::now() >= progress_by {
+                    return Err(gave_up(&format!(
+                        "the reader stopped taking the report after {written} of {} bytes",
+                        contents.len()
+                    )));
+                }
+                let mut ready = libc::pollfd {
+                    fd: stream.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: poll reads and writes one pollfd this frame owns.
+                unsafe { libc::poll(&mut ready, 1, 100) };
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    stream.flush()
 }
 
 /// Whether the file system holding `path` has no block left that this

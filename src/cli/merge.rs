@@ -16,7 +16,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::{CliError, MergeArgs, Outcome, write_stderr};
-use crate::files::{OutDirError, claim_out_dir};
+use crate::files::claim_out_dir;
 use crate::report::outputs::{ReportFiles, ReportPaths};
 use crate::report::terminal::{Progress, Terminal};
 use crate::report::{Event, Reporter};
@@ -68,10 +68,8 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
     let mut results = crate::results::merge::merge(parts, suite_cases)
         .map_err(|e| CliError::BadInput(e.to_string()))?;
 
-    claim_out_dir(&out_dir).map_err(|e| match e {
-        OutDirError::NotOurs { .. } => CliError::BadInput(e.to_string()),
-        OutDirError::Io { .. } => CliError::Infrastructure(e.to_string()),
-    })?;
+    // Held until the merged reports are written.
+    let _claim = claim_out_dir(&out_dir)?;
     let infrastructure = |e: std::io::Error| {
         CliError::Infrastructure(format!("cannot write to {}: {e}", out_dir.display()))
     };

@@ -326,6 +326,20 @@ pub enum CliError {
     Lock(#[from] LockError),
 }
 
+/// A folder that is someone else's, or another oomgate's now, is the
+/// user's choice of `--out` (exit 2); one that cannot be written is not.
+impl From<crate::files::OutDirError> for CliError {
+    fn from(error: crate::files::OutDirError) -> Self {
+        use crate::files::OutDirError;
+        match error {
+            OutDirError::NotOurs { .. } | OutDirError::InUse { .. } => {
+                CliError::BadInput(error.to_string())
+            }
+            OutDirError::Io { .. } => CliError::Infrastructure(error.to_string()),
+        }
+    }
+}
+
 impl CliError {
     pub fn outcome(&self) -> Outcome {
         match self {

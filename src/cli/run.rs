@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::{CliError, HostMode, LockArgs, Outcome, RunArgs, plan, shard, write_stderr};
 use crate::baseline::{self, Lock};
 use crate::environment;
-use crate::files::{OutDirError, ReportTarget, claim_out_dir, follow_links, no_space_left};
+use crate::files::{OutDirClaim, ReportTarget, claim_out_dir, follow_links, no_space_left};
 use crate::measure::HostMethod;
 use crate::measure::cgroup::{MemoryHierarchy, StaleCgroup};
 use crate::measure::nvml::Gpu;
@@ -31,6 +31,25 @@ struct Outputs<'a> {
     out: &'a Path,
     junit: Option<&'a Path>,
     json: Option<&'a Path>,
+    /// Files no report may replace, each with what it is: what this
+    /// command reads (the suite, the baseline lock, the environment's
+    /// interpreter). `lock` checks its own output before it runs.
+    keep: Vec<(&'static str, PathBuf)>,
+}
+
+/// The suite's own files a report must never replace: the suite, and the
+/// interpreter `[environment]` names by path.
+fn suite_files(suite: &Suite) -> Vec<(&'static str, PathBuf)> {
+    let mut files = vec![("the suite", suite.path.clone())];
+    if let Some(python) = suite
+        .environment
+        .python
+        .as_deref()
+        .filter(|p| p.contains('/'))
+    {
+        files.push(("the [environment] python", suite.workdir.join(python)));
+    }
+    files
 }
 
 /// `oomgate run`: load, plan, run, judge.
@@ -44,6 +63,10 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
     };
     let default_lock = matches!(choice, BaselineChoice::Default);
     let lock = load_baseline(&suite, choice)?;
+    let mut keep = suite_files(&suite);
+    if let Some((path, _)) = &lock {
+        keep.push(("the baseline lock", path.clone()));
+    }
     let first_run = default_lock && lock.is_none();
     let setup = BaselineSetup {
         lock,
@@ -54,8 +77,9 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
         out: &args.out,
         junit: args.junit.as_deref(),
         json: args.json.as_deref(),
+        keep,
     };
-    let results = execute(
+    let (results, _claim) = execute(
         &suite,
         &cases,
         &outputs,
@@ -91,6 +115,19 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
         .output
         .clone()
         .unwrap_or_else(|| baseline::default_path(&args.suite));
+    let mut inputs = suite_files(&suite);
+    match &args.from {
+        Some(from) => inputs.push(("the results it locks (--from)", from.clone())),
+        None => {
+            let reports = ReportPaths::in_out_dir(&args.out);
+            for target in reports.json.iter().chain(&reports.junit) {
+                inputs.push(("a report of the run it locks", target.path().to_path_buf()));
+            }
+            inputs.push(("a report of the run it locks", reports.summary_md));
+            inputs.push(("a report of the run it locks", reports.html));
+        }
+    }
+    refuse_overwriting(&[("the lock", &output)], &inputs)?;
     // An existing lock that cannot be read is never overwritten: it may be
     // a newer oomgate's, or damage worth a look. Checked before any run.
     let previous = if output.exists() {
@@ -99,6 +136,8 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
         None
     };
     let mut accepted = Vec::new();
+    // Held from the run to the lock file, when the lock comes of a run.
+    let mut _claim = None;
     let (lock, outcome, tainted) = match &args.from {
         Some(results_path) => {
             let text = crate::files::read_input(
@@ -148,8 +187,9 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 out: &args.out,
                 junit: None,
                 json: None,
+                keep: suite_files(&suite),
             };
-            let results = execute(
+            let (results, claim) = execute(
                 &suite,
                 &cases,
                 &outputs,
@@ -162,6 +202,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 },
                 BaselineSetup::default(),
             )?;
+            _claim = Some(claim);
             (
                 crate::results::readback::lock_from_results(&results),
                 judge(&results),
@@ -357,7 +398,7 @@ fn execute(
     outputs: &Outputs<'_>,
     modes: Modes<'_>,
     baseline: BaselineSetup,
-) -> Result<RunResults, CliError> {
+) -> Result<(RunResults, OutDirClaim), CliError> {
     // Absolute, because workloads receive it as OOMGATE_OUT in their own cwd.
     let out_dir = std::path::absolute(outputs.out).map_err(|e| {
         CliError::Infrastructure(format!("cannot resolve {}: {e}", outputs.out.display()))
@@ -378,7 +419,7 @@ fn execute(
         cases,
         past_wall_s,
     )?;
-    let paths = prepare_outputs(outputs, &out_dir)?;
+    let (paths, claim) = prepare_outputs(outputs, &out_dir)?;
     let interrupt = Interrupt::install()
         .map_err(|e| CliError::Infrastructure(format!("cannot install signal handlers: {e}")))?;
     if let Err(e) = process::become_subreaper() {
@@ -431,7 +472,8 @@ fn execute(
         partition: modes.partition,
         schedule,
     };
-    Ok(Runner::new(suite, &out_dir, setup).run(cases, &mut reporter)?)
+    let results = Runner::new(suite, &out_dir, setup).run(cases, &mut reporter)?;
+    Ok((results, claim))
 }
 
 /// The memory cgroup hierarchy as the host mode asks: where each case gets
@@ -527,16 +569,16 @@ pub fn judge(results: &RunResults) -> Outcome {
     }
 }
 
-/// Create the out dir and check that every report path can be written
-/// before any GPU time is spent.
-fn prepare_outputs(outputs: &Outputs<'_>, out_dir: &Path) -> Result<ReportPaths, CliError> {
+/// Claim the out dir (held until the claim is dropped) and check that
+/// every report path can be written before any GPU time is spent.
+fn prepare_outputs(
+    outputs: &Outputs<'_>,
+    out_dir: &Path,
+) -> Result<(ReportPaths, OutDirClaim), CliError> {
     let infra = |path: &Path, e: std::io::Error| {
         CliError::Infrastructure(format!("cannot write to {}: {e}", path.display()))
     };
-    claim_out_dir(out_dir).map_err(|e| match e {
-        OutDirError::NotOurs { .. } => CliError::BadInput(e.to_string()),
-        OutDirError::Io { .. } => CliError::Infrastructure(e.to_string()),
-    })?;
+    let claim = claim_out_dir(out_dir)?;
     std::fs::create_dir_all(outputs.out.join("cases")).map_err(|e| infra(outputs.out, e))?;
     // An out dir claimed by an earlier run passes every check above on a
     // full disk: the cases' output would be lost from the first byte.
@@ -572,10 +614,52 @@ fn prepare_outputs(outputs: &Outputs<'_>, out_dir: &Path) -> Result<ReportPaths,
         list.push(target);
     }
     refuse_colliding_reports(&files, out_dir)?;
+    let reports: Vec<(&str, &Path)> = files
+        .json
+        .iter()
+        .chain(&files.junit)
+        .map(|target| ("a report", target.path()))
+        .chain([
+            ("a report", files.summary_md.as_path()),
+            ("a report", files.html.as_path()),
+        ])
+        .collect();
+    let mut keep = outputs.keep.clone();
+    if let Some(step_summary) = &files.step_summary {
+        keep.push(("the GitHub job summary", step_summary.clone()));
+    }
+    refuse_overwriting(&reports, &keep)?;
     crate::report::terminal::stdout_carries_report(
         files.json.iter().chain(&files.junit).any(is_stdout),
     );
-    Ok(files)
+    Ok((files, claim))
+}
+
+/// An output that is one of the files in `keep` would destroy it (the
+/// suite replaced by its own JUnit report, the lock by the results that
+/// were compared with it): refused before anything runs (exit 2).
+fn refuse_overwriting(
+    outputs: &[(&str, &Path)],
+    keep: &[(&'static str, PathBuf)],
+) -> Result<(), CliError> {
+    let identity = |path: &Path| ReportTarget::File(path.to_path_buf()).identity();
+    for (what, path) in outputs {
+        let Some(output) = identity(path) else {
+            continue;
+        };
+        if let Some((kept, kept_path)) = keep
+            .iter()
+            .find(|(_, kept)| identity(kept).as_ref() == Some(&output))
+        {
+            return Err(CliError::BadInput(format!(
+                "{} ({what}) is {} ({}): writing it would destroy what this command reads or writes; give it another path",
+                path.display(),
+                kept,
+                kept_path.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Whether a report goes to oomgate's stdout (`--json /dev/stdout`, or a

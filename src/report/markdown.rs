@@ -20,10 +20,14 @@ pub fn step_summary_from_env() -> Option<PathBuf> {
 }
 
 /// Add the summary to the job's step summary file, after what is there.
+/// Opened non-blocking: a FIFO there with no reader is an error at once,
+/// never a run that hangs at its end.
 pub fn append_step_summary(path: &Path, summary: &str) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
     file.write_all(summary.as_bytes())?;
     file.write_all(b"\n")

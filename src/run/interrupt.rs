@@ -24,11 +24,14 @@ impl Interrupt {
         let interrupt = Interrupt::default();
         for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
             let count = Arc::clone(&interrupt.count);
-            // SAFETY: the handler only does an atomic add, which is
-            // async-signal-safe; it allocates nothing and takes no lock.
+            // SAFETY: the handler only does an atomic add and an atomic
+            // store, which are async-signal-safe; it allocates nothing and
+            // takes no lock.
             unsafe {
                 signal_hook::low_level::register(signal, move || {
                     count.fetch_add(1, Ordering::SeqCst);
+                    // A report blocked on a FIFO must not outlast a stop.
+                    crate::files::stop_waiting();
                 })?;
             }
         }

@@ -12,8 +12,14 @@ pub struct Running {
 
 impl Running {
     pub fn start(project: &Project) -> Self {
+        Self::start_with(project, &[])
+    }
+
+    /// `oomgate run` with extra arguments, in the background.
+    pub fn start_with(project: &Project, extra: &[&str]) -> Self {
         let child = project
             .run_command()
+            .args(extra)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -50,6 +56,28 @@ impl Running {
             );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+    }
+
+    /// oomgate's pid.
+    pub fn pid(&self) -> i32 {
+        let child = self.child.as_ref().expect("oomgate was started");
+        i32::try_from(child.id()).expect("a pid")
+    }
+
+    /// Wait for oomgate to exit by itself, at most a generous minute (then
+    /// it is killed and the test fails: it hung).
+    pub fn finish_within_a_minute(mut self) -> Run {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let child = self.child.as_mut().expect("oomgate was started");
+        while matches!(child.try_wait(), Ok(None)) {
+            if std::time::Instant::now() > deadline {
+                child.kill().ok();
+                let run = self.finish_now();
+                panic!("oomgate hung\n--- stderr\n{}", run.stderr);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        self.finish_now()
     }
 
     pub fn finish(mut self) -> Run {

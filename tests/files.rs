@@ -1,0 +1,195 @@
+//! Nothing oomgate writes clobbers what is not its own: one writer per out
+//! dir, no report over an input, no write through a link a workload
+//! planted, no report that hangs on a FIFO.
+
+mod common;
+
+use common::running::Running;
+use common::*;
+
+/// A case that says it started and runs until `go` appears beside the
+/// suite.
+fn waiting_suite() -> Project {
+    let project = Project::new("");
+    let script = format!(
+        "touch {dir}/started; while [ ! -e {dir}/go ]; do sleep 0.05; done; echo first-run-output",
+        dir = project.path().display()
+    );
+    std::fs::write(
+        project.suite(),
+        format!(
+            "[suite]\nname = \"w\"\ngpu = \"off\"\n[[case]]\nname = \"a\"\ncommand = [\"sh\", \"-c\", {}]\n",
+            toml_str(&script)
+        ),
+    )
+    .expect("write suite");
+    project
+}
+
+#[test]
+fn a_second_run_into_a_held_out_dir_is_refused_and_the_first_stays_whole() {
+    let project = waiting_suite();
+    let mut first = Running::start(&project);
+    first.wait_for(&project.path().join("started"));
+    let log = project.out().join("cases/a/stdout.log");
+    assert!(log.exists(), "the first run's log");
+
+    let second = project.run(&[]);
+    second.assert_code(2);
+    assert!(
+        second
+            .stderr
+            .contains(&format!("in use by another oomgate (pid {})", first.pid())),
+        "{}",
+        second.stderr
+    );
+    // `lock` into the same dir is refused the same way.
+    let lock = project.lock(&[]);
+    lock.assert_code(2);
+    assert!(
+        lock.stderr.contains("in use by another oomgate"),
+        "{}",
+        lock.stderr
+    );
+    assert!(log.exists(), "the second run deleted the first one's log");
+
+    std::fs::write(project.path().join("go"), "").expect("go");
+    let first = first.finish();
+    first.assert_code(0);
+    let case = first.case("a");
+    assert_eq!(case["status"], "passed");
+    let stdout = std::fs::read_to_string(&log).expect("log");
+    assert!(stdout.contains("first-run-output"), "{stdout}");
+    // Released at the end: the next run gets the dir.
+    std::fs::remove_file(project.path().join("started")).ok();
+    project.run(&[]).assert_code(0);
+}
+
+#[test]
+fn a_report_over_an_input_is_refused_before_anything_runs() {
+    let project = Project::new(
+        "[suite]\nname = \"t\"\ngpu = \"off\"\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\n",
+    );
+    let suite_text = std::fs::read_to_string(project.suite()).expect("suite");
+    let suite = project.suite().display().to_string();
+    for flag in ["--junit", "--json"] {
+        let run = project.run(&[flag, &suite]);
+        run.assert_code(2);
+        assert!(run.stderr.contains("is the suite"), "{}", run.stderr);
+    }
+    // Through a symlink too.
+    let link = project.path().join("report.xml");
+    std::os::unix::fs::symlink(project.suite(), &link).expect("symlink");
+    let run = project.run(&["--junit", &link.display().to_string()]);
+    run.assert_code(2);
+    assert_eq!(
+        std::fs::read_to_string(project.suite()).expect("suite"),
+        suite_text
+    );
+    assert!(!project.out().join("results.json").exists(), "a case ran");
+
+    // The baseline lock being read.
+    project.run(&[]).assert_code(0);
+    project.lock_from_results().assert_code(0);
+    let lock_text = std::fs::read_to_string(project.lock_path()).expect("lock");
+    let lock = project.lock_path().display().to_string();
+    let run = project.run(&["--json", &lock]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("is the baseline lock"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.lock_path()).expect("lock"),
+        lock_text
+    );
+
+    // `lock --output` over the suite, or over the results it locks.
+    let results = project.out().join("results.json").display().to_string();
+    for output in [&suite, &results] {
+        let run = project.lock(&["--from", &results, "--output", output]);
+        run.assert_code(2);
+        assert!(run.stderr.contains("(the lock) is"), "{}", run.stderr);
+    }
+    // A fresh `lock` run whose lock would be its own results.json.
+    let run = project.lock(&["--output", &results]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("a report of the run it locks"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.suite()).expect("suite"),
+        suite_text
+    );
+
+    // The GitHub job summary is not a report's to replace.
+    let job_summary = project.path().join("step-summary.md");
+    std::fs::write(&job_summary, "earlier steps\n").expect("write");
+    let mut command = project.run_command();
+    command
+        .env("GITHUB_STEP_SUMMARY", &job_summary)
+        .args(["--junit", &job_summary.display().to_string()]);
+    let run = project.finish(command);
+    run.assert_code(2);
+    assert!(run.stderr.contains("GitHub job summary"), "{}", run.stderr);
+}
+
+#[test]
+fn character_devices_take_any_number_of_reports() {
+    let project = Project::new(
+        "[suite]\nname = \"t\"\ngpu = \"off\"\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\n",
+    );
+    project
+        .run(&["--junit", "/dev/null", "--json", "/dev/null"])
+        .assert_code(0);
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let c_path = std::ffi::CString::new(path.display().to_string()).expect("path");
+    // SAFETY: mkfifo reads a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+#[test]
+fn a_fifo_no_one_reads_fails_the_run_naming_it_instead_of_hanging() {
+    let project = Project::new(
+        "[suite]\nname = \"t\"\ngpu = \"off\"\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\n",
+    );
+    let fifo = project.path().join("nobody-reads.xml");
+    mkfifo(&fifo);
+    let running = Running::start_with(&project, &["--junit", &fifo.display().to_string()]);
+    let run = running.finish_within_a_minute();
+    run.assert_code(3);
+    assert!(
+        run.stderr.contains(&fifo.display().to_string())
+            && run.stderr.contains("no reader opened the FIFO"),
+        "{}",
+        run.stderr
+    );
+    // The files in the out dir were written whatever became of the FIFO.
+    assert_eq!(run.case("a")["status"], "passed");
+}
+
+#[test]
+fn sigterm_ends_a_wait_on_a_fifo_at_once() {
+    let project = Project::new(
+        "[suite]\nname = \"t\"\ngpu = \"off\"\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\n",
+    );
+    let fifo = project.path().join("nobody-reads.json");
+    mkfifo(&fifo);
+    let mut running = Running::start_with(&project, &["--json", &fifo.display().to_string()]);
+    // The pages come just before results.json: oomgate is at the FIFO.
+    running.wait_for(&project.out().join("report.html"));
+    // SAFETY: kill sends a signal to the oomgate this test started.
+    assert_eq!(unsafe { libc::kill(running.pid(), libc::SIGTERM) }, 0);
+    let run = running.finish_within_a_minute();
+    assert!(
+        run.stderr.contains("oomgate was asked to stop"),
+        "{}",
+        run.stderr
+    );
+    assert_ne!(run.code, Some(0), "{}", run.stderr);
+}
