@@ -15,7 +15,6 @@
 //! and largest value.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
@@ -283,7 +282,7 @@ impl ProbeReader {
     /// Read what was appended since the last call.
     pub fn poll(&mut self) {
         for source in &mut self.sources {
-            let Ok(mut file) = File::open(&source.path) else {
+            let Ok(mut file) = crate::files::case::open_read(&source.path) else {
                 continue;
             };
             let Ok(length) = file.metadata().map(|m| m.len()) else {

@@ -193,3 +193,113 @@ fn sigterm_ends_a_wait_on_a_fifo_at_once() {
     );
     assert_ne!(run.code, Some(0), "{}", run.stderr);
 }
+
+#[test]
+fn links_a_workload_plants_in_its_case_folder_are_never_followed() {
+    let project = Project::new("");
+    let foreign = project.path().join("foreign.txt");
+    std::fs::write(&foreign, "FOREIGN-CONTENT\n").expect("write");
+    // Case a replaces its logs and its timeline with links to a file
+    // elsewhere; case b runs after it.
+    let attack = format!(
+        "echo before; ln -s {f} $OOMGATE_OUT/timeline.json; \
+         rm $OOMGATE_OUT/stdout.log $OOMGATE_OUT/stderr.log; \
+         ln -s {f} $OOMGATE_OUT/stdout.log; ln -s {f} $OOMGATE_OUT/stderr.log; exit 1",
+        f = foreign.display(),
+    );
+    std::fs::write(
+        project.suite(),
+        format!(
+            "[suite]\nname = \"t\"\ngpu = \"off\"\n\
+             [[case]]\nname = \"a\"\ncommand = [\"sh\", \"-c\", {}]\n\
+             [[case]]\nname = \"b\"\ncommand = [\"sh\", \"-c\", \"echo b-output\"]\n",
+            toml_str(&attack)
+        ),
+    )
+    .expect("write suite");
+
+    let run = project.run(&[]);
+    run.assert_code(1);
+    assert_eq!(
+        std::fs::read_to_string(&foreign).expect("foreign"),
+        "FOREIGN-CONTENT\n",
+        "written through a planted link"
+    );
+    assert_eq!(run.case("a")["status"], "failed");
+    assert_eq!(run.case("b")["status"], "passed");
+    for report in ["results.json", "junit.xml", "report.html", "summary.md"] {
+        let text = std::fs::read_to_string(project.out().join(report)).expect(report);
+        assert!(
+            !text.contains("FOREIGN-CONTENT"),
+            "{report} carries a file the workload linked to"
+        );
+    }
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(
+        junit.contains("a symbolic link"),
+        "the tail says why it is missing"
+    );
+    let timeline = project.out().join("cases/a/timeline.json");
+    let meta = std::fs::symlink_metadata(&timeline).expect("timeline");
+    assert!(meta.is_file(), "the planted timeline link was not replaced");
+}
+
+#[test]
+fn a_cases_folder_swapped_for_a_link_is_never_written_through() {
+    let project = Project::new("");
+    let elsewhere = project.path().join("elsewhere");
+    std::fs::create_dir_all(elsewhere.join("a")).expect("mkdir");
+    std::fs::create_dir_all(elsewhere.join("b")).expect("mkdir");
+    std::fs::write(elsewhere.join("b/keep"), "keep").expect("write");
+    let armed = project.path().join("armed");
+    std::fs::write(&armed, "").expect("arm");
+    // While armed, case a moves `cases` away and leaves a link to a folder
+    // that has one named like each case.
+    let attack = format!(
+        "if [ -e {armed} ]; then mv {o}/cases {o}/cases.moved; ln -s {e} {o}/cases; fi",
+        armed = armed.display(),
+        o = project.out().display(),
+        e = elsewhere.display(),
+    );
+    std::fs::write(
+        project.suite(),
+        format!(
+            "[suite]\nname = \"t\"\ngpu = \"off\"\n\
+             [[case]]\nname = \"a\"\ncommand = [\"sh\", \"-c\", {}]\n\
+             [[case]]\nname = \"b\"\ncommand = [\"true\"]\n",
+            toml_str(&attack)
+        ),
+    )
+    .expect("write suite");
+    let untouched = |elsewhere: &std::path::Path| {
+        let mut names: Vec<String> = std::fs::read_dir(elsewhere.join("a"))
+            .expect("a")
+            .chain(std::fs::read_dir(elsewhere.join("b")).expect("b"))
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["keep"], "written into the linked folder");
+    };
+
+    // Case a's own files cannot be written where they belong: a write
+    // fault naming the link, no more cases launched.
+    let run = project.run(&[]);
+    run.assert_code(3);
+    assert!(
+        run.stderr.contains("cases: a symbolic link"),
+        "{}",
+        run.stderr
+    );
+    untouched(&elsewhere);
+
+    // The next run removes the link (never what it points to) and runs.
+    std::fs::remove_file(&armed).expect("disarm");
+    project.run(&[]).assert_code(0);
+    untouched(&elsewhere);
+    let cases = project.out().join("cases");
+    assert!(
+        !std::fs::symlink_metadata(&cases)
+            .expect("cases")
+            .is_symlink()
+    );
+}

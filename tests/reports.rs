@@ -398,6 +398,14 @@ fn a_symlinked_report_path_replaces_its_target_and_stays_a_link() {
     let target = project.path().join("reports/real.json");
     std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir");
     std::fs::write(&target, "old").expect("write");
+    // A private report stays private, and its owner's.
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        std::os::unix::fs::chown(&target, Some(4321), Some(4321)).expect("chown");
+    }
     let link = project.path().join("results-link.json");
     std::os::unix::fs::symlink("reports/real.json", &link).expect("symlink");
     let run = project.run(&["--json", &link.display().to_string()]);
@@ -406,6 +414,15 @@ fn a_symlinked_report_path_replaces_its_target_and_stays_a_link() {
     assert!(meta.file_type().is_symlink(), "the link became a file");
     let written = read_json(&target);
     assert_eq!(written["cases"][0]["id"], "a");
+    let meta = std::fs::metadata(&target).expect("target");
+    assert_eq!(meta.mode() & 0o7777, 0o600, "the mode was not kept");
+    if root {
+        assert_eq!(
+            (meta.uid(), meta.gid()),
+            (4321, 4321),
+            "the owner was not kept"
+        );
+    }
 }
 
 #[test]

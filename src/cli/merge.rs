@@ -73,7 +73,7 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
     let infrastructure = |e: std::io::Error| {
         CliError::Infrastructure(format!("cannot write to {}: {e}", out_dir.display()))
     };
-    std::fs::create_dir_all(out_dir.join("cases")).map_err(infrastructure)?;
+    crate::files::own_folder(&out_dir.join("cases")).map_err(infrastructure)?;
     bring_case_folders(&results, &located, &out_dir, &mut notes)?;
     for case in &mut results.cases {
         read_probe_series(case, &out_dir);

@@ -579,7 +579,7 @@ fn prepare_outputs(
         CliError::Infrastructure(format!("cannot write to {}: {e}", path.display()))
     };
     let claim = claim_out_dir(out_dir)?;
-    std::fs::create_dir_all(outputs.out.join("cases")).map_err(|e| infra(outputs.out, e))?;
+    crate::files::own_folder(&outputs.out.join("cases")).map_err(|e| infra(outputs.out, e))?;
     // An out dir claimed by an earlier run passes every check above on a
     // full disk: the cases' output would be lost from the first byte.
     let full = |folder: &Path| infra(folder, std::io::Error::from_raw_os_error(libc::ENOSPC));

@@ -12,7 +12,6 @@
 pub mod hints;
 pub mod oom;
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -317,7 +316,7 @@ pub fn diagnose(
     // Only this run's output (repeats and soak runs append to the same
     // log), and of it only the last SCAN_LIMIT bytes: the failure is at the
     // end, and gigabytes of output must not hold oomgate for minutes.
-    let scan = File::open(stderr_log)
+    let scan = crate::files::case::open_read(stderr_log)
         .and_then(|mut file| {
             use std::io::Seek;
             let length = file.metadata()?.len();

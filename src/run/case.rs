@@ -300,10 +300,7 @@ pub(super) fn mark_logs(
 
 /// Add a marker line to a log.
 pub(super) fn append(path: &Path, text: &str) -> Result<(), WriteFault> {
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
+    crate::files::case::open_append(path)
         .and_then(|mut file| file.write_all(text.as_bytes()))
         .map_err(|source| WriteFault::CaseFile {
             path: path.to_path_buf(),

@@ -43,6 +43,9 @@ pub(super) fn prepare_case_dir(shared: &Shared<'_>, case: &Case) -> Result<PathB
         path: at.to_path_buf(),
         source,
     };
+    // An earlier case's workload may have swapped `cases` for a link.
+    let cases = shared.out_dir.join("cases");
+    crate::files::own_folder(&cases).map_err(|e| fail(&cases, e))?;
     match std::fs::remove_dir_all(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -52,7 +55,7 @@ pub(super) fn prepare_case_dir(shared: &Shared<'_>, case: &Case) -> Result<PathB
     for index in 0..case.concurrency {
         let logs = launch::InstanceLogs::for_instance(&path, index);
         for log in [&logs.stdout, &logs.stderr] {
-            std::fs::File::create(log).map_err(|e| fail(log, e))?;
+            crate::files::case::create(log).map_err(|e| fail(log, e))?;
         }
     }
     if crate::files::no_space_left(&path) {

@@ -22,7 +22,7 @@
 //! alike.
 
 use std::ffi::{CString, OsString};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -123,10 +123,7 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
     let env = environment(spec);
     let program = resolve(case, &env)?;
     let open = |path: &Path| -> Result<File, LaunchError> {
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
+        crate::files::case::open_append(path)
             .map_err(|e| LaunchError(format!("cannot open log file {}: {e}", path.display())))
     };
     let stdout = open(&spec.logs.stdout)?;

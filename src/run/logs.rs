@@ -4,7 +4,6 @@
 //! want only its end, where the error usually is. Reading the last
 //! [`TAIL_BYTES`] back keeps oomgate's memory flat whatever was printed.
 
-use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -21,7 +20,7 @@ pub const TAIL_BYTES: u64 = 64 * 1024;
 /// cut is masked up to it and leaves no part of itself. A missing file is
 /// an empty tail.
 pub fn read_tail(path: &Path, limit: u64, redactor: &Redactor) -> io::Result<String> {
-    let mut file = match File::open(path) {
+    let mut file = match crate::files::case::open_read(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(String::new()),
         Err(e) => return Err(e),

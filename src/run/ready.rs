@@ -166,7 +166,7 @@ impl Check {
 impl LogTail {
     /// Whether a line written since the last look matches.
     fn matches(&mut self, pattern: &regex::Regex) -> bool {
-        let Ok(file) = std::fs::File::open(&self.path) else {
+        let Ok(file) = crate::files::case::open_read(&self.path) else {
             return false;
         };
         let mut chunk = Vec::new();

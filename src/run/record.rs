@@ -406,11 +406,10 @@ fn gpu_names(figures: &Option<GpuFigures>) -> Vec<String> {
     }
 }
 
-/// Write a case's JSON file; a file cut short is removed, so no reader
-/// takes half a timeline for one.
+/// Write a case's JSON file, replacing whatever the workload left under
+/// its name (a link is replaced, never written through); a write cut
+/// short leaves no file, so no reader takes half a timeline for one.
 fn write_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
     let text = serde_json::to_string(value).map_err(std::io::Error::other)?;
-    std::fs::write(path, text).inspect_err(|_| {
-        std::fs::remove_file(path).ok();
-    })
+    crate::files::case::replace(path, text.as_bytes())
 }

@@ -52,9 +52,22 @@ const BUDGET_IN_VIEW: f64 = 2.0;
 const LABEL_PX: u32 = 18;
 const LEGEND_PX: u32 = 17;
 
+/// The largest timeline.json a chart is drawn from: oomgate writes a few
+/// hundred KiB at most (2048 points per series).
+const MAX_TIMELINE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// The case's memory over time as an SVG, from its timeline.json.
 pub(super) fn chart(case: &CaseResult, out_dir: &Path) -> Option<Chart> {
-    let text = std::fs::read_to_string(out_dir.join(&case.timeline)).ok()?;
+    let text = {
+        use std::io::Read;
+        let mut text = String::new();
+        crate::files::case::open_read(&out_dir.join(&case.timeline))
+            .ok()?
+            .take(MAX_TIMELINE_BYTES)
+            .read_to_string(&mut text)
+            .ok()?;
+        text
+    };
     let timeline: serde_json::Value = serde_json::from_str(&text).ok()?;
     let points = timeline["points"].as_array()?;
     let series = |key: &str| -> Vec<(f64, f64)> {

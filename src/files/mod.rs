@@ -5,6 +5,8 @@
 //! claimed with a marker so oomgate writes and deletes only in a folder of
 //! its own. What is written is the writers' business.
 
+pub mod case;
+
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -62,21 +64,42 @@ pub fn read_input_bytes(path: &Path, limit: u64, what: &str) -> io::Result<Vec<u
 
 /// Replace `path` with `contents` so that a reader (or a crash) never sees
 /// a half-written file: write a temporary file beside it, then rename. A
-/// symlink is followed: its target is replaced, the link stays.
+/// symlink is followed: its target is replaced, the link stays. A file
+/// that is replaced keeps its mode and owner; where its owner cannot be
+/// given to the new file (oomgate is not root and the file is someone
+/// else's it may write), it is written in place instead, as an editor
+/// does, so that it stays theirs.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let path = &follow_links(path);
     let folder = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(folder)?;
+    let existing = std::fs::metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_file);
     let file = tempfile::NamedTempFile::new_in(folder)?;
-    // Temporary files are private (0600); a report or lock is for everyone
-    // who may read the folder, as a file written in place would be.
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    // Temporary files are private (0600); a new report or lock is for
+    // everyone who may read the folder, as a file written in place would be.
+    let mode = existing.as_ref().map_or(0o644, |meta| meta.mode() & 0o7777);
+    file.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    if let Some(meta) = &existing {
+        let mine = file.as_file().metadata()?;
+        if (mine.uid(), mine.gid()) != (meta.uid(), meta.gid()) {
+            use std::os::fd::AsRawFd;
+            // SAFETY: fchown on a descriptor the temporary file owns.
+            let given = unsafe { libc::fchown(file.as_file().as_raw_fd(), meta.uid(), meta.gid()) };
+            if given != 0 {
+                drop(file);
+                return write_in_place(path, contents);
+            }
+            // fchown clears set-id bits; put the mode back.
+            file.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
     }
     // Through the plain file: the temporary file's own writer adds its
     // random name to errors, which would hide the path that matters.
@@ -85,6 +108,14 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     handle.sync_data()?;
     file.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// Overwrite a regular file where it is (its inode, owner and mode kept).
+fn write_in_place(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
+    file.write_all(contents)?;
+    file.set_len(contents.len() as u64)?;
+    file.sync_data()
 }
 
 /// The file that marks a folder as an oomgate out dir: oomgate writes and
@@ -136,6 +167,34 @@ pub enum OutDirError {
 #[derive(Debug)]
 pub struct OutDirClaim {
     _marker: std::fs::File,
+    dir: PathBuf,
+}
+
+impl Drop for OutDirClaim {
+    fn drop(&mut self) {
+        let mut claimed = CLAIMED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(at) = claimed.iter().position(|dir| *dir == self.dir) {
+            claimed.swap_remove(at);
+        }
+    }
+}
+
+/// The out dirs this process holds. Below one, [`case`] follows no link:
+/// the folders there are oomgate's, and a workload may have swapped one.
+static CLAIMED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// The out dir this process holds that `path` is in, if any.
+fn claimed_root(path: &Path) -> Option<PathBuf> {
+    let claimed = CLAIMED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    claimed
+        .iter()
+        .filter(|dir| path.starts_with(dir))
+        .max_by_key(|dir| dir.as_os_str().len())
+        .cloned()
 }
 
 /// What the marker says, above the holder's pid.
@@ -171,7 +230,14 @@ pub fn claim_out_dir(dir: &Path) -> Result<OutDirClaim, OutDirError> {
     file.set_len(0)
         .and_then(|()| file.write_all_at(text.as_bytes(), 0))
         .map_err(io_error)?;
-    Ok(OutDirClaim { _marker: file })
+    CLAIMED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(dir.to_path_buf());
+    Ok(OutDirClaim {
+        _marker: file,
+        dir: dir.to_path_buf(),
+    })
 }
 
 /// A folder with files that are not oomgate's layout, and no marker.
@@ -249,6 +315,20 @@ fn marker_holder(file: &mut std::fs::File) -> Option<u32> {
     text.lines()
         .rev()
         .find_map(|line| line.strip_prefix("pid ")?.trim().parse().ok())
+}
+
+/// Make `path`, a folder of oomgate's layout in a claimed out dir
+/// (`cases`), a real folder: a link or file a workload left under its name
+/// is removed (the link, never what it points to) before the folder is
+/// made, so nothing oomgate deletes or writes below it lands elsewhere.
+pub fn own_folder(path: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => return Ok(()),
+        Ok(_) => std::fs::remove_file(path).map_err(|e| with_path(e, path))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(with_path(e, path)),
+    }
+    std::fs::create_dir_all(path).map_err(|e| with_path(e, path))
 }
 
 /// Where a symlink chain ends (the path itself when it is none). A link to
