@@ -84,6 +84,17 @@ pub struct ProbeOutput {
     pub output: String,
 }
 
+impl ProbeOutput {
+    /// The output of a probe that answered, or why it did not.
+    fn into_result(self) -> Result<String, String> {
+        if self.ok {
+            Ok(self.output)
+        } else {
+            Err(self.output)
+        }
+    }
+}
+
 /// Environment variables that change how much memory a workload takes, or
 /// on which device: recorded for every case as launched.
 pub fn is_allocator_variable(name: &str) -> bool {
@@ -126,17 +137,9 @@ pub fn capture(spec: &EnvironmentSpec, workdir: &Path, gpu: Option<&Gpu>) -> Env
         ));
     }
     for (name, argv) in &spec.commands {
-        let output = match run_probe(argv, workdir) {
-            Ok(stdout) => ProbeOutput {
-                ok: true,
-                output: stdout,
-            },
-            Err(why) => ProbeOutput {
-                ok: false,
-                output: why,
-            },
-        };
-        environment.commands.insert(name.clone(), output);
+        environment
+            .commands
+            .insert(name.clone(), run_probe(argv, workdir));
     }
     environment
 }
@@ -174,7 +177,7 @@ fn python_environment(
         PACKAGES_SCRIPT.to_string(),
     ];
     argv.extend(packages.iter().cloned());
-    match run_probe(&argv, workdir) {
+    match run_probe(&argv, workdir).into_result() {
         Ok(stdout) => match serde_json::from_str::<serde_json::Value>(&stdout) {
             Ok(value) => {
                 result.version = value["version"].as_str().map(str::to_string);
@@ -194,7 +197,7 @@ fn python_environment(
             "pip".to_string(),
             "freeze".to_string(),
         ];
-        match run_probe(&argv, workdir) {
+        match run_probe(&argv, workdir).into_result() {
             Ok(stdout) => result.freeze = Some(stdout.lines().map(str::to_string).collect()),
             Err(why) => {
                 let error = result
@@ -220,12 +223,50 @@ const PROBE_OUTPUT_LIMIT: u64 = 1024 * 1024;
 /// it is counted against a case.
 /// A probe command's output, or why it failed, masked (see
 /// `crate::redact`): it goes into results.json and the committed lock.
-fn run_probe(argv: &[String], workdir: &Path) -> Result<String, String> {
-    let masked = |text: String| crate::redact::mask(&text).into_owned();
-    run_probe_raw(argv, workdir).map(masked).map_err(masked)
+fn run_probe(argv: &[String], workdir: &Path) -> ProbeOutput {
+    let masked = |text: &str| crate::redact::mask(text).into_owned();
+    match run_probe_raw(argv, workdir) {
+        Ok(out) => ProbeOutput {
+            ok: true,
+            output: masked(&out),
+        },
+        Err(why) => ProbeOutput {
+            ok: false,
+            output: masked(&why.to_string()),
+        },
+    }
 }
 
-fn run_probe_raw(argv: &[String], workdir: &Path) -> Result<String, String> {
+/// Why an `[environment]` probe gave no answer; the text is recorded
+/// (masked) in results.json and the lock.
+#[derive(Debug, thiserror::Error)]
+enum ProbeError {
+    #[error("cannot capture `{program}`: {source}")]
+    Capture {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("cannot start `{program}`: {source}")]
+    Start {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("`{program}` did not finish within {}s", PROBE_TIMEOUT.as_secs())]
+    Timeout { program: String },
+    #[error("`{program}`: {source}")]
+    Wait {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("`{program}` failed ({status}): {stderr_tail}")]
+    Failed {
+        program: String,
+        status: std::process::ExitStatus,
+        stderr_tail: String,
+    },
+}
+
+fn run_probe_raw(argv: &[String], workdir: &Path) -> Result<String, ProbeError> {
     use std::io::{Read, Seek};
     use std::os::unix::process::CommandExt;
     // A bare name is looked up on PATH; a path is relative to the workdir.
@@ -234,15 +275,24 @@ fn run_probe_raw(argv: &[String], workdir: &Path) -> Result<String, String> {
     } else {
         argv[0].clone().into()
     };
-    let capture = || tempfile::tempfile().map_err(|e| format!("cannot capture `{}`: {e}", argv[0]));
-    let (mut stdout, mut stderr) = (capture()?, capture()?);
+    let named = || argv[0].clone();
+    let capture = |file: std::io::Result<std::fs::File>| {
+        file.map_err(|source| ProbeError::Capture {
+            program: named(),
+            source,
+        })
+    };
+    let (mut stdout, mut stderr) = (
+        capture(tempfile::tempfile())?,
+        capture(tempfile::tempfile())?,
+    );
     let mut command = std::process::Command::new(&program);
     command
         .args(&argv[1..])
         .current_dir(workdir)
         .stdin(std::process::Stdio::null())
-        .stdout(stdout.try_clone().map_err(|e| e.to_string())?)
-        .stderr(stderr.try_clone().map_err(|e| e.to_string())?)
+        .stdout(capture(stdout.try_clone())?)
+        .stderr(capture(stderr.try_clone())?)
         // Its own process group, so what it starts is stopped with it.
         .process_group(0);
     let parent = std::process::id() as i32;
@@ -251,9 +301,10 @@ fn run_probe_raw(argv: &[String], workdir: &Path) -> Result<String, String> {
     unsafe {
         command.pre_exec(move || crate::process::die_with_parent(parent));
     }
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("cannot start `{}`: {e}", argv[0]))?;
+    let mut child = command.spawn().map_err(|source| ProbeError::Start {
+        program: named(),
+        source,
+    })?;
     let group = i32::try_from(child.id()).unwrap_or(0);
     let deadline = Instant::now() + PROBE_TIMEOUT;
     let status = loop {
@@ -263,13 +314,14 @@ fn run_probe_raw(argv: &[String], workdir: &Path) -> Result<String, String> {
             Ok(None) => {
                 child.kill().ok();
                 child.wait().ok();
-                break Err(format!(
-                    "`{}` did not finish within {}s",
-                    argv[0],
-                    PROBE_TIMEOUT.as_secs()
-                ));
+                break Err(ProbeError::Timeout { program: named() });
             }
-            Err(e) => break Err(format!("`{}`: {e}", argv[0])),
+            Err(source) => {
+                break Err(ProbeError::Wait {
+                    program: named(),
+                    source,
+                });
+            }
         }
     };
     crate::process::end_group(group, Duration::from_secs(2));
@@ -308,7 +360,11 @@ fn run_probe_raw(argv: &[String], workdir: &Path) -> Result<String, String> {
         .rev()
         .collect::<Vec<_>>()
         .join("\n");
-    Err(format!("`{}` failed ({status}): {tail}", argv[0]))
+    Err(ProbeError::Failed {
+        program: named(),
+        status,
+        stderr_tail: tail,
+    })
 }
 
 fn read_trimmed(path: &str) -> Option<String> {
@@ -359,17 +415,19 @@ mod tests {
     fn probes_record_output_and_failures() {
         let dir = std::env::temp_dir();
         assert_eq!(
-            run_probe(&["echo".into(), " hi ".into()], &dir),
+            run_probe(&["echo".into(), " hi ".into()], &dir).into_result(),
             Ok("hi".to_string())
         );
         let failed = run_probe(
             &["sh".into(), "-c".into(), "echo oops >&2; exit 3".into()],
             &dir,
         )
+        .into_result()
         .unwrap_err();
         assert!(failed.contains("oops"), "{failed}");
         assert!(
             run_probe(&["no-such-probe-oomgate".into()], &dir)
+                .into_result()
                 .unwrap_err()
                 .contains("cannot start")
         );

@@ -256,7 +256,10 @@ fn take_tails(part: &mut Part, place: &Located, notes: &mut Vec<String>) {
     let path = place.dir.join("junit.xml");
     let read = crate::files::read_input(&path, crate::files::MAX_RESULTS_BYTES, "a JUnit file")
         .map_err(|e| e.to_string())
-        .and_then(|xml| crate::report::junit::read_tails(&xml, &mut part.results.cases));
+        .and_then(|xml| {
+            crate::report::junit::read_tails(&xml, &mut part.results.cases)
+                .map_err(|e| format!("not the XML of a junit.xml: {e}"))
+        });
     match read {
         Ok(found) if found == part.results.cases.len() => {}
         Ok(found) => notes.push(format!(

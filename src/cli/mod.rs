@@ -12,6 +12,7 @@
 
 mod inspect;
 mod merge;
+mod outputs;
 mod pool;
 mod run;
 

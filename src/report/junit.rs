@@ -250,8 +250,8 @@ const STDOUT_MARKER: &str = "\n--- end of stdout ---\n";
 /// holds them as its run masked them, with the secrets it knew. Returns how
 /// many cases had a testcase. The text is what quick-junit wrote: ANSI
 /// escapes and control characters are already gone.
-pub fn read_tails(xml: &str, cases: &mut [CaseResult]) -> Result<usize, String> {
-    let document = roxmltree::Document::parse(xml).map_err(|e| e.to_string())?;
+pub fn read_tails(xml: &str, cases: &mut [CaseResult]) -> Result<usize, roxmltree::Error> {
+    let document = roxmltree::Document::parse(xml)?;
     let mut found = 0;
     let by_id: std::collections::HashMap<&str, roxmltree::Node<'_, '_>> = document
         .descendants()

@@ -12,7 +12,7 @@ use std::os::fd::RawFd;
 use std::path::Path;
 use std::time::Duration;
 
-use super::launch::{InstanceLogs, LaunchSpec, ReportReader, launch};
+use super::launch::{InstanceLogs, LaunchError, LaunchSpec, ReportReader, launch};
 use super::supervise::Report;
 use crate::process::{self, Exit};
 use crate::suite::Case;
@@ -93,7 +93,7 @@ impl Instance {
         case_dir: &Path,
         cgroup_procs: Option<&CString>,
         gpus: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), LaunchError> {
         self.stderr_offset = std::fs::metadata(&self.logs.stderr).map_or(0, |m| m.len());
         let spec = LaunchSpec {
             case,
@@ -104,7 +104,7 @@ impl Instance {
             gpus,
             serving: self.serving,
         };
-        let launched = launch(&spec).map_err(|e| e.to_string())?;
+        let launched = launch(&spec)?;
         if launched.cgroup_error.is_some() {
             self.cgroup_error = launched.cgroup_error;
         }

@@ -17,7 +17,32 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::suite::{HttpTarget, Ready, http_target, tcp_target};
+use crate::suite::{HttpTarget, Ready, ReadyError, http_target, tcp_target};
+
+/// Why a server is not ready yet, as its case's message says when it
+/// never is.
+#[derive(Debug, thiserror::Error)]
+enum NotReady {
+    #[error(transparent)]
+    Unusable(ReadyError),
+    #[error("cannot resolve {host}: {source}")]
+    Resolve {
+        host: String,
+        source: std::io::Error,
+    },
+    #[error("{0} has no address")]
+    NoAddress(String),
+    #[error("{at}: {source}")]
+    Io { at: String, source: std::io::Error },
+    #[error("{path} answered {code}")]
+    Status { path: String, code: u16 },
+    #[error("the connection closed without an answer")]
+    NoAnswer,
+    #[error("the answer is not HTTP")]
+    NotHttp,
+    #[error("no line matching /{0}/ yet")]
+    NoLine(String),
+}
 
 /// How often readiness is asked.
 pub(super) const POLL: Duration = Duration::from_millis(50);
@@ -59,7 +84,7 @@ impl Readiness {
                             }
                             Err(why) => {
                                 if let Ok(mut last) = last.lock() {
-                                    *last = Some(why);
+                                    *last = Some(why.to_string());
                                 }
                             }
                         }
@@ -101,10 +126,10 @@ impl Drop for Readiness {
 
 /// One kind of check, with what it keeps between attempts.
 enum Check {
-    Http(Result<HttpTarget, String>),
-    Tcp(Result<(String, u16), String>),
+    Http(Result<HttpTarget, ReadyError>),
+    Tcp(Result<(String, u16), ReadyError>),
     Log {
-        pattern: Result<regex::Regex, String>,
+        pattern: Result<regex::Regex, ReadyError>,
         logs: Vec<LogTail>,
     },
 }
@@ -123,10 +148,10 @@ const LOG_READ: u64 = 1024 * 1024;
 impl Check {
     fn new(ready: Ready, logs: Vec<(PathBuf, u64)>) -> Self {
         match ready {
-            Ready::Http(url) => Check::Http(http_target(&url)),
-            Ready::Tcp(address) => Check::Tcp(tcp_target(&address)),
+            Ready::Http(url) => Check::Http(http_target(&url).map_err(ReadyError::from)),
+            Ready::Tcp(address) => Check::Tcp(tcp_target(&address).map_err(ReadyError::from)),
             Ready::Log(pattern) => Check::Log {
-                pattern: regex::Regex::new(&pattern).map_err(|e| e.to_string()),
+                pattern: regex::Regex::new(&pattern).map_err(ReadyError::from),
                 logs: logs
                     .into_iter()
                     .map(|(path, offset)| LogTail {
@@ -140,24 +165,22 @@ impl Check {
     }
 
     /// Ask once: `Err` says why the server is not ready yet.
-    fn once(&mut self) -> Result<(), String> {
+    fn once(&mut self) -> Result<(), NotReady> {
+        let unusable = |e: &ReadyError| NotReady::Unusable(e.clone());
         match self {
-            Check::Http(target) => {
-                let target = target.as_ref().map_err(Clone::clone)?;
-                http_ok(target)
-            }
+            Check::Http(target) => http_ok(target.as_ref().map_err(unusable)?),
             Check::Tcp(target) => {
-                let (host, port) = target.as_ref().map_err(Clone::clone)?;
+                let (host, port) = target.as_ref().map_err(unusable)?;
                 connect(host, *port).map(drop)
             }
             Check::Log { pattern, logs } => {
-                let pattern = pattern.as_ref().map_err(Clone::clone)?;
+                let pattern = pattern.as_ref().map_err(unusable)?;
                 for log in logs.iter_mut() {
                     if log.matches(pattern) {
                         return Ok(());
                     }
                 }
-                Err(format!("no line matching /{pattern}/ yet"))
+                Err(NotReady::NoLine(pattern.to_string()))
             }
         }
     }
@@ -194,25 +217,36 @@ impl LogTail {
 }
 
 /// A TCP connection to `host:port`, to its first address that answers.
-fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
+fn connect(host: &str, port: u16) -> Result<TcpStream, NotReady> {
     let addresses: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .map_err(|source| NotReady::Resolve {
+            host: host.to_string(),
+            source,
+        })?
         .collect();
-    let mut why = format!("{host} has no address");
+    let mut why = NotReady::NoAddress(host.to_string());
     for address in addresses {
         match TcpStream::connect_timeout(&address, CHECK_TIMEOUT) {
             Ok(stream) => return Ok(stream),
-            Err(e) => why = format!("{address}: {e}"),
+            Err(source) => {
+                why = NotReady::Io {
+                    at: address.to_string(),
+                    source,
+                }
+            }
         }
     }
     Err(why)
 }
 
 /// `GET` the target: ready on a 2xx or 3xx status.
-fn http_ok(target: &HttpTarget) -> Result<(), String> {
+fn http_ok(target: &HttpTarget) -> Result<(), NotReady> {
     let mut stream = connect(&target.host, target.port)?;
-    let io = |e: std::io::Error| format!("{}:{}: {e}", target.host, target.port);
+    let io = |source: std::io::Error| NotReady::Io {
+        at: format!("{}:{}", target.host, target.port),
+        source,
+    };
     stream.set_read_timeout(Some(CHECK_TIMEOUT)).map_err(io)?;
     stream.set_write_timeout(Some(CHECK_TIMEOUT)).map_err(io)?;
     let host = if target.host.contains(':') {
@@ -254,9 +288,12 @@ fn http_ok(target: &HttpTarget) -> Result<(), String> {
         .and_then(|code| code.parse::<u16>().ok());
     match status {
         Some(code) if (200..400).contains(&code) => Ok(()),
-        Some(code) => Err(format!("{} answered {code}", target.path)),
-        None if line.is_empty() => Err("the connection closed without an answer".into()),
-        None => Err("the answer is not HTTP".into()),
+        Some(code) => Err(NotReady::Status {
+            path: target.path.clone(),
+            code,
+        }),
+        None if line.is_empty() => Err(NotReady::NoAnswer),
+        None => Err(NotReady::NotHttp),
     }
 }
 
@@ -302,7 +339,7 @@ mod tests {
             .expect("a free port")
             .port();
         let target = http_target(&format!("http://127.0.0.1:{port}/")).expect("target");
-        let why = http_ok(&target).unwrap_err();
+        let why = http_ok(&target).unwrap_err().to_string();
         assert!(why.contains("refused"), "{why}");
     }
 

@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::instance::Instance;
+use super::launch::LaunchError;
 use super::ready::Readiness;
 use crate::judge::StopReason;
 use crate::measure::HostMeter;
@@ -79,7 +80,7 @@ impl<'c, 'g> ServerSide<'c, 'g> {
 
     /// Launch the server in its cgroup and start asking whether it is
     /// ready. The message of a launch that failed names the server.
-    pub(super) fn start(&mut self, case_dir: &Path, gpus: Option<&str>) -> Result<(), String> {
+    pub(super) fn start(&mut self, case_dir: &Path, gpus: Option<&str>) -> Result<(), LaunchError> {
         let logs: Vec<_> = [&self.instance.logs.stdout, &self.instance.logs.stderr]
             .into_iter()
             .map(|path| {
@@ -90,7 +91,7 @@ impl<'c, 'g> ServerSide<'c, 'g> {
         let procs = self.host.cgroup().map(|c| c.procs_path().clone());
         self.instance
             .start(&self.launch, case_dir, procs.as_ref(), gpus)
-            .map_err(|message| format!("the server: {message}"))?;
+            .map_err(|LaunchError(message)| LaunchError(format!("the server: {message}")))?;
         self.readiness = Some(Readiness::start(self.ready.clone(), logs));
         Ok(())
     }

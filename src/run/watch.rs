@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use super::Note;
 use super::case::{CaseOutcome, CaseRunner, Preflight, ServerOutcome, append};
 use super::instance::Instance;
+use super::launch::LaunchError;
 use super::ready;
 use super::serve::{self, ServerSide};
 use super::soak::{SoakPeaks, soak_end};
@@ -156,7 +157,7 @@ impl CaseRunner<'_, '_> {
             match server.as_mut() {
                 // The load starts once the server is ready.
                 Some(server) => {
-                    if let Err(message) = server.start(case_dir, visible) {
+                    if let Err(LaunchError(message)) = server.start(case_dir, visible) {
                         stop = Some(StopReason::LaunchFailed { message });
                     }
                     distrust_cgroup_if_not_joined(
@@ -570,7 +571,9 @@ impl CaseRunner<'_, '_> {
         let visible = self.access.visible.as_deref();
         let mut stop = None;
         for instance in instances.iter_mut() {
-            if let Err(message) = instance.start(case, case_dir, procs.as_ref(), visible) {
+            if let Err(LaunchError(message)) =
+                instance.start(case, case_dir, procs.as_ref(), visible)
+            {
                 stop = Some(StopReason::LaunchFailed { message });
                 break;
             }
@@ -648,7 +651,9 @@ impl CaseRunner<'_, '_> {
                 if let Some(fault) = marker_fault.take() {
                     self.record_fault(fault);
                 }
-                if let Err(message) = instance.start(case, case_dir, procs.as_ref(), visible) {
+                if let Err(LaunchError(message)) =
+                    instance.start(case, case_dir, procs.as_ref(), visible)
+                {
                     return Some(StopReason::LaunchFailed { message });
                 }
             }

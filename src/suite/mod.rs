@@ -28,7 +28,10 @@ use indexmap::IndexMap;
 pub use located::{Diagnostic, Located, SuiteError};
 pub use partition::{Partition, PartitionKind};
 pub use secrets::{server_env, suite_secrets};
-pub use server::{HttpTarget, PORT, Ready, Server, StopSignal, http_target, tcp_target};
+pub use server::{
+    HttpTarget, PORT, Ready, ReadyError, RowError, Server, StopSignal, TargetError, http_target,
+    tcp_target,
+};
 pub use template::{fnv1a, folder_name, shell_join};
 
 use crate::units::Bytes;

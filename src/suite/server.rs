@@ -109,16 +109,57 @@ pub struct HttpTarget {
     pub path: String,
 }
 
+/// Why a readiness target is none.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    #[error("https is not supported for readiness: use the server's plain http port, or tcp://")]
+    Https,
+    #[error(
+        "a readiness URL starts with http:// (or use tcp://host:port, or {{ log = \"regex\" }})"
+    )]
+    NotHttp,
+    #[error("a tcp:// target is host:port, with no path")]
+    TcpWithPath,
+    #[error("a tcp:// target needs a port: tcp://127.0.0.1:{{port}}")]
+    TcpWithoutPort,
+    #[error("no user or password in a readiness target")]
+    Credentials,
+    #[error("an IPv6 host is written [::1]")]
+    Ipv6,
+    #[error("the readiness target has no host")]
+    NoHost,
+    #[error("`{0}` is not a port")]
+    Port(String),
+}
+
+/// What a launch of a server's matrix row would refuse.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RowError {
+    #[error("the server's program is empty after substitution")]
+    EmptyProgram,
+    #[error("the server's command or env has a NUL byte after substitution")]
+    Nul,
+    #[error("`server.ready`: {0}")]
+    Ready(#[from] ReadyError),
+}
+
+/// Why a server's `ready` cannot be asked.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReadyError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("not a usable regex: {0}")]
+    Pattern(#[from] regex::Error),
+}
+
 /// `http://host[:port][/path]`; `https` is refused (a readiness check on
 /// the runner's own machine needs no TLS, and oomgate carries none).
-pub fn http_target(url: &str) -> Result<HttpTarget, String> {
+pub fn http_target(url: &str) -> Result<HttpTarget, TargetError> {
     let rest = url.strip_prefix("http://").ok_or_else(|| {
         if url.starts_with("https://") {
-            "https is not supported for readiness: use the server's plain http port, or tcp://"
-                .to_string()
+            TargetError::Https
         } else {
-            "a readiness URL starts with http:// (or use tcp://host:port, or { log = \"regex\" })"
-                .to_string()
+            TargetError::NotHttp
         }
     })?;
     let (authority, path) = match rest.find('/') {
@@ -134,26 +175,24 @@ pub fn http_target(url: &str) -> Result<HttpTarget, String> {
 }
 
 /// `host:port`, for a TCP readiness check.
-pub fn tcp_target(address: &str) -> Result<(String, u16), String> {
+pub fn tcp_target(address: &str) -> Result<(String, u16), TargetError> {
     let address = address.strip_suffix('/').unwrap_or(address);
     if address.contains('/') {
-        return Err("a tcp:// target is host:port, with no path".into());
+        return Err(TargetError::TcpWithPath);
     }
     if !address.contains(':') {
-        return Err("a tcp:// target needs a port: tcp://127.0.0.1:{port}".into());
+        return Err(TargetError::TcpWithoutPort);
     }
     host_port(address, 0)
 }
 
 /// `host[:port]` (`[::1]:8000` for IPv6), `default` when no port is given.
-fn host_port(authority: &str, default: u16) -> Result<(String, u16), String> {
+fn host_port(authority: &str, default: u16) -> Result<(String, u16), TargetError> {
     if authority.contains('@') {
-        return Err("no user or password in a readiness target".into());
+        return Err(TargetError::Credentials);
     }
     let (host, port) = if let Some(inner) = authority.strip_prefix('[') {
-        let (host, after) = inner
-            .split_once(']')
-            .ok_or("an IPv6 host is written [::1]")?;
+        let (host, after) = inner.split_once(']').ok_or(TargetError::Ipv6)?;
         (host, after.strip_prefix(':'))
     } else {
         match authority.rsplit_once(':') {
@@ -162,7 +201,7 @@ fn host_port(authority: &str, default: u16) -> Result<(String, u16), String> {
         }
     };
     if host.is_empty() {
-        return Err("the readiness target has no host".into());
+        return Err(TargetError::NoHost);
     }
     let port = match port {
         None => default,
@@ -170,7 +209,7 @@ fn host_port(authority: &str, default: u16) -> Result<(String, u16), String> {
             .parse::<u16>()
             .ok()
             .filter(|p| *p > 0)
-            .ok_or_else(|| format!("`{text}` is not a port"))?,
+            .ok_or_else(|| TargetError::Port(text.to_string()))?,
     };
     Ok((host.to_string(), port))
 }
@@ -194,7 +233,7 @@ pub(super) struct ServerDraft {
 impl ServerDraft {
     /// Whether `ready` is a target with this matrix row's values in (a
     /// port and a searched value stand in for what a launch puts).
-    pub(super) fn check_ready(&self, params: &IndexMap<String, String>) -> Result<(), String> {
+    pub(super) fn check_ready(&self, params: &IndexMap<String, String>) -> Result<(), ReadyError> {
         let (Ready::Http(text) | Ready::Tcp(text) | Ready::Log(text)) = &self.ready;
         let mut values = params.clone();
         for name in placeholders(text) {
@@ -203,34 +242,31 @@ impl ServerDraft {
                 .or_insert_with(|| "1".to_string());
         }
         match self.ready.fill(&values) {
-            Ready::Http(url) => http_target(&url).map(drop),
-            Ready::Tcp(address) => tcp_target(&address).map(drop),
-            Ready::Log(pattern) => regex::Regex::new(&pattern)
-                .map(drop)
-                .map_err(|e| format!("not a usable regex: {e}")),
+            Ready::Http(url) => Ok(http_target(&url).map(drop)?),
+            Ready::Tcp(address) => Ok(tcp_target(&address).map(drop)?),
+            Ready::Log(pattern) => Ok(regex::Regex::new(&pattern).map(drop)?),
         }
     }
 
     /// What a launch of this matrix row would refuse: an empty program, a
     /// NUL byte in an argument or a variable, a readiness target that is
     /// none.
-    pub(super) fn check_row(&self, params: &IndexMap<String, String>) -> Result<(), String> {
+    pub(super) fn check_row(&self, params: &IndexMap<String, String>) -> Result<(), RowError> {
         let (command, env) = self.templates.fill(params);
         if command
             .first()
             .is_none_or(|program| program.trim().is_empty())
         {
-            return Err("the server's program is empty after substitution".into());
+            return Err(RowError::EmptyProgram);
         }
         if command
             .iter()
             .chain(env.values())
             .any(|text| text.contains('\0'))
         {
-            return Err("the server's command or env has a NUL byte after substitution".into());
+            return Err(RowError::Nul);
         }
-        self.check_ready(params)
-            .map_err(|message| format!("`server.ready`: {message}"))
+        Ok(self.check_ready(params)?)
     }
 
     /// The server of one matrix row, its program found from `cwd`.
@@ -407,8 +443,12 @@ fn ready(check: &mut Checker, value: &Spanned<toml::Value>) -> Option<Ready> {
     };
     let parsed = match value.get_ref() {
         toml::Value::String(text) => match text.strip_prefix("tcp://") {
-            Some(address) => tcp_target(&sample(address)).map(|_| Ready::Tcp(address.to_string())),
-            None => http_target(&sample(text)).map(|_| Ready::Http(text.clone())),
+            Some(address) => tcp_target(&sample(address))
+                .map(|_| Ready::Tcp(address.to_string()))
+                .map_err(|e| e.to_string()),
+            None => http_target(&sample(text))
+                .map(|_| Ready::Http(text.clone()))
+                .map_err(|e| e.to_string()),
         },
         toml::Value::Table(table) => match (table.get("log"), table.len()) {
             (Some(toml::Value::String(pattern)), 1) => regex::Regex::new(&sample(pattern))
@@ -464,12 +504,18 @@ mod tests {
         assert!(
             http_target("https://x/")
                 .unwrap_err()
+                .to_string()
                 .contains("https is not supported")
         );
         assert!(http_target("http://x:0/").is_err());
         assert!(http_target("http://x:99999/").is_err());
         assert!(http_target("http://u:p@x/").is_err());
         assert_eq!(tcp_target("127.0.0.1:5"), Ok(("127.0.0.1".into(), 5)));
+        assert_eq!(tcp_target("127.0.0.1"), Err(TargetError::TcpWithoutPort));
+        assert_eq!(
+            http_target("http://x:port/"),
+            Err(TargetError::Port("port".into()))
+        );
         assert!(tcp_target("127.0.0.1").is_err());
         assert!(tcp_target("127.0.0.1:5/x").is_err());
     }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use super::Project;
+use super::{MIB, Project, toml_str, workload};
 
 pub const GIB: u64 = 1024 * 1024 * 1024;
 pub const UUID_0: &str = "GPU-00000000-1111-2222-3333-444444444444";
@@ -105,5 +105,55 @@ impl Project {
     /// list with `pid` in it: oomgate has seen the process.
     pub fn listed(&self, pid: u32) -> PathBuf {
         self.path().join("listed").join(pid.to_string())
+    }
+}
+
+/// A suite with one case `c` running gpu_alloc.py with these arguments
+/// (TOML strings), plus extra case lines.
+pub fn gpu_suite(interval: &str, args: &str, case_lines: &str) -> String {
+    format!(
+        "[suite]\nname = \"g\"\nsample_interval = \"{interval}\"\n[[case]]\nname = \"c\"\ncommand = [\"python3\", {}, {args}]\nkill_grace = \"1s\"\n{case_lines}\n",
+        toml_str(&workload("gpu_alloc.py"))
+    )
+}
+
+pub fn gpu_project(suite: &str, config: &str) -> Project {
+    Project::new(suite).with_fake_gpus(config, Variant::Complete)
+}
+
+pub fn mib(value: &serde_json::Value) -> Option<u64> {
+    value.as_u64().map(|b| b / MIB)
+}
+
+/// A process on the GPU that the test (not oomgate) started.
+pub struct Foreign {
+    child: std::process::Child,
+}
+
+impl Foreign {
+    pub fn start(project: &Project, uuid: &str, bytes: u64) -> Self {
+        let child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("spawn sleep");
+        let state = project.fake_gpu_state();
+        std::fs::create_dir_all(&state).expect("state dir");
+        std::fs::write(
+            state.join(child.id().to_string()),
+            format!("owner={} device={uuid} used={bytes}\n", child.id()),
+        )
+        .expect("write foreign process");
+        Foreign { child }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Foreign {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
     }
 }

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod baselines;
 pub mod cgroups;
 pub mod fake_nvml;
 pub mod running;
