@@ -227,7 +227,7 @@ impl Instance {
                     self.maxrss_bytes = self.maxrss_bytes.max(Some(bytes));
                 }
                 Report::CgroupFailed(errno) => self.cgroup_error = Some(errno),
-                Report::Started(_) | Report::SpawnFailed(_) => {}
+                Report::Forked(_) | Report::Started(_) | Report::SpawnFailed(_) => {}
             }
         }
     }

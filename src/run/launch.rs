@@ -208,10 +208,24 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
     };
     let mut reader = ReportReader::new(report);
     let mut cgroup_error = None;
+    let mut forked = false;
     loop {
         match reader.next_blocking(START_TIMEOUT_MS) {
             Ok(Some(supervise::Report::CgroupFailed(errno))) => cgroup_error = Some(errno),
             Ok(Some(supervise::Report::Rss(_))) => {}
+            Ok(Some(supervise::Report::Forked(_))) => forked = true,
+            // The workload was about to run when its supervisor ended
+            // without a word (killed, perhaps by the workload itself): it
+            // started, and its run's end is the supervisor's.
+            Ok(None) if forked => {
+                let (report, unread) = reader.into_parts();
+                return Ok(Launched {
+                    supervisor,
+                    report,
+                    unread,
+                    cgroup_error,
+                });
+            }
             Ok(Some(supervise::Report::Started(_))) => {
                 let (report, unread) = reader.into_parts();
                 return Ok(Launched {

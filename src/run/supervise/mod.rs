@@ -208,6 +208,10 @@ pub fn main(args: &[OsString]) -> i32 {
             if let Some((tasks, procs)) = &join {
                 join_cgroup(tasks.as_ref(), procs, fd);
             }
+            // Said by the child itself: a workload that kills its
+            // supervisor at once (`kill -9 $PPID`) is still known to have
+            // started, not taken for a supervisor that never started it.
+            write_number_line(fd, *b"forked ", libc::getpid().unsigned_abs());
             Ok(())
         });
     }
@@ -358,6 +362,20 @@ fn read_environment(fd: RawFd) -> std::io::Result<Vec<(OsString, OsString)>> {
 /// Write `0` (this process) to `tasks` (cgroup v1, when there is one;
 /// a single-threaded process) or else to `cgroup.procs`; on failure report
 /// the errno on the report pipe. Async-signal-safe: no allocation.
+/// Write `<word> <n>\n` (`n` in ten digits) to `fd` with one `write`,
+/// from stack memory: safe between fork and exec.
+fn write_number_line<const W: usize>(fd: RawFd, word: [u8; W], mut n: u32) {
+    let mut line = [b'0'; 64];
+    line[..W].copy_from_slice(&word);
+    for slot in line[W..W + 10].iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    line[W + 10] = b'\n';
+    // SAFETY: write from a stack buffer to a descriptor the caller holds.
+    unsafe { libc::write(fd, line.as_ptr().cast(), W + 11) };
+}
+
 fn join_cgroup(tasks: Option<&CString>, procs: &CString, report_fd: RawFd) {
     // SAFETY: open/write/close on NUL-terminated paths and stack buffers.
     unsafe {
@@ -381,13 +399,7 @@ fn join_cgroup(tasks: Option<&CString>, procs: &CString, report_fd: RawFd) {
             libc::close(fd);
         }
         if !ok {
-            let mut line = *b"cgroup 0000000000\n";
-            let mut n = errno.unsigned_abs();
-            for slot in line[7..17].iter_mut().rev() {
-                *slot = b'0' + (n % 10) as u8;
-                n /= 10;
-            }
-            libc::write(report_fd, line.as_ptr().cast(), line.len());
+            write_number_line(report_fd, *b"cgroup ", errno.unsigned_abs());
         }
     }
 }

@@ -8,6 +8,10 @@
 pub enum Report {
     /// The workload could not join the case cgroup (errno); it runs anyway.
     CgroupFailed(i32),
+    /// The workload's process was forked with this pid and is about to
+    /// execute the command (written by the child itself, so it is in the
+    /// pipe even when the workload kills its supervisor at once).
+    Forked(i32),
     /// The workload started with this pid.
     Started(i32),
     /// The workload could not be started.
@@ -31,6 +35,7 @@ impl Report {
         let mut words = line.split(' ');
         match words.next()? {
             "cgroup" => Some(Report::CgroupFailed(words.next()?.parse().ok()?)),
+            "forked" => Some(Report::Forked(words.next()?.parse().ok()?)),
             "pid" => Some(Report::Started(words.next()?.parse().ok()?)),
             "rss" => Some(Report::Rss(words.next()?.parse().ok()?)),
             "spawn-error" => Some(Report::SpawnFailed(
@@ -69,6 +74,7 @@ mod tests {
     #[test]
     fn report_lines() {
         assert_eq!(Report::parse("pid 42"), Some(Report::Started(42)));
+        assert_eq!(Report::parse("forked 42"), Some(Report::Forked(42)));
         assert_eq!(Report::parse("rss 2048"), Some(Report::Rss(2048)));
         assert_eq!(
             Report::parse("cgroup 0000000013"),
