@@ -578,3 +578,50 @@ fn a_process_that_left_the_case_cgroup_is_still_stopped() {
     let escaped = common::read_pid(&pid_file);
     assert!(!common::alive(escaped), "pid {escaped} outlived its case");
 }
+
+/// Regression (issue 22): workers started by multiprocessing's `spawn`
+/// held their memory for a plateau shorter than the gap between two timed
+/// PSS sweeps, so whether a sweep landed in it was luck — one run's figure
+/// was the tree's PSS, the next one's the cgroup's anonymous memory, 30 %
+/// lower, and an unchanged build failed against its own lock. A new high
+/// of the cheap figures now asks for a sweep: every run reads the plateau,
+/// by the same floor, within 5 % of the tree's PSS there.
+#[test]
+fn a_short_plateau_of_spawned_workers_is_read_the_same_way_every_run() {
+    let project = Project::new("");
+    let shared = project.path().join("shared.bin");
+    std::fs::write(&shared, vec![1u8; 64 * MIB as usize]).expect("shared file");
+    let truth = project.path().join("truth");
+    let args = format!(
+        "\"spawned\", \"--children\", \"2\", \"--mib\", \"48\", \"--hold\", \"150ms\", \"--file\", {}, \"--truth\", {}",
+        toml_str(&shared.display().to_string()),
+        toml_str(&truth.display().to_string())
+    );
+    std::fs::write(
+        project.suite(),
+        suite("20ms", &pattern_case("spawned", &args, "")),
+    )
+    .expect("suite");
+    let mut sources = Vec::new();
+    for _ in 0..3 {
+        let run = project.run(&[]);
+        run.assert_code(0);
+        let case = run.case("spawned");
+        assert_method(&case);
+        let truth: f64 = std::fs::read_to_string(&truth)
+            .expect("truth")
+            .trim()
+            .parse()
+            .expect("bytes");
+        let ratio = case["host_peak_bytes"].as_u64().unwrap_or(0) as f64 / truth;
+        assert!(
+            (0.95..1.05).contains(&ratio),
+            "the figure is {ratio:.3} of the tree's PSS at its plateau\n{case:#}"
+        );
+        sources.push(case["host_peak_source"].clone());
+    }
+    assert!(
+        sources.iter().all(|s| s == "pss-sum"),
+        "one floor for every unchanged run: {sources:?}"
+    );
+}

@@ -30,6 +30,20 @@
 //! whose anonymous + shmem charge is read every tick, sweeps are rarer
 //! ([`Pace::WITH_CGROUP`]); without one, PSS is the only sampled figure and
 //! is read every tick when the tree is small ([`Pace::WITHOUT_CGROUP`]).
+//!
+//! A sweep on a timer alone lands where the peak is only by luck: a torch
+//! process's page tables make a sweep cost milliseconds, so a timer held
+//! to a small share of a core sweeps a 20 s case two or three times, and a
+//! 6 s plateau of spawned workers was in one run's figure and not in the
+//! next. So the cheap per-tick figures steer the costly ones: a new high
+//! of the cgroup's anonymous + shmem charge, or of the number of
+//! processes, asks for a sweep, made once the charge stops rising (at the
+//! top, not on the climb) and as soon as sweeps stay within
+//! [`TRIGGERED_CPU_SHARE`] of a core; and for a tree of up to
+//! [`PLATEAU_TREE`] processes no two sweeps are more than [`PLATEAU`]
+//! apart, whatever they cost, so a plateau that long is always swept.
+//! Beyond that size the share wins, and the figures say a plateau may have
+//! been missed.
 
 use std::fs;
 use std::io::Read;
@@ -220,6 +234,26 @@ pub struct HostFigures {
     pub note: Option<String>,
 }
 
+/// Sweeps asked for by a new high of a cheap figure keep within this share
+/// of one core, over the case, with [`SWEEP_BURST`] to start with (so the
+/// first highs of a short case are read however costly a sweep is).
+pub const TRIGGERED_CPU_SHARE: f64 = 0.02;
+pub const SWEEP_BURST: Duration = Duration::from_millis(50);
+/// The longest two sweeps are apart for a tree of up to [`PLATEAU_TREE`]
+/// processes: a plateau this long is always swept.
+pub const PLATEAU: Duration = Duration::from_secs(1);
+/// The largest tree whose plateaus are always swept.
+pub const PLATEAU_TREE: usize = 200;
+/// How far above its level at the last sweep the cgroup's anonymous +
+/// shmem charge must rise to ask for a sweep: a share of that level, and
+/// at least [`NEW_HIGH_BYTES`].
+const NEW_HIGH_SHARE: f64 = 0.01;
+const NEW_HIGH_BYTES: u64 = 1024 * 1024;
+/// The charge is still rising while a tick's exceeds the last one's by
+/// more than this share of it and [`STILL_BYTES`].
+const STILL_SHARE: f64 = 0.005;
+const STILL_BYTES: u64 = 256 * 1024;
+
 /// How often PSS and VmHWM sweeps may run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pace {
@@ -267,9 +301,81 @@ pub struct HostMeter {
     floors: [Option<Peak>; 4],
     pace: Pace,
     next_sweep: Option<Instant>,
+    /// Where the steering of sweeps by cheap figures stands.
+    steer: Steer,
     pss_sweeps: u64,
     pss_last: Option<u64>,
     buffer: Vec<u8>,
+}
+
+/// What decides when a sweep is asked for before its timer is due: a new
+/// high of a cheap figure, once it stops rising (a sweep in the middle of
+/// a climb spends the share on a level the peak will pass; the top is
+/// where the costly floors matter, and a spike that falls at once is still
+/// in the live processes' `VmHWM`).
+#[derive(Debug, Default)]
+struct Steer {
+    /// The cheap figures at the last sweep.
+    swept_anon_shmem: Option<u64>,
+    swept_processes: usize,
+    /// The highest anonymous + shmem charge seen by a tick.
+    highest_anon_shmem: Option<u64>,
+    /// The last tick's charge, and whether this tick's rose past it.
+    last_anon_shmem: Option<u64>,
+    rising: bool,
+    /// A new high seen and not swept yet.
+    pending: bool,
+    /// When the first tick was, and the CPU every sweep since took: asked-
+    /// for sweeps keep the total within [`TRIGGERED_CPU_SHARE`] of the time
+    /// since, plus [`SWEEP_BURST`].
+    since: Option<Instant>,
+    spent: Duration,
+    /// The longest gap between two sweeps of a tree too large for the
+    /// plateau guarantee, if there was one longer than [`PLATEAU`].
+    unguarded_gap: Option<Duration>,
+}
+
+impl Steer {
+    /// Whether this tick's cheap figures are a new high worth a sweep.
+    fn note(&mut self, anon_shmem: Option<u64>, processes: usize, at: Instant) {
+        self.since.get_or_insert(at);
+        self.rising = match (anon_shmem, self.last_anon_shmem) {
+            (Some(now), Some(last)) => {
+                now > last.saturating_add(((last as f64 * STILL_SHARE) as u64).max(STILL_BYTES))
+            }
+            _ => false,
+        };
+        self.last_anon_shmem = anon_shmem;
+        if let Some(now) = anon_shmem {
+            let highest = self.highest_anon_shmem.is_none_or(|h| now >= h);
+            self.highest_anon_shmem = self.highest_anon_shmem.max(Some(now));
+            let level = self.swept_anon_shmem.unwrap_or(0);
+            let margin = ((level as f64 * NEW_HIGH_SHARE) as u64).max(NEW_HIGH_BYTES);
+            if highest && now > level.saturating_add(margin) {
+                self.pending = true;
+            }
+        }
+        if processes > self.swept_processes {
+            self.pending = true;
+        }
+    }
+
+    fn asks(&self, now: Instant) -> bool {
+        let allowed = SWEEP_BURST
+            + self
+                .since
+                .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+                .mul_f64(TRIGGERED_CPU_SHARE);
+        self.pending && !self.rising && self.spent <= allowed
+    }
+
+    /// A sweep was made with these cheap figures, at this CPU cost.
+    fn swept(&mut self, anon_shmem: Option<u64>, processes: usize, cost: Duration) {
+        self.swept_anon_shmem = anon_shmem.or(self.swept_anon_shmem);
+        self.swept_processes = processes;
+        self.pending = false;
+        self.spent += cost;
+    }
 }
 
 impl HostMeter {
@@ -289,6 +395,7 @@ impl HostMeter {
             cgroup_whole: true,
             floors: [None; 4],
             next_sweep: None,
+            steer: Steer::default(),
             pss_sweeps: 0,
             pss_last: None,
             buffer: Vec::with_capacity(4096),
@@ -339,11 +446,35 @@ impl HostMeter {
                 Err(_) => ok = false,
             }
         }
+        let processes = tree
+            .members()
+            .iter()
+            .filter(|p| !exclude.contains(&p.pid))
+            .count();
         let now = Instant::now();
+        self.steer.note(anon_shmem, processes, now);
         let mut pss_now = None;
-        if self.next_sweep.is_none_or(|next| now >= next) {
+        if self.next_sweep.is_none_or(|next| now >= next) || self.steer.asks(now) {
+            // The cost is the CPU the sweep took, not its wall time: on a
+            // busy runner a sweep preempted halfway would otherwise put
+            // the next one off by seconds, past the plateau.
+            let before = thread_cpu_time();
             self.sweep(tree, exclude, t_ms);
-            self.next_sweep = Some(now + self.pace.gap(now.elapsed()));
+            let cost = match (before, thread_cpu_time()) {
+                (Some(before), Some(after)) => after.saturating_sub(before),
+                _ => now.elapsed(),
+            };
+            let longest = if processes <= PLATEAU_TREE {
+                PLATEAU.min(self.pace.max_gap)
+            } else {
+                self.pace.max_gap
+            };
+            let gap = self.pace.gap(cost).min(longest);
+            self.next_sweep = Some(now + gap);
+            self.steer.swept(anon_shmem, processes, cost);
+            if processes > PLATEAU_TREE && gap > PLATEAU {
+                self.steer.unguarded_gap = self.steer.unguarded_gap.max(Some(gap));
+            }
             pss_now = self.pss_last;
         }
         // Only this tick's readings: an older PSS may describe memory
@@ -352,13 +483,7 @@ impl HostMeter {
             (Some(a), Some(p)) => Some(Bytes(a.max(p))),
             (a, p) => a.or(p).map(Bytes),
         };
-        sample.processes = u32::try_from(
-            tree.members()
-                .iter()
-                .filter(|p| !exclude.contains(&p.pid))
-                .count(),
-        )
-        .unwrap_or(u32::MAX);
+        sample.processes = u32::try_from(processes).unwrap_or(u32::MAX);
         ok
     }
 
@@ -448,13 +573,22 @@ impl HostMeter {
             charged = None;
         }
         let mut note = self.note.take();
+        let mut add_note = |text: String| {
+            note = Some(match note.take() {
+                Some(note) => format!("{note}; {text}"),
+                None => text,
+            });
+        };
+        if let Some(gap) = self.steer.unguarded_gap {
+            add_note(format!(
+                "a tree of more than {PLATEAU_TREE} processes was swept for PSS and VmHWM only every {:.1} s, to keep the sweeps within {}% of a core: a plateau shorter than that may be missing from those floors",
+                gap.as_secs_f64(),
+                self.pace.cpu_share * 100.0
+            ));
+        }
         if let Some(cgroup) = self.cgroup.take() {
             if let Err(e) = cgroup.remove() {
-                let removal = format!("the case cgroup could not be removed: {e}");
-                note = Some(match note {
-                    Some(note) => format!("{note}; {removal}"),
-                    None => removal,
-                });
+                add_note(format!("the case cgroup could not be removed: {e}"));
             }
         }
         let peak = self.peak();
@@ -477,6 +611,23 @@ impl HostMeter {
             note,
         }
     }
+}
+
+/// The CPU time this thread has used (user and system: reading
+/// `smaps_rollup` walks page tables in the kernel, on the reader's time).
+fn thread_cpu_time() -> Option<Duration> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec to the pointer we pass.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
+        return None;
+    }
+    Some(Duration::new(
+        u64::try_from(now.tv_sec).ok()?,
+        u32::try_from(now.tv_nsec).ok()?,
+    ))
 }
 
 /// The value of a `Key:   1234 kB` line, in bytes.
@@ -540,6 +691,53 @@ mod tests {
         assert_eq!(Pace::WITH_CGROUP.gap(ms(20)), ms(20_000));
         // However costly, at least every 30 s.
         assert_eq!(Pace::WITH_CGROUP.gap(ms(5000)), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn a_new_high_of_a_cheap_figure_asks_for_a_sweep_at_its_top_within_its_share() {
+        let mib = |n: u64| n * 1024 * 1024;
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut steer = Steer::default();
+        steer.note(Some(mib(100)), 1, at(0));
+        assert!(steer.asks(at(0)), "the first reading is a new high");
+        steer.swept(Some(mib(100)), 1, Duration::from_millis(4));
+        // A climb asks for a sweep at its top, not on the way.
+        steer.note(Some(mib(300)), 1, at(20));
+        assert!(!steer.asks(at(20)), "still rising");
+        steer.note(Some(mib(400)), 1, at(40));
+        assert!(!steer.asks(at(40)), "still rising");
+        steer.note(Some(mib(401)), 1, at(60));
+        assert!(steer.asks(at(60)), "at the top, within the burst");
+        steer.swept(Some(mib(401)), 1, Duration::from_millis(4));
+        // Noise within 1 % of the swept level, or a fall, asks nothing.
+        steer.note(Some(mib(403)), 1, at(80));
+        steer.note(Some(mib(300)), 1, at(100));
+        assert!(!steer.asks(at(10_000)));
+        // A rise back to a level already swept is no new high either.
+        steer.swept(Some(mib(300)), 1, Duration::ZERO);
+        steer.note(Some(mib(350)), 1, at(120));
+        steer.note(Some(mib(350)), 1, at(140));
+        assert!(!steer.asks(at(10_000)));
+        // A new process (a spawned worker) asks, whatever the memory.
+        steer.note(Some(mib(350)), 3, at(160));
+        assert!(steer.asks(at(160)));
+        // Costly sweeps wait until the total is back within 2 % of a core
+        // since the first tick, beyond the 50 ms burst: 400 ms spent asks
+        // again at 17.5 s.
+        steer.swept(Some(mib(350)), 3, Duration::from_millis(392));
+        steer.note(Some(mib(500)), 3, at(180));
+        steer.note(Some(mib(500)), 3, at(200));
+        assert!(!steer.asks(at(17_499)));
+        assert!(steer.asks(at(17_500)));
+        // Without a cgroup, the process count alone steers.
+        let mut procfs = Steer::default();
+        procfs.note(None, 1, at(0));
+        procfs.swept(None, 1, Duration::ZERO);
+        procfs.note(None, 1, at(20));
+        assert!(!procfs.asks(at(1000)));
+        procfs.note(None, 2, at(40));
+        assert!(procfs.asks(at(40)));
     }
 
     #[test]
