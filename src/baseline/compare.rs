@@ -205,9 +205,23 @@ pub struct FigureComparison {
     /// (`new_bytes` is this run's figure of that floor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor: Option<crate::measure::host::HostFloor>,
+    /// The host figure went past its bound on a floor that counts file
+    /// pages while its anonymous + shmem memory stayed within: the growth
+    /// is in what the page cache held, not the workload's, and is not a
+    /// regression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anon_within: Option<AnonWithin>,
     /// The comparison in words, as its check words it (`report::words`).
     #[serde(default)]
     pub message: String,
+}
+
+/// The anonymous + shmem memory of a run and of its lock (see
+/// `HostFloors::anon_shmem`), compared within the host tolerance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnonWithin {
+    pub now_bytes: u64,
+    pub locked_bytes: u64,
 }
 
 impl FigureComparison {
@@ -295,6 +309,7 @@ pub fn compare(
         spread: None,
         not_compared: None,
         floor: None,
+        anon_within: None,
         message: String::new(),
     };
     let (new, base) = match (new, base) {

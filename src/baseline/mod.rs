@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use compare::{
-    AppliedTolerance, CaseTolerances, Figure, FigureComparison, NotCompared, Outcome, SpreadBound,
+    AnonWithin, AppliedTolerance, CaseTolerances, Figure, FigureComparison, NotCompared, Outcome,
+    SpreadBound,
 };
 pub use drift::Drift;
 
@@ -422,6 +423,29 @@ pub fn compare_case(
         locked.and_then(|l| l.host_spread_bytes),
     );
     host.floor = source;
+    // A page-cache difference is no regression: past the bound on a floor
+    // that counts file pages, the figure must have grown in its anonymous
+    // + shmem memory too (both sides must have it: locks from before it
+    // was recorded compare as they did).
+    if host.outcome == Outcome::Regressed && source.is_some_and(HostFloor::counts_file_pages) {
+        let locked_anon = locked.and_then(|l| HostFloors::from_named(&l.host_floors).anon_shmem());
+        if let (Some(now_anon), Some(locked_anon)) = (now.host_floors.anon_shmem(), locked_anon) {
+            let anon = compare::compare(
+                Figure::Host,
+                Some(now_anon),
+                Some(locked_anon),
+                tolerance.host,
+                None,
+            );
+            if anon.outcome != Outcome::Regressed {
+                host.outcome = Outcome::Within;
+                host.anon_within = Some(AnonWithin {
+                    now_bytes: now_anon,
+                    locked_bytes: locked_anon,
+                });
+            }
+        }
+    }
     if let Some(why) = other_definition {
         host = host.not_compared(why);
     }

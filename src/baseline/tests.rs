@@ -372,3 +372,66 @@ fn a_host_figure_is_compared_on_the_locks_own_floor() {
     let legacy = compare_case(Some(&locked), now(HostFloor::PssSum, both), tight, true);
     assert_eq!(legacy.host.outcome, Outcome::Regressed);
 }
+
+/// Two byte-identical environments gave `import torch` a VmHWM of 737 and
+/// 541 MB (RssFile 440 vs 244 MB): what the page cache held. A figure past
+/// its bound on a floor that counts file pages is a regression only when
+/// its anonymous + shmem memory grew past the bound too.
+#[test]
+fn growth_in_file_pages_alone_is_no_regression() {
+    const MIB: u64 = 1 << 20;
+    let command = vec!["python3".to_string(), "x.py".to_string()];
+    let empty = BTreeMap::new();
+    let env: BTreeMap<String, String> = [("A".to_string(), "1".to_string())].into();
+    let now = |floors: HostFloors| CaseNow {
+        host: floors.vmhwm_bytes,
+        host_method: HostMethod::CgroupV1,
+        host_source: Some(HostFloor::Vmhwm),
+        host_floors: floors,
+        gpu: None,
+        gpu_method: None,
+        gpu_tainted: false,
+        allocated: None,
+        command: &command,
+        server: None,
+        params: &empty,
+        env: &env,
+        allocator_env: &empty,
+    };
+    let floors = |vmhwm: u64, anon: u64| HostFloors {
+        cgroup_anon_shmem_bytes: Some(anon * MIB),
+        pss_anon_shmem_bytes: Some((anon - 2) * MIB),
+        vmhwm_bytes: Some(vmhwm * MIB),
+        ..HostFloors::default()
+    };
+    let mut locked = lock().cases["a"].clone();
+    locked.host_peak_bytes = Some(541 * MIB);
+    locked.host_peak_source = Some(HostFloor::Vmhwm);
+    locked.host_floors = floors(541, 300).named();
+    let tolerance = Tolerances::default();
+
+    let warm = compare_case(Some(&locked), now(floors(737, 301)), tolerance, true);
+    assert_eq!(warm.host.outcome, Outcome::Within);
+    assert_eq!(
+        warm.host.anon_within,
+        Some(AnonWithin {
+            now_bytes: 301 * MIB,
+            locked_bytes: 300 * MIB
+        })
+    );
+    assert_eq!(
+        warm.host.new_bytes,
+        Some(737 * MIB),
+        "the figure stays as read"
+    );
+
+    // Anonymous memory grew too: a regression, as before.
+    let grown = compare_case(Some(&locked), now(floors(737, 450)), tolerance, true);
+    assert_eq!(grown.host.outcome, Outcome::Regressed);
+    assert_eq!(grown.host.anon_within, None);
+
+    // A lock from before the split was recorded compares as it did.
+    locked.host_floors = BTreeMap::from([("vmhwm".to_string(), 541 * MIB)]);
+    let old = compare_case(Some(&locked), now(floors(737, 301)), tolerance, true);
+    assert_eq!(old.host.outcome, Outcome::Regressed);
+}

@@ -232,6 +232,7 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
                     required: false,
                     spread: None,
                     floor: None,
+                    anon_within: None,
                 });
             }
         }
@@ -248,7 +249,13 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
             match check.outcome {
                 Some(CheckOutcome::Breached) => format!("REGRESSED{change}"),
                 Some(CheckOutcome::Improved) => format!("improved{change}"),
-                Some(CheckOutcome::Within) => format!("ok{change}"),
+                Some(CheckOutcome::Within) => match &check.facts {
+                    Some(crate::results::Facts::Baseline {
+                        anon_within: Some(_),
+                        ..
+                    }) => format!("ok{change} (file pages only)"),
+                    _ => format!("ok{change}"),
+                },
                 Some(CheckOutcome::Unknown) => "UNKNOWN".to_string(),
                 Some(CheckOutcome::NotGated) => format!("not gated{change}"),
                 Some(CheckOutcome::NotCompared) => match &check.facts {

@@ -98,9 +98,14 @@ pub fn against_lock(
             .iter_mut()
             .filter(|c| !c.passed && matches!(c.kind, CheckKind::Baseline(_)))
         {
-            let (spread, floor) = match &check.facts {
-                Some(Facts::Baseline { spread, floor, .. }) => (*spread, *floor),
-                _ => (None, None),
+            let (spread, floor, anon_within) = match &check.facts {
+                Some(Facts::Baseline {
+                    spread,
+                    floor,
+                    anon_within,
+                    ..
+                }) => (*spread, *floor, *anon_within),
+                _ => (None, None, None),
             };
             check.passed = true;
             check.outcome = Some(CheckOutcome::NotGated);
@@ -109,6 +114,7 @@ pub fn against_lock(
                 required: false,
                 spread,
                 floor,
+                anon_within,
             });
         }
     }
@@ -190,6 +196,7 @@ fn figure_check(figure: &baseline::FigureComparison, require: bool) -> Option<Ch
             required,
             spread: figure.spread,
             floor: figure.floor,
+            anon_within: figure.anon_within,
         });
     check.baseline_bytes = figure.baseline_bytes;
     check.limit_bytes = figure.limit_bytes;

@@ -13,6 +13,10 @@
 //!   maps);
 //! - `pss-sum`: the tree's proportional set size, `/proc/PID/smaps_rollup`
 //!   summed (shared pages counted once, split between their users);
+//! - `pss-anon-shmem`: the anonymous + shmem part of it (`Pss_Anon` +
+//!   `Pss_Shmem`, Linux 5.7 and later): the same pages as the cgroup's
+//!   anonymous + shmem charge, for a tree without a cgroup, and no file
+//!   pages, so it does not depend on what the page cache held;
 //! - `vmhwm`: the largest `VmHWM` (a live process's own high-water mark, no
 //!   sampling gap);
 //! - `rusage-maxrss`: the largest `ru_maxrss` of a reaped process, from
@@ -129,15 +133,28 @@ pub enum HostFloor {
     PssSum,
     Vmhwm,
     RusageMaxrss,
+    PssAnonShmem,
 }
 
 impl HostFloor {
-    pub const ALL: [HostFloor; 4] = [
+    /// In the order a tie is broken: the first wins.
+    pub const ALL: [HostFloor; 5] = [
         HostFloor::CgroupAnonShmem,
         HostFloor::PssSum,
         HostFloor::Vmhwm,
         HostFloor::RusageMaxrss,
+        HostFloor::PssAnonShmem,
     ];
+
+    /// Whether the floor counts file pages, whose residence depends on
+    /// what the page cache held (a warm runner maps more of a library than
+    /// a cold one): the same workload reads differently on two runners.
+    pub fn counts_file_pages(self) -> bool {
+        matches!(
+            self,
+            HostFloor::PssSum | HostFloor::Vmhwm | HostFloor::RusageMaxrss
+        )
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -145,6 +162,7 @@ impl HostFloor {
             HostFloor::PssSum => "pss-sum",
             HostFloor::Vmhwm => "vmhwm",
             HostFloor::RusageMaxrss => "rusage-maxrss",
+            HostFloor::PssAnonShmem => "pss-anon-shmem",
         }
     }
 
@@ -155,6 +173,7 @@ impl HostFloor {
             HostFloor::PssSum => "the tree's PSS summed",
             HostFloor::Vmhwm => "a live process's VmHWM",
             HostFloor::RusageMaxrss => "an exited process's ru_maxrss",
+            HostFloor::PssAnonShmem => "the tree's anonymous + shmem PSS summed",
         }
     }
 
@@ -176,6 +195,7 @@ pub struct HostFloors {
     pub pss_sum_bytes: Option<u64>,
     pub vmhwm_bytes: Option<u64>,
     pub rusage_maxrss_bytes: Option<u64>,
+    pub pss_anon_shmem_bytes: Option<u64>,
 }
 
 impl HostFloors {
@@ -197,6 +217,7 @@ impl HostFloors {
                 HostFloor::PssSum => floors.pss_sum_bytes = value,
                 HostFloor::Vmhwm => floors.vmhwm_bytes = value,
                 HostFloor::RusageMaxrss => floors.rusage_maxrss_bytes = value,
+                HostFloor::PssAnonShmem => floors.pss_anon_shmem_bytes = value,
             }
         }
         floors
@@ -208,7 +229,15 @@ impl HostFloors {
             HostFloor::PssSum => self.pss_sum_bytes,
             HostFloor::Vmhwm => self.vmhwm_bytes,
             HostFloor::RusageMaxrss => self.rusage_maxrss_bytes,
+            HostFloor::PssAnonShmem => self.pss_anon_shmem_bytes,
         }
+    }
+
+    /// The case's anonymous + shmem memory at its peak, the floors that
+    /// count no file pages: the cgroup's charge and the tree's PSS of
+    /// those pages, the larger. `None` when neither was observed.
+    pub fn anon_shmem(&self) -> Option<u64> {
+        self.cgroup_anon_shmem_bytes.max(self.pss_anon_shmem_bytes)
     }
 }
 
@@ -298,7 +327,7 @@ pub struct HostMeter {
     /// then holds part of the case, still a floor, but its charged peak is
     /// not the case's.
     cgroup_whole: bool,
-    floors: [Option<Peak>; 4],
+    floors: [Option<Peak>; HostFloor::ALL.len()],
     pace: Pace,
     next_sweep: Option<Instant>,
     /// Where the steering of sweeps by cheap figures stands.
@@ -393,7 +422,7 @@ impl HostMeter {
             },
             cgroup,
             cgroup_whole: true,
-            floors: [None; 4],
+            floors: [None; HostFloor::ALL.len()],
             next_sweep: None,
             steer: Steer::default(),
             pss_sweeps: 0,
@@ -487,18 +516,32 @@ impl HostMeter {
         ok
     }
 
-    /// PSS summed and the largest VmHWM over the live members.
+    /// PSS summed (all of it, and its anonymous + shmem part) and the
+    /// largest VmHWM over the live members.
     fn sweep(&mut self, tree: &ProcessTree, exclude: &[i32], t_ms: u64) {
         let mut pss_sum = 0u64;
         let mut pss_seen = false;
+        // `None` once a member's rollup lacks the split (Linux < 5.7):
+        // a sum missing a member is no floor of the tree.
+        let mut anon_sum = Some(0u64);
         let mut hwm_max = None;
         for member in tree.alive().filter(|p| !exclude.contains(&p.pid)) {
-            if let Some(pss) = self.read_kib(member.pid, "smaps_rollup", "Pss:") {
-                pss_sum = pss_sum.saturating_add(pss);
-                pss_seen = true;
+            if self.read(member.pid, "smaps_rollup") {
+                if let Some(pss) = kib_field(&self.buffer, "Pss:") {
+                    pss_sum = pss_sum.saturating_add(pss);
+                    pss_seen = true;
+                    let anon = kib_field(&self.buffer, "Pss_Anon:")
+                        .zip(kib_field(&self.buffer, "Pss_Shmem:"))
+                        .map(|(anon, shmem)| anon.saturating_add(shmem));
+                    anon_sum = anon_sum
+                        .zip(anon)
+                        .map(|(sum, anon)| sum.saturating_add(anon));
+                }
             }
-            if let Some(hwm) = self.read_kib(member.pid, "status", "VmHWM:") {
-                hwm_max = hwm_max.max(Some(hwm));
+            if self.read(member.pid, "status") {
+                if let Some(hwm) = kib_field(&self.buffer, "VmHWM:") {
+                    hwm_max = hwm_max.max(Some(hwm));
+                }
             }
         }
         self.pss_sweeps += 1;
@@ -506,19 +549,21 @@ impl HostMeter {
         self.pss_last = pss_seen.then_some(pss_sum);
         if let Some(pss) = self.pss_last {
             self.raise(HostFloor::PssSum, pss, t_ms);
+            if let Some(anon) = anon_sum {
+                self.raise(HostFloor::PssAnonShmem, anon, t_ms);
+            }
         }
         if let Some(hwm) = hwm_max {
             self.raise(HostFloor::Vmhwm, hwm, t_ms);
         }
     }
 
-    /// A `Key:   1234 kB` line of `/proc/<pid>/<file>`, in bytes.
-    fn read_kib(&mut self, pid: i32, file: &str, key: &str) -> Option<u64> {
+    /// Read `/proc/<pid>/<file>` into the buffer; false when it is gone.
+    fn read(&mut self, pid: i32, file: &str) -> bool {
         self.buffer.clear();
         fs::File::open(format!("/proc/{pid}/{file}"))
             .and_then(|mut f| f.read_to_end(&mut self.buffer))
-            .ok()?;
-        kib_field(&self.buffer, key)
+            .is_ok()
     }
 
     /// A reaped process's `ru_maxrss` (bytes), seen at `at`.
@@ -603,6 +648,7 @@ impl HostMeter {
                 pss_sum_bytes: floor(HostFloor::PssSum),
                 vmhwm_bytes: floor(HostFloor::Vmhwm),
                 rusage_maxrss_bytes: floor(HostFloor::RusageMaxrss),
+                pss_anon_shmem_bytes: floor(HostFloor::PssAnonShmem),
             },
             charged_peak_bytes: charged.map(|(bytes, _)| bytes),
             charged_peak_source: charged.map(|(_, source)| source),

@@ -9,7 +9,7 @@
 //! params may hold what the suite redacts).
 
 use crate::baseline::compare::{describe_tolerance, signed_percent};
-use crate::baseline::{FigureComparison, NotCompared, SpreadBound};
+use crate::baseline::{AnonWithin, FigureComparison, NotCompared, SpreadBound};
 use crate::judge::{Cause, Verdict, Who};
 use crate::measure::host::HostFloor;
 use crate::results::{CaseResult, Check, CheckKind, CheckOutcome, Facts};
@@ -266,6 +266,7 @@ pub fn check_message(check: &Check) -> String {
                 required,
                 spread,
                 floor,
+                anon_within,
             },
         ) => baseline_figure(
             check,
@@ -273,7 +274,7 @@ pub fn check_message(check: &Check) -> String {
             outcome,
             not_compared.as_ref(),
             *required,
-            (spread.as_ref(), *floor),
+            (spread.as_ref(), *floor, *anon_within),
         ),
         (_, Facts::Missing { lock, required }) => {
             let mut message = match lock {
@@ -414,7 +415,7 @@ fn baseline_figure(
     outcome: CheckOutcome,
     not_compared: Option<&NotCompared>,
     required: bool,
-    (spread, floor): (Option<&SpreadBound>, Option<HostFloor>),
+    (spread, floor, anon_within): (Option<&SpreadBound>, Option<HostFloor>, Option<AnonWithin>),
 ) -> String {
     let require = if required {
         " (--require-baseline)"
@@ -454,6 +455,7 @@ fn baseline_figure(
                         required: false,
                         spread: spread.copied(),
                         floor,
+                        anon_within,
                     }),
                     outcome: Some(if over {
                         CheckOutcome::Breached
@@ -517,7 +519,14 @@ fn baseline_figure(
         CheckOutcome::Improved => format!(
             "{what} {new} < baseline {base} ({change}, beyond tolerance {tolerance}): re-lock to tighten the gate"
         ),
-        _ => format!("{what} {new} vs baseline {base} ({change}, within {tolerance})"),
+        _ => match anon_within {
+            Some(anon) => format!(
+                "{what} {new} vs baseline {base} ({change}, beyond {tolerance}) in file pages only: its anonymous + shmem memory, {} vs {}, is within, so what grew is what the page cache held, not a regression",
+                Bytes(anon.now_bytes),
+                Bytes(anon.locked_bytes)
+            ),
+            None => format!("{what} {new} vs baseline {base} ({change}, within {tolerance})"),
+        },
     }
 }
 

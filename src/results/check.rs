@@ -195,6 +195,10 @@ pub enum Facts {
         /// definition), when the lock names one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         floor: Option<crate::measure::host::HostFloor>,
+        /// Past the bound on a floor that counts file pages, within on the
+        /// anonymous + shmem memory: not a regression.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anon_within: Option<crate::baseline::AnonWithin>,
     },
     /// `baseline`: the case has no baseline.
     Missing {

@@ -182,6 +182,7 @@ fn everything() -> RunResults {
         }),
         spread: None,
         floor: None,
+        anon_within: None,
         not_compared: (outcome == Outcome::Skipped).then_some(NotCompared::GpuModels),
         message: format!("{name} message"),
     };

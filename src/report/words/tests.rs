@@ -389,3 +389,28 @@ fn a_capacity_shrink_is_worded_once_with_its_bound() {
     );
     assert_eq!(judge(88, 0).message, "capacity batch 88, as locked");
 }
+
+/// Past its bound on a floor that counts file pages, within on the
+/// anonymous + shmem memory: passed, and the words say why.
+#[test]
+fn growth_in_file_pages_alone_is_worded_as_what_the_page_cache_held() {
+    use crate::measure::host::{HostFloor, HostFloors};
+    let floors = |vmhwm: u64, anon: u64| HostFloors {
+        cgroup_anon_shmem_bytes: Some(anon * MIB),
+        vmhwm_bytes: Some(vmhwm * MIB),
+        ..HostFloors::default()
+    };
+    let mut locked = lock_entry(541 * MIB, None);
+    locked.host_peak_source = Some(HostFloor::Vmhwm);
+    locked.host_floors = floors(541, 300).named();
+    let mut run = now(737 * MIB);
+    run.host_source = Some(HostFloor::Vmhwm);
+    run.host_floors = floors(737, 301);
+    let (_, checks) = against_lock(against(&locked), run, tolerances(0.05, 16), None);
+    let check = worded(checks[0].clone());
+    assert!(check.passed);
+    assert_eq!(
+        check.message,
+        "host peak (vmhwm) 737.0 MiB vs baseline 541.0 MiB (+36.2%, beyond 5% + 16.0 MiB) in file pages only: its anonymous + shmem memory, 301.0 MiB vs 300.0 MiB, is within, so what grew is what the page cache held, not a regression"
+    );
+}
