@@ -674,3 +674,21 @@ fn growth_in_mapped_file_pages_alone_does_not_fail_against_the_lock() {
         run.message("mapped")
     );
 }
+
+/// Beyond 200 processes the CPU share wins over the 1 s plateau
+/// guarantee, and the figures say so.
+#[test]
+fn a_tree_too_large_for_the_plateau_guarantee_says_so() {
+    let case = measure_pattern(
+        "50ms",
+        "sleepers",
+        "\"sleepers\", \"--count\", \"250\", \"--hold\", \"2s\"",
+        "",
+        0,
+    );
+    let note = case["host_note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("more than 200 processes") && note.contains("may be missing"),
+        "{case:#}"
+    );
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Host-memory accuracy and stability on real PyTorch (CPU): each workload of
+# scripts/torch_host_workloads.py is locked once and run again RUNS-1 times,
+# every run under scripts/pss_truth.py, an independent sampler of the tree's
+# PSS every 5 ms. Prints, per workload, the figure against that truth, the
+# spread over the runs, the floor that set each run's figure, the
+# anonymous + shmem figure against the sampler's, and how many unchanged
+# runs failed against their own lock. Not run by CI: torch (the package
+# index's build, about 5.5 GB installed) goes into a venv of its own,
+# $OOMGATE_TORCH_VENV (default ~/.cache/oomgate-bench-torch), the first time.
+# See docs/performance.md.
+#
+#   scripts/bench-torch-host.sh [RUNS]          # default 5
+#   BUSY=2 scripts/bench-torch-host.sh          # with 2 spinning processes beside
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs="${1:-5}"
+venv="${OOMGATE_TORCH_VENV:-$HOME/.cache/oomgate-bench-torch}"
+if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet torch
+fi
+cargo build --release --quiet
+work="$(mktemp -d)"
+busy=()
+cleanup() {
+    for pid in "${busy[@]}"; do kill "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+for _ in $(seq 1 "${BUSY:-0}"); do
+    sh -c 'while :; do :; done' &
+    busy+=("$!")
+done
+python="$venv/bin/python"
+truth="$PWD/scripts/pss_truth.py"
+workloads="$PWD/scripts/torch_host_workloads.py"
+
+for workload in single dataloader spawned spike; do
+    suite="$work/$workload.toml"
+    cat > "$suite" <<TOML
+[suite]
+name = "torch-$workload"
+gpu = "off"
+sample_interval = "50ms"
+
+[[case]]
+name = "$workload"
+command = ["sh", "-c", "exec $python $truth \"\$OOMGATE_OUT/truth.json\" -- $python $workloads $workload"]
+timeout = "2m"
+TOML
+    target/release/oomgate lock "$suite" --out "$work/$workload-1" >/dev/null 2>&1 || echo "lock of $workload failed" >&2
+    for run in $(seq 2 "$runs"); do
+        target/release/oomgate run "$suite" --out "$work/$workload-$run" >/dev/null 2>&1 \
+            && echo 0 > "$work/$workload-$run/exit" || echo $? > "$work/$workload-$run/exit"
+    done
+done
+
+python3 - "$work" "$runs" <<'PY'
+import json, statistics, sys
+work, runs = sys.argv[1], int(sys.argv[2])
+print("| workload | figure / truth | spread over runs (truth's) | floor per run | anon + shmem / truth's | failed against the lock |")
+print("| --- | --- | --- | --- | --- | --- |")
+for workload in ("single", "dataloader", "spawned", "spike"):
+    ratios, figures, truths, floors, anon, failed = [], [], [], [], [], 0
+    for run in range(1, runs + 1):
+        out = f"{work}/{workload}-{run}"
+        try:
+            case = json.load(open(f"{out}/results.json"))["cases"][0]
+            truth = json.load(open(f"{out}/cases/{workload}/truth.json"))
+        except (OSError, ValueError, IndexError):
+            floors.append("missing")
+            continue
+        figure = case["host_peak_bytes"]
+        figures.append(figure)
+        truths.append(truth["pss_peak_bytes"])
+        ratios.append(figure / truth["pss_peak_bytes"])
+        floors.append(case["host_peak_source"] or "null")
+        mine = max(filter(None, (case["host_floors"].get("cgroup_anon_shmem_bytes"), case["host_floors"].get("pss_anon_shmem_bytes"))), default=None)
+        if mine and truth["anon_shmem_peak_bytes"]:
+            anon.append(mine / truth["anon_shmem_peak_bytes"])
+        if run > 1 and open(f"{out}/exit").read().strip() != "0":
+            failed += 1
+    span = lambda xs: f"{min(xs):.3f}–{max(xs):.3f}" if xs else "-"
+    spread = lambda xs: (max(xs) - min(xs)) / statistics.median(xs) * 100 if xs else float("nan")
+    print(f"| {workload} | {span(ratios)} | {spread(figures):.1f}% ({spread(truths):.1f}%) | {', '.join(sorted(set(floors)))} ({len(floors)} runs) | {span(anon)} | {failed} of {runs - 1} |")
+PY

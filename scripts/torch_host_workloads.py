@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Real PyTorch (CPU) workloads for scripts/bench-torch-host.sh: the shapes
+that made oomgate's host figure unstable, each with a known allocation.
+
+    torch_host_workloads.py single       # one process, a 400 MB tensor held 3 s
+    torch_host_workloads.py dataloader   # a DataLoader with 2 forked workers, 6 s
+    torch_host_workloads.py spawned      # torch.multiprocessing.spawn: 2 workers
+                                         # holding 300 MiB each for 4 s of a 12 s case
+    torch_host_workloads.py spike        # 100 MB held, a 400 MB spike freed at once
+"""
+
+import sys
+import time
+
+import torch
+
+MIB = 1024 * 1024
+
+
+def held(mib):
+    """A float32 tensor of MIB MiB, every page written."""
+    return torch.ones(mib * MIB // 4, dtype=torch.float32)
+
+
+def single():
+    tensor = held(400)
+    time.sleep(3)
+    del tensor
+
+
+class Batches(torch.utils.data.Dataset):
+    def __len__(self):
+        return 10_000
+
+    def __getitem__(self, index):
+        return torch.full((2 * MIB // 4,), float(index))
+
+
+def dataloader():
+    model = held(200)
+    loader = torch.utils.data.DataLoader(
+        Batches(), batch_size=4, num_workers=2, multiprocessing_context="fork"
+    )
+    deadline = time.monotonic() + 6
+    total = 0.0
+    for batch in loader:
+        total += float(batch[0, 0]) + float(model[0])
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+
+
+def spawned_worker(rank):
+    tensor = held(300)
+    time.sleep(4)
+    del tensor
+
+
+def spawned():
+    time.sleep(3)
+    torch.multiprocessing.spawn(spawned_worker, nprocs=2, join=True)
+    time.sleep(3)
+
+
+def spike():
+    base = held(100)
+    time.sleep(1)
+    burst = held(400)
+    del burst
+    time.sleep(2)
+    del base
+
+
+if __name__ == "__main__":
+    {"single": single, "dataloader": dataloader, "spawned": spawned, "spike": spike}[sys.argv[1]]()
