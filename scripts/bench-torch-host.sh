@@ -12,6 +12,7 @@
 #
 #   scripts/bench-torch-host.sh [RUNS]          # default 5
 #   BUSY=2 scripts/bench-torch-host.sh          # with 2 spinning processes beside
+#   WORKLOADS="spawned server" scripts/bench-torch-host.sh 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-5}"
@@ -36,8 +37,20 @@ python="$venv/bin/python"
 truth="$PWD/scripts/pss_truth.py"
 workloads="$PWD/scripts/torch_host_workloads.py"
 
-for workload in single dataloader spawned spike; do
+load="$PWD/fixtures/workloads/load.py"
+
+workloads_run="${WORKLOADS:-single dataloader spawned spike server}"
+for workload in $workloads_run; do
     suite="$work/$workload.toml"
+    # TOML-escaped quotes around the truth's path.
+    under_truth="exec $python $truth \\\"\$OOMGATE_OUT/truth.json\\\" -- $python $workloads $workload"
+    if [ "$workload" = server ]; then
+        # The server under truth; the load client (standard library) apart.
+        case_lines="command = [\"python3\", \"$load\", \"--url\", \"http://127.0.0.1:{port}/generate\", \"--requests\", \"160\", \"--concurrency\", \"8\"]
+server = { command = [\"sh\", \"-c\", \"$under_truth {port}\"], ready = \"http://127.0.0.1:{port}/health\", ready_timeout = \"1m\" }"
+    else
+        case_lines="command = [\"sh\", \"-c\", \"$under_truth\"]"
+    fi
     cat > "$suite" <<TOML
 [suite]
 name = "torch-$workload"
@@ -46,7 +59,7 @@ sample_interval = "50ms"
 
 [[case]]
 name = "$workload"
-command = ["sh", "-c", "exec $python $truth \"\$OOMGATE_OUT/truth.json\" -- $python $workloads $workload"]
+$case_lines
 timeout = "2m"
 TOML
     target/release/oomgate lock "$suite" --out "$work/$workload-1" >/dev/null 2>&1 || echo "lock of $workload failed" >&2
@@ -56,12 +69,12 @@ TOML
     done
 done
 
-python3 - "$work" "$runs" <<'PY'
+python3 - "$work" "$runs" $workloads_run <<'PY'
 import json, statistics, sys
-work, runs = sys.argv[1], int(sys.argv[2])
+work, runs, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 print("| workload | figure / truth | spread over runs (truth's) | floor per run | anon + shmem / truth's | failed against the lock |")
 print("| --- | --- | --- | --- | --- | --- |")
-for workload in ("single", "dataloader", "spawned", "spike"):
+for workload in names:
     ratios, figures, truths, floors, anon, failed = [], [], [], [], [], 0
     for run in range(1, runs + 1):
         out = f"{work}/{workload}-{run}"

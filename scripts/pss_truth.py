@@ -3,13 +3,15 @@
 the PSS of the whole tree (this process included, as oomgate sees it)
 every 5 ms from /proc/PID/smaps_rollup, keeping the largest sum, and the
 largest sum of its anonymous + shmem part. Written as JSON to OUT when the
-command ends; the command's exit code is this process's.
+command ends; the command's exit code is this process's. SIGTERM and
+SIGINT are passed on to the command (a server being stopped).
 
     pss_truth.py OUT -- python3 workload.py ...
 """
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -47,6 +49,10 @@ def rollup(pid):
 def main():
     out, command = sys.argv[1], sys.argv[sys.argv.index("--") + 1 :]
     child = subprocess.Popen(command)
+    # A server is stopped by a signal to this process: passed on, and the
+    # tree sampled until the command has ended.
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, lambda number, _frame: child.send_signal(number))
     peak = anon_peak = samples = 0
     while child.poll() is None:
         pss = anon = 0

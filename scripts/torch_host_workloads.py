@@ -7,6 +7,8 @@ that made oomgate's host figure unstable, each with a known allocation.
     torch_host_workloads.py spawned      # torch.multiprocessing.spawn: 2 workers
                                          # holding 300 MiB each for 4 s of a 12 s case
     torch_host_workloads.py spike        # 100 MB held, a 400 MB spike freed at once
+    torch_host_workloads.py server PORT  # a 300 MB "model" serving batches of 8
+                                         # requests, each a 64 MB activation held 300 ms
 """
 
 import sys
@@ -71,5 +73,44 @@ def spike():
     del base
 
 
+def server():
+    """Batches of BATCH requests, as a serving engine batches them: a batch
+    starts when BATCH requests are in (the load's concurrency), and each
+    holds its activation for the batch's step, so the peak is the model
+    and BATCH activations at once, every batch."""
+    import http.server
+    import threading
+
+    model = held(300)
+    batch = threading.Barrier(BATCH, timeout=10)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path.startswith("/generate"):
+                batch.wait()
+                activation = held(64)
+                activation[0] += float(model[0])
+                time.sleep(0.3)
+                del activation
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Handler).serve_forever()
+
+
+BATCH = 8
+
+
 if __name__ == "__main__":
-    {"single": single, "dataloader": dataloader, "spawned": spawned, "spike": spike}[sys.argv[1]]()
+    {
+        "single": single,
+        "dataloader": dataloader,
+        "spawned": spawned,
+        "spike": spike,
+        "server": server,
+    }[sys.argv[1]]()

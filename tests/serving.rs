@@ -184,6 +184,47 @@ fn a_server_over_its_budget_fails_the_case() {
     assert_none_alive(&project.path().join("pids.txt"));
 }
 
+/// A server whose model fits its budget and whose load does not: the
+/// budget is checked live on the figure that is gated at the end (the
+/// tree's floors, PSS and VmHWM included), so the breach stops the case
+/// under load, long before the load would have ended, and the check's
+/// figure is the case's host peak.
+#[test]
+fn a_server_pushed_over_its_budget_by_its_load_is_stopped_under_load() {
+    let project = Project::new(&serving_suite(
+        ", \"--model-mib\", \"64\", \"--per-request-mib\", \"48\", \"--request-ms\", \"400\", \"--pids\", \"pids.txt\"",
+        ", \"--requests\", \"400\", \"--concurrency\", \"4\"",
+        "budget = { host = \"160 MiB\" }\nclient_budget = { host = \"1 GiB\" }",
+    ));
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(1);
+    let case = run.case("serve");
+    assert_eq!(case["failure_kind"], "budget", "{case:#}");
+    let message = run.message("serve");
+    assert!(message.contains("stopped at"), "stopped live: {message}");
+    let check = case["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == "budget.host")
+        .unwrap_or_else(|| panic!("a budget.host check: {case:#}"));
+    assert_eq!(check["passed"], false, "{check:#}");
+    assert_eq!(
+        check["figure_bytes"], case["host_peak_bytes"],
+        "the breach is judged on the gated figure: {case:#}"
+    );
+    assert!(mib(&case["host_peak_bytes"]) >= 160, "{case:#}");
+    // Under load: after the server was ready, and long before 400 requests
+    // of 400 ms at 4 at once (40 s) would have ended.
+    let ready = case["server"]["ready_after_s"].as_f64().unwrap_or(f64::NAN);
+    let wall = case["wall_time_s"].as_f64().unwrap_or(f64::NAN);
+    assert!(
+        ready < wall && wall < 30.0,
+        "ready after {ready} s, stopped after {wall} s"
+    );
+    assert_none_alive(&project.path().join("pids.txt"));
+}
+
 #[test]
 fn a_client_over_its_budget_fails_the_case_and_says_it_was_the_client() {
     let project = Project::new(&serving_suite(

@@ -415,21 +415,22 @@ proptest::proptest! {
         cut_a in 0usize..2000,
         cut_b in 0usize..2000,
     ) {
-        let r = Redactor::new(
-            secrets.iter().enumerate().map(|(i, s)| (["A_TOKEN", "B_TOKEN", "C_TOKEN", "D_TOKEN"][i], s.as_str())),
-            &[],
-        );
-        // The first secret's tail is the head of one more, so two overlap.
-        let first = &secrets[0];
-        let split = first.len().saturating_sub(overlap.min(first.len() - 1));
-        let chained = format!("{first}{}Qz", &first[split..]);
-        let _ = &chained;
+        // One more secret whose head is the first one's tail, so the two
+        // overlap where the text holds the first followed by the rest of it.
+        let first = secrets[0].clone();
+        let split = first.len() - overlap.min(first.len() - 1);
+        let overlapping = format!("{}Qz7{}", &first[split..], secrets[secrets.len() - 1]);
+        let mut secrets = secrets;
+        secrets.push(overlapping.clone());
+        let names = ["A_TOKEN", "B_TOKEN", "C_TOKEN", "D_TOKEN", "E_TOKEN"];
+        let r = Redactor::new(secrets.iter().zip(names).map(|(s, name)| (name, s.as_str())), &[]);
         let mut text = String::new();
         for (filler, which) in &pieces {
             text.push_str(filler);
             match which {
                 0 => {}
-                3 => text.push_str(&format!("{first}{}", &secrets[secrets.len() - 1])),
+                // Overlapping: the second one's head is the first one's tail.
+                3 => text.push_str(&format!("{first}{}", &overlapping[first.len() - split..])),
                 i => text.push_str(&secrets[(i - 1) % secrets.len()]),
             }
         }
