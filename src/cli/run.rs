@@ -288,7 +288,7 @@ fn refuse_results_not_of(
     let unmeasured: Vec<&str> = view
         .cases
         .iter()
-        .filter(|c| c.host_peak_bytes.is_none())
+        .filter(|c| c.host.peak_bytes.is_none())
         .map(|c| c.id.as_str())
         .collect();
     if !unmeasured.is_empty() {

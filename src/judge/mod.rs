@@ -222,10 +222,10 @@ impl Now {
 
     pub fn view<'a>(&'a self, result: &'a CaseResult) -> crate::baseline::CaseNow<'a> {
         crate::baseline::CaseNow {
-            host: result.host_peak_bytes,
-            host_method: result.host_method,
-            host_source: result.host_peak_source,
-            host_floors: result.host_floors,
+            host: result.host.peak_bytes,
+            host_method: result.host.method,
+            host_source: result.host.peak_source,
+            host_floors: result.host.floors,
             gpu: result.gpu_peak_bytes,
             gpu_method: self.gpu_method,
             gpu_tainted: result.gpu_devices.iter().any(|d| !d.tainted_by.is_empty()),

@@ -47,43 +47,36 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
         .map(|r| RepeatFigures {
             status: r.status,
             wall_time_s: r.wall_time_s,
-            host_peak_bytes: r.host_peak_bytes,
+            host_peak_bytes: r.host.peak_bytes,
             gpu_peak_bytes: r.gpu_peak_bytes,
         })
         .collect();
     let max = |pick: fn(&CaseResult) -> Option<u64>| runs.iter().filter_map(pick).max();
-    let host = max(|r| r.host_peak_bytes);
+    let host = max(|r| r.host.peak_bytes);
     let gpu = max(|r| r.gpu_peak_bytes);
     let wall: f64 = runs.iter().map(|r| r.wall_time_s).sum();
     let samples: u64 = runs.iter().map(|r| r.samples).sum();
     let chosen = match runs.iter().position(|r| r.status != CaseStatus::Passed) {
         Some(failed) => failed,
         None => (0..runs.len())
-            .max_by_key(|&i| (runs[i].gpu_peak_bytes, runs[i].host_peak_bytes))
+            .max_by_key(|&i| (runs[i].gpu_peak_bytes, runs[i].host.peak_bytes))
             .unwrap_or(0),
     };
     // The host figures (peak, its source and floors, the charged peak) of
     // the run with the largest host peak, so they describe one run.
     let host_run = (0..runs.len())
-        .max_by_key(|&i| runs[i].host_peak_bytes)
+        .max_by_key(|&i| runs[i].host.peak_bytes)
         .unwrap_or(0);
     let from = &runs[host_run];
-    let methods_differ = runs.iter().any(|r| r.host_method != from.host_method);
-    let host_figures = (
-        from.host_peak_at_s,
-        from.host_method,
-        from.host_peak_source,
-        from.host_floors,
-        from.host_charged_peak_bytes,
-        from.host_note.clone(),
-    );
-    let oom_kills = runs.iter().filter_map(|r| r.host_oom_kills).max();
+    let methods_differ = runs.iter().any(|r| r.host.method != from.host.method);
+    let host_figures = from.host.clone();
+    let oom_kills = runs.iter().filter_map(|r| r.host.oom_kills).max();
     // A server case's load client: the figures (and client budget checks)
     // of the run where it used the most host memory, unless a run failed
     // (then the failed run's, which explain it). `server` stays the chosen
     // run's: the run whose figures the case reports.
     let client_run = (0..runs.len())
-        .max_by_key(|&i| runs[i].client.as_ref().and_then(|c| c.host_peak_bytes))
+        .max_by_key(|&i| runs[i].client.as_ref().and_then(|c| c.host.peak_bytes))
         .filter(|_| runs[chosen].status == CaseStatus::Passed)
         .unwrap_or(chosen);
     let client = runs[client_run].client.clone();
@@ -102,28 +95,21 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
             .retain(|c| !matches!(c.kind, CheckKind::Client(_)));
         result.checks.extend(client_checks);
     }
+    result.host = host_figures;
     // An unknown host figure in any run keeps the maximum unknown.
-    result.host_peak_bytes = if figures.iter().any(|f| f.host_peak_bytes.is_none()) {
+    result.host.peak_bytes = if figures.iter().any(|f| f.host_peak_bytes.is_none()) {
         None
     } else {
         host
     };
-    (
-        result.host_peak_at_s,
-        result.host_method,
-        result.host_peak_source,
-        result.host_floors,
-        result.host_charged_peak_bytes,
-        result.host_note,
-    ) = host_figures;
     if methods_differ {
         let note = "the repeats' host figures were measured by different methods";
-        result.host_note = Some(match result.host_note.take() {
+        result.host.note = Some(match result.host.note.take() {
             Some(earlier) => format!("{earlier}; {note}"),
             None => note.to_string(),
         });
     }
-    result.host_oom_kills = oom_kills;
+    result.host.oom_kills = oom_kills;
     // An unknown GPU figure in any run keeps the maximum unknown.
     result.gpu_peak_bytes = if figures.iter().any(|f| f.gpu_peak_bytes.is_none()) {
         None
@@ -134,7 +120,7 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
     result.samples = samples;
     result.repeats = figures;
     // The verdict's words quote the merged peak, as the result shows it.
-    observed.host_peak = result.host_peak_bytes.map(crate::units::Bytes);
+    observed.host_peak = result.host.peak_bytes.map(crate::units::Bytes);
     CaseRun {
         result,
         observed,

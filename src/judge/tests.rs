@@ -26,8 +26,8 @@ fn run(host_mib: u64, exit: Exit) -> CaseRun {
     } else {
         CaseStatus::Failed
     };
-    result.host_peak_bytes = Some(host_mib * MIB);
-    result.host_method = HostMethod::CgroupV1;
+    result.host.peak_bytes = Some(host_mib * MIB);
+    result.host.method = HostMethod::CgroupV1;
     result.wall_time_s = 1.0;
     CaseRun {
         result,
@@ -200,7 +200,7 @@ fn repeats_keep_the_largest_figure_and_the_first_failure() {
         ),
         &Baseline::NONE,
     );
-    assert_eq!(judged.result.host_peak_bytes, Some(30 * MIB));
+    assert_eq!(judged.result.host.peak_bytes, Some(30 * MIB));
     assert_eq!(judged.result.repeats.len(), 3);
     assert_eq!(judged.result.wall_time_s, 3.0);
     let judged = judge_case(
@@ -208,7 +208,7 @@ fn repeats_keep_the_largest_figure_and_the_first_failure() {
         &Baseline::NONE,
     );
     assert_eq!(judged.result.status, CaseStatus::Failed);
-    assert_eq!(judged.result.host_peak_bytes, Some(10 * MIB));
+    assert_eq!(judged.result.host.peak_bytes, Some(10 * MIB));
 }
 
 fn searched<'a>(case: &'a Case, value: u64, probes: &[(u64, bool)]) -> Finished<'a> {

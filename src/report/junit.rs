@@ -159,20 +159,21 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     ];
     properties.push(Property::new(
         "host_peak_bytes",
-        case.host_peak_bytes
+        case.host
+            .peak_bytes
             .map_or("unknown".to_string(), |b| b.to_string()),
     ));
-    properties.push(Property::new("host_method", case.host_method.as_str()));
-    if let Some(source) = case.host_peak_source {
+    properties.push(Property::new("host_method", case.host.method.as_str()));
+    if let Some(source) = case.host.peak_source {
         properties.push(Property::new("host_peak_source", source.as_str()));
     }
-    if let Some(charged) = case.host_charged_peak_bytes {
+    if let Some(charged) = case.host.charged_peak_bytes {
         properties.push(Property::new(
             "host_charged_peak_bytes",
             charged.to_string(),
         ));
     }
-    if let Some(kills) = case.host_oom_kills {
+    if let Some(kills) = case.host.oom_kills {
         properties.push(Property::new("host_oom_kills", kills.to_string()));
     }
     if let Some(method) = &case.gpu_peak_method {

@@ -124,7 +124,7 @@ fn render_markdown(results: &RunResults) -> String {
             cell(&gpu),
             cell(&baseline),
             cell(&delta),
-            bytes(case.host_peak_bytes),
+            bytes(case.host.peak_bytes),
             super::spread_note(case, crate::baseline::Figure::Host)
         );
     }

@@ -326,19 +326,20 @@ pub fn gpu_summary(case: &CaseResult, measurement: &Measurement) -> String {
 /// `270.2 MiB (283353088 bytes) at 1.20s: rusage-maxrss, cgroup-v1`, or
 /// why there is no figure.
 pub fn host_summary(case: &CaseResult) -> String {
-    let Some(bytes) = case.host_peak_bytes else {
-        return format!("unknown (no measurement succeeded; {})", case.host_method);
+    let Some(bytes) = case.host.peak_bytes else {
+        return format!("unknown (no measurement succeeded; {})", case.host.method);
     };
     let at = case
-        .host_peak_at_s
+        .host
+        .peak_at_s
         .map_or(String::new(), |at| format!(" at {at:.2}s"));
-    let source = case.host_peak_source.map_or(String::new(), |s| {
+    let source = case.host.peak_source.map_or(String::new(), |s| {
         format!("{} ({}), ", s.as_str(), s.describe())
     });
     format!(
         "{} ({bytes} bytes){at}: {source}{}",
         Bytes(bytes),
-        case.host_method
+        case.host.method
     )
 }
 
@@ -349,7 +350,7 @@ pub fn host_floors(case: &CaseResult) -> String {
     HostFloor::ALL
         .iter()
         .filter_map(|&floor| {
-            let bytes = case.host_floors.get(floor)?;
+            let bytes = case.host.floors.get(floor)?;
             Some(format!("{} {}", floor.as_str(), Bytes(bytes)))
         })
         .collect::<Vec<_>>()
@@ -420,15 +421,15 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
     if !floors.is_empty() {
         let _ = writeln!(out, "host floors: {floors}");
     }
-    if let Some(charged) = case.host_charged_peak_bytes {
+    if let Some(charged) = case.host.charged_peak_bytes {
         let _ = writeln!(
             out,
             "host charged peak: {} ({}, page cache included; not gated)",
             Bytes(charged),
-            case.host_method
+            case.host.method
         );
     }
-    if let Some(note) = &case.host_note {
+    if let Some(note) = &case.host.note {
         let _ = writeln!(out, "host note:   {note}");
     }
     for check in &case.checks {

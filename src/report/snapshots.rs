@@ -67,9 +67,9 @@ fn run(case: &Case, host: u64, gpu: Option<u64>, exit: Exit) -> CaseRun {
     result.timeout_s = 1800.0;
     result.concurrency = 1;
     result.samples = 250;
-    result.host_peak_bytes = Some(host);
-    result.host_method = HostMethod::CgroupV1;
-    result.host_peak_source = Some(crate::measure::host::HostFloor::Vmhwm);
+    result.host.peak_bytes = Some(host);
+    result.host.method = HostMethod::CgroupV1;
+    result.host.peak_source = Some(crate::measure::host::HostFloor::Vmhwm);
     result.gpu_peak_bytes = gpu;
     result.gpu_peak_method = gpu.map(|_| GpuMethod::Sampled { interval_ms: 50 });
     result.dir = format!("cases/{}", case.id).into();

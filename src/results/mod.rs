@@ -26,12 +26,13 @@ use crate::diagnose::Diagnosis;
 use crate::environment::Environment;
 use crate::measure::cgroup::CgroupVersion;
 use crate::measure::gpu::{DeviceFigures, ForeignProcess, GpuMethod};
-use crate::measure::host::{HostFloor, HostFloors, HostMethod};
+use crate::measure::host::HostMethod;
 use crate::probe::ProbeSummary;
 use crate::suite::DriftPolicy;
 use crate::units::Bytes;
 
 mod check;
+mod host;
 pub mod merge;
 pub mod readback;
 
@@ -39,6 +40,7 @@ pub use check::{
     AppliedTolerance, CaseTolerances, Check, CheckKind, CheckOutcome, Facts, NotCompared,
 };
 
+pub use host::HostResult;
 pub use merge::PartInfo;
 
 pub use crate::vocabulary::{CaseStatus, Exit, FailureType, IN_FLIGHT_MESSAGE, SCHEMA_VERSION};
@@ -273,28 +275,10 @@ pub struct CaseResult {
     pub message: Option<String>,
     pub started_at: String,
     pub wall_time_s: f64,
-    /// The gated host peak: the largest of the kernel's floors in
-    /// `host_floors`, named by `host_peak_source`; `None` when none was
-    /// observed. Page cache is not in it (see `host_charged_peak_bytes`).
-    pub host_peak_bytes: Option<u64>,
-    pub host_peak_at_s: Option<f64>,
-    /// How the host figures were obtained: `cgroup-v1`, `cgroup-v2`, or
-    /// `procfs-pss` (no cgroup; `host_note` says why when the run had one);
-    /// absent in results written before methods were named: `procfs-rss`.
-    #[serde(default)]
-    pub host_method: HostMethod,
-    /// The floor that set the host peak: `cgroup-anon-shmem`, `pss-sum`,
-    /// `vmhwm` or `rusage-maxrss`.
-    pub host_peak_source: Option<HostFloor>,
-    /// Each floor's own peak; `None`: not observed.
-    pub host_floors: HostFloors,
-    /// The case cgroup's largest charge, page cache included: the figure
-    /// to hold against a container's memory limit. Not gated.
-    pub host_charged_peak_bytes: Option<u64>,
-    /// Processes of the case killed by the kernel's OOM killer, counted by
-    /// its cgroup; `None` without one.
-    pub host_oom_kills: Option<u64>,
-    pub host_note: Option<String>,
+    /// The host figures (`host_peak_bytes`, `host_method`, ... in the
+    /// JSON, flattened here).
+    #[serde(flatten)]
+    pub host: HostResult,
     /// Peak GPU memory of the case over all the devices it sees; `None`
     /// when not measured or unknown, never zero for unknown.
     pub gpu_peak_bytes: Option<u64>,
@@ -415,14 +399,7 @@ impl CaseResult {
             message: None,
             started_at: String::new(),
             wall_time_s: 0.0,
-            host_peak_bytes: None,
-            host_peak_at_s: None,
-            host_method: HostMethod::ProcfsPss,
-            host_peak_source: None,
-            host_floors: HostFloors::default(),
-            host_charged_peak_bytes: None,
-            host_oom_kills: None,
-            host_note: None,
+            host: HostResult::unmeasured(HostMethod::ProcfsPss),
             gpu_peak_bytes: None,
             gpu_peak_method: None,
             gpu_devices: Vec::new(),
@@ -455,7 +432,7 @@ impl CaseResult {
     }
 
     pub fn host_peak(&self) -> Option<Bytes> {
-        self.host_peak_bytes.map(Bytes)
+        self.host.peak()
     }
 
     /// Passed only when run again alone, after failing while it shared
@@ -606,22 +583,7 @@ impl ServerResult {
 impl ClientResult {
     /// `load client: host peak 53.9 MiB (vmhwm, cgroup-v1), gpu peak 0 B (sampled@50ms)`
     pub fn describe(&self) -> String {
-        let host = match (self.host_peak_bytes, self.host_peak_source) {
-            (Some(bytes), Some(source)) => {
-                format!(
-                    "{} ({}, {})",
-                    Bytes(bytes),
-                    source.as_str(),
-                    self.host_method
-                )
-            }
-            (Some(bytes), None) => format!("{} ({})", Bytes(bytes), self.host_method),
-            (None, _) => "unknown".to_string(),
-        };
-        let host = match &self.host_note {
-            Some(note) if self.host_peak_bytes.is_none() => format!("{host} ({note})"),
-            _ => host,
-        };
+        let host = self.host.describe();
         let gpu = match (self.gpu_peak_bytes, &self.gpu_peak_method) {
             (Some(bytes), Some(method)) => format!(", gpu peak {} ({method})", Bytes(bytes)),
             (None, Some(method)) => format!(", gpu peak unknown ({method})"),
@@ -635,13 +597,9 @@ impl ClientResult {
 /// cgroup of their own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientResult {
-    pub host_peak_bytes: Option<u64>,
-    pub host_method: HostMethod,
-    pub host_peak_source: Option<HostFloor>,
-    pub host_charged_peak_bytes: Option<u64>,
-    pub host_oom_kills: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_note: Option<String>,
+    /// `host_peak_bytes`, `host_method`, ... in the JSON, as a case's.
+    #[serde(flatten)]
+    pub host: HostResult,
     pub gpu_peak_bytes: Option<u64>,
     pub gpu_peak_method: Option<GpuMethod>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -229,13 +229,14 @@ pub fn lock_of(results: &RunResults) -> Lock {
             let own = |bytes: Option<u64>| bytes.filter(|_| !gpu_tainted(case));
             let gpu_method = case.gpu_peak_method.filter(|_| !gpu_tainted(case));
             let locked = LockedCase {
-                host_peak_bytes: case.host_peak_bytes,
-                host_peak: human(case.host_peak_bytes),
-                host_peak_method: Some(case.host_method),
+                host_peak_bytes: case.host.peak_bytes,
+                host_peak: human(case.host.peak_bytes),
+                host_peak_method: Some(case.host.method),
                 host_peak_source: case
-                    .host_peak_source
-                    .filter(|_| case.host_peak_bytes.is_some()),
-                host_floors: case.host_floors.named(),
+                    .host
+                    .peak_source
+                    .filter(|_| case.host.peak_bytes.is_some()),
+                host_floors: case.host.floors.named(),
                 host_spread_bytes: case.spread(crate::baseline::Figure::Host),
                 gpu_peak_bytes: own(case.gpu_peak_bytes),
                 gpu_peak: human(own(case.gpu_peak_bytes)),
@@ -504,7 +505,7 @@ mod tests {
                 "{}",
                 check.message
             );
-            assert_ne!(over.map(|c| c.host_method), Some(HostMethod::ProcfsRss));
+            assert_ne!(over.map(|c| c.host.method), Some(HostMethod::ProcfsRss));
             let refused = lock_from_results(&results)
                 .expect_err("red cases")
                 .to_string();

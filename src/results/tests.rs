@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::baseline::NotCompared;
+use crate::measure::host::HostFloor;
 use crate::results::test_support::json;
 
 #[test]
@@ -97,13 +98,13 @@ fn everything() -> RunResults {
     {
         case.wall_time_s = 1.2803152039999999;
     }
-    case.host_peak_bytes = Some(300 << 20);
-    case.host_peak_at_s = Some(1.2);
-    case.host_method = HostMethod::CgroupV1;
-    case.host_peak_source = Some(HostFloor::Vmhwm);
-    case.host_floors.vmhwm_bytes = Some(300 << 20);
-    case.host_charged_peak_bytes = Some(400 << 20);
-    case.host_oom_kills = Some(0);
+    case.host.peak_bytes = Some(300 << 20);
+    case.host.peak_at_s = Some(1.2);
+    case.host.method = HostMethod::CgroupV1;
+    case.host.peak_source = Some(HostFloor::Vmhwm);
+    case.host.floors.vmhwm_bytes = Some(300 << 20);
+    case.host.charged_peak_bytes = Some(400 << 20);
+    case.host.oom_kills = Some(0);
     case.gpu_peak_bytes = Some(1 << 30);
     case.gpu_peak_method = Some(GpuMethod::Sampled { interval_ms: 50 });
     case.gpu_devices = vec![DeviceFigures {
@@ -152,12 +153,13 @@ fn everything() -> RunResults {
         load_gpu_peak_bytes: Some(3),
     });
     case.client = Some(ClientResult {
-        host_peak_bytes: Some(4),
-        host_method: HostMethod::CgroupV2,
-        host_peak_source: Some(HostFloor::PssSum),
-        host_charged_peak_bytes: None,
-        host_oom_kills: Some(0),
-        host_note: Some("note".into()),
+        host: HostResult {
+            peak_bytes: Some(4),
+            peak_source: Some(HostFloor::PssSum),
+            oom_kills: Some(0),
+            note: Some("note".into()),
+            ..HostResult::unmeasured(HostMethod::CgroupV2)
+        },
         gpu_peak_bytes: None,
         gpu_peak_method: Some(GpuMethod::Unavailable),
         gpu_devices: Vec::new(),
@@ -315,6 +317,16 @@ fn results_json_reads_back_into_the_model_unchanged() {
         let read: RunResults = serde_json::from_str(&written).expect("read back");
         let again = json(&read);
         assert_eq!(written, again);
+        // The host figures stay flat `host_*` keys of the case and of its
+        // load client, as results.json has always had them.
+        let value: serde_json::Value = serde_json::from_str(&written).expect("json");
+        for owner in [&value["cases"][0], &value["cases"][0]["client"]] {
+            assert!(owner.get("host").is_none(), "{owner:#}");
+            for key in ["host_peak_bytes", "host_method", "host_floors", "host_note"] {
+                assert!(owner.get(key).is_some(), "{key} in {owner:#}");
+            }
+        }
+        assert_eq!(value["cases"][0]["client"]["host_peak_bytes"], 4);
         // Only what a merged run adds is new to the file.
         assert_eq!(written.contains("\"merged_from\""), merged);
         assert_eq!(written.contains("\"parts\""), merged);

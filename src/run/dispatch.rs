@@ -371,7 +371,7 @@ fn recorded_as_written(case: &Case, mut runs: Vec<CaseRun>, searched: bool) -> V
 pub(super) fn case_error(shared: &Shared<'_>, case: &Case, message: &str) -> CaseResult {
     let mut result = CaseResult::unmeasured(case.id.clone());
     result.message = Some(message.to_string());
-    result.host_method = shared.measurement.host_method;
+    result.host.method = shared.measurement.host_method;
     result.failure_kind = judge::failure_kind(&result, None);
     result
 }

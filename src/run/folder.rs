@@ -25,7 +25,7 @@ pub(super) fn in_flight(shared: &Shared<'_>, case: &Case, case_dir: &Path) -> Ca
     entry.failure_kind = judge::failure_kind(&entry, None);
     entry.message = Some(IN_FLIGHT_MESSAGE.to_string());
     entry.started_at = now_rfc3339();
-    entry.host_method = shared.measurement.host_method;
+    entry.host.method = shared.measurement.host_method;
     entry.env = recorded.env;
     entry.dir = case_dir
         .strip_prefix(shared.out_dir)

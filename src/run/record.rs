@@ -19,7 +19,9 @@ use crate::measure::gpu::GpuFigures;
 use crate::measure::timeline::{Peak, ServerPhases};
 use crate::probe::StepSeen;
 use crate::redact;
-use crate::results::{CaseResult, Check, CheckKind, ClientResult, InstanceResult, ServerResult};
+use crate::results::{
+    CaseResult, Check, CheckKind, ClientResult, HostResult, InstanceResult, ServerResult,
+};
 use crate::suite::{Case, server_env};
 use crate::units::Bytes;
 
@@ -185,14 +187,7 @@ impl CaseRunner<'_, '_> {
             message: None,
             started_at,
             wall_time_s: wall_time.as_secs_f64(),
-            host_peak_bytes: host.peak_bytes,
-            host_peak_at_s: host.peak_at_ms.map(|ms| ms as f64 / 1000.0),
-            host_method: host.method,
-            host_peak_source: host.peak_source,
-            host_floors: host.floors,
-            host_charged_peak_bytes: host.charged_peak_bytes,
-            host_oom_kills: host.oom_kills,
-            host_note: host.note,
+            host: host.into(),
             gpu_peak_bytes: gpu_figures.as_ref().and_then(|g| g.peak_bytes),
             gpu_peak_method: gpu_figures.as_ref().map(|g| g.method),
             gpu_devices: gpu_figures.map(|g| g.devices).unwrap_or_default(),
@@ -224,17 +219,16 @@ impl CaseRunner<'_, '_> {
                 // has no figures: null, not its empty cgroup's 0.
                 let ran = instances.iter().any(|i| i.runs > 0);
                 ClientResult {
-                    host_peak_bytes: host.peak_bytes.filter(|_| ran),
-                    host_method: host.method,
-                    host_peak_source: host.peak_source.filter(|_| ran),
-                    host_charged_peak_bytes: host.charged_peak_bytes.filter(|_| ran),
-                    host_oom_kills: host.oom_kills,
-                    host_note: match ran {
-                        true => host.note.clone(),
-                        false if server.instance.runs == 0 => {
-                            Some("never started: its server did not start".into())
-                        }
-                        false => Some("never started: its server was not ready".into()),
+                    host: match ran {
+                        true => host.clone().into(),
+                        false => HostResult {
+                            oom_kills: host.oom_kills,
+                            note: Some(match server.instance.runs {
+                                0 => "never started: its server did not start".into(),
+                                _ => "never started: its server was not ready".into(),
+                            }),
+                            ..HostResult::unmeasured(host.method)
+                        },
                     },
                     gpu_peak_bytes: gpu.and_then(|g| g.peak_bytes).filter(|_| ran),
                     gpu_peak_method: gpu.map(|g| g.method).filter(|_| ran),

@@ -94,7 +94,7 @@ impl CaseRunner<'_, '_> {
                 failure_kind: runs
                     .iter()
                     .find_map(|r| judge::failure_kind(&r.result, r.observed.stop.as_ref())),
-                host_peak_bytes: runs.iter().filter_map(|r| r.result.host_peak_bytes).max(),
+                host_peak_bytes: runs.iter().filter_map(|r| r.result.host.peak_bytes).max(),
                 gpu_peak_bytes: runs.iter().filter_map(|r| r.result.gpu_peak_bytes).max(),
                 wall_time_s: runs.iter().map(|r| r.result.wall_time_s).sum(),
             };

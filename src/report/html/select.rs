@@ -36,7 +36,7 @@ impl Candidate {
                 .baseline
                 .as_ref()
                 .is_some_and(|b| b.figures().iter().any(|f| f.outcome == Outcome::Regressed)),
-            host_peak_bytes: case.host_peak_bytes,
+            host_peak_bytes: case.host.peak_bytes,
             gpu_peak_bytes: case.gpu_peak_bytes,
         }
     }
