@@ -55,6 +55,25 @@ pub struct GpuInfo {
     pub persistence: Option<bool>,
 }
 
+impl GpuInfo {
+    /// The GPU by name only, as a record that points at it says it.
+    pub fn reference(&self) -> GpuRef {
+        GpuRef {
+            index: self.index,
+            uuid: self.uuid.clone(),
+        }
+    }
+}
+
+/// A GPU named, not described: its NVML index and UUID, as a pool's GPUs
+/// and a GPU a case shared are recorded (the description is the run's
+/// `gpu.devices`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct GpuRef {
+    pub index: u32,
+    pub uuid: String,
+}
+
 /// A GPU oomgate measures: its description and its NVML handle. Reads
 /// as its [`GpuInfo`] (`device.index`, `device.uuid`, ...).
 #[derive(Debug, Clone)]

@@ -132,7 +132,7 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
         let sharing: Vec<String> = first
             .gpu_sharing
             .iter()
-            .map(|s| format!("GPU {} with {}", s.index, s.with.join(", ")))
+            .map(|s| format!("GPU {} with {}", s.gpu.index, s.with.join(", ")))
             .collect();
         rerun.set_message(format!(
             "while sharing {}: {}",

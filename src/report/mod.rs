@@ -403,8 +403,8 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
         let _ = writeln!(
             out,
             "shared GPU:  {} ({}) with {}",
-            shared.index,
-            shared.uuid,
+            shared.gpu.index,
+            shared.gpu.uuid,
             shared.with.join(", ")
         );
     }

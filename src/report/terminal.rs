@@ -280,7 +280,7 @@ impl Terminal {
             text.push_str(&format!(
                 "\n{:>12}   shared GPU {} with {}",
                 "",
-                shared.index,
+                shared.gpu.index,
                 shared.with.join(", ")
             ));
         }

@@ -27,6 +27,7 @@ use crate::environment::Environment;
 use crate::measure::cgroup::CgroupVersion;
 use crate::measure::gpu::{DeviceFigures, ForeignProcess, GpuMethod};
 use crate::measure::host::HostMethod;
+use crate::measure::nvml::GpuRef;
 use crate::probe::ProbeSummary;
 use crate::suite::DriftPolicy;
 use crate::units::Bytes;
@@ -463,23 +464,17 @@ pub struct Scheduling {
     /// Cases could share a GPU (`--pack`).
     pub pack: bool,
     /// The GPU pool (`--gpus`); `None`: every case saw oomgate's GPUs.
-    pub pool: Option<Vec<PoolInfo>>,
+    pub pool: Option<Vec<GpuRef>>,
     /// Cases started longest first, by a past run's wall times.
     pub ordered_by_past_times: bool,
-}
-
-/// One GPU of the pool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PoolInfo {
-    pub index: u32,
-    pub uuid: String,
 }
 
 /// A GPU a case shared with other cases while it ran (`--pack`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SharedGpu {
-    pub index: u32,
-    pub uuid: String,
+    /// The GPU (`index`, `uuid` in the JSON).
+    #[serde(flatten)]
+    pub gpu: GpuRef,
     /// The other cases, by id.
     pub with: Vec<String>,
 }

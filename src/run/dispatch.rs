@@ -401,7 +401,7 @@ pub(super) fn settle(results: &mut RunResults, result: CaseResult, at: Option<us
 fn shared_names(sharing: &[SharedGpu]) -> String {
     let names: Vec<String> = sharing
         .iter()
-        .map(|s| format!("{} (GPU {})", s.with.join(", "), s.index))
+        .map(|s| format!("{} (GPU {})", s.with.join(", "), s.gpu.index))
         .collect();
     names.join("; ")
 }

@@ -67,8 +67,8 @@ use crate::measure::nvml::Gpu;
 use crate::process;
 use crate::report::{Event, Reporter};
 use crate::results::{
-    BaselineInfo, CaseResult, GpuEnvironment, Measurement, PoolInfo, RunResults, SCHEMA_VERSION,
-    Scheduling, SharedGpu, SuiteInfo, Summary,
+    BaselineInfo, CaseResult, GpuEnvironment, Measurement, RunResults, SCHEMA_VERSION, Scheduling,
+    SharedGpu, SuiteInfo, Summary,
 };
 use crate::suite::{Case, Suite};
 use crate::units::Bytes;
@@ -450,14 +450,10 @@ impl Conductor<'_> {
         let scheduling = (schedule.parallel() || schedule.pool.is_some()).then(|| Scheduling {
             jobs: schedule.jobs,
             pack: schedule.pack,
-            pool: schedule.pool.as_ref().map(|gpus| {
-                gpus.iter()
-                    .map(|g| PoolInfo {
-                        index: g.index,
-                        uuid: g.uuid.clone(),
-                    })
-                    .collect()
-            }),
+            pool: schedule
+                .pool
+                .as_ref()
+                .map(|gpus| gpus.iter().map(|g| g.reference()).collect()),
             ordered_by_past_times: !schedule.past_wall_s.is_empty(),
         });
         RunResults {
@@ -589,8 +585,7 @@ impl Conductor<'_> {
             .filter_map(|(&gpu, others)| {
                 let gpu = pool.get(gpu)?;
                 Some(SharedGpu {
-                    index: gpu.index,
-                    uuid: gpu.uuid.clone(),
+                    gpu: gpu.reference(),
                     with: others.iter().map(|&n| cases[n].id.clone()).collect(),
                 })
             })

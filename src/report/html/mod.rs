@@ -220,7 +220,7 @@ fn table_row(page: &mut String, case: &CaseResult, results: &RunResults, charted
         .map(|s| {
             format!(
                 "<br><span class=\"why\">shared GPU {} with {}</span>",
-                s.index,
+                s.gpu.index,
                 escape(&s.with.join(", "))
             )
         })
