@@ -43,7 +43,7 @@ pub fn budget_breached(
     }
     match (budget.gpu_fraction, gpu) {
         (Some(fraction), Some(gpu)) => gpu.gated_by_device().any(|(device, live)| {
-            breaches(Bytes(live), headroom_limit(device.total_bytes, fraction))
+            breaches(Bytes(live), headroom_limit(device.usable_bytes(), fraction))
         }),
         _ => false,
     }
@@ -113,20 +113,42 @@ pub fn gpu_budget_check(peak: Option<Bytes>, method: &str, gated: &Gated, limit:
     }
 }
 
+/// A device's memory as headroom is judged against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceMemory {
+    pub total: Bytes,
+    /// What the driver keeps for itself (`None`: not reported).
+    pub reserved: Option<Bytes>,
+}
+
+impl DeviceMemory {
+    pub fn of(device: &crate::measure::nvml::GpuInfo) -> Self {
+        DeviceMemory {
+            total: Bytes(device.total_bytes),
+            reserved: device.reserved_bytes.map(Bytes),
+        }
+    }
+}
+
 /// The headroom verdict for one device (`index`, named `device`): the
-/// case's peak on it against a share of its total memory. `taint`
-/// (`tainted by pid 4242 (sleep)`): the figure is a device delta with
-/// another process about, and is not judged.
+/// case's peak on it against a share of what processes can have of it,
+/// its total less what the driver reserves. `taint` (`tainted by pid 4242
+/// (sleep)`): the figure is a device delta with another process about,
+/// and is not judged.
 pub fn headroom_check(
     index: u32,
     device: &str,
     peak: Option<Bytes>,
     method: &str,
     taint: Option<&str>,
-    total: Bytes,
+    memory: DeviceMemory,
     fraction: f64,
 ) -> Check {
-    let limit = headroom_limit(total.get(), fraction);
+    let usable = memory
+        .total
+        .get()
+        .saturating_sub(memory.reserved.map_or(0, Bytes::get));
+    let limit = headroom_limit(usable, fraction);
     let (passed, outcome) = match (peak, taint) {
         (Some(_), Some(_)) => (true, CheckOutcome::NotGated),
         (Some(peak), None) if breaches(peak, limit) => (false, CheckOutcome::Breached),
@@ -140,7 +162,8 @@ pub fn headroom_check(
             device: device.to_string(),
             method: method.to_string(),
             taint: taint.map(str::to_string),
-            total_bytes: total.get(),
+            total_bytes: memory.total.get(),
+            reserved_bytes: memory.reserved.map(Bytes::get),
             fraction,
         })
 }
@@ -174,7 +197,7 @@ pub fn budget_checks(budget: &Budget, host: &HostFigures, gpu: Option<&GpuFigure
                 device.peak_bytes.map(Bytes),
                 &device.method.to_string(),
                 device.taint().as_deref(),
-                Bytes(device.total_bytes),
+                DeviceMemory::of(device),
                 fraction,
             ));
         }

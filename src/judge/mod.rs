@@ -22,7 +22,9 @@ mod repeats;
 mod verdict;
 
 pub use baseline::{Against, Baseline, Found, against_lock, capacity_alone, drift_check, missing};
-pub use limits::{Gated, budget_breached, gpu_budget_check, headroom_check, headroom_limit};
+pub use limits::{
+    DeviceMemory, Gated, budget_breached, gpu_budget_check, headroom_check, headroom_limit,
+};
 pub use limits::{host_budget_check, run_checks};
 pub use repeats::merge_repeats;
 pub use verdict::{Cause, Observed, StopReason, Verdict, Who, breaches, decide, failure_kind};

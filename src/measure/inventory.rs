@@ -62,8 +62,8 @@ impl Inventory {
             let device = &gpu.devices[position];
             devices.push(DeviceState {
                 gpu: device.info.clone(),
-                used_bytes: memory.map(|m| m.0),
-                free_bytes: memory.map(|m| m.1),
+                used_bytes: memory.map(|m| m.used),
+                free_bytes: memory.map(|m| m.free),
                 processes: processes
                     .iter()
                     .map(|p| ProcessState {

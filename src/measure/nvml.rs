@@ -9,21 +9,31 @@
 //! not loaded, a function is missing. Nothing here panics on a strange
 //! driver.
 //!
-//! Process lists are read through the raw `_v3` call into a buffer reused
-//! across samples (the wrapper's method allocates a vector per call).
+//! Process lists are read raw, from every list the driver keeps, in the
+//! layout this driver writes ([`lists`]), into a buffer reused across
+//! samples (the wrapper's methods allocate a vector per call and know one
+//! layout). Memory is read through `nvmlDeviceGetMemoryInfo_v2`, which
+//! says what the driver reserves for itself, or through version 1 on a
+//! driver older than R510 that lacks it.
+
+mod lists;
 
 use std::ffi::c_uint;
 use std::sync::Mutex;
 
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
-use nvml_wrapper_sys::bindings::{nvmlDevice_t, nvmlProcessInfo_t};
+use nvml_wrapper_sys::bindings::{nvmlDevice_t, nvmlMemory_t, nvmlMemory_v2_t};
 use serde::Serialize;
+
+pub use lists::Listing;
 
 /// NVML's "not available" marker for per-process memory.
 const NOT_AVAILABLE: u64 = u64::MAX;
 const NVML_SUCCESS: c_uint = 0;
 const NVML_ERROR_INSUFFICIENT_SIZE: c_uint = 7;
+const NVML_ERROR_NOT_SUPPORTED: c_uint = 3;
+const NVML_ERROR_FUNCTION_NOT_FOUND: c_uint = 13;
 
 /// Functions oomgate calls beyond init and shutdown. A library that lacks
 /// one is refused at open time, with its name, rather than failing later.
@@ -32,7 +42,7 @@ const REQUIRED: &[&str] = &[
     "nvmlDeviceGetHandleByIndex_v2",
     "nvmlDeviceGetName",
     "nvmlDeviceGetUUID",
-    "nvmlDeviceGetMemoryInfo_v2",
+    "nvmlDeviceGetMemoryInfo",
     "nvmlDeviceGetComputeRunningProcesses_v3",
     "nvmlSystemGetDriverVersion",
 ];
@@ -50,12 +60,24 @@ pub struct GpuInfo {
     pub uuid: String,
     pub name: String,
     pub total_bytes: u64,
+    /// Memory the driver keeps for itself (`memory_info_v2`), which no
+    /// process can have: headroom is judged against `total_bytes` less
+    /// this. `None`: a driver without version 2 of the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_bytes: Option<u64>,
     /// NVML accounting mode (`nvidia-smi -am 1`); `None` when unsupported.
     pub accounting: Option<bool>,
     pub persistence: Option<bool>,
 }
 
 impl GpuInfo {
+    /// What processes can have of the device: its total less what the
+    /// driver reserves.
+    pub fn usable_bytes(&self) -> u64 {
+        self.total_bytes
+            .saturating_sub(self.reserved_bytes.unwrap_or(0))
+    }
+
     /// The GPU by name only, as a record that points at it says it.
     pub fn reference(&self) -> GpuRef {
         GpuRef {
@@ -135,9 +157,22 @@ pub struct Gpu {
     /// The usable devices, in NVML index order (a position in this list is
     /// not an NVML index when a device is unusable).
     pub devices: Vec<GpuDevice>,
-    /// The process-list buffer, reused across samples; the cases of a GPU
-    /// pool sample from their own threads, one at a time through it.
-    buffer: Mutex<Vec<nvmlProcessInfo_t>>,
+    /// How this driver hands out process lists.
+    pub listing: Listing,
+    /// The process-list buffer (u64 words: 8-aligned for every entry
+    /// layout), reused across samples; the cases of a GPU pool sample
+    /// from their own threads, one at a time through it.
+    buffer: Mutex<Vec<u64>>,
+}
+
+/// A device's memory now, as [`Gpu::memory`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryNow {
+    pub total: u64,
+    /// `None`: version 1 of the call, whose `used` holds the reserve.
+    pub reserved: Option<u64>,
+    pub used: u64,
+    pub free: u64,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -179,19 +214,21 @@ impl Gpu {
         // stop the others from being measured: it is skipped and named.
         for index in 0..count {
             let opened = nvml.device_by_index(index).and_then(|device| {
-                let memory = device.memory_info()?;
+                // SAFETY: the handle comes from NVML and stays valid
+                // until shutdown, which only Gpu's drop triggers.
+                let handle = DeviceHandle(unsafe { device.handle() });
+                let memory = read_memory(&nvml, handle.0)?;
                 Ok(GpuDevice {
                     info: GpuInfo {
                         index,
                         uuid: device.uuid()?,
                         name: device.name().unwrap_or_else(|_| "unknown GPU".to_string()),
                         total_bytes: memory.total,
+                        reserved_bytes: memory.reserved,
                         accounting: device.is_accounting_enabled().ok(),
                         persistence: device.is_in_persistent_mode().ok(),
                     },
-                    // SAFETY: the handle comes from NVML and stays valid
-                    // until shutdown, which only Gpu's drop triggers.
-                    handle: DeviceHandle(unsafe { device.handle() }),
+                    handle,
                 })
             });
             match opened {
@@ -206,12 +243,13 @@ impl Gpu {
             )));
         }
         Ok(Gpu {
+            listing: Listing::detect(nvml.lib()),
             nvml,
             driver_version,
             cuda_driver_version,
             devices,
             unusable,
-            buffer: Mutex::new(Vec::with_capacity(64)),
+            buffer: Mutex::new(Vec::with_capacity(64 * 4)),
         })
     }
 
@@ -223,61 +261,32 @@ impl Gpu {
 
     /// Memory in use on a device (all processes, and the driver's own).
     pub fn used_bytes(&self, position: usize) -> Result<u64, NvmlError> {
-        self.device(position).memory_info().map(|m| m.used)
+        self.memory(position).map(|m| m.used)
     }
 
-    /// Memory in use and free on a device.
-    pub fn memory(&self, position: usize) -> Result<(u64, u64), NvmlError> {
-        self.device(position)
-            .memory_info()
-            .map(|m| (m.used, m.free))
+    /// A device's memory now.
+    pub fn memory(&self, position: usize) -> Result<MemoryNow, NvmlError> {
+        read_memory(&self.nvml, self.devices[position].handle.0)
     }
 
-    /// The compute processes on a device, into `out` (cleared first).
-    /// Allocation-free once the buffer has grown to the number of
+    /// The processes on a device, from every list the driver keeps
+    /// (compute, graphics, MPS), one entry a pid, into `out` (cleared
+    /// first). Allocation-free once the buffer has grown to the number of
     /// processes on the device.
     pub fn processes(&self, position: usize, out: &mut Vec<GpuProcess>) -> Result<(), NvmlError> {
-        out.clear();
-        let symbol = self
-            .nvml
-            .lib()
-            .nvmlDeviceGetComputeRunningProcesses_v3
-            .as_ref()
-            .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
-        let handle = self.devices[position].handle.0;
         // A panic elsewhere while holding the lock leaves a buffer that is
-        // cleared before every use: still fine to use.
+        // only ever written before it is read: still fine to use.
         let mut buffer = self
             .buffer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // A process may start between the two calls: retry a few times
-        // with the count NVML asked for, plus headroom.
-        for _ in 0..4 {
-            let mut count = buffer.capacity() as c_uint;
-            // SAFETY: `buffer` has room for `count` entries; NVML writes at
-            // most `count` and sets `count` to the number written (or to the
-            // number needed, with INSUFFICIENT_SIZE).
-            let status = unsafe { symbol(handle, &mut count, buffer.as_mut_ptr()) };
-            match status {
-                NVML_SUCCESS => {
-                    let written = (count as usize).min(buffer.capacity());
-                    // SAFETY: NVML initialised the first `written` entries.
-                    unsafe { buffer.set_len(written) };
-                    out.extend(buffer.iter().map(|p| GpuProcess {
-                        pid: p.pid,
-                        used_bytes: (p.usedGpuMemory != NOT_AVAILABLE).then_some(p.usedGpuMemory),
-                    }));
-                    buffer.clear();
-                    return Ok(());
-                }
-                NVML_ERROR_INSUFFICIENT_SIZE => {
-                    buffer.reserve(count as usize + 16);
-                }
-                other => return Err(code_error(other)),
-            }
-        }
-        Err(NvmlError::InsufficientSize(None))
+        lists::read(
+            self.nvml.lib(),
+            self.listing,
+            self.devices[position].handle.0,
+            &mut buffer,
+            out,
+        )
     }
 
     /// The driver's record of a process on a device (exact peak, lifetime),
@@ -306,6 +315,49 @@ impl Gpu {
     }
 }
 
+/// A device's memory: version 2 of the call where the driver has it (its
+/// `used` leaves out the driver's reserve, named apart), else version 1.
+fn read_memory(nvml: &Nvml, device: nvmlDevice_t) -> Result<MemoryNow, NvmlError> {
+    let lib = nvml.lib();
+    if let Ok(v2) = lib.nvmlDeviceGetMemoryInfo_v2.as_ref() {
+        // SAFETY: all-zero is a valid nvmlMemory_v2_t (plain integers).
+        let mut memory: nvmlMemory_v2_t = unsafe { std::mem::zeroed() };
+        // NVML_STRUCT_VERSION(Memory, 2), as nvml.h defines it.
+        memory.version = (std::mem::size_of::<nvmlMemory_v2_t>() as c_uint) | (2 << 24);
+        // SAFETY: a live handle and a struct of the version it declares.
+        match unsafe { v2(device, &mut memory) } {
+            NVML_SUCCESS => {
+                return Ok(MemoryNow {
+                    total: memory.total,
+                    reserved: Some(memory.reserved),
+                    used: memory.used,
+                    free: memory.free,
+                });
+            }
+            // A library newer than its kernel driver may export the call
+            // and refuse it: version 1 still answers.
+            NVML_ERROR_FUNCTION_NOT_FOUND | NVML_ERROR_NOT_SUPPORTED => {}
+            other => return Err(code_error(other)),
+        }
+    }
+    let v1 = lib
+        .nvmlDeviceGetMemoryInfo
+        .as_ref()
+        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    // SAFETY: all-zero is a valid nvmlMemory_t.
+    let mut memory: nvmlMemory_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a live handle and an nvmlMemory_t to fill.
+    match unsafe { v1(device, &mut memory) } {
+        NVML_SUCCESS => Ok(MemoryNow {
+            total: memory.total,
+            reserved: None,
+            used: memory.used,
+            free: memory.free,
+        }),
+        other => Err(code_error(other)),
+    }
+}
+
 fn has_symbol(nvml: &Nvml, name: &str) -> bool {
     let lib = nvml.lib();
     match name {
@@ -313,7 +365,7 @@ fn has_symbol(nvml: &Nvml, name: &str) -> bool {
         "nvmlDeviceGetHandleByIndex_v2" => lib.nvmlDeviceGetHandleByIndex_v2.is_ok(),
         "nvmlDeviceGetName" => lib.nvmlDeviceGetName.is_ok(),
         "nvmlDeviceGetUUID" => lib.nvmlDeviceGetUUID.is_ok(),
-        "nvmlDeviceGetMemoryInfo_v2" => lib.nvmlDeviceGetMemoryInfo_v2.is_ok(),
+        "nvmlDeviceGetMemoryInfo" => lib.nvmlDeviceGetMemoryInfo.is_ok(),
         "nvmlDeviceGetComputeRunningProcesses_v3" => {
             lib.nvmlDeviceGetComputeRunningProcesses_v3.is_ok()
         }

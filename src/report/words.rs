@@ -206,15 +206,14 @@ pub fn check_message(check: &Check) -> String {
                 method,
                 taint,
                 total_bytes,
+                reserved_bytes,
                 fraction,
             },
         ) => headroom(
             check,
             outcome,
-            device,
-            method,
-            taint.as_deref(),
-            *total_bytes,
+            (device, method, taint.as_deref()),
+            (*total_bytes, *reserved_bytes),
             *fraction,
         ),
         (_, Facts::OomKill { kills, method }) => format!(
@@ -372,17 +371,27 @@ fn budget(what: &str, outcome: CheckOutcome, check: &Check, how: &str) -> String
     }
 }
 
+/// `(device, method, taint)`, `(total, reserved)`.
 fn headroom(
     check: &Check,
     outcome: CheckOutcome,
-    device: &str,
-    method: &str,
-    taint: Option<&str>,
-    total_bytes: u64,
+    (device, method, taint): (&str, &str, Option<&str>),
+    (total_bytes, reserved_bytes): (u64, Option<u64>),
     fraction: f64,
 ) -> String {
-    let total = Bytes(total_bytes);
-    let share = |bytes: u64| 100.0 * bytes as f64 / total_bytes.max(1) as f64;
+    let usable = total_bytes.saturating_sub(reserved_bytes.unwrap_or(0));
+    // `80.0 GiB`, or `79.4 GiB usable (80.0 GiB less 0.6 GiB the driver
+    // reserves)`: the share is of what processes can have.
+    let total = match reserved_bytes.filter(|&r| r > 0) {
+        Some(reserved) => format!(
+            "{} usable ({} less {} the driver reserves)",
+            Bytes(usable),
+            Bytes(total_bytes),
+            Bytes(reserved)
+        ),
+        None => Bytes(total_bytes).to_string(),
+    };
+    let share = |bytes: u64| 100.0 * bytes as f64 / usable.max(1) as f64;
     let percent = fraction * 100.0;
     match (check.figure_bytes, outcome) {
         (None, _) => format!(

@@ -157,6 +157,10 @@ pub enum Facts {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         taint: Option<String>,
         total_bytes: u64,
+        /// What the driver reserves of it; the limit is a share of the
+        /// rest. `None`: not reported (results before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reserved_bytes: Option<u64>,
         fraction: f64,
     },
     /// `host.oom_kill`.

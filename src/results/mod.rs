@@ -175,6 +175,11 @@ pub struct BaselineInfo {
 pub struct GpuEnvironment {
     pub driver_version: String,
     pub cuda_driver_version: Option<String>,
+    /// How the driver hands out process lists (`detail-list`, `v3`, or
+    /// `v3-wide`: an early R535 driver's 32-byte entries); `None` in
+    /// results from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_listing: Option<crate::measure::nvml::Listing>,
     pub devices: Vec<GpuInfo>,
 }
 

@@ -62,11 +62,13 @@ fn everything() -> RunResults {
     results.gpu = Some(GpuEnvironment {
         driver_version: "550.54.15".into(),
         cuda_driver_version: Some("12.4".into()),
+        process_listing: Some(crate::measure::nvml::Listing::V3Wide),
         devices: vec![GpuInfo {
             index: 0,
             uuid: "GPU-0".into(),
             name: "H100".into(),
             total_bytes: 80 << 30,
+            reserved_bytes: None,
             accounting: Some(true),
             persistence: None,
         }],
@@ -113,6 +115,7 @@ fn everything() -> RunResults {
             uuid: "GPU-0".into(),
             name: "H100".into(),
             total_bytes: 80 << 30,
+            reserved_bytes: None,
             accounting: Some(true),
             persistence: None,
         },

@@ -472,6 +472,7 @@ impl Conductor<'_> {
             gpu: shared.gpu.as_ref().map(|gpu| GpuEnvironment {
                 driver_version: gpu.driver_version.clone(),
                 cuda_driver_version: gpu.cuda_driver_version.clone(),
+                process_listing: Some(gpu.listing),
                 devices: gpu.devices.iter().map(|d| d.info.clone()).collect(),
             }),
             summary: Summary {

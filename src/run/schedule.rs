@@ -303,6 +303,7 @@ mod tests {
                     uuid: format!("GPU-{i}"),
                     name: "Fake".into(),
                     total_bytes: total,
+                    reserved_bytes: None,
                     accounting: None,
                     persistence: None,
                 },

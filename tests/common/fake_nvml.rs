@@ -14,30 +14,45 @@ pub const UUID_1: &str = "GPU-11111111-1111-2222-3333-444444444444";
 /// Which build of the fake library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
+    /// An R550-or-later driver: the versioned detail list, memory v2.
     Complete,
     /// Lacks nvmlDeviceGetComputeRunningProcesses_v3, like an old driver.
     MissingProcessList,
+    /// An early R535 driver: the `_v3` calls write 32-byte entries.
+    R535Early,
+    /// A driver older than R510: `_v3` lists of 24-byte entries, memory
+    /// through version 1 only.
+    OldDriver,
+}
+
+impl Variant {
+    /// The fake's cargo feature, and the folder it is built into.
+    fn feature_and_name(self) -> (Option<&'static str>, &'static str) {
+        match self {
+            Variant::Complete => (None, "fake-nvml"),
+            Variant::MissingProcessList => (
+                Some("missing-process-list"),
+                "fake-nvml-missing-process-list",
+            ),
+            Variant::R535Early => (Some("r535-early"), "fake-nvml-r535-early"),
+            Variant::OldDriver => (Some("old-driver"), "fake-nvml-old-driver"),
+        }
+    }
 }
 
 /// The folder holding `libnvidia-ml.so.1` for a variant, built if needed.
 /// `cargo build` runs once per test process; it is a no-op when up to date
 /// and cargo's lock serialises concurrent test processes.
 pub fn library_dir(variant: Variant) -> PathBuf {
-    static COMPLETE: OnceLock<PathBuf> = OnceLock::new();
-    static MISSING: OnceLock<PathBuf> = OnceLock::new();
-    let cell = match variant {
-        Variant::Complete => &COMPLETE,
-        Variant::MissingProcessList => &MISSING,
-    };
-    cell.get_or_init(|| build(variant)).clone()
+    static BUILT: [OnceLock<PathBuf>; 4] = [const { OnceLock::new() }; 4];
+    BUILT[variant as usize]
+        .get_or_init(|| build(variant))
+        .clone()
 }
 
 fn build(variant: Variant) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let name = match variant {
-        Variant::Complete => "fake-nvml",
-        Variant::MissingProcessList => "fake-nvml-missing-process-list",
-    };
+    let (feature, name) = variant.feature_and_name();
     let target = root.join("target").join(name);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let mut command = Command::new(cargo);
@@ -45,8 +60,8 @@ fn build(variant: Variant) -> PathBuf {
         .current_dir(root)
         .args(["build", "--quiet", "-p", "fake-nvml", "--target-dir"])
         .arg(&target);
-    if variant == Variant::MissingProcessList {
-        command.args(["--features", "missing-process-list"]);
+    if let Some(feature) = feature {
+        command.args(["--features", feature]);
     }
     let status = command.status().expect("run cargo build for the fake NVML");
     assert!(status.success(), "building fixtures/fake-nvml failed");

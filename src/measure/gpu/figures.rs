@@ -394,6 +394,7 @@ mod tests {
                 uuid: format!("GPU-{index}"),
                 name: "Fake".into(),
                 total_bytes: 1000,
+                reserved_bytes: None,
                 accounting: None,
                 persistence: None,
             },

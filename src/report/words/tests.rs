@@ -116,6 +116,10 @@ fn tainted_gpu_figures_are_reported_not_judged() {
     }
 
     let total = Bytes(8 * 1024 * MIB);
+    let memory = crate::judge::DeviceMemory {
+        total,
+        reserved: None,
+    };
     let headroom = |peak: Option<u64>, taint: Option<&str>| {
         headroom_check(
             0,
@@ -123,7 +127,7 @@ fn tainted_gpu_figures_are_reported_not_judged() {
             peak.map(Bytes),
             "device-delta",
             taint,
-            total,
+            memory,
             0.5,
         )
     };
@@ -137,6 +141,31 @@ fn tainted_gpu_figures_are_reported_not_judged() {
         "GPU 0 (H100) peak 8.00 GiB (device-delta) is 100.0% of its 8.00 GiB, not gated against the 50% headroom limit: tainted by pid 4242 (sleep), whose memory may be in it"
     );
     assert!(!headroom(None, taint).passed, "unknown stays unverified");
+
+    // The driver's reserve is no process's to have: half of 8 GiB less a
+    // reserved 1 GiB is 3.5 GiB, so 3.6 GiB breaches it.
+    let reserved = |peak: u64| {
+        headroom_check(
+            0,
+            "GPU 0 (H100)",
+            Some(Bytes(peak)),
+            "sampled@50ms",
+            None,
+            crate::judge::DeviceMemory {
+                total,
+                reserved: Some(Bytes(1024 * MIB)),
+            },
+            0.5,
+        )
+    };
+    let over = reserved(3686 * MIB);
+    assert!(!over.passed);
+    assert_eq!(over.limit_bytes, Some(3584 * MIB));
+    assert_eq!(
+        check_message(&over),
+        "GPU 0 (H100) peak 3.60 GiB (sampled@50ms) is 51.4% of its 7.00 GiB usable (8.00 GiB less 1.00 GiB the driver reserves), above the 50% headroom limit (3.50 GiB)"
+    );
+    assert!(reserved(3584 * MIB).passed);
 }
 
 #[test]
