@@ -75,6 +75,7 @@ pub enum FailureType {
     Interrupted,
     ForeignProcesses,
     LaunchError,
+    GpuLost,
     GpuOom,
     HostOom,
     HostOomSuspected,
@@ -93,10 +94,11 @@ pub enum FailureType {
 }
 
 impl FailureType {
-    pub const ALL: [FailureType; 18] = [
+    pub const ALL: [FailureType; 19] = [
         FailureType::Interrupted,
         FailureType::ForeignProcesses,
         FailureType::LaunchError,
+        FailureType::GpuLost,
         FailureType::GpuOom,
         FailureType::HostOom,
         FailureType::HostOomSuspected,
@@ -120,6 +122,7 @@ impl FailureType {
             FailureType::Interrupted => "interrupted",
             FailureType::ForeignProcesses => "foreign-processes",
             FailureType::LaunchError => "launch-error",
+            FailureType::GpuLost => "gpu-lost",
             FailureType::GpuOom => "gpu-oom",
             FailureType::HostOom => "host-oom",
             FailureType::HostOomSuspected => "host-oom-suspected",

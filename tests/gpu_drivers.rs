@@ -8,6 +8,7 @@
 mod common;
 
 use common::fake_nvml::*;
+use common::running::{Handshake, Running};
 use common::*;
 
 const GENERATIONS: [Variant; 3] = [Variant::Complete, Variant::R535Early, Variant::OldDriver];
@@ -124,4 +125,91 @@ fn headroom_is_a_share_of_what_the_driver_does_not_reserve() {
         "{case:#}"
     );
     assert_eq!(mib(&case["gpu_peak_bytes"]), Some(3840));
+}
+
+/// A GPU that falls off the bus mid-case (NVML: GPU_IS_LOST) leaves a GPU
+/// figure of the time before only. It is never gated as whole: the
+/// device's figure and the case's are null, with when and why, and the
+/// case is an error of its own kind, `gpu-lost`, even though the workload
+/// exited 0 and everything it was seen to hold was under its budget.
+#[test]
+fn a_gpu_lost_mid_case_leaves_no_figure_and_errors_the_case() {
+    let project = Project::new("");
+    let handshake = Handshake::new(&project);
+    std::fs::write(
+        project.suite(),
+        gpu_suite(
+            "20ms",
+            &format!(
+                "\"--mib\", \"512\", \"--hold\", \"200ms\", {}",
+                handshake.args()
+            ),
+            "budget = { gpu = \"4 GiB\" }",
+        ),
+    )
+    .expect("suite");
+    let project = project.with_fake_gpus(&one_device("lost=lost.flag "), Variant::Complete);
+    let mut running = Running::start(&project);
+    running.wait_for(&handshake.started);
+    handshake.go();
+    let pid = handshake.allocated_pid(&mut running);
+    running.wait_for(&project.listed(pid));
+    std::fs::write(project.path().join("lost.flag"), "").expect("lose the GPU");
+    // A tick after the loss, then the workload ends.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    handshake.release();
+    let run = running.finish_within_a_minute();
+    run.assert_code(1);
+    let case = run.case("c");
+    assert_eq!(case["status"], "error", "{case:#}");
+    assert_eq!(case["failure_kind"], "gpu-lost", "{case:#}");
+    assert!(case["gpu_peak_bytes"].is_null(), "{case:#}");
+    let device = &case["gpu_devices"][0];
+    assert!(device["peak_bytes"].is_null(), "{device:#}");
+    assert!(
+        device["lost"]["at_s"].as_f64().is_some_and(|at| at > 0.0),
+        "{device:#}"
+    );
+    let message = run.message("c");
+    assert!(
+        message.contains("GPU 0 (Fake H100 80GB) stopped answering NVML")
+            && message.contains("incomplete"),
+        "{message}"
+    );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains("type=\"gpu-lost\""), "{junit}");
+}
+
+/// NVML that lists no GPU (a container given none) cannot measure GPU
+/// memory: `gpu = "required"` is exit 3 with the reason before anything
+/// runs — never a pass with "gpu peak 0 B" — and `auto` runs the case
+/// with its GPU figures unknown, saying why.
+#[test]
+fn a_machine_whose_nvml_lists_no_gpu_measures_no_gpu_memory() {
+    let suite = gpu_suite("20ms", "\"--mib\", \"0\", \"--hold\", \"10ms\"", "");
+    let no_devices = "driver 550.54.15\ncuda 12040\n";
+    let project = Project::new(&suite).with_fake_gpus(no_devices, Variant::Complete);
+    let run = project.run(&["--gpu", "required"]);
+    run.assert_code(3);
+    assert!(
+        run.stderr.contains("GPU memory is required") && run.stderr.contains("NVML lists no GPU"),
+        "{}",
+        run.stderr
+    );
+    assert!(!project.out().join("cases").exists(), "nothing ran");
+
+    let project =
+        Project::new(&suite.replace("\"--mib\", \"0\", \"--hold\", \"10ms\"", "\"--help\""))
+            .with_fake_gpus(no_devices, Variant::Complete);
+    let run = project.run(&["--gpu", "auto"]);
+    run.assert_code(0);
+    let case = run.case("c");
+    assert!(case["gpu_peak_bytes"].is_null(), "{case:#}");
+    assert!(
+        run.results()["measurement"]["gpu_note"]
+            .as_str()
+            .is_some_and(|note| note.contains("NVML lists no GPU")),
+        "{:#}",
+        run.results()["measurement"]
+    );
 }

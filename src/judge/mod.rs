@@ -27,7 +27,9 @@ pub use limits::{
 };
 pub use limits::{host_budget_check, run_checks};
 pub use repeats::merge_repeats;
-pub use verdict::{Cause, Observed, StopReason, Verdict, Who, breaches, decide, failure_kind};
+pub use verdict::{
+    Cause, GpuLoss, Observed, StopReason, Verdict, Who, breaches, decide, failure_kind,
+};
 
 use std::collections::BTreeMap;
 

@@ -30,6 +30,7 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
                     exits: Vec::new(),
                     host_peak: None,
                     serving: false,
+                    gpu_lost: None,
                 },
                 None,
             )

@@ -36,6 +36,7 @@ fn run(host_mib: u64, exit: Exit) -> CaseRun {
             exits: vec![Some(exit)],
             host_peak: Some(crate::units::Bytes(host_mib * MIB)),
             serving: false,
+            gpu_lost: None,
         },
         headline: None,
     }

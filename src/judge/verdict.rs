@@ -63,6 +63,28 @@ pub struct Observed {
     pub host_peak: Option<Bytes>,
     /// The instances are a server's load client (the peak is the server's).
     pub serving: bool,
+    /// A GPU of the case was lost, or refused NVML, while it ran.
+    pub gpu_lost: Option<GpuLoss>,
+}
+
+/// A GPU that stopped answering NVML during a case: `GPU 0 (H100)`,
+/// when, and NVML's error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuLoss {
+    pub device: String,
+    pub at: Duration,
+    pub reason: String,
+}
+
+impl GpuLoss {
+    /// The first device of `gpu` lost during the case, named.
+    pub fn of(gpu: &crate::measure::gpu::GpuFigures) -> Option<GpuLoss> {
+        gpu.lost().map(|(device, loss)| GpuLoss {
+            device: format!("GPU {} ({})", device.index, device.name),
+            at: Duration::from_secs_f64(loss.at_s.max(0.0)),
+            reason: loss.reason.clone(),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -78,6 +100,7 @@ impl Observed {
             exits: exits.to_vec(),
             host_peak: peak.map(Bytes),
             serving: false,
+            gpu_lost: None,
         }
     }
 }
@@ -119,6 +142,9 @@ pub enum Cause {
         last: Option<String>,
         host_peak: Option<Bytes>,
     },
+    /// A GPU of the case was lost, or refused NVML: its GPU figure is
+    /// incomplete, so nothing about the case's GPU memory can be said.
+    GpuLost(GpuLoss),
     /// The case's own limits failed: these checks (indices into the
     /// case's checks), and when the case was stopped for them.
     Limits {
@@ -178,6 +204,14 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> Verdict {
             let message = message.clone();
             return verdict(CaseStatus::Error, Cause::NotStarted { message });
         }
+        _ => {}
+    }
+    // A lost GPU explains what follows it (a hang, a CUDA error), and
+    // leaves a GPU figure that would pass as whole while missing the rest.
+    if let Some(loss) = &observed.gpu_lost {
+        return verdict(CaseStatus::Error, Cause::GpuLost(loss.clone()));
+    }
+    match &observed.stop {
         Some(StopReason::TimedOut { after }) => {
             let after = *after;
             return verdict(CaseStatus::TimedOut, Cause::TimedOut { after, host_peak });
@@ -281,7 +315,8 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> Verdict {
 /// `type`, results.json's `failure_kind`, the GitHub annotation's title),
 /// or `None` for a case that passed. When several apply, the first in this
 /// order wins: how the case ended (`interrupted`, `foreign-processes` — not
-/// started beside another's processes —, `launch-error`), then
+/// started beside another's processes —, `gpu-lost` — a GPU lost or
+/// refusing NVML while it ran —, `launch-error`), then
 /// the diagnosis of a case that failed on its own (`gpu-oom`, `host-oom`,
 /// `host-oom-suspected`, `supervisor-killed`, `cuda-setup`, `cuda-fault`, `timeout`, `crash`) —
 /// so an OOM outranks the budget breach it caused — then the failed checks
@@ -294,6 +329,9 @@ pub fn failure_kind(case: &CaseResult, stop: Option<&StopReason>) -> Option<Fail
         CaseStatus::Interrupted | CaseStatus::Running => return Some(FailureType::Interrupted),
         CaseStatus::Error if matches!(stop, Some(StopReason::ForeignProcesses { .. })) => {
             return Some(FailureType::ForeignProcesses);
+        }
+        CaseStatus::Error if case.gpu_devices.iter().any(|d| d.lost.is_some()) => {
+            return Some(FailureType::GpuLost);
         }
         CaseStatus::Error => return Some(FailureType::LaunchError),
         CaseStatus::Failed | CaseStatus::TimedOut => {}

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use figures::{DeviceEnd, device_figure};
 pub use figures::{
-    DeviceFigures, ForeignPid, ForeignProcess, GpuFigures, GpuMethod, concurrent_peak,
+    DeviceFigures, DeviceLoss, ForeignPid, ForeignProcess, GpuFigures, GpuMethod, concurrent_peak,
 };
 
 use super::nvml::{AccountingRecord, Gpu, GpuProcess};
@@ -56,6 +56,21 @@ struct DeviceState {
     /// Processes not of the case seen on the device so far, at preflight
     /// or at a tick, with their names.
     foreign: BTreeMap<u32, Option<String>>,
+    /// The device was lost, or refused NVML, at a tick: when (since the
+    /// case started) and NVML's error. It is not read again, and its
+    /// figure is unknown.
+    lost: Option<(std::time::Duration, String)>,
+}
+
+/// Whether an NVML error means the device's figures can no longer be
+/// complete: it fell off the bus, access to it was taken away, or it
+/// stopped answering. Anything else fails only that tick.
+fn loses_the_device(error: &nvml_wrapper::error::NvmlError) -> bool {
+    use nvml_wrapper::error::NvmlError;
+    matches!(
+        error,
+        NvmlError::GpuLost | NvmlError::NoPermission | NvmlError::Timeout
+    )
 }
 
 /// GPU measurement of one case, on the devices it sees.
@@ -223,21 +238,35 @@ impl<'g> CaseGpu<'g> {
         self.seen_pids
             .extend(tree.pids().filter_map(|p| u32::try_from(p).ok()));
         let mut lists_complete = true;
+        let since_start = self.since_start();
         for (state, &position) in self.states.iter_mut().zip(&self.positions) {
+            state.tree_now = 0;
+            if state.lost.is_some() {
+                state.used_now = None;
+                lists_complete = false;
+                continue;
+            }
             state.used_now = match self.gpu.used_bytes(position) {
                 Ok(used) => Some(used),
-                Err(_) => {
+                Err(e) => {
                     errors += 1;
+                    if loses_the_device(&e) {
+                        state.lost = Some((since_start, e.to_string()));
+                        lists_complete = false;
+                        continue;
+                    }
                     None
                 }
             };
             if let Some(used) = state.used_now {
                 state.peak_used = Some(state.peak_used.map_or(used, |p| p.max(used)));
             }
-            state.tree_now = 0;
-            if self.gpu.processes(position, &mut self.processes).is_err() {
+            if let Err(e) = self.gpu.processes(position, &mut self.processes) {
                 errors += 1;
                 lists_complete = false;
+                if loses_the_device(&e) {
+                    state.lost = Some((since_start, e.to_string()));
+                }
                 continue;
             }
             state.listed = true;
@@ -336,6 +365,14 @@ impl<'g> CaseGpu<'g> {
         self.errors
     }
 
+    /// Time since the case started, by the wall clock it started on.
+    fn since_start(&self) -> std::time::Duration {
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        std::time::Duration::from_micros(now_us.saturating_sub(self.started_us))
+    }
+
     /// The case's figures, once its processes are gone. Accounting
     /// records are read now, so they include pids that already exited.
     pub fn finish(self) -> GpuFigures {
@@ -358,6 +395,10 @@ impl<'g> CaseGpu<'g> {
         {
             let device = &self.gpu.devices[position];
             let sampled = if state.unknown { None } else { state.tree_peak };
+            let lost = state.lost.as_ref().map(|(at, reason)| DeviceLoss {
+                at_s: at.as_secs_f64(),
+                reason: reason.clone(),
+            });
             let (peak_bytes, method) = device_figure(
                 DeviceEnd {
                     readable: !self.unmapped && state.listed,
@@ -373,6 +414,11 @@ impl<'g> CaseGpu<'g> {
                 },
                 &self.sampled,
             );
+            // A figure missing the time since the loss is no figure.
+            let (peak_bytes, method) = match &lost {
+                Some(_) => (None, GpuMethod::Unavailable),
+                None => (peak_bytes, method),
+            };
             let note = crowding
                 .filter(|_| method == GpuMethod::Unavailable && state.listed && !self.unmapped)
                 .map(|c| c.reason.clone())
@@ -403,11 +449,12 @@ impl<'g> CaseGpu<'g> {
                 accounting_peak_bytes: accounting,
                 tainted_by,
                 note,
+                lost,
             });
         }
         let known = |d: &DeviceFigures| d.peak_bytes;
         let all_sampled = devices.iter().all(|d| d.method == self.sampled);
-        let peak_bytes = if self.unmapped {
+        let peak_bytes = if self.unmapped || devices.iter().any(|d| d.lost.is_some()) {
             None
         } else if all_sampled {
             // The peak of the per-sample sum; never below one device's own
@@ -431,7 +478,9 @@ impl<'g> CaseGpu<'g> {
             .filter(|d| d.method != self.sampled || d.peak_bytes != Some(0))
             .collect();
         let method = match contributing.first() {
-            _ if self.unmapped => GpuMethod::Unavailable,
+            _ if self.unmapped || devices.iter().any(|d| d.lost.is_some()) => {
+                GpuMethod::Unavailable
+            }
             None => self.sampled,
             Some(first) if contributing.iter().all(|d| d.method == first.method) => first.method,
             Some(_) => GpuMethod::Mixed,

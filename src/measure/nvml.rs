@@ -236,11 +236,13 @@ impl Gpu {
                 Err(e) => unusable.push(format!("GPU {index}: {e}")),
             }
         }
-        if devices.is_empty() && !unusable.is_empty() {
-            return Err(GpuUnavailable(format!(
-                "no GPU could be opened ({})",
-                unusable.join("; ")
-            )));
+        // A machine whose NVML lists no GPU has no GPU memory to measure:
+        // reading every figure as 0 would pass any budget.
+        if devices.is_empty() {
+            return Err(GpuUnavailable(match unusable.is_empty() {
+                true => "NVML lists no GPU (in a container, was it given one? NVIDIA_VISIBLE_DEVICES=none or void gives it none)".to_string(),
+                false => format!("no GPU could be opened ({})", unusable.join("; ")),
+            }));
         }
         Ok(Gpu {
             listing: Listing::detect(nvml.lib()),
@@ -395,6 +397,7 @@ pub fn describe_init_error(error: &NvmlError) -> String {
             "no permission to use NVML (check the /dev/nvidia* device permissions)".to_string()
         }
         NvmlError::FailedToLoadSymbol(e) => format!("the NVML library is incomplete: {e}"),
+        NvmlError::LibRmVersionMismatch => "the NVML library and the loaded NVIDIA kernel driver are different versions (the driver was upgraded and the old one is still loaded): reload the driver or reboot".to_string(),
         other => format!("NVML failed to initialise: {other}"),
     }
 }

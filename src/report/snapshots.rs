@@ -80,6 +80,7 @@ fn run(case: &Case, host: u64, gpu: Option<u64>, exit: Exit) -> CaseRun {
             exits: vec![Some(exit)],
             host_peak: Some(Bytes(host)),
             serving: false,
+            gpu_lost: None,
         },
         headline: None,
     }

@@ -103,6 +103,12 @@ pub fn case_message(verdict: &Verdict, checks: &[Check]) -> Option<String> {
                 peak(host_peak)
             )
         }
+        Cause::GpuLost(loss) => format!(
+            "{} stopped answering NVML {} into the case ({}): its GPU figures are incomplete, so its GPU memory is unknown — check the driver (`nvidia-smi`, `dmesg` for Xid errors) before running it again",
+            loss.device,
+            format_duration(loss.at),
+            loss.reason
+        ),
         Cause::Limits { failed, stopped_at } => {
             let mut message = joined(failed);
             if let Some(at) = stopped_at {

@@ -68,7 +68,7 @@ fn everything() -> RunResults {
             uuid: "GPU-0".into(),
             name: "H100".into(),
             total_bytes: 80 << 30,
-            reserved_bytes: None,
+            reserved_bytes: Some(512 << 20),
             accounting: Some(true),
             persistence: None,
         }],
@@ -130,6 +130,10 @@ fn everything() -> RunResults {
             name: Some("sleep".into()),
         }],
         note: None,
+        lost: Some(crate::measure::gpu::DeviceLoss {
+            at_s: 2.5,
+            reason: "GPU is lost".into(),
+        }),
     }];
     case.foreign_processes = vec![ForeignProcess {
         pid: 42,

@@ -66,6 +66,7 @@ impl CaseRunner<'_, '_> {
             exits: instances.iter().map(|i| i.exit).collect(),
             host_peak: host.peak_bytes.map(Bytes),
             serving: server.is_some(),
+            gpu_lost: gpu_figures.as_ref().and_then(judge::GpuLoss::of),
         };
         let verdict = judge::decide(&observed, &checks);
         let status = verdict.status;

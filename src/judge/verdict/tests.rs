@@ -306,3 +306,62 @@ fn failure_kinds_follow_their_precedence() {
     );
     assert_eq!(failure_kind(&refused, None), Some(FailureType::LaunchError));
 }
+
+/// A lost GPU makes the case an error of its own kind, above what it
+/// explains (a timeout, an instance's crash, a failed budget), below an
+/// interruption and a launch that never happened.
+#[test]
+fn a_lost_gpu_is_an_error_above_what_it_explains() {
+    let loss = GpuLoss {
+        device: "GPU 0 (H100)".into(),
+        at: Duration::from_millis(2300),
+        reason: "GPU is lost".into(),
+    };
+    let lost = |stop: Option<StopReason>, exits: &[Option<Exit>]| Observed {
+        gpu_lost: Some(loss.clone()),
+        ..observed(stop, exits, Some(1))
+    };
+    let timed_out = StopReason::TimedOut {
+        after: Duration::from_secs(60),
+    };
+    for (observed, checks, status) in [
+        (lost(Some(timed_out), &[None]), vec![], CaseStatus::Error),
+        (
+            lost(None, &[Some(Exit::Code(1))]),
+            vec![],
+            CaseStatus::Error,
+        ),
+        (
+            lost(None, &[Some(Exit::Code(0))]),
+            vec![regression()],
+            CaseStatus::Error,
+        ),
+        (
+            lost(Some(StopReason::Interrupted), &[None]),
+            vec![],
+            CaseStatus::Interrupted,
+        ),
+    ] {
+        let verdict = decide(&observed, &checks);
+        assert_eq!(verdict.status, status, "{observed:?}");
+        if status == CaseStatus::Error {
+            assert_eq!(verdict.cause, Some(Cause::GpuLost(loss.clone())));
+        }
+    }
+    let mut case = CaseResult::unmeasured("c".into());
+    case.status = CaseStatus::Error;
+    case.gpu_devices = vec![crate::measure::gpu::DeviceFigures {
+        lost: Some(crate::measure::gpu::DeviceLoss {
+            at_s: 2.3,
+            reason: "GPU is lost".into(),
+        }),
+        ..serde_json::from_value(serde_json::json!({
+            "index": 0, "uuid": "GPU-0", "name": "H100", "total_bytes": 1,
+            "before_bytes": null, "device_peak_bytes": null, "peak_bytes": null,
+            "method": "unavailable", "sampled_peak_bytes": null,
+            "accounting_peak_bytes": null, "tainted_by": []
+        }))
+        .expect("a device")
+    }];
+    assert_eq!(failure_kind(&case, None), Some(FailureType::GpuLost));
+}

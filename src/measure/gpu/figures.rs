@@ -135,6 +135,19 @@ pub struct DeviceFigures {
     /// device delta on a GPU other cases of the run may use meanwhile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The device was lost, or refused NVML, while the case ran: its
+    /// figure is incomplete, so it is unknown (`peak_bytes` null).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<DeviceLoss>,
+}
+
+/// When, and why, a device stopped answering NVML during a case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceLoss {
+    /// Seconds into the case.
+    pub at_s: f64,
+    /// NVML's error: `GPU is lost`, `no permission`, `timeout`.
+    pub reason: String,
 }
 
 impl std::ops::Deref for DeviceFigures {
@@ -168,6 +181,13 @@ pub struct GpuFigures {
 }
 
 impl GpuFigures {
+    /// The first device lost (or refusing NVML) during the case, if any.
+    pub fn lost(&self) -> Option<(&DeviceFigures, &DeviceLoss)> {
+        self.devices
+            .iter()
+            .find_map(|d| d.lost.as_ref().map(|loss| (d, loss)))
+    }
+
     /// The devices' figures without the tainted ones, summed: what a GPU
     /// budget may judge. `None` when one of those figures is unknown.
     pub fn untainted_peak_bytes(&self) -> Option<u64> {
@@ -412,6 +432,7 @@ mod tests {
                 })
                 .collect(),
             note: None,
+            lost: None,
         }
     }
 
