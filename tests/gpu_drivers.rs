@@ -213,3 +213,53 @@ fn a_machine_whose_nvml_lists_no_gpu_measures_no_gpu_memory() {
         run.results()["measurement"]
     );
 }
+
+/// Inside a container NVML reports the host's pids. A container pid that
+/// happens to equal one NVML lists must not make a stranger's memory the
+/// case's (nor its accounting record): in a pid namespace of its own,
+/// oomgate matches no pid, reads no accounting, and the figure is the
+/// device's rise, labelled as a container's. Run here under `unshare
+/// --pid`, where the workload's own pid — what the fake driver lists —
+/// is exactly such a coincidence.
+#[test]
+fn in_a_pid_namespace_of_its_own_no_pid_is_matched() {
+    let project = Project::new(&gpu_suite(
+        "20ms",
+        "\"--mib\", \"512\", \"--hold\", \"600ms\"",
+        "",
+    ))
+    .with_fake_gpus(
+        &one_device("").replace("accounting=0", "accounting=1"),
+        Variant::Complete,
+    );
+    let binary = project.oomgate().get_program().to_os_string();
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(binary)
+        .arg("run")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(project.out());
+    for (key, value) in project.oomgate().get_envs() {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    let run = project.finish(command);
+    run.assert_code(0);
+    let case = run.case("c");
+    let device = &case["gpu_devices"][0];
+    assert_eq!(device["method"], "device-delta", "{case:#}");
+    assert_eq!(mib(&device["peak_bytes"]), Some(512), "{case:#}");
+    assert!(device["accounting_peak_bytes"].is_null(), "{device:#}");
+    assert!(
+        device["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("in a container") && n.contains("pid namespace")),
+        "{device:#}"
+    );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains("in a container"), "{junit}");
+}

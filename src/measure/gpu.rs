@@ -103,6 +103,11 @@ pub struct CaseGpu<'g> {
     /// was seen on a device: NVML's pids are this machine's, so a part
     /// none of whose processes appear holds nothing there.
     pids_seen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// NVML's pids are not this namespace's (`Gpu::foreign_pids`): none is
+    /// matched to the case, tainted as foreign, or looked up in the
+    /// driver's accounting — a container pid that equals a host pid would
+    /// otherwise pass a stranger's memory off as the case's.
+    pids_unmatchable: bool,
 }
 
 /// Whether another case of the run has shared a case's GPUs, raised by
@@ -152,8 +157,9 @@ impl<'g> CaseGpu<'g> {
                 reason: shared,
                 seen: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
             }),
-            delta_note: None,
+            delta_note: self.delta_note.clone().filter(|_| self.pids_unmatchable),
             pids_seen: self.pids_seen.clone(),
+            pids_unmatchable: self.pids_unmatchable,
         }
     }
 
@@ -199,8 +205,11 @@ impl<'g> CaseGpu<'g> {
             unmapped,
             gated_now: None,
             crowding,
-            delta_note: None,
+            delta_note: gpu.foreign_pids.as_ref().map(|why| {
+                format!("in a container: {why}, so the figure is the device's rise during the case, including anyone else's")
+            }),
             pids_seen: std::sync::Arc::default(),
+            pids_unmatchable: gpu.foreign_pids.is_some(),
         }
     }
 
@@ -208,6 +217,10 @@ impl<'g> CaseGpu<'g> {
     /// before the case starts. They taint the devices' delta figures.
     pub fn foreign_processes(&mut self, tree: &ProcessTree) -> Vec<ForeignProcess> {
         let mut foreign = Vec::new();
+        if self.pids_unmatchable {
+            // Which listed pid is whose cannot be told from here.
+            return foreign;
+        }
         for (state, &position) in self.states.iter_mut().zip(&self.positions) {
             if self.gpu.processes(position, &mut self.processes).is_err() {
                 continue;
@@ -235,8 +248,10 @@ impl<'g> CaseGpu<'g> {
     /// NVML calls that failed.
     pub fn sample(&mut self, tree: &ProcessTree, sample: &mut Sample) -> u64 {
         let mut errors = 0;
-        self.seen_pids
-            .extend(tree.pids().filter_map(|p| u32::try_from(p).ok()));
+        if !self.pids_unmatchable {
+            self.seen_pids
+                .extend(tree.pids().filter_map(|p| u32::try_from(p).ok()));
+        }
         let mut lists_complete = true;
         let since_start = self.since_start();
         for (state, &position) in self.states.iter_mut().zip(&self.positions) {
@@ -271,7 +286,12 @@ impl<'g> CaseGpu<'g> {
             }
             state.listed = true;
             let mut found = false;
-            for process in &self.processes {
+            let matchable = if self.pids_unmatchable {
+                &[][..]
+            } else {
+                &self.processes[..]
+            };
+            for process in matchable {
                 if !in_tree(tree, process.pid) {
                     if !state.foreign.contains_key(&process.pid) && is_foreign(process.pid) {
                         state.foreign.insert(process.pid, process_name(process.pid));

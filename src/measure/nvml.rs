@@ -159,6 +159,11 @@ pub struct Gpu {
     pub devices: Vec<GpuDevice>,
     /// How this driver hands out process lists.
     pub listing: Listing,
+    /// Why NVML's pids are not this process's pids, when they are not:
+    /// oomgate runs in a pid namespace of its own (a container), and NVML
+    /// reports the host's. Then no pid it lists can be matched to a
+    /// process of a case, nor looked up in the driver's accounting.
+    pub foreign_pids: Option<String>,
     /// The process-list buffer (u64 words: 8-aligned for every entry
     /// layout), reused across samples; the cases of a GPU pool sample
     /// from their own threads, one at a time through it.
@@ -246,6 +251,7 @@ impl Gpu {
         }
         Ok(Gpu {
             listing: Listing::detect(nvml.lib()),
+            foreign_pids: own_pid_namespace(),
             nvml,
             driver_version,
             cuda_driver_version,
@@ -315,6 +321,23 @@ impl Gpu {
             max_bytes: stats.max_memory_usage?,
         })
     }
+}
+
+/// The inode of the kernel's initial pid namespace (`PROC_PID_INIT_INO`),
+/// the host's: `/proc/self/ns/pid` reads `pid:[4026531836]` there.
+const INITIAL_PID_NAMESPACE: &str = "pid:[4026531836]";
+
+/// Why this process's pids are not the host's, when it runs in a pid
+/// namespace of its own (a container); `None` in the host's. A namespace
+/// that cannot be read (no /proc) is taken as the host's, as before.
+pub fn own_pid_namespace() -> Option<String> {
+    let namespace = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    let namespace = namespace.to_string_lossy();
+    (namespace != INITIAL_PID_NAMESPACE).then(|| {
+        format!(
+            "oomgate runs in a pid namespace of its own ({namespace}, a container): NVML reports the host's pids, which cannot be matched to the case's processes"
+        )
+    })
 }
 
 /// A device's memory: version 2 of the call where the driver has it (its

@@ -315,9 +315,21 @@ pub fn gpu_summary(case: &CaseResult, measurement: &Measurement) -> String {
     ) {
         (Some(bytes), Some(method), _) => format!("{} ({method})", Bytes(bytes)),
         (Some(bytes), None, _) => Bytes(bytes).to_string(),
-        (None, Some(_), _) => {
-            "unknown (NVML reports the memory of a process of the case as unavailable)".to_string()
-        }
+        (None, Some(_), _) => match case
+            .gpu_devices
+            .iter()
+            .find_map(|d| Some((d, d.lost.as_ref()?)))
+        {
+            Some((device, loss)) => format!(
+                "unknown (GPU {} stopped answering NVML {:.2}s into the case: {})",
+                device.index, loss.at_s, loss.reason
+            ),
+            None => match case.gpu_devices.iter().find_map(|d| d.note.as_deref()) {
+                Some(note) => format!("unknown ({note})"),
+                None => "unknown (NVML reports the memory of a process of the case as unavailable)"
+                    .to_string(),
+            },
+        },
         (None, None, Some(note)) => format!("not measured: {note}"),
         (None, None, None) => "not measured".to_string(),
     }
@@ -461,6 +473,16 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
         );
         if device.method == crate::measure::gpu::GpuMethod::DeviceDelta {
             let _ = writeln!(out, "    {DEVICE_DELTA_NOTE}");
+        }
+        if let Some(note) = &device.note {
+            let _ = writeln!(out, "    {note}");
+        }
+        if let Some(loss) = &device.lost {
+            let _ = writeln!(
+                out,
+                "    lost {:.2}s into the case ({}): not read since, so its figure is unknown",
+                loss.at_s, loss.reason
+            );
         }
         if !device.tainted_by.is_empty() {
             let _ = writeln!(out, "    {TAINTED_NOTE}");
