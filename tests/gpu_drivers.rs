@@ -263,3 +263,35 @@ fn in_a_pid_namespace_of_its_own_no_pid_is_matched() {
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(junit.contains("in a container"), "{junit}");
 }
+
+/// With accounting on, a process born and dead between two samples — the
+/// spike accounting exists for — is found in the driver's records, though
+/// no sample ever listed it and no scan of the case's tree saw its pid: a
+/// child holds 1 GiB for 20 ms beside its parent's steady 256 MiB (the
+/// driver records it under a pid that no scan sees, as one that lived
+/// between two scans has).
+#[test]
+fn accounting_finds_a_process_no_sample_saw() {
+    let project = Project::new(&gpu_suite(
+        "1s",
+        "\"--mib\", \"256\", \"--hold\", \"1500ms\", \"--child-mib\", \"1024\", \"--child-hold\", \"20ms\", \"--child-pid-offset\", \"5000000\"",
+        "",
+    ))
+    .with_fake_gpus(
+        &one_device("").replace("accounting=0", "accounting=1"),
+        Variant::Complete,
+    );
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("c");
+    let device = &case["gpu_devices"][0];
+    assert_eq!(device["method"], "driver-accounting", "{case:#}");
+    assert!(
+        mib(&device["accounting_peak_bytes"]).is_some_and(|peak| peak >= 1024),
+        "{device:#}"
+    );
+    assert!(
+        mib(&case["gpu_peak_bytes"]).is_some_and(|peak| peak >= 1024),
+        "{case:#}"
+    );
+}

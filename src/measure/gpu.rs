@@ -108,6 +108,9 @@ pub struct CaseGpu<'g> {
     /// driver's accounting — a container pid that equals a host pid would
     /// otherwise pass a stranger's memory off as the case's.
     pids_unmatchable: bool,
+    /// Another part of the case (its twin) measures the same devices: a
+    /// process the driver recorded may be either's.
+    twinned: bool,
 }
 
 /// Whether another case of the run has shared a case's GPUs, raised by
@@ -132,7 +135,8 @@ impl<'g> CaseGpu<'g> {
     /// started. `shared`: why a device's rise is not this part's alone,
     /// which refuses it as this part's figure (its per-process figures
     /// stand).
-    pub fn twin(&self, shared: String) -> CaseGpu<'g> {
+    pub fn twin(&mut self, shared: String) -> CaseGpu<'g> {
+        self.twinned = true;
         CaseGpu {
             gpu: self.gpu,
             positions: self.positions.clone(),
@@ -160,6 +164,7 @@ impl<'g> CaseGpu<'g> {
             delta_note: self.delta_note.clone().filter(|_| self.pids_unmatchable),
             pids_seen: self.pids_seen.clone(),
             pids_unmatchable: self.pids_unmatchable,
+            twinned: true,
         }
     }
 
@@ -210,6 +215,7 @@ impl<'g> CaseGpu<'g> {
             }),
             pids_seen: std::sync::Arc::default(),
             pids_unmatchable: gpu.foreign_pids.is_some(),
+            twinned: false,
         }
     }
 
@@ -399,7 +405,8 @@ impl<'g> CaseGpu<'g> {
         let accounting: Vec<Option<u64>> = self
             .positions
             .iter()
-            .map(|&position| self.accounting_peak(position))
+            .zip(&self.states)
+            .map(|(&position, state)| self.accounting_peak(position, state))
             .collect();
         // The driver's record of a pid of the tree is a per-process figure
         // too: NVML's pids are ours, even if sampling never caught one.
@@ -512,16 +519,41 @@ impl<'g> CaseGpu<'g> {
         }
     }
 
-    /// The driver's accounting figure of the tree's pids on one device.
-    fn accounting_peak(&self, position: usize) -> Option<u64> {
-        let records: Vec<AccountingRecord> = self
+    /// The driver's accounting figure of the case's processes on one
+    /// device: every pid of the tree seen at a tick, and — on a device the
+    /// case had to itself (no process of another tenant seen on it, no
+    /// other case of the run beside it) — every pid the driver recorded
+    /// that started after the case did and is not visibly another's: a
+    /// process born and dead between two ticks, the very spike accounting
+    /// is for, is seen by no tick.
+    fn accounting_peak(&self, position: usize, state: &DeviceState) -> Option<u64> {
+        if self.pids_unmatchable {
+            return None;
+        }
+        // Records from before the case are another process that once had
+        // this pid (a second's slack for a pid seen in the tree).
+        let seen = self
             .seen_pids
             .iter()
             .filter_map(|&pid| self.gpu.accounting_record(position, pid))
-            // Records from before the case are another process that once
-            // had this pid.
-            .filter(|r| r.start_us >= self.started_us.saturating_sub(1_000_000))
-            .collect();
+            .filter(|r| r.start_us >= self.started_us.saturating_sub(1_000_000));
+        let alone = state.foreign.is_empty()
+            && !self.twinned
+            && !self.crowding.as_ref().is_some_and(Crowding::seen);
+        let unseen: Vec<u32> = match alone {
+            true => self
+                .gpu
+                .accounting_pids(position)
+                .into_iter()
+                .filter(|pid| !self.seen_pids.contains(pid) && !is_foreign(*pid))
+                .collect(),
+            false => Vec::new(),
+        };
+        let unseen = unseen
+            .into_iter()
+            .filter_map(|pid| self.gpu.accounting_record(position, pid))
+            .filter(|r| r.start_us >= self.started_us);
+        let records: Vec<AccountingRecord> = seen.chain(unseen).collect();
         (!records.is_empty())
             .then(|| concurrent_peak(&records).min(self.gpu.devices[position].total_bytes))
     }

@@ -297,6 +297,18 @@ impl Gpu {
         )
     }
 
+    /// Every pid the driver holds an accounting record of on a device
+    /// (none when accounting is off): processes still running and those
+    /// that ended, as long as the driver's buffer keeps them.
+    pub fn accounting_pids(&self, position: usize) -> Vec<u32> {
+        if self.devices[position].accounting != Some(true) {
+            return Vec::new();
+        }
+        let mut pids = self.device(position).accounting_pids().unwrap_or_default();
+        pids.retain(|&pid| pid != 0);
+        pids
+    }
+
     /// The driver's record of a process on a device (exact peak, lifetime),
     /// when accounting mode is on and the driver still holds it.
     pub fn accounting_record(&self, position: usize, pid: u32) -> Option<AccountingRecord> {

@@ -249,7 +249,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             .map_err(|e| format!("no free port for the server: {e}"))?;
         let server_host = std::mem::replace(host, self.host_meter("the load client's"));
         let client_gpu = gpu
-            .as_ref()
+            .as_mut()
             .map(|g| g.twin(serve::CLIENT_DELTA_REASON.to_string()));
         let mut server_gpu = std::mem::replace(gpu, client_gpu);
         if let Some(server_gpu) = server_gpu.as_mut() {
