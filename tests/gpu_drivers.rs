@@ -295,3 +295,32 @@ fn accounting_finds_a_process_no_sample_saw() {
         "{case:#}"
     );
 }
+
+/// The allocator's own peak, reported through the probe, is a floor: a
+/// spike the samples missed (NVML saw 256 MiB; torch reserved 1 GiB at its
+/// peak) raises the figure to it, the report says why, and the budget
+/// judges the raised figure.
+#[test]
+fn the_allocators_peak_is_a_floor_of_the_gpu_figure() {
+    let project = Project::new(&gpu_suite(
+        "20ms",
+        "\"--mib\", \"256\", \"--hold\", \"300ms\", \"--probe-reserved-mib\", \"1024\"",
+        "budget = { gpu = \"768 MiB\" }",
+    ))
+    .with_fake_gpus(&one_device(""), Variant::Complete);
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("c");
+    assert_eq!(mib(&case["gpu_peak_bytes"]), Some(1024), "{case:#}");
+    assert_eq!(
+        mib(&case["gpu_allocator_floor_bytes"]),
+        Some(1024),
+        "{case:#}"
+    );
+    assert_eq!(case["failure_kind"], "budget", "{case:#}");
+    let details = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(
+        details.contains("a spike was missed between samples"),
+        "{details}"
+    );
+}

@@ -313,6 +313,10 @@ pub fn gpu_summary(case: &CaseResult, measurement: &Measurement) -> String {
         &case.gpu_peak_method,
         &measurement.gpu_note,
     ) {
+        (Some(bytes), Some(method), _) if case.gpu_allocator_floor_bytes.is_some() => format!(
+            "{} (the allocator's peak the probe reported, above the {method} figure: a spike was missed between samples)",
+            Bytes(bytes)
+        ),
         (Some(bytes), Some(method), _) => format!("{} ({method})", Bytes(bytes)),
         (Some(bytes), None, _) => Bytes(bytes).to_string(),
         (None, Some(_), _) => match case

@@ -291,6 +291,11 @@ pub struct CaseResult {
     /// How `gpu_peak_bytes` was obtained: `sampled@50ms`,
     /// `driver-accounting`, `device-delta`, or `mixed` (see `gpu_devices`).
     pub gpu_peak_method: Option<GpuMethod>,
+    /// The allocator's peak the workload's probe reported
+    /// (`peak_reserved`), when it was above the measured GPU figure:
+    /// samples missed a spike, and `gpu_peak_bytes` was raised to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_allocator_floor_bytes: Option<u64>,
     /// Per device: before, device peak, the case's peak and its method.
     pub gpu_devices: Vec<DeviceFigures>,
     /// `CUDA_VISIBLE_DEVICES` as the case saw it (`None`: unset, all GPUs).
@@ -408,6 +413,7 @@ impl CaseResult {
             host: HostResult::unmeasured(HostMethod::ProcfsPss),
             gpu_peak_bytes: None,
             gpu_peak_method: None,
+            gpu_allocator_floor_bytes: None,
             gpu_devices: Vec::new(),
             cuda_visible_devices: None,
             foreign_processes: Vec::new(),

@@ -41,7 +41,7 @@ impl CaseRunner<'_, '_> {
             instances,
             timeline,
             host,
-            gpu: gpu_figures,
+            gpu: mut gpu_figures,
             foreign,
             cuda_visible_devices,
             probe,
@@ -51,6 +51,11 @@ impl CaseRunner<'_, '_> {
             wall_time,
             server,
         } = outcome;
+        // The allocator's own peak is a floor no sampling gap can miss:
+        // the figure the budgets judge is never below it.
+        let allocator_floor = gpu_figures.as_mut().and_then(|gpu| {
+            gpu.hold_to_allocator_floor(probe.as_ref().and_then(|p| p.peak_reserved))
+        });
         let (checks, leak_figures) = judge::run_checks(
             case,
             &host,
@@ -191,6 +196,7 @@ impl CaseRunner<'_, '_> {
             host: host.into(),
             gpu_peak_bytes: gpu_figures.as_ref().and_then(|g| g.peak_bytes),
             gpu_peak_method: gpu_figures.as_ref().map(|g| g.method),
+            gpu_allocator_floor_bytes: allocator_floor,
             gpu_devices: gpu_figures.map(|g| g.devices).unwrap_or_default(),
             cuda_visible_devices,
             foreign_processes: foreign,

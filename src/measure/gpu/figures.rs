@@ -181,6 +181,22 @@ pub struct GpuFigures {
 }
 
 impl GpuFigures {
+    /// Hold the figure to a floor the workload's own allocator reported
+    /// (the probe's `peak_reserved`): memory a process of the case
+    /// certainly held on a GPU at some moment. A floor above the measured
+    /// peak means the samples missed a spike; the figure is raised to it
+    /// and the floor returned, to be said. An unknown figure stays unknown.
+    pub fn hold_to_allocator_floor(&mut self, floor: Option<u64>) -> Option<u64> {
+        let floor = floor?;
+        match self.peak_bytes {
+            Some(peak) if floor > peak => {
+                self.peak_bytes = Some(floor);
+                Some(floor)
+            }
+            _ => None,
+        }
+    }
+
     /// The first device lost (or refusing NVML) during the case, if any.
     pub fn lost(&self) -> Option<(&DeviceFigures, &DeviceLoss)> {
         self.devices
