@@ -1,77 +1,194 @@
 #!/usr/bin/env bash
 # Real-GPU validation: run suites/gpu-smoke.toml through the real NVML and
-# compare oomgate's figures with PyTorch's own. Needs an NVIDIA GPU, its
-# driver, and python3 with torch (CUDA). Finishes in well under 5 minutes.
+# hold oomgate's figures to PyTorch's own. Needs an NVIDIA GPU, its driver,
+# python3 with torch (CUDA) and a prebuilt oomgate: it never builds (the
+# machine needs no Rust and no network). Finishes within 5 minutes.
 #
-#   scripts/gpu-smoke.sh            # builds oomgate (release), runs, prints a table
-#   OOMGATE=path/to/oomgate scripts/gpu-smoke.sh
+#   OOMGATE=path/to/oomgate scripts/gpu-smoke.sh   # built elsewhere: cargo build --profile dist
+#   scripts/gpu-smoke.sh                           # else target/dist/oomgate, target/release/oomgate, or oomgate on PATH
+#   SMOKE_OUT=dir scripts/gpu-smoke.sh             # where the runs go (default: a new folder under /tmp)
+#   PYTHON=/path/to/python3 scripts/gpu-smoke.sh   # the python with torch (default python3)
 #
-# Paste the printed table into docs/gpu-validation.md.
+# Exit 0: every check held; 1: a check failed (each is printed, and why);
+# 2: nothing to run (no oomgate binary, no torch with CUDA). What each check
+# proves: docs/gpu-validation.md, where the printed table goes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${OUT:-gpu-smoke-out}"
-if [ -z "${OOMGATE:-}" ]; then
-    cargo build --release --quiet
-    OOMGATE=target/release/oomgate
+
+oomgate="${OOMGATE:-}"
+if [ -z "$oomgate" ]; then
+    for candidate in target/dist/oomgate target/release/oomgate "$(command -v oomgate || true)"; do
+        if [ -n "$candidate" ] && [ -x "$candidate" ]; then
+            oomgate="$candidate"
+            break
+        fi
+    done
 fi
+if [ -z "$oomgate" ] || [ ! -x "$oomgate" ]; then
+    echo "gpu-smoke: no oomgate binary; build one where Rust is (cargo build --profile dist) and pass OOMGATE=path" >&2
+    exit 2
+fi
+python="${PYTHON:-python3}"
+if ! "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    echo "gpu-smoke: $python has no torch with a usable CUDA device" >&2
+    exit 2
+fi
+# Never $OUT: runners use it for their own collection folder.
+smoke_out="${SMOKE_OUT:-$(mktemp -d /tmp/oomgate-gpu-smoke.XXXXXX)}"
+mkdir -p "$smoke_out"
+echo "gpu-smoke: $("$oomgate" --version), writing to $smoke_out"
 
 echo "== oomgate gpus"
-"$OOMGATE" gpus
+timeout 60 "$oomgate" gpus
+timeout 60 "$oomgate" gpus --json > "$smoke_out/gpus.json"
 echo
 echo "== nvidia-smi"
-nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.used,accounting.mode --format=csv || true
-python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" || true
+timeout 60 nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.used,accounting.mode,persistence_mode --format=csv || true
+"$python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 echo
+
+# The suite's commands run python3 from PATH: put the chosen one first.
+bindir="$smoke_out/bin"
+mkdir -p "$bindir"
+python_path="$(command -v "$python")"
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$python_path" > "$bindir/python3"
+chmod +x "$bindir/python3"
+export PATH="$bindir:$PATH"
 
 echo "== oomgate run suites/gpu-smoke.toml"
 set +e
-"$OOMGATE" run suites/gpu-smoke.toml --out "$out"
+timeout 240 "$oomgate" run suites/gpu-smoke.toml --out "$smoke_out/run" --no-baseline
 code=$?
 set -e
 echo "oomgate exit code: $code (1 expected: real-oom fails on purpose)"
 
-python3 - "$out" <<'PY'
+# CUDA_VISIBLE_DEVICES as CUDA reads it, against torch's own count: a
+# duplicate stops the list, -1 hides every device, a UUID names one.
+uuid="$("$python" -c "import json,sys; print(json.load(open(sys.argv[1]))['devices'][0]['uuid'])" "$smoke_out/gpus.json")"
+{
+    printf '[suite]\nname = "gpu-smoke-visible"\ngpu = "auto"\n'
+    for form in "0,0" "-1" "$uuid"; do
+        printf '[[case]]\nname = "visible %s"\ncommand = ["python3", "-c", "import torch; print(\\"DEVICE_COUNT\\", torch.cuda.device_count())"]\nenv = { CUDA_VISIBLE_DEVICES = "%s" }\n' "$form" "$form"
+    done
+} > "$smoke_out/visible.toml"
+echo "== CUDA_VISIBLE_DEVICES forms"
+set +e
+timeout 60 "$oomgate" run "$smoke_out/visible.toml" --out "$smoke_out/visible" --no-baseline
+set -e
+
+"$python" - "$smoke_out" "$code" <<'PY'
 import json, os, sys
-out = sys.argv[1]
-results = json.load(open(os.path.join(out, "results.json")))
+
+out, code = sys.argv[1], int(sys.argv[2])
 MIB = 1024 * 1024
+GIB = 1024 * MIB
+# What NVML counts beyond torch's reserve, per process: the CUDA context
+# and library workspaces.
+CONTEXT = (256 * MIB, 1536 * MIB)
+STEADY = ("hold-1024mib", "hold-8192mib", "concurrent-x4")
+problems, notes = [], []
+
+
 def mib(v):
     return "unknown" if v is None else f"{v / MIB:,.0f} MiB"
-print()
-print(f"| case | status | NVML peak (method) | per device | torch max reserved (sum) | torch max allocated (sum) | NVML − reserved |")
-print(f"| --- | --- | --- | --- | --- | --- | --- |")
-problems = []
-for case in results["cases"]:
-    torch_lines = []
+
+
+def torch_lines(run, case):
+    lines = []
     for inst in case["instances"]:
-        path = os.path.join(out, inst["stdout_log"])
+        path = os.path.join(run, inst["stdout_log"])
         if os.path.exists(path):
             for line in open(path, errors="replace"):
                 if line.startswith("TORCH "):
-                    torch_lines.append(json.loads(line[6:]))
-    done = [t for t in torch_lines if t.get("phase") != "before-fill"] or torch_lines
+                    lines.append(json.loads(line[6:]))
+    return lines
+
+
+if code not in (0, 1):
+    problems.append(f"oomgate run exited {code}: an error of oomgate's own, not a verdict")
+run = os.path.join(out, "run")
+results = json.load(open(os.path.join(run, "results.json")))
+accounting = any(d.get("accounting") for d in (results.get("gpu") or {}).get("devices", []))
+print()
+print("| case | status | NVML peak (method) | per device | torch max reserved (sum) | torch max allocated (sum) | (NVML − reserved) per process |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for case in results["cases"]:
+    name = case["id"]
+    done = [t for t in torch_lines(run, case) if t.get("phase") != "before-fill"]
+    processes = len({t["pid"] for t in done})
     reserved = sum(t["max_memory_reserved"] for t in done) if done else None
     allocated = sum(t["max_memory_allocated"] for t in done) if done else None
-    peak = case.get("gpu_peak_bytes")
+    peak, method = case.get("gpu_peak_bytes"), case.get("gpu_peak_method")
     devices = "; ".join(
         f"GPU {d['index']}: {mib(d['peak_bytes'])} {d['method']}"
         + (f", sampled {mib(d['sampled_peak_bytes'])}" if d.get("sampled_peak_bytes") is not None else "")
         + (f", accounting {mib(d['accounting_peak_bytes'])}" if d.get("accounting_peak_bytes") is not None else "")
-        for d in case["gpu_devices"] if d["peak_bytes"]
+        for d in case["gpu_devices"]
+        if d["peak_bytes"]
     )
-    gap = mib(peak - reserved) if peak is not None and reserved is not None else "-"
-    print(f"| {case['id']} | {case['status']} | {mib(peak)} ({case.get('gpu_peak_method')}) | {devices} | {mib(reserved)} | {mib(allocated)} | {gap} |")
-    expected = "failed" if case["id"] == "real-oom" else "passed"
+    per_process = (peak - reserved) / processes if None not in (peak, reserved) and processes else None
+    print(f"| {name} | {case['status']} | {mib(peak)} ({method}) | {devices} | {mib(reserved)} | {mib(allocated)} | {mib(per_process)} |")
+
+    expected = "failed" if name == "real-oom" else "passed"
     if case["status"] != expected:
-        problems.append(f"{case['id']}: {case['status']} (expected {expected}): {case.get('message')}")
-    if peak is not None and reserved is not None and peak < reserved:
-        problems.append(f"{case['id']}: NVML peak below torch's reserved peak")
+        problems.append(f"{name}: {case['status']} (expected {expected}): {case.get('message')}")
+    if name == "real-oom" and case.get("failure_kind") != "gpu-oom":
+        problems.append(f"real-oom: failure_kind {case.get('failure_kind')}, not gpu-oom")
+    # Every figure known: the gate never judges a guess.
+    if peak is None:
+        problems.append(f"{name}: the GPU figure is unknown ({method})")
+    if case["host_peak_bytes"] is None:
+        problems.append(f"{name}: the host figure is unknown")
+    if not done:
+        problems.append(f"{name}: the workload printed no TORCH line")
+        continue
+    if name in STEADY and not str(method).startswith("sampled@"):
+        problems.append(f"{name}: steady memory measured by {method}, not sampled@")
+    if peak is not None and peak < reserved:
+        problems.append(f"{name}: NVML peak {mib(peak)} below torch's reserved peak {mib(reserved)}")
+    if name in STEADY and per_process is not None and not CONTEXT[0] <= per_process <= CONTEXT[1]:
+        problems.append(
+            f"{name}: NVML − reserved is {mib(per_process)} a process, outside the CUDA context's "
+            f"{mib(CONTEXT[0])}–{mib(CONTEXT[1])}"
+        )
+    if name == "short-spike":
+        spike = 8192 * MIB
+        caught = peak is not None and peak >= spike
+        if accounting and not caught:
+            problems.append(f"short-spike: accounting is on, yet the 8 GiB spike is missing ({mib(peak)}, {method})")
+        elif not accounting:
+            notes.append(
+                f"short-spike: accounting off, the 20 ms spike was {'caught' if caught else 'missed'} by sampling "
+                "(informational; turn accounting on, nvidia-smi -am 1, to require it)"
+            )
+
+visible = json.load(open(os.path.join(out, "visible", "results.json")))
+print()
+print("| CUDA_VISIBLE_DEVICES | devices oomgate measured | torch.cuda.device_count() |")
+print("| --- | --- | --- |")
+for case in visible["cases"]:
+    form = case["env"].get("CUDA_VISIBLE_DEVICES")
+    counts = []
+    for inst in case["instances"]:
+        path = os.path.join(out, "visible", inst["stdout_log"])
+        if os.path.exists(path):
+            counts += [int(l.split()[1]) for l in open(path) if l.startswith("DEVICE_COUNT ")]
+    seen = len(case["gpu_devices"])
+    print(f"| `{form}` | {seen} | {counts[0] if counts else 'none printed'} |")
+    if not counts or counts[0] != seen:
+        problems.append(f"CUDA_VISIBLE_DEVICES={form}: oomgate measured {seen} device(s), torch sees {counts}")
+
 print()
 env = results.get("gpu") or {}
-print(f"driver {env.get('driver_version')}, CUDA {env.get('cuda_driver_version')}, "
-      + ", ".join(f"{d['name']} {mib(d['total_bytes'])}" for d in env.get("devices", [])))
+print(
+    f"driver {env.get('driver_version')}, CUDA {env.get('cuda_driver_version')}, process lists "
+    f"{env.get('process_listing')}, accounting {'on' if accounting else 'off'}, "
+    + ", ".join(f"{d['name']} {mib(d['total_bytes'])} (reserved {mib(d.get('reserved_bytes'))})" for d in env.get("devices", []))
+)
+for note in notes:
+    print("note: " + note)
 if problems:
     print("\nPROBLEMS:\n" + "\n".join(problems))
     sys.exit(1)
-print("\ngpu-smoke: every figure consistent")
+print("\ngpu-smoke: every check held")
 PY
