@@ -324,3 +324,96 @@ fn the_allocators_peak_is_a_floor_of_the_gpu_figure() {
         "{details}"
     );
 }
+
+const MIG_A: &str = "MIG-aaaaaaaa-0000-0000-0000-000000000000";
+const MIG_B: &str = "MIG-bbbbbbbb-0000-0000-0000-000000000000";
+
+/// GPU 0 split into two MIG instances of 20 GiB.
+fn mig_gpu() -> String {
+    format!(
+        "driver 550.54.15\ncuda 12040\ndevice {UUID_0} total={} used=0 accounting=0 persistence=1 name=Fake A100 40GB\nmig {UUID_0} {MIG_A} total={} used=0 name=Fake A100 MIG 3g.20gb\nmig {UUID_0} {MIG_B} total={} used=0 name=Fake A100 MIG 3g.20gb\n",
+        40 * GIB,
+        20 * GIB,
+        20 * GIB
+    )
+}
+
+/// A GPU in MIG mode is measured through its instances, never its own
+/// handle, which answers for every slice: picked by index, the case is
+/// measured on the first instance (the one a CUDA process uses), and
+/// another tenant's 4 GiB on the other slice, arriving while the case
+/// runs, is in no figure of the case — even its device delta.
+#[test]
+fn a_gpu_in_mig_mode_is_measured_through_its_instances() {
+    let project = Project::new("");
+    let handshake = Handshake::new(&project);
+    // NVML's pid is not the workload's (as in a container): the device's
+    // rise is all there is to measure, and it must be the slice's.
+    std::fs::write(
+        project.suite(),
+        gpu_suite(
+            "20ms",
+            &format!(
+                "\"--mib\", \"1024\", \"--pid-offset\", \"5000000\", \"--hold\", \"100ms\", {}",
+                handshake.args()
+            ),
+            "env = { CUDA_VISIBLE_DEVICES = \"0\" }",
+        ),
+    )
+    .expect("suite");
+    let project = project.with_fake_gpus(&mig_gpu(), Variant::Complete);
+    let mut running = Running::start(&project);
+    running.wait_for(&handshake.started);
+    handshake.go();
+    let pid = handshake.allocated_pid(&mut running);
+    running.wait_for(&project.listed(pid));
+    // Two more samples with the tenant there (each list oomgate is handed
+    // adds a line to the case's `listed` file).
+    let lists = || std::fs::read_to_string(project.listed(pid)).map_or(0, |t| t.lines().count());
+    let before = lists();
+    let _tenant = Foreign::start(&project, MIG_B, 4 * GIB);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while lists() < before + 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "oomgate stopped sampling"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    handshake.release();
+    let run = running.finish_within_a_minute();
+    run.assert_code(0);
+    let case = run.case("c");
+    let devices = case["gpu_devices"].as_array().cloned().unwrap_or_default();
+    assert_eq!(devices.len(), 1, "{case:#}");
+    assert_eq!(devices[0]["uuid"], MIG_A, "{case:#}");
+    assert_eq!(devices[0]["mig_parent"], UUID_0, "{case:#}");
+    assert_eq!(mib(&devices[0]["total_bytes"]), Some(20 * 1024));
+    assert_eq!(devices[0]["method"], "device-delta", "{case:#}");
+    assert_eq!(
+        mib(&case["gpu_peak_bytes"]),
+        Some(1024),
+        "the case's slice only, not the tenant's 4 GiB on the other: {case:#}"
+    );
+    let gpus = &run.results()["gpu"]["devices"];
+    assert_eq!(gpus[0]["mig"], true, "{gpus:#}");
+    assert_eq!(
+        gpus.as_array().map(Vec::len),
+        Some(3),
+        "the GPU and its two instances"
+    );
+
+    // Named by its MIG UUID, the other instance; its figure per process.
+    let named = Project::new(&gpu_suite(
+        "20ms",
+        "\"--mib\", \"512\", \"--hold\", \"300ms\"",
+        &format!("env = {{ CUDA_VISIBLE_DEVICES = \"{MIG_B}\" }}"),
+    ))
+    .with_fake_gpus(&mig_gpu(), Variant::Complete);
+    let run = named.run(&[]);
+    run.assert_code(0);
+    let case = run.case("c");
+    assert_eq!(case["gpu_devices"][0]["uuid"], MIG_B, "{case:#}");
+    assert_eq!(case["gpu_peak_method"], "sampled@20ms", "{case:#}");
+    assert_eq!(mib(&case["gpu_peak_bytes"]), Some(512), "{case:#}");
+}

@@ -162,7 +162,7 @@ fn resolve(
     let devices: Vec<visible::DeviceId<'_>> = gpu
         .devices
         .iter()
-        .map(|d| (d.index, d.uuid.as_str(), d.name.as_str()))
+        .map(|d| visible::DeviceId::from(&d.info))
         .collect();
     let usable = visible::select(own_visible, Some("PCI_BUS_ID"), &devices).positions;
     let describe = |positions: &[usize]| -> String {

@@ -78,7 +78,7 @@ impl Inventory {
         let uuids: Vec<visible::DeviceId<'_>> = gpu
             .devices
             .iter()
-            .map(|d| (d.index, d.uuid.as_str(), d.name.as_str()))
+            .map(|d| visible::DeviceId::from(&d.info))
             .collect();
         let value = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         let order = std::env::var("CUDA_DEVICE_ORDER").ok();

@@ -68,6 +68,14 @@ pub struct GpuInfo {
     /// NVML accounting mode (`nvidia-smi -am 1`); `None` when unsupported.
     pub accounting: Option<bool>,
     pub persistence: Option<bool>,
+    /// A GPU's MIG mode: `Some(true)` when it is split into instances,
+    /// which are measured in its place; `None` where MIG is unsupported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<bool>,
+    /// A MIG instance (`uuid` is `MIG-…`): its GPU's UUID; the instance
+    /// shares that GPU's `index`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_parent: Option<String>,
 }
 
 impl GpuInfo {
@@ -232,12 +240,26 @@ impl Gpu {
                         reserved_bytes: memory.reserved,
                         accounting: device.is_accounting_enabled().ok(),
                         persistence: device.is_in_persistent_mode().ok(),
+                        mig: device.mig_mode().ok().map(|mode| mode.current == 1),
+                        mig_parent: None,
                     },
                     handle,
                 })
             });
             match opened {
-                Ok(device) => devices.push(device),
+                Ok(device) => {
+                    // A GPU in MIG mode is measured through its instances:
+                    // its own handle answers for every slice.
+                    let instances = match device.mig {
+                        Some(true) => mig_instances(&nvml, &device),
+                        _ => Ok(Vec::new()),
+                    };
+                    devices.push(device);
+                    match instances {
+                        Ok(instances) => devices.extend(instances),
+                        Err(e) => unusable.push(format!("the MIG instances of GPU {index}: {e}")),
+                    }
+                }
                 Err(e) => unusable.push(format!("GPU {index}: {e}")),
             }
         }
@@ -333,6 +355,55 @@ impl Gpu {
             max_bytes: stats.max_memory_usage?,
         })
     }
+}
+
+/// The MIG instances of a GPU in MIG mode, each with its own handle,
+/// `MIG-…` UUID and memory (the slice's), sharing the GPU's index.
+fn mig_instances(nvml: &Nvml, gpu: &GpuDevice) -> Result<Vec<GpuDevice>, NvmlError> {
+    // SAFETY: the handle was obtained from this NVML instance, which is
+    // initialised for as long as `nvml` lives.
+    let device = unsafe { Device::new(gpu.handle.0, nvml) };
+    let most = match nvml.lib().nvmlDeviceGetMaxMigDeviceCount.as_ref() {
+        Ok(symbol) => {
+            let mut count: c_uint = 0;
+            // SAFETY: a live handle and a count to fill.
+            match unsafe { symbol(gpu.handle.0, &mut count) } {
+                NVML_SUCCESS => count,
+                other => return Err(code_error(other)),
+            }
+        }
+        Err(e) => return Err(NvmlError::FailedToLoadSymbol(e.to_string())),
+    };
+    let mut instances = Vec::new();
+    for slot in 0..most {
+        let mig = match device.mig_device_by_index(slot) {
+            Ok(mig) => mig,
+            // Slots are sparse: an instance may be destroyed.
+            Err(NvmlError::NotFound) => continue,
+            Err(e) => return Err(e),
+        };
+        // SAFETY: as above, a handle NVML keeps until shutdown.
+        let handle = DeviceHandle(unsafe { mig.handle() });
+        let memory = read_memory(nvml, handle.0)?;
+        instances.push(GpuDevice {
+            info: GpuInfo {
+                index: gpu.index,
+                uuid: mig.uuid()?,
+                name: mig
+                    .name()
+                    .unwrap_or_else(|_| format!("{} MIG instance", gpu.name)),
+                total_bytes: memory.total,
+                reserved_bytes: memory.reserved,
+                // The driver keeps no accounting per instance.
+                accounting: None,
+                persistence: gpu.persistence,
+                mig: None,
+                mig_parent: Some(gpu.uuid.clone()),
+            },
+            handle,
+        });
+    }
+    Ok(instances)
 }
 
 /// The inode of the kernel's initial pid namespace (`PROC_PID_INIT_INO`),

@@ -13,6 +13,14 @@
 //! `CUDA_DEVICE_ORDER=PCI_BUS_ID`; on a machine with mixed GPU models the
 //! two orders can differ, which the selection notes. UUIDs are exact in
 //! both orders.
+//!
+//! MIG: a GPU in MIG mode is measured through its instances, never its own
+//! handle (which answers for every slice, other tenants' included). A
+//! `MIG-…` entry names one instance; a MIG-mode GPU named by index or
+//! `GPU-…` UUID gives its first instance, the one a CUDA process uses (a
+//! process sees a single MIG device); with no variable every GPU not in
+//! MIG mode and every instance is seen. An instance oomgate could not open
+//! leaves the case's GPU figures unknown, with the reason.
 
 use serde::Serialize;
 
@@ -30,8 +38,70 @@ pub struct Selection {
     pub unmapped: bool,
 }
 
-/// A device as `select` needs it: NVML index, UUID, model name.
-pub type DeviceId<'a> = (u32, &'a str, &'a str);
+/// A device as `select` needs it: NVML index, UUID, model name, and for a
+/// MIG instance its GPU's UUID (the instance shares the GPU's index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceId<'a> {
+    pub index: u32,
+    pub uuid: &'a str,
+    pub name: &'a str,
+    pub mig_parent: Option<&'a str>,
+    /// A GPU NVML says is in MIG mode (whether or not its instances
+    /// could be opened).
+    pub mig_mode: bool,
+}
+
+impl<'a> DeviceId<'a> {
+    pub const fn gpu(index: u32, uuid: &'a str, name: &'a str) -> Self {
+        DeviceId {
+            index,
+            uuid,
+            name,
+            mig_parent: None,
+            mig_mode: false,
+        }
+    }
+
+    /// A GPU in MIG mode: NVML says so, or an instance names it.
+    fn in_mig_mode(&self, devices: &[DeviceId<'_>]) -> bool {
+        self.mig_parent.is_none()
+            && (self.mig_mode || devices.iter().any(|d| d.mig_parent == Some(self.uuid)))
+    }
+}
+
+impl<'a> From<&'a crate::measure::nvml::GpuInfo> for DeviceId<'a> {
+    fn from(info: &'a crate::measure::nvml::GpuInfo) -> Self {
+        DeviceId {
+            index: info.index,
+            uuid: &info.uuid,
+            name: &info.name,
+            mig_parent: info.mig_parent.as_deref(),
+            mig_mode: info.mig == Some(true),
+        }
+    }
+}
+
+/// The device CUDA uses for the one at `position`: a MIG-mode GPU's first
+/// instance, with a note; `None` for a MIG-mode GPU none of whose
+/// instances could be opened.
+fn through_mig(
+    position: usize,
+    devices: &[DeviceId<'_>],
+    notes: &mut Vec<String>,
+) -> Option<usize> {
+    let device = &devices[position];
+    if device.mig_parent.is_some() || !device.in_mig_mode(devices) {
+        return Some(position);
+    }
+    let first = devices
+        .iter()
+        .position(|d| d.mig_parent == Some(device.uuid))?;
+    notes.push(format!(
+        "GPU {} is in MIG mode: a CUDA process uses one MIG device, its first instance {}, which is what is measured",
+        device.index, devices[first].uuid
+    ));
+    Some(first)
+}
 
 /// Apply `CUDA_VISIBLE_DEVICES` (and `CUDA_DEVICE_ORDER`) to a device
 /// table in NVML index order (devices that could not be opened left out,
@@ -41,7 +111,7 @@ pub fn select(
     device_order: Option<&str>,
     devices: &[DeviceId<'_>],
 ) -> Selection {
-    let uuids: Vec<&str> = devices.iter().map(|(_, uuid, _)| *uuid).collect();
+    let uuids: Vec<&str> = devices.iter().map(|d| d.uuid).collect();
     let mut selection = Selection {
         cuda_visible_devices: value.map(str::to_string),
         positions: Vec::new(),
@@ -49,7 +119,9 @@ pub fn select(
         unmapped: false,
     };
     let Some(value) = value else {
-        selection.positions = (0..uuids.len()).collect();
+        selection.positions = (0..uuids.len())
+            .filter(|&p| !devices[p].in_mig_mode(devices))
+            .collect();
         return selection;
     };
     let mut used_an_index = false;
@@ -59,8 +131,8 @@ pub fn select(
                 used_an_index = true;
                 devices
                     .iter()
-                    .position(|(nvml_index, _, _)| {
-                        usize::try_from(*nvml_index).is_ok_and(|i| i == index)
+                    .position(|d| {
+                        d.mig_parent.is_none() && usize::try_from(d.index).is_ok_and(|i| i == index)
                     })
                     .ok_or_else(|| {
                         format!(
@@ -69,7 +141,7 @@ pub fn select(
                         )
                     })
             }
-            Err(_) if entry.starts_with("GPU-") => {
+            Err(_) if entry.starts_with("GPU-") || entry.starts_with("MIG-") => {
                 let matches: Vec<usize> = uuids
                     .iter()
                     .enumerate()
@@ -78,21 +150,32 @@ pub fn select(
                     .collect();
                 match matches.as_slice() {
                     [one] => Ok(*one),
+                    [] if entry.starts_with("MIG-") => {
+                        selection.unmapped = true;
+                        selection.notes.push(format!(
+                            "CUDA_VISIBLE_DEVICES entry `{entry}` is a MIG instance NVML does not list here (or oomgate could not open): GPU figures are unknown, never its GPU's, which hold every slice"
+                        ));
+                        break;
+                    }
                     [] => Err(format!("entry `{entry}` matches no device UUID")),
                     _ => Err(format!("entry `{entry}` matches several device UUIDs")),
                 }
-            }
-            Err(_) if entry.starts_with("MIG-") => {
-                selection.unmapped = true;
-                selection.notes.push(format!(
-                    "CUDA_VISIBLE_DEVICES entry `{entry}` is a MIG instance, which oomgate cannot map to a GPU yet: GPU figures are unknown"
-                ));
-                break;
             }
             Err(_) if entry.is_empty() && value.trim().is_empty() => return selection,
             Err(_) => Err(format!(
                 "entry `{entry}` is neither a device index nor a GPU UUID"
             )),
+        };
+        let found = match found.map(|p| through_mig(p, devices, &mut selection.notes)) {
+            Ok(Some(position)) => Ok(position),
+            Ok(None) => {
+                selection.unmapped = true;
+                selection.notes.push(format!(
+                    "CUDA_VISIBLE_DEVICES entry `{entry}` is a GPU in MIG mode none of whose instances could be opened: GPU figures are unknown, never the GPU's own, which hold every slice"
+                ));
+                break;
+            }
+            Err(why) => Err(why),
         };
         match found {
             Ok(position) if selection.positions.contains(&position) => {
@@ -112,7 +195,7 @@ pub fn select(
     }
     // The fastest-first order CUDA uses by default can only differ from PCI
     // bus order between different models.
-    let mixed_models = devices.iter().any(|(_, _, name)| *name != devices[0].2);
+    let mixed_models = devices.iter().any(|d| d.name != devices[0].name);
     if used_an_index && mixed_models && device_order != Some("PCI_BUS_ID") {
         selection.notes.push(
             "indices in CUDA_VISIBLE_DEVICES are matched in PCI bus order (as nvidia-smi); set CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers devices the same way, or use GPU UUIDs".to_string(),
@@ -132,14 +215,14 @@ mod tests {
     ];
 
     const SAME: [DeviceId<'static>; 3] = [
-        (0, UUIDS[0], "H100"),
-        (1, UUIDS[1], "H100"),
-        (2, UUIDS[2], "H100"),
+        DeviceId::gpu(0, UUIDS[0], "H100"),
+        DeviceId::gpu(1, UUIDS[1], "H100"),
+        DeviceId::gpu(2, UUIDS[2], "H100"),
     ];
     const MIXED: [DeviceId<'static>; 3] = [
-        (0, UUIDS[0], "H100"),
-        (1, UUIDS[1], "A100"),
-        (2, UUIDS[2], "H100"),
+        DeviceId::gpu(0, UUIDS[0], "H100"),
+        DeviceId::gpu(1, UUIDS[1], "A100"),
+        DeviceId::gpu(2, UUIDS[2], "H100"),
     ];
 
     #[test]
@@ -206,7 +289,7 @@ mod tests {
     }
 
     #[test]
-    fn mig_instances_make_figures_unknown() {
+    fn a_mig_instance_nvml_does_not_list_makes_figures_unknown() {
         let selection = select(Some("MIG-1234"), None, &SAME);
         assert!(selection.unmapped);
         assert!(
@@ -215,5 +298,62 @@ mod tests {
             selection.notes
         );
         assert!(!select(Some("0,7"), None, &SAME).unmapped);
+    }
+
+    /// GPU 0 is in MIG mode with two instances; GPU 1 is not.
+    const MIG: [DeviceId<'static>; 4] = [
+        DeviceId::gpu(0, UUIDS[0], "A100"),
+        DeviceId::gpu(1, UUIDS[1], "A100"),
+        DeviceId {
+            index: 0,
+            uuid: "MIG-11111111-0000-0000-0000-000000000000",
+            name: "A100 MIG 3g.20gb",
+            mig_parent: Some(UUIDS[0]),
+            mig_mode: false,
+        },
+        DeviceId {
+            index: 0,
+            uuid: "MIG-22222222-0000-0000-0000-000000000000",
+            name: "A100 MIG 3g.20gb",
+            mig_parent: Some(UUIDS[0]),
+            mig_mode: false,
+        },
+    ];
+
+    #[test]
+    fn a_gpu_in_mig_mode_is_measured_through_its_instances() {
+        let table: &[(Option<&str>, &[usize])] = &[
+            // Every GPU not in MIG mode, every instance; never GPU 0's own.
+            (None, &[1, 2, 3]),
+            (Some("MIG-2222"), &[3]),
+            (Some("MIG-22222222-0000-0000-0000-000000000000,1"), &[3, 1]),
+            // By index or GPU UUID: the first instance, as CUDA uses it.
+            (Some("0"), &[2]),
+            (Some(UUIDS[0]), &[2]),
+            (Some("1,0"), &[1, 2]),
+        ];
+        for (value, expected) in table {
+            let selection = select(*value, Some("PCI_BUS_ID"), &MIG);
+            assert_eq!(selection.positions, *expected, "{value:?}");
+            assert!(!selection.unmapped, "{value:?}");
+        }
+        let by_index = select(Some("0"), Some("PCI_BUS_ID"), &MIG);
+        assert!(
+            by_index.notes[0].contains("MIG mode"),
+            "{:?}",
+            by_index.notes
+        );
+        // GPU 0 is in MIG mode, but its instances could not be opened:
+        // unknown, never GPU 0's own figures.
+        let mut unopened = [MIG[0], MIG[1]];
+        unopened[0].mig_mode = true;
+        for value in [Some("0"), Some(UUIDS[0]), Some("MIG-3333")] {
+            let selection = select(value, Some("PCI_BUS_ID"), &unopened);
+            assert!(
+                selection.unmapped && selection.positions.is_empty(),
+                "{value:?}"
+            );
+        }
+        assert_eq!(select(None, None, &unopened).positions, [1]);
     }
 }

@@ -71,6 +71,8 @@ fn everything() -> RunResults {
             reserved_bytes: Some(512 << 20),
             accounting: Some(true),
             persistence: None,
+            mig: None,
+            mig_parent: None,
         }],
     });
     results.environment.gpu_models = vec!["H100 (80.0 GiB)".into()];
@@ -118,6 +120,8 @@ fn everything() -> RunResults {
             reserved_bytes: None,
             accounting: Some(true),
             persistence: None,
+            mig: None,
+            mig_parent: None,
         },
         before_bytes: Some(1),
         device_peak_bytes: Some(2),

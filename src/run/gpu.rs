@@ -17,15 +17,24 @@ pub fn selection(gpu: &Gpu, case: &Case, pool: Option<&str>) -> Selection {
             .cloned()
             .or_else(|| std::env::var(name).ok())
     };
+    // A Kubernetes pod given MIG instances gets NVIDIA_VISIBLE_DEVICES =
+    // their `MIG-…` UUIDs and, often, no CUDA_VISIBLE_DEVICES: CUDA sees
+    // those instances, so they are what is measured.
     let value = match pool {
         Some(uuids) => Some(uuids.to_string()),
-        None => lookup("CUDA_VISIBLE_DEVICES"),
+        None => lookup("CUDA_VISIBLE_DEVICES").or_else(|| {
+            lookup("NVIDIA_VISIBLE_DEVICES").filter(|value| {
+                value
+                    .split(',')
+                    .any(|entry| entry.trim().starts_with("MIG-"))
+            })
+        }),
     };
     let order = lookup("CUDA_DEVICE_ORDER");
     let devices: Vec<visible::DeviceId<'_>> = gpu
         .devices
         .iter()
-        .map(|d| (d.index, d.uuid.as_str(), d.name.as_str()))
+        .map(|d| visible::DeviceId::from(&d.info))
         .collect();
     visible::select(value.as_deref(), order.as_deref(), &devices)
 }

@@ -306,6 +306,8 @@ mod tests {
                     reserved_bytes: None,
                     accounting: None,
                     persistence: None,
+                    mig: None,
+                    mig_parent: None,
                 },
             })
             .collect()

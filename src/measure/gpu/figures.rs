@@ -433,6 +433,8 @@ mod tests {
                 reserved_bytes: None,
                 accounting: None,
                 persistence: None,
+                mig: None,
+                mig_parent: None,
             },
             before_bytes: Some(0),
             device_peak_bytes: peak,
