@@ -16,6 +16,14 @@ fn main() -> ExitCode {
         let rest: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
         return ExitCode::from(u8::try_from(supervise::main(&rest)).unwrap_or(2));
     }
+    // `oomgate __cuda-devices`: which devices CUDA shows, asked of libcuda
+    // in a process of its own (see measure::cuda).
+    if args
+        .get(1)
+        .is_some_and(|a| a == oomgate::measure::cuda::ARG)
+    {
+        return ExitCode::from(u8::try_from(oomgate::measure::cuda::main()).unwrap_or(2));
+    }
     // Reaping (the case's processes, their high-water marks) needs SIGCHLD
     // at its default: a parent that ignored it would pass that on, and the
     // kernel would reap oomgate's children before oomgate could.

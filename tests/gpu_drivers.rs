@@ -417,3 +417,42 @@ fn a_gpu_in_mig_mode_is_measured_through_its_instances() {
     assert_eq!(case["gpu_peak_method"], "sampled@20ms", "{case:#}");
     assert_eq!(mib(&case["gpu_peak_bytes"]), Some(512), "{case:#}");
 }
+
+/// CUDA numbers devices fastest first unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`:
+/// on a machine with an A100 at PCI index 0 and a faster H100 at 1,
+/// `CUDA_VISIBLE_DEVICES=0` is the H100. Where libcuda is installed,
+/// oomgate asks it (in a child, as nvitop does) and measures the H100 the
+/// workload uses; the rules alone would have measured the A100. Without
+/// libcuda, the rules decide, and say the order may differ.
+#[test]
+fn cuda_itself_says_which_devices_a_case_sees() {
+    let config = format!(
+        "driver 550.54.15\ncuda 12040\ndevice {UUID_0} total={} used=0 accounting=0 persistence=1 speed=1 name=Fake A100 80GB\ndevice {UUID_1} total={} used=0 accounting=0 persistence=1 speed=2 name=Fake H100 80GB\n",
+        8 * GIB,
+        8 * GIB
+    );
+    let suite = gpu_suite(
+        "20ms",
+        "\"--mib\", \"512\", \"--hold\", \"300ms\"",
+        "env = { CUDA_VISIBLE_DEVICES = \"0\" }",
+    );
+    let project = Project::new(&suite)
+        .with_fake_gpus(&config, Variant::Complete)
+        .with_fake_cuda();
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("c");
+    let devices = case["gpu_devices"].as_array().cloned().unwrap_or_default();
+    assert_eq!(devices.len(), 1, "{case:#}");
+    assert_eq!(devices[0]["uuid"], UUID_1, "{case:#}");
+    assert_eq!(mib(&case["gpu_peak_bytes"]), Some(512), "{case:#}");
+    assert_eq!(case["gpu_peak_method"], "sampled@20ms", "{case:#}");
+    assert!(run.stderr.contains("asked of libcuda"), "{}", run.stderr);
+
+    // The rules alone: PCI order, with the caveat said.
+    let rules = Project::new(&suite).with_fake_gpus(&config, Variant::Complete);
+    let run = rules.run(&[]);
+    let case = run.case("c");
+    assert_eq!(case["gpu_devices"][0]["uuid"], UUID_0, "{case:#}");
+    assert!(run.stderr.contains("CUDA_DEVICE_ORDER"), "{}", run.stderr);
+}

@@ -10,6 +10,7 @@
 //! judge or format them.
 
 pub mod cgroup;
+pub mod cuda;
 pub mod gpu;
 pub mod host;
 pub mod inventory;

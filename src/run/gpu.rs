@@ -1,6 +1,7 @@
 //! The GPU side of running a case: which devices it sees, and what is
 //! already running on them before it starts.
 
+use crate::measure::cuda;
 use crate::measure::gpu::ForeignProcess;
 use crate::measure::nvml::Gpu;
 use crate::measure::visible::{self, Selection};
@@ -36,7 +37,67 @@ pub fn selection(gpu: &Gpu, case: &Case, pool: Option<&str>) -> Selection {
         .iter()
         .map(|d| visible::DeviceId::from(&d.info))
         .collect();
-    visible::select(value.as_deref(), order.as_deref(), &devices)
+    let by_rules = visible::select(value.as_deref(), order.as_deref(), &devices);
+    // A pool names its GPUs by UUID: the rules are exact. Otherwise CUDA
+    // itself is asked, where its driver library is installed.
+    if pool.is_some() {
+        return by_rules;
+    }
+    match cuda::devices(value.as_deref(), order.as_deref()) {
+        Ok(uuids) => as_cuda_sees_it(gpu, &uuids, value, by_rules),
+        Err(_) => by_rules,
+    }
+}
+
+/// The selection from CUDA's own answer (UUID hex digits in CUDA's
+/// numbering); a device CUDA shows that NVML does not list here leaves the
+/// figures unknown. Said when it differs from what the rules read.
+fn as_cuda_sees_it(
+    gpu: &Gpu,
+    uuids: &[String],
+    value: Option<String>,
+    by_rules: Selection,
+) -> Selection {
+    let mut selection = Selection {
+        cuda_visible_devices: value,
+        positions: Vec::new(),
+        notes: Vec::new(),
+        unmapped: false,
+    };
+    for uuid in uuids {
+        match gpu
+            .devices
+            .iter()
+            .position(|d| cuda::hex_of(&d.uuid) == *uuid)
+        {
+            Some(position) => selection.positions.push(position),
+            None => {
+                selection.unmapped = true;
+                selection.notes.push(format!(
+                    "CUDA shows a device ({uuid}) NVML does not list here: GPU figures are unknown"
+                ));
+            }
+        }
+    }
+    if selection.positions != by_rules.positions && !selection.unmapped {
+        let name = |positions: &[usize]| -> String {
+            let names: Vec<&str> = positions
+                .iter()
+                .map(|&p| gpu.devices[p].uuid.as_str())
+                .collect();
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            }
+        };
+        selection.notes.push(format!(
+            "CUDA shows the case {} (asked of libcuda); CUDA_VISIBLE_DEVICES read in PCI bus order would give {}: set CUDA_DEVICE_ORDER=PCI_BUS_ID or use UUIDs",
+            name(&selection.positions),
+            name(&by_rules.positions)
+        ));
+    }
+    selection
 }
 
 /// One line per foreign process, for warnings and failure messages.

@@ -111,6 +111,22 @@ impl Project {
         self
     }
 
+    /// Install the fake library as `libcuda.so.1` too, ahead of the NVML
+    /// one on the library path: CUDA itself is asked which devices a case
+    /// sees (after [`Self::with_fake_gpus`]).
+    pub fn with_fake_cuda(mut self) -> Self {
+        let folder = self.path().join("cuda-lib");
+        std::fs::create_dir_all(&folder).expect("cuda lib dir");
+        let nvml = library_dir(Variant::Complete);
+        std::fs::copy(nvml.join("libnvidia-ml.so.1"), folder.join("libcuda.so.1"))
+            .expect("install the fake libcuda");
+        self.env.push((
+            "LD_LIBRARY_PATH".into(),
+            format!("{}:{}", folder.display(), nvml.display()),
+        ));
+        self
+    }
+
     /// The fake driver's process folder.
     pub fn fake_gpu_state(&self) -> PathBuf {
         self.path().join("procs")
