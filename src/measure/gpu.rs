@@ -24,6 +24,7 @@
 //! figure unknown (`None`), never zero.
 
 mod figures;
+pub mod settle;
 
 use std::collections::{BTreeMap, HashSet};
 

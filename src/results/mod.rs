@@ -303,6 +303,11 @@ pub struct CaseResult {
     /// Compute processes oomgate did not start, found on the case's GPUs
     /// just before it started.
     pub foreign_processes: Vec<ForeignProcess>,
+    /// How long the case waited for its GPUs to settle back to their idle
+    /// level before it started, and how they were then; `None` when it did
+    /// not wait (no GPU, `settle_timeout = "0s"`, GPUs other cases share).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle: Option<crate::measure::gpu::settle::Settle>,
     /// Under a GPU pool: the whole GPUs the case asked for (`gpus`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<u32>,
@@ -414,6 +419,7 @@ impl CaseResult {
             gpu_peak_bytes: None,
             gpu_peak_method: None,
             gpu_allocator_floor_bytes: None,
+            settle: None,
             gpu_devices: Vec::new(),
             cuda_visible_devices: None,
             foreign_processes: Vec::new(),

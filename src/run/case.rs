@@ -22,6 +22,7 @@ use super::instance::Instance;
 use super::serve::{self, ServerSide};
 use super::{GpuAccess, Note, Shared, WriteFault};
 use crate::judge::StopReason;
+use crate::measure::gpu::settle::{self, Settle};
 use crate::measure::gpu::{CaseGpu, ForeignProcess, GpuFigures};
 use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
@@ -38,6 +39,8 @@ pub(super) struct Preflight<'g> {
     pub(super) host: HostMeter,
     /// Set when the case must not run (foreign processes under "fail").
     pub(super) stop: Option<StopReason>,
+    /// How the wait for its GPUs to settle went, when it waited.
+    pub(super) settle: Option<Settle>,
 }
 
 /// What the sampling loop observed about one run of a case: facts only.
@@ -50,6 +53,7 @@ pub(super) struct CaseOutcome {
     pub(super) gpu: Option<GpuFigures>,
     pub(super) foreign: Vec<ForeignProcess>,
     pub(super) cuda_visible_devices: Option<String>,
+    pub(super) settle: Option<Settle>,
     pub(super) probe: Option<ProbeSummary>,
     /// Each soak run's peak (instance 0's runs), for leak detection.
     pub(super) soak_peaks: Vec<u64>,
@@ -172,10 +176,31 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         let mut stop = None;
         let mut foreign = Vec::new();
         let mut cuda_visible_devices = None;
+        let mut waited = None;
         let mut case_gpu = gpu.map(|gpu| {
             let selection = super::gpu::selection(gpu, case, self.access.visible.as_deref());
             for note in &selection.notes {
                 self.warn(format!("{}: {note}", case.id));
+            }
+            // Its GPUs back to their idle level first — unless another
+            // case of the run may be on them now (`--pack`, cases at once
+            // without a pool), whose memory is no leftover.
+            if !case.settle_timeout.is_zero()
+                && self.access.crowding.is_none()
+                && !selection.positions.is_empty()
+            {
+                let interrupt = &self.shared.interrupt;
+                let wait = settle::wait(
+                    gpu,
+                    &selection.positions,
+                    &self.shared.gpu_idle,
+                    case.settle_timeout,
+                    || interrupt.requested(),
+                );
+                if let Some(unsettled) = wait.unsettled() {
+                    self.warn(format!("{}: {unsettled}", case.id));
+                }
+                waited = Some(wait);
             }
             cuda_visible_devices = selection.cuda_visible_devices;
             CaseGpu::begin(
@@ -211,6 +236,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             cuda_visible_devices,
             host,
             stop,
+            settle: waited,
         }
     }
 

@@ -130,6 +130,9 @@ struct Shared<'a> {
     open_files_each: u64,
     /// Ports given to the cases' servers so far: never one twice.
     ports: std::sync::Mutex<std::collections::HashSet<u16>>,
+    /// Each GPU's use when the run started (by position in the device
+    /// table): the level a case waits for its GPUs to settle back to.
+    gpu_idle: Vec<Option<u64>>,
 }
 
 /// The main thread's side of a run: which case starts when, the baseline,
@@ -256,8 +259,14 @@ impl<'a> Runner<'a> {
     pub fn new(suite: &'a Suite, out_dir: &'a Path, setup: RunSetup) -> Self {
         let jobs = setup.schedule.jobs.max(1);
         let faulted = Arc::new(AtomicBool::new(false));
+        let gpu_idle = setup.gpu.as_ref().map_or(Vec::new(), |gpu| {
+            (0..gpu.devices.len())
+                .map(|position| gpu.used_bytes(position).ok())
+                .collect()
+        });
         Runner {
             shared: Shared {
+                gpu_idle,
                 suite,
                 out_dir,
                 interrupt: setup.interrupt,

@@ -64,6 +64,7 @@ struct Watch<'c, 'g> {
     next_tick: Instant,
     foreign: Vec<ForeignProcess>,
     cuda_visible_devices: Option<String>,
+    settle: Option<crate::measure::gpu::settle::Settle>,
 }
 
 impl Watch<'_, '_> {
@@ -130,6 +131,7 @@ impl CaseRunner<'_, '_> {
             cuda_visible_devices,
             mut host,
             mut stop,
+            settle,
         } = preflight;
         let visible = self.access.visible.as_deref();
         // With a server, `host` and `case_gpu` measure its load client (the
@@ -205,6 +207,7 @@ impl CaseRunner<'_, '_> {
             next_tick: start,
             foreign,
             cuda_visible_devices,
+            settle,
         };
         (watch, stop)
     }
@@ -366,6 +369,7 @@ impl CaseRunner<'_, '_> {
             start,
             foreign,
             cuda_visible_devices,
+            settle,
             ..
         } = watch;
         let wall_time = start.elapsed();
@@ -454,6 +458,7 @@ impl CaseRunner<'_, '_> {
             gpu,
             foreign,
             cuda_visible_devices,
+            settle,
             probe: probe.finish(),
             soak_peaks: soak_peaks.series(),
             sample_errors,

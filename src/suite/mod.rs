@@ -188,6 +188,9 @@ pub struct Case {
     /// The case's GPU peak as declared, for packing when no baseline has
     /// one (`run --pack`).
     pub gpu_memory: Option<Bytes>,
+    /// How long to wait, before the case starts, for its GPUs to come back
+    /// to their idle level (see `run::settle`); zero: no wait.
+    pub settle_timeout: Duration,
     /// Capacity search: the case runs once per probed value of a
     /// parameter (see `crate::capacity`).
     pub search: Option<crate::capacity::SearchSpec>,
@@ -344,6 +347,8 @@ pub struct Budget {
 pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
+/// How long a case waits, at most, for its GPUs to settle before it starts.
+pub const DEFAULT_SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Longest `timeout` and `duration` accepted: a month. Beyond that it is a
 /// typo, and the deadline arithmetic must stay far from overflow.

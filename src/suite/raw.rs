@@ -86,6 +86,7 @@ pub struct RawSettings {
     pub leak: Option<Spanned<RawLeak>>,
     pub gpus: Option<Spanned<i64>>,
     pub gpu_memory: Option<Spanned<toml::Value>>,
+    pub settle_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -118,6 +119,7 @@ pub struct RawCase {
     pub leak: Option<Spanned<RawLeak>>,
     pub gpus: Option<Spanned<i64>>,
     pub gpu_memory: Option<Spanned<toml::Value>>,
+    pub settle_timeout: Option<Spanned<String>>,
 }
 
 /// Borrow the shared keys of a `RawCase` or `RawSettings` (same field names).
@@ -137,6 +139,7 @@ macro_rules! settings_ref {
             leak: $raw.leak.as_ref(),
             gpus: $raw.gpus.as_ref(),
             gpu_memory: $raw.gpu_memory.as_ref(),
+            settle_timeout: $raw.settle_timeout.as_ref(),
         }
     };
 }
@@ -215,6 +218,7 @@ pub struct RawSettingsRef<'a> {
     pub leak: Option<&'a Spanned<RawLeak>>,
     pub gpus: Option<&'a Spanned<i64>>,
     pub gpu_memory: Option<&'a Spanned<toml::Value>>,
+    pub settle_timeout: Option<&'a Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -16,7 +16,8 @@ use super::pick;
 use crate::suite::checker::Checker;
 use crate::suite::raw::{RawBudget, RawSettingsRef};
 use crate::suite::{
-    Budget, DEFAULT_KILL_GRACE, DEFAULT_TIMEOUT, Leak, Limit, MAX_CASE_TIME, Tolerances,
+    Budget, DEFAULT_KILL_GRACE, DEFAULT_SETTLE_TIMEOUT, DEFAULT_TIMEOUT, Leak, Limit,
+    MAX_CASE_TIME, Tolerances,
 };
 use crate::units::Bytes;
 
@@ -33,12 +34,15 @@ pub(super) struct Limits {
     pub(super) leak: Option<Leak>,
     pub(super) gpus: Option<u32>,
     pub(super) gpu_memory: Option<Bytes>,
+    pub(super) settle_timeout: Duration,
 }
 
 /// Most GPUs a case may ask for: more than any machine has.
 const MAX_CASE_GPUS: u32 = 64;
 
 const MAX_KILL_GRACE: Duration = Duration::from_secs(3600);
+/// The longest a case waits for its GPUs to settle.
+const MAX_SETTLE: Duration = Duration::from_secs(3600);
 
 pub(super) fn limits(
     check: &mut Checker,
@@ -188,7 +192,14 @@ pub(super) fn limits(
             }
         }
     }
+    let settle_timeout = match pick(own.settle_timeout, defaults.settle_timeout) {
+        None => DEFAULT_SETTLE_TIMEOUT,
+        Some(text) => check
+            .bounded_duration("settle_timeout", text, MAX_SETTLE)
+            .unwrap_or(DEFAULT_SETTLE_TIMEOUT),
+    };
     Limits {
+        settle_timeout,
         timeout,
         kill_grace,
         soak,

@@ -56,6 +56,7 @@ pub(super) fn expand_rows(
                 leak,
                 gpus,
                 gpu_memory,
+                settle_timeout,
                 ..
             },
         search,
@@ -141,6 +142,7 @@ pub(super) fn expand_rows(
             leak,
             gpus,
             gpu_memory,
+            settle_timeout,
             search: search.clone(),
             templates,
             server,

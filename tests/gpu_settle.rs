@@ -1,0 +1,95 @@
+//! A GPU that settles between cases: the driver frees a finished
+//! process's memory asynchronously, so a case started at once can find an
+//! earlier case's memory still on its GPU. Each case waits, before it
+//! starts, for its GPUs to come back to their idle level (on the fake NVML
+//! driver, whose `until=` keeps a dead process's memory for a while).
+
+mod common;
+
+use common::fake_nvml::*;
+use common::*;
+
+fn two_cases(linger_ms: u32, second_lines: &str) -> String {
+    let alloc = toml_str(&workload("gpu_alloc.py"));
+    format!(
+        "[suite]\nname = \"settle\"\nsample_interval = \"20ms\"\n\
+         [[case]]\nname = \"a\"\ncommand = [\"python3\", {alloc}, \"--mib\", \"2048\", \"--hold\", \"100ms\", \"--linger-ms\", \"{linger_ms}\"]\n\
+         [[case]]\nname = \"b\"\ncommand = [\"python3\", {alloc}, \"--mib\", \"256\", \"--hold\", \"100ms\"]\n{second_lines}\n"
+    )
+}
+
+fn one_gpu() -> String {
+    format!(
+        "driver 550.54.15\ncuda 12040\n{}",
+        device(UUID_0, 8 * GIB, 256 * MIB, false, "Fake H100 80GB")
+    )
+}
+
+/// The second case waits until the first one's 2 GiB is back, then starts
+/// on a GPU at its idle level: its `before_bytes` holds none of it.
+#[test]
+fn a_case_waits_for_the_memory_an_earlier_case_left_on_its_gpu() {
+    let project = Project::new(&two_cases(800, "")).with_fake_gpus(&one_gpu(), Variant::Complete);
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let b = run.case("b");
+    let settle = &b["settle"];
+    assert_eq!(settle["settled"], true, "{b:#}");
+    assert!(
+        settle["waited_s"].as_f64().is_some_and(|s| s > 0.2),
+        "it waited for the driver: {settle:#}"
+    );
+    assert_eq!(
+        mib(&b["gpu_devices"][0]["before_bytes"]),
+        Some(256),
+        "the GPU at its idle level when b started: {b:#}"
+    );
+    assert!(
+        run.case("a")["settle"]["waited_s"]
+            .as_f64()
+            .is_some_and(|s| s < 0.2),
+        "nothing to wait for before the first case"
+    );
+}
+
+/// A wait that runs out starts the case anyway and says what still held
+/// the GPU; `settle_timeout = "0s"` does not wait at all.
+#[test]
+fn a_wait_that_runs_out_is_said_and_zero_does_not_wait() {
+    let project = Project::new(&two_cases(5000, "settle_timeout = \"300ms\""))
+        .with_fake_gpus(&one_gpu(), Variant::Complete);
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let b = run.case("b");
+    assert_eq!(b["settle"]["settled"], false, "{b:#}");
+    let waited = b["settle"]["waited_s"].as_f64().unwrap_or(0.0);
+    assert!((0.25..3.0).contains(&waited), "{waited}");
+    assert_eq!(
+        mib(&b["settle"]["devices"][0]["above_idle_bytes"]),
+        Some(2048),
+        "{b:#}"
+    );
+    assert!(
+        run.stderr
+            .contains("b: GPU 0 still held 2.00 GiB above its idle level (no process listed: memory the driver has not returned)"),
+        "{}",
+        run.stderr
+    );
+
+    let project = Project::new(&format!(
+        "{}\n",
+        two_cases(5000, "").replace(
+            "[suite]\nname = \"settle\"\nsample_interval = \"20ms\"\n",
+            "[suite]\nname = \"settle\"\nsample_interval = \"20ms\"\n[defaults]\nsettle_timeout = \"0s\"\n"
+        )
+    ))
+    .with_fake_gpus(&one_gpu(), Variant::Complete);
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let b = run.case("b");
+    assert!(b.get("settle").is_none(), "{b:#}");
+    assert!(
+        mib(&b["gpu_devices"][0]["before_bytes"]).is_some_and(|before| before >= 2048),
+        "started at once, beside the memory not yet returned: {b:#}"
+    );
+}
