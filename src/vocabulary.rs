@@ -86,6 +86,7 @@ pub enum FailureType {
     Crash,
     Budget,
     Headroom,
+    GpuLeft,
     Leak,
     Limit,
     Regression,
@@ -94,7 +95,7 @@ pub enum FailureType {
 }
 
 impl FailureType {
-    pub const ALL: [FailureType; 19] = [
+    pub const ALL: [FailureType; 20] = [
         FailureType::Interrupted,
         FailureType::ForeignProcesses,
         FailureType::LaunchError,
@@ -109,6 +110,7 @@ impl FailureType {
         FailureType::Crash,
         FailureType::Budget,
         FailureType::Headroom,
+        FailureType::GpuLeft,
         FailureType::Leak,
         FailureType::Limit,
         FailureType::Regression,
@@ -133,6 +135,7 @@ impl FailureType {
             FailureType::Crash => "crash",
             FailureType::Budget => "budget",
             FailureType::Headroom => "headroom",
+            FailureType::GpuLeft => "gpu-left",
             FailureType::Leak => "leak",
             FailureType::Limit => "limit",
             FailureType::Regression => "regression",

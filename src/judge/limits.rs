@@ -189,6 +189,15 @@ pub fn budget_checks(budget: &Budget, host: &HostFigures, gpu: Option<&GpuFigure
             None => gpu_budget_check(None, "GPU memory was not measured", &Gated::Whole, limit),
         });
     }
+    if let Some(limit) = budget.gpu_left {
+        let facts = Facts::Budget {
+            method: "after the case".to_string(),
+            left_out: None,
+            whole_bytes: None,
+        };
+        let left = gpu.and_then(|g| g.left_bytes).map(Bytes);
+        checks.push(self::budget(CheckKind::GpuLeft, left, limit, facts));
+    }
     if let Some(fraction) = budget.gpu_fraction {
         for device in gpu.map(|g| g.devices.as_slice()).unwrap_or_default() {
             checks.push(headroom_check(

@@ -320,7 +320,7 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> Verdict {
 /// the diagnosis of a case that failed on its own (`gpu-oom`, `host-oom`,
 /// `host-oom-suspected`, `supervisor-killed`, `cuda-setup`, `cuda-fault`, `timeout`, `crash`) —
 /// so an OOM outranks the budget breach it caused — then the failed checks
-/// (`host-oom`, `budget`, `headroom`, `leak`, `limit`, `regression`,
+/// (`host-oom`, `budget`, `headroom`, `gpu-left`, `leak`, `limit`, `regression`,
 /// `baseline`, `environment-drift`).
 pub fn failure_kind(case: &CaseResult, stop: Option<&StopReason>) -> Option<FailureType> {
     use crate::diagnose::FailureKind;
@@ -366,20 +366,21 @@ fn rank(kind: &CheckKind, outcome: Option<CheckOutcome>, measured: bool) -> (u8,
         CheckKind::HostOomKill => (0, FailureType::HostOom),
         CheckKind::HostBudget | CheckKind::GpuBudget => (1, FailureType::Budget),
         CheckKind::GpuHeadroom { .. } => (2, FailureType::Headroom),
-        CheckKind::Leak => (3, FailureType::Leak),
-        CheckKind::Limit(_) => (4, FailureType::Limit),
+        CheckKind::GpuLeft => (3, FailureType::GpuLeft),
+        CheckKind::Leak => (4, FailureType::Leak),
+        CheckKind::Limit(_) => (5, FailureType::Limit),
         // A figure measured against its baseline; without one (no
         // baseline, or none it can be compared with) it is the baseline
         // that failed, not the figure.
-        CheckKind::Baseline(_) if measured => (5, FailureType::Regression),
+        CheckKind::Baseline(_) if measured => (6, FailureType::Regression),
         // A capacity that shrank is a regression; none to compare with
         // (`--require-baseline`) is the baseline's failure.
         CheckKind::Capacity if outcome != Some(CheckOutcome::NoBaseline) => {
-            (5, FailureType::Regression)
+            (6, FailureType::Regression)
         }
-        CheckKind::Capacity => (6, FailureType::Baseline),
-        CheckKind::Baseline(_) | CheckKind::BaselineMissing => (6, FailureType::Baseline),
-        CheckKind::EnvironmentDrift => (7, FailureType::EnvironmentDrift),
+        CheckKind::Capacity => (7, FailureType::Baseline),
+        CheckKind::Baseline(_) | CheckKind::BaselineMissing => (7, FailureType::Baseline),
+        CheckKind::EnvironmentDrift => (8, FailureType::EnvironmentDrift),
         // A server case's load client: its checks are of the case's kinds.
         CheckKind::Client(check) => rank(check, outcome, measured),
     }

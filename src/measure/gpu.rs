@@ -517,7 +517,13 @@ impl<'g> CaseGpu<'g> {
             peak_bytes,
             method,
             devices,
+            left_bytes: None,
         }
+    }
+
+    /// The GPU and the positions of the devices this meter measures.
+    pub fn devices(&self) -> (&'g Gpu, &[usize]) {
+        (self.gpu, &self.positions)
     }
 
     /// The driver's accounting figure of the case's processes on one

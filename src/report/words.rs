@@ -184,6 +184,7 @@ pub fn check_message(check: &Check) -> String {
         (CheckKind::HostBudget, Facts::Budget { method, .. }) => {
             budget("host", outcome, check, &format!(" ({method})"))
         }
+        (CheckKind::GpuLeft, _) => gpu_left(check, outcome),
         (
             _,
             Facts::Budget {
@@ -374,6 +375,24 @@ fn budget(what: &str, outcome: CheckOutcome, check: &Check, how: &str) -> String
         (None, _) => {
             format!("{what} memory could not be measured, so budget {limit} is unverified")
         }
+    }
+}
+
+/// `gpu memory not given back after the case 2.00 GiB (…) exceeded budget 64.0 MiB (by …)`
+fn gpu_left(check: &Check, outcome: CheckOutcome) -> String {
+    let limit = shown(check.limit_bytes);
+    let what = "gpu memory not given back after the case";
+    let how = "above its GPUs' idle level once its processes were gone";
+    match (check.figure_bytes, outcome) {
+        (Some(left), CheckOutcome::Breached) => format!(
+            "{what} {} ({how}) exceeded budget {limit} (by {})",
+            Bytes(left),
+            Bytes(left.saturating_sub(check.limit_bytes.unwrap_or(0)))
+        ),
+        (Some(left), _) => format!("{what} {} ({how}) within budget {limit}", Bytes(left)),
+        (None, _) => format!(
+            "the GPU memory left after the case could not be measured (no GPU, or GPUs other cases share), so budget {limit} is unverified"
+        ),
     }
 }
 

@@ -251,6 +251,9 @@ pub enum CheckKind {
     GpuBudget,
     /// `budget.gpu_fraction.gpu<N>`: one device's peak against its share.
     GpuHeadroom { device: u32 },
+    /// `budget.gpu_left`: GPU memory the case's devices did not give back
+    /// after it, against `budget.gpu_left`.
+    GpuLeft,
     /// `host.oom_kill`: the kernel's OOM killer killed a process of the case.
     HostOomKill,
     /// `limit.<key>`: a `limits` entry on a probe figure or metric.
@@ -295,6 +298,7 @@ impl std::fmt::Display for CheckKind {
             CheckKind::HostBudget => f.write_str("budget.host"),
             CheckKind::GpuBudget => f.write_str("budget.gpu"),
             CheckKind::GpuHeadroom { device } => write!(f, "budget.gpu_fraction.gpu{device}"),
+            CheckKind::GpuLeft => f.write_str("budget.gpu_left"),
             CheckKind::HostOomKill => f.write_str("host.oom_kill"),
             CheckKind::Limit(key) => write!(f, "limit.{key}"),
             CheckKind::Leak => f.write_str("leak"),
@@ -327,6 +331,7 @@ impl std::str::FromStr for CheckKind {
         Ok(match name {
             "budget.host" => CheckKind::HostBudget,
             "budget.gpu" => CheckKind::GpuBudget,
+            "budget.gpu_left" => CheckKind::GpuLeft,
             "host.oom_kill" => CheckKind::HostOomKill,
             "leak" => CheckKind::Leak,
             "baseline" => CheckKind::BaselineMissing,

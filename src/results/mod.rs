@@ -308,6 +308,12 @@ pub struct CaseResult {
     /// not wait (no GPU, `settle_timeout = "0s"`, GPUs other cases share).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settle: Option<crate::measure::gpu::settle::Settle>,
+    /// After the case, once its processes were gone: the GPU memory its
+    /// devices had not given back (above their idle level, other tenants'
+    /// left out), after waiting up to its `settle_timeout`; `None`: not
+    /// looked at (no GPU, GPUs other cases share).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_left_bytes: Option<u64>,
     /// Under a GPU pool: the whole GPUs the case asked for (`gpus`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<u32>,
@@ -420,6 +426,7 @@ impl CaseResult {
             gpu_peak_method: None,
             gpu_allocator_floor_bytes: None,
             settle: None,
+            gpu_left_bytes: None,
             gpu_devices: Vec::new(),
             cuda_visible_devices: None,
             foreign_processes: Vec::new(),

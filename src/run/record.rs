@@ -198,6 +198,7 @@ impl CaseRunner<'_, '_> {
             gpu_peak_bytes: gpu_figures.as_ref().and_then(|g| g.peak_bytes),
             gpu_peak_method: gpu_figures.as_ref().map(|g| g.method),
             gpu_allocator_floor_bytes: allocator_floor,
+            gpu_left_bytes: gpu_figures.as_ref().and_then(|g| g.left_bytes),
             settle,
             gpu_devices: gpu_figures.map(|g| g.devices).unwrap_or_default(),
             cuda_visible_devices,

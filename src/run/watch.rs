@@ -418,6 +418,31 @@ impl CaseRunner<'_, '_> {
             ));
         }
         timeline.finish();
+        // Its processes gone, what its GPUs do not give back: waited for as
+        // the next case would wait (its own `settle_timeout`; with none,
+        // one look), unless other cases of the run may be on them.
+        let own_gpu = server
+            .as_ref()
+            .and_then(|side| side.gpu.as_ref())
+            .or(case_gpu.as_ref());
+        let left = own_gpu
+            .filter(|_| self.access.crowding.is_none())
+            .filter(|_| case.budget.gpu_left.is_some() || !case.settle_timeout.is_zero())
+            .map(|meter| {
+                let (gpu, positions) = meter.devices();
+                let interrupt = &self.shared.interrupt;
+                let wait = crate::measure::gpu::settle::wait(
+                    gpu,
+                    positions,
+                    &self.shared.gpu_idle,
+                    case.settle_timeout,
+                    || interrupt.requested(),
+                );
+                wait.devices
+                    .iter()
+                    .map(|d| d.above_idle_bytes)
+                    .try_fold(0u64, |sum, above| above.map(|a| sum.saturating_add(a)))
+            });
         let mut finish_gpu = |gpu: Option<CaseGpu<'_>>| {
             gpu.map(|gpu| {
                 sample_errors += gpu.errors();
@@ -440,6 +465,10 @@ impl CaseRunner<'_, '_> {
             }
             None => (host, finish_gpu(case_gpu), None),
         };
+        let gpu = gpu.map(|mut figures| {
+            figures.left_bytes = left.flatten();
+            figures
+        });
         if case.leak.is_some() {
             soak_peaks.next_run();
         }

@@ -339,8 +339,11 @@ pub struct Budget {
     /// On the case's GPU peak, all its devices together.
     pub gpu: Option<Bytes>,
     /// Headroom: on each device, the case's peak may not exceed this share
-    /// of the device's total memory (0 < f <= 1).
+    /// of the device's memory less its driver's reserve (0 < f <= 1).
     pub gpu_fraction: Option<f64>,
+    /// After the case: GPU memory its devices did not give back (above
+    /// their idle level once its processes are gone), checked once.
+    pub gpu_left: Option<Bytes>,
 }
 
 /// Built-in values for keys neither the case nor `[defaults]` sets.

@@ -231,4 +231,6 @@ pub struct RawBudget {
     /// Headroom: the peak on each device must stay within this share of
     /// the device's total memory.
     pub gpu_fraction: Option<Spanned<toml::Value>>,
+    /// A size: GPU memory the case's devices did not give back after it.
+    pub gpu_left: Option<Spanned<toml::Value>>,
 }

@@ -178,6 +178,10 @@ pub struct GpuFigures {
     /// devices used different methods (each device says its own).
     pub method: GpuMethod,
     pub devices: Vec<DeviceFigures>,
+    /// After the case, once its processes were gone: what its devices had
+    /// not given back, above their idle level (`None`: not looked at, or
+    /// not readable).
+    pub left_bytes: Option<u64>,
 }
 
 impl GpuFigures {
@@ -466,6 +470,7 @@ mod tests {
             peak_bytes: None,
             method: GpuMethod::DeviceDelta,
             devices,
+            left_bytes: None,
         };
         let table: &[(Vec<DeviceFigures>, Option<u64>)] = &[
             (vec![], Some(0)),

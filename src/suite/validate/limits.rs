@@ -180,6 +180,7 @@ pub(super) fn limits(
         for (key, set) in [
             ("budget.gpu", budget.gpu.is_some()),
             ("budget.gpu_fraction", budget.gpu_fraction.is_some()),
+            ("budget.gpu_left", budget.gpu_left.is_some()),
         ] {
             if set {
                 let span = pick(own.gpus, defaults.gpus)
@@ -231,6 +232,16 @@ pub(super) fn budget_keys<const N: usize>(
         }
         if let Some(fraction) = &raw_budget.gpu_fraction {
             budget.gpu_fraction = check.fraction(&format!("{key}.gpu_fraction"), fraction);
+        }
+        if let Some(left) = &raw_budget.gpu_left {
+            if key == "client_budget" {
+                check.error(
+                    left.span(),
+                    "`gpu_left` is the case's: what its GPUs did not give back once the server and its client are gone; put it in `budget`",
+                );
+            } else {
+                budget.gpu_left = check.size(&format!("{key}.gpu_left"), left);
+            }
         }
     }
     budget
