@@ -123,3 +123,35 @@ fn what_a_case_does_not_give_back_is_gated_by_gpu_left() {
         "{message}"
     );
 }
+
+/// A GPU OOM on a GPU that had not settled may be the earlier case's
+/// memory, not the case's own: the case is run again, once, and a pass
+/// then is reported flaky — never silently green.
+#[test]
+fn an_oom_on_a_gpu_that_had_not_settled_is_retried_once_and_flaky() {
+    let alloc = toml_str(&workload("gpu_alloc.py"));
+    let suite = format!(
+        "[suite]\nname = \"retry\"\nsample_interval = \"20ms\"\n\
+         [[case]]\nname = \"a\"\ncommand = [\"python3\", {alloc}, \"--mib\", \"4096\", \"--hold\", \"50ms\", \"--linger-ms\", \"700\"]\nsettle_timeout = \"0s\"\n\
+         [[case]]\nname = \"b\"\ncommand = [\"python3\", {alloc}, \"--mib\", \"6144\", \"--hold\", \"50ms\"]\nsettle_timeout = \"300ms\"\n"
+    );
+    let project = Project::new(&suite).with_fake_gpus(&one_gpu(), Variant::Complete);
+    let run = project.run(&[]);
+    let b = run.case("b");
+    assert_eq!(b["status"], "passed", "{b:#}");
+    let first = &b["retried_alone"]["first_attempt"];
+    assert_eq!(first["failure_kind"], "gpu-oom", "{b:#}");
+    assert_eq!(b["retried_alone"]["flaky"], true, "{b:#}");
+    assert!(
+        run.stderr
+            .contains("b: ran out of GPU memory while its GPU had not settled"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("its GPU not yet settled"),
+        "{}",
+        run.stderr
+    );
+    run.assert_code(0);
+}

@@ -72,9 +72,19 @@ pub struct Judgement {
     pub verdict: Verdict,
     /// The diagnosis's first line, for the verdict's words.
     pub headline: Option<String>,
-    /// It failed while sharing its GPU: run it again, alone, and judge
-    /// that run (with this result as its first attempt).
-    pub retry_alone: bool,
+    /// Run it again, alone, and judge that run (with this result as its
+    /// first attempt), and why; `None`: it stands.
+    pub retry: Option<Retry>,
+}
+
+/// Why a case is run again, alone, once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// It failed while other cases shared its GPUs (`--pack`).
+    Shared,
+    /// It ran out of GPU memory while its GPU had not settled at its
+    /// start: an earlier case's memory may have been in the way.
+    Unsettled,
 }
 
 /// Judge a finished case: its repeats merged, compared with its baseline
@@ -115,10 +125,14 @@ pub fn judge_case(finished: Finished<'_>, baseline: &Baseline<'_>) -> Judgement 
     }
     result.status = verdict.status;
     result.failure_kind = failure_kind(&result, observed.stop.as_ref());
-    let retry_alone = first_attempt.is_none()
-        && shared
-        && !stopping
-        && !matches!(result.status, CaseStatus::Passed | CaseStatus::Interrupted);
+    let unsettled_oom = result.failure_kind == Some(crate::vocabulary::FailureType::GpuOom)
+        && result.settle.as_ref().is_some_and(|s| !s.settled);
+    let retry = match (first_attempt.is_none() && !stopping, result.status) {
+        (false, _) | (_, CaseStatus::Passed | CaseStatus::Interrupted) => None,
+        _ if shared => Some(Retry::Shared),
+        _ if unsettled_oom => Some(Retry::Unsettled),
+        _ => None,
+    };
     if let Some(first) = first_attempt {
         result.retried_alone = Some(retried_alone(&result, first));
     }
@@ -126,7 +140,7 @@ pub fn judge_case(finished: Finished<'_>, baseline: &Baseline<'_>) -> Judgement 
         result,
         verdict,
         headline,
-        retry_alone,
+        retry,
     }
 }
 

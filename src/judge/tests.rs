@@ -116,7 +116,7 @@ fn the_baseline_decides_a_clean_run_with_the_suites_tolerance() {
             judged.result.tolerance.map(|t| t.host.absolute_bytes),
             Some(16 * MIB)
         );
-        assert!(!judged.retry_alone);
+        assert!(judged.retry.is_none());
     }
 }
 
@@ -289,19 +289,19 @@ fn a_failure_beside_others_is_retried_alone_and_a_pass_alone_is_flaky() {
         ..finished(&case, vec![run(10, Exit::Code(1))])
     };
     let first = judge_case(shared, &Baseline::NONE);
-    assert!(first.retry_alone);
+    assert_eq!(first.retry, Some(crate::judge::Retry::Shared));
     let stopping = Finished {
         shared: true,
         stopping: true,
         ..finished(&case, vec![run(10, Exit::Code(1))])
     };
-    assert!(!judge_case(stopping, &Baseline::NONE).retry_alone);
+    assert!(judge_case(stopping, &Baseline::NONE).retry.is_none());
     let alone = Finished {
         first_attempt: Some(first.result),
         ..finished(&case, vec![run(10, Exit::Code(0))])
     };
     let retried = judge_case(alone, &Baseline::NONE);
-    assert!(!retried.retry_alone, "a retry is not retried");
+    assert!(retried.retry.is_none(), "a retry is not retried");
     assert!(retried.result.flaky());
     let failed_again = Finished {
         first_attempt: Some(retried.result.clone()),

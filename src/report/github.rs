@@ -82,7 +82,8 @@ impl Annotations {
                     let first = &retried.first_attempt;
                     let title = escape_property(&format!("oomgate flaky {}", result.id));
                     let message = format!(
-                        "failed while sharing its GPU, passed alone: {}",
+                        "failed with {}, passed when run again: {}",
+                        first.circumstance(),
                         first.message.as_deref().unwrap_or(first.status.as_str())
                     );
                     writeln!(out, "::warning title={title}::{}", escape(&message))?;

@@ -134,9 +134,12 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
             .iter()
             .map(|s| format!("GPU {} with {}", s.gpu.index, s.with.join(", ")))
             .collect();
+        let beside = match sharing.is_empty() {
+            true => first.circumstance().to_string(),
+            false => format!("while sharing {}", sharing.join("; ")),
+        };
         rerun.set_message(format!(
-            "while sharing {}: {}",
-            sharing.join("; "),
+            "{beside}: {}",
             first.message.as_deref().unwrap_or(first.status.label())
         ));
         if let Some(kind) = first.failure_kind {

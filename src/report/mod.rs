@@ -428,7 +428,8 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
         let first = &retried.first_attempt;
         let _ = writeln!(
             out,
-            "retried:     alone, after failing while sharing its GPU: {}",
+            "retried:     alone, after failing with {}: {}",
+            first.circumstance(),
             first.message.as_deref().unwrap_or(first.status.label())
         );
     }

@@ -291,8 +291,9 @@ impl Terminal {
                 _ => "failed alone too",
             };
             text.push_str(&format!(
-                "\n{:>12}   first attempt, sharing its GPU: {}; {outcome}",
+                "\n{:>12}   first attempt, {}: {}; {outcome}",
                 "",
+                first.circumstance(),
                 first.message.as_deref().unwrap_or(first.status.label())
             ));
         }

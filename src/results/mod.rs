@@ -522,6 +522,18 @@ pub struct FirstAttempt {
     pub gpu_sharing: Vec<SharedGpu>,
 }
 
+impl FirstAttempt {
+    /// What the first attempt ran beside, for the words: `sharing its
+    /// GPU`, or — retried after a GPU OOM on a GPU that had not settled —
+    /// `its GPU not yet settled`.
+    pub fn circumstance(&self) -> &'static str {
+        match self.gpu_sharing.is_empty() {
+            true => "its GPU not yet settled",
+            false => "sharing its GPU",
+        }
+    }
+}
+
 /// The figures of one run of a repeated case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RepeatFigures {

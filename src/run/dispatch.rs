@@ -308,17 +308,28 @@ where
                 &judgement.verdict,
                 judgement.headline.as_deref(),
             );
-            if judgement.retry_alone {
-                reporter
-                    .handle(&Event::Warning {
-                        message: format!(
-                            "{}: failed while sharing its GPU with {}; retried alone",
-                            case.id,
-                            shared_names(&sharing)
-                        ),
-                    })
-                    .ok();
-                result.gpus = Some(case.gpus.unwrap_or(1));
+            if let Some(retry) = judgement.retry {
+                let message = match retry {
+                    judge::Retry::Shared => format!(
+                        "{}: failed while sharing its GPU with {}; retried alone",
+                        case.id,
+                        shared_names(&sharing)
+                    ),
+                    judge::Retry::Unsettled => format!(
+                        "{}: ran out of GPU memory while its GPU had not settled at its start (an earlier case's memory not yet given back); retried once",
+                        case.id
+                    ),
+                };
+                reporter.handle(&Event::Warning { message }).ok();
+                result.gpus = match retry {
+                    judge::Retry::Shared => Some(case.gpus.unwrap_or(1)),
+                    judge::Retry::Unsettled => self
+                        .conductor
+                        .schedule
+                        .pool
+                        .as_ref()
+                        .map(|_| case.gpus.unwrap_or(1)),
+                };
                 result.gpu_sharing = sharing;
                 done.first_attempt = Some(result);
                 done.shared_with.clear();
