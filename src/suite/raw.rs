@@ -47,6 +47,8 @@ pub struct RawSuiteTable {
     pub tolerance: Option<Spanned<RawTolerance>>,
     /// Regexes of the suite's own secrets, masked in everything written.
     pub redact: Option<Vec<Spanned<String>>>,
+    /// Every case's `settle_timeout`, under `[defaults]` and the case's.
+    pub settle_timeout: Option<Spanned<String>>,
 }
 
 /// `tolerance = { relative = "5%", absolute = "64 MiB", spread_k = 3, host = { ... }, gpu = { ... } }`:

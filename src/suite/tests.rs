@@ -376,6 +376,41 @@ fn a_bad_default_is_reported_once_even_when_overridden() {
 }
 
 #[test]
+fn settle_timeout_layers_suite_defaults_case() {
+    let parse = |suite: &str, defaults: &str, case: &str| {
+        parse_ok(&format!(
+            "[suite]\nname = \"s\"\n{suite}\n[defaults]\n{defaults}\n[[case]]\nname = \"a\"\ncommand = [\"x\"]\n{case}\n"
+        ))
+        .cases[0]
+            .settle_timeout
+    };
+    let secs = std::time::Duration::from_secs;
+    assert_eq!(parse("", "", ""), crate::suite::DEFAULT_SETTLE_TIMEOUT);
+    assert_eq!(parse("settle_timeout = \"5s\"", "", ""), secs(5));
+    assert_eq!(
+        parse("settle_timeout = \"5s\"", "settle_timeout = \"7s\"", ""),
+        secs(7)
+    );
+    assert_eq!(
+        parse(
+            "settle_timeout = \"5s\"",
+            "settle_timeout = \"7s\"",
+            "settle_timeout = \"0s\""
+        ),
+        secs(0)
+    );
+    let (message, at) = parse_err(
+        "[suite]\nname = \"s\"\nsettle_timeout = \"2h\"\n[[case]]\nname = \"a\"\ncommand = [\"x\"]\n",
+    );
+    assert!(message.contains("`settle_timeout`"), "{message}");
+    assert_eq!(
+        at.map(|(line, _)| line),
+        Some(3),
+        "located at [suite]: {message}"
+    );
+}
+
+#[test]
 fn durations_that_would_overflow_are_refused() {
     for (key, value) in [
         ("timeout", "300000000000y"),

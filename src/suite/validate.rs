@@ -111,11 +111,15 @@ pub(super) fn validate(
     }
     let environment = environment_spec(&mut check, raw.environment.as_ref().map(|e| e.get_ref()));
 
-    let defaults = raw
+    let mut defaults = raw
         .defaults
         .as_ref()
         .map(|d| d.get_ref().as_ref())
         .unwrap_or_default();
+    // `[suite] settle_timeout` is the layer under `[defaults]`.
+    defaults.settle_timeout = defaults
+        .settle_timeout
+        .or(suite_table.settle_timeout.as_ref());
     if raw.defaults.is_some() {
         // Checked on their own too, so a bad default is reported even when
         // every case overrides it (duplicates are dropped below).
