@@ -86,7 +86,8 @@ impl Listing {
 
 /// Read every list of a device into `out` (cleared first), merged by pid.
 /// The compute list must be readable; a graphics or MPS list the driver
-/// lacks or does not support on this GPU is left out.
+/// lacks, or refuses on this GPU for any reason but the device's loss
+/// (a compute-only GPU, MPS not running), is left out.
 pub fn read(
     lib: &NvmlLib,
     listing: Listing,
@@ -104,8 +105,12 @@ pub fn read(
         };
         match read {
             Ok(()) => {}
-            Err(NvmlError::FailedToLoadSymbol(_) | NvmlError::NotSupported)
-                if mode != Mode::Compute => {}
+            Err(e)
+                if mode != Mode::Compute
+                    && !matches!(
+                        e,
+                        NvmlError::GpuLost | NvmlError::NoPermission | NvmlError::Timeout
+                    ) => {}
             Err(e) => return Err(e),
         }
     }
