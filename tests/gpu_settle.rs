@@ -155,3 +155,22 @@ fn an_oom_on_a_gpu_that_had_not_settled_is_retried_once_and_flaky() {
     );
     run.assert_code(0);
 }
+
+/// Another tenant on the GPU from before the run starts is in neither the
+/// idle level nor what is waited on: an earlier case's memory not yet
+/// given back is still seen beside it, not hidden by it.
+#[test]
+fn a_tenant_there_from_the_start_does_not_hide_what_was_not_given_back() {
+    let project = Project::new(&two_cases(5000, "settle_timeout = \"300ms\""))
+        .with_fake_gpus(&one_gpu(), Variant::Complete);
+    let _tenant = Foreign::start(&project, UUID_0, 4 * GIB);
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let b = run.case("b");
+    assert_eq!(b["settle"]["settled"], false, "{b:#}");
+    assert_eq!(
+        mib(&b["settle"]["devices"][0]["above_idle_bytes"]),
+        Some(2048),
+        "the first case's 2 GiB, beside the tenant's 4 GiB: {b:#}"
+    );
+}

@@ -182,8 +182,14 @@ fn resolve(
             let mut chosen = Vec::with_capacity(entries.len());
             for entry in entries {
                 let matches: Vec<usize> = match entry.parse::<u32>() {
+                    // A MIG instance shares its GPU's index: an index
+                    // names the GPU, or for one in MIG mode its first
+                    // instance, as CUDA does.
                     Ok(index) => (0..gpu.devices.len())
-                        .filter(|&p| gpu.devices[p].index == index)
+                        .filter(|&p| {
+                            gpu.devices[p].index == index && gpu.devices[p].mig_parent.is_none()
+                        })
+                        .filter_map(|p| visible::through_mig(p, &devices, &mut Vec::new()))
                         .collect(),
                     Err(_) => (0..gpu.devices.len())
                         .filter(|&p| gpu.devices[p].uuid.starts_with(entry.as_str()))

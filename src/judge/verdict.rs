@@ -207,8 +207,10 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> Verdict {
         _ => {}
     }
     // A lost GPU explains what follows it (a hang, a CUDA error), and
-    // leaves a GPU figure that would pass as whole while missing the rest.
-    if let Some(loss) = &observed.gpu_lost {
+    // leaves a GPU figure that would pass as whole while missing the rest
+    // — but not a budget breach that stopped the case before it.
+    let stopped_before = |loss: &GpuLoss| matches!(observed.stop, Some(StopReason::BudgetExceeded { at }) if at < loss.at);
+    if let Some(loss) = observed.gpu_lost.as_ref().filter(|l| !stopped_before(l)) {
         return verdict(CaseStatus::Error, Cause::GpuLost(loss.clone()));
     }
     match &observed.stop {

@@ -10,8 +10,9 @@
 //! which gives a MIG instance's own) — as nvitop does. No context is
 //! created, so no GPU memory is used. Answers are kept per pair of values
 //! for the run. Without libcuda (a machine with NVML but no CUDA driver
-//! library, every test machine) the question has no answer and the rules
-//! of `visible` decide alone.
+//! library), or with `OOMGATE_LIBCUDA=none` (the tests, on the fake NVML
+//! driver, whose devices a real libcuda would not know), the question has
+//! no answer and the rules of `visible` decide alone.
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint};
@@ -45,10 +46,11 @@ pub fn main() -> i32 {
 }
 
 fn ask_libcuda() -> Result<Vec<String>, String> {
+    let name = library();
     // SAFETY: loading the CUDA driver library runs its initialisers, which
     // is what every CUDA program does; this process does nothing else.
-    let lib = unsafe { libloading::Library::new("libcuda.so.1") }
-        .map_err(|e| format!("libcuda.so.1 could not be loaded: {e}"))?;
+    let lib = unsafe { libloading::Library::new(&name) }
+        .map_err(|e| format!("{name} could not be loaded: {e}"))?;
     // SAFETY: the CUDA driver API's C signatures (cuda.h): CUresult is an
     // int, CUdevice an int, CUuuid 16 bytes.
     unsafe {
@@ -84,6 +86,12 @@ fn ask_libcuda() -> Result<Vec<String>, String> {
         }
         Ok(uuids)
     }
+}
+
+/// The CUDA driver library to ask: `$OOMGATE_LIBCUDA` (a path, or `none`
+/// not to ask), else `libcuda.so.1` from the loader path.
+fn library() -> String {
+    std::env::var("OOMGATE_LIBCUDA").unwrap_or_else(|_| "libcuda.so.1".to_string())
 }
 
 /// A UUID as NVML prints it (`GPU-…`, `MIG-…`), reduced to its hex
@@ -123,6 +131,9 @@ pub fn devices(visible: Option<&str>, order: Option<&str>) -> Answer {
 }
 
 fn ask_child(visible: Option<&str>, order: Option<&str>) -> Answer {
+    if library() == "none" {
+        return Err("OOMGATE_LIBCUDA=none: CUDA is not asked".into());
+    }
     let exe = std::env::current_exe().map_err(|e| format!("oomgate's own path: {e}"))?;
     let mut command = std::process::Command::new(exe);
     command

@@ -224,18 +224,21 @@ impl<'g> CaseGpu<'g> {
     /// before the case starts. They taint the devices' delta figures.
     pub fn foreign_processes(&mut self, tree: &ProcessTree) -> Vec<ForeignProcess> {
         let mut foreign = Vec::new();
-        if self.pids_unmatchable {
-            // Which listed pid is whose cannot be told from here.
-            return foreign;
-        }
         for (state, &position) in self.states.iter_mut().zip(&self.positions) {
             if self.gpu.processes(position, &mut self.processes).is_err() {
                 continue;
             }
             let device = &self.gpu.devices[position];
             for process in &self.processes {
-                if !in_tree(tree, process.pid) {
-                    let name = process_name(process.pid);
+                // In a container no listed pid can be matched, but none
+                // listed before the case started is the case's: another
+                // tenant's, whose memory taints the device's rise. Its pid
+                // is the host's: no name can be read for it here.
+                if self.pids_unmatchable || !in_tree(tree, process.pid) {
+                    let name = match self.pids_unmatchable {
+                        true => None,
+                        false => process_name(process.pid),
+                    };
                     state.foreign.insert(process.pid, name.clone());
                     foreign.push(ForeignProcess {
                         pid: process.pid,

@@ -230,17 +230,26 @@ impl Gpu {
                 // SAFETY: the handle comes from NVML and stays valid
                 // until shutdown, which only Gpu's drop triggers.
                 let handle = DeviceHandle(unsafe { device.handle() });
-                let memory = read_memory(&nvml, handle.0)?;
+                let mig = device.mig_mode().ok().map(|mode| mode.current == 1);
+                // A GPU in MIG mode is never measured through its own
+                // handle, which may refuse a caller without privileges
+                // (NVML: aggregate figures need them): its instances still
+                // are, so the refusal only leaves its total unknown (0).
+                let memory = match (read_memory(&nvml, handle.0), mig) {
+                    (Ok(memory), _) => Some(memory),
+                    (Err(_), Some(true)) => None,
+                    (Err(e), _) => return Err(e),
+                };
                 Ok(GpuDevice {
                     info: GpuInfo {
                         index,
                         uuid: device.uuid()?,
                         name: device.name().unwrap_or_else(|_| "unknown GPU".to_string()),
-                        total_bytes: memory.total,
-                        reserved_bytes: memory.reserved,
+                        total_bytes: memory.map_or(0, |m| m.total),
+                        reserved_bytes: memory.and_then(|m| m.reserved),
                         accounting: device.is_accounting_enabled().ok(),
                         persistence: device.is_in_persistent_mode().ok(),
-                        mig: device.mig_mode().ok().map(|mode| mode.current == 1),
+                        mig,
                         mig_parent: None,
                     },
                     handle,

@@ -84,7 +84,7 @@ impl<'a> From<&'a crate::measure::nvml::GpuInfo> for DeviceId<'a> {
 /// The device CUDA uses for the one at `position`: a MIG-mode GPU's first
 /// instance, with a note; `None` for a MIG-mode GPU none of whose
 /// instances could be opened.
-fn through_mig(
+pub(crate) fn through_mig(
     position: usize,
     devices: &[DeviceId<'_>],
     notes: &mut Vec<String>,
@@ -119,9 +119,20 @@ pub fn select(
         unmapped: false,
     };
     let Some(value) = value else {
-        selection.positions = (0..uuids.len())
-            .filter(|&p| !devices[p].in_mig_mode(devices))
-            .collect();
+        // Every GPU; one in MIG mode as its first instance, as CUDA
+        // shows it to a process.
+        for position in (0..uuids.len()).filter(|&p| devices[p].mig_parent.is_none()) {
+            match through_mig(position, devices, &mut selection.notes) {
+                Some(shown) => selection.positions.push(shown),
+                None => {
+                    selection.unmapped = true;
+                    selection.notes.push(format!(
+                        "GPU {} is in MIG mode and none of its instances could be opened: GPU figures are unknown, never the GPU's own, which hold every slice",
+                        devices[position].index
+                    ));
+                }
+            }
+        }
         return selection;
     };
     let mut used_an_index = false;
@@ -323,8 +334,8 @@ mod tests {
     #[test]
     fn a_gpu_in_mig_mode_is_measured_through_its_instances() {
         let table: &[(Option<&str>, &[usize])] = &[
-            // Every GPU not in MIG mode, every instance; never GPU 0's own.
-            (None, &[1, 2, 3]),
+            // Every GPU, GPU 0 as its first instance; never GPU 0's own.
+            (None, &[2, 1]),
             (Some("MIG-2222"), &[3]),
             (Some("MIG-22222222-0000-0000-0000-000000000000,1"), &[3, 1]),
             // By index or GPU UUID: the first instance, as CUDA uses it.
@@ -354,6 +365,12 @@ mod tests {
                 "{value:?}"
             );
         }
-        assert_eq!(select(None, None, &unopened).positions, [1]);
+        let none = select(None, None, &unopened);
+        assert_eq!(none.positions, [1]);
+        assert!(
+            none.unmapped,
+            "GPU 0's figures are unknown: {:?}",
+            none.notes
+        );
     }
 }

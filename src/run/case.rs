@@ -194,6 +194,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                     gpu,
                     &selection.positions,
                     &self.shared.gpu_idle,
+                    settle::SETTLED_WITHIN,
                     case.settle_timeout,
                     || interrupt.requested(),
                 );

@@ -44,7 +44,7 @@ pub fn selection(gpu: &Gpu, case: &Case, pool: Option<&str>) -> Selection {
         return by_rules;
     }
     match cuda::devices(value.as_deref(), order.as_deref()) {
-        Ok(uuids) => as_cuda_sees_it(gpu, &uuids, value, by_rules),
+        Ok(uuids) => as_cuda_sees_it(gpu, &devices, &uuids, value, by_rules),
         Err(_) => by_rules,
     }
 }
@@ -54,6 +54,7 @@ pub fn selection(gpu: &Gpu, case: &Case, pool: Option<&str>) -> Selection {
 /// figures unknown. Said when it differs from what the rules read.
 fn as_cuda_sees_it(
     gpu: &Gpu,
+    devices: &[visible::DeviceId<'_>],
     uuids: &[String],
     value: Option<String>,
     by_rules: Selection,
@@ -65,13 +66,16 @@ fn as_cuda_sees_it(
         unmapped: false,
     };
     for uuid in uuids {
-        match gpu
+        // An older CUDA names a MIG device by its GPU's UUID: the GPU's
+        // first instance is what is measured, never the GPU's own handle.
+        let found = gpu
             .devices
             .iter()
             .position(|d| cuda::hex_of(&d.uuid) == *uuid)
-        {
-            Some(position) => selection.positions.push(position),
-            None => {
+            .map(|position| visible::through_mig(position, devices, &mut Vec::new()));
+        match found {
+            Some(Some(position)) => selection.positions.push(position),
+            Some(None) | None => {
                 selection.unmapped = true;
                 selection.notes.push(format!(
                     "CUDA shows a device ({uuid}) NVML does not list here: GPU figures are unknown"

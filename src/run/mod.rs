@@ -261,7 +261,7 @@ impl<'a> Runner<'a> {
         let faulted = Arc::new(AtomicBool::new(false));
         let gpu_idle = setup.gpu.as_ref().map_or(Vec::new(), |gpu| {
             (0..gpu.devices.len())
-                .map(|position| gpu.used_bytes(position).ok())
+                .map(|position| crate::measure::gpu::settle::idle_level(gpu, position))
                 .collect()
         });
         Runner {

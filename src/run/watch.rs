@@ -26,7 +26,7 @@ use super::serve::{self, ServerSide};
 use super::soak::{SoakPeaks, soak_end};
 use crate::judge::StopReason;
 use crate::judge::budget_breached;
-use crate::measure::gpu::{CaseGpu, ForeignProcess};
+use crate::measure::gpu::{CaseGpu, ForeignProcess, settle};
 use crate::measure::{HostMeter, ProcessTree, Sample, Timeline};
 use crate::probe::ProbeReader;
 use crate::process;
@@ -431,10 +431,16 @@ impl CaseRunner<'_, '_> {
             .map(|meter| {
                 let (gpu, positions) = meter.devices();
                 let interrupt = &self.shared.interrupt;
-                let wait = crate::measure::gpu::settle::wait(
+                // Under a `gpu_left` budget smaller than the threshold,
+                // memory still coming back must not count against it.
+                let within = case.budget.gpu_left.map_or(settle::SETTLED_WITHIN, |left| {
+                    left.get().min(settle::SETTLED_WITHIN)
+                });
+                let wait = settle::wait(
                     gpu,
                     positions,
                     &self.shared.gpu_idle,
+                    within,
                     case.settle_timeout,
                     || interrupt.requested(),
                 );

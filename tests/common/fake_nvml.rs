@@ -124,6 +124,10 @@ impl Project {
             "LD_LIBRARY_PATH".into(),
             format!("{}:{}", folder.display(), nvml.display()),
         ));
+        self.env.push((
+            "OOMGATE_LIBCUDA".into(),
+            folder.join("libcuda.so.1").display().to_string(),
+        ));
         self
     }
 

@@ -348,6 +348,16 @@ fn a_lost_gpu_is_an_error_above_what_it_explains() {
             assert_eq!(verdict.cause, Some(Cause::GpuLost(loss.clone())));
         }
     }
+    // A budget breach that stopped the case before the loss is its cause.
+    let breach = host_budget_check(Some(Bytes(2)), "vmhwm", Bytes(1));
+    let stopped = lost(
+        Some(StopReason::BudgetExceeded {
+            at: Duration::from_millis(1000),
+        }),
+        &[None],
+    );
+    assert_eq!(decide(&stopped, &[breach]).status, CaseStatus::Failed);
+
     let mut case = CaseResult::unmeasured("c".into());
     case.status = CaseStatus::Error;
     case.gpu_devices = vec![crate::measure::gpu::DeviceFigures {

@@ -48,14 +48,15 @@ pub struct SettledDevice {
     pub held_by: Vec<ForeignPid>,
 }
 
-/// Wait until every device at `positions` is back within
-/// [`SETTLED_WITHIN`] of `idle[position]`, for at most `timeout`, or until
-/// `stop` says so. In a container (NVML's pids are the host's) no process
+/// Wait until every device at `positions` is back within `within` (before
+/// a case, [`SETTLED_WITHIN`]) of `idle[position]`, for at most `timeout`,
+/// or until `stop` says so. In a container (NVML's pids are the host's) no process
 /// can be told to be another tenant's, so all the rise is waited on.
 pub fn wait(
     gpu: &Gpu,
     positions: &[usize],
     idle: &[Option<u64>],
+    within: u64,
     timeout: Duration,
     stop: impl Fn() -> bool,
 ) -> Settle {
@@ -73,10 +74,9 @@ pub fn wait(
                 )
             })
             .collect();
-        let settled = devices.iter().all(|d| {
-            d.above_idle_bytes
-                .is_none_or(|above| above <= SETTLED_WITHIN)
-        });
+        let settled = devices
+            .iter()
+            .all(|d| d.above_idle_bytes.is_none_or(|above| above <= within));
         if settled || started.elapsed() >= timeout || stop() {
             return Settle {
                 waited_s: started.elapsed().as_secs_f64(),
@@ -88,6 +88,15 @@ pub fn wait(
     }
 }
 
+/// A device's idle level when the run starts: its use less what other
+/// tenants' processes hold, as [`wait`] measures it later — so a tenant
+/// there from the start is neither in the level nor in what is waited on.
+pub fn idle_level(gpu: &Gpu, position: usize) -> Option<u64> {
+    let mut processes = Vec::new();
+    let (level, _) = own_level(gpu, position, &mut processes);
+    level
+}
+
 /// One device now: its use above idle, other tenants' processes left out,
 /// and who of this run holds it.
 fn look(
@@ -97,6 +106,24 @@ fn look(
     processes: &mut Vec<GpuProcess>,
 ) -> SettledDevice {
     let device = &gpu.devices[position];
+    let (level, held_by) = own_level(gpu, position, processes);
+    SettledDevice {
+        index: device.index,
+        uuid: device.uuid.clone(),
+        above_idle_bytes: level
+            .zip(idle)
+            .map(|(level, idle)| level.saturating_sub(idle)),
+        held_by,
+    }
+}
+
+/// A device's use less what other tenants' processes hold (`None`: not
+/// readable), and the processes on it that are not another tenant's.
+fn own_level(
+    gpu: &Gpu,
+    position: usize,
+    processes: &mut Vec<GpuProcess>,
+) -> (Option<u64>, Vec<ForeignPid>) {
     let listed = gpu.processes(position, processes).is_ok();
     let mut others = 0u64;
     let mut held_by = Vec::new();
@@ -110,16 +137,11 @@ fn look(
             });
         }
     }
-    let above_idle_bytes = match (gpu.used_bytes(position), idle) {
-        (Ok(used), Some(idle)) => Some(used.saturating_sub(idle).saturating_sub(others)),
-        _ => None,
-    };
-    SettledDevice {
-        index: device.index,
-        uuid: device.uuid.clone(),
-        above_idle_bytes,
-        held_by,
-    }
+    let level = gpu
+        .used_bytes(position)
+        .ok()
+        .map(|used| used.saturating_sub(others));
+    (level, held_by)
 }
 
 impl Settle {

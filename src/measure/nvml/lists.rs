@@ -87,7 +87,7 @@ impl Listing {
 /// Read every list of a device into `out` (cleared first), merged by pid.
 /// The compute list must be readable; a graphics or MPS list the driver
 /// lacks, or refuses on this GPU for any reason but the device's loss
-/// (a compute-only GPU, MPS not running), is left out.
+/// (a compute-only GPU, MPS not running, no permission), is left out.
 pub fn read(
     lib: &NvmlLib,
     listing: Listing,
@@ -105,12 +105,9 @@ pub fn read(
         };
         match read {
             Ok(()) => {}
-            Err(e)
-                if mode != Mode::Compute
-                    && !matches!(
-                        e,
-                        NvmlError::GpuLost | NvmlError::NoPermission | NvmlError::Timeout
-                    ) => {}
+            // Only the device's loss is the device's; any other refusal of
+            // a supplementary list is that list's.
+            Err(e) if mode != Mode::Compute && !matches!(e, NvmlError::GpuLost) => {}
             Err(e) => return Err(e),
         }
     }
