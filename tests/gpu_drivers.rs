@@ -21,6 +21,23 @@ fn one_device(extra: &str) -> String {
     )
 }
 
+/// Case `c` of [`gpu_suite`] (gpu_alloc.py with `args`, plus `lines`)
+/// run on the fake driver `config` of generation `variant`, with the exit
+/// code `code`: the project (its folder lives as long as it does), the
+/// run and the case.
+fn run_case(
+    variant: Variant,
+    config: &str,
+    (args, lines): (&str, &str),
+    code: i32,
+) -> (Project, Run, serde_json::Value) {
+    let project = Project::new(&gpu_suite("20ms", args, lines)).with_fake_gpus(config, variant);
+    let run = project.run(&[]);
+    run.assert_code(code);
+    let case = run.case("c");
+    (project, run, case)
+}
+
 /// Early R535 drivers write 32-byte entries through the `_v3` call: read
 /// as 24-byte ones, two processes of 512 MiB read as one, and with more
 /// than 48 processes on the device the driver wrote past the buffer. Each
@@ -28,15 +45,15 @@ fn one_device(extra: &str) -> String {
 #[test]
 fn every_driver_generations_process_list_is_read_whole() {
     for variant in GENERATIONS {
-        let project = Project::new(&gpu_suite(
-            "20ms",
-            "\"--mib\", \"512\", \"--child-mib\", \"512\", \"--ghosts\", \"60\", \"--hold\", \"1500ms\"",
-            "",
-        ))
-        .with_fake_gpus(&one_device(""), variant);
-        let run = project.run(&[]);
-        run.assert_code(0);
-        let case = run.case("c");
+        let (_project, run, case) = run_case(
+            variant,
+            &one_device(""),
+            (
+                "\"--mib\", \"512\", \"--child-mib\", \"512\", \"--ghosts\", \"60\", \"--hold\", \"1500ms\"",
+                "",
+            ),
+            0,
+        );
         assert_eq!(
             mib(&case["gpu_peak_bytes"]),
             Some(1024),
@@ -59,30 +76,30 @@ fn every_driver_generations_process_list_is_read_whole() {
 #[test]
 fn graphics_and_mps_processes_count_and_a_process_in_two_lists_counts_once() {
     for variant in GENERATIONS {
-        let project = Project::new(&gpu_suite(
-            "20ms",
-            "\"--mib\", \"256\", \"--lists\", \"compute,graphics\", \"--child-mib\", \"128\", \"--child-lists\", \"mps\", \"--hold\", \"1500ms\"",
-            "",
-        ))
-        .with_fake_gpus(&one_device(""), variant);
-        let run = project.run(&[]);
-        run.assert_code(0);
-        let case = run.case("c");
+        let (_project, _, case) = run_case(
+            variant,
+            &one_device(""),
+            (
+                "\"--mib\", \"256\", \"--lists\", \"compute,graphics\", \"--child-mib\", \"128\", \"--child-lists\", \"mps\", \"--hold\", \"1500ms\"",
+                "",
+            ),
+            0,
+        );
         assert_eq!(
             mib(&case["gpu_peak_bytes"]),
             Some(256 + 128),
             "{variant:?}\n{case:#}"
         );
 
-        let renderer = Project::new(&gpu_suite(
-            "20ms",
-            "\"--mib\", \"192\", \"--lists\", \"graphics\", \"--hold\", \"1s\"",
-            "",
-        ))
-        .with_fake_gpus(&one_device(""), variant);
-        let run = renderer.run(&[]);
-        run.assert_code(0);
-        let case = run.case("c");
+        let (_project, _, case) = run_case(
+            variant,
+            &one_device(""),
+            (
+                "\"--mib\", \"192\", \"--lists\", \"graphics\", \"--hold\", \"1s\"",
+                "",
+            ),
+            0,
+        );
         assert_eq!(mib(&case["gpu_peak_bytes"]), Some(192), "{variant:?}");
         assert_eq!(case["gpu_peak_method"], "sampled@20ms", "{variant:?}");
     }
@@ -302,15 +319,15 @@ fn accounting_finds_a_process_no_sample_saw() {
 /// judges the raised figure.
 #[test]
 fn the_allocators_peak_is_a_floor_of_the_gpu_figure() {
-    let project = Project::new(&gpu_suite(
-        "20ms",
-        "\"--mib\", \"256\", \"--hold\", \"300ms\", \"--probe-reserved-mib\", \"1024\"",
-        "budget = { gpu = \"768 MiB\" }",
-    ))
-    .with_fake_gpus(&one_device(""), Variant::Complete);
-    let run = project.run(&[]);
-    run.assert_code(1);
-    let case = run.case("c");
+    let (_project, run, case) = run_case(
+        Variant::Complete,
+        &one_device(""),
+        (
+            "\"--mib\", \"256\", \"--hold\", \"300ms\", \"--probe-reserved-mib\", \"1024\"",
+            "budget = { gpu = \"768 MiB\" }",
+        ),
+        1,
+    );
     assert_eq!(mib(&case["gpu_peak_bytes"]), Some(1024), "{case:#}");
     assert_eq!(
         mib(&case["gpu_allocator_floor_bytes"]),
@@ -318,7 +335,7 @@ fn the_allocators_peak_is_a_floor_of_the_gpu_figure() {
         "{case:#}"
     );
     assert_eq!(case["failure_kind"], "budget", "{case:#}");
-    let details = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    let details = std::fs::read_to_string(run.out.join("junit.xml")).expect("junit");
     assert!(
         details.contains("a spike was missed between samples"),
         "{details}"
@@ -404,15 +421,15 @@ fn a_gpu_in_mig_mode_is_measured_through_its_instances() {
     );
 
     // Named by its MIG UUID, the other instance; its figure per process.
-    let named = Project::new(&gpu_suite(
-        "20ms",
-        "\"--mib\", \"512\", \"--hold\", \"300ms\"",
-        &format!("env = {{ CUDA_VISIBLE_DEVICES = \"{MIG_B}\" }}"),
-    ))
-    .with_fake_gpus(&mig_gpu(), Variant::Complete);
-    let run = named.run(&[]);
-    run.assert_code(0);
-    let case = run.case("c");
+    let (_project, _, case) = run_case(
+        Variant::Complete,
+        &mig_gpu(),
+        (
+            "\"--mib\", \"512\", \"--hold\", \"300ms\"",
+            &format!("env = {{ CUDA_VISIBLE_DEVICES = \"{MIG_B}\" }}"),
+        ),
+        0,
+    );
     assert_eq!(case["gpu_devices"][0]["uuid"], MIG_B, "{case:#}");
     assert_eq!(case["gpu_peak_method"], "sampled@20ms", "{case:#}");
     assert_eq!(mib(&case["gpu_peak_bytes"]), Some(512), "{case:#}");
