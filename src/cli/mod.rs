@@ -86,7 +86,7 @@ pub enum Command {
     List(PlanArgs),
     /// Show every GPU NVML sees: memory, modes, processes, and how CUDA_VISIBLE_DEVICES maps.
     #[command(
-        after_help = "Examples:\n  oomgate gpus\n  CUDA_VISIBLE_DEVICES=1 oomgate gpus --json | jq '.devices[].name'\n\nExit codes: 0 listed, 3 NVML cannot be loaded (the reason is printed in one line)."
+        after_help = "Examples:\n  oomgate gpus\n  CUDA_VISIBLE_DEVICES=1 oomgate gpus --json | jq '.devices[].name'\n\nExit codes: 0 listed, 3 NVML cannot be loaded or lists no GPU (the reason is printed in one line)."
     )]
     Gpus(GpusArgs),
     /// Lock a passing run as the baseline: run the suite, or take a results.json.
