@@ -170,6 +170,41 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         (started_at, outcome)
     }
 
+    /// Wait, for at most the case's `settle_timeout`, until its GPUs at
+    /// `positions` are back within `within` of their idle level; `None`
+    /// where other cases of the run may be on them (`--pack`, cases at
+    /// once without a pool), whose memory is no leftover.
+    fn settle(&self, case: &Case, gpu: &Gpu, positions: &[usize], within: u64) -> Option<Settle> {
+        if self.access.crowding.is_some() {
+            return None;
+        }
+        let interrupt = &self.shared.interrupt;
+        Some(settle::wait(
+            gpu,
+            positions,
+            &self.shared.gpu_idle,
+            within,
+            case.settle_timeout,
+            || interrupt.requested(),
+        ))
+    }
+
+    /// Its processes gone, what the case's GPUs (those `meter` measured)
+    /// do not give back: waited for as the next case would wait (its own
+    /// `settle_timeout`; with none and a `gpu_left` budget, one look).
+    pub(super) fn gpu_left(&self, case: &Case, meter: Option<&CaseGpu<'_>>) -> Option<u64> {
+        if case.budget.gpu_left.is_none() && case.settle_timeout.is_zero() {
+            return None;
+        }
+        let (gpu, positions) = meter?.devices();
+        // Under a `gpu_left` budget smaller than the threshold, memory
+        // still coming back must not count against it.
+        let within = case.budget.gpu_left.map_or(settle::SETTLED_WITHIN, |left| {
+            left.get().min(settle::SETTLED_WITHIN)
+        });
+        self.settle(case, gpu, positions, within)?.left_bytes()
+    }
+
     /// The GPUs the case sees, their use before it starts, whatever else
     /// already runs on them, and the case's memory cgroup.
     fn preflight<'g>(&mut self, case: &Case, gpu: Option<&'g Gpu>) -> Preflight<'g> {
@@ -185,23 +220,11 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             // Its GPUs back to their idle level first — unless another
             // case of the run may be on them now (`--pack`, cases at once
             // without a pool), whose memory is no leftover.
-            if !case.settle_timeout.is_zero()
-                && self.access.crowding.is_none()
-                && !selection.positions.is_empty()
-            {
-                let interrupt = &self.shared.interrupt;
-                let wait = settle::wait(
-                    gpu,
-                    &selection.positions,
-                    &self.shared.gpu_idle,
-                    settle::SETTLED_WITHIN,
-                    case.settle_timeout,
-                    || interrupt.requested(),
-                );
-                if let Some(unsettled) = wait.unsettled() {
+            if !case.settle_timeout.is_zero() && !selection.positions.is_empty() {
+                waited = self.settle(case, gpu, &selection.positions, settle::SETTLED_WITHIN);
+                if let Some(unsettled) = waited.as_ref().and_then(Settle::unsettled) {
                     self.warn(format!("{}: {unsettled}", case.id));
                 }
-                waited = Some(wait);
             }
             cuda_visible_devices = selection.cuda_visible_devices;
             CaseGpu::begin(

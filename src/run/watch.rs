@@ -26,7 +26,7 @@ use super::serve::{self, ServerSide};
 use super::soak::{SoakPeaks, soak_end};
 use crate::judge::StopReason;
 use crate::judge::budget_breached;
-use crate::measure::gpu::{CaseGpu, ForeignProcess, settle};
+use crate::measure::gpu::{CaseGpu, ForeignProcess};
 use crate::measure::{HostMeter, ProcessTree, Sample, Timeline};
 use crate::probe::ProbeReader;
 use crate::process;
@@ -418,37 +418,8 @@ impl CaseRunner<'_, '_> {
             ));
         }
         timeline.finish();
-        // Its processes gone, what its GPUs do not give back: waited for as
-        // the next case would wait (its own `settle_timeout`; with none,
-        // one look), unless other cases of the run may be on them.
-        let own_gpu = server
-            .as_ref()
-            .and_then(|side| side.gpu.as_ref())
-            .or(case_gpu.as_ref());
-        let left = own_gpu
-            .filter(|_| self.access.crowding.is_none())
-            .filter(|_| case.budget.gpu_left.is_some() || !case.settle_timeout.is_zero())
-            .map(|meter| {
-                let (gpu, positions) = meter.devices();
-                let interrupt = &self.shared.interrupt;
-                // Under a `gpu_left` budget smaller than the threshold,
-                // memory still coming back must not count against it.
-                let within = case.budget.gpu_left.map_or(settle::SETTLED_WITHIN, |left| {
-                    left.get().min(settle::SETTLED_WITHIN)
-                });
-                let wait = settle::wait(
-                    gpu,
-                    positions,
-                    &self.shared.gpu_idle,
-                    within,
-                    case.settle_timeout,
-                    || interrupt.requested(),
-                );
-                wait.devices
-                    .iter()
-                    .map(|d| d.above_idle_bytes)
-                    .try_fold(0u64, |sum, above| above.map(|a| sum.saturating_add(a)))
-            });
+        let own_gpu = server.as_ref().and_then(|side| side.gpu.as_ref());
+        let left = self.gpu_left(case, own_gpu.or(case_gpu.as_ref()));
         let mut finish_gpu = |gpu: Option<CaseGpu<'_>>| {
             gpu.map(|gpu| {
                 sample_errors += gpu.errors();
@@ -472,7 +443,7 @@ impl CaseRunner<'_, '_> {
             None => (host, finish_gpu(case_gpu), None),
         };
         let gpu = gpu.map(|mut figures| {
-            figures.left_bytes = left.flatten();
+            figures.left_bytes = left;
             figures
         });
         if case.leak.is_some() {

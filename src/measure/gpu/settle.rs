@@ -145,6 +145,14 @@ fn own_level(
 }
 
 impl Settle {
+    /// What the devices still held above their idle level, together;
+    /// `None` when one could not be read.
+    pub fn left_bytes(&self) -> Option<u64> {
+        self.devices.iter().try_fold(0u64, |sum, d| {
+            d.above_idle_bytes.map(|a| sum.saturating_add(a))
+        })
+    }
+
     /// `GPU 0 still held 2.00 GiB above its idle level after 30.0s (pid
     /// 4242 (python3))`, for a wait that ran out; `None` when it settled.
     pub fn unsettled(&self) -> Option<String> {
