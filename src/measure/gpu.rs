@@ -33,7 +33,7 @@ pub use figures::{
     DeviceFigures, DeviceLoss, ForeignPid, ForeignProcess, GpuFigures, GpuMethod, concurrent_peak,
 };
 
-use super::nvml::{AccountingRecord, Gpu, GpuProcess};
+use super::nvml::{AccountingRecord, Gpu, GpuProcess, epoch_us};
 use super::{ProcessTree, Sample};
 use crate::units::Bytes;
 
@@ -193,9 +193,7 @@ impl<'g> CaseGpu<'g> {
                 ..DeviceState::default()
             })
             .collect();
-        let started_us = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let started_us = epoch_us();
         CaseGpu {
             gpu,
             positions,
@@ -397,10 +395,7 @@ impl<'g> CaseGpu<'g> {
 
     /// Time since the case started, by the wall clock it started on.
     fn since_start(&self) -> std::time::Duration {
-        let now_us = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
-        std::time::Duration::from_micros(now_us.saturating_sub(self.started_us))
+        std::time::Duration::from_micros(epoch_us().saturating_sub(self.started_us))
     }
 
     /// The case's figures, once its processes are gone. Accounting

@@ -347,9 +347,7 @@ impl Gpu {
             return None;
         }
         let stats = self.device(position).accounting_stats_for(pid).ok()?;
-        let now_us = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let now_us = epoch_us();
         // `time` is the run time in ms; a running process runs until now.
         let end_us = if stats.is_running {
             now_us
@@ -430,6 +428,14 @@ pub fn own_pid_namespace() -> Option<String> {
             "oomgate runs in a pid namespace of its own ({namespace}, a container): NVML reports the host's pids, which cannot be matched to the case's processes"
         )
     })
+}
+
+/// Microseconds since the epoch now, the clock the driver's accounting
+/// records use.
+pub fn epoch_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// A device's memory: version 2 of the call where the driver has it (its
