@@ -17,6 +17,7 @@ pub mod leak;
 pub mod measure;
 pub mod probe;
 pub mod process;
+pub mod pytest;
 pub mod redact;
 pub mod report;
 pub mod results;

@@ -11,7 +11,7 @@ use crate::units::{Bytes, format_duration};
 
 /// `oomgate check`: the expanded plan, in full.
 pub fn check(args: &PlanArgs) -> Result<Outcome, CliError> {
-    let suite = super::load_suite(&args.suite)?;
+    let suite = super::load_collected(&args.suite)?;
     let cases = shard(&suite, &args.filter, args.partition)?;
     write_stdout(&describe_plan(&suite, &cases));
     Ok(Outcome::Passed)
@@ -19,7 +19,7 @@ pub fn check(args: &PlanArgs) -> Result<Outcome, CliError> {
 
 /// `oomgate list`: one id per line.
 pub fn list(args: &PlanArgs) -> Result<Outcome, CliError> {
-    let suite = super::load_suite(&args.suite)?;
+    let suite = super::load_collected(&args.suite)?;
     let ids: String = shard(&suite, &args.filter, args.partition)?
         .iter()
         .map(|case| format!("{}\n", case.id))

@@ -52,10 +52,18 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
     for part in &located {
         parts.push(read_part(part)?);
     }
-    let ids: Vec<&str> = suite
+    // A suite's pytest cases are those its parts collected (recorded in
+    // each part's results): the merge job needs no test environment.
+    let mut ids: indexmap::IndexSet<String> = suite
         .iter()
-        .flat_map(|s| s.cases.iter().map(|c| c.id.as_str()))
+        .flat_map(|s| s.cases.iter().map(|c| c.id.clone()))
         .collect();
+    if suite.as_ref().is_some_and(|s| !s.pytest.is_empty()) {
+        for part in &parts {
+            ids.extend(part.results.pytest_cases.iter().cloned());
+        }
+    }
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     let suite_cases = suite.as_ref().map(|s| SuiteCases {
         name: &s.name,
         path: &s.path,

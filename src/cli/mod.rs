@@ -10,6 +10,7 @@
 //! the results of a suite's shards, `inspect` those that only read
 //! (`check`, `list`, `gpus`, `diff`).
 
+mod budgets;
 mod inspect;
 mod merge;
 mod outputs;
@@ -74,14 +75,14 @@ pub enum Command {
         "  130  interrupted (Ctrl-C or SIGTERM); results so far were written"
     ))]
     Run(RunArgs),
-    /// Validate a suite and print every case after matrix expansion; runs nothing.
+    /// Validate a suite and print every case after matrix expansion; runs no case.
     #[command(
-        after_help = "Examples:\n  oomgate check suites/quickstart.toml\n  oomgate check suites/train.toml --filter bs64\n\nExit codes: 0 valid, 2 invalid (every problem is listed with file:line:col)."
+        after_help = "Examples:\n  oomgate check suites/quickstart.toml\n  oomgate check suites/train.toml --filter bs64\n\nA suite with [[pytest]] is collected first (`pytest --collect-only`), which imports its\ntest modules; a collection error is exit 2 with pytest's own message.\n\nExit codes: 0 valid, 2 invalid (every problem is listed with file:line:col)."
     )]
     Check(PlanArgs),
-    /// Print the id of every case, one per line; runs nothing.
+    /// Print the id of every case, one per line; runs no case.
     #[command(
-        after_help = "Examples:\n  oomgate list suites/quickstart.toml\n  oomgate list suites/train.toml --filter bs64 | wc -l\n\nExit codes: 0 listed, 2 invalid suite or no case matched."
+        after_help = "Examples:\n  oomgate list suites/quickstart.toml\n  oomgate list suites/train.toml --filter bs64 | wc -l\n\nA suite with [[pytest]] is collected first (`pytest --collect-only`), which imports its\ntest modules; a pytest case's id is its node id.\n\nExit codes: 0 listed, 2 invalid suite, collection error or no case matched."
     )]
     List(PlanArgs),
     /// Show every GPU NVML sees: memory, modes, processes, and how CUDA_VISIBLE_DEVICES maps.
@@ -126,6 +127,48 @@ pub enum Command {
         "Exit codes: 0 no regression, 1 a figure regressed beyond the default tolerances, 2 a file cannot be read."
     ))]
     Diff(DiffArgs),
+    /// Propose budgets from a profiled run: a pytest marker or suite TOML per case, from its peaks.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate budgets oomgate-out/results.json                 # @pytest.mark.oomgate(host=..., gpu=...)\n",
+        "  oomgate budgets oomgate-out/results.json --factor 1.25 --format toml\n\n",
+        "Each case that passed gets its measured host and GPU peaks times --factor, rounded up\n",
+        "(whole MiB below 1 GiB, tenths of a GiB above). Cases that did not pass get none.\n\n",
+        "Exit codes: 0 printed, 2 the results cannot be read or no case matched."
+    ))]
+    Budgets(BudgetsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BudgetsArgs {
+    /// A results.json of a run that measured the cases.
+    pub results: PathBuf,
+    /// Headroom over the measured peaks: 1.1 proposes 10% more.
+    #[arg(long, default_value = "1.1", value_parser = parse_factor)]
+    pub factor: f64,
+    /// `marker`: `@pytest.mark.oomgate(...)` for each pytest test;
+    /// `toml`: a `budget = { ... }` line for any case.
+    #[arg(long, value_enum, default_value = "marker")]
+    pub format: BudgetFormat,
+    /// Only cases whose id contains this text; repeat to take the union.
+    #[arg(long, value_name = "SUBSTRING")]
+    pub filter: Vec<String>,
+}
+
+/// How `oomgate budgets` writes a proposal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BudgetFormat {
+    Marker,
+    Toml,
+}
+
+fn parse_factor(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (1.0..=100.0).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "`{text}` is not a factor from 1 to 100 (1.1 is 10% of headroom)"
+        )),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -366,6 +409,7 @@ pub fn execute(cli: Cli) -> Result<Outcome, CliError> {
         Command::Gpus(args) => inspect::gpus(&args),
         Command::Diff(args) => inspect::diff(&args),
         Command::Merge(args) => merge::merge(&args),
+        Command::Budgets(args) => budgets::budgets(&args),
     }
 }
 
@@ -374,7 +418,30 @@ pub fn execute(cli: Cli) -> Result<Outcome, CliError> {
 /// masked in everything written from here on (see `crate::redact`). Its
 /// warnings are said here, once.
 fn load_suite(path: &std::path::Path) -> Result<Suite, CliError> {
-    let suite = crate::suite::load(path)?;
+    load(path, false)
+}
+
+/// Load a suite as [`load_suite`] does, and collect its `[[pytest]]` tests
+/// into cases (imports the test modules: pytest runs).
+fn load_collected(path: &std::path::Path) -> Result<Suite, CliError> {
+    load(path, true)
+}
+
+fn load(path: &std::path::Path, collect: bool) -> Result<Suite, CliError> {
+    let mut suite = crate::suite::load(path)?;
+    let mut notes = Vec::new();
+    if collect {
+        // The suite's own secrets are masked in what pytest says, too.
+        crate::redact::install(&crate::suite::suite_secrets(
+            &suite.name,
+            &suite.cases,
+            &suite.redact,
+        ));
+        notes = crate::pytest::collect(&mut suite).map_err(|e| match e {
+            crate::pytest::CollectError::Plugin { .. } => CliError::Infrastructure(e.to_string()),
+            _ => CliError::BadInput(format!("{}: {e}", suite.path.display())),
+        })?;
+    }
     crate::redact::install(&crate::suite::suite_secrets(
         &suite.name,
         &suite.cases,
@@ -382,6 +449,9 @@ fn load_suite(path: &std::path::Path) -> Result<Suite, CliError> {
     ));
     for warning in &suite.warnings {
         write_stderr(&warning.display_with(&suite.path).to_string());
+    }
+    for note in notes {
+        write_stderr(&format!("warning: {note}"));
     }
     Ok(suite)
 }

@@ -29,7 +29,7 @@ enum BaselineChoice {
 
 /// `oomgate run`: load, plan, run, judge.
 pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
-    let suite = super::load_suite(&args.plan.suite)?;
+    let suite = super::load_collected(&args.plan.suite)?;
     let cases = shard(&suite, &args.plan.filter, args.plan.partition)?;
     let choice = match (&args.baseline, args.no_baseline) {
         (_, true) => BaselineChoice::None,
@@ -80,7 +80,11 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
 
 /// `oomgate lock`: lock a passing run, fresh or from a results file.
 pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
-    let mut suite = super::load_suite(&args.suite)?;
+    // Results to lock (`--from`) name their pytest cases: no collection.
+    let mut suite = match args.from {
+        Some(_) => super::load_suite(&args.suite)?,
+        None => super::load_collected(&args.suite)?,
+    };
     if let Some(repeat) = args.repeat {
         for case in &mut suite.cases {
             case.repeat = case.repeat.max(repeat);
@@ -270,9 +274,12 @@ fn refuse_results_not_of(
     view: &crate::results::RunResults,
     path: &Path,
 ) -> Result<(), CliError> {
+    // A pytest case is the suite's when the suite has a `[[pytest]]`:
+    // its tests are known to the run that collected them, not here.
     let unknown: Vec<&str> = view
         .cases
         .iter()
+        .filter(|c| c.pytest.is_none() || suite.pytest.is_empty())
         .filter(|c| !suite.cases.iter().any(|s| s.id == c.id))
         .map(|c| c.id.as_str())
         .collect();

@@ -71,8 +71,9 @@ pub fn render(results: &RunResults) -> io::Result<String> {
                 status
             }
         };
-        let mut test_case = TestCase::new(id.clone(), status);
-        test_case.set_classname(results.suite.name.clone());
+        let (classname, name) = names(id, results.pytest_cases.contains(id), results);
+        let mut test_case = TestCase::new(name, status);
+        test_case.set_classname(classname);
         suite.add_test_case(test_case);
     }
     report.add_test_suite(suite);
@@ -147,8 +148,9 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
         }
         status.add_rerun(rerun);
     }
-    let mut test_case = TestCase::new(case.id.clone(), status);
-    test_case.set_classname(results.suite.name.clone());
+    let (classname, name) = names(&case.id, case.pytest.is_some(), results);
+    let mut test_case = TestCase::new(name, status);
+    test_case.set_classname(classname);
     test_case.set_time(Duration::from_secs_f64(case.wall_time_s));
     if let Some(timestamp) = parse_time(&case.started_at) {
         test_case.set_timestamp(timestamp);
@@ -247,6 +249,17 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
 /// Between a case's figures and the end of its stdout, in system-out.
 const STDOUT_MARKER: &str = "\n--- end of stdout ---\n";
 
+/// A testcase's `classname` and `name`: a pytest case's as pytest's own
+/// JUnit report writes them (so a CI's test history lines up with the
+/// team's pytest reports), any other case's the suite's name and its id.
+fn names(id: &str, pytest: bool, results: &RunResults) -> (String, String) {
+    if pytest {
+        crate::suite::junit_names(id)
+    } else {
+        (results.suite.name.clone(), id.to_string())
+    }
+}
+
 /// The end of each case's stdout and stderr, from a junit.xml [`render`]
 /// wrote, into the cases of the same id: results.json leaves the tails out
 /// (the logs have them), and a shard's logs are its workloads' unmasked
@@ -257,13 +270,33 @@ const STDOUT_MARKER: &str = "\n--- end of stdout ---\n";
 pub fn read_tails(xml: &str, cases: &mut [CaseResult]) -> Result<usize, roxmltree::Error> {
     let document = roxmltree::Document::parse(xml)?;
     let mut found = 0;
-    let by_id: std::collections::HashMap<&str, roxmltree::Node<'_, '_>> = document
+    let testcases: Vec<roxmltree::Node<'_, '_>> = document
         .descendants()
         .filter(|node| node.has_tag_name("testcase"))
-        .filter_map(|node| Some((node.attribute("name")?, node)))
         .collect();
+    // A case is its testcase's `name`; a pytest case is `classname` and
+    // `name` together, as pytest names it (`names`).
+    let mut by_name = std::collections::HashMap::new();
+    let mut by_both = std::collections::HashMap::new();
+    for node in &testcases {
+        let Some(name) = node.attribute("name") else {
+            continue;
+        };
+        by_name.insert(name, *node);
+        by_both.insert(
+            (node.attribute("classname").unwrap_or_default(), name),
+            *node,
+        );
+    }
     for case in cases {
-        let Some(testcase) = by_id.get(case.id.as_str()) else {
+        let testcase = match &case.pytest {
+            Some(_) => {
+                let (classname, name) = crate::suite::junit_names(&case.id);
+                by_both.get(&(classname.as_str(), name.as_str())).copied()
+            }
+            None => by_name.get(case.id.as_str()).copied(),
+        };
+        let Some(testcase) = testcase else {
             continue;
         };
         found += 1;

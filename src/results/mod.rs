@@ -95,6 +95,12 @@ pub struct RunResults {
     /// and `not_run` hold every planned case.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub planned_cases: Vec<String>,
+    /// The id of every test the suite's `[[pytest]]` tables collected, in
+    /// order, whatever this run's filter or shard: `oomgate merge --suite`
+    /// and `lock --from` know a suite's pytest cases from it without
+    /// collecting them again (no test environment needed there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pytest_cases: Vec<String>,
     /// A file oomgate could not write (a report, a case's folder, log or
     /// timeline, a full file system under the logs): no case was launched
     /// after it, and oomgate exits 3. `None` when every write succeeded.
@@ -337,6 +343,10 @@ pub struct CaseResult {
     /// instances), measured apart from the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<ClientResult>,
+    /// A test of a `[[pytest]]`: its file, line, and JUnit names as
+    /// pytest writes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pytest: Option<crate::suite::PytestTest>,
     /// The case's own environment (`[defaults].env` and its `env`).
     pub env: IndexMap<String, String>,
     /// Allocator- and device-related variables as the case was launched
@@ -436,6 +446,7 @@ impl CaseResult {
             capacity: None,
             server: None,
             client: None,
+            pytest: None,
             env: IndexMap::new(),
             allocator_env: BTreeMap::new(),
             tolerance: None,

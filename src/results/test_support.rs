@@ -41,6 +41,7 @@ pub(crate) fn results_with_text(text: &str) -> RunResults {
         scheduling: None,
         not_run: Vec::new(),
         planned_cases: Vec::new(),
+        pytest_cases: Vec::new(),
         fault: None,
         runner_max_rss_bytes: None,
         runner_cpu_s: None,

@@ -383,6 +383,7 @@ pub(super) fn case_error(shared: &Shared<'_>, case: &Case, message: &str) -> Cas
     let mut result = CaseResult::unmeasured(case.id.clone());
     result.message = Some(message.to_string());
     result.host.method = shared.measurement.host_method;
+    result.pytest = case.pytest.clone();
     result.failure_kind = judge::failure_kind(&result, None);
     result
 }

@@ -27,6 +27,7 @@ pub(super) fn in_flight(shared: &Shared<'_>, case: &Case, case_dir: &Path) -> Ca
     entry.started_at = now_rfc3339();
     entry.host.method = shared.measurement.host_method;
     entry.env = recorded.env;
+    entry.pytest = case.pytest.clone();
     entry.dir = case_dir
         .strip_prefix(shared.out_dir)
         .unwrap_or(case_dir)

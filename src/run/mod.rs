@@ -493,6 +493,13 @@ impl Conductor<'_> {
             cases: Vec::with_capacity(planned),
             not_run: Vec::new(),
             planned_cases: Vec::new(),
+            pytest_cases: shared
+                .suite
+                .cases
+                .iter()
+                .filter(|c| c.pytest.is_some())
+                .map(|c| c.id.clone())
+                .collect(),
             partition: self.partition,
             scheduling,
             fault: None,

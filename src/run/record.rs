@@ -248,6 +248,7 @@ impl CaseRunner<'_, '_> {
                         .unwrap_or_default(),
                 }
             }),
+            pytest: case.pytest.clone(),
             env: recorded.env,
             allocator_env: allocator_env(case),
             tolerance: None,

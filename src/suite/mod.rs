@@ -13,6 +13,7 @@
 mod checker;
 mod located;
 mod partition;
+mod pytest;
 mod raw;
 mod search;
 mod secrets;
@@ -27,6 +28,10 @@ use indexmap::IndexMap;
 
 pub use located::{Diagnostic, Located, SuiteError};
 pub use partition::{Partition, PartitionKind};
+pub use pytest::{
+    Collected, CollectedMarker, CollectedTest, Granularity, PYTEST_PLUGIN_MODULE, PytestSource,
+    PytestTest, junit_names,
+};
 pub use secrets::{server_env, suite_secrets};
 pub use server::{
     HttpTarget, PORT, Ready, ReadyError, RowError, Server, StopSignal, TargetError, http_target,
@@ -54,7 +59,12 @@ pub struct Suite {
     /// `[suite] redact`: the suite's own secret patterns (regexes, checked),
     /// masked beside the built-in ones (see `crate::redact`).
     pub redact: Vec<String>,
+    /// The `[[case]]` cases, then (once collected, see `crate::pytest`)
+    /// one per test of each `[[pytest]]`.
     pub cases: Vec<Case>,
+    /// `[[pytest]]` tables, checked; their tests are not known until
+    /// pytest collects them (`crate::pytest::collect`).
+    pub pytest: Vec<PytestSource>,
     /// What is worth saying about the suite but does not stop it
     /// (`file:line:col: warning: …`), printed when it is loaded.
     pub warnings: Vec<Located>,
@@ -203,6 +213,8 @@ pub struct Case {
     pub server: Option<Server>,
     /// With a server: limits on the load client's figures.
     pub client_budget: Budget,
+    /// A test of a `[[pytest]]`: how pytest names it.
+    pub pytest: Option<PytestTest>,
 }
 
 /// A command and env as written, placeholders and all.

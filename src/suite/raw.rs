@@ -20,6 +20,44 @@ pub struct RawSuiteFile {
     pub cases: Vec<Spanned<RawCase>>,
     #[serde(default)]
     pub environment: Option<Spanned<RawEnvironment>>,
+    /// `[[pytest]]`: a pytest suite, one case per collected test.
+    #[serde(default, rename = "pytest")]
+    pub pytests: Vec<Spanned<RawPytest>>,
+}
+
+/// `[[pytest]]`: where the tests are, how to run pytest, and any case key
+/// as a default for its tests.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPytest {
+    pub paths: Spanned<Vec<Spanned<String>>>,
+    pub python: Option<Spanned<String>>,
+    pub args: Option<Vec<Spanned<String>>>,
+    /// `"test"` (default) or `"file"`.
+    pub granularity: Option<Spanned<String>>,
+    // The keys of a `[[case]]` that make no sense for a collected test:
+    // read so that each is refused with a reason, not as an unknown key.
+    pub name: Option<Spanned<toml::Value>>,
+    pub command: Option<Spanned<toml::Value>>,
+    pub matrix: Option<Spanned<toml::Value>>,
+    pub search: Option<Spanned<toml::Value>>,
+    pub capacity_tolerance: Option<Spanned<toml::Value>>,
+    pub server: Option<Spanned<toml::Value>>,
+    pub client_budget: Option<Spanned<toml::Value>>,
+    pub cwd: Option<Spanned<String>>,
+    pub env: Option<RawEnv>,
+    pub timeout: Option<Spanned<String>>,
+    pub kill_grace: Option<Spanned<String>>,
+    pub concurrency: Option<Spanned<i64>>,
+    pub duration: Option<Spanned<String>>,
+    pub budget: Option<Spanned<RawBudget>>,
+    pub tolerance: Option<Spanned<RawTolerance>>,
+    pub repeat: Option<Spanned<i64>>,
+    pub limits: Option<Spanned<RawLimits>>,
+    pub leak: Option<Spanned<RawLeak>>,
+    pub gpus: Option<Spanned<i64>>,
+    pub gpu_memory: Option<Spanned<toml::Value>>,
+    pub settle_timeout: Option<Spanned<String>>,
 }
 
 /// `[environment]`: what to record about the software the workloads use.
@@ -148,6 +186,13 @@ macro_rules! settings_ref {
 
 impl RawCase {
     /// The keys this case shares with `[defaults]`.
+    pub fn settings(&self) -> RawSettingsRef<'_> {
+        settings_ref!(self)
+    }
+}
+
+impl RawPytest {
+    /// The keys this table gives its tests, over `[defaults]`.
     pub fn settings(&self) -> RawSettingsRef<'_> {
         settings_ref!(self)
     }

@@ -10,9 +10,13 @@
 //! here, in the order their problems are listed.
 
 mod limits;
+mod markers;
 mod matrix;
 mod placeholders;
+mod pytest;
 mod rows;
+
+pub(super) use markers::apply_markers;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -130,10 +134,10 @@ pub(super) fn validate(
             suite_tolerance,
         );
     }
-    if raw.cases.is_empty() {
+    if raw.cases.is_empty() && raw.pytests.is_empty() {
         check
-            .error(raw.suite.span(), "the suite has no `[[case]]`")
-            .help = Some("add at least one [[case]] with a `name` and a `command`".into());
+            .error(raw.suite.span(), "the suite has no `[[case]]` and no `[[pytest]]`")
+            .help = Some("add at least one [[case]] with a `name` and a `command`, or a [[pytest]] with the `paths` of a pytest suite".into());
     }
 
     let mut cases = Vec::new();
@@ -196,6 +200,22 @@ pub(super) fn validate(
         }
     }
     let warnings = secret_ids(&mut check, &name, &cases, &id_spans, &redact);
+    let pytest = raw
+        .pytests
+        .iter()
+        .enumerate()
+        .filter_map(|(index, table)| {
+            pytest::source(
+                &mut check,
+                index,
+                table,
+                defaults,
+                suite_tolerance,
+                &workdir,
+                environment.python.as_deref(),
+            )
+        })
+        .collect();
 
     // A default inherited by several cases is checked once per case.
     let mut seen = HashSet::new();
@@ -214,6 +234,7 @@ pub(super) fn validate(
             environment,
             redact,
             cases,
+            pytest,
             warnings: warnings
                 .into_iter()
                 .map(|w| super::Located::resolve(source, w))
@@ -334,7 +355,7 @@ fn expand_case(
         .map(|spec| spec.get_ref().param.get_ref().as_str());
     placeholders::check_placeholders_known(check, &case, &matrix, searched.or(named));
     check_command(check, raw);
-    check_env(check, &case);
+    check_env(check, case.own, case.defaults);
 
     let limits = limits(check, case.own, defaults, suite_tolerance);
     let server = raw
@@ -419,8 +440,7 @@ fn check_command(check: &mut Checker, raw: &RawCase) {
 }
 
 /// Environment: names that a process environment can hold, none reserved.
-fn check_env(check: &mut Checker, case: &CaseInput) {
-    let CaseInput { own, defaults, .. } = *case;
+fn check_env(check: &mut Checker, own: RawSettingsRef<'_>, defaults: RawSettingsRef<'_>) {
     for (key, value) in merged_env(own, defaults) {
         let name = key.get_ref();
         if name.is_empty() || name.contains('=') || name.contains('\0') {

@@ -147,6 +147,7 @@ pub(super) fn expand_rows(
             templates,
             server,
             client_budget,
+            pytest: None,
         });
     }
     cases

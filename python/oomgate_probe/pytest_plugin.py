@@ -1,0 +1,190 @@
+"""oomgate's pytest plugin: the ``oomgate`` marker, and its check without oomgate.
+
+    @pytest.mark.oomgate(host="2 GiB", gpu="8 GiB", gpu_fraction=0.9,
+                         gpu_left="64 MiB", timeout="5m", gpus=2, repeat=3,
+                         tolerance={"relative": "5%"})
+    def test_forward(): ...
+
+The marker may stand on a test, a class or a module (``pytestmark``); the
+closest wins, keyword by keyword. It does three things:
+
+- **Registers the marker**, so ``pytest --strict-markers`` accepts it.
+- **Under oomgate** (a suite's ``[[pytest]]``), oomgate collects the tests
+  through this plugin (``OOMGATE_COLLECT`` names the file the collection is
+  written to, as JSON), runs each test in its own process, and judges it by
+  its own measurements; nothing is checked in-process then.
+- **Under plain pytest** (no ``OOMGATE_METRICS``), a test marked with a
+  ``gpu`` budget is checked in-process: ``torch.cuda.reset_peak_memory_stats()``
+  before it, ``torch.cuda.max_memory_reserved()`` (every visible device,
+  summed) after it. The CUDA context (hundreds of MiB per device) is not in
+  that figure, so this catches gross breaches only; oomgate's NVML figure is
+  the gate.
+
+It ships in the ``oomgate`` wheel as ``oomgate_probe.pytest_plugin`` and is
+registered through ``[project.entry-points.pytest11]``. oomgate itself runs
+pytest with its own copy of this file (``-p oomgate_pytest``), so a test
+environment without the wheel works as well. The file imports nothing
+outside the standard library and pytest.
+"""
+
+import json
+import os
+import re
+import sys
+
+import pytest
+
+MARKER = "oomgate"
+# Keywords the marker takes; oomgate checks their values.
+KEYWORDS = ("host", "gpu", "gpu_fraction", "gpu_left", "timeout", "gpus", "repeat", "tolerance")
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "oomgate(host=, gpu=, gpu_fraction=, gpu_left=, timeout=, gpus=, repeat=, tolerance=): "
+        "memory budgets and case settings for oomgate (https://github.com/oomgate/oomgate)",
+    )
+
+
+def _jsonable(value):
+    """A marker value as JSON, or a note that it cannot be one."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return {"__unsupported__": repr(value)}
+
+
+def _level(node):
+    if isinstance(node, pytest.Module):
+        return "module"
+    if isinstance(node, pytest.Class):
+        return "class"
+    if isinstance(node, pytest.Item):
+        return "function"
+    return "package"
+
+
+def _markers(item):
+    """The item's oomgate markers, closest first, with where each stands."""
+    found = []
+    for node, mark in item.iter_markers_with_node(name=MARKER):
+        found.append(
+            {
+                "level": _level(node),
+                "node": node.nodeid,
+                "args": [_jsonable(a) for a in mark.args],
+                "kwargs": {k: _jsonable(v) for k, v in mark.kwargs.items()},
+            }
+        )
+    return found
+
+
+def _test(item, invocation_dir):
+    """What oomgate needs of one collected test."""
+    path = str(getattr(item, "path", None) or item.fspath)
+    relative = os.path.relpath(path, invocation_dir)
+    rest = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else ""
+    module = item.nodeid.split("::", 1)[0]
+    cls = item.getparent(pytest.Class)
+    location = item.location
+    return {
+        "nodeid": item.nodeid,
+        # The argument that runs this test from the invocation directory.
+        "arg": relative + ("::" + rest if rest else ""),
+        "file": relative,
+        "module_nodeid": module,
+        "line": None if location[1] is None else location[1] + 1,
+        "class": None if cls is None else cls.name,
+        "name": item.name,
+        "markers": _markers(item),
+    }
+
+
+def pytest_collection_finish(session):
+    target = os.environ.get("OOMGATE_COLLECT")
+    if not target:
+        return
+    invocation_dir = str(session.config.invocation_params.dir)
+    document = {
+        "pytest": pytest.__version__,
+        "python": sys.version.split()[0],
+        "rootdir": str(session.config.rootpath),
+        "invocation_dir": invocation_dir,
+        "tests": [_test(item, invocation_dir) for item in session.items],
+    }
+    with open(target, "w", encoding="utf-8") as out:
+        json.dump(document, out)
+
+
+def parse_size(text):
+    """``"8 GiB"``, ``"512MB"`` or a number of bytes, as bytes."""
+    if isinstance(text, bool):
+        raise ValueError("a size, not a boolean")
+    if isinstance(text, (int, float)):
+        return int(text)
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not match or match.group(2).lower() not in _UNITS:
+        raise ValueError("not a size: %r (write e.g. \"8 GiB\")" % (text,))
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def _gpu_budget(item):
+    """The closest marker's ``gpu`` keyword, in bytes; None without one."""
+    for mark in item.iter_markers(name=MARKER):
+        if "gpu" in mark.kwargs:
+            return parse_size(mark.kwargs["gpu"])
+    return None
+
+
+def _cuda():
+    """torch with CUDA, if torch is importable and sees a GPU."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    try:
+        return torch if torch.cuda.is_available() else None
+    except Exception:
+        return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    # Under oomgate its own measurements judge the test.
+    budget = None if os.environ.get("OOMGATE_METRICS") else _gpu_budget(item)
+    torch = _cuda() if budget is not None else None
+    if torch is not None:
+        for device in range(torch.cuda.device_count()):
+            torch.cuda.reset_peak_memory_stats(device)
+    outcome = yield
+    if torch is None or outcome.excinfo is not None:
+        return
+    peak = sum(torch.cuda.max_memory_reserved(d) for d in range(torch.cuda.device_count()))
+    if peak > budget:
+        pytest.fail(
+            "oomgate: %s reserved %.1f MiB of GPU memory at its peak, over its marker's gpu=%.1f MiB "
+            "(torch.cuda.max_memory_reserved, the CUDA context not included)"
+            % (item.nodeid, peak / 2**20, budget / 2**20),
+            pytrace=False,
+        )

@@ -1,0 +1,138 @@
+//! `oomgate budgets RESULTS`: the budgets a profiled run's figures call
+//! for, as `@pytest.mark.oomgate(...)` markers or as suite TOML, so a team
+//! writes its per-test budgets from measurements, not by hand.
+
+use std::fmt::Write as _;
+
+use super::{BudgetFormat, BudgetsArgs, CliError, Outcome, write_stderr, write_stdout};
+use crate::results::{CaseResult, CaseStatus};
+
+/// `oomgate budgets`.
+pub fn budgets(args: &BudgetsArgs) -> Result<Outcome, CliError> {
+    let text = crate::files::read_input(
+        &args.results,
+        crate::files::MAX_RESULTS_BYTES,
+        "a results file",
+    )
+    .map_err(|e| {
+        CliError::BadInput(format!(
+            "cannot read results {}: {e}",
+            args.results.display()
+        ))
+    })?;
+    let results = crate::results::readback::parse(&text)
+        .map_err(|why| CliError::BadInput(format!("{}: {why}", args.results.display())))?;
+    let chosen: Vec<&CaseResult> = results
+        .cases
+        .iter()
+        .filter(|c| args.filter.is_empty() || args.filter.iter().any(|f| c.id.contains(f.as_str())))
+        .collect();
+    if chosen.is_empty() {
+        return Err(CliError::BadInput(format!(
+            "{} has no case{}",
+            args.results.display(),
+            if args.filter.is_empty() {
+                String::new()
+            } else {
+                format!(" matching --filter {}", args.filter.join(" --filter "))
+            }
+        )));
+    }
+    let (text, skipped) = render(&chosen, args.factor, args.format);
+    write_stdout(&text);
+    if !skipped.is_empty() {
+        write_stderr(&format!(
+            "note: no budget proposed for {}",
+            skipped.join("; ")
+        ));
+    }
+    Ok(Outcome::Passed)
+}
+
+/// The proposals, and the cases given none (with why).
+pub fn render(cases: &[&CaseResult], factor: f64, format: BudgetFormat) -> (String, Vec<String>) {
+    let mut text = String::new();
+    let mut skipped = Vec::new();
+    for case in cases {
+        if case.status != CaseStatus::Passed {
+            skipped.push(format!(
+                "{} (it did not pass: its figures are not its needs)",
+                case.id
+            ));
+            continue;
+        }
+        if format == BudgetFormat::Marker && case.pytest.is_none() {
+            skipped.push(format!(
+                "{} (not a pytest test: use --format toml)",
+                case.id
+            ));
+            continue;
+        }
+        let mut keys = Vec::new();
+        let mut measured = Vec::new();
+        if let Some(host) = case.host.peak_bytes {
+            keys.push(("host", proposed(host, factor)));
+            measured.push(format!("host {}", crate::units::Bytes(host)));
+        }
+        match case.gpu_peak_bytes {
+            Some(gpu) => {
+                keys.push(("gpu", proposed(gpu, factor)));
+                measured.push(format!("gpu {}", crate::units::Bytes(gpu)));
+            }
+            None => measured.push("gpu not measured".to_string()),
+        }
+        if keys.is_empty() {
+            skipped.push(format!("{} (no figure was measured)", case.id));
+            continue;
+        }
+        let _ = writeln!(text, "# {}: {} (× {factor})", case.id, measured.join(", "));
+        let written: Vec<String> = match format {
+            BudgetFormat::Marker => keys.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect(),
+            BudgetFormat::Toml => keys.iter().map(|(k, v)| format!("{k} = \"{v}\"")).collect(),
+        };
+        let _ = match format {
+            BudgetFormat::Marker => writeln!(text, "@pytest.mark.oomgate({})", written.join(", ")),
+            BudgetFormat::Toml => writeln!(text, "budget = {{ {} }}", written.join(", ")),
+        };
+    }
+    (text, skipped)
+}
+
+/// `bytes × factor`, rounded up to a size a person writes: whole MiB
+/// below 1 GiB, tenths of a GiB above.
+fn proposed(bytes: u64, factor: f64) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    const GIB: f64 = 1024.0 * MIB;
+    let scaled = bytes as f64 * factor;
+    if scaled < GIB {
+        format!("{} MiB", (scaled / MIB).ceil().max(1.0))
+    } else {
+        format!("{:.1} GiB", (scaled / GIB * 10.0).ceil() / 10.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proposals_round_up_to_sizes_a_person_writes() {
+        let mib = 1024 * 1024;
+        let table = [
+            (0, 1.1, "1 MiB"),
+            (10 * mib, 1.0, "10 MiB"),
+            (10 * mib + 1, 1.0, "11 MiB"),
+            (100 * mib, 1.1, "111 MiB"),
+            (1000 * mib, 1.1, "1.1 GiB"),
+            (8 * 1024 * mib, 1.1, "8.9 GiB"),
+        ];
+        for (bytes, factor, expected) in table {
+            assert_eq!(proposed(bytes, factor), expected, "{bytes} × {factor}");
+            let back: crate::units::Bytes = expected.parse().expect("a size the suite reads");
+            assert!(
+                back.get() as f64 >= bytes as f64 * factor,
+                "{expected} covers {bytes} × {factor}"
+            );
+        }
+    }
+}

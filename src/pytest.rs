@@ -1,0 +1,327 @@
+//! Collecting a suite's `[[pytest]]` tests: pytest is run with oomgate's
+//! plugin (`--collect-only`), which writes every test's node id, place and
+//! `oomgate` markers as JSON; each test becomes a case
+//! (`suite::PytestSource::cases`).
+//!
+//! oomgate runs pytest with its own copy of the plugin (the wheel's
+//! `oomgate_probe/pytest_plugin.py`, built into the binary), so a test
+//! environment without the `oomgate` wheel collects and runs all the same.
+//! The copy is written once per plugin version into a private folder
+//! (`$TMPDIR/oomgate-<uid>/pytest-<hash>/oomgate_pytest.py`, the folder
+//! mode 0700 and checked to be the user's own), and put first on each
+//! test's `PYTHONPATH`.
+
+use std::io::{Read, Seek};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::suite::{Case, Collected, PytestSource, Suite};
+
+/// The plugin, as the wheel ships it.
+pub const PLUGIN_SOURCE: &str = include_str!("../python/oomgate_probe/pytest_plugin.py");
+
+/// The longest a collection may take: importing a large test suite (torch,
+/// its extensions, model code) takes seconds to a minute.
+pub const COLLECT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// The most of pytest's own output kept for a failed collection's message.
+const OUTPUT_TAIL_LINES: usize = 60;
+
+/// Why a suite's tests could not be collected; each is the user's input
+/// (exit 2), said with pytest's own words where it has some.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    #[error("cannot set up oomgate's pytest plugin in {dir}: {reason}")]
+    Plugin { dir: PathBuf, reason: String },
+    #[error("{table}: cannot run `{command}` in {cwd}: {source}")]
+    Start {
+        table: String,
+        command: String,
+        cwd: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{table}: pytest could not collect the tests (`{command}` {how}):\n{output}")]
+    Failed {
+        table: String,
+        command: String,
+        how: String,
+        output: String,
+    },
+    #[error("{table}: pytest collected no test (`{command}`){output}")]
+    Empty {
+        table: String,
+        command: String,
+        output: String,
+    },
+    #[error("{table}: the collection's report cannot be read: {reason}")]
+    Report { table: String, reason: String },
+    #[error("{}", .0.join("\n"))]
+    Tests(Vec<String>),
+}
+
+/// Collect every `[[pytest]]` of `suite` and add its tests to
+/// `suite.cases`, after the `[[case]]` cases, in the tables' order. What
+/// is worth saying (markers ignored) is returned.
+pub fn collect(suite: &mut Suite) -> Result<Vec<String>, CollectError> {
+    if suite.pytest.is_empty() {
+        return Ok(Vec::new());
+    }
+    let plugin = install_plugin()?;
+    let mut warnings = Vec::new();
+    let mut errors = Vec::new();
+    let mut taken: std::collections::HashMap<String, String> = suite
+        .cases
+        .iter()
+        .map(|c| (c.folder.clone(), c.id.clone()))
+        .collect();
+    let mut ids: std::collections::HashSet<String> =
+        suite.cases.iter().map(|c| c.id.clone()).collect();
+    for source in &suite.pytest {
+        let collected = run_collection(source, &plugin)?;
+        let expanded = source.cases(&collected);
+        warnings.extend(expanded.warnings);
+        errors.extend(expanded.errors);
+        for mut case in expanded.cases {
+            if !ids.insert(case.id.clone()) {
+                errors.push(format!(
+                    "{}: `{}` is already a case of the suite: a `[[case]]` name or another [[pytest]] collects it too",
+                    source.describe(),
+                    case.id
+                ));
+                continue;
+            }
+            // Parameter ids differing only in characters a folder cannot
+            // hold (`[a b]`, `[a_b]`) get the id's hash: a pytest id is not
+            // the user's to rename.
+            if taken.contains_key(&case.folder) {
+                case.folder = format!(
+                    "{}-{:08x}",
+                    case.folder,
+                    crate::suite::fnv1a(case.id.as_bytes()) as u32
+                );
+            }
+            taken.insert(case.folder.clone(), case.id.clone());
+            put_plugin_on_path(&mut case, &plugin);
+            suite.cases.push(case);
+        }
+    }
+    if !errors.is_empty() {
+        return Err(CollectError::Tests(errors));
+    }
+    Ok(warnings)
+}
+
+/// `PYTHONPATH` with the plugin's folder first: the case's own value (its
+/// env), else the one oomgate was started with.
+fn put_plugin_on_path(case: &mut Case, plugin: &Path) {
+    let inherited = case
+        .env
+        .get("PYTHONPATH")
+        .cloned()
+        .or_else(|| std::env::var("PYTHONPATH").ok())
+        .filter(|p| !p.is_empty());
+    let first = plugin.display().to_string();
+    let value = match inherited {
+        Some(rest) => format!("{first}:{rest}"),
+        None => first,
+    };
+    case.env.insert("PYTHONPATH".to_string(), value.clone());
+    case.templates.env.insert("PYTHONPATH".to_string(), value);
+}
+
+/// Run one table's collection; its tests as the plugin wrote them.
+fn run_collection(source: &PytestSource, plugin: &Path) -> Result<Collected, CollectError> {
+    let table = source.describe();
+    let argv = source.collect_command();
+    let shown = crate::suite::shell_join(&argv);
+    let report = tempfile::Builder::new()
+        .prefix("collect-")
+        .suffix(".json")
+        .tempfile_in(plugin.parent().unwrap_or(plugin))
+        .map_err(|e| CollectError::Plugin {
+            dir: plugin.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    let mut output = tempfile::tempfile().map_err(|e| CollectError::Plugin {
+        dir: plugin.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let failed_to_start = |error: std::io::Error| CollectError::Start {
+        table: table.clone(),
+        command: shown.clone(),
+        cwd: source.template.cwd.clone(),
+        source: error,
+    };
+    let mut case = source.template.clone();
+    put_plugin_on_path(&mut case, plugin);
+    let mut command = std::process::Command::new(&case.program);
+    command
+        .args(&argv[1..])
+        .current_dir(&case.cwd)
+        .envs(&case.env)
+        .env("OOMGATE_COLLECT", report.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(output.try_clone().map_err(failed_to_start)?)
+        .stderr(output.try_clone().map_err(failed_to_start)?)
+        // Its own process group, so what the test modules start at import
+        // is stopped with it.
+        .process_group(0);
+    // Variables oomgate sets for a running case would turn the plugin's
+    // in-process check off, or point a probe at nothing.
+    for name in crate::suite::RESERVED_ENV {
+        command.env_remove(name);
+    }
+    let parent = std::process::id() as i32;
+    // SAFETY: die_with_parent only makes async-signal-safe system calls.
+    unsafe {
+        command.pre_exec(move || crate::process::die_with_parent(parent));
+    }
+    let mut child = command.spawn().map_err(failed_to_start)?;
+    let group = i32::try_from(child.id()).unwrap_or(0);
+    let deadline = Instant::now() + COLLECT_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) | Err(_) => {
+                child.kill().ok();
+                child.wait().ok();
+                break None;
+            }
+        }
+    };
+    crate::process::end_group(group, Duration::from_secs(2));
+    let said = tail(&mut output);
+    let how = match status {
+        None => format!(
+            "did not finish in {}",
+            humantime::format_duration(COLLECT_TIMEOUT)
+        ),
+        Some(status) => match (
+            status.code(),
+            std::os::unix::process::ExitStatusExt::signal(&status),
+        ) {
+            (Some(0), _) => String::new(),
+            (Some(code), _) => format!("exited {code}"),
+            (None, Some(signal)) => format!("was killed by signal {signal}"),
+            (None, None) => "ended".to_string(),
+        },
+    };
+    // pytest's exit 5: nothing collected (a wrong path, `-m` that selects nothing).
+    if status.and_then(|s| s.code()) == Some(5) {
+        return Err(CollectError::Empty {
+            table,
+            command: shown,
+            output: if said.is_empty() {
+                String::new()
+            } else {
+                format!(":\n{said}")
+            },
+        });
+    }
+    if !how.is_empty() {
+        return Err(CollectError::Failed {
+            table,
+            command: shown,
+            how,
+            output: said,
+        });
+    }
+    let text = crate::files::read_input(
+        report.path(),
+        crate::files::MAX_RESULTS_BYTES,
+        "a collection",
+    )
+    .map_err(|e| CollectError::Report {
+        table: table.clone(),
+        reason: e.to_string(),
+    })?;
+    if text.is_empty() {
+        return Err(CollectError::Report {
+            table,
+            reason: format!(
+                "pytest ran but oomgate's plugin wrote nothing: was `-p {}` refused, or `-p no:{}` in `args`?{}",
+                crate::suite::PYTEST_PLUGIN_MODULE,
+                crate::suite::PYTEST_PLUGIN_MODULE,
+                if said.is_empty() {
+                    String::new()
+                } else {
+                    format!("\n{said}")
+                }
+            ),
+        });
+    }
+    let collected: Collected = serde_json::from_str(&text).map_err(|e| CollectError::Report {
+        table: table.clone(),
+        reason: e.to_string(),
+    })?;
+    if collected.tests.is_empty() {
+        return Err(CollectError::Empty {
+            table,
+            command: shown,
+            output: String::new(),
+        });
+    }
+    Ok(collected)
+}
+
+/// The last lines of what pytest said, masked.
+fn tail(file: &mut std::fs::File) -> String {
+    let mut bytes = Vec::new();
+    file.rewind().ok();
+    file.take(4 * 1024 * 1024).read_to_end(&mut bytes).ok();
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    let kept = &lines[lines.len().saturating_sub(OUTPUT_TAIL_LINES)..];
+    crate::redact::mask_written(&kept.join("\n")).into_owned()
+}
+
+/// The folder holding oomgate's copy of its plugin, written if missing or
+/// different: `$TMPDIR/oomgate-<uid>/pytest-<hash of the source>/`.
+pub fn install_plugin() -> Result<PathBuf, CollectError> {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let base = std::env::temp_dir().join(format!("oomgate-{uid}"));
+    let failed = |dir: &Path, reason: String| CollectError::Plugin {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    match std::fs::DirBuilder::new().mode(0o700).create(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(failed(&base, e.to_string())),
+    }
+    // A folder another user made, or one others may write, could hand
+    // pytest a planted plugin.
+    let meta = std::fs::symlink_metadata(&base).map_err(|e| failed(&base, e.to_string()))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
+        return Err(failed(
+            &base,
+            format!(
+                "it is not a folder of this user's (uid {uid}) that only they can write; remove it, or set TMPDIR elsewhere"
+            ),
+        ));
+    }
+    let dir = base.join(format!(
+        "pytest-{:016x}",
+        crate::suite::fnv1a(PLUGIN_SOURCE.as_bytes())
+    ));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(failed(&dir, e.to_string())),
+    }
+    let file = dir.join(format!("{}.py", crate::suite::PYTEST_PLUGIN_MODULE));
+    if std::fs::read_to_string(&file).ok().as_deref() != Some(PLUGIN_SOURCE) {
+        let mut temporary =
+            tempfile::NamedTempFile::new_in(&dir).map_err(|e| failed(&dir, e.to_string()))?;
+        std::io::Write::write_all(&mut temporary, PLUGIN_SOURCE.as_bytes())
+            .map_err(|e| failed(&dir, e.to_string()))?;
+        temporary
+            .persist(&file)
+            .map_err(|e| failed(&dir, e.to_string()))?;
+    }
+    Ok(dir)
+}

@@ -1,0 +1,189 @@
+//! A `[[pytest]]` table, checked: its paths, interpreter, arguments and
+//! granularity, the case keys it may not have, and its settings over
+//! `[defaults]`, made the template every one of its tests starts from.
+
+use std::path::Path;
+
+use toml::Spanned;
+
+use super::limits::limits;
+use super::{check_env, lexical_join, merged_env, pick, resolve_program};
+use crate::suite::checker::Checker;
+use crate::suite::raw::{RawPytest, RawSettingsRef};
+use crate::suite::template::substitute;
+use crate::suite::{
+    Budget, Case, Granularity, PYTEST_PLUGIN_MODULE, PytestSource, Templates, Tolerances,
+};
+
+/// The table checked; `None` when it is wrong (its problems are in `check`).
+pub(super) fn source(
+    check: &mut Checker,
+    index: usize,
+    table: &Spanned<RawPytest>,
+    defaults: RawSettingsRef<'_>,
+    suite_tolerance: Tolerances,
+    workdir: &Path,
+    environment_python: Option<&str>,
+) -> Option<PytestSource> {
+    let before = check.problems.len();
+    let raw = table.get_ref();
+    for (key, value, why) in [
+        (
+            "name",
+            &raw.name,
+            "each test's case id is its pytest node id",
+        ),
+        (
+            "command",
+            &raw.command,
+            "each test runs as `python -m pytest <node id>`; set `python` and `args` instead",
+        ),
+        (
+            "matrix",
+            &raw.matrix,
+            "parametrize the tests in pytest; each parameter set is its own case",
+        ),
+        ("search", &raw.search, "a capacity search is a `[[case]]`'s"),
+        (
+            "capacity_tolerance",
+            &raw.capacity_tolerance,
+            "a capacity search is a `[[case]]`'s",
+        ),
+        ("server", &raw.server, "a server is a `[[case]]`'s"),
+        (
+            "client_budget",
+            &raw.client_budget,
+            "a server is a `[[case]]`'s",
+        ),
+    ] {
+        if let Some(value) = value {
+            check
+                .error(value.span(), format!("`{key}` is not a `[[pytest]]` key"))
+                .help = Some(why.to_string());
+        }
+    }
+    let paths: Vec<String> = raw
+        .paths
+        .get_ref()
+        .iter()
+        .map(|p| p.get_ref().clone())
+        .collect();
+    if paths.is_empty() {
+        check.error(raw.paths.span(), "`paths` is empty").help =
+            Some("name the test files or folders, e.g. paths = [\"tests/gpu\"]".into());
+    }
+    for path in raw.paths.get_ref() {
+        if path.get_ref().trim().is_empty() || path.get_ref().contains('\0') {
+            check.error(
+                path.span(),
+                "a path must be a file or folder name, not empty",
+            );
+        } else if path.get_ref().starts_with('-') {
+            check
+                .error(
+                    path.span(),
+                    "a path may not start with `-`: pytest would read it as an option",
+                )
+                .help = Some("put pytest options in `args`".into());
+        }
+    }
+    let args: Vec<String> = raw
+        .args
+        .iter()
+        .flatten()
+        .map(|a| a.get_ref().clone())
+        .collect();
+    for arg in raw.args.iter().flatten() {
+        if arg.get_ref().contains('\0') {
+            check.error(
+                arg.span(),
+                "contains a NUL byte, which no process argument can hold",
+            );
+        }
+    }
+    let granularity = check.choice(
+        "granularity",
+        raw.granularity.as_ref(),
+        &[("test", Granularity::Test), ("file", Granularity::File)],
+    );
+    let python = match &raw.python {
+        Some(python) if python.get_ref().trim().is_empty() => {
+            check.error(
+                python.span(),
+                "`python` is empty: name the interpreter that runs pytest",
+            );
+            None
+        }
+        Some(python) => Some(python.get_ref().clone()),
+        None => Some(environment_python.unwrap_or("python3").to_string()),
+    };
+    let own = raw.settings();
+    check_env(check, own, defaults);
+    let limits = limits(check, own, defaults, suite_tolerance);
+    if check.problems.len() > before {
+        return None;
+    }
+    let (Some(python), Some(timeout), Some(kill_grace)) =
+        (python, limits.timeout, limits.kill_grace)
+    else {
+        return None;
+    };
+    let no_params = indexmap::IndexMap::new();
+    let cwd = match pick(own.cwd, defaults.cwd) {
+        Some(dir) => lexical_join(workdir, Path::new(&substitute(dir.get_ref(), &no_params))),
+        None => workdir.to_path_buf(),
+    };
+    let env: indexmap::IndexMap<String, String> = merged_env(own, defaults)
+        .into_iter()
+        .map(|(k, v)| (k.get_ref().clone(), v.get_ref().clone()))
+        .collect();
+    let mut command: Vec<String> = [
+        python.as_str(),
+        "-m",
+        "pytest",
+        "-p",
+        "no:oomgate",
+        "-p",
+        PYTEST_PLUGIN_MODULE,
+    ]
+    .map(String::from)
+    .to_vec();
+    command.extend(args.iter().cloned());
+    let template = Case {
+        id: String::new(),
+        folder: String::new(),
+        params: indexmap::IndexMap::new(),
+        program: resolve_program(&python, &cwd),
+        templates: Templates {
+            command: command.clone(),
+            env: env.clone(),
+        },
+        command,
+        cwd,
+        env,
+        timeout,
+        kill_grace,
+        concurrency: limits.concurrency,
+        soak: limits.soak,
+        budget: limits.budget,
+        tolerance: limits.tolerance,
+        repeat: limits.repeat,
+        limits: limits.limits,
+        leak: limits.leak,
+        gpus: limits.gpus,
+        gpu_memory: limits.gpu_memory,
+        settle_timeout: limits.settle_timeout,
+        search: None,
+        server: None,
+        client_budget: Budget::default(),
+        pytest: None,
+    };
+    Some(PytestSource {
+        index,
+        line: check.source[..table.span().start].lines().count().max(1),
+        paths,
+        args,
+        granularity,
+        template,
+    })
+}
