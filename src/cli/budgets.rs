@@ -124,7 +124,8 @@ mod tests {
             (10 * mib + 1, 1.0, "11 MiB"),
             (100 * mib, 1.1, "111 MiB"),
             (1000 * mib, 1.1, "1.1 GiB"),
-            (8 * 1024 * mib, 1.1, "8.9 GiB"),
+            (8 * 1024 * mib, 1.1, "8.8 GiB"),
+            (8 * 1024 * mib + 1, 1.0, "8.1 GiB"),
         ];
         for (bytes, factor, expected) in table {
             assert_eq!(proposed(bytes, factor), expected, "{bytes} × {factor}");

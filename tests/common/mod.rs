@@ -6,6 +6,7 @@
 pub mod baselines;
 pub mod cgroups;
 pub mod fake_nvml;
+pub mod pytest;
 pub mod running;
 
 use std::path::{Path, PathBuf};

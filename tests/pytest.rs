@@ -1,0 +1,388 @@
+//! `[[pytest]]`: a pytest suite gated by oomgate, one case per test, run
+//! by the real binary with a real pytest (scripts/pytest-venv.sh) on real
+//! test modules: markers at every level, parametrized ids, a test over its
+//! budget failing alone, collection errors, shards, JUnit names, merges
+//! without a test environment, and budgets proposed from a run.
+
+mod common;
+
+use common::pytest::python;
+use common::*;
+
+/// A project with a pytest suite in `tests/` (and `pytest.ini`, strict
+/// about markers as many teams are) and a suite whose `[[pytest]]` has
+/// `extra` lines.
+fn project(files: &[(&str, &str)], extra: &str) -> Project {
+    let python = toml_str(&python().display().to_string());
+    let project = Project::new(&format!(
+        "[suite]\nname = \"unit\"\nsample_interval = \"20ms\"\n\n[[pytest]]\npaths = [\"tests\"]\npython = {python}\n{extra}\n"
+    ));
+    std::fs::write(
+        project.path().join("pytest.ini"),
+        "[pytest]\naddopts = --strict-markers\n",
+    )
+    .expect("pytest.ini");
+    for (name, text) in files {
+        let path = project.path().join("tests").join(name);
+        std::fs::create_dir_all(path.parent().expect("a folder")).expect("tests/");
+        std::fs::write(&path, text).expect("a test file");
+    }
+    project
+}
+
+/// Markers at module, class and function level, parametrized tests, a
+/// test that holds more host memory than its marker allows.
+const MODEL: &str = r#"
+import pytest
+
+pytestmark = pytest.mark.oomgate(host="512 MiB", timeout="2m")
+
+def hold(mib):
+    return b"\x01" * (mib * 1024 * 1024)
+
+@pytest.mark.oomgate(host="256 MiB", repeat=2)
+class TestForward:
+    @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+    def test_forward(self, dtype):
+        assert len(hold(8)) > 0
+
+    @pytest.mark.oomgate(host="64 MiB")
+    def test_grows(self):
+        data = hold(160)
+        assert len(data) > 0
+
+def test_unmarked():
+    assert len(hold(8)) > 0
+"#;
+
+const FORWARD_BF16: &str = "tests/test_model.py::TestForward::test_forward[bf16]";
+const FORWARD_FP32: &str = "tests/test_model.py::TestForward::test_forward[fp32]";
+const GROWS: &str = "tests/test_model.py::TestForward::test_grows";
+const UNMARKED: &str = "tests/test_model.py::test_unmarked";
+
+/// Each test is a case named by its node id, and its budget is the
+/// closest marker's: function over class over module over `[[pytest]]`.
+#[test]
+fn each_test_is_a_case_with_its_closest_markers() {
+    let project = project(&[("test_model.py", MODEL)], "budget = { host = \"1 GiB\" }");
+    let list = project
+        .oomgate()
+        .arg("list")
+        .arg(project.suite())
+        .output()
+        .expect("oomgate list");
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert_eq!(
+        listed.lines().collect::<Vec<_>>(),
+        [FORWARD_BF16, FORWARD_FP32, GROWS, UNMARKED],
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    let check = project
+        .oomgate()
+        .arg("check")
+        .arg(project.suite())
+        .output()
+        .expect("oomgate check");
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{text}");
+    let limits_of = |id: &str| {
+        let block = text
+            .split("\n\n")
+            .find(|b| b.starts_with(id))
+            .unwrap_or_else(|| panic!("{id} in check:\n{text}"));
+        block
+            .lines()
+            .find(|l| l.trim_start().starts_with("limits:"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        limits_of(GROWS).contains("budget host 64.0 MiB"),
+        "{}",
+        limits_of(GROWS)
+    );
+    assert!(
+        limits_of(GROWS).contains("repeat 2"),
+        "class repeat: {}",
+        limits_of(GROWS)
+    );
+    assert!(
+        limits_of(FORWARD_BF16).contains("budget host 256.0 MiB"),
+        "{}",
+        limits_of(FORWARD_BF16)
+    );
+    assert!(
+        limits_of(UNMARKED).contains("budget host 512.0 MiB"),
+        "module: {}",
+        limits_of(UNMARKED)
+    );
+    assert!(
+        limits_of(UNMARKED).contains("timeout 2m"),
+        "module: {}",
+        limits_of(UNMARKED)
+    );
+}
+
+/// The test over its marker's budget fails, alone; the others pass; the
+/// JUnit report names them as pytest's own report does.
+#[test]
+fn a_test_over_its_budget_fails_alone_and_junit_names_it_as_pytest_does() {
+    let project = project(&[("test_model.py", MODEL)], "");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let grows = run.case(GROWS);
+    assert_eq!(grows["status"], "failed", "{grows:#}");
+    assert_eq!(grows["failure_kind"], "budget", "{grows:#}");
+    assert!(
+        grows["host_peak_bytes"]
+            .as_u64()
+            .is_some_and(|b| b > 64 * MIB),
+        "the test was stopped over its 64 MiB: {grows:#}"
+    );
+    assert_eq!(grows["pytest"]["file"], "tests/test_model.py");
+    for id in [FORWARD_BF16, FORWARD_FP32, UNMARKED] {
+        assert_eq!(run.case(id)["status"], "passed", "{:#}", run.case(id));
+    }
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit.xml");
+    for (classname, name) in [
+        ("tests.test_model.TestForward", "test_forward[bf16]"),
+        ("tests.test_model.TestForward", "test_grows"),
+        ("tests.test_model", "test_unmarked"),
+    ] {
+        let attributes = format!("name=\"{name}\" classname=\"{classname}\"");
+        assert!(junit.contains(&attributes), "{attributes} in\n{junit}");
+    }
+    assert_eq!(
+        run.results()["pytest_cases"].as_array().map(Vec::len),
+        Some(4),
+        "every collected test recorded"
+    );
+}
+
+/// A module that does not import is exit 2 with pytest's own words; a
+/// marker keyword oomgate does not know is exit 2 naming the test.
+#[test]
+fn collection_errors_and_bad_markers_are_bad_input() {
+    let broken = project(
+        &[("test_broken.py", "import pytest\ndef test_x(:\n    pass\n")],
+        "",
+    );
+    let run = broken.run(&[]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("could not collect"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("SyntaxError"),
+        "pytest's message: {}",
+        run.stderr
+    );
+    assert!(!broken.out().join("results.json").exists(), "nothing ran");
+
+    let marked = project(
+        &[(
+            "test_marks.py",
+            "import pytest\n\n@pytest.mark.oomgate(vram=\"8 GiB\")\ndef test_a():\n    pass\n\n@pytest.mark.oomgate(gpu=\"eight\")\ndef test_b():\n    pass\n",
+        )],
+        "",
+    );
+    let check = marked
+        .oomgate()
+        .arg("check")
+        .arg(marked.suite())
+        .output()
+        .expect("oomgate check");
+    let said = String::from_utf8_lossy(&check.stderr);
+    assert_eq!(check.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("tests/test_marks.py:3: tests/test_marks.py::test_a")
+            && said.contains("no keyword `vram`"),
+        "{said}"
+    );
+    assert!(
+        said.contains("tests/test_marks.py::test_b") && said.contains("`gpu`"),
+        "{said}"
+    );
+
+    let empty = project(&[("test_none.py", "x = 1\n")], "");
+    let run = empty.run(&[]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("collected no test"), "{}", run.stderr);
+}
+
+/// A `[[pytest]]` refuses the keys that name one case, before pytest runs.
+#[test]
+fn case_only_keys_are_refused_in_a_pytest_table() {
+    let project = Project::new(
+        "[suite]\nname = \"unit\"\n\n[[pytest]]\npaths = [\"tests\"]\ncommand = [\"pytest\"]\ngranularity = \"module\"\n",
+    );
+    let check = project
+        .oomgate()
+        .arg("check")
+        .arg(project.suite())
+        .output()
+        .expect("oomgate check");
+    let said = String::from_utf8_lossy(&check.stderr);
+    assert_eq!(check.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains(":6:") && said.contains("`command` is not a `[[pytest]]` key"),
+        "{said}"
+    );
+    assert!(
+        said.contains(":7:") && said.contains("`granularity` must be"),
+        "{said}"
+    );
+}
+
+/// Shards deal the tests between them; a merge with `--suite` needs no
+/// test environment (the parts recorded what they collected) and still
+/// says which tests no part ran.
+#[test]
+fn shards_split_the_tests_and_merge_without_collecting() {
+    let project = project(&[("test_model.py", MODEL)], "");
+    // The suite's environment is a link, removed before the merge: a
+    // merge that collected would fail.
+    let link = project.path().join("venv");
+    let venv = python()
+        .parent()
+        .and_then(|bin| bin.parent())
+        .map(std::path::Path::to_path_buf);
+    std::os::unix::fs::symlink(venv.expect("a venv"), &link).expect("link the venv");
+    let suite = std::fs::read_to_string(project.suite()).expect("suite");
+    let suite = suite.replace(
+        &toml_str(&python().display().to_string()),
+        "\"./venv/bin/python\"",
+    );
+    std::fs::write(project.suite(), suite).expect("suite");
+
+    let shard = |index: &str| {
+        let out = project.path().join(format!("shard-{index}"));
+        let output = project
+            .oomgate()
+            .args([
+                "run",
+                "--partition",
+                &format!("count:{index}/2"),
+                "--filter",
+                "test_forward",
+                "--out",
+            ])
+            .arg(&out)
+            .arg(project.suite())
+            .output()
+            .expect("oomgate run");
+        let run = Run::from(output, out.clone());
+        run.assert_code(0);
+        run
+    };
+    let first = shard("1");
+    assert_eq!(first.results()["cases"].as_array().map(Vec::len), Some(1));
+    std::fs::remove_file(&link).expect("remove the link");
+    let merged = project.path().join("merged");
+    let output = project
+        .oomgate()
+        .arg("merge")
+        .arg(project.path().join("shard-1"))
+        .arg("--suite")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .expect("oomgate merge");
+    let merge = Run::from(output, merged.clone());
+    merge.assert_code(1);
+    let results = merge.results();
+    let not_run: Vec<&str> = results["not_run"]
+        .as_array()
+        .map(|ids| ids.iter().filter_map(|i| i.as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(not_run, [FORWARD_FP32, GROWS, UNMARKED], "{results:#}");
+    let junit = std::fs::read_to_string(merged.join("junit.xml")).expect("junit.xml");
+    assert!(
+        junit.contains("name=\"test_unmarked\" classname=\"tests.test_model\""),
+        "a test no part ran keeps its pytest names:\n{junit}"
+    );
+}
+
+/// `granularity = "file"`: a file is one case, judged by its module-level
+/// marker; test-level markers are said to be ignored.
+#[test]
+fn a_file_can_be_one_case() {
+    let project = project(&[("test_model.py", MODEL)], "granularity = \"file\"");
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let results = run.results();
+    let ids: Vec<&str> = results["cases"]
+        .as_array()
+        .map(|cases| cases.iter().filter_map(|c| c["id"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, ["tests/test_model.py"], "{results:#}");
+    assert!(
+        run.stderr.contains("are ignored") && run.stderr.contains("TestForward"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A profiled run proposes each test's marker from its peaks; the lock
+/// of that run gates the next one, pytest cases and all.
+#[test]
+fn budgets_are_proposed_from_a_run_and_the_lock_gates_pytest_cases() {
+    let project = project(&[("test_model.py", MODEL)], "");
+    project.run(&["--filter", "test_forward"]).assert_code(0);
+    let output = project
+        .oomgate()
+        .args(["budgets", "--factor", "1.5"])
+        .arg(project.out().join("results.json"))
+        .output()
+        .expect("oomgate budgets");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    let marker = text
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("# {FORWARD_BF16}:")))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        marker.starts_with("@pytest.mark.oomgate(host=\"") && marker.ends_with(" MiB\")"),
+        "{text}"
+    );
+    project.lock_from_results().assert_code(0);
+    let lock = std::fs::read_to_string(project.lock_path()).expect("the lock");
+    assert!(lock.contains(FORWARD_BF16), "{lock}");
+    let again = project.run(&["--filter", "test_forward"]);
+    again.assert_code(0);
+    assert!(
+        again.case(FORWARD_BF16)["baseline"].is_object(),
+        "compared with the lock: {:#}",
+        again.case(FORWARD_BF16)
+    );
+}
+
+/// Under plain pytest the wheel's plugin registers the marker (no warning,
+/// `--strict-markers` passes) and, without CUDA, checks nothing.
+#[test]
+fn plain_pytest_accepts_the_marker_through_the_plugin() {
+    let project = project(&[("test_model.py", MODEL)], "");
+    let output = std::process::Command::new(python())
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "oomgate_probe.pytest_plugin",
+            "-k",
+            "test_forward or unmarked",
+        ])
+        .env(
+            "PYTHONPATH",
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python"),
+        )
+        .env_remove("OOMGATE_METRICS")
+        .current_dir(project.path())
+        .output()
+        .expect("pytest");
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(said.contains("3 passed"), "{said}");
+    assert!(!said.contains("PytestUnknownMarkWarning"), "{said}");
+}
