@@ -72,6 +72,14 @@ assert where.startswith(os.path.realpath(venv) + os.sep), f"oomgate_probe import
 assert oomgate_probe.__version__ == version, f"oomgate_probe.__version__ is {oomgate_probe.__version__}; Cargo.toml says {version}"
 assert not oomgate_probe.enabled()
 print(f"import oomgate_probe: {where}")
+# The pytest plugin is registered for pytest to find (pytest itself is
+# not in this environment: the entry point is read, not loaded).
+from importlib.metadata import entry_points
+found = [e for e in entry_points(group="pytest11") if e.name == "oomgate"]
+assert [e.value for e in found] == ["oomgate_probe.pytest_plugin"], f"pytest11 entry points: {found}"
+plugin = os.path.join(os.path.dirname(where), "pytest_plugin.py")
+assert os.path.isfile(plugin), f"{plugin} is not in the wheel"
+print("pytest11 entry point: oomgate = oomgate_probe.pytest_plugin")
 EOF
 )
 

@@ -169,7 +169,9 @@ def _cuda():
         return None
 
 
-@pytest.hookimpl(hookwrapper=True)
+# A new-style wrapper (pluggy 1.2, pytest 8): what it raises after the
+# test is the test's failure.
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     # Under oomgate its own measurements judge the test.
     budget = None if os.environ.get("OOMGATE_METRICS") else _gpu_budget(item)
@@ -177,9 +179,10 @@ def pytest_runtest_call(item):
     if torch is not None:
         for device in range(torch.cuda.device_count()):
             torch.cuda.reset_peak_memory_stats(device)
-    outcome = yield
-    if torch is None or outcome.excinfo is not None:
-        return
+    # Raises what the test raised: a failed test is not checked again.
+    result = yield
+    if torch is None:
+        return result
     peak = sum(torch.cuda.max_memory_reserved(d) for d in range(torch.cuda.device_count()))
     if peak > budget:
         pytest.fail(
@@ -188,3 +191,4 @@ def pytest_runtest_call(item):
             % (item.nodeid, peak / 2**20, budget / 2**20),
             pytrace=False,
         )
+    return result
