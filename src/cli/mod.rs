@@ -64,7 +64,8 @@ pub enum Command {
         "  oomgate run suites/train.toml --gpu required   # exit 3 if NVML cannot be loaded\n",
         "  oomgate run suites/train.toml --gpus all       # cases at once, each on its own GPU(s)\n",
         "  oomgate run suites/serve.toml --gpus 0,1 --pack  # small cases share a GPU\n\n",
-        "Writes OUT/results.json, OUT/junit.xml, OUT/summary.md, OUT/report.html and OUT/cases/<case>/{stdout.log,stderr.log,timeline.json}.\n\n",
+        "Writes OUT/results.json, OUT/junit.xml, OUT/summary.md, OUT/report.html and OUT/cases/<case>/{stdout.log,stderr.log,timeline.json}.\n",
+        "A suite with [[pytest]] is collected first (`pytest --collect-only`), one case per test (docs/pytest.md).\n\n",
         "Exit codes:\n",
         "  0    every case passed\n",
         "  1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)\n",
@@ -97,7 +98,8 @@ pub enum Command {
         "  oomgate lock suites/train.toml --from ci-out/results.json   # lock a CI artifact, no GPU time\n",
         "  oomgate lock suites/train.toml --filter bs64          # re-lock some cases, keep the others'\n\n",
         "Writes <suite>.lock beside the suite (or --output). A run with a case that failed on its own writes\n",
-        "nothing; results whose cases failed only against the old baseline are locked (an intended change).\n\n",
+        "nothing; results whose cases failed only against the old baseline are locked (an intended change).\n",
+        "A suite with [[pytest]] is collected first, unless --from names the results to lock.\n\n",
         "Exit codes: 0 locked, 1 not locked (a case failed), 2 bad input (suite, results file), 3 infrastructure, 130 interrupted."
     ))]
     Lock(LockArgs),

@@ -7,6 +7,7 @@
 //! never stops the suite.
 
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
 use super::{Event, Reporter};
 use crate::baseline::Outcome;
@@ -43,6 +44,26 @@ pub fn escape(text: &str) -> String {
         .replace('\n', "%0A")
 }
 
+/// Where a pytest case's annotation stands in a pull request: its test's
+/// file (relative to the checkout, `GITHUB_WORKSPACE`) and line, as
+/// `file=…,line=…,`; empty for any other case.
+fn place(result: &crate::results::CaseResult, workspace: Option<&Path>) -> String {
+    let Some(test) = &result.pytest else {
+        return String::new();
+    };
+    let file = result.cwd.join(&test.file);
+    let file = workspace
+        .and_then(|w| file.strip_prefix(w).ok())
+        .unwrap_or(&file);
+    match test.line {
+        Some(line) => format!(
+            "file={},line={line},",
+            escape_property(&file.display().to_string())
+        ),
+        None => format!("file={},", escape_property(&file.display().to_string())),
+    }
+}
+
 /// Properties (`title=`) additionally escape `:` and `,`.
 fn escape_property(text: &str) -> String {
     escape(text).replace(':', "%3A").replace(',', "%2C")
@@ -75,7 +96,9 @@ impl Annotations {
                         .map_or(result.status.as_str(), |kind| kind.as_str());
                     let title = escape_property(&format!("oomgate {kind} {}", result.id));
                     let message = result.message.as_deref().unwrap_or(result.status.as_str());
-                    writeln!(out, "::error title={title}::{}", escape(message))?;
+                    let workspace = std::env::var_os("GITHUB_WORKSPACE").map(PathBuf::from);
+                    let place = place(result, workspace.as_deref());
+                    writeln!(out, "::error {place}title={title}::{}", escape(message))?;
                 } else if let Some(retried) =
                     result.retried_alone.as_ref().filter(|_| result.flaky())
                 {
@@ -117,6 +140,27 @@ impl Annotations {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pytest_case_is_annotated_on_its_test() {
+        let mut case = crate::results::CaseResult::unmeasured("tests/test_a.py::test_x".into());
+        assert_eq!(place(&case, None), "", "not a pytest case");
+        case.cwd = "/work/repo/python".into();
+        case.pytest = Some(crate::suite::PytestTest {
+            file: "tests/test_a.py".into(),
+            line: Some(12),
+            classname: "tests.test_a".into(),
+            name: "test_x".into(),
+        });
+        assert_eq!(
+            place(&case, Some(Path::new("/work/repo"))),
+            "file=python/tests/test_a.py,line=12,"
+        );
+        assert_eq!(
+            place(&case, Some(Path::new("/elsewhere"))),
+            "file=/work/repo/python/tests/test_a.py,line=12,"
+        );
+    }
 
     #[test]
     fn escapes_workflow_commands() {
