@@ -22,6 +22,7 @@ pub mod redact;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod snapshot;
 pub mod suite;
 pub mod units;
 pub mod vocabulary;

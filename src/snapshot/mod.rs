@@ -1,0 +1,341 @@
+//! Allocation sites from torch memory snapshots: which allocations were
+//! live at a case's GPU peak, grouped by the user's code that made them.
+//!
+//! A case leaves snapshots in its folder — the probe's `record_memory()`
+//! (`OOMGATE_SNAPSHOT`), or the workload's own
+//! `torch.cuda.memory._dump_snapshot()` — named `memory_snapshot.pickle`,
+//! `memory_snapshot_oom.pickle`, and `memory_snapshot.rank-N.pickle` /
+//! `memory_snapshot_oom.rank-N.pickle` per rank. [`read_case`] reads them
+//! (opened with `O_NOFOLLOW`: a planted link is refused), `pickle` reads
+//! the pickle without executing anything, and `summary` replays each
+//! device's trace to its peak. A case's sites are the sum of its ranks'.
+//! [`grown`] compares a case's sites with its baseline's.
+
+mod pickle;
+mod summary;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use pickle::PickleError;
+
+/// Files over this size are summarised from `segments` alone (the blocks
+/// live at the dump): their traces are dropped as they are read.
+pub const TRACE_LIMIT_BYTES: u64 = 1 << 30;
+/// The most sites results.json keeps per case (the largest).
+pub const MAX_SITES: usize = 200;
+/// The most sites the lock keeps per case.
+pub const LOCKED_SITES: usize = 50;
+
+/// What the snapshots a case left say about its allocations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AllocationSites {
+    /// The snapshot files read, relative to the case's folder.
+    pub files: Vec<String>,
+    /// Whether the sites are those live at each device's peak (its trace
+    /// replayed) or at the dump (no trace recorded, or a file too large).
+    pub from: SitesFrom,
+    /// The trace had lost its start: the peak is estimated.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+    /// Devices the snapshots cover.
+    pub devices: usize,
+    /// Allocated bytes at the peak (or the dump), every device and rank.
+    pub allocated_bytes: u64,
+    /// Reserved by the caching allocator at the dump (its segments).
+    pub reserved_bytes: u64,
+    /// Reserved less allocated, at the dump.
+    pub fragmentation_bytes: u64,
+    /// Reserved by CUDA graph pools (or other private pools).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub graph_pool_bytes: u64,
+    /// The allocator's settings, as the snapshot records them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocator_settings: BTreeMap<String, String>,
+    /// Largest first.
+    pub sites: Vec<Site>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Where the sites were taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SitesFrom {
+    /// Live at each device's peak, its trace replayed.
+    #[default]
+    Peak,
+    /// Live when the snapshot was dumped.
+    Dump,
+}
+
+/// An allocation site: the user's frame(s) that allocated, and what its
+/// allocations held.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Site {
+    /// `model.py:88 attention` (with `sites = { depth = N }`, N frames
+    /// joined by ` ← `, innermost first).
+    pub site: String,
+    pub bytes: u64,
+    /// Blocks live from it.
+    pub count: u64,
+}
+
+/// Why a case's snapshot could not be summarised (a note, never fatal).
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("{file}: not read: {reason}")]
+    Refused { file: String, reason: String },
+    #[error("{file}: {source}")]
+    Pickle { file: String, source: PickleError },
+    #[error("{file}: {reason}")]
+    Format { file: String, reason: String },
+}
+
+/// The snapshot files of a case folder: the end-of-run ones, else the
+/// OOM ones, each rank's.
+fn snapshot_files(case_dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(case_dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| name.starts_with("memory_snapshot") && name.ends_with(".pickle"))
+        .collect();
+    names.sort();
+    // The end-of-run snapshots hold the whole run; the OOM ones only up to
+    // the failure: read those only where a rank left no other.
+    let rank_of = |name: &str| {
+        name.trim_end_matches(".pickle")
+            .rsplit_once(".rank-")
+            .map(|(_, rank)| rank.to_string())
+    };
+    let exit: Vec<&String> = names.iter().filter(|n| !n.contains("_oom")).collect();
+    let exit_ranks: Vec<Option<String>> = exit.iter().map(|n| rank_of(n)).collect();
+    let mut chosen: Vec<PathBuf> = exit.iter().map(|n| case_dir.join(n)).collect();
+    chosen.extend(
+        names
+            .iter()
+            .filter(|n| n.contains("_oom") && !exit_ranks.contains(&rank_of(n)))
+            .map(|n| case_dir.join(n)),
+    );
+    chosen
+}
+
+/// The allocation sites of the snapshots a case left in its folder;
+/// `None` when it left none. Problems with a file are notes.
+pub fn read_case(case_dir: &Path, depth: usize, cwd: &Path) -> Option<AllocationSites> {
+    let files = snapshot_files(case_dir);
+    if files.is_empty() {
+        return None;
+    }
+    let mut total = AllocationSites::default();
+    let mut read_any = false;
+    for file in &files {
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match read_file(file, &name, depth, cwd) {
+            Ok(summary) => {
+                total.add(summary, read_any);
+                total.files.push(name);
+                read_any = true;
+            }
+            Err(e) => total.notes.push(e.to_string()),
+        }
+    }
+    total.sites.truncate(MAX_SITES);
+    Some(total)
+}
+
+/// One snapshot file summarised.
+pub fn read_file(path: &Path, name: &str, depth: usize, cwd: &Path) -> Result<AllocationSites, SnapshotError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let refused = |reason: String| SnapshotError::Refused {
+        file: name.to_string(),
+        reason,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => refused("it is a symbolic link".into()),
+            _ => refused(e.to_string()),
+        })?;
+    let meta = file.metadata().map_err(|e| refused(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(refused("not a regular file".into()));
+    }
+    let keep_events = meta.len() <= TRACE_LIMIT_BYTES;
+    let value = pickle::read(std::io::BufReader::with_capacity(1 << 20, file), keep_events).map_err(|source| {
+        SnapshotError::Pickle {
+            file: name.to_string(),
+            source,
+        }
+    })?;
+    let mut summary = summary::summarise(&value, depth, cwd).map_err(|reason| SnapshotError::Format {
+        file: name.to_string(),
+        reason,
+    })?;
+    if !keep_events {
+        summary.from = SitesFrom::Dump;
+        summary.notes.push(format!(
+            "{name} is {}, over {}: summarised from the blocks live at the dump, its trace left out",
+            crate::units::Bytes(meta.len()),
+            crate::units::Bytes(TRACE_LIMIT_BYTES)
+        ));
+    }
+    Ok(summary)
+}
+
+impl AllocationSites {
+    /// Another rank's (or file's) summary added: sites and totals summed.
+    fn add(&mut self, other: AllocationSites, already: bool) {
+        if !already {
+            let files = std::mem::take(&mut self.files);
+            let notes = std::mem::take(&mut self.notes);
+            *self = other;
+            self.files = files;
+            self.notes.splice(0..0, notes);
+            return;
+        }
+        self.estimated |= other.estimated;
+        if other.from == SitesFrom::Dump {
+            self.from = SitesFrom::Dump;
+        }
+        self.devices += other.devices;
+        self.allocated_bytes += other.allocated_bytes;
+        self.reserved_bytes += other.reserved_bytes;
+        self.fragmentation_bytes += other.fragmentation_bytes;
+        self.graph_pool_bytes += other.graph_pool_bytes;
+        for (key, value) in other.allocator_settings {
+            self.allocator_settings.entry(key).or_insert(value);
+        }
+        for site in other.sites {
+            match self.sites.iter_mut().find(|s| s.site == site.site) {
+                Some(found) => {
+                    found.bytes += site.bytes;
+                    found.count += site.count;
+                }
+                None => self.sites.push(site),
+            }
+        }
+        self.sites
+            .sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
+        self.notes.extend(other.notes);
+    }
+}
+
+/// How a case's sites changed against its baseline's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SiteGrowth {
+    /// Sites that grew, most first (new ones with `before` 0).
+    pub grown: Vec<SiteChange>,
+    /// Allocator settings that changed: key, before, after.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<(String, String, String)>,
+}
+
+/// One site's change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SiteChange {
+    pub site: String,
+    pub before: u64,
+    pub after: u64,
+    /// Not among the baseline's sites.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub new: bool,
+}
+
+/// The sites that grew most from `before` to `after` (at most `limit`),
+/// and the allocator settings that changed. A site missing from `before`
+/// is new, unless the baseline kept only its largest sites and this one
+/// is smaller than the least of them (then it may have been there).
+pub fn grown(before: &AllocationSites, after: &AllocationSites, limit: usize) -> SiteGrowth {
+    let floor = if before.sites.len() >= LOCKED_SITES {
+        before.sites.last().map_or(0, |s| s.bytes)
+    } else {
+        0
+    };
+    let mut grown: Vec<SiteChange> = after
+        .sites
+        .iter()
+        .filter_map(|site| {
+            let old = before.sites.iter().find(|s| s.site == site.site);
+            match old {
+                Some(old) if site.bytes > old.bytes => Some(SiteChange {
+                    site: site.site.clone(),
+                    before: old.bytes,
+                    after: site.bytes,
+                    new: false,
+                }),
+                Some(_) => None,
+                None if site.bytes > floor => Some(SiteChange {
+                    site: site.site.clone(),
+                    before: 0,
+                    after: site.bytes,
+                    new: true,
+                }),
+                None => None,
+            }
+        })
+        .collect();
+    grown.sort_by(|a, b| (b.after - b.before).cmp(&(a.after - a.before)));
+    grown.truncate(limit);
+    let mut settings = Vec::new();
+    for (key, value) in &after.allocator_settings {
+        if let Some(old) = before.allocator_settings.get(key) {
+            if old != value {
+                settings.push((key.clone(), old.clone(), value.clone()));
+            }
+        }
+    }
+    SiteGrowth { grown, settings }
+}
+
+impl SiteGrowth {
+    pub fn is_empty(&self) -> bool {
+        self.grown.is_empty() && self.settings.is_empty()
+    }
+
+    /// One line: `model.py:88 attention +500.0 MiB (400.0 MiB → 900.0 MiB); new: ...`.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self
+            .grown
+            .iter()
+            .map(|c| {
+                if c.new {
+                    format!("{} new, {}", c.site, crate::units::Bytes(c.after))
+                } else {
+                    format!(
+                        "{} +{} ({} → {})",
+                        c.site,
+                        crate::units::Bytes(c.after - c.before),
+                        crate::units::Bytes(c.before),
+                        crate::units::Bytes(c.after)
+                    )
+                }
+            })
+            .collect();
+        parts.extend(
+            self.settings
+                .iter()
+                .map(|(key, old, new)| format!("allocator {key} {old} → {new}")),
+        );
+        parts.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests;
