@@ -93,7 +93,7 @@ fn growth_against_a_baseline_names_the_site_and_the_settings() {
     let growth = grown(&before, &after, 5);
     assert_eq!(
         growth.describe(),
-        "model.py:88 attention +500 MiB (100 MiB → 600 MiB); allocator expandable_segments False → True"
+        "model.py:88 attention +500.0 MiB (100.0 MiB → 600.0 MiB); allocator expandable_segments False → True"
     );
 }
 
