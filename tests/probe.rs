@@ -80,6 +80,80 @@ fn snapshots_are_dumped_on_oom_and_at_exit() {
     );
 }
 
+/// The snapshot a case leaves is read into allocation sites; against a
+/// lock, a regressed allocator peak names the site that grew, in the
+/// message, JUnit, summary.md, `oomgate diff` and `oomgate sites`.
+#[test]
+fn a_regression_names_the_allocation_site_that_grew() {
+    let suite = |base: &str| {
+        train_suite(
+            &format!("\"--steps\", \"3\", \"--base-mib\", \"{base}\""),
+            "",
+        )
+        .replace(
+            "env = { PYTHONPATH",
+            "env = { OOMGATE_SNAPSHOT = \"exit\", PYTHONPATH",
+        )
+    };
+    let mut project = Project::new(&suite("512"));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let sites = &run.case("train")["allocation_sites"];
+    assert_eq!(sites["files"][0], "memory_snapshot.pickle", "{sites:#}");
+    assert_eq!(sites["from"], "peak");
+    assert_eq!(sites["allocated_bytes"], 500 * MIB);
+    assert_eq!(
+        sites["sites"][0]["site"], "model.py:10 load",
+        "relative to the case's cwd: {sites:#}"
+    );
+    assert_eq!(sites["sites"][1]["site"], "model.py:88 attention");
+    project.lock_from_results().assert_code(0);
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(
+        lock.contains("model.py:88 attention"),
+        "the lock keeps the sites:\n{lock}"
+    );
+
+    // The allocator's peak grows by 588 MiB, and so does `attention`.
+    std::fs::write(project.suite(), suite("1100")).expect("suite");
+    project
+        .env
+        .push(("STANDIN_SNAPSHOT_GROW_MIB".into(), "500".into()));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let message = run.message("train");
+    let grew = "grew most: model.py:88 attention +500.0 MiB (100.0 MiB → 600.0 MiB)";
+    assert!(message.contains(grew), "{message}");
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(junit.contains(grew), "{junit}");
+    let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary.md");
+    assert!(
+        summary.contains("model.py:88 attention +500.0 MiB"),
+        "{summary}"
+    );
+    let diff = project.diff_lock_and_results();
+    diff.assert_code(1);
+    assert!(diff.stdout.contains(grew), "{}", diff.stdout);
+
+    let output = project
+        .oomgate()
+        .arg("sites")
+        .arg(project.out().join("results.json"))
+        .args(["--case", "train"])
+        .output()
+        .expect("oomgate sites");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.starts_with("train: 1000.0 MiB allocated at the peak"),
+        "{text}"
+    );
+    assert!(
+        text.contains("model.py:88 attention  600.0 MiB  1"),
+        "{text}"
+    );
+}
+
 #[test]
 fn limits_on_metrics_and_probe_figures() {
     let limits = "limits = { \"metric.tokens_per_s\" = \">= 1500\", \"probe.peak_allocated\" = \"<= 1 GiB\" }";

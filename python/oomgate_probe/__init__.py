@@ -14,19 +14,22 @@ and CUDA available it adds the allocator's figures to every step.
             loss.backward()
             probe.metric("tokens_per_s", tokens / elapsed)
 
-With ``OOMGATE_SNAPSHOT=1``, ``guard()`` also records the allocation
-history (``torch.cuda.memory._record_memory_history``) and dumps a snapshot
-pickle into the case folder on OOM or when the block ends, for PyTorch's
-memory visualiser (https://pytorch.org/memory_viz).
+With ``OOMGATE_SNAPSHOT`` set (``1``, ``exit``, ``oom``), ``guard()`` also
+records the allocation history (``record_memory()``, which a workload may
+call itself) and dumps snapshot pickles into the case folder, at the end
+and on OOM: oomgate reads them into allocation sites (which code holds the
+memory at the peak), and PyTorch's memory visualiser
+(https://pytorch.org/memory_viz) opens them.
 """
 
+import atexit
 import contextlib
 import json
 import os
 import sys
 import time
 
-__all__ = ["step", "metric", "guard", "enabled"]
+__all__ = ["step", "metric", "guard", "enabled", "record_memory"]
 # oomgate's version (Cargo.toml); scripts/check-wheel.sh checks they match.
 __version__ = "0.1.0"
 
@@ -109,20 +112,71 @@ def _folder():
     return _out or os.getcwd()
 
 
+# What OOMGATE_SNAPSHOT asks for: snapshots at the end ("exit"; "peak" is
+# the same file, whose trace oomgate replays to the peak), on a CUDA
+# out-of-memory error ("oom"), or both ("1").
+_SNAPSHOT_MODES = {"1": {"exit", "oom"}, "exit": {"exit"}, "peak": {"exit"}, "oom": {"oom"}}
+_recording = None  # the set of modes once record_memory() started
+_dumped = set()
+
+
+def _snapshot_name(kind):
+    """``memory_snapshot.pickle`` / ``memory_snapshot_oom.pickle``, one per
+    rank (``memory_snapshot.rank-3.pickle``) when ``RANK`` is set."""
+    base = "memory_snapshot_oom" if kind == "oom" else "memory_snapshot"
+    rank = os.environ.get("RANK")
+    if rank is not None and rank.strip().isdigit():
+        return "%s.rank-%d.pickle" % (base, int(rank))
+    return base + ".pickle"
+
+
+def record_memory(max_entries=100000, when=None):
+    """Record the allocation history (``torch.cuda.memory._record_memory_history``)
+    and write torch memory snapshots into the case folder, which oomgate
+    reads into allocation sites: ``memory_snapshot.pickle`` when the
+    process exits (or ``guard()`` ends), ``memory_snapshot_oom.pickle`` on a
+    CUDA out-of-memory error. ``when`` is ``"exit"``, ``"oom"`` or ``"1"``
+    (both); by default ``$OOMGATE_SNAPSHOT``, else both. A no-op without
+    torch and CUDA. Returns whether recording started."""
+    global _recording
+    if _recording is not None:
+        return True
+    when = when or os.environ.get("OOMGATE_SNAPSHOT") or "1"
+    modes = _SNAPSHOT_MODES.get(str(when).strip().lower())
+    if modes is None:
+        print(f"oomgate_probe: OOMGATE_SNAPSHOT={when!r} is not 1, exit, peak or oom; no snapshot", file=sys.stderr)
+        return False
+    torch = _torch()
+    if torch is None:
+        return False
+    try:
+        torch.cuda.memory._record_memory_history(max_entries=int(max_entries))
+    except Exception as error:
+        print(f"oomgate_probe: cannot record allocation history: {error}", file=sys.stderr)
+        return False
+    _recording = modes
+    if "oom" in modes:
+        def observer(device, alloc, device_alloc, device_free):
+            _dump_snapshot(torch, "oom")
+        try:
+            torch._C._cuda_attach_out_of_memory_observer(observer)
+        except Exception as error:
+            print(f"oomgate_probe: cannot watch for out-of-memory errors: {error}", file=sys.stderr)
+    if "exit" in modes:
+        atexit.register(lambda: _dump_snapshot(torch, "exit"))
+    return True
+
+
 @contextlib.contextmanager
 def guard():
     """Run a block; on a CUDA out-of-memory error, write
     ``torch.cuda.memory_summary()`` to ``memory_summary.txt`` in the case
-    folder (and, with ``OOMGATE_SNAPSHOT=1``, a snapshot pickle), then
-    re-raise. The error is never swallowed."""
+    folder, then re-raise: the error is never swallowed. With
+    ``OOMGATE_SNAPSHOT`` set, it starts ``record_memory()`` and writes the
+    end-of-run snapshot when the block ends."""
     torch = _torch()
-    snapshot = os.environ.get("OOMGATE_SNAPSHOT") == "1" and torch is not None
-    if snapshot:
-        try:
-            torch.cuda.memory._record_memory_history(max_entries=100000)
-        except Exception as error:
-            print(f"oomgate_probe: cannot record allocation history: {error}", file=sys.stderr)
-            snapshot = False
+    if os.environ.get("OOMGATE_SNAPSHOT") and torch is not None:
+        record_memory()
     try:
         yield
     except BaseException as error:
@@ -132,17 +186,21 @@ def guard():
                     f.write(torch.cuda.memory_summary())
             except Exception as failure:
                 print(f"oomgate_probe: cannot write memory_summary: {failure}", file=sys.stderr)
-            if snapshot:
-                _dump_snapshot(torch, "memory_snapshot_oom.pickle")
-                snapshot = False
+            if _recording and "oom" in _recording:
+                _dump_snapshot(torch, "oom")
         raise
     finally:
-        if snapshot:
-            _dump_snapshot(torch, "memory_snapshot.pickle")
+        if _recording and "exit" in _recording:
+            _dump_snapshot(torch, "exit")
 
 
-def _dump_snapshot(torch, name):
+def _dump_snapshot(torch, kind):
+    """Write the snapshot of this kind, once per kind (an OOM observer and
+    guard() both see the same error; guard() and atexit the same end)."""
+    if kind in _dumped:
+        return
+    _dumped.add(kind)
     try:
-        torch.cuda.memory._dump_snapshot(os.path.join(_folder(), name))
+        torch.cuda.memory._dump_snapshot(os.path.join(_folder(), _snapshot_name(kind)))
     except Exception as error:
         print(f"oomgate_probe: cannot dump the memory snapshot: {error}", file=sys.stderr)

@@ -125,6 +125,11 @@ pub struct LockedCase {
     /// `oomgate diff` judges its figures with when it has no suite.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance: Option<CaseTolerances>,
+    /// The largest allocation sites of the snapshots the locked run left
+    /// (at most `snapshot::LOCKED_SITES`), and its allocator's totals and
+    /// settings: what a regression's sites are compared with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation_sites: Option<crate::snapshot::AllocationSites>,
 }
 
 #[cfg(test)]
@@ -153,6 +158,7 @@ impl LockedCase {
             allocator_env: BTreeMap::new(),
             probe_peak_allocated_bytes: None,
             tolerance: None,
+            allocation_sites: None,
         }
     }
 }

@@ -30,6 +30,7 @@ fn lock() -> Lock {
             capacity_of: None,
             probe_peak_allocated_bytes: None,
             tolerance: None,
+            allocation_sites: None,
         },
     );
     Lock {

@@ -312,6 +312,17 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
                 .filter(|c| !c.passed)
                 .map(|c| format!("  {id}: {}", c.message)),
         );
+        let growth = crate::judge::site_growth(
+            a.allocation_sites.as_ref(),
+            b.allocation_sites.as_ref(),
+            &checks,
+        );
+        if let Some(growth) = growth {
+            failures.push(format!(
+                "  {id}: {}",
+                crate::report::words::site_growth(&growth)
+            ));
+        }
     }
     let mut out = table(&rows);
     if !failures.is_empty() {
@@ -358,7 +369,7 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
 }
 
 /// Rows as left-aligned columns.
-fn table(rows: &[Vec<String>]) -> String {
+pub(super) fn table(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let mut widths = vec![0usize; columns];
     for row in rows {

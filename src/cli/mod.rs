@@ -16,6 +16,7 @@ mod merge;
 mod outputs;
 mod pool;
 mod run;
+mod sites;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -139,6 +140,36 @@ pub enum Command {
         "Exit codes: 0 printed, 2 the results cannot be read or no case matched."
     ))]
     Budgets(BudgetsArgs),
+    /// Print the allocation sites of a run's cases, or of one torch memory snapshot.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate sites oomgate-out/results.json\n",
+        "  oomgate sites oomgate-out/results.json --case train-bs64\n",
+        "  oomgate sites oomgate-out/cases/train-bs64/memory_snapshot.pickle --depth 3\n\n",
+        "A case's sites come from the torch memory snapshots it left in its folder\n",
+        "(OOMGATE_SNAPSHOT, or its own torch.cuda.memory._dump_snapshot): the bytes live at each\n",
+        "device's peak, by the first frame of the user's code (docs/diagnosis.md#allocation-sites).\n\n",
+        "Exit codes: 0 printed, 2 the file cannot be read, or holds no sites."
+    ))]
+    Sites(SitesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SitesArgs {
+    /// A results.json, or a memory snapshot (`.pickle`).
+    pub path: PathBuf,
+    /// Only this case (its id).
+    #[arg(long, value_name = "ID")]
+    pub case: Option<String>,
+    /// With a .pickle: how many of the user's frames name a site.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub depth: Option<u32>,
+    /// How many sites to print per case (the rest summed).
+    #[arg(long, value_name = "N", default_value = "20")]
+    pub top: usize,
+    /// Print JSON: each case's sites as results.json holds them.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -412,6 +443,7 @@ pub fn execute(cli: Cli) -> Result<Outcome, CliError> {
         Command::Diff(args) => inspect::diff(&args),
         Command::Merge(args) => merge::merge(&args),
         Command::Budgets(args) => budgets::budgets(&args),
+        Command::Sites(args) => sites::sites(&args),
     }
 }
 

@@ -206,9 +206,38 @@ fn compare(case: &Case, result: &mut CaseResult, capacity: Option<&Capacity>, ba
     });
     let tolerances = result.tolerance.unwrap_or_else(|| tolerances(case));
     let (comparison, checks) = against_lock(against, now.view(result), tolerances, found);
+    result.site_growth = site_growth(
+        against.locked.and_then(|l| l.allocation_sites.as_ref()),
+        result.allocation_sites.as_ref(),
+        &checks,
+    );
     result.checks.extend(checks);
     result.checks.extend(drift_check(info));
     result.baseline = Some(comparison);
+}
+
+/// How many grown sites a regression names.
+pub const GROWN_SITES: usize = 5;
+
+/// With a GPU (or allocated) figure regressed and sites on both sides:
+/// the sites that grew most against the baseline's, and allocator
+/// settings that changed. `run` and `diff` both call it.
+pub fn site_growth(
+    locked: Option<&crate::snapshot::AllocationSites>,
+    now: Option<&crate::snapshot::AllocationSites>,
+    checks: &[crate::results::Check],
+) -> Option<crate::snapshot::SiteGrowth> {
+    use crate::baseline::Figure;
+    use crate::results::CheckKind;
+    let regressed = checks.iter().any(|c| {
+        !c.passed
+            && matches!(
+                c.kind,
+                CheckKind::Baseline(Figure::Gpu) | CheckKind::Baseline(Figure::Allocated)
+            )
+    });
+    let growth = crate::snapshot::grown(locked?, now?, GROWN_SITES);
+    (regressed && !growth.is_empty()).then_some(growth)
 }
 
 /// What of a result a comparison with the lock reads, in the lock's

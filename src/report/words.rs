@@ -45,7 +45,17 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, headline: Option<&s
         (Some(headline), Some(message)) => Some(format!("{headline} — {message}")),
         (_, message) => message,
     };
+    // What to look at first when the GPU figure grew: the sites that grew.
+    let message = match (message, &result.site_growth) {
+        (Some(message), Some(growth)) => Some(format!("{message} — {}", site_growth(growth))),
+        (message, _) => message,
+    };
     result.message = message.map(|m| crate::redact::mask(&m).into_owned());
+}
+
+/// `grew most: model.py:88 attention +500.0 MiB (100.0 MiB → 600.0 MiB)`.
+pub fn site_growth(growth: &crate::snapshot::SiteGrowth) -> String {
+    format!("grew most: {}", growth.describe())
 }
 
 /// A figure's comparison with no check of its own: `gpu peak: no baseline`.

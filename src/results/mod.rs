@@ -343,6 +343,14 @@ pub struct CaseResult {
     /// instances), measured apart from the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<ClientResult>,
+    /// The allocation sites of the torch memory snapshots the case left in
+    /// its folder (docs/diagnosis.md#allocation-sites); `None`: it left none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation_sites: Option<crate::snapshot::AllocationSites>,
+    /// With a GPU regression against a baseline with sites: the sites
+    /// that grew most, and allocator settings that changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site_growth: Option<crate::snapshot::SiteGrowth>,
     /// A test of a `[[pytest]]`: its file, line, and JUnit names as
     /// pytest writes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -446,6 +454,8 @@ impl CaseResult {
             capacity: None,
             server: None,
             client: None,
+            allocation_sites: None,
+            site_growth: None,
             pytest: None,
             env: IndexMap::new(),
             allocator_env: BTreeMap::new(),

@@ -257,6 +257,11 @@ pub fn lock_of(results: &RunResults) -> Lock {
                     .filter(|c| c.value.is_some())
                     .map(|c| crate::capacity::counted_as(&c.param, c.step)),
                 tolerance: case.tolerance,
+                allocation_sites: case.allocation_sites.as_ref().map(|sites| {
+                    let mut kept = sites.clone();
+                    kept.sites.truncate(crate::snapshot::LOCKED_SITES);
+                    kept
+                }),
             };
             (case.id.clone(), locked)
         })

@@ -88,6 +88,13 @@ impl CaseRunner<'_, '_> {
             };
             self.record_fault(fault);
         }
+        // Whatever torch memory snapshot the case left (its probe's, or
+        // its own `_dump_snapshot`), summarised by allocation site.
+        let allocation_sites =
+            crate::snapshot::read_case(case_dir, case.sites_depth as usize, &case.cwd);
+        for note in allocation_sites.iter().flat_map(|s| &s.notes) {
+            self.warn(format!("{}: memory snapshot: {note}", case.id));
+        }
         if leftovers > 0 {
             self.warn(format!(
                         "{}: {leftovers} process(es) were still running after the command exited; oomgate stopped them",
@@ -249,6 +256,8 @@ impl CaseRunner<'_, '_> {
                 }
             }),
             pytest: case.pytest.clone(),
+            allocation_sites,
+            site_growth: None,
             env: recorded.env,
             allocator_env: allocator_env(case),
             tolerance: None,

@@ -158,7 +158,12 @@ pub fn read_case(case_dir: &Path, depth: usize, cwd: &Path) -> Option<Allocation
 }
 
 /// One snapshot file summarised.
-pub fn read_file(path: &Path, name: &str, depth: usize, cwd: &Path) -> Result<AllocationSites, SnapshotError> {
+pub fn read_file(
+    path: &Path,
+    name: &str,
+    depth: usize,
+    cwd: &Path,
+) -> Result<AllocationSites, SnapshotError> {
     use std::os::unix::fs::OpenOptionsExt;
     let refused = |reason: String| SnapshotError::Refused {
         file: name.to_string(),
@@ -177,16 +182,19 @@ pub fn read_file(path: &Path, name: &str, depth: usize, cwd: &Path) -> Result<Al
         return Err(refused("not a regular file".into()));
     }
     let keep_events = meta.len() <= TRACE_LIMIT_BYTES;
-    let value = pickle::read(std::io::BufReader::with_capacity(1 << 20, file), keep_events).map_err(|source| {
-        SnapshotError::Pickle {
-            file: name.to_string(),
-            source,
-        }
-    })?;
-    let mut summary = summary::summarise(&value, depth, cwd).map_err(|reason| SnapshotError::Format {
+    let value = pickle::read(
+        std::io::BufReader::with_capacity(1 << 20, file),
+        keep_events,
+    )
+    .map_err(|source| SnapshotError::Pickle {
         file: name.to_string(),
-        reason,
+        source,
     })?;
+    let mut summary =
+        summary::summarise(&value, depth, cwd).map_err(|reason| SnapshotError::Format {
+            file: name.to_string(),
+            reason,
+        })?;
     if !keep_events {
         summary.from = SitesFrom::Dump;
         summary.notes.push(format!(
@@ -291,7 +299,7 @@ pub fn grown(before: &AllocationSites, after: &AllocationSites, limit: usize) ->
             }
         })
         .collect();
-    grown.sort_by(|a, b| (b.after - b.before).cmp(&(a.after - a.before)));
+    grown.sort_by_key(|c| std::cmp::Reverse(c.after - c.before));
     grown.truncate(limit);
     let mut settings = Vec::new();
     for (key, value) in &after.allocator_settings {

@@ -32,13 +32,18 @@ pub enum Value {
     /// Bytes are not kept.
     Bytes,
     List(Rc<Container>),
-    Tuple(Rc<[Value]>),
+    // Thin pointers only: a value is 16 bytes, and the memo holds one per
+    // container of the file.
+    Tuple(Rc<Vec<Value>>),
     Dict(Rc<Container>),
     Frame(Rc<Frame>),
     /// A list of frames, interned.
-    Frames(Rc<[Rc<Frame>]>),
+    Frames(Stack),
     Event(Rc<Event>),
 }
+
+/// A stack of frames, innermost first, interned.
+pub type Stack = Rc<Vec<Rc<Frame>>>;
 
 /// A list or dict while it is read, and after: its items (a dict's as
 /// key, value pairs in turn), and the memo slot it was put in, so that it
@@ -89,7 +94,7 @@ pub struct Event {
     pub action: Action,
     pub addr: Option<u64>,
     pub size: u64,
-    pub frames: Rc<[Rc<Frame>]>,
+    pub frames: Stack,
 }
 
 /// Why a file is not a snapshot pickle this reader can read.
@@ -100,7 +105,11 @@ pub enum PickleError {
     #[error("not a pickle of protocol 2 or later (it starts with byte 0x{0:02x})")]
     NotBinary(u8),
     #[error("opcode 0x{opcode:02x} at byte {at} is not plain data ({what}): not a memory snapshot")]
-    Unsupported { opcode: u8, at: u64, what: &'static str },
+    Unsupported {
+        opcode: u8,
+        at: u64,
+        what: &'static str,
+    },
     #[error("damaged at byte {at}: {why}")]
     Damaged { at: u64, why: String },
     #[error("it ends before its STOP opcode")]
@@ -126,7 +135,7 @@ struct Machine<R> {
     memo: Vec<Value>,
     strings: HashMap<Rc<str>, ()>,
     frames: HashMap<Rc<Frame>, ()>,
-    stacks: HashMap<Vec<*const Frame>, Rc<[Rc<Frame>]>>,
+    stacks: HashMap<Vec<*const Frame>, Stack>,
     keep_events: bool,
 }
 
@@ -154,10 +163,12 @@ impl<R: Read> Machine<R> {
 
     fn bytes<const N: usize>(&mut self) -> Result<[u8; N], PickleError> {
         let mut buffer = [0u8; N];
-        self.input.read_exact(&mut buffer).map_err(|e| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => PickleError::Truncated,
-            _ => PickleError::Io(e),
-        })?;
+        self.input
+            .read_exact(&mut buffer)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => PickleError::Truncated,
+                _ => PickleError::Io(e),
+            })?;
         self.at += N as u64;
         Ok(buffer)
     }
@@ -201,7 +212,8 @@ impl<R: Read> Machine<R> {
 
     fn string(&mut self, len: u64) -> Result<Value, PickleError> {
         let bytes = self.vec(len)?;
-        let text = String::from_utf8(bytes).map_err(|_| self.damaged("a string that is not UTF-8"))?;
+        let text =
+            String::from_utf8(bytes).map_err(|_| self.damaged("a string that is not UTF-8"))?;
         Ok(Value::Str(self.intern(&text)))
     }
 
@@ -223,11 +235,15 @@ impl<R: Read> Machine<R> {
     }
 
     fn pop(&mut self) -> Result<Value, PickleError> {
-        self.stack.pop().ok_or_else(|| self.damaged("an empty stack"))
+        self.stack
+            .pop()
+            .ok_or_else(|| self.damaged("an empty stack"))
     }
 
     fn top(&self) -> Result<&Value, PickleError> {
-        self.stack.last().ok_or_else(|| self.damaged("an empty stack"))
+        self.stack
+            .last()
+            .ok_or_else(|| self.damaged("an empty stack"))
     }
 
     /// The items since the last MARK, taken off the stack.
@@ -325,7 +341,7 @@ impl<R: Read> Machine<R> {
                 frames
             }
             Some(Value::Frames(frames)) => frames,
-            _ => Rc::from(Vec::new()),
+            _ => Rc::new(Vec::new()),
         };
         Some(Value::Event(Rc::new(Event {
             action: match &*action {
@@ -347,7 +363,7 @@ impl<R: Read> Machine<R> {
     }
 
     /// A list of frames, interned: the same stack is held once.
-    fn stack_of(&mut self, list: &Container) -> Rc<[Rc<Frame>]> {
+    fn stack_of(&mut self, list: &Container) -> Stack {
         let frames: Vec<Rc<Frame>> = list
             .items
             .borrow()
@@ -361,7 +377,7 @@ impl<R: Read> Machine<R> {
         if let Some(found) = self.stacks.get(&key) {
             return found.clone();
         }
-        let interned: Rc<[Rc<Frame>]> = Rc::from(frames);
+        let interned: Stack = Rc::new(frames);
         self.stacks.insert(key, interned.clone());
         interned
     }
@@ -390,7 +406,7 @@ impl<R: Read> Machine<R> {
                 }
                 b'}' => self.push(Value::Dict(Rc::default()))?,
                 b']' | 0x8f => self.push(Value::List(Rc::default()))?,
-                b')' => self.push(Value::Tuple(Rc::from(Vec::new())))?,
+                b')' => self.push(Value::Tuple(Rc::new(Vec::new())))?,
                 b'(' => self.marks.push(self.stack.len()),
                 b's' => {
                     let value = self.pop()?;
@@ -470,7 +486,7 @@ impl<R: Read> Machine<R> {
                 0x89 => self.push(Value::Bool(false))?,
                 b't' => {
                     let items = self.pop_mark()?;
-                    self.push(Value::Tuple(Rc::from(items)))?;
+                    self.push(Value::Tuple(Rc::new(items)))?;
                 }
                 0x85..=0x87 => {
                     let n = usize::from(opcode - 0x84);
@@ -478,7 +494,7 @@ impl<R: Read> Machine<R> {
                         return Err(self.damaged("a tuple of more items than the stack holds"));
                     }
                     let items = self.stack.split_off(self.stack.len() - n);
-                    self.push(Value::Tuple(Rc::from(items)))?;
+                    self.push(Value::Tuple(Rc::new(items)))?;
                 }
                 0x94 => self.memoize(self.memo.len())?,
                 b'q' => {
@@ -531,9 +547,12 @@ fn long(bytes: &[u8]) -> Value {
     }
     // Beyond 64 bits: no address or size is; kept as an approximate float.
     let negative = bytes.last().is_some_and(|b| b & 0x80 != 0);
-    let magnitude = bytes
-        .iter()
-        .rev()
-        .fold(0f64, |acc, b| acc * 256.0 + f64::from(if negative { !b } else { *b }));
-    Value::Float(if negative { -(magnitude + 1.0) } else { magnitude })
+    let magnitude = bytes.iter().rev().fold(0f64, |acc, b| {
+        acc * 256.0 + f64::from(if negative { !b } else { *b })
+    });
+    Value::Float(if negative {
+        -(magnitude + 1.0)
+    } else {
+        magnitude
+    })
 }

@@ -30,14 +30,21 @@ struct Block {
 
 /// Summarise one snapshot's top-level dict. `depth`: user frames that
 /// name a site; `cwd`: file names under it are shown relative to it.
-pub fn summarise(root: &Value, depth: usize, cwd: &std::path::Path) -> Result<AllocationSites, String> {
+pub fn summarise(
+    root: &Value,
+    depth: usize,
+    cwd: &std::path::Path,
+) -> Result<AllocationSites, String> {
     let Value::Dict(root) = root else {
         return Err("its top level is not a dict: not a torch memory snapshot".into());
     };
     let Some(Value::List(segments)) = root.get("segments") else {
         return Err("it has no `segments` list: not a torch memory snapshot".into());
     };
-    let namer = Namer { depth: depth.max(1), cwd };
+    let namer = Namer {
+        depth: depth.max(1),
+        cwd,
+    };
     let mut summary = AllocationSites::default();
     let mut blocks = Vec::new();
     let (mut allocated_at_dump, mut graph_pool) = (0u64, 0u64);
@@ -63,7 +70,8 @@ pub fn summarise(root: &Value, depth: usize, cwd: &std::path::Path) -> Result<Al
         };
         for block in list.items.borrow().iter() {
             let Value::Dict(block) = block else { continue };
-            let active = matches!(block.get("state"), Some(Value::Str(s)) if &*s == "active_allocated");
+            let active =
+                matches!(block.get("state"), Some(Value::Str(s)) if &*s == "active_allocated");
             if !active {
                 continue;
             }
@@ -109,7 +117,11 @@ pub fn summarise(root: &Value, depth: usize, cwd: &std::path::Path) -> Result<Al
         entry.1 += 1;
     };
     let traced = traces.iter().any(|t| !t.is_empty());
-    summary.from = if traced { SitesFrom::Peak } else { SitesFrom::Dump };
+    summary.from = if traced {
+        SitesFrom::Peak
+    } else {
+        SitesFrom::Dump
+    };
     if !traced {
         summary.allocated_bytes = allocated_at_dump;
         for block in &blocks {

@@ -44,10 +44,22 @@ fn the_sites_live_at_the_peak_are_the_traces_replayed() {
     assert_eq!(s.from, SitesFrom::Peak);
     assert!(!s.estimated);
     assert_eq!(s.allocated_bytes, 500 * MIB, "load 400 + attention 100");
-    assert_eq!(sites(&s), [("model.py:10 load", 400), ("model.py:88 attention", 100)]);
+    assert_eq!(
+        sites(&s),
+        [("model.py:10 load", 400), ("model.py:88 attention", 100)]
+    );
     assert_eq!(s.reserved_bytes, 512 * MIB);
-    assert_eq!(s.fragmentation_bytes, 62 * MIB, "512 reserved, 450 allocated at the dump");
-    assert_eq!(s.allocator_settings.get("expandable_segments").map(String::as_str), Some("False"));
+    assert_eq!(
+        s.fragmentation_bytes,
+        62 * MIB,
+        "512 reserved, 450 allocated at the dump"
+    );
+    assert_eq!(
+        s.allocator_settings
+            .get("expandable_segments")
+            .map(String::as_str),
+        Some("False")
+    );
     assert_eq!(s.devices, 1);
 }
 
@@ -61,35 +73,66 @@ fn deeper_sites_name_the_callers() {
 fn a_trace_that_lost_its_start_is_an_estimate() {
     let s = summary("truncated", &[], 1);
     assert!(s.estimated);
-    assert_eq!(s.allocated_bytes, 700 * MIB, "load, attention and the unseen 200: {s:#?}");
+    assert_eq!(
+        s.allocated_bytes,
+        700 * MIB,
+        "load, attention and the unseen 200: {s:#?}"
+    );
     assert_eq!(
         sites(&s),
-        [("model.py:10 load", 400), ("(allocated before the trace began)", 200), ("model.py:88 attention", 100)]
+        [
+            ("model.py:10 load", 400),
+            ("(allocated before the trace began)", 200),
+            ("model.py:88 attention", 100)
+        ]
     );
-    assert!(s.notes.iter().any(|n| n.contains("dropped its start")), "{:?}", s.notes);
+    assert!(
+        s.notes.iter().any(|n| n.contains("dropped its start")),
+        "{:?}",
+        s.notes
+    );
 }
 
 #[test]
 fn devices_and_graph_pools_and_dumps_without_history() {
     let s = summary("devices", &[], 1);
     assert_eq!(s.devices, 2);
-    assert_eq!(s.allocated_bytes, 800 * MIB, "500 on device 0, 300 on device 1");
-    assert!(sites(&s).contains(&("model.py:88 attention", 400)), "100 + 300: {:?}", sites(&s));
+    assert_eq!(
+        s.allocated_bytes,
+        800 * MIB,
+        "500 on device 0, 300 on device 1"
+    );
+    assert!(
+        sites(&s).contains(&("model.py:88 attention", 400)),
+        "100 + 300: {:?}",
+        sites(&s)
+    );
 
     let s = summary("graph", &[], 1);
     assert_eq!(s.graph_pool_bytes, 64 * MIB);
-    assert!(s.notes.iter().any(|n| n.contains("CUDA graph")), "{:?}", s.notes);
+    assert!(
+        s.notes.iter().any(|n| n.contains("CUDA graph")),
+        "{:?}",
+        s.notes
+    );
 
     let s = summary("nohistory", &[], 1);
     assert_eq!(s.from, SitesFrom::Dump);
     assert_eq!(s.allocated_bytes, 450 * MIB);
-    assert_eq!(sites(&s), [("model.py:10 load", 400), ("(no stack recorded)", 50)]);
+    assert_eq!(
+        sites(&s),
+        [("model.py:10 load", 400), ("(no stack recorded)", 50)]
+    );
 }
 
 #[test]
 fn growth_against_a_baseline_names_the_site_and_the_settings() {
     let before = summary("basic", &[], 1);
-    let after = summary("basic", &["--grow", "500", "--setting", "expandable_segments=True"], 1);
+    let after = summary(
+        "basic",
+        &["--grow", "500", "--setting", "expandable_segments=True"],
+        1,
+    );
     let growth = grown(&before, &after, 5);
     assert_eq!(
         growth.describe(),
@@ -123,20 +166,29 @@ fn what_is_not_a_snapshot_is_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
     let evil = dir.path().join("evil.pickle");
     let status = std::process::Command::new("python3")
-        .args(["-c", "import pickle,os,sys; pickle.dump({'segments': [os.system]}, open(sys.argv[1],'wb'))"])
+        .args([
+            "-c",
+            "import pickle,os,sys; pickle.dump({'segments': [os.system]}, open(sys.argv[1],'wb'))",
+        ])
         .arg(&evil)
         .status()
         .expect("python3");
     assert!(status.success());
     let error = read_file(&evil, "evil.pickle", 1, dir.path()).expect_err("refused");
-    assert!(error.to_string().contains("Python class or function"), "{error}");
+    assert!(
+        error.to_string().contains("Python class or function"),
+        "{error}"
+    );
 
     let good = make(dir.path(), "memory_snapshot.pickle", "basic", &[]);
     let bytes = std::fs::read(&good).expect("read");
     for cut in [0, 1, 2, 20, bytes.len() / 2, bytes.len() - 1] {
         let short = dir.path().join("short.pickle");
         std::fs::write(&short, &bytes[..cut]).expect("write");
-        assert!(read_file(&short, "short.pickle", 1, dir.path()).is_err(), "cut at {cut}");
+        assert!(
+            read_file(&short, "short.pickle", 1, dir.path()).is_err(),
+            "cut at {cut}"
+        );
     }
     let link = dir.path().join("memory_snapshot_oom.pickle");
     std::os::unix::fs::symlink(&good, &link).expect("link");
@@ -149,13 +201,32 @@ fn what_is_not_a_snapshot_is_refused() {
 fn a_cases_ranks_are_summed() {
     let dir = tempfile::tempdir().expect("temp dir");
     make(dir.path(), "memory_snapshot.rank-0.pickle", "basic", &[]);
-    make(dir.path(), "memory_snapshot.rank-1.pickle", "basic", &["--grow", "100"]);
+    make(
+        dir.path(),
+        "memory_snapshot.rank-1.pickle",
+        "basic",
+        &["--grow", "100"],
+    );
     // An OOM snapshot of a rank that also left its end-of-run one is not read.
-    make(dir.path(), "memory_snapshot_oom.rank-1.pickle", "basic", &[]);
+    make(
+        dir.path(),
+        "memory_snapshot_oom.rank-1.pickle",
+        "basic",
+        &[],
+    );
     let s = read_case(dir.path(), 1, dir.path()).expect("snapshots");
-    assert_eq!(s.files, ["memory_snapshot.rank-0.pickle", "memory_snapshot.rank-1.pickle"]);
+    assert_eq!(
+        s.files,
+        [
+            "memory_snapshot.rank-0.pickle",
+            "memory_snapshot.rank-1.pickle"
+        ]
+    );
     assert_eq!(s.allocated_bytes, 1100 * MIB);
-    assert_eq!(sites(&s), [("model.py:10 load", 800), ("model.py:88 attention", 300)]);
+    assert_eq!(
+        sites(&s),
+        [("model.py:10 load", 800), ("model.py:88 attention", 300)]
+    );
 }
 
 /// Arbitrary bytes after a valid header never panic.

@@ -201,6 +201,9 @@ pub struct Case {
     /// How long to wait, before the case starts, for its GPUs to come back
     /// to their idle level (see `run::settle`); zero: no wait.
     pub settle_timeout: Duration,
+    /// How many of the user's frames name an allocation site in the
+    /// torch memory snapshots the case leaves (`sites = { depth = N }`).
+    pub sites_depth: u32,
     /// Capacity search: the case runs once per probed value of a
     /// parameter (see `crate::capacity`).
     pub search: Option<crate::capacity::SearchSpec>,
@@ -364,6 +367,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
 /// How long a case waits, at most, for its GPUs to settle before it starts.
 pub const DEFAULT_SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// One user frame names an allocation site.
+pub const DEFAULT_SITES_DEPTH: u32 = 1;
 
 /// Longest `timeout` and `duration` accepted: a month. Beyond that it is a
 /// typo, and the deadline arithmetic must stay far from overflow.

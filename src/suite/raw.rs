@@ -58,6 +58,7 @@ pub struct RawPytest {
     pub gpus: Option<Spanned<i64>>,
     pub gpu_memory: Option<Spanned<toml::Value>>,
     pub settle_timeout: Option<Spanned<String>>,
+    pub sites: Option<Spanned<RawSites>>,
 }
 
 /// `[environment]`: what to record about the software the workloads use.
@@ -127,6 +128,7 @@ pub struct RawSettings {
     pub gpus: Option<Spanned<i64>>,
     pub gpu_memory: Option<Spanned<toml::Value>>,
     pub settle_timeout: Option<Spanned<String>>,
+    pub sites: Option<Spanned<RawSites>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -160,6 +162,7 @@ pub struct RawCase {
     pub gpus: Option<Spanned<i64>>,
     pub gpu_memory: Option<Spanned<toml::Value>>,
     pub settle_timeout: Option<Spanned<String>>,
+    pub sites: Option<Spanned<RawSites>>,
 }
 
 /// Borrow the shared keys of a `RawCase` or `RawSettings` (same field names).
@@ -180,6 +183,7 @@ macro_rules! settings_ref {
             gpus: $raw.gpus.as_ref(),
             gpu_memory: $raw.gpu_memory.as_ref(),
             settle_timeout: $raw.settle_timeout.as_ref(),
+            sites: $raw.sites.as_ref(),
         }
     };
 }
@@ -232,6 +236,14 @@ pub struct RawServer {
     pub env: Option<RawEnv>,
 }
 
+/// `sites = { depth = 1 }`: how many of the user's frames name an
+/// allocation site in a torch memory snapshot.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSites {
+    pub depth: Option<Spanned<i64>>,
+}
+
 /// `leak = { warmup = 3, max_growth = "64 MiB" }`
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -266,6 +278,7 @@ pub struct RawSettingsRef<'a> {
     pub gpus: Option<&'a Spanned<i64>>,
     pub gpu_memory: Option<&'a Spanned<toml::Value>>,
     pub settle_timeout: Option<&'a Spanned<String>>,
+    pub sites: Option<&'a Spanned<RawSites>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -35,7 +35,11 @@ pub(super) struct Limits {
     pub(super) gpus: Option<u32>,
     pub(super) gpu_memory: Option<Bytes>,
     pub(super) settle_timeout: Duration,
+    pub(super) sites_depth: u32,
 }
+
+/// The most user frames that may name an allocation site.
+const MAX_SITES_DEPTH: u32 = 16;
 
 /// Most GPUs a case may ask for: more than any machine has.
 const MAX_CASE_GPUS: u32 = 64;
@@ -199,7 +203,30 @@ pub(super) fn limits(
             .bounded_duration("settle_timeout", text, MAX_SETTLE)
             .unwrap_or(DEFAULT_SETTLE_TIMEOUT),
     };
+    let sites_depth = match pick(own.sites, defaults.sites).and_then(|s| s.get_ref().depth.as_ref())
+    {
+        None => crate::suite::DEFAULT_SITES_DEPTH,
+        Some(n) => match u32::try_from(*n.get_ref()) {
+            Ok(depth) if (1..=MAX_SITES_DEPTH).contains(&depth) => depth,
+            _ => {
+                check
+                    .error(
+                        n.span(),
+                        format!(
+                            "`sites.depth` must be between 1 and {MAX_SITES_DEPTH}, not {}",
+                            n.get_ref()
+                        ),
+                    )
+                    .help = Some(
+                    "how many of the user's frames name an allocation site (docs/diagnosis.md)"
+                        .into(),
+                );
+                crate::suite::DEFAULT_SITES_DEPTH
+            }
+        },
+    };
     Limits {
+        sites_depth,
         settle_timeout,
         timeout,
         kill_grace,

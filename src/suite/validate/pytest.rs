@@ -173,6 +173,7 @@ pub(super) fn source(
         gpus: limits.gpus,
         gpu_memory: limits.gpu_memory,
         settle_timeout: limits.settle_timeout,
+        sites_depth: limits.sites_depth,
         search: None,
         server: None,
         client_budget: Budget::default(),

@@ -57,6 +57,7 @@ pub(super) fn expand_rows(
                 gpus,
                 gpu_memory,
                 settle_timeout,
+                sites_depth,
                 ..
             },
         search,
@@ -143,6 +144,7 @@ pub(super) fn expand_rows(
             gpus,
             gpu_memory,
             settle_timeout,
+            sites_depth,
             search: search.clone(),
             templates,
             server,

@@ -1,0 +1,130 @@
+//! `oomgate sites PATH`: the allocation sites of a run's cases (its
+//! results.json) or of one torch memory snapshot (a `.pickle`).
+
+use std::fmt::Write as _;
+
+use super::{CliError, Outcome, SitesArgs, write_stdout};
+use crate::snapshot::{AllocationSites, SitesFrom};
+use crate::units::Bytes;
+
+/// `oomgate sites`.
+pub fn sites(args: &SitesArgs) -> Result<Outcome, CliError> {
+    let is_pickle = args.path.extension().is_some_and(|e| e == "pickle");
+    let found: Vec<(String, AllocationSites)> = if is_pickle {
+        let name = args.path.display().to_string();
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let summary = crate::snapshot::read_file(
+            &args.path,
+            &name,
+            args.depth.map_or(1, |d| d as usize),
+            &cwd,
+        )
+        .map_err(|e| CliError::BadInput(e.to_string()))?;
+        vec![(name, summary)]
+    } else {
+        let text = crate::files::read_input(
+            &args.path,
+            crate::files::MAX_RESULTS_BYTES,
+            "a results file",
+        )
+        .map_err(|e| CliError::BadInput(format!("cannot read {}: {e}", args.path.display())))?;
+        let results = crate::results::readback::parse(&text)
+            .map_err(|why| CliError::BadInput(format!("{}: {why}", args.path.display())))?;
+        if args.depth.is_some() {
+            return Err(CliError::BadInput(
+                "--depth applies to a .pickle; a results.json's sites were named with its cases' `sites.depth`".into(),
+            ));
+        }
+        let mut found: Vec<(String, AllocationSites)> = results
+            .cases
+            .into_iter()
+            .filter(|c| args.case.as_ref().is_none_or(|id| &c.id == id))
+            .filter_map(|c| Some((c.id, c.allocation_sites?)))
+            .collect();
+        if found.is_empty() {
+            return Err(CliError::BadInput(match &args.case {
+                Some(id) => format!(
+                    "{}: case `{id}` is not there, or left no memory snapshot",
+                    args.path.display()
+                ),
+                None => format!(
+                    "{}: no case left a memory snapshot (OOMGATE_SNAPSHOT=exit, or the probe's record_memory(); docs/diagnosis.md#allocation-sites)",
+                    args.path.display()
+                ),
+            }));
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found
+    };
+    let text = if args.json {
+        let map: indexmap::IndexMap<&str, &AllocationSites> =
+            found.iter().map(|(id, s)| (id.as_str(), s)).collect();
+        let mut text = serde_json::to_string_pretty(&map)
+            .map_err(|e| CliError::Infrastructure(e.to_string()))?;
+        text.push('\n');
+        text
+    } else {
+        found
+            .iter()
+            .map(|(id, sites)| render(id, sites, args.top))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    write_stdout(&text);
+    Ok(Outcome::Passed)
+}
+
+/// One case's sites, as a person reads them.
+pub fn render(id: &str, sites: &AllocationSites, top: usize) -> String {
+    let mut out = String::new();
+    let when = match (sites.from, sites.estimated) {
+        (SitesFrom::Peak, false) => "at the peak",
+        (SitesFrom::Peak, true) => "at the peak (estimated)",
+        (SitesFrom::Dump, _) => "at the dump",
+    };
+    let _ = writeln!(
+        out,
+        "{id}: {} allocated {when} on {} device(s); reserved {}, fragmentation {} at the dump{}",
+        Bytes(sites.allocated_bytes),
+        sites.devices,
+        Bytes(sites.reserved_bytes),
+        Bytes(sites.fragmentation_bytes),
+        match sites.files.as_slice() {
+            [] => String::new(),
+            files => format!(" ({})", files.join(", ")),
+        }
+    );
+    let mut rows = vec![vec![
+        "  SITE".to_string(),
+        "BYTES".to_string(),
+        "BLOCKS".to_string(),
+    ]];
+    for site in sites.sites.iter().take(top) {
+        rows.push(vec![
+            format!("  {}", site.site),
+            Bytes(site.bytes).to_string(),
+            site.count.to_string(),
+        ]);
+    }
+    if sites.sites.len() > top {
+        let rest: u64 = sites.sites[top..].iter().map(|s| s.bytes).sum();
+        rows.push(vec![
+            format!("  ({} more sites)", sites.sites.len() - top),
+            Bytes(rest).to_string(),
+            String::new(),
+        ]);
+    }
+    out.push_str(&super::inspect::table(&rows));
+    if !sites.allocator_settings.is_empty() {
+        let settings: Vec<String> = sites
+            .allocator_settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(out, "  allocator: {}", settings.join(", "));
+    }
+    for note in &sites.notes {
+        let _ = writeln!(out, "  note: {note}");
+    }
+    out
+}
