@@ -356,6 +356,10 @@ pub struct CaseComparison {
     pub allocated: FigureComparison,
     /// What changed in the case's definition since locking.
     pub changes: Vec<String>,
+    /// The locked run's largest allocation sites, when both it and this
+    /// run left memory snapshots: what report.html draws beside the run's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allocation_sites: Vec<crate::snapshot::Site>,
 }
 
 impl CaseComparison {
@@ -498,6 +502,7 @@ pub fn compare_case(
         gpu,
         allocated,
         changes,
+        allocation_sites: Vec::new(),
     }
 }
 

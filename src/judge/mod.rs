@@ -213,6 +213,13 @@ fn compare(case: &Case, result: &mut CaseResult, capacity: Option<&Capacity>, ba
     );
     result.checks.extend(checks);
     result.checks.extend(drift_check(info));
+    let mut comparison = comparison;
+    if let (Some(locked), Some(_)) = (
+        against.locked.and_then(|l| l.allocation_sites.as_ref()),
+        &result.allocation_sites,
+    ) {
+        comparison.allocation_sites = locked.sites.iter().take(crate::snapshot::CHARTED_SITES).cloned().collect();
+    }
     result.baseline = Some(comparison);
 }
 

@@ -205,6 +205,7 @@ fn everything() -> RunResults {
         gpu: figure("gpu", Outcome::Regressed),
         allocated: figure("allocated", Outcome::Skipped),
         changes: vec!["command: a → b".into()],
+        allocation_sites: Vec::new(),
     });
     if let Some(diagnosis) = case.diagnosis.as_mut() {
         diagnosis.oom = Some(crate::diagnose::OomFigures {

@@ -28,6 +28,8 @@ pub const TRACE_LIMIT_BYTES: u64 = 1 << 30;
 pub const MAX_SITES: usize = 200;
 /// The most sites the lock keeps per case.
 pub const LOCKED_SITES: usize = 50;
+/// The most sites report.html draws per case.
+pub const CHARTED_SITES: usize = 10;
 
 /// What the snapshots a case left say about its allocations.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

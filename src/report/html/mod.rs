@@ -28,6 +28,7 @@ use crate::units::format_duration;
 
 mod chart;
 pub mod select;
+mod sites;
 
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -335,6 +336,19 @@ fn case_section(page: &mut String, case: &CaseResult, results: &RunResults, out_
         page.push_str(&curve.svg);
         page.push_str("</div>\n");
         for note in &curve.notes {
+            let _ = writeln!(page, "<p class=\"meta\">{}</p>", escape(note));
+        }
+    }
+    if let Some(svg) = sites::sites_chart(case) {
+        let sites = case.allocation_sites.as_ref();
+        let when = match sites.map(|s| s.from) {
+            Some(crate::snapshot::SitesFrom::Dump) => "live when the snapshot was dumped",
+            _ => "live at the GPU peak",
+        };
+        let _ = writeln!(page, "<h3>Allocation sites ({when})</h3><div class=\"chart\">");
+        page.push_str(&svg);
+        page.push_str("</div>\n");
+        for note in sites.iter().flat_map(|s| &s.notes) {
             let _ = writeln!(page, "<p class=\"meta\">{}</p>", escape(note));
         }
     }
