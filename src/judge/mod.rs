@@ -218,7 +218,12 @@ fn compare(case: &Case, result: &mut CaseResult, capacity: Option<&Capacity>, ba
         against.locked.and_then(|l| l.allocation_sites.as_ref()),
         &result.allocation_sites,
     ) {
-        comparison.allocation_sites = locked.sites.iter().take(crate::snapshot::CHARTED_SITES).cloned().collect();
+        comparison.allocation_sites = locked
+            .sites
+            .iter()
+            .take(crate::snapshot::CHARTED_SITES)
+            .cloned()
+            .collect();
     }
     result.baseline = Some(comparison);
 }

@@ -239,3 +239,32 @@ fn garbage_never_panics() {
         let _ = pickle::read(&bytes[..], true);
     });
 }
+
+/// A snapshot of 60,000 events with deep stacks, and the same read as a
+/// file over the size limit is (its trace dropped as it is read).
+#[test]
+fn a_large_file_and_one_read_without_its_trace() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = make(
+        dir.path(),
+        "memory_snapshot.pickle",
+        "large",
+        &["--events", "20000"],
+    );
+    let s = read_file(&path, "memory_snapshot.pickle", 1, dir.path()).expect("summarised");
+    assert_eq!(
+        s.allocated_bytes,
+        500 * MIB,
+        "the 1 MiB pairs come after the peak"
+    );
+    assert_eq!(
+        sites(&s),
+        [("model.py:10 load", 400), ("model.py:88 attention", 100)]
+    );
+
+    let file = std::fs::File::open(&path).expect("open");
+    let value = pickle::read(std::io::BufReader::new(file), false).expect("read");
+    let s = summary::summarise(&value, 1, dir.path()).expect("summarised");
+    assert_eq!(s.from, SitesFrom::Dump);
+    assert_eq!(s.allocated_bytes, 450 * MIB, "the blocks live at the dump");
+}

@@ -345,7 +345,10 @@ fn case_section(page: &mut String, case: &CaseResult, results: &RunResults, out_
             Some(crate::snapshot::SitesFrom::Dump) => "live when the snapshot was dumped",
             _ => "live at the GPU peak",
         };
-        let _ = writeln!(page, "<h3>Allocation sites ({when})</h3><div class=\"chart\">");
+        let _ = writeln!(
+            page,
+            "<h3>Allocation sites ({when})</h3><div class=\"chart\">"
+        );
         page.push_str(&svg);
         page.push_str("</div>\n");
         for note in sites.iter().flat_map(|s| &s.notes) {

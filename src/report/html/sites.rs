@@ -31,12 +31,19 @@ pub(super) fn sites_chart(case: &CaseResult) -> Option<String> {
         .iter()
         .take(CHARTED_SITES)
         .map(|s| {
-            let before = (!locked.is_empty())
-                .then(|| locked.iter().find(|l| l.site == s.site).map_or(0, |l| l.bytes));
+            let before = (!locked.is_empty()).then(|| {
+                locked
+                    .iter()
+                    .find(|l| l.site == s.site)
+                    .map_or(0, |l| l.bytes)
+            });
             (s.site.as_str(), s.bytes, before)
         })
         .collect();
-    for gone in locked.iter().filter(|l| !sites.sites.iter().any(|s| s.site == l.site)) {
+    for gone in locked
+        .iter()
+        .filter(|l| !sites.sites.iter().any(|s| s.site == l.site))
+    {
         if rows.len() >= CHARTED_SITES {
             break;
         }
@@ -50,7 +57,11 @@ pub(super) fn sites_chart(case: &CaseResult) -> Option<String> {
         .max(1);
     let height = TOP + ROW * rows.len() as u32 + 8;
     let span = f64::from(WIDTH - LABEL - 110);
-    let width_of = |bytes: u64| (bytes as f64 / most as f64 * span).round().max(if bytes > 0 { 1.0 } else { 0.0 });
+    let width_of = |bytes: u64| {
+        (bytes as f64 / most as f64 * span)
+            .round()
+            .max(if bytes > 0 { 1.0 } else { 0.0 })
+    };
     let mut svg = String::new();
     let _ = write!(
         svg,
@@ -70,7 +81,10 @@ pub(super) fn sites_chart(case: &CaseResult) -> Option<String> {
             LABEL + 116
         );
     }
-    if rows.iter().any(|(_, now, before)| before.is_some_and(|b| *now > b)) {
+    if rows
+        .iter()
+        .any(|(_, now, before)| before.is_some_and(|b| *now > b))
+    {
         let _ = write!(
             svg,
             "<rect x=\"{}\" y=\"6\" width=\"12\" height=\"12\" fill=\"#b00020\"/><text x=\"{}\" y=\"16\">this run, grown</text>",
