@@ -30,6 +30,17 @@ fn project(files: &[(&str, &str)], extra: &str) -> Project {
     project
 }
 
+/// `oomgate check` or `list` of the project's suite.
+fn inspect(project: &Project, command: &str) -> Run {
+    let output = project
+        .oomgate()
+        .arg(command)
+        .arg(project.suite())
+        .output()
+        .expect("oomgate");
+    Run::from(output, project.out())
+}
+
 /// Markers at module, class and function level, parametrized tests, a
 /// test that holds more host memory than its marker allows.
 const MODEL: &str = r#"
@@ -65,27 +76,16 @@ const UNMARKED: &str = "tests/test_model.py::test_unmarked";
 #[test]
 fn each_test_is_a_case_with_its_closest_markers() {
     let project = project(&[("test_model.py", MODEL)], "budget = { host = \"1 GiB\" }");
-    let list = project
-        .oomgate()
-        .arg("list")
-        .arg(project.suite())
-        .output()
-        .expect("oomgate list");
-    let listed = String::from_utf8_lossy(&list.stdout);
+    let list = inspect(&project, "list");
     assert_eq!(
-        listed.lines().collect::<Vec<_>>(),
+        list.stdout.lines().collect::<Vec<_>>(),
         [FORWARD_BF16, FORWARD_FP32, GROWS, UNMARKED],
         "{}",
-        String::from_utf8_lossy(&list.stderr)
+        list.stderr
     );
-    let check = project
-        .oomgate()
-        .arg("check")
-        .arg(project.suite())
-        .output()
-        .expect("oomgate check");
-    let text = String::from_utf8_lossy(&check.stdout);
-    assert_eq!(check.status.code(), Some(0), "{text}");
+    let check = inspect(&project, "check");
+    check.assert_code(0);
+    let text = &check.stdout;
     let limits_of = |id: &str| {
         let block = text
             .split("\n\n")
@@ -97,31 +97,16 @@ fn each_test_is_a_case_with_its_closest_markers() {
             .unwrap_or_default()
             .to_string()
     };
-    assert!(
-        limits_of(GROWS).contains("budget host 64.0 MiB"),
-        "{}",
-        limits_of(GROWS)
-    );
-    assert!(
-        limits_of(GROWS).contains("repeat 2"),
-        "class repeat: {}",
-        limits_of(GROWS)
-    );
-    assert!(
-        limits_of(FORWARD_BF16).contains("budget host 256.0 MiB"),
-        "{}",
-        limits_of(FORWARD_BF16)
-    );
-    assert!(
-        limits_of(UNMARKED).contains("budget host 512.0 MiB"),
-        "module: {}",
-        limits_of(UNMARKED)
-    );
-    assert!(
-        limits_of(UNMARKED).contains("timeout 2m"),
-        "module: {}",
-        limits_of(UNMARKED)
-    );
+    for (id, expected, layer) in [
+        (GROWS, "budget host 64.0 MiB", "function"),
+        (GROWS, "repeat 2", "class"),
+        (FORWARD_BF16, "budget host 256.0 MiB", "class"),
+        (UNMARKED, "budget host 512.0 MiB", "module"),
+        (UNMARKED, "timeout 2m", "module"),
+    ] {
+        let limits = limits_of(id);
+        assert!(limits.contains(expected), "{id}: {layer}: {limits}");
+    }
 }
 
 /// The test over its marker's budget fails, alone; the others pass; the
@@ -185,14 +170,9 @@ fn collection_errors_and_bad_markers_are_bad_input() {
         )],
         "",
     );
-    let check = marked
-        .oomgate()
-        .arg("check")
-        .arg(marked.suite())
-        .output()
-        .expect("oomgate check");
-    let said = String::from_utf8_lossy(&check.stderr);
-    assert_eq!(check.status.code(), Some(2), "{said}");
+    let check = inspect(&marked, "check");
+    check.assert_code(2);
+    let said = &check.stderr;
     assert!(
         said.contains("tests/test_marks.py:3: tests/test_marks.py::test_a")
             && said.contains("no keyword `vram`"),
@@ -215,14 +195,9 @@ fn case_only_keys_are_refused_in_a_pytest_table() {
     let project = Project::new(
         "[suite]\nname = \"unit\"\n\n[[pytest]]\npaths = [\"tests\"]\ncommand = [\"pytest\"]\ngranularity = \"module\"\n",
     );
-    let check = project
-        .oomgate()
-        .arg("check")
-        .arg(project.suite())
-        .output()
-        .expect("oomgate check");
-    let said = String::from_utf8_lossy(&check.stderr);
-    assert_eq!(check.status.code(), Some(2), "{said}");
+    let check = inspect(&project, "check");
+    check.assert_code(2);
+    let said = &check.stderr;
     assert!(
         said.contains(":6:") && said.contains("`command` is not a `[[pytest]]` key"),
         "{said}"

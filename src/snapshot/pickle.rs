@@ -55,6 +55,28 @@ pub struct Container {
 }
 
 impl Container {
+    /// A list's frames (anything else in it left out).
+    pub fn frames(&self) -> Vec<Rc<Frame>> {
+        self.items
+            .borrow()
+            .iter()
+            .filter_map(|v| match v {
+                Value::Frame(f) => Some(f.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A dict's number for `key`, as bytes or an address: a negative or
+    /// missing one is `None`.
+    pub fn number(&self, key: &str) -> Option<u64> {
+        match self.get(key) {
+            Some(Value::Int(n)) => u64::try_from(n).ok(),
+            Some(Value::Float(f)) if f >= 0.0 => Some(f as u64),
+            _ => None,
+        }
+    }
+
     /// A dict's value for `key`.
     pub fn get(&self, key: &str) -> Option<Value> {
         let items = self.items.borrow();
@@ -327,11 +349,6 @@ impl<R: Read> Machine<R> {
         if !self.keep_events {
             return Some(Value::None);
         }
-        let number = |key: &str| match dict.get(key) {
-            Some(Value::Int(n)) => u64::try_from(n).ok(),
-            Some(Value::Float(f)) if f >= 0.0 => Some(f as u64),
-            _ => None,
-        };
         let frames = match dict.get("frames") {
             Some(Value::List(list)) => {
                 let frames = self.stack_of(&list);
@@ -356,23 +373,15 @@ impl<R: Read> Machine<R> {
                 "snapshot" => Action::Snapshot,
                 _ => Action::Other,
             },
-            addr: number("addr"),
-            size: number("size").unwrap_or(0),
+            addr: dict.number("addr"),
+            size: dict.number("size").unwrap_or(0),
             frames,
         })))
     }
 
     /// A list of frames, interned: the same stack is held once.
     fn stack_of(&mut self, list: &Container) -> Stack {
-        let frames: Vec<Rc<Frame>> = list
-            .items
-            .borrow()
-            .iter()
-            .filter_map(|v| match v {
-                Value::Frame(f) => Some(f.clone()),
-                _ => None,
-            })
-            .collect();
+        let frames = list.frames();
         let key: Vec<*const Frame> = frames.iter().map(Rc::as_ptr).collect();
         if let Some(found) = self.stacks.get(&key) {
             return found.clone();

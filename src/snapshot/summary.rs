@@ -52,7 +52,7 @@ pub fn summarise(
         let Value::Dict(segment) = segment else {
             continue;
         };
-        let total = number(segment, "total_size").unwrap_or(0);
+        let total = segment.number("total_size").unwrap_or(0);
         summary.reserved_bytes += total;
         // Pool (0, 0) is the default one; any other is a CUDA graph's
         // private pool (or a user's `MemPool`).
@@ -75,11 +75,11 @@ pub fn summarise(
             if !active {
                 continue;
             }
-            let size = number(block, "size").unwrap_or(0);
+            let size = block.number("size").unwrap_or(0);
             allocated_at_dump += size;
             blocks.push(Block {
                 device,
-                addr: number(block, "address").unwrap_or(0),
+                addr: block.number("address").unwrap_or(0),
                 size,
                 frames: frames_of(block.get("frames")),
             });
@@ -321,26 +321,10 @@ fn is_stdlib(file: &str) -> bool {
     !file[at..].contains("-packages/")
 }
 
-fn number(dict: &Container, key: &str) -> Option<u64> {
-    match dict.get(key) {
-        Some(Value::Int(n)) => u64::try_from(n).ok(),
-        Some(Value::Float(f)) if f >= 0.0 => Some(f as u64),
-        _ => None,
-    }
-}
-
 fn frames_of(value: Option<Value>) -> Vec<Rc<Frame>> {
     match value {
         Some(Value::Frames(frames)) => frames.to_vec(),
-        Some(Value::List(list)) => list
-            .items
-            .borrow()
-            .iter()
-            .filter_map(|v| match v {
-                Value::Frame(f) => Some(f.clone()),
-                _ => None,
-            })
-            .collect(),
+        Some(Value::List(list)) => list.frames(),
         _ => Vec::new(),
     }
 }
