@@ -166,6 +166,25 @@ for case in results["cases"]:
                 "(informational; turn accounting on, nvidia-smi -am 1, to require it)"
             )
 
+# The snapshot's sites against the workload's known allocations and
+# torch's own peak (fixtures/workloads/torch_sites.py).
+for case in results["cases"]:
+    if case["id"] != "sites":
+        continue
+    sites = case.get("allocation_sites")
+    lines = torch_lines(run, case)
+    if not sites:
+        problems.append("sites: no allocation_sites in results.json (no snapshot read)")
+        continue
+    by_name = {s["site"].split(" ", 1)[-1]: s["bytes"] for s in sites["sites"]}
+    print(f"\nsites: allocated at the peak {mib(sites['allocated_bytes'])} ({sites['from']}); "
+          + ", ".join(f"{s['site']} {mib(s['bytes'])}" for s in sites["sites"][:5]))
+    if lines and sites["allocated_bytes"] != lines[0]["max_memory_allocated"]:
+        problems.append(f"sites: allocated peak {mib(sites['allocated_bytes'])}, torch max_memory_allocated {mib(lines[0]['max_memory_allocated'])}")
+    for name, expected in (("load", 256 * MIB), ("attention", 512 * MIB)):
+        if by_name.get(name) != expected:
+            problems.append(f"sites: {name} holds {mib(by_name.get(name))} at the peak, expected {mib(expected)}")
+
 visible = json.load(open(os.path.join(out, "visible", "results.json")))
 print()
 print("| CUDA_VISIBLE_DEVICES | devices oomgate measured | torch.cuda.device_count() |")
