@@ -41,7 +41,10 @@ fn lock_then_an_unchanged_run_passes() {
     let text = std::fs::read_to_string(project.lock_path()).expect("lock written");
     assert!(text.contains("version = 4"), "{text}");
     assert!(text.contains("gpu_peak = \"1000.0 MiB\""), "{text}");
-    assert!(text.contains("[cases.c]"), "{text}");
+    assert!(
+        text.contains("[testbeds.\"Fake H100 80GB ×2\".cases.c]"),
+        "a GPU case is its testbed's: {text}"
+    );
 
     let run = project.run(&[]);
     run.assert_code(0);
@@ -121,7 +124,7 @@ fn lock_can_select_cases_and_keeps_the_others_baselines() {
     );
     let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
     assert!(lock.contains("gpu_peak_bytes = 1258291200"), "{lock}");
-    assert!(lock.contains("[cases.h]"), "{lock}");
+    assert!(lock.contains(".cases.h]"), "{lock}");
     // Only `c` ran.
     assert_eq!(project.results()["cases"].as_array().map(Vec::len), Some(1));
     let none = project.lock(&["--filter", "nothing-matches"]);
@@ -510,8 +513,8 @@ fn a_lock_or_results_of_another_suite_are_refused() {
     // The right name, but no case in common.
     let strangers = project.path().join("strangers.lock");
     let renamed = lock
-        .replace("[cases.c", "[cases.x")
-        .replace("[cases.h", "[cases.y");
+        .replace(".cases.c", ".cases.x")
+        .replace(".cases.h", ".cases.y");
     std::fs::write(&strangers, renamed).expect("write");
     let run = project.run(&["--baseline", &strangers.display().to_string()]);
     run.assert_code(2);

@@ -58,9 +58,9 @@ fn diff_judges_a_results_file_as_its_run_did() {
     assert!(row.contains("REGRESSED +3.0%"), "{text}");
     assert!(
         text.contains(
-            "c: gpu peak 1.01 GiB > baseline 1000.0 MiB (+3.0%, tolerance 1% + 1.00 MiB)"
+            "c [Fake H100 80GB ×2]: gpu peak 1.01 GiB > baseline 1000.0 MiB (+3.0%, tolerance 1% + 1.00 MiB)"
         ),
-        "the run's own words: {text}"
+        "the run's own words, on its testbed: {text}"
     );
     assert!(text.contains("as recorded in"), "{text}");
     // `--suite` overrides what the file recorded.
@@ -76,7 +76,7 @@ fn diff_judges_a_results_file_as_its_run_did() {
         .diff(&first_lock, &project.lock_path(), &[])
         .assert_code(1);
     let locked = std::fs::read_to_string(project.lock_path()).expect("lock");
-    assert!(locked.contains("[cases.c.tolerance.gpu]"), "{locked}");
+    assert!(locked.contains(".cases.c.tolerance.gpu]"), "{locked}");
 }
 
 /// Files older oomgates wrote (`fixtures/results/`): `diff` and `lock
@@ -147,7 +147,7 @@ fn a_locked_spread_keeps_a_noisy_figure_from_failing_an_unchanged_build() {
         "{lock}"
     );
     assert!(lock.contains("host_peak_source = "), "{lock}");
-    assert!(lock.contains("[cases.c.host_floors]"), "{lock}");
+    assert!(lock.contains(".cases.c.host_floors]"), "{lock}");
 
     // 1200 MiB: 120 MiB over the locked 1080, within 3 × 80 MiB.
     std::fs::write(project.path().join("base.txt"), "1200").expect("base");

@@ -15,6 +15,7 @@
 
 pub mod compare;
 pub mod drift;
+pub mod testbed;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -60,7 +61,12 @@ pub struct Lock {
     /// When the locked run started (RFC 3339).
     pub locked_at: String,
     pub environment: Environment,
+    /// Host-only cases, and every case of a lock written before testbeds.
     pub cases: BTreeMap<String, LockedCase>,
+    /// The entries of the cases that ran on GPUs, by testbed (GPU model
+    /// and count: `NVIDIA H100 80GB HBM3 ×1`); see `testbed`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub testbeds: BTreeMap<String, testbed::Testbed>,
 }
 
 /// One case as locked.

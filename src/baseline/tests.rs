@@ -42,6 +42,7 @@ fn lock() -> Lock {
             ..Environment::default()
         },
         cases,
+        testbeds: Default::default(),
     }
 }
 

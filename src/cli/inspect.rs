@@ -121,21 +121,29 @@ enum ToleranceSource {
 pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffText {
     use crate::results::{CheckKind, CheckOutcome};
 
-    let gpu_compared =
+    let legacy_gpu_compared =
         baseline::drift::same_gpus(&before.lock.environment, &after.lock.environment);
-    let ids: std::collections::BTreeSet<&String> = before
+    // Each entry of either side, by testbed and case: like is compared
+    // with like (a testbed's with the same testbed's, or a lock of before
+    // testbeds of the same GPU model).
+    let keys: std::collections::BTreeSet<(Option<&str>, &str)> = before
         .lock
-        .cases
-        .keys()
-        .chain(after.lock.cases.keys())
+        .entries()
+        .chain(after.lock.entries())
+        .map(|(testbed, id, _)| (testbed, id))
         .collect();
+    let exact = |lock: &'_ Lock, testbed: Option<&str>, id: &str| -> Option<baseline::LockedCase> {
+        match testbed {
+            None => lock.cases.get(id).cloned(),
+            Some(t) => lock.testbeds.get(t).and_then(|b| b.cases.get(id)).cloned(),
+        }
+    };
     let suite_case = |id: &str| suite.and_then(|s| s.cases.iter().find(|c| c.id == id));
     let with_capacity = before
         .lock
-        .cases
-        .values()
-        .chain(after.lock.cases.values())
-        .any(|c| c.capacity.is_some());
+        .entries()
+        .chain(after.lock.entries())
+        .any(|(_, _, c)| c.capacity.is_some());
     let mut header = vec![
         "CASE",
         "HOST BEFORE",
@@ -152,8 +160,30 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
     let mut failures: Vec<String> = Vec::new();
     let mut sources = std::collections::BTreeSet::new();
     let figure = |bytes: Option<u64>| bytes.map_or("-".to_string(), |b| Bytes(b).to_string());
-    for id in ids {
-        let (a, b) = (before.lock.cases.get(id), after.lock.cases.get(id));
+    for (testbed, id) in keys {
+        let b = exact(&after.lock, testbed, id);
+        let (a, gpu_compared) = match &b {
+            Some(_) => {
+                let found = before.lock.baseline_for(id, testbed, None);
+                let compared = match found.source {
+                    baseline::testbed::Source::Testbed(_) => true,
+                    baseline::testbed::Source::Legacy => legacy_gpu_compared,
+                };
+                (found.entry.cloned(), compared)
+            }
+            None => (exact(&before.lock, testbed, id), legacy_gpu_compared),
+        };
+        // An entry of the lock before that the lock after replaced with
+        // its testbed's is the same case, not a removed one.
+        if b.is_none() && testbed.is_none() && after.lock.has_case(id) {
+            continue;
+        }
+        let (a, b) = (a.as_ref(), b.as_ref());
+        let label = match testbed {
+            Some(t) => format!("{id} [{t}]"),
+            None => id.to_string(),
+        };
+        let id = &id.to_string();
         let row_figures = |pick: fn(&baseline::LockedCase) -> Option<u64>| {
             (figure(a.and_then(pick)), figure(b.and_then(pick)))
         };
@@ -162,7 +192,7 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
         let (Some(a), Some(b)) = (a, b) else {
             let word = if a.is_none() { "new case" } else { "removed" };
             let mut row = vec![
-                id.clone(),
+                label.clone(),
                 host_before,
                 host_after,
                 word.to_string(),
@@ -216,6 +246,7 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
             lock_path: &before.path,
             require: false,
             gpu_compared,
+            testbed: None,
         };
         let (_, mut checks) = crate::judge::against_lock(against, now.view(), tolerances, found);
         if after.results.is_none() {
@@ -277,7 +308,7 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
             }
         };
         let mut row = vec![
-            id.clone(),
+            label.clone(),
             host_before,
             host_after,
             cell(CheckKind::Baseline(baseline::Figure::Host)),
@@ -310,7 +341,7 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
             checks
                 .iter()
                 .filter(|c| !c.passed)
-                .map(|c| format!("  {id}: {}", c.message)),
+                .map(|c| format!("  {label}: {}", c.message)),
         );
         let growth = crate::judge::site_growth(
             a.allocation_sites.as_ref(),
@@ -319,7 +350,7 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
         );
         if let Some(growth) = growth {
             failures.push(format!(
-                "  {id}: {}",
+                "  {label}: {}",
                 crate::report::words::site_growth(&growth)
             ));
         }

@@ -255,9 +255,15 @@ pub struct RunArgs {
     /// Fail cases that have no baseline instead of passing them with a notice.
     #[arg(long)]
     pub require_baseline: bool,
-    /// Compare GPU figures even when the GPU model differs from the baseline's.
+    /// Compare GPU figures even when the GPU model differs from the
+    /// baseline's (a lock written before testbeds).
     #[arg(long)]
     pub compare_across_gpus: bool,
+    /// Compare every case with this testbed's entries of the lock
+    /// (`"NVIDIA A100-SXM4-80GB ×1"`), whatever GPUs it ran on; by default
+    /// a case is compared with its own testbed's only.
+    #[arg(long, value_name = "TESTBED")]
+    pub baseline_testbed: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -287,9 +287,8 @@ pub fn past_wall_times(
 ) -> HashMap<String, f64> {
     let mut times: HashMap<String, f64> = lock
         .map(|lock| {
-            lock.cases
-                .iter()
-                .map(|(id, case)| (id.clone(), case.wall_time_s))
+            lock.entries()
+                .map(|(_, id, case)| (id.to_string(), case.wall_time_s))
                 .collect()
         })
         .unwrap_or_default();

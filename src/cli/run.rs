@@ -43,10 +43,24 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
         keep.push(("the baseline lock", path.clone()));
     }
     let first_run = default_lock && lock.is_none();
+    if let (Some(chosen), Some((path, lock))) = (&args.baseline_testbed, &lock) {
+        if !lock.testbeds.is_empty() && !lock.testbeds.contains_key(chosen) {
+            return Err(CliError::BadInput(format!(
+                "--baseline-testbed \"{chosen}\": {} has no such testbed; it has: {}",
+                path.display(),
+                lock.testbeds
+                    .keys()
+                    .map(|t| format!("\"{t}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
     let setup = BaselineSetup {
         lock,
         require: args.require_baseline,
         compare_across_gpus: args.compare_across_gpus,
+        testbed: args.baseline_testbed.clone(),
     };
     let outputs = Outputs {
         out: &args.out,
@@ -203,20 +217,36 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             });
         }
     };
-    // Results of a filtered run lock only some cases: the others keep their
-    // previous baseline rather than silently losing it.
+    // Results of a filtered run, or of one testbed, lock only some entries:
+    // the others keep their previous baseline rather than silently losing
+    // it — other testbeds' entries of the same case included.
+    let fresh: std::collections::HashSet<String> =
+        lock.entries().map(|(_, id, _)| id.to_string()).collect();
+    if let Some(previous) = previous {
+        lock = previous.relock(lock);
+    }
+    // A case the suite no longer has leaves the lock; a suite's pytest
+    // cases are known only when it was collected (not with --from).
+    let known: std::collections::HashSet<&str> =
+        suite.cases.iter().map(|c| c.id.as_str()).collect();
+    if args.from.is_none() || suite.pytest.is_empty() {
+        let keep = |id: &String| known.contains(id.as_str()) || fresh.contains(id);
+        lock.cases.retain(|id, _| keep(id));
+        for bed in lock.testbeds.values_mut() {
+            bed.cases.retain(|id, _| keep(id));
+        }
+        lock.testbeds.retain(|_, bed| !bed.cases.is_empty());
+    }
     let mut kept = Vec::new();
     let mut missing = Vec::new();
     for case in &suite.cases {
-        if lock.cases.contains_key(&case.id) {
+        if fresh.contains(&case.id) {
             continue;
         }
-        match previous.as_ref().and_then(|p| p.cases.get(&case.id)) {
-            Some(old) => {
-                lock.cases.insert(case.id.clone(), old.clone());
-                kept.push(case.id.as_str());
-            }
-            None => missing.push(case.id.as_str()),
+        if lock.has_case(&case.id) {
+            kept.push(case.id.as_str());
+        } else {
+            missing.push(case.id.as_str());
         }
     }
     baseline::write(&output, &lock)?;
@@ -226,11 +256,21 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             accepted.join("\n  ")
         ));
     }
+    let testbeds: Vec<String> = lock
+        .testbeds
+        .iter()
+        .filter(|(_, bed)| bed.cases.keys().any(|id| fresh.contains(id)))
+        .map(|(name, _)| name.clone())
+        .collect();
     write_stderr(&format!(
-        "locked {} case(s) of suite `{}` in {}",
-        lock.cases.len(),
+        "locked {} case(s) of suite `{}` in {}{}",
+        fresh.len(),
         lock.suite,
-        output.display()
+        output.display(),
+        match testbeds.as_slice() {
+            [] => String::new(),
+            names => format!(" (testbed {})", names.join(", ")),
+        }
     ));
     if !kept.is_empty() {
         write_stderr(&format!(
@@ -245,10 +285,11 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
         ));
     }
     let gpu_unknown: Vec<&str> = lock
-        .cases
-        .iter()
-        .filter(|(_, c)| c.gpu_peak_bytes.is_none() && c.gpu_peak_method.is_some())
-        .map(|(id, _)| id.as_str())
+        .entries()
+        .filter(|(_, id, c)| {
+            fresh.contains(*id) && c.gpu_peak_bytes.is_none() && c.gpu_peak_method.is_some()
+        })
+        .map(|(_, id, _)| id)
         .collect();
     if !gpu_unknown.is_empty() {
         write_stderr(&format!(
@@ -346,7 +387,7 @@ fn load_baseline(
             suite.path.display()
         )));
     }
-    if !lock.cases.is_empty() && !suite.cases.iter().any(|c| lock.cases.contains_key(&c.id)) {
+    if lock.entries().next().is_some() && !suite.cases.iter().any(|c| lock.has_case(&c.id)) {
         return Err(CliError::BadInput(format!(
             "{} shares no case with suite `{}` ({}): it cannot be this suite's baseline; re-lock with `oomgate lock`",
             path.display(),

@@ -39,6 +39,8 @@ pub struct Against<'a> {
     /// False when the GPU models differ from the lock's (and the run did
     /// not ask to compare across them).
     pub gpu_compared: bool,
+    /// With no entry: the testbed the lock has none for.
+    pub testbed: Option<&'a str>,
 }
 
 /// What a search found, as it is compared with a locked capacity.
@@ -85,7 +87,11 @@ pub fn against_lock(
     }
     let mut checks = Vec::new();
     if against.locked.is_none() {
-        checks.push(missing(Some(against.lock_path), against.require));
+        let mut check = missing(Some(against.lock_path), against.require);
+        if let Some(Facts::Missing { testbed, .. }) = check.facts.as_mut() {
+            *testbed = against.testbed.map(String::from);
+        }
+        checks.push(check);
     } else {
         for figure in comparison.figures() {
             checks.extend(figure_check(figure, against.require));
@@ -147,6 +153,7 @@ pub fn capacity_alone(tolerances: CaseTolerances, found: Found<'_>) -> Option<Ch
         lock_path: Path::new(""),
         require: false,
         gpu_compared: true,
+        testbed: None,
     };
     capacity_check(against, tolerances, found)
 }
@@ -161,6 +168,7 @@ pub fn missing(lock: Option<&Path>, required: bool) -> Check {
     .facts(Facts::Missing {
         lock: lock.map(Path::to_path_buf),
         required,
+        testbed: None,
     })
 }
 

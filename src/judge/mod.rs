@@ -194,11 +194,21 @@ fn compare(case: &Case, result: &mut CaseResult, capacity: Option<&Capacity>, ba
         return;
     };
     let now = Now::of(result);
+    let found_entry =
+        lock.baseline_for(&case.id, result.testbed.as_deref(), info.testbed.as_deref());
+    let testbed_missing = match (&found_entry.entry, &found_entry.source) {
+        (None, crate::baseline::testbed::Source::Testbed(name)) => Some(name.clone()),
+        _ => None,
+    };
     let against = Against {
-        locked: lock.cases.get(&case.id),
+        locked: found_entry.entry,
         lock_path: &info.path,
         require: baseline.require,
-        gpu_compared: info.gpu_compared,
+        gpu_compared: match found_entry.source {
+            crate::baseline::testbed::Source::Testbed(_) => true,
+            crate::baseline::testbed::Source::Legacy => info.gpu_compared,
+        },
+        testbed: testbed_missing.as_deref(),
     };
     let found = capacity.map(|capacity| Found {
         capacity,

@@ -54,6 +54,7 @@ fn lock(host_mib: u64, capacity: Option<u64>) -> Lock {
         locked_at: "t".into(),
         environment: Default::default(),
         cases: [("c".to_string(), locked)].into(),
+        testbeds: Default::default(),
     }
 }
 
@@ -64,6 +65,7 @@ fn info(drift: Vec<Drift>, on_drift: DriftPolicy) -> BaselineInfo {
         drift,
         on_drift,
         gpu_compared: true,
+        testbed: None,
         removed: Vec::new(),
     }
 }

@@ -127,6 +127,7 @@ fn judged_run() -> RunResults {
         .into_iter()
         .map(|(id, locked)| (id.to_string(), locked))
         .collect(),
+        testbeds: Default::default(),
     };
     let info = BaselineInfo {
         path: PathBuf::from("train.lock"),
@@ -138,6 +139,7 @@ fn judged_run() -> RunResults {
         }],
         on_drift: DriftPolicy::Warn,
         gpu_compared: true,
+        testbed: None,
         removed: Vec::new(),
     };
     let baseline = Baseline {

@@ -292,10 +292,20 @@ pub fn check_message(check: &Check) -> String {
             *required,
             (spread.as_ref(), *floor, *anon_within),
         ),
-        (_, Facts::Missing { lock, required }) => {
-            let mut message = match lock {
-                Some(lock) => format!("no baseline for this case in {}", lock.display()),
-                None => "no baseline: no lock file".to_string(),
+        (
+            _,
+            Facts::Missing {
+                lock,
+                required,
+                testbed,
+            },
+        ) => {
+            let mut message = match (lock, testbed) {
+                (Some(lock), Some(testbed)) => {
+                    format!("no baseline for testbed {testbed} in {}", lock.display())
+                }
+                (Some(lock), None) => format!("no baseline for this case in {}", lock.display()),
+                (None, _) => "no baseline: no lock file".to_string(),
             };
             if *required {
                 message.push_str(" (--require-baseline)");

@@ -211,6 +211,9 @@ pub enum Facts {
         lock: Option<PathBuf>,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         required: bool,
+        /// The testbed the lock has no entry for (it may have others').
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        testbed: Option<String>,
     },
     /// `baseline.capacity`: what a search found against the lock.
     Capacity {

@@ -171,8 +171,14 @@ pub struct BaselineInfo {
     /// Every difference between the locked environment and this run's.
     pub drift: Vec<Drift>,
     pub on_drift: DriftPolicy,
-    /// False when the GPU models differ: GPU figures were not compared.
+    /// For the lock's entries of before testbeds (its top-level `cases`):
+    /// false when the GPU models differ, and GPU figures were not compared.
+    /// A testbed's entries are compared on that testbed only.
     pub gpu_compared: bool,
+    /// `--baseline-testbed`: every case compared with this testbed's
+    /// entries, whatever it ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub testbed: Option<String>,
     /// Cases in the lock that the suite no longer has.
     pub removed: Vec<String>,
 }
@@ -351,6 +357,10 @@ pub struct CaseResult {
     /// that grew most, and allocator settings that changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site_growth: Option<crate::snapshot::SiteGrowth>,
+    /// The GPU model and count the case ran on (`NVIDIA H100 80GB HBM3 ×1`),
+    /// whose baseline it is compared with; `None`: it ran on no GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub testbed: Option<String>,
     /// A test of a `[[pytest]]`: its file, line, and JUnit names as
     /// pytest writes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -456,6 +466,7 @@ impl CaseResult {
             client: None,
             allocation_sites: None,
             site_growth: None,
+            testbed: None,
             pytest: None,
             env: IndexMap::new(),
             allocator_env: BTreeMap::new(),

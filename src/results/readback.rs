@@ -208,7 +208,7 @@ pub fn accepted_changes(results: &RunResults) -> Vec<String> {
 
 /// Every case of a run's results as a lock, passed or not (for `diff`).
 pub fn lock_of(results: &RunResults) -> Lock {
-    let cases = results
+    let cases: Vec<(Option<String>, String, LockedCase)> = results
         .cases
         .iter()
         .map(|case| {
@@ -263,16 +263,37 @@ pub fn lock_of(results: &RunResults) -> Lock {
                     kept
                 }),
             };
-            (case.id.clone(), locked)
+            (case.testbed.clone(), case.id.clone(), locked)
         })
         .collect();
-    Lock {
+    // A case that ran on GPUs is its testbed's; a host-only one the lock's.
+    let environment = results.environment.software();
+    let mut lock = Lock {
         version: LOCK_VERSION,
         suite: results.suite.name.clone(),
         locked_at: results.started_at.clone(),
-        environment: results.environment.software(),
-        cases,
+        environment: environment.clone(),
+        cases: BTreeMap::new(),
+        testbeds: BTreeMap::new(),
+    };
+    for (testbed, id, locked) in cases {
+        match testbed {
+            Some(name) => {
+                let bed = lock.testbeds.entry(name).or_insert_with(|| {
+                    crate::baseline::testbed::Testbed {
+                        locked_at: results.started_at.clone(),
+                        environment: environment.clone(),
+                        cases: BTreeMap::new(),
+                    }
+                });
+                bed.cases.insert(id, locked);
+            }
+            None => {
+                lock.cases.insert(id, locked);
+            }
+        }
     }
+    lock
 }
 
 /// A locked case (or a results file's case, read as the lock it makes)

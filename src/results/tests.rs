@@ -86,6 +86,7 @@ fn everything() -> RunResults {
         }],
         on_drift: DriftPolicy::Fail,
         gpu_compared: false,
+        testbed: None,
         removed: vec!["gone".into()],
     });
     results.summary.failed = 1;

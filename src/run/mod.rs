@@ -100,8 +100,11 @@ pub struct BaselineSetup {
     pub lock: Option<(PathBuf, Lock)>,
     /// A case without a baseline fails instead of passing with a notice.
     pub require: bool,
-    /// Compare GPU figures even when the GPU model changed.
+    /// Compare GPU figures even when the GPU model changed (a lock of
+    /// before testbeds).
     pub compare_across_gpus: bool,
+    /// `--baseline-testbed`: compare every case with this testbed's entries.
+    pub testbed: Option<String>,
 }
 
 pub struct Runner<'a> {
@@ -142,6 +145,9 @@ struct Conductor<'a> {
     baseline: BaselineSetup,
     /// Filled when the run starts, from the lock and this environment.
     baseline_info: Option<BaselineInfo>,
+    /// This run's environment, for the lock's entries of this machine's
+    /// testbed before a case runs (packing, capacity).
+    environment: Environment,
     partition: Option<crate::suite::Partition>,
     schedule: Schedule,
     /// The first file that could not be written: no case is launched
@@ -284,6 +290,7 @@ impl<'a> Runner<'a> {
                 suite,
                 baseline: setup.baseline,
                 baseline_info: None,
+                environment: Environment::default(),
                 partition: setup.partition,
                 schedule: setup.schedule,
                 fault: None,
@@ -307,6 +314,7 @@ impl<'a> Runner<'a> {
         // killed oomgate says which it never reached.
         results.planned_cases = cases.iter().map(|c| c.id.clone()).collect();
         conductor.baseline_info = conductor.baseline_info(&results.environment);
+        conductor.environment = results.environment.clone();
         results.baseline = conductor.baseline_info.clone();
         let started = reporter.handle(&Event::RunStarted {
             suite: shared.suite,
@@ -436,20 +444,37 @@ impl Conductor<'_> {
     /// environment, and the locked cases that are gone from the suite.
     fn baseline_info(&self, environment: &Environment) -> Option<BaselineInfo> {
         let (path, lock) = self.baseline.lock.as_ref()?;
-        let planned: Vec<&str> = self.suite.cases.iter().map(|c| c.id.as_str()).collect();
+        let planned: std::collections::HashSet<&str> =
+            self.suite.cases.iter().map(|c| c.id.as_str()).collect();
+        // Drift against the environment of this machine's testbed (or the
+        // one asked for), else the lock's own.
+        let locked_environment = match self
+            .baseline
+            .testbed
+            .as_ref()
+            .and_then(|t| lock.testbeds.get(t))
+        {
+            Some(bed) => &bed.environment,
+            None => lock.environment_for(environment),
+        };
+        let mut removed: Vec<String> = lock
+            .entries()
+            .map(|(_, id, _)| id)
+            .filter(|id| !planned.contains(id))
+            .map(String::from)
+            .collect();
+        removed.sort();
+        removed.dedup();
         Some(BaselineInfo {
             path: path.clone(),
             locked_at: lock.locked_at.clone(),
-            drift: crate::baseline::drift::drift(&lock.environment, environment),
+            drift: crate::baseline::drift::drift(locked_environment, environment),
             on_drift: self.suite.on_drift,
             gpu_compared: self.baseline.compare_across_gpus
+                || self.baseline.testbed.is_some()
                 || crate::baseline::drift::same_gpus(&lock.environment, environment),
-            removed: lock
-                .cases
-                .keys()
-                .filter(|id| !planned.contains(&id.as_str()))
-                .cloned()
-                .collect(),
+            testbed: self.baseline.testbed.clone(),
+            removed,
         })
     }
 
@@ -535,7 +560,7 @@ impl Conductor<'_> {
             .baseline
             .lock
             .as_ref()
-            .and_then(|(_, lock)| lock.cases.get(&case.id))
+            .and_then(|(_, lock)| lock.entry_here(&case.id, &self.environment))
             .filter(|locked| {
                 matches!(
                     locked.gpu_peak_method,
@@ -551,7 +576,7 @@ impl Conductor<'_> {
         self.baseline
             .lock
             .as_ref()
-            .and_then(|(_, lock)| lock.cases.get(&case.id))
+            .and_then(|(_, lock)| lock.entry_here(&case.id, &self.environment))
             .and_then(|locked| locked.capacity)
     }
 

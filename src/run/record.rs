@@ -182,6 +182,13 @@ impl CaseRunner<'_, '_> {
         };
 
         let recorded = recorded(case);
+        // The GPUs the case was given: its baseline is theirs.
+        let testbed = crate::baseline::testbed::name_of(
+            gpu_figures
+                .iter()
+                .flat_map(|g| &g.devices)
+                .map(|d| d.gpu.name.as_str()),
+        );
         let phases = timeline.server;
         let phase = |pick: fn(&ServerPhases) -> Option<Peak>| {
             phases.as_ref().and_then(pick).map(|peak| peak.bytes)
@@ -258,6 +265,7 @@ impl CaseRunner<'_, '_> {
             pytest: case.pytest.clone(),
             allocation_sites,
             site_growth: None,
+            testbed,
             env: recorded.env,
             allocator_env: allocator_env(case),
             tolerance: None,

@@ -297,6 +297,7 @@ fn against(locked: &crate::baseline::LockedCase) -> Against<'_> {
         lock_path: std::path::Path::new("s.lock"),
         require: false,
         gpu_compared: true,
+        testbed: None,
     }
 }
 
