@@ -553,3 +553,105 @@ fn a_lock_or_results_of_another_suite_are_refused() {
         Some(lock)
     );
 }
+
+/// One lock, two testbeds: a run on another GPU model has no baseline
+/// until that testbed is locked too (and fails with --require-baseline),
+/// then each testbed's run is held to its own figures, never the other's.
+#[test]
+fn two_testbeds_share_one_lock_and_each_run_is_held_to_its_own() {
+    let project = project(1000, "");
+    project.lock(&[]).assert_code(0);
+    let config = project.path().join("fake-nvml.conf");
+    let h100 = std::fs::read_to_string(&config).expect("config");
+    let a100 = h100.replace("Fake H100 80GB", "Fake A100 80GB");
+
+    std::fs::write(&config, &a100).expect("A100s now");
+    project.rewrite_suite(&suite(1500, ""));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("c");
+    assert_eq!(case["testbed"], "Fake A100 80GB ×2", "{case:#}");
+    assert!(
+        case["checks"]
+            .to_string()
+            .contains("no baseline for testbed Fake A100 80GB ×2"),
+        "{case:#}"
+    );
+    assert!(
+        case["baseline"]["gpu"]["baseline_bytes"].is_null(),
+        "never the H100's figure"
+    );
+    project.run(&["--require-baseline"]).assert_code(1);
+    let locked = project.lock(&[]);
+    locked.assert_code(0);
+    assert!(
+        locked.stderr.contains("(testbed Fake A100 80GB ×2)"),
+        "{}",
+        locked.stderr
+    );
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(
+        lock.contains("[testbeds.\"Fake A100 80GB ×2\".cases.c]")
+            && lock.contains("[testbeds.\"Fake H100 80GB ×2\".cases.c]"),
+        "both testbeds in one file: {lock}"
+    );
+
+    // Each held to its own: the A100's 1500 MiB, the H100's 1000 MiB.
+    let run = project.run(&[]);
+    run.assert_code(0);
+    assert_eq!(
+        mib(&run.case("c")["baseline"]["gpu"]["baseline_bytes"]),
+        Some(1500)
+    );
+    std::fs::write(&config, &h100).expect("H100s again");
+    project.rewrite_suite(&suite(1200, ""));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("c");
+    assert_eq!(
+        mib(&case["baseline"]["gpu"]["baseline_bytes"]),
+        Some(1000),
+        "{case:#}"
+    );
+    assert_eq!(case["failure_kind"], "regression");
+    // Or held to another testbed's, when asked by name.
+    let run = project.run(&["--baseline-testbed", "Fake A100 80GB ×2"]);
+    run.assert_code(0);
+    assert_eq!(
+        mib(&run.case("c")["baseline"]["gpu"]["baseline_bytes"]),
+        Some(1500)
+    );
+    let run = project.run(&["--baseline-testbed", "Fake L4 ×1"]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("has no such testbed"), "{}", run.stderr);
+}
+
+/// A lock written before testbeds (every case in its top-level `cases`)
+/// loads as the one testbed its environment names: compared on that GPU
+/// model, relocked into its testbed.
+#[test]
+fn a_lock_of_before_testbeds_loads_as_its_one_testbed() {
+    let project = project(1000, "");
+    project.lock(&[]).assert_code(0);
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    let mut old: toml::Table = toml::from_str(&lock).expect("a lock");
+    let testbeds = old.remove("testbeds").expect("testbeds");
+    let cases = testbeds["Fake H100 80GB ×2"]["cases"].clone();
+    old.insert("cases".into(), cases);
+    std::fs::write(project.lock_path(), toml::to_string(&old).expect("toml")).expect("an old lock");
+    project.rewrite_suite(&suite(1200, ""));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    assert_eq!(
+        mib(&run.case("c")["baseline"]["gpu"]["baseline_bytes"]),
+        Some(1000)
+    );
+    project.rewrite_suite(&suite(1000, ""));
+    project.lock(&[]).assert_code(0);
+    let relocked = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(
+        relocked.contains("[testbeds.\"Fake H100 80GB ×2\".cases.c]")
+            && !relocked.contains("[cases.c]"),
+        "{relocked}"
+    );
+}

@@ -222,6 +222,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     // it — other testbeds' entries of the same case included.
     let fresh: std::collections::HashSet<String> =
         lock.entries().map(|(_, id, _)| id.to_string()).collect();
+    let testbeds: Vec<String> = lock.testbeds.keys().cloned().collect();
     if let Some(previous) = previous {
         lock = previous.relock(lock);
     }
@@ -256,12 +257,6 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             accepted.join("\n  ")
         ));
     }
-    let testbeds: Vec<String> = lock
-        .testbeds
-        .iter()
-        .filter(|(_, bed)| bed.cases.keys().any(|id| fresh.contains(id)))
-        .map(|(name, _)| name.clone())
-        .collect();
     write_stderr(&format!(
         "locked {} case(s) of suite `{}` in {}{}",
         fresh.len(),
