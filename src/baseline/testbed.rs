@@ -51,6 +51,12 @@ fn models_of(testbed: &str) -> Vec<&str> {
     }
 }
 
+/// Whether a testbed's GPU models are the ones this environment has.
+pub fn runs_on(testbed: &str, environment: &Environment) -> bool {
+    let here = environment_models(environment);
+    models_of(testbed).iter().all(|m| here.contains(m))
+}
+
 /// The models an environment records (`NVIDIA H100 80GB HBM3 (79.6 GiB)`
 /// → `NVIDIA H100 80GB HBM3`).
 fn environment_models(environment: &Environment) -> Vec<&str> {

@@ -545,13 +545,7 @@ pub fn part_drift(results: &RunResults) -> Vec<PartDrift> {
 /// pages), one line each; empty when they are. `oomgate lock --from`
 /// refuses such a run (see `readback::incomparable_parts`).
 pub fn incomparable_parts(results: &RunResults) -> Vec<String> {
-    super::readback::incomparable_parts(results.parts.iter().map(|part| {
-        super::readback::PartFacts {
-            name: part.name(),
-            environment: &part.environment,
-            host_method: Some(part.measurement.host_method),
-        }
-    }))
+    super::readback::incomparable(results, true)
 }
 
 #[cfg(test)]

@@ -108,12 +108,15 @@ fn change(figure: &FigureComparison) -> Option<String> {
 
 /// Why this merged run's parts cannot make one lock; empty for a run, and
 /// for a merged run whose parts compare.
-pub fn incomparable(results: &RunResults) -> Vec<String> {
-    incomparable_parts(results.parts.iter().map(|part| PartFacts {
-        name: part.name(),
-        environment: &part.environment,
-        host_method: Some(part.measurement.host_method),
-    }))
+pub fn incomparable(results: &RunResults, gpu_models: bool) -> Vec<String> {
+    incomparable_parts(
+        results.parts.iter().map(|part| PartFacts {
+            name: part.name(),
+            environment: &part.environment,
+            host_method: Some(part.measurement.host_method),
+        }),
+        gpu_models,
+    )
 }
 
 /// Why a run's results cannot be locked. Its words say what to do next.
@@ -125,7 +128,7 @@ pub enum NotLockable {
     Unfinished,
     /// A merged run's parts that differ from its first: one line each.
     #[error(
-        "its parts' figures are not comparable, so they cannot make one baseline: {}; run every shard on one kind of machine (GPU models, host memory method), merge, and lock that",
+        "its parts' figures are not comparable, so they cannot make one baseline: {}; run every shard with one host memory method, merge, and lock that",
         .0.join("; ")
     )]
     Incomparable(Vec<String>),
@@ -147,7 +150,8 @@ pub fn lock_from_results(results: &RunResults) -> Result<Lock, NotLockable> {
     if results.interrupted || results.finished_at.is_none() || !results.not_run.is_empty() {
         return Err(NotLockable::Unfinished);
     }
-    let incomparable = incomparable(results);
+    // Parts on different GPU models lock into their own testbeds.
+    let incomparable = incomparable(results, false);
     if !incomparable.is_empty() {
         return Err(NotLockable::Incomparable(incomparable));
     }
@@ -276,13 +280,21 @@ pub fn lock_of(results: &RunResults) -> Lock {
         cases: BTreeMap::new(),
         testbeds: BTreeMap::new(),
     };
+    // A merged run's testbed keeps the environment of the part that ran on it.
+    let environment_of = |testbed: &str| {
+        results
+            .parts
+            .iter()
+            .find(|part| crate::baseline::testbed::runs_on(testbed, &part.environment))
+            .map_or_else(|| environment.clone(), |part| part.environment.software())
+    };
     for (testbed, id, locked) in cases {
         match testbed {
             Some(name) => {
-                let bed = lock.testbeds.entry(name).or_insert_with(|| {
+                let bed = lock.testbeds.entry(name.clone()).or_insert_with(|| {
                     crate::baseline::testbed::Testbed {
                         locked_at: results.started_at.clone(),
-                        environment: environment.clone(),
+                        environment: environment_of(&name),
                         cases: BTreeMap::new(),
                     }
                 });
@@ -367,7 +379,12 @@ pub struct PartFacts<'a> {
 /// count as different here, since the lock records one set for every
 /// case), or a host method not comparable with the first part's
 /// (`cgroup-v1` and `cgroup-v2` are). Empty when every part compares.
-pub fn incomparable_parts<'a>(parts: impl IntoIterator<Item = PartFacts<'a>>) -> Vec<String> {
+/// `gpu_models`: whether parts on different GPU models count (a report's
+/// view); a lock keeps each testbed apart, so for it they do not.
+pub fn incomparable_parts<'a>(
+    parts: impl IntoIterator<Item = PartFacts<'a>>,
+    gpu_models: bool,
+) -> Vec<String> {
     let mut parts = parts.into_iter();
     let Some(first) = parts.next() else {
         return Vec::new();
@@ -388,7 +405,7 @@ pub fn incomparable_parts<'a>(parts: impl IntoIterator<Item = PartFacts<'a>>) ->
     for part in parts {
         let (a, b) = (first.environment, part.environment);
         let one_without = a.gpu_models.is_empty() != b.gpu_models.is_empty();
-        if one_without || !crate::baseline::drift::same_gpus(a, b) {
+        if gpu_models && (one_without || !crate::baseline::drift::same_gpus(a, b)) {
             reasons.push(format!(
                 "GPU models differ: {} on {}, {} on {}",
                 first.name,
@@ -471,24 +488,24 @@ mod tests {
             part("s1", h100, "cgroup-v1"),
             part("s2", r#""H100 (79.6 GiB)""#, "cgroup-v2"),
         );
-        assert_eq!(incomparable(&same), Vec::<String>::new());
+        assert_eq!(incomparable(&same, true), Vec::<String>::new());
         assert!(lock_from_results(&same).is_ok());
-        for (b, why) in [
-            (
-                part("s2", r#""A100 (40.0 GiB)""#, "cgroup-v1"),
-                "GPU models differ: s1 (count:1/2) on H100, s2 (count:1/2) on A100",
-            ),
-            (
-                part("s2", "", "cgroup-v1"),
-                "GPU models differ: s1 (count:1/2) on H100, s2 (count:1/2) on no GPU",
-            ),
-            (
-                part("s2", h100, "procfs-pss"),
-                "host memory measured by cgroup-v1 in s1 (count:1/2), by procfs-pss in s2 (count:1/2)",
-            ),
+        // Other GPU models: a report shows it; a lock keeps each testbed.
+        for b in [
+            part("s2", r#""A100 (40.0 GiB)""#, "cgroup-v1"),
+            part("s2", "", "cgroup-v1"),
         ] {
             let mixed = merged(part("s1", h100, "cgroup-v1"), b);
-            assert_eq!(incomparable(&mixed), [why]);
+            assert!(incomparable(&mixed, true)[0].starts_with("GPU models differ"));
+            assert!(incomparable(&mixed, false).is_empty());
+            assert!(lock_from_results(&mixed).is_ok());
+        }
+        for (b, why) in [(
+            part("s2", h100, "procfs-pss"),
+            "host memory measured by cgroup-v1 in s1 (count:1/2), by procfs-pss in s2 (count:1/2)",
+        )] {
+            let mixed = merged(part("s1", h100, "cgroup-v1"), b);
+            assert_eq!(incomparable(&mixed, false), [why]);
             let refused = lock_from_results(&mixed)
                 .expect_err("not locked")
                 .to_string();
