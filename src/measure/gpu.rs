@@ -112,6 +112,10 @@ pub struct CaseGpu<'g> {
     /// Another part of the case (its twin) measures the same devices: a
     /// process the driver recorded may be either's.
     twinned: bool,
+    /// Each process's rank (see `measure::ranks`), and each rank's GPU
+    /// memory summed over the devices, per tick.
+    rank_of: super::ranks::RankOf,
+    ranks: super::ranks::PerRank,
 }
 
 /// Whether another case of the run has shared a case's GPUs, raised by
@@ -166,6 +170,8 @@ impl<'g> CaseGpu<'g> {
             pids_seen: self.pids_seen.clone(),
             pids_unmatchable: self.pids_unmatchable,
             twinned: true,
+            rank_of: super::ranks::RankOf::default(),
+            ranks: super::ranks::PerRank::default(),
         }
     }
 
@@ -215,6 +221,8 @@ impl<'g> CaseGpu<'g> {
             pids_seen: std::sync::Arc::default(),
             pids_unmatchable: gpu.foreign_pids.is_some(),
             twinned: false,
+            rank_of: super::ranks::RankOf::default(),
+            ranks: super::ranks::PerRank::default(),
         }
     }
 
@@ -262,6 +270,8 @@ impl<'g> CaseGpu<'g> {
         }
         let mut lists_complete = true;
         let since_start = self.since_start();
+        self.rank_of.keep_only(tree);
+        self.ranks.begin();
         for (state, &position) in self.states.iter_mut().zip(&self.positions) {
             state.tree_now = 0;
             if state.lost.is_some() {
@@ -308,7 +318,14 @@ impl<'g> CaseGpu<'g> {
                 }
                 found = true;
                 match process.used_bytes {
-                    Some(bytes) => state.tree_now = state.tree_now.saturating_add(bytes),
+                    Some(bytes) => {
+                        state.tree_now = state.tree_now.saturating_add(bytes);
+                        let pid = i32::try_from(process.pid).unwrap_or(-1);
+                        if let Some(rank) = self.rank_of.rank(pid) {
+                            let index = self.gpu.devices[position].index;
+                            self.ranks.add(rank, bytes, Some(index));
+                        }
+                    }
                     None => state.unknown = true,
                 }
             }
@@ -354,6 +371,9 @@ impl<'g> CaseGpu<'g> {
         }
         let known = lists_complete && !self.unmapped && !self.states.iter().any(|s| s.unknown);
         self.gated_now = known.then_some(gated);
+        if known && any_seen {
+            self.ranks.end();
+        }
         if known {
             self.total_tree_peak = Some(
                 self.total_tree_peak
@@ -516,7 +536,14 @@ impl<'g> CaseGpu<'g> {
             method,
             devices,
             left_bytes: None,
+            ranks: self.ranks,
         }
+    }
+
+    /// The largest rank's GPU memory this tick, summed over its devices:
+    /// what `budget.gpu_rank` judges. `None` without ranks.
+    pub fn largest_rank_now(&self) -> Option<(u32, u64)> {
+        self.gated_now.and(self.ranks.largest_now())
     }
 
     /// The GPU and the positions of the devices this meter measures.

@@ -261,6 +261,10 @@ pub struct HostFigures {
     pub pss_sweeps: u64,
     /// Why this case was not measured the way the run was, if it was not.
     pub note: Option<String>,
+    /// Each rank's host peak: its own processes' floors (their PSS summed,
+    /// their largest VmHWM), not the case's cgroup.
+    #[serde(skip)]
+    pub ranks: std::collections::BTreeMap<u32, u64>,
 }
 
 /// Sweeps asked for by a new high of a cheap figure keep within this share
@@ -335,6 +339,11 @@ pub struct HostMeter {
     pss_sweeps: u64,
     pss_last: Option<u64>,
     buffer: Vec<u8>,
+    /// Each process's rank, and each rank's PSS summed per sweep and its
+    /// processes' largest VmHWM (see `measure::ranks`).
+    rank_of: super::ranks::RankOf,
+    rank_pss: super::ranks::PerRank,
+    rank_hwm: std::collections::BTreeMap<u32, u64>,
 }
 
 /// What decides when a sweep is asked for before its timer is due: a new
@@ -428,6 +437,9 @@ impl HostMeter {
             pss_sweeps: 0,
             pss_last: None,
             buffer: Vec::with_capacity(4096),
+            rank_of: super::ranks::RankOf::default(),
+            rank_pss: super::ranks::PerRank::default(),
+            rank_hwm: std::collections::BTreeMap::new(),
         }
     }
 
@@ -525,11 +537,17 @@ impl HostMeter {
         // a sum missing a member is no floor of the tree.
         let mut anon_sum = Some(0u64);
         let mut hwm_max = None;
+        self.rank_of.keep_only(tree);
+        self.rank_pss.begin();
         for member in tree.alive().filter(|p| !exclude.contains(&p.pid)) {
+            let rank = self.rank_of.rank(member.pid);
             if self.read(member.pid, "smaps_rollup") {
                 if let Some(pss) = kib_field(&self.buffer, "Pss:") {
                     pss_sum = pss_sum.saturating_add(pss);
                     pss_seen = true;
+                    if let Some(rank) = rank {
+                        self.rank_pss.add(rank, pss, None);
+                    }
                     let anon = kib_field(&self.buffer, "Pss_Anon:")
                         .zip(kib_field(&self.buffer, "Pss_Shmem:"))
                         .map(|(anon, shmem)| anon.saturating_add(shmem));
@@ -541,10 +559,17 @@ impl HostMeter {
             if self.read(member.pid, "status") {
                 if let Some(hwm) = kib_field(&self.buffer, "VmHWM:") {
                     hwm_max = hwm_max.max(Some(hwm));
+                    if let Some(rank) = rank {
+                        let peak = self.rank_hwm.entry(rank).or_default();
+                        *peak = (*peak).max(hwm);
+                    }
                 }
             }
         }
         self.pss_sweeps += 1;
+        if pss_seen {
+            self.rank_pss.end();
+        }
         // A tree whose every member vanished mid-sweep tells nothing.
         self.pss_last = pss_seen.then_some(pss_sum);
         if let Some(pss) = self.pss_last {
@@ -655,6 +680,18 @@ impl HostMeter {
             oom_kills,
             pss_sweeps: self.pss_sweeps,
             note,
+            ranks: {
+                // Each rank's floors: its PSS summed, its largest VmHWM.
+                let mut ranks = std::collections::BTreeMap::new();
+                for (rank, pss, _) in self.rank_pss.peaks() {
+                    ranks.insert(rank, pss);
+                }
+                for (&rank, &hwm) in &self.rank_hwm {
+                    let peak = ranks.entry(rank).or_default();
+                    *peak = (*peak).max(hwm);
+                }
+                ranks
+            },
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod host;
 pub mod inventory;
 pub mod nvml;
 pub mod procfs;
+pub mod ranks;
 pub mod timeline;
 pub mod visible;
 

@@ -307,6 +307,33 @@ pub fn taint_mark(device: &crate::measure::gpu::DeviceFigures) -> String {
 }
 
 /// `30.0 GiB (sampled@50ms)`, or why there is no figure.
+/// A distributed case's largest rank, in one phrase: `largest: rank 3,
+/// 4.0 GiB on GPU 3` (by GPU memory; by host memory when none was on a
+/// GPU). `None` for a case without ranks.
+pub fn largest_rank(case: &CaseResult) -> Option<String> {
+    let largest = crate::measure::ranks::largest(&case.ranks)?;
+    let count = case.ranks.len();
+    let ranks = if count == 1 { "1 rank" } else { &format!("{count} ranks") };
+    Some(match largest.gpu_peak_bytes {
+        Some(gpu) => {
+            let on = match largest.devices.as_slice() {
+                [] => String::new(),
+                [one] => format!(" on GPU {one}"),
+                many => format!(
+                    " on GPUs {}",
+                    many.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                ),
+            };
+            format!("{ranks}; largest: rank {}, {}{on}", largest.rank, Bytes(gpu))
+        }
+        None => format!(
+            "{ranks}; largest: rank {}, host {}",
+            largest.rank,
+            bytes_or_unknown(largest.host_peak_bytes)
+        ),
+    })
+}
+
 pub fn gpu_summary(case: &CaseResult, measurement: &Measurement) -> String {
     match (
         case.gpu_peak_bytes,
@@ -414,6 +441,25 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
     }
     if let Some(client) = &case.client {
         let _ = writeln!(out, "{}", client.describe());
+    }
+    if let Some(largest) = largest_rank(case) {
+        let _ = writeln!(out, "ranks:       {largest}");
+        for rank in &case.ranks {
+            let _ = writeln!(
+                out,
+                "  rank {:<4} host peak {}, gpu peak {}{}",
+                rank.rank,
+                bytes_or_unknown(rank.host_peak_bytes),
+                bytes_or_unknown(rank.gpu_peak_bytes),
+                match rank.devices.as_slice() {
+                    [] => String::new(),
+                    devices => format!(
+                        " on GPU {}",
+                        devices.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                    ),
+                }
+            );
+        }
     }
     for shared in &case.gpu_sharing {
         let _ = writeln!(

@@ -503,6 +503,9 @@ fn figures(case: &CaseResult) -> String {
         let mark = if tainted { ", tainted" } else { "" };
         text.push_str(&format!(", gpu peak {gpu} ({method}{mark})"));
     }
+    if let Some(largest) = super::largest_rank(case) {
+        text.push_str(&format!("; {largest}"));
+    }
     text
 }
 

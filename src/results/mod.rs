@@ -357,6 +357,10 @@ pub struct CaseResult {
     /// that grew most, and allocator settings that changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site_growth: Option<crate::snapshot::SiteGrowth>,
+    /// Each rank of a distributed case (a process with `RANK`, ...): its
+    /// own host and GPU peaks and the GPUs it used; empty without ranks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<crate::measure::ranks::RankFigures>,
     /// The GPU model and count the case ran on (`NVIDIA H100 80GB HBM3 ×1`),
     /// whose baseline it is compared with; `None`: it ran on no GPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -466,6 +470,7 @@ impl CaseResult {
             client: None,
             allocation_sites: None,
             site_growth: None,
+            ranks: Vec::new(),
             testbed: None,
             pytest: None,
             env: IndexMap::new(),

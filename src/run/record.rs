@@ -182,6 +182,9 @@ impl CaseRunner<'_, '_> {
         };
 
         let recorded = recorded(case);
+        // Each rank's own figures (a distributed case's workers).
+        let ranks =
+            crate::measure::ranks::merge(&host.ranks, gpu_figures.as_ref().map(|g| &g.ranks));
         // The GPUs the case was given: its baseline is theirs.
         let testbed = crate::baseline::testbed::name_of(
             gpu_figures
@@ -266,6 +269,7 @@ impl CaseRunner<'_, '_> {
             allocation_sites,
             site_growth: None,
             testbed,
+            ranks,
             env: recorded.env,
             allocator_env: allocator_env(case),
             tolerance: None,

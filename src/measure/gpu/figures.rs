@@ -182,6 +182,9 @@ pub struct GpuFigures {
     /// not given back, above their idle level (`None`: not looked at, or
     /// not readable).
     pub left_bytes: Option<u64>,
+    /// Each rank's GPU memory, summed over its devices per tick.
+    #[serde(skip)]
+    pub ranks: crate::measure::ranks::PerRank,
 }
 
 impl GpuFigures {
@@ -471,6 +474,7 @@ mod tests {
             method: GpuMethod::DeviceDelta,
             devices,
             left_bytes: None,
+            ranks: Default::default(),
         };
         let table: &[(Vec<DeviceFigures>, Option<u64>)] = &[
             (vec![], Some(0)),

@@ -1,0 +1,51 @@
+//! Distributed cases: every rank measured on its own (a process with
+//! `RANK` and what it starts), on the fake NVML driver's four GPUs, with a
+//! torchrun-like launcher (fixtures/workloads/ranks.py).
+
+mod common;
+
+use common::fake_nvml::*;
+use common::*;
+
+fn four_gpus() -> String {
+    let mut config = "driver 550.54.15\ncuda 12040\n".to_string();
+    for i in 0..4 {
+        config.push_str(&device(&format!("GPU-0000000{i}-0000-0000-0000-000000000000"), 16 * GIB, 0, false, "Fake H100 80GB"));
+    }
+    config
+}
+
+fn project(case_lines: &str) -> Project {
+    Project::new(&format!(
+        "[suite]\nname = \"ddp\"\nsample_interval = \"20ms\"\n[[case]]\nname = \"train\"\ncommand = [\"python3\", {}, \"--nproc\", \"4\", \"--mib\", \"512\", \"--step-mib\", \"256\", \"--hold\", \"600ms\"]\n{case_lines}\n",
+        toml_str(&workload("ranks.py"))
+    ))
+    .with_fake_gpus(&four_gpus(), Variant::Complete)
+}
+
+/// Four ranks on four GPUs, each with its own figure: 512, 768, 1024 and
+/// 1280 MiB; the case's own figure is their sum, as always.
+#[test]
+fn each_rank_is_measured_on_its_own() {
+    let project = project("");
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("train");
+    let ranks = case["ranks"].as_array().expect("ranks");
+    assert_eq!(ranks.len(), 4, "{case:#}");
+    for (i, rank) in ranks.iter().enumerate() {
+        assert_eq!(rank["rank"], i as u64);
+        assert_eq!(mib(&rank["gpu_peak_bytes"]), Some(512 + 256 * i as u64), "{rank:#}");
+        assert_eq!(rank["devices"], serde_json::json!([i]), "{rank:#}");
+        assert!(
+            rank["host_peak_bytes"].as_u64().is_some_and(|b| b > MIB),
+            "its own processes' host floors: {rank:#}"
+        );
+    }
+    assert_eq!(mib(&case["gpu_peak_bytes"]), Some(512 + 768 + 1024 + 1280));
+    assert!(
+        run.stderr.contains("largest: rank 3, 1.25 GiB on GPU 3"),
+        "{}",
+        run.stderr
+    );
+}
