@@ -49,3 +49,26 @@ fn each_rank_is_measured_on_its_own() {
         run.stderr
     );
 }
+
+/// `budget.gpu_rank` limits any one rank: rank 3's 1280 MiB is over 1 GiB
+/// (rank 2's 1 GiB exactly is not), while the case's 3.5 GiB in all is
+/// no concern of that budget.
+#[test]
+fn a_rank_over_its_budget_fails_the_case_and_is_named() {
+    let project = project("budget = { gpu_rank = \"1 GiB\" }");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("train");
+    assert_eq!(case["failure_kind"], "budget", "{case:#}");
+    let message = run.message("train");
+    assert!(
+        message.contains("gpu rank peak 1.25 GiB (rank 3 on GPU 3) exceeded budget 1.00 GiB"),
+        "{message}"
+    );
+    let within = project_with_budget("2 GiB");
+    within.run(&[]).assert_code(0);
+}
+
+fn project_with_budget(limit: &str) -> Project {
+    project(&format!("budget = {{ gpu_rank = \"{limit}\" }}"))
+}

@@ -36,7 +36,7 @@ import pytest
 
 MARKER = "oomgate"
 # Keywords the marker takes; oomgate checks their values.
-KEYWORDS = ("host", "gpu", "gpu_fraction", "gpu_left", "timeout", "gpus", "repeat", "tolerance")
+KEYWORDS = ("host", "gpu", "gpu_fraction", "gpu_left", "gpu_rank", "timeout", "gpus", "repeat", "tolerance")
 
 _UNITS = {
     "": 1,
@@ -59,7 +59,7 @@ _UNITS = {
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        "oomgate(host=, gpu=, gpu_fraction=, gpu_left=, timeout=, gpus=, repeat=, tolerance=): "
+        "oomgate(host=, gpu=, gpu_fraction=, gpu_left=, gpu_rank=, timeout=, gpus=, repeat=, tolerance=): "
         "memory budgets and case settings for oomgate (https://github.com/oomgate/oomgate)",
     )
 

@@ -38,6 +38,10 @@ pub fn budget_breached(
     };
     if over(budget.host, host_peak.map(Bytes::get))
         || over(budget.gpu, gpu.and_then(CaseGpu::gated_total))
+        || over(
+            budget.gpu_rank,
+            gpu.and_then(CaseGpu::largest_rank_now).map(|(_, bytes)| bytes),
+        )
     {
         return true;
     }
@@ -188,6 +192,32 @@ pub fn budget_checks(budget: &Budget, host: &HostFigures, gpu: Option<&GpuFigure
             ),
             None => gpu_budget_check(None, "GPU memory was not measured", &Gated::Whole, limit),
         });
+    }
+    if let Some(limit) = budget.gpu_rank {
+        // The rank with the largest GPU peak; unknown without ranks or
+        // without a GPU figure.
+        let ranks = gpu.map(|g| g.ranks.peaks().collect::<Vec<_>>()).unwrap_or_default();
+        let largest = ranks.iter().max_by_key(|(rank, bytes, _)| (*bytes, std::cmp::Reverse(*rank)));
+        let method = match largest {
+            Some((rank, _, devices)) => format!(
+                "rank {rank}{}",
+                match devices.as_slice() {
+                    [] => String::new(),
+                    devices => format!(
+                        " on GPU {}",
+                        devices.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                    ),
+                }
+            ),
+            None => "no rank was seen: no process of the case has RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID".to_string(),
+        };
+        let facts = Facts::Budget {
+            method,
+            left_out: None,
+            whole_bytes: None,
+        };
+        let peak = largest.map(|(_, bytes, _)| Bytes(*bytes)).filter(|_| gpu.is_some_and(|g| g.peak_bytes.is_some()));
+        checks.push(self::budget(CheckKind::GpuRank, peak, limit, facts));
     }
     if let Some(limit) = budget.gpu_left {
         let facts = Facts::Budget {

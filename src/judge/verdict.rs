@@ -366,7 +366,9 @@ pub fn failure_kind(case: &CaseResult, stop: Option<&StopReason>) -> Option<Fail
 fn rank(kind: &CheckKind, outcome: Option<CheckOutcome>, measured: bool) -> (u8, FailureType) {
     match kind {
         CheckKind::HostOomKill => (0, FailureType::HostOom),
-        CheckKind::HostBudget | CheckKind::GpuBudget => (1, FailureType::Budget),
+        CheckKind::HostBudget | CheckKind::GpuBudget | CheckKind::GpuRank => {
+            (1, FailureType::Budget)
+        }
         CheckKind::GpuHeadroom { .. } => (2, FailureType::Headroom),
         CheckKind::GpuLeft => (3, FailureType::GpuLeft),
         CheckKind::Leak => (4, FailureType::Leak),

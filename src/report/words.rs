@@ -195,6 +195,9 @@ pub fn check_message(check: &Check) -> String {
             budget("host", outcome, check, &format!(" ({method})"))
         }
         (CheckKind::GpuLeft, _) => gpu_left(check, outcome),
+        (CheckKind::GpuRank, Facts::Budget { method, .. }) => {
+            budget("gpu rank", outcome, check, &format!(" ({method})"))
+        }
         (
             _,
             Facts::Budget {

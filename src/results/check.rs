@@ -257,6 +257,9 @@ pub enum CheckKind {
     /// `budget.gpu_left`: GPU memory the case's devices did not give back
     /// after it, against `budget.gpu_left`.
     GpuLeft,
+    /// `budget.gpu_rank`: the largest rank's GPU memory against
+    /// `budget.gpu_rank`.
+    GpuRank,
     /// `host.oom_kill`: the kernel's OOM killer killed a process of the case.
     HostOomKill,
     /// `limit.<key>`: a `limits` entry on a probe figure or metric.
@@ -302,6 +305,7 @@ impl std::fmt::Display for CheckKind {
             CheckKind::GpuBudget => f.write_str("budget.gpu"),
             CheckKind::GpuHeadroom { device } => write!(f, "budget.gpu_fraction.gpu{device}"),
             CheckKind::GpuLeft => f.write_str("budget.gpu_left"),
+            CheckKind::GpuRank => f.write_str("budget.gpu_rank"),
             CheckKind::HostOomKill => f.write_str("host.oom_kill"),
             CheckKind::Limit(key) => write!(f, "limit.{key}"),
             CheckKind::Leak => f.write_str("leak"),
@@ -335,6 +339,7 @@ impl std::str::FromStr for CheckKind {
             "budget.host" => CheckKind::HostBudget,
             "budget.gpu" => CheckKind::GpuBudget,
             "budget.gpu_left" => CheckKind::GpuLeft,
+            "budget.gpu_rank" => CheckKind::GpuRank,
             "host.oom_kill" => CheckKind::HostOomKill,
             "leak" => CheckKind::Leak,
             "baseline" => CheckKind::BaselineMissing,

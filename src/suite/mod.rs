@@ -359,6 +359,9 @@ pub struct Budget {
     /// After the case: GPU memory its devices did not give back (above
     /// their idle level once its processes are gone), checked once.
     pub gpu_left: Option<Bytes>,
+    /// On any one rank of a distributed case: its processes' GPU memory
+    /// summed over its devices (see `measure::ranks`).
+    pub gpu_rank: Option<Bytes>,
 }
 
 /// Built-in values for keys neither the case nor `[defaults]` sets.

@@ -293,4 +293,6 @@ pub struct RawBudget {
     pub gpu_fraction: Option<Spanned<toml::Value>>,
     /// A size: GPU memory the case's devices did not give back after it.
     pub gpu_left: Option<Spanned<toml::Value>>,
+    /// A size, on any one rank's GPU memory.
+    pub gpu_rank: Option<Spanned<toml::Value>>,
 }

@@ -185,6 +185,7 @@ pub(super) fn limits(
             ("budget.gpu", budget.gpu.is_some()),
             ("budget.gpu_fraction", budget.gpu_fraction.is_some()),
             ("budget.gpu_left", budget.gpu_left.is_some()),
+            ("budget.gpu_rank", budget.gpu_rank.is_some()),
         ] {
             if set {
                 let span = pick(own.gpus, defaults.gpus)
@@ -259,6 +260,9 @@ pub(super) fn budget_keys<const N: usize>(
         }
         if let Some(fraction) = &raw_budget.gpu_fraction {
             budget.gpu_fraction = check.fraction(&format!("{key}.gpu_fraction"), fraction);
+        }
+        if let Some(rank) = &raw_budget.gpu_rank {
+            budget.gpu_rank = check.size(&format!("{key}.gpu_rank"), rank);
         }
         if let Some(left) = &raw_budget.gpu_left {
             if key == "client_budget" {

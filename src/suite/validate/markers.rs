@@ -14,11 +14,12 @@ use crate::suite::raw::{RawSettings, RawSettingsRef};
 use crate::suite::{Case, CollectedMarker};
 
 /// The marker keywords, in the order the docs list them.
-pub const MARKER_KEYWORDS: [&str; 8] = [
+pub const MARKER_KEYWORDS: [&str; 9] = [
     "host",
     "gpu",
     "gpu_fraction",
     "gpu_left",
+    "gpu_rank",
     "timeout",
     "gpus",
     "repeat",
@@ -56,7 +57,7 @@ pub(in crate::suite) fn apply_markers(
             }
         };
         match key {
-            "host" | "gpu" | "gpu_fraction" | "gpu_left" => {
+            "host" | "gpu" | "gpu_fraction" | "gpu_left" | "gpu_rank" => {
                 budget.insert(key.to_string(), value);
             }
             // A number of seconds, as Python code often writes a timeout.
@@ -115,6 +116,7 @@ pub(in crate::suite) fn apply_markers(
     budget.gpu = set.budget.gpu.or(budget.gpu);
     budget.gpu_fraction = set.budget.gpu_fraction.or(budget.gpu_fraction);
     budget.gpu_left = set.budget.gpu_left.or(budget.gpu_left);
+    budget.gpu_rank = set.budget.gpu_rank.or(budget.gpu_rank);
     if let (Some(_), Some(timeout)) = (own.timeout, set.timeout) {
         case.timeout = timeout;
     }
