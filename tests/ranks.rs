@@ -72,3 +72,28 @@ fn a_rank_over_its_budget_fails_the_case_and_is_named() {
 fn project_with_budget(limit: &str) -> Project {
     project(&format!("budget = {{ gpu_rank = \"{limit}\" }}"))
 }
+
+/// The lock keeps each rank's figures; a regression names the rank that
+/// grew, compared with the same rank.
+#[test]
+fn a_regression_names_the_rank_that_grew() {
+    let project = project("");
+    project.lock(&[]).assert_code(0);
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(lock.contains(".cases.train.ranks]]"), "{lock}");
+    let suite = std::fs::read_to_string(project.suite()).expect("suite");
+    std::fs::write(
+        project.suite(),
+        suite.replace("\"600ms\"]", "\"600ms\", \"--grow-rank\", \"2\", \"--grow-mib\", \"512\"]"),
+    )
+    .expect("suite");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let message = run.message("train");
+    assert!(
+        message.contains("rank 2 grew most: 1.00 GiB → 1.50 GiB"),
+        "{message}"
+    );
+    let diff = project.diff_lock_and_results();
+    assert!(diff.stdout.contains("rank 2 grew most"), "{}", diff.stdout);
+}

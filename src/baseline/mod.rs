@@ -136,6 +136,10 @@ pub struct LockedCase {
     /// settings: what a regression's sites are compared with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocation_sites: Option<crate::snapshot::AllocationSites>,
+    /// A distributed case's ranks, each with its own figures: what a
+    /// regression's rank is found by.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<crate::measure::ranks::RankFigures>,
 }
 
 #[cfg(test)]
@@ -165,6 +169,7 @@ impl LockedCase {
             probe_peak_allocated_bytes: None,
             tolerance: None,
             allocation_sites: None,
+            ranks: Vec::new(),
         }
     }
 }

@@ -31,6 +31,7 @@ fn lock() -> Lock {
             probe_peak_allocated_bytes: None,
             tolerance: None,
             allocation_sites: None,
+            ranks: Vec::new(),
         },
     );
     Lock {

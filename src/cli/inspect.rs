@@ -348,6 +348,13 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
             b.allocation_sites.as_ref(),
             &checks,
         );
+        let ranks = crate::judge::rank_growth(Some(&a.ranks), &b.ranks, &checks);
+        if let Some(change) = ranks {
+            failures.push(format!(
+                "  {label}: {}",
+                crate::report::words::rank_growth(&change)
+            ));
+        }
         if let Some(growth) = growth {
             failures.push(format!(
                 "  {label}: {}",

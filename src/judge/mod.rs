@@ -221,6 +221,7 @@ fn compare(case: &Case, result: &mut CaseResult, capacity: Option<&Capacity>, ba
         result.allocation_sites.as_ref(),
         &checks,
     );
+    result.rank_growth = rank_growth(against.locked.map(|l| l.ranks.as_slice()), &result.ranks, &checks);
     result.checks.extend(checks);
     result.checks.extend(drift_check(info));
     let mut comparison = comparison;
@@ -236,6 +237,22 @@ fn compare(case: &Case, result: &mut CaseResult, capacity: Option<&Capacity>, ba
             .collect();
     }
     result.baseline = Some(comparison);
+}
+
+/// With the GPU figure regressed: the rank whose GPU peak grew most
+/// against the same rank's locked one. `run` and `diff` both call it.
+pub fn rank_growth(
+    locked: Option<&[crate::measure::ranks::RankFigures]>,
+    now: &[crate::measure::ranks::RankFigures],
+    checks: &[crate::results::Check],
+) -> Option<crate::measure::ranks::RankChange> {
+    let regressed = checks.iter().any(|c| {
+        !c.passed && c.kind == crate::results::CheckKind::Baseline(crate::baseline::Figure::Gpu)
+    });
+    if !regressed {
+        return None;
+    }
+    crate::measure::ranks::grew_most(locked?, now)
 }
 
 /// How many grown sites a regression names.

@@ -162,6 +162,31 @@ pub fn merge(host: &BTreeMap<u32, u64>, gpu: Option<&PerRank>) -> Vec<RankFigure
     ranks.into_values().collect()
 }
 
+/// How one rank's GPU peak moved against its baseline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankChange {
+    pub rank: u32,
+    pub before: u64,
+    pub after: u64,
+}
+
+/// The rank whose GPU peak grew most from `before` to `after` (rank
+/// compared with the same rank); `None` when none grew.
+pub fn grew_most(before: &[RankFigures], after: &[RankFigures]) -> Option<RankChange> {
+    after
+        .iter()
+        .filter_map(|now| {
+            let was = before.iter().find(|b| b.rank == now.rank)?.gpu_peak_bytes?;
+            let is = now.gpu_peak_bytes?;
+            (is > was).then_some(RankChange {
+                rank: now.rank,
+                before: was,
+                after: is,
+            })
+        })
+        .max_by_key(|c| (c.after - c.before, std::cmp::Reverse(c.rank)))
+}
+
 /// The rank with the largest GPU peak (else host peak), for a report's
 /// one line.
 pub fn largest(ranks: &[RankFigures]) -> Option<&RankFigures> {

@@ -45,12 +45,26 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, headline: Option<&s
         (Some(headline), Some(message)) => Some(format!("{headline} — {message}")),
         (_, message) => message,
     };
-    // What to look at first when the GPU figure grew: the sites that grew.
+    // What to look at first when the GPU figure grew: the rank, the sites.
+    let message = match (message, &result.rank_growth) {
+        (Some(message), Some(change)) => Some(format!("{message} — {}", rank_growth(change))),
+        (message, _) => message,
+    };
     let message = match (message, &result.site_growth) {
         (Some(message), Some(growth)) => Some(format!("{message} — {}", site_growth(growth))),
         (message, _) => message,
     };
     result.message = message.map(|m| crate::redact::mask(&m).into_owned());
+}
+
+/// `rank 3 grew most: 3.00 GiB → 4.00 GiB`.
+pub fn rank_growth(change: &crate::measure::ranks::RankChange) -> String {
+    format!(
+        "rank {} grew most: {} → {}",
+        change.rank,
+        Bytes(change.before),
+        Bytes(change.after)
+    )
 }
 
 /// `grew most: model.py:88 attention +500.0 MiB (100.0 MiB → 600.0 MiB)`.

@@ -361,6 +361,10 @@ pub struct CaseResult {
     /// own host and GPU peaks and the GPUs it used; empty without ranks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<crate::measure::ranks::RankFigures>,
+    /// With a GPU regression against a baseline that has ranks: the rank
+    /// whose GPU peak grew most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank_growth: Option<crate::measure::ranks::RankChange>,
     /// The GPU model and count the case ran on (`NVIDIA H100 80GB HBM3 ×1`),
     /// whose baseline it is compared with; `None`: it ran on no GPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -471,6 +475,7 @@ impl CaseResult {
             allocation_sites: None,
             site_growth: None,
             ranks: Vec::new(),
+            rank_growth: None,
             testbed: None,
             pytest: None,
             env: IndexMap::new(),

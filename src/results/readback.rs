@@ -266,6 +266,7 @@ pub fn lock_of(results: &RunResults) -> Lock {
                     kept.sites.truncate(crate::snapshot::LOCKED_SITES);
                     kept
                 }),
+                ranks: case.ranks.clone(),
             };
             (case.testbed.clone(), case.id.clone(), locked)
         })

@@ -270,6 +270,7 @@ impl CaseRunner<'_, '_> {
             site_growth: None,
             testbed,
             ranks,
+            rank_growth: None,
             env: recorded.env,
             allocator_env: allocator_env(case),
             tolerance: None,
