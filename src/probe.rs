@@ -31,6 +31,8 @@ enum Line {
     Step {
         step: Option<u64>,
         phase: Option<String>,
+        /// The rank of the process that wrote it (the probe adds `RANK`).
+        rank: Option<u32>,
         allocated: Option<u64>,
         reserved: Option<u64>,
         peak_allocated: Option<u64>,
@@ -48,6 +50,9 @@ pub struct StepSeen {
     pub instance: u32,
     pub step: Option<u64>,
     pub phase: Option<String>,
+    /// The rank that reported it, in a distributed case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
 }
 
 /// One custom metric over the run.
@@ -198,6 +203,7 @@ impl ProbeSummary {
             Some(Line::Step {
                 step,
                 phase,
+                rank,
                 allocated,
                 reserved,
                 peak_allocated,
@@ -217,6 +223,7 @@ impl ProbeSummary {
                     instance,
                     step,
                     phase,
+                    rank,
                 });
                 let max = |current: Option<u64>, values: [Option<u64>; 2]| {
                     values.into_iter().flatten().chain(current).max()
@@ -412,7 +419,8 @@ mod tests {
             Some(StepSeen {
                 instance: 0,
                 step: Some(2),
-                phase: Some("backward".into())
+                phase: Some("backward".into()),
+                rank: None,
             })
         );
         assert_eq!(summary.peak_allocated, Some(300));

@@ -10,7 +10,13 @@ use common::*;
 fn four_gpus() -> String {
     let mut config = "driver 550.54.15\ncuda 12040\n".to_string();
     for i in 0..4 {
-        config.push_str(&device(&format!("GPU-0000000{i}-0000-0000-0000-000000000000"), 16 * GIB, 0, false, "Fake H100 80GB"));
+        config.push_str(&device(
+            &format!("GPU-0000000{i}-0000-0000-0000-000000000000"),
+            16 * GIB,
+            0,
+            false,
+            "Fake H100 80GB",
+        ));
     }
     config
 }
@@ -35,7 +41,11 @@ fn each_rank_is_measured_on_its_own() {
     assert_eq!(ranks.len(), 4, "{case:#}");
     for (i, rank) in ranks.iter().enumerate() {
         assert_eq!(rank["rank"], i as u64);
-        assert_eq!(mib(&rank["gpu_peak_bytes"]), Some(512 + 256 * i as u64), "{rank:#}");
+        assert_eq!(
+            mib(&rank["gpu_peak_bytes"]),
+            Some(512 + 256 * i as u64),
+            "{rank:#}"
+        );
         assert_eq!(rank["devices"], serde_json::json!([i]), "{rank:#}");
         assert!(
             rank["host_peak_bytes"].as_u64().is_some_and(|b| b > MIB),
@@ -84,7 +94,10 @@ fn a_regression_names_the_rank_that_grew() {
     let suite = std::fs::read_to_string(project.suite()).expect("suite");
     std::fs::write(
         project.suite(),
-        suite.replace("\"600ms\"]", "\"600ms\", \"--grow-rank\", \"2\", \"--grow-mib\", \"512\"]"),
+        suite.replace(
+            "\"600ms\"]",
+            "\"600ms\", \"--grow-rank\", \"2\", \"--grow-mib\", \"512\"]",
+        ),
     )
     .expect("suite");
     let run = project.run(&[]);
@@ -96,4 +109,21 @@ fn a_regression_names_the_rank_that_grew() {
     );
     let diff = project.diff_lock_and_results();
     assert!(diff.stdout.contains("rank 2 grew most"), "{}", diff.stdout);
+}
+
+#[test]
+fn the_torchrun_example_suite_is_valid() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = oomgate()
+        .args(["check", "examples/torchrun/ddp.toml"])
+        .current_dir(root)
+        .output()
+        .expect("oomgate check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("budget gpu_rank 70.0 GiB"), "{stdout}");
 }

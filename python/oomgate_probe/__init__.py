@@ -34,6 +34,16 @@ __all__ = ["step", "metric", "guard", "enabled", "record_memory"]
 __version__ = "0.1.0"
 
 _path = os.environ.get("OOMGATE_METRICS")
+# The rank of a distributed worker (torchrun, accelerate, mpirun, srun):
+# its step lines say which rank they are of.
+_rank = next(
+    (
+        int(os.environ[name])
+        for name in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "LOCAL_RANK")
+        if os.environ.get(name, "").strip().isdigit()
+    ),
+    None,
+)
 _out = os.environ.get("OOMGATE_OUT")
 _step = 0
 
@@ -78,6 +88,8 @@ def step(phase=None, step=None, **figures):
     record = {"event": "step", "step": int(step), "time": time.time()}
     if phase is not None:
         record["phase"] = str(phase)
+    if _rank is not None:
+        record["rank"] = _rank
     torch = _torch()
     if torch is not None:
         try:

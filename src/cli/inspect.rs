@@ -471,8 +471,14 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
         if let Some(gpu) = case.budget.gpu {
             limits.push(format!("budget gpu {gpu}"));
         }
+        if let Some(rank) = case.budget.gpu_rank {
+            limits.push(format!("budget gpu_rank {rank}"));
+        }
         if let Some(fraction) = case.budget.gpu_fraction {
             limits.push(format!("gpu headroom {:.0}%", fraction * 100.0));
+        }
+        if let Some(left) = case.budget.gpu_left {
+            limits.push(format!("budget gpu_left {left}"));
         }
         if case.repeat > 1 {
             limits.push(format!("repeat {}", case.repeat));

@@ -398,10 +398,13 @@ pub fn headline(
     use crate::units::Bytes;
     let mut parts = Vec::new();
     // The step the workload's probe reported last: where it broke.
+    let on_rank = step
+        .and_then(|s| s.rank)
+        .map_or(String::new(), |rank| format!(" on rank {rank}"));
     let at_step = || match step.map(|s| (s.step, s.phase.as_ref())) {
-        Some((Some(n), Some(phase))) => format!(" at step {n} ({phase})"),
-        Some((Some(n), None)) => format!(" at step {n}"),
-        Some((None, Some(phase))) => format!(" in {phase}"),
+        Some((Some(n), Some(phase))) => format!(" at step {n} ({phase}){on_rank}"),
+        Some((Some(n), None)) => format!(" at step {n}{on_rank}"),
+        Some((None, Some(phase))) => format!(" in {phase}{on_rank}"),
         _ => String::new(),
     };
     match diagnosis.kind {

@@ -123,6 +123,7 @@ fn a_failed_host_allocation_is_its_own_kind_with_a_headline_and_a_hint() {
         step: Some(7),
         phase: Some("train".into()),
         instance: 0,
+        rank: None,
     };
     assert_eq!(
         headline(
@@ -166,6 +167,7 @@ fn a_host_oom_names_the_step_and_no_framework_the_script_never_used() {
         step: Some(12),
         phase: None,
         instance: 0,
+        rank: None,
     };
     assert_eq!(
         headline(

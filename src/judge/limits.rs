@@ -40,7 +40,8 @@ pub fn budget_breached(
         || over(budget.gpu, gpu.and_then(CaseGpu::gated_total))
         || over(
             budget.gpu_rank,
-            gpu.and_then(CaseGpu::largest_rank_now).map(|(_, bytes)| bytes),
+            gpu.and_then(CaseGpu::largest_rank_now)
+                .map(|(_, bytes)| bytes),
         )
     {
         return true;
@@ -196,8 +197,12 @@ pub fn budget_checks(budget: &Budget, host: &HostFigures, gpu: Option<&GpuFigure
     if let Some(limit) = budget.gpu_rank {
         // The rank with the largest GPU peak; unknown without ranks or
         // without a GPU figure.
-        let ranks = gpu.map(|g| g.ranks.peaks().collect::<Vec<_>>()).unwrap_or_default();
-        let largest = ranks.iter().max_by_key(|(rank, bytes, _)| (*bytes, std::cmp::Reverse(*rank)));
+        let ranks = gpu
+            .map(|g| g.ranks.peaks().collect::<Vec<_>>())
+            .unwrap_or_default();
+        let largest = ranks
+            .iter()
+            .max_by_key(|(rank, bytes, _)| (*bytes, std::cmp::Reverse(*rank)));
         let method = match largest {
             Some((rank, _, devices)) => format!(
                 "rank {rank}{}",
@@ -216,7 +221,9 @@ pub fn budget_checks(budget: &Budget, host: &HostFigures, gpu: Option<&GpuFigure
             left_out: None,
             whole_bytes: None,
         };
-        let peak = largest.map(|(_, bytes, _)| Bytes(*bytes)).filter(|_| gpu.is_some_and(|g| g.peak_bytes.is_some()));
+        let peak = largest
+            .map(|(_, bytes, _)| Bytes(*bytes))
+            .filter(|_| gpu.is_some_and(|g| g.peak_bytes.is_some()));
         checks.push(self::budget(CheckKind::GpuRank, peak, limit, facts));
     }
     if let Some(limit) = budget.gpu_left {

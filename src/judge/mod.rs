@@ -221,7 +221,11 @@ fn compare(case: &Case, result: &mut CaseResult, capacity: Option<&Capacity>, ba
         result.allocation_sites.as_ref(),
         &checks,
     );
-    result.rank_growth = rank_growth(against.locked.map(|l| l.ranks.as_slice()), &result.ranks, &checks);
+    result.rank_growth = rank_growth(
+        against.locked.map(|l| l.ranks.as_slice()),
+        &result.ranks,
+        &checks,
+    );
     result.checks.extend(checks);
     result.checks.extend(drift_check(info));
     let mut comparison = comparison;

@@ -100,8 +100,10 @@ impl PerRank {
             let peak = self.peaks.entry(rank).or_default();
             if bytes > *peak || !self.places.contains_key(&rank) {
                 *peak = (*peak).max(bytes);
-                self.places
-                    .insert(rank, self.places_now.get(&rank).cloned().unwrap_or_default());
+                self.places.insert(
+                    rank,
+                    self.places_now.get(&rank).cloned().unwrap_or_default(),
+                );
             }
         }
     }
@@ -190,9 +192,13 @@ pub fn grew_most(before: &[RankFigures], after: &[RankFigures]) -> Option<RankCh
 /// The rank with the largest GPU peak (else host peak), for a report's
 /// one line.
 pub fn largest(ranks: &[RankFigures]) -> Option<&RankFigures> {
-    ranks
-        .iter()
-        .max_by_key(|r| (r.gpu_peak_bytes, r.host_peak_bytes, std::cmp::Reverse(r.rank)))
+    ranks.iter().max_by_key(|r| {
+        (
+            r.gpu_peak_bytes,
+            r.host_peak_bytes,
+            std::cmp::Reverse(r.rank),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -204,7 +210,11 @@ mod tests {
         assert_eq!(rank_in(b"PATH=/bin\0RANK=3\0LOCAL_RANK=1\0"), Some(3));
         assert_eq!(rank_in(b"LOCAL_RANK=1\0SLURM_PROCID=7\0"), Some(7));
         assert_eq!(rank_in(b"OMPI_COMM_WORLD_RANK=2\0"), Some(2));
-        assert_eq!(rank_in(b"RANK=x\0LOCAL_RANK=4\0"), Some(4), "garbage is no rank");
+        assert_eq!(
+            rank_in(b"RANK=x\0LOCAL_RANK=4\0"),
+            Some(4),
+            "garbage is no rank"
+        );
         assert_eq!(rank_in(b"PATH=/bin\0MYRANK=3\0"), None);
         assert_eq!(rank_in(b""), None);
     }

@@ -313,7 +313,11 @@ pub fn taint_mark(device: &crate::measure::gpu::DeviceFigures) -> String {
 pub fn largest_rank(case: &CaseResult) -> Option<String> {
     let largest = crate::measure::ranks::largest(&case.ranks)?;
     let count = case.ranks.len();
-    let ranks = if count == 1 { "1 rank" } else { &format!("{count} ranks") };
+    let ranks = if count == 1 {
+        "1 rank"
+    } else {
+        &format!("{count} ranks")
+    };
     Some(match largest.gpu_peak_bytes {
         Some(gpu) => {
             let on = match largest.devices.as_slice() {
@@ -321,10 +325,17 @@ pub fn largest_rank(case: &CaseResult) -> Option<String> {
                 [one] => format!(" on GPU {one}"),
                 many => format!(
                     " on GPUs {}",
-                    many.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                    many.iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
                 ),
             };
-            format!("{ranks}; largest: rank {}, {}{on}", largest.rank, Bytes(gpu))
+            format!(
+                "{ranks}; largest: rank {}, {}{on}",
+                largest.rank,
+                Bytes(gpu)
+            )
         }
         None => format!(
             "{ranks}; largest: rank {}, host {}",
@@ -455,7 +466,11 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
                     [] => String::new(),
                     devices => format!(
                         " on GPU {}",
-                        devices.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                        devices
+                            .iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",")
                     ),
                 }
             );

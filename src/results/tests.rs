@@ -224,6 +224,7 @@ fn everything() -> RunResults {
             instance: 1,
             step: Some(9),
             phase: Some("forward".into()),
+            rank: None,
         }),
         first_step: Some(0),
         peak_allocated: Some(11),
