@@ -4,24 +4,20 @@
 # runs the quickstart suite, `oomgate_probe` imports from the environment,
 # and the binary carries no symbols or debug info.
 #
-#   scripts/check-wheel.sh                # build the wheel, then check it (.ci/run)
-#   scripts/check-wheel.sh WHEEL          # check a wheel built elsewhere (release.yml)
+#   scripts/check-wheel.sh WHEEL
 #
-# Building uses maturin from PyPI, pinned below, in a throwaway virtual
-# environment, with the `release` profile: the binary `cargo build
-# --release` (the quickstart step of .ci/run) already compiled is relinked
-# with its symbols stripped instead of building the `dist` profile from
-# scratch, which takes three minutes. Release wheels use `dist`
-# (pyproject.toml); both profiles compile the same code.
+# scripts/release-dry-run.sh (.ci/run) builds a wheel and checks it with
+# this script; release.yml checks each target's wheel with it.
 #
-# Needs python3 (3.11 or later, for tomllib) with venv, and for building,
-# cargo and the PyPI registry.
+# Needs python3 (3.11 or later, for tomllib) with venv.
 set -euo pipefail
+if [ $# -ne 1 ]; then
+    echo "usage: scripts/check-wheel.sh WHEEL" >&2
+    exit 2
+fi
+wheel=$(realpath -m -- "$1")
 cd "$(dirname "$0")/.."
 repo=$(pwd)
-
-# Keep in step with maturin-version in .github/workflows/release.yml.
-MATURIN_VERSION=1.16.0
 
 started=$SECONDS
 work=$(mktemp -d "${TMPDIR:-/tmp}/oomgate-wheel.XXXXXX")
@@ -30,18 +26,6 @@ pip_flags=(--quiet --disable-pip-version-check --no-input)
 
 version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["package"]["version"])')
 
-if [ $# -gt 1 ]; then
-    echo "usage: scripts/check-wheel.sh [WHEEL]" >&2
-    exit 2
-elif [ $# -eq 1 ]; then
-    wheel=$1
-else
-    echo "building the wheel with maturin $MATURIN_VERSION (release profile)"
-    python3 -m venv "$work/build-venv"
-    "$work/build-venv/bin/pip" install "${pip_flags[@]}" --only-binary=:all: "maturin==$MATURIN_VERSION"
-    "$work/build-venv/bin/maturin" build --profile release --out "$work/wheels"
-    wheel=$(find "$work/wheels" -name 'oomgate-*.whl' -print -quit)
-fi
 if [ ! -f "$wheel" ]; then
     echo "error: no wheel at '$wheel'" >&2
     exit 1
@@ -80,6 +64,11 @@ assert [e.value for e in found] == ["oomgate_probe.pytest_plugin"], f"pytest11 e
 plugin = os.path.join(os.path.dirname(where), "pytest_plugin.py")
 assert os.path.isfile(plugin), f"{plugin} is not in the wheel"
 print("pytest11 entry point: oomgate = oomgate_probe.pytest_plugin")
+# The project's home, as PyPI shows it.
+from importlib.metadata import metadata
+urls = dict(u.split(", ", 1) for u in metadata("oomgate").get_all("Project-URL") or [])
+assert urls.get("Repository") == "https://github.com/oomgate/oomgate", f"Project-URL: {urls}"
+print(f"Project-URL Repository: {urls['Repository']}")
 EOF
 )
 

@@ -5,15 +5,16 @@
 #
 #   scripts/pytest-venv.sh [DIR]     # default: target/pytest-venv
 #
-# .ci/run calls it and hands the python to the tests as
+# scripts/test calls it and hands the python to the tests as
 # OOMGATE_TEST_PYTHON; without that variable the tests call it themselves.
 set -euo pipefail
+# Printed absolute, for whoever runs it from wherever.
+dir=$(realpath -m -- "${1:-$(dirname "$0")/../target/pytest-venv}")
 cd "$(dirname "$0")/.."
 
 # Keep in step with docs/pytest.md's tested versions.
 PYTEST_VERSION=8.3.4
 
-dir=${1:-target/pytest-venv}
 python=$dir/bin/python
 if [ -x "$python" ] && "$python" -c "import pytest, sys; sys.exit(pytest.__version__ != '$PYTEST_VERSION')" 2>/dev/null; then
     echo "$python"

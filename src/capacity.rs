@@ -128,6 +128,24 @@ impl Probe {
     pub fn passed(&self) -> bool {
         self.status == CaseStatus::Passed
     }
+
+    /// A probe at `value` that passed or failed, with no figures: the
+    /// tests' starting point.
+    #[cfg(test)]
+    pub(crate) fn ended(value: u64, passed: bool) -> Probe {
+        Probe {
+            value,
+            status: if passed {
+                CaseStatus::Passed
+            } else {
+                CaseStatus::Failed
+            },
+            failure_kind: None,
+            host_peak_bytes: None,
+            gpu_peak_bytes: None,
+            wall_time_s: 0.0,
+        }
+    }
 }
 
 /// What a search found.
@@ -254,18 +272,7 @@ mod tests {
     }
 
     fn probe(value: u64, passed: bool) -> Probe {
-        Probe {
-            value,
-            status: if passed {
-                CaseStatus::Passed
-            } else {
-                CaseStatus::Failed
-            },
-            failure_kind: None,
-            host_peak_bytes: None,
-            gpu_peak_bytes: None,
-            wall_time_s: 0.0,
-        }
+        Probe::ended(value, passed)
     }
 
     /// Run a search against a workload that passes up to `limit`.

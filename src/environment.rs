@@ -162,11 +162,11 @@ fn python_environment(
     freeze: bool,
     workdir: &Path,
 ) -> PythonEnvironment {
-    let interpreter = if python.contains('/') {
-        workdir.join(python).display().to_string()
-    } else {
-        python.to_string()
-    };
+    // Recorded as the suite writes it, so a lock committed from one machine
+    // names no path of that machine (`.venv/bin/python`, not
+    // `/home/ci/checkout/.venv/bin/python`); run_probe resolves a path
+    // from the workdir.
+    let interpreter = python.to_string();
     let mut result = PythonEnvironment {
         interpreter: interpreter.clone(),
         ..PythonEnvironment::default()

@@ -655,3 +655,38 @@ fn a_lock_of_before_testbeds_loads_as_its_one_testbed() {
         "{relocked}"
     );
 }
+
+/// A lock is committed and read on other machines: it records the
+/// suite's `[environment] python` as written, never where this checkout
+/// happens to be.
+#[test]
+fn the_lock_records_the_interpreter_as_the_suite_writes_it() {
+    let project = Project::new(
+        "[suite]\nname = \"py\"\n\
+         [environment]\npython = \"venv/bin/python\"\npackages = [\"pip\"]\n\
+         [[case]]\nname = \"a\"\ncommand = [\"true\"]\n",
+    );
+    let bin = project.path().join("venv/bin");
+    std::fs::create_dir_all(&bin).expect("venv/bin");
+    let python3 = which_python3();
+    std::os::unix::fs::symlink(&python3, bin.join("python")).expect("link venv/bin/python");
+
+    project.lock(&[]).assert_code(0);
+    let text = std::fs::read_to_string(project.lock_path()).expect("lock written");
+    assert!(text.contains("interpreter = \"venv/bin/python\""), "{text}");
+    // Asked through the link (so the figure is real), and nothing of this
+    // machine's paths is kept.
+    assert!(text.contains("pip = \""), "{text}");
+    assert!(!text.contains("pip = \"absent\""), "{text}");
+    let here = project.path().display().to_string();
+    assert!(!text.contains(&here), "the lock names {here}:\n{text}");
+}
+
+fn which_python3() -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("python3"))
+        .find(|path| path.is_file())
+        .expect("python3 on PATH")
+}

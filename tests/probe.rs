@@ -362,3 +362,43 @@ fn the_baseline_compares_the_probes_allocated_peak() {
         "{message}"
     );
 }
+
+/// A workload reports its own allocator figures (another framework, or a
+/// region it measured): they replace torch's and are what `limits` judge;
+/// a misspelt figure is an error in the workload, not a figure dropped.
+#[test]
+fn a_step_carries_the_figures_the_workload_gives() {
+    let script = "import oomgate_probe as p\n\
+                  p.step('load', allocated=1 << 20, peak_allocated=3 << 30, peak_reserved=4 << 30)\n";
+    let typo = "import oomgate_probe as p\np.step('load', peak_alocated=1)\n";
+    let project = Project::new(&format!(
+        "[suite]\nname = \"p\"\n\
+         [defaults]\nenv = {{ PYTHONPATH = {path} }}\n\
+         [[case]]\nname = \"given\"\ncommand = [\"python3\", \"-c\", {script}]\n\
+         limits = {{ \"probe.peak_allocated\" = \"<= 2 GiB\" }}\n\
+         [[case]]\nname = \"typo\"\ncommand = [\"python3\", \"-c\", {typo}]\n",
+        path = toml_str(&python_path()),
+        script = toml_str(script),
+        typo = toml_str(typo),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let given = run.case("given");
+    assert_eq!(
+        given["probe"]["peak_allocated"],
+        3 * 1024 * MIB,
+        "{given:#}"
+    );
+    assert_eq!(given["probe"]["peak_reserved"], 4 * 1024 * MIB, "{given:#}");
+    let message = given["message"].as_str().unwrap_or_default();
+    assert!(message.contains("probe.peak_allocated"), "{message}");
+    assert!(message.contains("3.00 GiB"), "{message}");
+    let typo = run.case("typo");
+    assert_eq!(typo["status"], "failed", "{typo:#}");
+    let log =
+        std::fs::read_to_string(project.out().join("cases/typo/stderr.log")).unwrap_or_default();
+    assert!(
+        log.contains("unexpected keyword argument 'peak_alocated'"),
+        "{log}"
+    );
+}

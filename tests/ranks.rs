@@ -58,6 +58,26 @@ fn each_rank_is_measured_on_its_own() {
         "{}",
         run.stderr
     );
+    // The timeline draws each rank as its own line, with its peak.
+    let timeline = read_json(&project.out().join("cases/train/timeline.json"));
+    let lines = timeline["ranks"].as_object().expect("the timeline's ranks");
+    assert_eq!(lines.len(), 4, "{:?}", lines.keys());
+    for i in 0..4u64 {
+        let line = &lines[&i.to_string()];
+        assert_eq!(
+            mib(&line["gpu_peak"]["bytes"]),
+            Some(512 + 256 * i),
+            "rank {i}"
+        );
+        let points = line["points"].as_array().expect("points");
+        assert!(!points.is_empty(), "rank {i} has no point");
+        assert!(
+            points.iter().all(|p| p["gpu_bytes"]
+                .as_u64()
+                .is_some_and(|b| b <= (512 + 256 * i) * MIB)),
+            "rank {i}: {points:?}"
+        );
+    }
 }
 
 /// `budget.gpu_rank` limits any one rank: rank 3's 1280 MiB is over 1 GiB

@@ -77,10 +77,25 @@ def _torch():
     return None
 
 
-def step(phase=None, step=None, **figures):
-    """Report the start of a step (and its phase). Allocator figures come
-    from torch.cuda when available; pass ``allocated=``, ``reserved=`` (bytes)
-    to report your own."""
+def step(
+    phase=None,
+    step=None,
+    *,
+    allocated=None,
+    reserved=None,
+    peak_allocated=None,
+    peak_reserved=None,
+):
+    """Report the start of a step (and its phase).
+
+    ``step`` counts on from the last one when left out. The allocator's
+    figures (bytes) come from torch.cuda when it is available; pass
+    ``allocated=``, ``reserved=``, ``peak_allocated=``, ``peak_reserved=``
+    to report your own (another framework, or the figures of a region you
+    measured), which replace torch's. ``peak_allocated`` and
+    ``peak_reserved`` are what ``limits`` on ``probe.peak_allocated`` and
+    ``probe.peak_reserved`` judge.
+    """
     global _step
     if step is None:
         step = _step
@@ -99,9 +114,15 @@ def step(phase=None, step=None, **figures):
             record["peak_reserved"] = int(torch.cuda.max_memory_reserved())
         except Exception:
             pass
-    for key in ("allocated", "reserved", "peak_allocated", "peak_reserved"):
-        if key in figures:
-            record[key] = int(figures[key])
+    given = {
+        "allocated": allocated,
+        "reserved": reserved,
+        "peak_allocated": peak_allocated,
+        "peak_reserved": peak_reserved,
+    }
+    for key, value in given.items():
+        if value is not None:
+            record[key] = int(value)
     _write(record)
 
 

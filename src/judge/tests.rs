@@ -223,16 +223,9 @@ fn searched<'a>(case: &'a Case, value: u64, probes: &[(u64, bool)]) -> Finished<
         probes: probes
             .iter()
             .map(|&(value, passed)| Probe {
-                value,
-                status: if passed {
-                    CaseStatus::Passed
-                } else {
-                    CaseStatus::Failed
-                },
-                failure_kind: None,
                 host_peak_bytes: Some(MIB),
-                gpu_peak_bytes: None,
                 wall_time_s: 0.5,
+                ..Probe::ended(value, passed)
             })
             .collect(),
     };

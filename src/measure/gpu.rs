@@ -540,6 +540,12 @@ impl<'g> CaseGpu<'g> {
         }
     }
 
+    /// Each rank's GPU memory this tick, summed over its devices (none
+    /// when this tick's figures are not known).
+    pub fn ranks_now(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.ranks.now().filter(|_| self.gated_now.is_some())
+    }
+
     /// The largest rank's GPU memory this tick, summed over its devices:
     /// what `budget.gpu_rank` judges. `None` without ranks.
     pub fn largest_rank_now(&self) -> Option<(u32, u64)> {

@@ -108,6 +108,11 @@ impl PerRank {
         }
     }
 
+    /// Each rank's figure this tick.
+    pub fn now(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.now.iter().map(|(&rank, &bytes)| (rank, bytes))
+    }
+
     /// The largest rank's figure this tick.
     pub fn largest_now(&self) -> Option<(u32, u64)> {
         self.now

@@ -7,6 +7,7 @@
 //! only widen a spike in time, never lower it, and the exact peak (with the
 //! moment it happened) is also kept on the side.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -66,6 +67,12 @@ pub struct Timeline {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerPhases>,
     pub points: Vec<TimelinePoint>,
+    /// A distributed case's ranks, each its own line: its GPU memory
+    /// summed over its devices at each tick (`gpu_bytes`; the other
+    /// figures are the case's only), bounded and downsampled alike, with
+    /// its exact peak and when (`gpu_peak`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub ranks: BTreeMap<u32, Timeline>,
     /// Samples being gathered into the next point.
     #[serde(skip)]
     pending: Option<(TimelinePoint, u64)>,
@@ -88,6 +95,7 @@ impl Timeline {
             gpu_peak: None,
             server: None,
             points: Vec::with_capacity(Self::CAPACITY),
+            ranks: BTreeMap::new(),
             pending: None,
         }
     }
@@ -146,8 +154,26 @@ impl Timeline {
         }
     }
 
+    /// Each rank's GPU memory at `at` (see [`Timeline::ranks`]).
+    pub fn push_ranks(&mut self, at: Duration, ranks: impl Iterator<Item = (u32, u64)>) {
+        for (rank, bytes) in ranks {
+            let line = self.ranks.entry(rank).or_insert_with(|| Timeline {
+                points: Vec::new(),
+                ..Timeline::new()
+            });
+            line.push(&Sample {
+                at,
+                gpu_bytes: Some(Bytes(bytes)),
+                ..Sample::default()
+            });
+        }
+    }
+
     /// The points including the one still being gathered, for writing out.
     pub fn finish(&mut self) {
+        for line in self.ranks.values_mut() {
+            line.finish();
+        }
         if let Some((pending, _)) = self.pending.take() {
             if self.points.len() == Self::CAPACITY {
                 self.halve();
@@ -300,5 +326,40 @@ mod tests {
             })
         );
         assert_eq!(phases.load_gpu_peak, None, "never measured: null");
+    }
+
+    #[test]
+    fn each_rank_is_a_line_of_its_own_with_its_peak() {
+        let mut timeline = Timeline::new();
+        for (i, (a, b)) in [(10, 40), (30, 20), (20, 10)].into_iter().enumerate() {
+            let at = Duration::from_millis(i as u64 * 50);
+            timeline.push(&sample(i as u64 * 50, 1));
+            timeline.push_ranks(at, [(0, a), (1, b)].into_iter());
+        }
+        timeline.finish();
+        let peaks: Vec<_> = timeline
+            .ranks
+            .iter()
+            .map(|(rank, line)| (*rank, line.gpu_peak))
+            .collect();
+        assert_eq!(
+            peaks,
+            [
+                (
+                    0,
+                    Some(Peak {
+                        bytes: 30,
+                        t_ms: 50
+                    })
+                ),
+                (1, Some(Peak { bytes: 40, t_ms: 0 }))
+            ]
+        );
+        assert_eq!(timeline.ranks[&1].points.len(), 3);
+        let json = serde_json::to_value(&timeline).expect("serialise");
+        assert_eq!(json["ranks"]["0"]["points"][1]["gpu_bytes"], 30);
+        // A case without ranks writes no `ranks` key.
+        let json = serde_json::to_value(Timeline::new()).expect("serialise");
+        assert!(json.get("ranks").is_none(), "{json}");
     }
 }

@@ -70,6 +70,14 @@ impl InstanceLogs {
             metrics: case_dir.join(metrics),
         }
     }
+
+    /// Where a capacity search keeps the probe lines of its probe
+    /// `param = value` once it ran (`metrics.batch-16.jsonl`,
+    /// `metrics.1.batch-16.jsonl`), as it keeps its timeline.
+    pub fn probe_metrics(&self, param: &str, value: u64) -> PathBuf {
+        self.metrics
+            .with_extension(format!("{param}-{value}.jsonl"))
+    }
 }
 
 /// Why an instance could not be started. The message names the command.

@@ -2,10 +2,11 @@
 //! once per probe of a capacity search — each made by `case` (the run)
 //! and `record` (its result).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::case::{CaseRunner, mark_logs};
+use super::launch::InstanceLogs;
 use crate::capacity::SearchSpec;
 use crate::capacity::{self, Capacity, Probe};
 use crate::judge::{self, CaseRun};
@@ -51,6 +52,7 @@ impl CaseRunner<'_, '_> {
         let mut probes: Vec<Probe> = Vec::new();
         let mut best: Option<(u64, Vec<CaseRun>)> = None;
         let mut last: Vec<CaseRun> = Vec::new();
+        let mut last_value = None;
         let mut cut = false;
         while let Some(value) = capacity::next_probe(spec, locked, &probes) {
             // The first probe always runs (it may be interrupted like any
@@ -74,10 +76,17 @@ impl CaseRunner<'_, '_> {
             let runs = self.run_repeats(&probe_case, case_dir);
             let kept = case_dir.join(format!("timeline.{}-{value}.json", spec.param));
             std::fs::copy(case_dir.join("timeline.json"), &kept).ok();
+            // Its probe lines too: the next probe's reader starts on an
+            // empty file (its figures are its own, not the sum of every
+            // probe's steps), and report.html draws each probe apart.
+            for (path, logs) in probe_metrics(case_dir, instances, case.server.is_some()) {
+                std::fs::rename(path, logs.probe_metrics(&spec.param, value)).ok();
+            }
             let statuses: Vec<CaseStatus> = runs.iter().map(|r| r.result.status).collect();
             if statuses.contains(&CaseStatus::Interrupted) {
                 // Not a verdict on the value: Ctrl-C. The case is judged by
                 // this probe (interrupted), not by an earlier pass.
+                restore_probe_metrics(case_dir, case, &spec.param, value);
                 let mut found = capacity::outcome(spec, locked, probes);
                 found.complete = false;
                 return (runs, found);
@@ -101,6 +110,7 @@ impl CaseRunner<'_, '_> {
             if probe.status == CaseStatus::Error {
                 // The case could not run at that value: its error is the
                 // verdict, whatever passed before.
+                restore_probe_metrics(case_dir, case, &spec.param, value);
                 probes.push(probe);
                 let mut found = capacity::outcome(spec, locked, probes);
                 found.complete = false;
@@ -110,6 +120,7 @@ impl CaseRunner<'_, '_> {
                 best = Some((value, runs));
             } else {
                 last = runs;
+                last_value = Some(value);
             }
             probes.push(probe);
         }
@@ -119,10 +130,43 @@ impl CaseRunner<'_, '_> {
             Some((value, runs)) => {
                 let chosen = case_dir.join(format!("timeline.{}-{value}.json", spec.param));
                 std::fs::copy(chosen, case_dir.join("timeline.json")).ok();
+                restore_probe_metrics(case_dir, case, &spec.param, value);
                 runs
             }
-            None => last,
+            None => {
+                if let Some(value) = last_value {
+                    restore_probe_metrics(case_dir, case, &spec.param, value);
+                }
+                last
+            }
         };
         (runs, found)
+    }
+}
+
+/// Every instance's probe file (and the server's), with its logs' names.
+fn probe_metrics(case_dir: &Path, instances: u32, server: bool) -> Vec<(PathBuf, InstanceLogs)> {
+    let server = server.then(|| InstanceLogs::for_server(case_dir));
+    (0..instances)
+        .map(|index| InstanceLogs::for_instance(case_dir, index))
+        .chain(server)
+        .map(|logs| (logs.metrics.clone(), logs))
+        .collect()
+}
+
+/// The probe lines of search probe `value`, kept apart after it ran, back
+/// under the case's own names: the probe the case is judged by is read
+/// from there (by `oomgate merge` too).
+fn restore_probe_metrics(case_dir: &Path, case: &Case, param: &str, value: u64) {
+    let instances = case.probe(value).concurrency.max(case.concurrency);
+    use crate::files::case::{create, open_read};
+    for (path, logs) in probe_metrics(case_dir, instances, case.server.is_some()) {
+        // Through the case-file openers: a link or a FIFO the workload left
+        // there is refused, never followed or waited on.
+        if let Ok(mut kept) = open_read(&logs.probe_metrics(param, value)) {
+            if let Ok(mut restored) = create(&path) {
+                std::io::copy(&mut kept, &mut restored).ok();
+            }
+        }
     }
 }

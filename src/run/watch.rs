@@ -302,6 +302,9 @@ impl CaseRunner<'_, '_> {
         );
         watch.sample_errors += errors;
         watch.timeline.push(&sample);
+        if let Some(gpu) = watch.gpu.as_ref() {
+            watch.timeline.push_ranks(elapsed, gpu.ranks_now());
+        }
         watch.probe.poll();
         // The series a leak is judged on: the case's own figures (the
         // server's, when it has one).

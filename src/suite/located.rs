@@ -167,7 +167,8 @@ pub fn closest<'a>(typo: &str, candidates: impl IntoIterator<Item = &'a str>) ->
 
 /// Turn a `toml` parse or type error into a diagnostic. Unknown keys get the
 /// closest valid key as advice; serde names the valid ones in its message.
-pub fn from_toml_error(error: &toml::de::Error) -> Diagnostic {
+/// `source` is the text the error's span points into.
+pub fn from_toml_error(error: &toml::de::Error, source: &str) -> Diagnostic {
     let message = error.message().trim().to_string();
     if let Some(rest) = message.strip_prefix("unknown field `") {
         let typo = rest.split('`').next().unwrap_or_default().to_string();
@@ -190,7 +191,22 @@ pub fn from_toml_error(error: &toml::de::Error) -> Diagnostic {
     }
     if let Some(rest) = message.strip_prefix("missing field `") {
         let key = rest.split('`').next().unwrap_or_default();
-        return Diagnostic::new(error.span(), format!("missing key `{key}`"));
+        let diagnostic = Diagnostic::new(error.span(), format!("missing key `{key}`"));
+        // The table the key is missing from starts the span.
+        let table = error
+            .span()
+            .and_then(|span| source.get(span))
+            .unwrap_or_default()
+            .trim_start();
+        return match key {
+            "suite" => diagnostic.with_help(
+                "a suite file starts with its name: add `[suite]` and `name = \"…\"` at the top",
+            ),
+            "name" if table.starts_with("[suite]") => diagnostic.with_help(
+                "add `name = \"…\"` under `[suite]`: it names the run in the reports and the lock",
+            ),
+            _ => diagnostic,
+        };
     }
     Diagnostic::new(error.span(), message)
 }
@@ -221,6 +237,36 @@ mod tests {
         let located = Located::resolve("x", Diagnostic::new(Some(10..20), "eof"));
         assert_eq!(located.line, Some(1));
         assert_eq!(located.column, Some(2));
+    }
+
+    fn suite_error(source: &str) -> Diagnostic {
+        use serde::Deserialize;
+        #[derive(Debug, Deserialize)]
+        struct File {
+            #[allow(dead_code)]
+            suite: Suite,
+        }
+        #[derive(Debug, Deserialize)]
+        struct Suite {
+            #[allow(dead_code)]
+            name: String,
+        }
+        let error = toml::from_str::<File>(source).expect_err("invalid on purpose");
+        from_toml_error(&error, source)
+    }
+
+    #[test]
+    fn a_file_without_its_suite_table_is_told_what_to_add() {
+        for source in ["", "[[case]]\nname = \"a\"\n"] {
+            let diagnostic = suite_error(source);
+            assert_eq!(diagnostic.message, "missing key `suite`");
+            let help = diagnostic.help.unwrap_or_default();
+            assert!(help.contains("add `[suite]` and `name = \"…\"`"), "{help}");
+        }
+        let diagnostic = suite_error("[suite]\nsample_interval = \"50ms\"\n");
+        assert_eq!(diagnostic.message, "missing key `name`");
+        let help = diagnostic.help.unwrap_or_default();
+        assert!(help.contains("`name = \"…\"` under `[suite]`"), "{help}");
     }
 
     #[test]

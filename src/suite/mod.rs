@@ -455,7 +455,7 @@ pub fn parse(source: &str, path: &Path, folder: &Path) -> Result<Suite, SuiteErr
             .collect(),
     };
     let mut document = toml::de::DeTable::parse(source)
-        .map_err(|e| invalid(vec![located::from_toml_error(&e)]))?;
+        .map_err(|e| invalid(vec![located::from_toml_error(&e, source)]))?;
     // Every unknown key at once: each is noted and taken out of the
     // document, and the rest is read again (serde stops at the first).
     let mut problems = Vec::new();
@@ -464,7 +464,7 @@ pub fn parse(source: &str, path: &Path, folder: &Path) -> Result<Suite, SuiteErr
         match raw::RawSuiteFile::deserialize(toml::de::Deserializer::from(document.clone())) {
             Ok(raw) => break raw,
             Err(error) => {
-                let diagnostic = located::from_toml_error(&error);
+                let diagnostic = located::from_toml_error(&error, source);
                 let removed = diagnostic.message.starts_with("unknown key")
                     && problems.len() < MAX_UNKNOWN_KEYS
                     && error

@@ -1,5 +1,5 @@
 //! A Python with pytest for the `[[pytest]]` tests: `OOMGATE_TEST_PYTHON`
-//! when set (.ci/run sets it), else the environment
+//! when set (scripts/test sets it), else the environment
 //! `scripts/pytest-venv.sh` makes in `target/pytest-venv` (pytest from
 //! PyPI), made once whatever the number of test processes asking at once.
 

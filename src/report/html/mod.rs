@@ -1,19 +1,21 @@
 //! `report.html`: one self-contained page (no network fetches, no script)
-//! to look at after a run — a table with a row for every case (status and
-//! why, GPU and host peaks, baseline and delta, wall time), the environment
-//! drift, then for the cases that matter a section: a memory-over-time
-//! chart (host RSS, the case's GPU memory, budget and baseline lines, the
-//! moment an OOM ended it), the diagnosis and hints, the figures, and the
-//! log tails.
+//! to read at a glance after a run — an overview chart of every charted
+//! case's peak against its baseline and budget, a table with a row for
+//! every case (status and why, GPU and host peaks, baseline and delta,
+//! wall time), the environment drift, then for the cases that matter a
+//! section (`section.rs`): a memory-over-time chart with the gated peaks,
+//! budgets and baselines marked, the capacity and probe charts, the
+//! diagnosis and hints, the figures, and the log tails.
 //!
 //! [`render`] builds the page; `files::ReportFiles` writes it once, when
-//! the run finishes. The page stays bounded at thousands of cases: up to
-//! [`select::CHART_CAP`] cases every case is charted, beyond it only the
-//! ones [`select::plan`] picks (failures first, then regressions and the
-//! largest peaks), and the page says how many and why. Charts are drawn by
-//! plotters into inline SVG from each case's `timeline.json`, read back
-//! when the page is rendered and downsampled to a bounded number of points
-//! that keeps every peak (`chart.rs`).
+//! the run finishes. The page uses the window's width: tables and charts
+//! scale with it, and text wraps rather than being cut. It stays bounded
+//! at thousands of cases: up to [`select::CHART_CAP`] cases every case is
+//! charted, beyond it only the ones [`select::plan`] picks (failures
+//! first, then regressions and the largest peaks), and the page says how
+//! many and why. Charts are inline SVG written by `chart`, from each
+//! case's `timeline.json` and probe files, read back when the page is
+//! rendered.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -22,11 +24,12 @@ use std::time::Duration;
 
 use select::{CHART_CAP, Candidate, ChartPlan, Reason, TOP_BY_PEAK};
 
-use super::{baseline_cells, case_details, gpu_summary};
+use super::{baseline_cells, gpu_summary};
 use crate::results::{CaseResult, CaseStatus, RunResults};
 use crate::units::format_duration;
 
 mod chart;
+mod section;
 pub mod select;
 mod sites;
 
@@ -91,8 +94,18 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
     }
     let candidates: Vec<Candidate> = results.cases.iter().map(Candidate::of).collect();
     let plan = select::plan(&candidates);
+    let charted: Vec<&CaseResult> = plan
+        .charted
+        .iter()
+        .filter_map(|(index, _)| results.cases.get(*index))
+        .collect();
+    if let Some(overview) = chart::overview::overview(&charted) {
+        page.push_str("<h2>Overview</h2>\n");
+        page.push_str(&overview);
+        page.push('\n');
+    }
     chart_note(&mut page, &plan, results.cases.len());
-    page.push_str("<table><tr><th>case</th><th>status</th><th>GPU peak</th><th>baseline</th><th>delta</th><th>host peak</th><th>wall time</th></tr>\n");
+    page.push_str("<table class=\"cases\"><colgroup><col class=\"case\"><col class=\"status\"><col span=\"5\"></colgroup><tr><th>case</th><th>status</th><th>GPU peak</th><th>baseline</th><th>delta</th><th>host peak</th><th>wall time</th></tr>\n");
     for (index, case) in results.cases.iter().enumerate() {
         table_row(&mut page, case, results, plan.reason(index).is_some());
     }
@@ -138,10 +151,8 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
     if let Some(parts) = super::parts::of(results) {
         parts_section(&mut page, &parts);
     }
-    for (index, _) in &plan.charted {
-        if let Some(case) = results.cases.get(*index) {
-            case_section(&mut page, case, results, out_dir);
-        }
+    for case in charted {
+        section::case_section(&mut page, case, results, out_dir);
     }
     page.push_str("</body></html>\n");
     page
@@ -204,13 +215,12 @@ fn table_row(page: &mut String, case: &CaseResult, results: &RunResults, charted
     } else {
         (format!(" id=\"case-{id}\""), id.clone())
     };
-    // A case that did not pass says why right here: beyond the chart cap
-    // it has no section of its own.
+    // A case that did not pass says why right here, whole (the cell
+    // wraps): beyond the chart cap it has no section of its own.
     let why = match (&case.message, case.status) {
-        (Some(message), status) if status != CaseStatus::Passed => format!(
-            "<br><span class=\"why\">{}</span>",
-            escape(&shorten(message, MESSAGE_CHARS))
-        ),
+        (Some(message), status) if status != CaseStatus::Passed => {
+            format!("<br><span class=\"why\">{}</span>", escape(message))
+        }
         _ => String::new(),
     };
     // Who shared the case's GPUs (`--pack`): the first thing to suspect
@@ -248,17 +258,6 @@ fn table_row(page: &mut String, case: &CaseResult, results: &RunResults, charted
         case.host_peak()
             .map_or("unknown".to_string(), |b| b.to_string())
     );
-}
-
-/// The longest message a table row shows; the section or results.json has
-/// the rest.
-const MESSAGE_CHARS: usize = 200;
-
-fn shorten(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
 }
 
 /// Above the table of a large suite: how many cases are charted and why,
@@ -308,93 +307,23 @@ fn chart_note(page: &mut String, plan: &ChartPlan, total: usize) {
     page.push_str("</p>\n");
 }
 
-fn case_section(page: &mut String, case: &CaseResult, results: &RunResults, out_dir: &Path) {
-    let _ = writeln!(
-        page,
-        "<section id=\"case-{}\" class=\"{}\"><h2>{} — {}</h2>",
-        escape(&case.id),
-        status_class(case.status),
-        escape(&case.id),
-        case.status.as_str()
-    );
-    if let Some(message) = &case.message {
-        let _ = writeln!(page, "<p class=\"message\">{}</p>", escape(message));
-    }
-    match chart::chart(case, out_dir) {
-        Some(chart) => {
-            page.push_str("<div class=\"chart\">");
-            page.push_str(&chart.svg);
-            page.push_str("</div>\n");
-            for note in &chart.notes {
-                let _ = writeln!(page, "<p class=\"meta\">{}</p>", escape(note));
-            }
-        }
-        None => page.push_str("<p class=\"meta\">No memory timeline was recorded.</p>\n"),
-    }
-    if let Some(curve) = chart::capacity_chart(case) {
-        page.push_str("<h3>Peak memory against the searched value</h3><div class=\"chart\">");
-        page.push_str(&curve.svg);
-        page.push_str("</div>\n");
-        for note in &curve.notes {
-            let _ = writeln!(page, "<p class=\"meta\">{}</p>", escape(note));
-        }
-    }
-    if let Some(svg) = sites::sites_chart(case) {
-        let sites = case.allocation_sites.as_ref();
-        let when = match sites.map(|s| s.from) {
-            Some(crate::snapshot::SitesFrom::Dump) => "live when the snapshot was dumped",
-            _ => "live at the GPU peak",
-        };
-        let _ = writeln!(
-            page,
-            "<h3>Allocation sites ({when})</h3><div class=\"chart\">"
-        );
-        page.push_str(&svg);
-        page.push_str("</div>\n");
-        for note in sites.iter().flat_map(|s| &s.notes) {
-            let _ = writeln!(page, "<p class=\"meta\">{}</p>", escape(note));
-        }
-    }
-    if let Some(svg) = chart::probe_chart(case) {
-        page.push_str("<h3>What the probe reported</h3><div class=\"chart\">");
-        page.push_str(&svg);
-        page.push_str("</div>\n");
-    }
-    if let Some(diagnosis) = &case.diagnosis {
-        let _ = writeln!(page, "<h3>Diagnosis: {}</h3>", diagnosis.kind.as_str());
-        if !diagnosis.hints.is_empty() {
-            page.push_str("<ul>");
-            for hint in &diagnosis.hints {
-                let _ = write!(page, "<li>{}</li>", escape(hint));
-            }
-            page.push_str("</ul>\n");
-        }
-        if let Some(exception) = &diagnosis.exception {
-            let _ = writeln!(page, "<pre class=\"exception\">{}</pre>", escape(exception));
-        }
-    }
-    let _ = writeln!(
-        page,
-        "<details><summary>figures</summary><pre>{}</pre></details>",
-        escape(&case_details(case, &results.measurement))
-    );
-    for (name, tail) in [("stderr", &case.stderr_tail), ("stdout", &case.stdout_tail)] {
-        if !tail.is_empty() {
-            let _ = writeln!(
-                page,
-                "<details><summary>end of {name}</summary><pre>{}</pre></details>",
-                escape(tail)
-            );
-        }
-    }
-    page.push_str("</section>\n");
-}
-
-const STYLE: &str = "body{font-family:system-ui,sans-serif;font-size:16px;line-height:1.45;margin:24px;max-width:1000px;color:#222}\
-table{border-collapse:collapse;margin:12px 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}\
+/// The page's look: full width, tables and charts scaling with the
+/// window, text that wraps (a long case id, a failure message, a log line)
+/// rather than widening the page.
+const STYLE: &str = "*{box-sizing:border-box}\
+body{font-family:system-ui,sans-serif;font-size:16px;line-height:1.45;margin:0;padding:16px 24px 32px;color:#222}\
+h1{margin:0 0 4px}h2{margin:20px 0 8px}\
+table{border-collapse:collapse;margin:12px 0;width:100%}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:break-word}\
+td:nth-child(-n+3){overflow-wrap:anywhere}table.cases col.case{width:18%}table.cases col.status{width:34%}\
 tr.fail td,section.fail h2{color:#b00020}tr.pass td:nth-child(2){color:#08701a}\
-.meta{color:#666}.message,.fault{font-weight:600}.fault{color:#b00020}pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:400px}\
-section{border-top:1px solid #ddd;margin-top:24px}.chart svg{max-width:100%;height:auto}\
+.meta{color:#555}.message,.fault{font-weight:600;overflow-wrap:anywhere}.fault{color:#b00020}\
+pre{background:#f6f6f6;padding:8px;white-space:pre-wrap;overflow-wrap:anywhere;max-height:400px;overflow-y:auto}\
+section{border-top:1px solid #ddd;margin-top:24px}\
+figure.chart{margin:8px 0 16px}figure.chart svg{display:block;width:100%;height:auto}\
+ul.legend{display:flex;flex-wrap:wrap;gap:4px 20px;list-style:none;margin:0 0 6px;padding:0;font-size:15px}\
+ul.legend li{display:flex;align-items:center;gap:6px}ul.legend li.note{color:#555;font-style:italic}\
+.swatch{display:inline-block;width:26px;height:0}.swatch.dot{width:12px;height:12px;border-radius:50%}\
+.swatch.box{width:14px;height:14px}.swatch.tick{width:0;height:16px}\
 .why{color:#444;font-size:90%}";
 
 #[cfg(test)]
@@ -413,6 +342,28 @@ mod tests {
                     .collect()
             })
             .collect()
+    }
+
+    /// The status cell cut a failure's message at 200 characters with
+    /// `…`: the table is the only place a case over the chart cap says
+    /// why it failed, so the whole message is there, wrapping.
+    #[test]
+    fn a_long_failure_message_is_whole_in_the_table() {
+        let message = format!(
+            "gpu-oom: {} — the command exited with code 1",
+            "tried to allocate 2.00 GiB; ".repeat(20)
+        );
+        let mut results = crate::results::test_support::results_with_text(&message);
+        results.cases[0].stdout_tail.clear();
+        results.cases[0].stderr_tail.clear();
+        let page = render(&results, Path::new("/nonexistent"));
+        let table =
+            &page[page.find("<table").expect("a table")..page.find("</table>").expect("its end")];
+        assert!(
+            table.contains(&format!("<span class=\"why\">{}</span>", escape(&message))),
+            "{table}"
+        );
+        assert!(!table.contains('…'), "{table}");
     }
 
     proptest::proptest! {
