@@ -111,15 +111,7 @@ fn a_regression_names_the_rank_that_grew() {
     project.lock(&[]).assert_code(0);
     let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
     assert!(lock.contains(".cases.train.ranks]]"), "{lock}");
-    let suite = std::fs::read_to_string(project.suite()).expect("suite");
-    std::fs::write(
-        project.suite(),
-        suite.replace(
-            "\"600ms\"]",
-            "\"600ms\", \"--grow-rank\", \"2\", \"--grow-mib\", \"512\"]",
-        ),
-    )
-    .expect("suite");
+    grow_rank_2(&project, "");
     let run = project.run(&[]);
     run.assert_code(1);
     let message = run.message("train");
@@ -129,6 +121,81 @@ fn a_regression_names_the_rank_that_grew() {
     );
     let diff = project.diff_lock_and_results();
     assert!(diff.stdout.contains("rank 2 grew most"), "{}", diff.stdout);
+}
+
+/// The case's command with rank 2 taking 512 MiB more (and `extra`
+/// arguments).
+fn grow_rank_2(project: &Project, extra: &str) {
+    let suite = std::fs::read_to_string(project.suite()).expect("suite");
+    std::fs::write(
+        project.suite(),
+        suite.replace(
+            "\"600ms\"",
+            &format!("\"600ms\", \"--grow-rank\", \"2\", \"--grow-mib\", \"512\"{extra}"),
+        ),
+    )
+    .expect("suite");
+}
+
+/// Each rank's torch memory snapshot gives that rank's allocation sites,
+/// kept in the lock per rank; a regression names the rank, and where in
+/// it the memory grew, against the same rank's locked sites.
+#[test]
+fn each_ranks_snapshot_gives_its_own_sites_and_a_regression_says_where() {
+    let project = project("");
+    let suite = std::fs::read_to_string(project.suite()).expect("suite");
+    std::fs::write(
+        project.suite(),
+        suite.replace("\"600ms\"", "\"600ms\", \"--snapshots\""),
+    )
+    .expect("suite");
+    let locked = project.lock(&[]);
+    locked.assert_code(0);
+    let case = locked.case("train");
+    let ranks = case["ranks"].as_array().expect("ranks");
+    for rank in ranks {
+        assert_eq!(
+            rank["allocation_sites"][0]["site"], "model.py:10 load",
+            "{case:#}"
+        );
+    }
+    // The case's sites are the ranks' sum: four ranks' 400 MiB loads.
+    assert_eq!(
+        mib(&case["allocation_sites"]["sites"][0]["bytes"]),
+        Some(4 * 400),
+        "{case:#}"
+    );
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(lock.contains("model.py:88 attention"), "{lock}");
+    let sites = oomgate()
+        .arg("sites")
+        .arg(project.out().join("results.json"))
+        .output()
+        .expect("oomgate sites");
+    let printed = String::from_utf8_lossy(&sites.stdout);
+    assert!(
+        printed.contains("    rank 2: model.py:10 load 400.0 MiB, model.py:88 attention 100.0 MiB"),
+        "{printed}"
+    );
+
+    grow_rank_2(&project, "");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let message = run.message("train");
+    assert!(
+        message.contains(
+            "rank 2 grew most: 1.00 GiB → 1.50 GiB, at model.py:88 attention +512.0 MiB (100.0 MiB → 612.0 MiB)"
+        ),
+        "{message}"
+    );
+    // Said once: the case's own sites (their sum) would repeat it.
+    assert_eq!(message.matches("model.py:88").count(), 1, "{message}");
+    let growth = &run.case("train")["rank_growth"];
+    assert_eq!(growth["rank"], 2, "{growth:#}");
+    assert_eq!(
+        growth["sites"][0]["site"], "model.py:88 attention",
+        "{growth:#}"
+    );
 }
 
 #[test]

@@ -4,12 +4,19 @@
 use std::fmt::Write as _;
 
 use super::{CliError, Outcome, SitesArgs, write_stdout};
-use crate::snapshot::{AllocationSites, SitesFrom};
+use crate::snapshot::{AllocationSites, Site, SitesFrom};
 use crate::units::Bytes;
+
+/// How many of each rank's sites the text lists.
+const RANK_SITES_SHOWN: usize = 3;
+
+/// A rank's own sites: its number and its largest sites.
+type RankSites = (u32, Vec<Site>);
 
 /// `oomgate sites`.
 pub fn sites(args: &SitesArgs) -> Result<Outcome, CliError> {
     let is_pickle = args.path.extension().is_some_and(|e| e == "pickle");
+    let mut by_rank: std::collections::HashMap<String, Vec<RankSites>> = Default::default();
     let found: Vec<(String, AllocationSites)> = if is_pickle {
         let name = args.path.display().to_string();
         let cwd = std::env::current_dir().unwrap_or_default();
@@ -39,7 +46,18 @@ pub fn sites(args: &SitesArgs) -> Result<Outcome, CliError> {
             .cases
             .into_iter()
             .filter(|c| args.case.as_ref().is_none_or(|id| &c.id == id))
-            .filter_map(|c| Some((c.id, c.allocation_sites?)))
+            .filter_map(|c| {
+                let ranks: Vec<RankSites> = c
+                    .ranks
+                    .into_iter()
+                    .filter(|r| !r.allocation_sites.is_empty())
+                    .map(|r| (r.rank, r.allocation_sites))
+                    .collect();
+                if !ranks.is_empty() {
+                    by_rank.insert(c.id.clone(), ranks);
+                }
+                Some((c.id, c.allocation_sites?))
+            })
             .collect();
         if found.is_empty() {
             return Err(CliError::BadInput(match &args.case {
@@ -66,12 +84,35 @@ pub fn sites(args: &SitesArgs) -> Result<Outcome, CliError> {
     } else {
         found
             .iter()
-            .map(|(id, sites)| render(id, sites, args.top))
+            .map(|(id, sites)| {
+                let mut text = render(id, sites, args.top);
+                text.push_str(&render_ranks(by_rank.get(id).map_or(&[], Vec::as_slice)));
+                text
+            })
             .collect::<Vec<_>>()
             .join("\n")
     };
     write_stdout(&text);
     Ok(Outcome::Passed)
+}
+
+/// Each rank's largest sites, a line each: `  rank 2: model.py:10 load
+/// 400.0 MiB, model.py:88 attention 612.0 MiB`.
+fn render_ranks(ranks: &[RankSites]) -> String {
+    let mut out = String::new();
+    if ranks.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "  by rank (each rank's own snapshot):");
+    for (rank, sites) in ranks {
+        let listed: Vec<String> = sites
+            .iter()
+            .take(RANK_SITES_SHOWN)
+            .map(|s| format!("{} {}", s.site, Bytes(s.bytes)))
+            .collect();
+        let _ = writeln!(out, "    rank {rank}: {}", listed.join(", "));
+    }
+    out
 }
 
 /// One case's sites, as a person reads them.

@@ -146,6 +146,29 @@ pub struct RankFigures {
     pub gpu_peak_bytes: Option<u64>,
     /// The GPUs (NVML indexes) its memory was on at that peak.
     pub devices: Vec<u32>,
+    /// Its own torch memory snapshot's largest allocation sites
+    /// (`memory_snapshot.rank-N.pickle`), when it left one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allocation_sites: Vec<crate::snapshot::Site>,
+}
+
+/// Each rank's own allocation sites into its figures (a rank that left a
+/// snapshot but was never measured gets an entry of its own).
+pub fn attach_sites(
+    ranks: &mut Vec<RankFigures>,
+    by_rank: &BTreeMap<u32, Vec<crate::snapshot::Site>>,
+) {
+    for (&rank, sites) in by_rank {
+        match ranks.iter_mut().find(|r| r.rank == rank) {
+            Some(figures) => figures.allocation_sites = sites.clone(),
+            None => ranks.push(RankFigures {
+                rank,
+                allocation_sites: sites.clone(),
+                ..RankFigures::default()
+            }),
+        }
+    }
+    ranks.sort_by_key(|r| r.rank);
 }
 
 /// The host and GPU figures of each rank, merged by rank.
@@ -175,7 +198,14 @@ pub struct RankChange {
     pub rank: u32,
     pub before: u64,
     pub after: u64,
+    /// The sites of that rank that grew most against the same rank's
+    /// locked ones, when both left a snapshot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<crate::snapshot::SiteChange>,
 }
+
+/// How many of a rank's grown sites a regression names.
+const GROWN_RANK_SITES: usize = 3;
 
 /// The rank whose GPU peak grew most from `before` to `after` (rank
 /// compared with the same rank); `None` when none grew.
@@ -183,12 +213,18 @@ pub fn grew_most(before: &[RankFigures], after: &[RankFigures]) -> Option<RankCh
     after
         .iter()
         .filter_map(|now| {
-            let was = before.iter().find(|b| b.rank == now.rank)?.gpu_peak_bytes?;
-            let is = now.gpu_peak_bytes?;
-            (is > was).then_some(RankChange {
+            let locked = before.iter().find(|b| b.rank == now.rank)?;
+            let (was, is) = (locked.gpu_peak_bytes?, now.gpu_peak_bytes?);
+            (is > was).then(|| RankChange {
                 rank: now.rank,
                 before: was,
                 after: is,
+                sites: crate::snapshot::grown_sites(
+                    &locked.allocation_sites,
+                    &now.allocation_sites,
+                    crate::snapshot::RANK_SITES,
+                    GROWN_RANK_SITES,
+                ),
             })
         })
         .max_by_key(|c| (c.after - c.before, std::cmp::Reverse(c.rank)))

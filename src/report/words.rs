@@ -50,26 +50,52 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, headline: Option<&s
         (Some(message), Some(change)) => Some(format!("{message} — {}", rank_growth(change))),
         (message, _) => message,
     };
-    let message = match (message, &result.site_growth) {
-        (Some(message), Some(growth)) => Some(format!("{message} — {}", site_growth(growth))),
+    // The rank's own sites, when it names them, say where; the case's
+    // (the ranks' sum) would repeat them, all but a settings change.
+    let rank_sites = result
+        .rank_growth
+        .as_ref()
+        .is_some_and(|change| !change.sites.is_empty());
+    let case_sites = result.site_growth.as_ref().map(|growth| match rank_sites {
+        true => crate::snapshot::SiteGrowth {
+            grown: Vec::new(),
+            settings: growth.settings.clone(),
+        },
+        false => growth.clone(),
+    });
+    let message = match (message, case_sites.filter(|g| !g.is_empty())) {
+        (Some(message), Some(growth)) => Some(format!("{message} — {}", site_growth(&growth))),
         (message, _) => message,
     };
     result.message = message.map(|m| crate::redact::mask(&m).into_owned());
 }
 
-/// `rank 3 grew most: 3.00 GiB → 4.00 GiB`.
+/// `rank 3 grew most: 3.00 GiB → 4.00 GiB`, and where, when its
+/// snapshots tell: `, at stage0.py:41 forward +1.00 GiB (…)`.
 pub fn rank_growth(change: &crate::measure::ranks::RankChange) -> String {
-    format!(
+    let mut line = format!(
         "rank {} grew most: {} → {}",
         change.rank,
         Bytes(change.before),
         Bytes(change.after)
-    )
+    );
+    if !change.sites.is_empty() {
+        let sites = crate::snapshot::SiteGrowth {
+            grown: change.sites.clone(),
+            settings: Vec::new(),
+        };
+        line.push_str(&format!(", at {}", sites.describe()));
+    }
+    line
 }
 
 /// `grew most: model.py:88 attention +500.0 MiB (100.0 MiB → 600.0 MiB)`.
+/// With only the allocator's settings changed, just those.
 pub fn site_growth(growth: &crate::snapshot::SiteGrowth) -> String {
-    format!("grew most: {}", growth.describe())
+    match growth.grown.is_empty() {
+        true => growth.describe(),
+        false => format!("grew most: {}", growth.describe()),
+    }
 }
 
 /// A figure's comparison with no check of its own: `gpu peak: no baseline`.

@@ -183,8 +183,11 @@ impl CaseRunner<'_, '_> {
 
         let recorded = recorded(case);
         // Each rank's own figures (a distributed case's workers).
-        let ranks =
+        let mut ranks =
             crate::measure::ranks::merge(&host.ranks, gpu_figures.as_ref().map(|g| &g.ranks));
+        if let Some(sites) = &allocation_sites {
+            crate::measure::ranks::attach_sites(&mut ranks, &sites.by_rank);
+        }
         // The GPUs the case was given: its baseline is theirs.
         let testbed = crate::baseline::testbed::name_of(
             gpu_figures

@@ -30,6 +30,9 @@ pub const MAX_SITES: usize = 200;
 pub const LOCKED_SITES: usize = 50;
 /// The most sites report.html draws per case.
 pub const CHARTED_SITES: usize = 10;
+/// How many sites each rank keeps (results.json's and the lock's
+/// `ranks[].allocation_sites`).
+pub const RANK_SITES: usize = 10;
 
 /// What the snapshots a case left say about its allocations.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -61,6 +64,10 @@ pub struct AllocationSites {
     pub sites: Vec<Site>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Each rank's own sites (a `memory_snapshot.rank-N.pickle`), its
+    /// largest [`RANK_SITES`]; they go to the case's `ranks[]`.
+    #[serde(skip)]
+    pub by_rank: BTreeMap<u32, Vec<Site>>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -115,13 +122,8 @@ fn snapshot_files(case_dir: &Path) -> Vec<PathBuf> {
     names.sort();
     // The end-of-run snapshots hold the whole run; the OOM ones only up to
     // the failure: read those only where a rank left no other.
-    let rank_of = |name: &str| {
-        name.trim_end_matches(".pickle")
-            .rsplit_once(".rank-")
-            .map(|(_, rank)| rank.to_string())
-    };
     let exit: Vec<&String> = names.iter().filter(|n| !n.contains("_oom")).collect();
-    let exit_ranks: Vec<Option<String>> = exit.iter().map(|n| rank_of(n)).collect();
+    let exit_ranks: Vec<Option<u32>> = exit.iter().map(|n| rank_of(n)).collect();
     let mut chosen: Vec<PathBuf> = exit.iter().map(|n| case_dir.join(n)).collect();
     chosen.extend(
         names
@@ -132,6 +134,14 @@ fn snapshot_files(case_dir: &Path) -> Vec<PathBuf> {
     chosen
 }
 
+/// The rank a snapshot file is of: `memory_snapshot.rank-3.pickle`,
+/// `memory_snapshot_oom.rank-3.pickle`.
+fn rank_of(name: &str) -> Option<u32> {
+    name.trim_end_matches(".pickle")
+        .rsplit_once(".rank-")
+        .and_then(|(_, rank)| rank.parse().ok())
+}
+
 /// The allocation sites of the snapshots a case left in its folder;
 /// `None` when it left none. Problems with a file are notes.
 pub fn read_case(case_dir: &Path, depth: usize, cwd: &Path) -> Option<AllocationSites> {
@@ -140,6 +150,7 @@ pub fn read_case(case_dir: &Path, depth: usize, cwd: &Path) -> Option<Allocation
         return None;
     }
     let mut total = AllocationSites::default();
+    let mut by_rank = BTreeMap::new();
     let mut read_any = false;
     for file in &files {
         let name = file
@@ -148,6 +159,11 @@ pub fn read_case(case_dir: &Path, depth: usize, cwd: &Path) -> Option<Allocation
             .unwrap_or_default();
         match read_file(file, &name, depth, cwd) {
             Ok(summary) => {
+                if let Some(rank) = rank_of(&name) {
+                    let mut sites = summary.sites.clone();
+                    sites.truncate(RANK_SITES);
+                    by_rank.insert(rank, sites);
+                }
                 total.add(summary, read_any);
                 total.files.push(name);
                 read_any = true;
@@ -156,6 +172,7 @@ pub fn read_case(case_dir: &Path, depth: usize, cwd: &Path) -> Option<Allocation
         }
     }
     total.sites.truncate(MAX_SITES);
+    total.by_rank = by_rank;
     Some(total)
 }
 
@@ -273,16 +290,32 @@ pub struct SiteChange {
 /// is new, unless the baseline kept only its largest sites and this one
 /// is smaller than the least of them (then it may have been there).
 pub fn grown(before: &AllocationSites, after: &AllocationSites, limit: usize) -> SiteGrowth {
-    let floor = if before.sites.len() >= LOCKED_SITES {
-        before.sites.last().map_or(0, |s| s.bytes)
+    let grown = grown_sites(&before.sites, &after.sites, LOCKED_SITES, limit);
+    let mut settings = Vec::new();
+    for (key, value) in &after.allocator_settings {
+        if let Some(old) = before.allocator_settings.get(key) {
+            if old != value {
+                settings.push((key.clone(), old.clone(), value.clone()));
+            }
+        }
+    }
+    SiteGrowth { grown, settings }
+}
+
+/// The sites of `after` that grew most against `before` (largest first,
+/// at most `limit`), which kept its largest `kept`: a site missing from a
+/// full `before` and smaller than the least of it may have been there,
+/// and is not called new.
+pub fn grown_sites(before: &[Site], after: &[Site], kept: usize, limit: usize) -> Vec<SiteChange> {
+    let floor = if before.len() >= kept {
+        before.last().map_or(0, |s| s.bytes)
     } else {
         0
     };
     let mut grown: Vec<SiteChange> = after
-        .sites
         .iter()
         .filter_map(|site| {
-            let old = before.sites.iter().find(|s| s.site == site.site);
+            let old = before.iter().find(|s| s.site == site.site);
             match old {
                 Some(old) if site.bytes > old.bytes => Some(SiteChange {
                     site: site.site.clone(),
@@ -303,15 +336,7 @@ pub fn grown(before: &AllocationSites, after: &AllocationSites, limit: usize) ->
         .collect();
     grown.sort_by_key(|c| std::cmp::Reverse(c.after - c.before));
     grown.truncate(limit);
-    let mut settings = Vec::new();
-    for (key, value) in &after.allocator_settings {
-        if let Some(old) = before.allocator_settings.get(key) {
-            if old != value {
-                settings.push((key.clone(), old.clone(), value.clone()));
-            }
-        }
-    }
-    SiteGrowth { grown, settings }
+    grown
 }
 
 impl SiteGrowth {

@@ -227,6 +227,15 @@ fn a_cases_ranks_are_summed() {
         sites(&s),
         [("model.py:10 load", 800), ("model.py:88 attention", 300)]
     );
+    // Each rank's own, for its `ranks[]` entry.
+    let attention = |rank: u32| {
+        s.by_rank[&rank]
+            .iter()
+            .find(|site| site.site == "model.py:88 attention")
+            .map(|site| site.bytes / MIB)
+    };
+    assert_eq!(s.by_rank.len(), 2);
+    assert_eq!((attention(0), attention(1)), (Some(100), Some(200)));
 }
 
 /// Arbitrary bytes after a valid header never panic.
