@@ -483,3 +483,27 @@ pub fn die_with_parent(parent: i32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// oomgate's own peak RSS; workloads are not included.
+pub fn own_max_rss_bytes() -> Option<u64> {
+    // Linux reports ru_maxrss in KiB.
+    own_usage()
+        .and_then(|usage| u64::try_from(usage.ru_maxrss).ok())
+        .map(|kib| kib * 1024)
+}
+
+/// oomgate's own CPU time (user + system), workloads excluded: what
+/// measuring costs.
+pub fn own_cpu_seconds() -> Option<f64> {
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    own_usage().map(|usage| seconds(usage.ru_utime) + seconds(usage.ru_stime))
+}
+
+fn own_usage() -> Option<libc::rusage> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one rusage struct to the pointer we pass,
+    // which points to properly sized, zero-initialised memory.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    // SAFETY: on success the struct is initialised.
+    (rc == 0).then(|| unsafe { usage.assume_init() })
+}

@@ -15,9 +15,7 @@ use std::time::Duration;
 
 use super::folder::{in_flight, keep_shared_attempt, prepare_case_dir};
 use super::schedule::Scheduler;
-use super::{
-    Conductor, Job, Live, Note, Shared, WriteFault, runner_cpu_seconds, runner_max_rss_bytes, work,
-};
+use super::{Conductor, Job, Live, Note, Shared, WriteFault, work};
 use crate::capacity::Capacity;
 use crate::judge::{self, CaseRun};
 use crate::report::{Event, Reporter};
@@ -348,8 +346,8 @@ where
         result.gpu_sharing = sharing;
         // Its in-flight entry went in as the `index`-th case started.
         let at = settle(self.results, result, Some(done.index));
-        self.results.runner_max_rss_bytes = runner_max_rss_bytes();
-        self.results.runner_cpu_s = runner_cpu_seconds();
+        self.results.runner_max_rss_bytes = crate::process::own_max_rss_bytes();
+        self.results.runner_cpu_s = crate::process::own_cpu_seconds();
         self.results.fault = self.conductor.fault.as_ref().map(ToString::to_string);
         let finished = reporter.handle(&Event::CaseFinished {
             result: &self.results.cases[at],

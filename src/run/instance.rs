@@ -10,7 +10,7 @@
 use std::ffi::CString;
 use std::os::fd::RawFd;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::launch::{InstanceLogs, LaunchError, LaunchSpec, ReportReader, launch};
 use super::supervise::Report;
@@ -251,5 +251,32 @@ impl Drop for Instance {
         for group in self.supervisors() {
             crate::process::signal_group(group, libc::SIGKILL);
         }
+    }
+}
+
+/// Sleep until `until`, or until an instance's supervisor reports (an exit),
+/// or a signal arrives — whichever comes first.
+pub(super) fn wait_for_exit_until<'i>(
+    instances: impl Iterator<Item = &'i Instance>,
+    until: Instant,
+) {
+    let left = until.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return;
+    }
+    let mut fds: Vec<libc::pollfd> = instances
+        .flat_map(Instance::report_fds)
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // Rounded up: a zero timeout would spin until the tick.
+    let millis = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+    // SAFETY: poll reads and writes the pollfd array it is given, of the
+    // length given. A signal (Ctrl-C) ends the wait early with EINTR.
+    unsafe {
+        libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, millis);
     }
 }

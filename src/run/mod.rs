@@ -408,8 +408,8 @@ impl<'a> Runner<'a> {
         let pages = reporter
             .handle(&Event::RunFinishing { results: &results })
             .err();
-        results.runner_max_rss_bytes = runner_max_rss_bytes();
-        results.runner_cpu_s = runner_cpu_seconds();
+        results.runner_max_rss_bytes = process::own_max_rss_bytes();
+        results.runner_cpu_s = process::own_cpu_seconds();
         let json = reporter
             .handle(&Event::RunFinished { results: &results })
             .err();
@@ -677,28 +677,4 @@ fn host_name() -> String {
         .ok()
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "unknown".to_string())
-}
-
-/// oomgate's own peak RSS; workloads are not included.
-fn runner_max_rss_bytes() -> Option<u64> {
-    // Linux reports ru_maxrss in KiB.
-    own_usage()
-        .and_then(|usage| u64::try_from(usage.ru_maxrss).ok())
-        .map(|kib| kib * 1024)
-}
-
-/// oomgate's own CPU time (user + system), workloads excluded: what
-/// measuring costs.
-fn runner_cpu_seconds() -> Option<f64> {
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    own_usage().map(|usage| seconds(usage.ru_utime) + seconds(usage.ru_stime))
-}
-
-fn own_usage() -> Option<libc::rusage> {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes one rusage struct to the pointer we pass,
-    // which points to properly sized, zero-initialised memory.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    // SAFETY: on success the struct is initialised.
-    (rc == 0).then(|| unsafe { usage.assume_init() })
 }

@@ -1,0 +1,213 @@
+//! What a case's host measurement reports: the method, each floor, and
+//! the gated figures (see the module above for what each floor is).
+
+use serde::Serialize;
+
+use crate::measure::cgroup::{CgroupVersion, ChargedPeakSource};
+
+/// How a case's host figure was obtained: which floors it is the largest of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostMethod {
+    /// Case cgroup (v1) + PSS + VmHWM + reaped rusage.
+    CgroupV1,
+    /// Case cgroup (v2) + PSS + VmHWM + reaped rusage.
+    CgroupV2,
+    /// No cgroup: PSS + VmHWM + reaped rusage.
+    ProcfsPss,
+    /// The RSS summed over the tree (oomgate before per-case cgroups);
+    /// only ever read back from old locks and results.
+    ProcfsRss,
+    /// A method this oomgate does not know (a newer one's lock): never
+    /// comparable.
+    #[serde(other)]
+    Unknown,
+}
+
+impl Default for HostMethod {
+    /// What a file that names no method measured: the RSS sum of the
+    /// oomgate that wrote it.
+    fn default() -> Self {
+        HostMethod::ProcfsRss
+    }
+}
+
+impl HostMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostMethod::CgroupV1 => "cgroup-v1",
+            HostMethod::CgroupV2 => "cgroup-v2",
+            HostMethod::ProcfsPss => "procfs-pss",
+            HostMethod::ProcfsRss => "procfs-rss",
+            HostMethod::Unknown => "unknown",
+        }
+    }
+
+    /// Whether figures of the two methods measure the same thing. Both
+    /// cgroup versions take the same floors; without a cgroup, memory no
+    /// process maps is not seen; the RSS sum counts shared pages per
+    /// process.
+    pub fn comparable_with(self, other: HostMethod) -> bool {
+        use HostMethod::{CgroupV1, CgroupV2, Unknown};
+        match (self, other) {
+            (Unknown, _) | (_, Unknown) => false,
+            (CgroupV1 | CgroupV2, CgroupV1 | CgroupV2) => true,
+            (a, b) => a == b,
+        }
+    }
+
+    pub fn of_cgroup(version: CgroupVersion) -> Self {
+        match version {
+            CgroupVersion::V1 => HostMethod::CgroupV1,
+            CgroupVersion::V2 => HostMethod::CgroupV2,
+        }
+    }
+}
+
+impl std::fmt::Display for HostMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One of the floors the gated host peak is the largest of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostFloor {
+    CgroupAnonShmem,
+    PssSum,
+    Vmhwm,
+    RusageMaxrss,
+    PssAnonShmem,
+}
+
+impl HostFloor {
+    /// In the order a tie is broken: the first wins.
+    pub const ALL: [HostFloor; 5] = [
+        HostFloor::CgroupAnonShmem,
+        HostFloor::PssSum,
+        HostFloor::Vmhwm,
+        HostFloor::RusageMaxrss,
+        HostFloor::PssAnonShmem,
+    ];
+
+    /// Whether the floor counts file pages, whose residence depends on
+    /// what the page cache held (a warm runner maps more of a library than
+    /// a cold one): the same workload reads differently on two runners.
+    pub fn counts_file_pages(self) -> bool {
+        matches!(
+            self,
+            HostFloor::PssSum | HostFloor::Vmhwm | HostFloor::RusageMaxrss
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostFloor::CgroupAnonShmem => "cgroup-anon-shmem",
+            HostFloor::PssSum => "pss-sum",
+            HostFloor::Vmhwm => "vmhwm",
+            HostFloor::RusageMaxrss => "rusage-maxrss",
+            HostFloor::PssAnonShmem => "pss-anon-shmem",
+        }
+    }
+
+    /// What the floor is, for a reader.
+    pub fn describe(self) -> &'static str {
+        match self {
+            HostFloor::CgroupAnonShmem => "the case cgroup's anonymous + shmem memory",
+            HostFloor::PssSum => "the tree's PSS summed",
+            HostFloor::Vmhwm => "a live process's VmHWM",
+            HostFloor::RusageMaxrss => "an exited process's ru_maxrss",
+            HostFloor::PssAnonShmem => "the tree's anonymous + shmem PSS summed",
+        }
+    }
+
+    pub(super) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for HostFloor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Each floor's peak over the case; `None`: never observed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct HostFloors {
+    pub cgroup_anon_shmem_bytes: Option<u64>,
+    pub pss_sum_bytes: Option<u64>,
+    pub vmhwm_bytes: Option<u64>,
+    pub rusage_maxrss_bytes: Option<u64>,
+    pub pss_anon_shmem_bytes: Option<u64>,
+}
+
+impl HostFloors {
+    /// The observed floors by name, as the lock records them.
+    pub fn named(&self) -> std::collections::BTreeMap<String, u64> {
+        HostFloor::ALL
+            .into_iter()
+            .filter_map(|floor| Some((floor.as_str().to_string(), self.get(floor)?)))
+            .collect()
+    }
+
+    /// Floors read back by name; names of no floor are left out.
+    pub fn from_named(named: &std::collections::BTreeMap<String, u64>) -> Self {
+        let mut floors = HostFloors::default();
+        for floor in HostFloor::ALL {
+            let value = named.get(floor.as_str()).copied();
+            match floor {
+                HostFloor::CgroupAnonShmem => floors.cgroup_anon_shmem_bytes = value,
+                HostFloor::PssSum => floors.pss_sum_bytes = value,
+                HostFloor::Vmhwm => floors.vmhwm_bytes = value,
+                HostFloor::RusageMaxrss => floors.rusage_maxrss_bytes = value,
+                HostFloor::PssAnonShmem => floors.pss_anon_shmem_bytes = value,
+            }
+        }
+        floors
+    }
+
+    pub fn get(&self, floor: HostFloor) -> Option<u64> {
+        match floor {
+            HostFloor::CgroupAnonShmem => self.cgroup_anon_shmem_bytes,
+            HostFloor::PssSum => self.pss_sum_bytes,
+            HostFloor::Vmhwm => self.vmhwm_bytes,
+            HostFloor::RusageMaxrss => self.rusage_maxrss_bytes,
+            HostFloor::PssAnonShmem => self.pss_anon_shmem_bytes,
+        }
+    }
+
+    /// The case's anonymous + shmem memory at its peak, the floors that
+    /// count no file pages: the cgroup's charge and the tree's PSS of
+    /// those pages, the larger. `None` when neither was observed.
+    pub fn anon_shmem(&self) -> Option<u64> {
+        self.cgroup_anon_shmem_bytes.max(self.pss_anon_shmem_bytes)
+    }
+}
+
+/// The host figures of one run of a case.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostFigures {
+    pub method: HostMethod,
+    /// The gated peak: the largest floor. `None` when no floor was observed.
+    pub peak_bytes: Option<u64>,
+    pub peak_at_ms: Option<u64>,
+    /// The floor that set the peak.
+    pub peak_source: Option<HostFloor>,
+    pub floors: HostFloors,
+    /// The cgroup's largest charge, page cache included (not gated).
+    pub charged_peak_bytes: Option<u64>,
+    pub charged_peak_source: Option<ChargedPeakSource>,
+    /// Processes of the case killed by the kernel's OOM killer (cgroup
+    /// methods only; `None` without a cgroup).
+    pub oom_kills: Option<u64>,
+    /// PSS/VmHWM sweeps made (they are paced).
+    pub pss_sweeps: u64,
+    /// Why this case was not measured the way the run was, if it was not.
+    pub note: Option<String>,
+    /// Each rank's host peak: its own processes' floors (their PSS summed,
+    /// their largest VmHWM), not the case's cgroup.
+    #[serde(skip)]
+    pub ranks: std::collections::BTreeMap<u32, u64>,
+}
