@@ -22,7 +22,7 @@ use std::ops::Range;
 use std::sync::LazyLock;
 
 use aho_corasick::{AhoCorasick, MatchKind};
-use regex::{Captures, Regex, RegexBuilder};
+use regex::{Captures, Regex, RegexBuilder, RegexSet};
 
 use super::{MASK, PATTERN_SIZE_LIMIT, is_distinctive, is_maskable, is_secret_name};
 
@@ -31,29 +31,33 @@ use super::{MASK, PATTERN_SIZE_LIMIT, is_distinctive, is_maskable, is_secret_nam
 /// `password=`) and the rest is masked, unless it is not worth masking (a
 /// number, a word shorter than [`super::MIN_MASKED_LEN`]). Character
 /// classes stop at quotes, `<`, `&` and `\`, so masking a written JSON,
-/// XML or HTML file keeps it well-formed.
+/// XML or HTML file keeps it well-formed. Word boundaries are ASCII ones
+/// (`(?-u:\b)`): a token is ASCII, an ASCII boundary is found wherever a
+/// Unicode one is (and next to a non-ASCII letter too, so more is masked,
+/// never less), and a text with `→` or `×` in it is searched by the fast
+/// engines rather than the one that handles Unicode boundaries.
 const SHAPES: &[&str] = &[
     // Hugging Face, OpenAI/Anthropic-style, GitHub, GitLab, npm, Google.
-    r"\bhf_[A-Za-z0-9]{20,}",
-    r"\bsk-[A-Za-z0-9_-]{20,}",
-    r"\bgh[pousr]_[A-Za-z0-9]{30,}",
-    r"\bgithub_pat_[A-Za-z0-9_]{20,}",
-    r"\bglpat-[A-Za-z0-9_-]{20,}",
-    r"\bnpm_[A-Za-z0-9]{36}\b",
-    r"\bAIza[0-9A-Za-z_-]{35}",
+    r"(?-u:\b)hf_[A-Za-z0-9]{20,}",
+    r"(?-u:\b)sk-[A-Za-z0-9_-]{20,}",
+    r"(?-u:\b)gh[pousr]_[A-Za-z0-9]{30,}",
+    r"(?-u:\b)github_pat_[A-Za-z0-9_]{20,}",
+    r"(?-u:\b)glpat-[A-Za-z0-9_-]{20,}",
+    r"(?-u:\b)npm_[A-Za-z0-9]{36}(?-u:\b)",
+    r"(?-u:\b)AIza[0-9A-Za-z_-]{35}",
     // AWS access key ids, Slack tokens, JWTs.
-    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+    r"(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{16}(?-u:\b)",
+    r"(?-u:\b)xox[abposr]-[A-Za-z0-9-]{10,}",
     // Slack and Discord webhook URLs: the path after the host is the key.
-    r"\b(https://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]{10,}",
-    r"\b(https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/[A-Za-z0-9_-]{20,}",
-    r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
+    r"(?-u:\b)(https://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]{10,}",
+    r"(?-u:\b)(https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/[A-Za-z0-9_-]{20,}",
+    r"(?-u:\b)eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
     // A PEM private key, with its body (and its end, when the text has it).
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:[A-Za-z0-9+/=\s]|\\[nr])*(?:-----END [A-Z ]*PRIVATE KEY-----)?",
     // Credentials in a URL, an Authorization header, `password=...`.
-    r"\b([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@'\x22<>&\\]+:)[^\s/@'\x22<>&\\]+@",
-    r"(?i)\b(authorization\s*:\s*(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]+",
-    r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|password|passwd|token|secret)\s*[=:]\s*)[^\s'\x22<>&,;\\]{6,}",
+    r"(?-u:\b)([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@'\x22<>&\\]+:)[^\s/@'\x22<>&\\]+@",
+    r"(?i)(?-u:\b)(authorization\s*:\s*(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]+",
+    r"(?i)(?-u:\b)((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|password|passwd|token|secret)\s*[=:]\s*)[^\s'\x22<>&,;\\]{6,}",
 ];
 
 static SHAPE_SET: LazyLock<Vec<Regex>> = LazyLock::new(|| {
@@ -62,6 +66,23 @@ static SHAPE_SET: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         .filter_map(|pattern| Regex::new(pattern).ok())
         .collect()
 });
+
+/// Which shapes occur in a text, found in one pass before each that does
+/// is searched for its matches (most texts hold none). `None` if it could
+/// not be built: then every shape is searched.
+static SHAPE_ANY: LazyLock<Option<RegexSet>> = LazyLock::new(|| {
+    RegexSet::new(SHAPES)
+        .ok()
+        .filter(|set| set.len() == SHAPE_SET.len())
+});
+
+/// Whether any shape occurs in `text`.
+fn any_shape(text: &str) -> bool {
+    match SHAPE_ANY.as_ref() {
+        Some(set) => set.is_match(text),
+        None => SHAPE_SET.iter().any(|shape| shape.is_match(text)),
+    }
+}
 
 /// The rest of a character entity (`amp;`, `#x41;`), after its `&`.
 static ENTITY: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"^#?[A-Za-z0-9]{1,6};").ok());
@@ -208,7 +229,7 @@ impl Redactor {
     pub fn with_suite_text<'a>(mut self, texts: impl IntoIterator<Item = &'a str>) -> Self {
         let kept: BTreeSet<String> = texts
             .into_iter()
-            .filter(|text| SHAPE_SET.iter().any(|shape| shape.is_match(text)))
+            .filter(|text| any_shape(text))
             .map(str::to_string)
             .collect();
         self.suite_text = automaton(&kept.into_iter().collect::<Vec<_>>());
@@ -335,8 +356,12 @@ impl Redactor {
         }
         if source != Source::Suite {
             // In a command, only the shapes with a kept group (a context).
+            let present = SHAPE_ANY.as_ref().map(|set| set.matches(text));
             let shapes = SHAPE_SET
                 .iter()
+                .enumerate()
+                .filter(|(index, _)| present.as_ref().is_none_or(|p| p.matched(*index)))
+                .map(|(_, shape)| shape)
                 .filter(|shape| source != Source::Command || shape.captures_len() > 1);
             let exempt: Vec<Range<usize>> = match (&self.suite_text, source) {
                 (Some(suite), Source::Written) => suite
@@ -522,4 +547,35 @@ fn ceil_boundary(text: &str, mut index: usize) -> usize {
         index += 1;
     }
     index.min(text.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shape compiles (one that did not would be dropped from the
+    /// masking without a word), and so does the one-pass set over them.
+    #[test]
+    fn every_shape_compiles_and_the_set_holds_them_all() {
+        assert_eq!(SHAPE_SET.len(), SHAPES.len());
+        assert!(SHAPE_ANY.is_some());
+    }
+
+    /// ASCII word boundaries find a token wherever the Unicode ones did,
+    /// and beside non-ASCII text too; a word that only contains a shape's
+    /// start is still no token.
+    #[test]
+    fn shapes_are_found_beside_non_ascii_text() {
+        let token = "hf_abcdefghijklmnopqrstuvwxyz0123";
+        for text in [
+            format!("token {token} → used"),
+            format!("×{token}"),
+            format!("é{token}"),
+            format!("({token})"),
+        ] {
+            assert!(any_shape(&text), "{text}");
+        }
+        assert!(!any_shape(&format!("xhf_{}", &token[3..])));
+        assert!(!any_shape("nothing here → at all ×4"));
+    }
 }
