@@ -200,17 +200,6 @@ fn each_ranks_snapshot_gives_its_own_sites_and_a_regression_says_where() {
 
 #[test]
 fn the_torchrun_example_suite_is_valid() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = oomgate()
-        .args(["check", "examples/torchrun/ddp.toml"])
-        .current_dir(root)
-        .output()
-        .expect("oomgate check");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = check_in_repository("examples/torchrun/ddp.toml");
     assert!(stdout.contains("budget gpu_rank 70.0 GiB"), "{stdout}");
 }

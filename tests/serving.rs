@@ -433,18 +433,7 @@ fn parallel_server_cases_get_their_own_ports() {
 
 #[test]
 fn the_vllm_example_suite_is_valid() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = oomgate()
-        .args(["check", "examples/serving/vllm.toml"])
-        .current_dir(root)
-        .output()
-        .expect("oomgate check");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = check_in_repository("examples/serving/vllm.toml");
     assert!(
         stdout.contains("ready on http://127.0.0.1:{port}/health"),
         "{stdout}"

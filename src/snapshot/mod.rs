@@ -160,8 +160,7 @@ pub fn read_case(case_dir: &Path, depth: usize, cwd: &Path) -> Option<Allocation
         match read_file(file, &name, depth, cwd) {
             Ok(summary) => {
                 if let Some(rank) = rank_of(&name) {
-                    let mut sites = summary.sites.clone();
-                    sites.truncate(RANK_SITES);
+                    let sites = summary.sites.iter().take(RANK_SITES).cloned().collect();
                     by_rank.insert(rank, sites);
                 }
                 total.add(summary, read_any);

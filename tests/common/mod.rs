@@ -35,6 +35,24 @@ pub fn oomgate() -> Command {
     command
 }
 
+/// `oomgate check` of a suite in the repository (`examples/...`), as a
+/// user runs it from the checkout: asserts it is accepted, returns what
+/// it printed.
+pub fn check_in_repository(suite: &str) -> String {
+    let output = oomgate()
+        .args(["check", suite])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("oomgate check");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
 /// A temporary folder with a suite file in it.
 pub struct Project {
     pub dir: tempfile::TempDir,

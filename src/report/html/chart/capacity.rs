@@ -5,8 +5,8 @@
 //! and the devices' total memory where they are in view — how the
 //! workload scales, and where it breaks.
 
-use super::plot::{Band, Dash, Level, Moment, Plot, Series, Shape, XKind};
-use super::{BASELINE_COLOUR, BUDGET_IN_VIEW, Chart, GPU_COLOUR, HOST_COLOUR, RED, limit};
+use super::plot::{Band, Dash, Moment, Plot, Series, Shape, XKind};
+use super::{BASELINE_COLOUR, Chart, GPU_COLOUR, HOST_COLOUR, RED, level_in_view, limit};
 use crate::capacity::Probe;
 use crate::results::{CaseResult, CheckKind, Facts};
 use crate::units::Bytes;
@@ -105,20 +105,15 @@ pub(in crate::report::html) fn capacity_chart(case: &CaseResult) -> Option<Chart
         ),
     ] {
         let Some(bytes) = bytes else { continue };
-        if bytes as f64 <= highest * BUDGET_IN_VIEW {
-            plot.levels.push(Level {
-                label: format!("{label} {}", Bytes(bytes)),
-                about: format!("{label}: {}", Bytes(bytes)),
-                y: bytes as f64,
-                colour,
-                dash: Dash::Dashed,
-            });
-        } else {
-            notes.push(format!(
-                "{label}: {} (far above the figures, not drawn)",
-                Bytes(bytes)
-            ));
-        }
+        let about = format!("{label}: {}", Bytes(bytes));
+        level_in_view(
+            &mut plot,
+            &mut notes,
+            highest,
+            (label, about),
+            bytes,
+            colour,
+        );
     }
     if let Some(value) = capacity.value {
         plot.moments.push(Moment {

@@ -68,6 +68,33 @@ const GPU_BUDGET_COLOUR: &str = "#ad1457";
 const BASELINE_COLOUR: &str = "#424242";
 const GREY: &str = "#9e9e9e";
 
+/// A budget (or the devices' memory) as a dashed level named `label` —
+/// unless it is far above the figures (see [`BUDGET_IN_VIEW`]): then a note
+/// under the chart names it instead.
+fn level_in_view(
+    plot: &mut plot::Plot,
+    notes: &mut Vec<String>,
+    highest: f64,
+    (label, about): (&str, String),
+    bytes: u64,
+    colour: &'static str,
+) {
+    if highest > 0.0 && bytes as f64 > highest * BUDGET_IN_VIEW {
+        notes.push(format!(
+            "{label} {} is far above these figures: not drawn, so they keep their scale",
+            crate::units::Bytes(bytes)
+        ));
+        return;
+    }
+    plot.levels.push(plot::Level {
+        label: format!("{label} {}", crate::units::Bytes(bytes)),
+        about,
+        y: bytes as f64,
+        colour,
+        dash: plot::Dash::Dashed,
+    });
+}
+
 /// The limit of the case's check of this kind (a budget), if it has one.
 fn limit(case: &CaseResult, kind: CheckKind) -> Option<u64> {
     case.checks

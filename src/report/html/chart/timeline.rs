@@ -14,8 +14,8 @@ use std::path::Path;
 
 use super::plot::{Dash, Level, Mark, Moment, Plot, Series, XKind};
 use super::{
-    BASELINE_COLOUR, BUDGET_IN_VIEW, Chart, GPU_BUDGET_COLOUR, GPU_COLOUR, GREY, HOST_COLOUR,
-    MAX_POINTS_PER_SERIES, RED, downsample, gpu_matters, limit,
+    BASELINE_COLOUR, Chart, GPU_BUDGET_COLOUR, GPU_COLOUR, GREY, HOST_COLOUR,
+    MAX_POINTS_PER_SERIES, RED, downsample, gpu_matters, level_in_view, limit,
 };
 use crate::baseline::{FigureComparison, Outcome};
 use crate::measure::gpu::GpuMethod;
@@ -161,9 +161,10 @@ fn line_of(
 
 /// At most this many ranks get a line of their own: the largest.
 const MAX_RANK_LINES: usize = 8;
-/// Thin lines, apart from the host's blue and the case's GPU green.
+/// Thin lines, apart from the host's blue, the case's GPU green and the
+/// red kept for budgets and failures.
 const RANK_COLOURS: [&str; MAX_RANK_LINES] = [
-    "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#ff7f0e", "#7f7f7f", "#d62728",
+    "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#ff7f0e", "#7f7f7f", "#393b79",
 ];
 
 /// A distributed case's ranks (timeline.json's `ranks`): each rank's GPU
@@ -347,20 +348,8 @@ pub(in crate::report::html) fn chart(case: &CaseResult, out_dir: &Path) -> Optio
         let Some(bytes) = limit(case, kind) else {
             continue;
         };
-        if highest > 0.0 && bytes as f64 > highest * BUDGET_IN_VIEW {
-            notes.push(format!(
-                "{what} {} is far above these figures: not drawn, so they keep their scale",
-                Bytes(bytes)
-            ));
-            continue;
-        }
-        plot.levels.push(Level {
-            label: format!("{what} {}", Bytes(bytes)),
-            about: format!("{what}: the case fails above {}", Bytes(bytes)),
-            y: bytes as f64,
-            colour,
-            dash: Dash::Dashed,
-        });
+        let about = format!("{what}: the case fails above {}", Bytes(bytes));
+        level_in_view(&mut plot, &mut notes, highest, (what, about), bytes, colour);
     }
     plot.levels.extend(peak_levels);
     plot.marks.extend(peak_marks);
