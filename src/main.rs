@@ -16,6 +16,12 @@ fn main() -> ExitCode {
         let rest: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
         return ExitCode::from(u8::try_from(supervise::main(&rest)).unwrap_or(2));
     }
+    // `oomgate __forkserver ...`: the process that makes those supervisors
+    // without executing oomgate for each (see run::supervise::forkserver).
+    if args.get(1).is_some_and(|a| a == supervise::forkserver::ARG) {
+        let rest: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
+        return ExitCode::from(u8::try_from(supervise::forkserver::main(&rest)).unwrap_or(2));
+    }
     // `oomgate __cuda-devices`: which devices CUDA shows, asked of libcuda
     // in a process of its own (see measure::cuda).
     if args

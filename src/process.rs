@@ -135,10 +135,11 @@ pub fn wait4(pid: i32, flags: i32) -> Option<Reaped> {
     }
 }
 
-/// Whether every child of oomgate has exited (zombies waiting to be reaped
-/// are fine). `false` when that cannot be read (kernels without
-/// `/proc/<pid>/task/<tid>/children`): the caller then scans.
-pub fn no_live_children() -> bool {
+/// Whether every child of oomgate but `except` (its fork server) has
+/// exited (zombies waiting to be reaped are fine). `false` when that cannot
+/// be read (kernels without `/proc/<pid>/task/<tid>/children`): the caller
+/// then scans.
+pub fn no_live_children(except: Option<i32>) -> bool {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return false;
     };
@@ -148,6 +149,9 @@ pub fn no_live_children() -> bool {
             return false;
         };
         for pid in children.split_ascii_whitespace() {
+            if except.is_some_and(|except| pid.parse() == Ok(except)) {
+                continue;
+            }
             let alive = std::fs::read(format!("/proc/{pid}/stat"))
                 .ok()
                 .and_then(|stat| crate::measure::procfs::parse_stat(&stat))
@@ -188,10 +192,13 @@ pub fn end_group(group: i32, limit: std::time::Duration) {
 }
 
 /// Reap every child of oomgate that has exited, without waiting; the
-/// largest `ru_maxrss` among them, in bytes. Only for moments when no
-/// instance's supervisor runs, whose status its instance collects.
-pub fn reap_exited_children() -> u64 {
+/// largest `ru_maxrss` among them, in bytes, but `except`'s (oomgate's
+/// fork server, killed from outside: its high-water mark is oomgate's
+/// own, from before its exec). Only for moments when no instance's
+/// supervisor runs, whose status its instance collects.
+pub fn reap_exited_children(except: Option<i32>) -> u64 {
     std::iter::from_fn(|| wait4(-1, libc::WNOHANG))
+        .filter(|reaped| Some(reaped.pid) != except)
         .map(|reaped| reaped.maxrss_bytes)
         .max()
         .unwrap_or(0)

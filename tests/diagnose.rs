@@ -142,7 +142,7 @@ fn each_kind_of_failure_is_classified() {
 
     assert!(
         message("parent").starts_with(
-            "supervisor-killed: oomgate's supervisor of the workload (its parent process, `oomgate __supervise`) was killed from outside oomgate, and the workload with it — "
+            "supervisor-killed: oomgate's supervisor of the workload (its parent process) was killed from outside oomgate, and the workload with it — "
         ),
         "{}",
         message("parent")

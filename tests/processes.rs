@@ -193,6 +193,12 @@ fn sigkill_to_oomgate_ends_every_process_of_the_case() {
     for (role, pid) in &started {
         assert!(alive(*pid), "{role} {pid} is not running before the kill");
     }
+    // The workload's supervisor is oomgate's child (made by the fork
+    // server, which dies with oomgate too).
+    let oomgate = i32::try_from(child.id()).expect("pid");
+    let supervisor = parent_of(started[0].1);
+    assert_eq!(parent_of(supervisor), oomgate);
+    let forkserver = forkserver_of(oomgate, supervisor).expect("oomgate's fork server");
     // results.json is written before junit.xml: wait for both.
     let results = project.out().join("results.json");
     let junit = project.out().join("junit.xml");
@@ -218,6 +224,7 @@ fn sigkill_to_oomgate_ends_every_process_of_the_case() {
     // The target is well under 2 s (scripts/bench-kill.sh measures it);
     // the test only allows for a slow, loaded machine.
     wait_until_dead(&started, Duration::from_secs(20));
+    wait_until_dead(&[("fork server", forkserver)], Duration::from_secs(20));
 
     let results = project.results();
     assert!(results["finished_at"].is_null(), "{results:#}");
@@ -244,6 +251,74 @@ fn sigkill_to_oomgate_ends_every_process_of_the_case() {
         "{junit}"
     );
     assert!(tree.contains("type=\"interrupted\""), "{junit}");
+}
+
+/// Each supervisor is made by the run's fork server, a copy of it that is
+/// oomgate's own child; once the fork server is gone (killed from outside
+/// oomgate), the next case's supervisor is executed instead and the run
+/// goes on as if nothing happened.
+#[test]
+fn a_killed_fork_server_leaves_launches_to_executed_supervisors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lineage = |name: &str, extra: &str| {
+        format!(
+            "[[case]]\nname = \"{name}\"\ncommand = [\"python3\", {}, \"--out\", {}{extra}]\n",
+            toml_str(&workload("lineage.py")),
+            toml_str(
+                &dir.path()
+                    .join(format!("{name}.json"))
+                    .display()
+                    .to_string()
+            ),
+        )
+    };
+    let project = Project::new(&format!(
+        "[suite]\nname = \"t\"\n{}{}{}",
+        lineage("before", ""),
+        lineage("kill", ", \"--kill-forkserver\""),
+        lineage("after", ""),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let seen = |name: &str| read_json(&dir.path().join(format!("{name}.json")));
+    let before = seen("before");
+    let forkserver = before["forkserver"].as_i64().expect("a fork server ran");
+    assert_ne!(
+        forkserver,
+        before["supervisor"].as_i64().expect("supervisor")
+    );
+    assert_eq!(
+        before["supervisor_cmdline"][0], "oomgate-forkserver",
+        "the supervisor is a copy of the fork server: {before}"
+    );
+    assert_eq!(seen("kill")["forkserver"], forkserver);
+    let after = seen("after");
+    assert!(after["forkserver"].is_null(), "{after}");
+    assert_eq!(
+        after["supervisor_cmdline"][0], "oomgate-supervise",
+        "{after}"
+    );
+    assert_eq!(after["supervisor_cmdline"][1], "__supervise", "{after}");
+    // The same oomgate ran all three, each supervisor its child.
+    assert_eq!(before["oomgate"], after["oomgate"]);
+    for case in ["before", "kill", "after"] {
+        assert_eq!(run.case(case)["status"], "passed", "{case}");
+    }
+    // The killed fork server, reaped among the case's orphans, lends the
+    // case nothing of its own high-water mark (oomgate's, from before its
+    // exec): the same workload reads the same.
+    let maxrss = |case: &str| {
+        run.case(case)["host_floors"]["rusage_maxrss_bytes"]
+            .as_f64()
+            .expect("a reaped maxrss")
+    };
+    assert!(
+        (maxrss("kill") - maxrss("before")).abs() < 2.0 * 1024.0 * 1024.0,
+        "{} against {}",
+        maxrss("kill"),
+        maxrss("before")
+    );
+    assert!(!alive(i32::try_from(forkserver).expect("pid")));
 }
 
 /// SIGKILL to oomgate while it stops what a workload left behind (the
@@ -400,6 +475,28 @@ fn wait_until_dead(pids: &[(&str, i32)], timeout: Duration) {
 fn state_of(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// oomgate's fork server: its child, not `supervisor`, whose command line
+/// is the fork server's (a supervisor it made has the same one).
+fn forkserver_of(oomgate: i32, supervisor: i32) -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .expect("list /proc")
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != supervisor && state_of(*pid).is_some_and(|s| s != 'Z'))
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let (_, rest) = stat.rsplit_once(')')?;
+                    rest.split_ascii_whitespace().nth(1)?.parse::<i32>().ok()
+                })
+                == Some(oomgate)
+        })
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|line| line.starts_with(b"oomgate-forkserver\0__forkserver\0"))
+        })
 }
 
 fn parent_of(pid: i32) -> i32 {

@@ -34,10 +34,9 @@ pub enum FailureKind {
     /// `std::bad_alloc`).
     HostAllocFailed,
     HostOomSuspected,
-    /// The instance's supervisor (`oomgate __supervise`, the workload's
-    /// parent) was killed from outside oomgate before it reported the
-    /// workload's exit, and the workload died with it: its SIGKILL is no
-    /// OOM.
+    /// The instance's supervisor (the workload's parent) was killed from
+    /// outside oomgate before it reported the workload's exit, and the
+    /// workload died with it: its SIGKILL is no OOM.
     SupervisorKilled,
     CudaSetup,
     CudaFault,
@@ -465,7 +464,7 @@ pub fn headline(
             at_step()
         )),
         FailureKind::SupervisorKilled => parts.push(format!(
-            "supervisor-killed{}: oomgate's supervisor of the workload (its parent process, `oomgate __supervise`) was killed from outside oomgate, and the workload with it",
+            "supervisor-killed{}: oomgate's supervisor of the workload (its parent process) was killed from outside oomgate, and the workload with it",
             at_step()
         )),
         FailureKind::CudaSetup | FailureKind::CudaFault => {

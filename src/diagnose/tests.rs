@@ -365,7 +365,7 @@ fn a_killed_supervisor_replaces_only_what_the_exit_alone_suggested() {
     assert_eq!(
         headline(&killed, None, &[], None, &indexmap::IndexMap::new()).as_deref(),
         Some(
-            "supervisor-killed: oomgate's supervisor of the workload (its parent process, `oomgate __supervise`) was killed from outside oomgate, and the workload with it"
+            "supervisor-killed: oomgate's supervisor of the workload (its parent process) was killed from outside oomgate, and the workload with it"
         )
     );
 }

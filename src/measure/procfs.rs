@@ -141,6 +141,8 @@ pub struct Scanner {
     /// The scope changed since the last scan: the quick path may not reuse
     /// the tree.
     scope_changed: bool,
+    /// A process no tree holds (see [`Scanner::hide`]).
+    hidden: Option<i32>,
 }
 
 /// At most this many members' `stat` files stay open by default (well
@@ -175,6 +177,7 @@ impl Scanner {
             member_pids: HashSet::new(),
             scope: None,
             scope_changed: false,
+            hidden: None,
         }
     }
 
@@ -200,6 +203,15 @@ impl Scanner {
     pub fn limit_to(&mut self, roots: Option<&[i32]>) {
         if self.scope.as_deref() != roots {
             self.scope = roots.map(<[i32]>::to_vec);
+            self.scope_changed = true;
+        }
+    }
+
+    /// Leave `pid` and its descendants out of every tree: oomgate's fork
+    /// server, its child but no process of any case.
+    pub fn hide(&mut self, pid: i32) {
+        if self.hidden != Some(pid) {
+            self.hidden = Some(pid);
             self.scope_changed = true;
         }
     }
@@ -298,7 +310,7 @@ impl Scanner {
             for child in &self.all[start..end] {
                 // A pid can only appear once, so no cycle; the check guards
                 // against a root that is its own parent (pid 0 quirks).
-                if child.pid != root {
+                if child.pid != root && Some(child.pid) != self.hidden {
                     self.tree.members.push(*child);
                     self.queue.push(child.pid);
                 }

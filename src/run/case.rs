@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use super::instance::Instance;
 use super::serve::{self, ServerSide};
+use super::supervise::forkserver::Forkserver;
 use super::{GpuAccess, Note, Shared, WriteFault};
 use crate::judge::StopReason;
 use crate::measure::gpu::settle::{self, Settle};
@@ -102,14 +103,25 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         notes: Sender<(usize, Note)>,
         scanner: Option<Scanner>,
     ) -> Self {
+        let mut scanner =
+            scanner.unwrap_or_else(|| Scanner::with_open_files(shared.open_files_each));
+        if let Some(pid) = shared.forkserver.as_ref().map(Forkserver::pid) {
+            scanner.hide(pid);
+        }
         CaseRunner {
             shared,
-            scanner: scanner.unwrap_or_else(|| Scanner::with_open_files(shared.open_files_each)),
+            scanner,
             number,
             access,
             notes,
             scoped: shared.parallel,
         }
+    }
+
+    /// oomgate's fork server, when there is one: its child, no process of
+    /// the case.
+    pub(super) fn forkserver_pid(&self) -> Option<i32> {
+        self.shared.forkserver.as_ref().map(Forkserver::pid)
     }
 
     /// The scanner, for the next case.

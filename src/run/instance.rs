@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::launch::{InstanceLogs, LaunchError, LaunchSpec, ReportReader, launch};
 use super::supervise::Report;
+use super::supervise::forkserver::Forkserver;
 use crate::process::{self, Exit};
 use crate::suite::Case;
 
@@ -86,13 +87,15 @@ impl Instance {
     }
 
     /// Start a run. `cgroup_procs`: the case cgroup to join; `gpus`: the
-    /// pool's `CUDA_VISIBLE_DEVICES` for the case.
+    /// pool's `CUDA_VISIBLE_DEVICES` for the case; `forkserver`: the run's,
+    /// which makes the supervisor.
     pub(super) fn start(
         &mut self,
         case: &Case,
         case_dir: &Path,
         cgroup_procs: Option<&CString>,
         gpus: Option<&str>,
+        forkserver: Option<&Forkserver>,
     ) -> Result<(), LaunchError> {
         self.stderr_offset = std::fs::metadata(&self.logs.stderr).map_or(0, |m| m.len());
         let spec = LaunchSpec {
@@ -103,6 +106,7 @@ impl Instance {
             cgroup_procs,
             gpus,
             serving: self.serving,
+            forkserver,
         };
         let launched = launch(&spec)?;
         if launched.cgroup_error.is_some() {

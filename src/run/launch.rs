@@ -99,6 +99,9 @@ pub struct LaunchSpec<'a> {
     /// Beside a server: its port, and which side this is (`server`,
     /// `client`), as `OOMGATE_PORT` and `OOMGATE_ROLE`.
     pub serving: Option<(u16, &'static str)>,
+    /// The run's fork server, which makes supervisors without executing
+    /// oomgate; `None`: each is executed.
+    pub forkserver: Option<&'a supervise::forkserver::Forkserver>,
 }
 
 /// A started run of an instance.
@@ -182,17 +185,36 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             })
             .collect()
     });
-    let spawned = process::spawn(&process::Spawn {
-        path: Path::new("/proc/self/exe"),
-        argv: &argv,
-        env: child_env.as_deref(),
-        stdout: stdout.as_raw_fd(),
-        stderr: stderr.as_raw_fd(),
-        inherit: &[
-            Some((report_writer.as_raw_fd(), supervise::REPORT_FD)),
-            env_fd.map(|fd| (fd, supervise::ENV_FD)),
-        ],
-    });
+    // Made by the fork server where there is one (a clone, not an exec of
+    // oomgate: see `supervise::forkserver`); executed otherwise, or where
+    // the fork server could not.
+    let forked = match (spec.forkserver, env_fd) {
+        (Some(server), Some(env_fd)) => server.supervisor(
+            &argv[2..],
+            supervise::forkserver::Descriptors {
+                stdout: stdout.as_raw_fd(),
+                stderr: stderr.as_raw_fd(),
+                report: report_writer.as_raw_fd(),
+                environment: env_fd,
+            },
+        ),
+        _ => Err(supervise::forkserver::Refused::NotStarted),
+    };
+    let spawned = match forked {
+        Ok(pid) => Ok(pid),
+        Err(supervise::forkserver::Refused::NoAnswer(why)) => Err(std::io::Error::other(why)),
+        Err(supervise::forkserver::Refused::NotStarted) => process::spawn(&process::Spawn {
+            path: Path::new("/proc/self/exe"),
+            argv: &argv,
+            env: child_env.as_deref(),
+            stdout: stdout.as_raw_fd(),
+            stderr: stderr.as_raw_fd(),
+            inherit: &[
+                Some((report_writer.as_raw_fd(), supervise::REPORT_FD)),
+                env_fd.map(|fd| (fd, supervise::ENV_FD)),
+            ],
+        }),
+    };
     let supervisor = spawned.map_err(|e| {
         LaunchError(format!(
             "cannot start `{}` ({}): {e}",

@@ -136,6 +136,9 @@ struct Shared<'a> {
     /// Each GPU's use when the run started (by position in the device
     /// table): the level a case waits for its GPUs to settle back to.
     gpu_idle: Vec<Option<u64>>,
+    /// Makes the instances' supervisors (see `supervise::forkserver`);
+    /// `None` where it could not start: each supervisor is executed.
+    forkserver: Option<supervise::forkserver::Forkserver>,
 }
 
 /// The main thread's side of a run: which case starts when, the baseline,
@@ -285,6 +288,10 @@ impl<'a> Runner<'a> {
                 faulted: Arc::clone(&faulted),
                 parallel: setup.schedule.parallel(),
                 open_files_each: process::open_file_limit() / jobs as u64,
+                // Started here, on the thread that runs the cases' loop and
+                // outlives every case: the supervisors it makes are this
+                // thread's children.
+                forkserver: supervise::forkserver::Forkserver::start().ok(),
             },
             conductor: Conductor {
                 suite,
@@ -383,7 +390,12 @@ impl<'a> Runner<'a> {
         if shared.parallel {
             // Orphans of a supervisor killed from outside were re-parented
             // to oomgate, outside every case's scope.
-            process::reap_exited_children();
+            process::reap_exited_children(
+                shared
+                    .forkserver
+                    .as_ref()
+                    .map(supervise::forkserver::Forkserver::pid),
+            );
         }
         // Results in the suite's order, whatever order the cases ran in.
         let position: HashMap<&str, usize> =

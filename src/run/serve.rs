@@ -16,6 +16,7 @@ use std::time::Duration;
 use super::instance::Instance;
 use super::launch::LaunchError;
 use super::ready::Readiness;
+use super::supervise::forkserver::Forkserver;
 use crate::judge::StopReason;
 use crate::measure::HostMeter;
 use crate::measure::gpu::CaseGpu;
@@ -80,7 +81,12 @@ impl<'c, 'g> ServerSide<'c, 'g> {
 
     /// Launch the server in its cgroup and start asking whether it is
     /// ready. The message of a launch that failed names the server.
-    pub(super) fn start(&mut self, case_dir: &Path, gpus: Option<&str>) -> Result<(), LaunchError> {
+    pub(super) fn start(
+        &mut self,
+        case_dir: &Path,
+        gpus: Option<&str>,
+        forkserver: Option<&Forkserver>,
+    ) -> Result<(), LaunchError> {
         let logs: Vec<_> = [&self.instance.logs.stdout, &self.instance.logs.stderr]
             .into_iter()
             .map(|path| {
@@ -90,7 +96,7 @@ impl<'c, 'g> ServerSide<'c, 'g> {
             .collect();
         let procs = self.host.cgroup().map(|c| c.procs_path().clone());
         self.instance
-            .start(&self.launch, case_dir, procs.as_ref(), gpus)
+            .start(&self.launch, case_dir, procs.as_ref(), gpus, forkserver)
             .map_err(|LaunchError(message)| LaunchError(format!("the server: {message}")))?;
         self.readiness = Some(Readiness::start(self.ready.clone(), logs));
         Ok(())

@@ -28,8 +28,8 @@ impl CaseRunner<'_, '_> {
         cgroup: Option<&CaseCgroup>,
         supervisors: &[i32],
     ) -> usize {
-        let proven_empty =
-            cgroup.is_some_and(|c| c.is_empty().unwrap_or(false)) && process::no_live_children();
+        let proven_empty = cgroup.is_some_and(|c| c.is_empty().unwrap_or(false))
+            && process::no_live_children(self.forkserver_pid());
         if proven_empty {
             0
         } else {
@@ -104,7 +104,7 @@ impl CaseRunner<'_, '_> {
             let reaped = if self.scoped {
                 0
             } else {
-                process::reap_exited_children()
+                process::reap_exited_children(self.forkserver_pid())
             };
             return (Vec::new(), reaped);
         }

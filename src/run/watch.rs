@@ -159,7 +159,9 @@ impl CaseRunner<'_, '_> {
             match server.as_mut() {
                 // The load starts once the server is ready.
                 Some(server) => {
-                    if let Err(LaunchError(message)) = server.start(case_dir, visible) {
+                    if let Err(LaunchError(message)) =
+                        server.start(case_dir, visible, self.shared.forkserver.as_ref())
+                    {
                         stop = Some(StopReason::LaunchFailed { message });
                     }
                     distrust_cgroup_if_not_joined(
@@ -585,9 +587,13 @@ impl CaseRunner<'_, '_> {
         let visible = self.access.visible.as_deref();
         let mut stop = None;
         for instance in instances.iter_mut() {
-            if let Err(LaunchError(message)) =
-                instance.start(case, case_dir, procs.as_ref(), visible)
-            {
+            if let Err(LaunchError(message)) = instance.start(
+                case,
+                case_dir,
+                procs.as_ref(),
+                visible,
+                self.shared.forkserver.as_ref(),
+            ) {
                 stop = Some(StopReason::LaunchFailed { message });
                 break;
             }
@@ -665,9 +671,13 @@ impl CaseRunner<'_, '_> {
                 if let Some(fault) = marker_fault.take() {
                     self.record_fault(fault);
                 }
-                if let Err(LaunchError(message)) =
-                    instance.start(case, case_dir, procs.as_ref(), visible)
-                {
+                if let Err(LaunchError(message)) = instance.start(
+                    case,
+                    case_dir,
+                    procs.as_ref(),
+                    visible,
+                    self.shared.forkserver.as_ref(),
+                ) {
                     return Some(StopReason::LaunchFailed { message });
                 }
             }

@@ -60,6 +60,7 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
 
+pub mod forkserver;
 mod report;
 
 pub use report::Report;
@@ -236,7 +237,7 @@ pub fn main(args: &[OsString]) -> i32 {
         };
     // Orphans that exited before the workload and were re-parented here
     // are reaped now.
-    maxrss_kib = maxrss_kib.max(crate::process::reap_exited_children() / 1024);
+    maxrss_kib = maxrss_kib.max(crate::process::reap_exited_children(None) / 1024);
     let (kind, value) = if libc::WIFEXITED(status) {
         ("code", libc::WEXITSTATUS(status))
     } else if libc::WIFSIGNALED(status) {
