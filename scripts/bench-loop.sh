@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The runner loop's own cost: suites of N trivial cases (`true`), and of
 # 20 cases that each sleep 50 ms, timed as whole processes with farm-bench
-# (paired, A B A B ...), each run into a fresh out dir. Prints farm-bench's
-# tables and, per suite size, oomgate's own CPU per case (`runner_cpu_s`
-# over the cases, from each run's results.json) and its peak RSS.
+# (paired, A B A B ...), each run into a fresh out dir, and the smallest
+# suite against a shell loop running the same commands (the harness's
+# overhead per case). Prints farm-bench's tables and, per suite size,
+# oomgate's own CPU per case (`runner_cpu_s` over the cases, from each
+# run's results.json) and its peak RSS.
 #
 #   scripts/bench-loop.sh                       # target/release/oomgate, 1000 vs 4000 cases
 #   OOMGATE=/tmp/oomgate-old OOMGATE_B=target/release/oomgate scripts/bench-loop.sh
@@ -49,6 +51,15 @@ if [ $# -ge 2 ]; then
     echo "== $large against $small cases of true, both $OOMGATE (linear: $((large / small)).0)"
     eval "farm-bench -n $RUNS --timeout 1800 --vs \"$(run "$OOMGATE" "true$small")\" -- $(run "$OOMGATE" "true$large")"
 fi
+
+# The harness's overhead per case: the same commands, one after the other,
+# from a shell loop (fork, exec, wait: what any launcher pays), against
+# oomgate running them as cases.
+small=$1
+printf '#!/bin/bash\nfor ((i = 0; i < $1; i++)); do /bin/true; done\n' > "$work/loop.sh"
+chmod +x "$work/loop.sh"
+echo "== $small cases of true against a shell loop of $small × /bin/true (overhead per case: (A - B) / $small)"
+eval "farm-bench -n $RUNS --timeout 1800 --vs \"$work/loop.sh $small\" -- $(run "$OOMGATE" "true$small")"
 
 echo "== oomgate's own cost per case, from results.json (runner_cpu_s includes writing the reports)"
 for results in "$work"/runs/*/results.json; do

@@ -6,14 +6,16 @@
 //! no CPU, nothing is lost if oomgate dies, and the bounded tail that reports
 //! need is read back from the end of the file afterwards (see `logs`).
 //!
-//! oomgate does not fork the workload itself: it starts `oomgate
-//! __supervise` (see `supervise` for why: a process forked from oomgate
-//! carries oomgate's memory in its high-water mark), which forks the
-//! workload into the case's memory cgroup and reports its pid, its exit and
-//! its `ru_maxrss` on a pipe. The supervisor is the process-group leader;
-//! the workload shares the group, so one `killpg` still reaches both. It is
-//! started with `posix_spawn` (`process::spawn`), not `fork`: a fork copies
-//! oomgate's page tables, a cost that grew with the results it holds.
+//! oomgate does not fork the workload itself: it starts a supervisor (see
+//! `supervise` for why: a process forked from oomgate carries oomgate's
+//! memory in its high-water mark), which forks the workload into the
+//! case's memory cgroup and reports its pid, its exit and its `ru_maxrss`
+//! on a pipe. The supervisor is the process-group leader; the workload
+//! shares the group, so one `killpg` still reaches both. The run's fork
+//! server makes it (`supervise::forkserver`: a clone, no exec of oomgate);
+//! without one, `oomgate __supervise` is started with `posix_spawn`
+//! (`process::spawn`), not `fork`: a fork copies oomgate's page tables, a
+//! cost that grew with the results it holds.
 //!
 //! The program is resolved before spawning (relative to the case directory,
 //! or on the case's `PATH`) so that a missing or non-executable command gets

@@ -289,6 +289,24 @@ impl CaseRunner<'_, '_> {
         Step::Go
     }
 
+    /// Start a run of `instance` in the case's cgroup (`procs`), with the
+    /// case's GPUs, its supervisor made by the run's fork server.
+    fn start_instance(
+        &self,
+        instance: &mut Instance,
+        case: &Case,
+        case_dir: &Path,
+        procs: Option<&std::ffi::CString>,
+    ) -> Result<(), LaunchError> {
+        instance.start(
+            case,
+            case_dir,
+            procs,
+            self.access.visible.as_deref(),
+            self.shared.forkserver.as_ref(),
+        )
+    }
+
     /// One tick: sample every meter from one scan, read the probe, reap
     /// orphans, tell the main thread, check the budgets. The reason to stop
     /// the case if one is breached.
@@ -584,16 +602,11 @@ impl CaseRunner<'_, '_> {
         host: &mut HostMeter,
     ) -> Option<StopReason> {
         let procs = host.cgroup().map(|c| c.procs_path().clone());
-        let visible = self.access.visible.as_deref();
         let mut stop = None;
         for instance in instances.iter_mut() {
-            if let Err(LaunchError(message)) = instance.start(
-                case,
-                case_dir,
-                procs.as_ref(),
-                visible,
-                self.shared.forkserver.as_ref(),
-            ) {
+            if let Err(LaunchError(message)) =
+                self.start_instance(instance, case, case_dir, procs.as_ref())
+            {
                 stop = Some(StopReason::LaunchFailed { message });
                 break;
             }
@@ -641,7 +654,6 @@ impl CaseRunner<'_, '_> {
         start: Instant,
         soak_until: Option<Instant>,
     ) -> Option<StopReason> {
-        let visible = self.access.visible.as_deref();
         let mut marker_fault = None;
         let procs = host.cgroup().map(|c| c.procs_path().clone());
         for instance in instances.iter_mut() {
@@ -671,13 +683,9 @@ impl CaseRunner<'_, '_> {
                 if let Some(fault) = marker_fault.take() {
                     self.record_fault(fault);
                 }
-                if let Err(LaunchError(message)) = instance.start(
-                    case,
-                    case_dir,
-                    procs.as_ref(),
-                    visible,
-                    self.shared.forkserver.as_ref(),
-                ) {
+                if let Err(LaunchError(message)) =
+                    self.start_instance(instance, case, case_dir, procs.as_ref())
+                {
                     return Some(StopReason::LaunchFailed { message });
                 }
             }

@@ -6,9 +6,12 @@
 //! starts with a copy of oomgate's page tables, and `execve` folds that
 //! memory's high-water mark into the process's maximum for good. Measured:
 //! `true` forked from a process of 200 MiB reports `ru_maxrss` = 210 MiB.
-//! So oomgate (whose memory grows with the results it holds) starts
-//! `oomgate __supervise` instead — oomgate's own executable run afresh,
-//! about 1–2 MiB resident — and that forks the workload. The supervisor:
+//! So oomgate (whose memory grows with the results it holds) starts a
+//! supervisor instead, about 1–2 MiB resident, and that forks the
+//! workload. The run's fork server makes it (a `clone` of a small
+//! process: see `forkserver`); where it cannot, oomgate executes
+//! `oomgate __supervise` — its own executable run afresh. Either way,
+//! [`main`] runs with the same arguments. The supervisor:
 //!
 //! - runs with oomgate's environment, not the case's (a case's
 //!   `LD_PRELOAD` must not load into it): the workload's comes on a
