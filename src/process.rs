@@ -135,34 +135,39 @@ pub fn wait4(pid: i32, flags: i32) -> Option<Reaped> {
     }
 }
 
+/// oomgate's children now, running or exited (`/proc/self/task/<tid>/children`
+/// of each of its threads); `None` where the kernel does not list them.
+fn children() -> Option<Vec<i32>> {
+    let mut pids = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let children = std::fs::read_to_string(task.ok()?.path().join("children")).ok()?;
+        pids.extend(
+            children
+                .split_ascii_whitespace()
+                .filter_map(|pid| pid.parse::<i32>().ok()),
+        );
+    }
+    Some(pids)
+}
+
 /// Whether every child of oomgate but `except` (its fork server) has
 /// exited (zombies waiting to be reaped are fine). `false` when that cannot
 /// be read (kernels without `/proc/<pid>/task/<tid>/children`): the caller
 /// then scans.
 pub fn no_live_children(except: Option<i32>) -> bool {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+    let Some(children) = children() else {
         return false;
     };
-    for task in tasks {
-        let Ok(task) = task else { return false };
-        let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
-            return false;
-        };
-        for pid in children.split_ascii_whitespace() {
-            if except.is_some_and(|except| pid.parse() == Ok(except)) {
-                continue;
-            }
-            let alive = std::fs::read(format!("/proc/{pid}/stat"))
+    children
+        .into_iter()
+        .filter(|pid| Some(*pid) != except)
+        .all(|pid| {
+            !std::fs::read(format!("/proc/{pid}/stat"))
                 .ok()
                 .and_then(|stat| crate::measure::procfs::parse_stat(&stat))
                 // Gone between the two reads: reaped, so not alive.
-                .is_some_and(|entry| entry.is_alive());
-            if alive {
-                return false;
-            }
-        }
-    }
-    true
+                .is_some_and(|entry| entry.is_alive())
+        })
 }
 
 /// Kill what is left of process group `group` (a finished environment
@@ -192,13 +197,27 @@ pub fn end_group(group: i32, limit: std::time::Duration) {
 }
 
 /// Reap every child of oomgate that has exited, without waiting; the
-/// largest `ru_maxrss` among them, in bytes, but `except`'s (oomgate's
-/// fork server, killed from outside: its high-water mark is oomgate's
-/// own, from before its exec). Only for moments when no instance's
-/// supervisor runs, whose status its instance collects.
+/// largest `ru_maxrss` among them, in bytes. Only for moments when no
+/// instance's supervisor runs, whose status its instance collects.
+///
+/// `except` (oomgate's fork server) is left to its owner: killed from
+/// outside, its zombie keeps its pid, which scans hide, from being given
+/// to a process of a later case; and its high-water mark, oomgate's own
+/// from before its exec, is no case's. Where oomgate's children cannot be
+/// listed, every exited child is reaped and `except`'s figure left out.
 pub fn reap_exited_children(except: Option<i32>) -> u64 {
-    std::iter::from_fn(|| wait4(-1, libc::WNOHANG))
-        .filter(|reaped| Some(reaped.pid) != except)
+    let reaped: Vec<Reaped> = match except.and_then(|except| Some((except, children()?))) {
+        Some((except, children)) => children
+            .into_iter()
+            .filter(|pid| *pid != except)
+            .filter_map(|pid| wait4(pid, libc::WNOHANG))
+            .collect(),
+        None => std::iter::from_fn(|| wait4(-1, libc::WNOHANG))
+            .filter(|reaped| Some(reaped.pid) != except)
+            .collect(),
+    };
+    reaped
+        .iter()
         .map(|reaped| reaped.maxrss_bytes)
         .max()
         .unwrap_or(0)

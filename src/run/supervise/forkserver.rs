@@ -172,8 +172,8 @@ impl Forkserver {
 
 impl Drop for Forkserver {
     /// Close the socket: the fork server exits. Collect it, unless it
-    /// was collected already (killed from outside, and reaped with the
-    /// case's orphans).
+    /// was collected already (killed from outside, and reaped with a
+    /// case's orphans where oomgate's children cannot be listed).
     fn drop(&mut self) {
         let socket = self.socket.get_mut().unwrap_or_else(|e| e.into_inner());
         drop(socket.take());
