@@ -231,7 +231,11 @@ impl Instance {
                     self.maxrss_bytes = self.maxrss_bytes.max(Some(bytes));
                 }
                 Report::CgroupFailed(errno) => self.cgroup_error = Some(errno),
-                Report::Forked(_) | Report::Started(_) | Report::SpawnFailed(_) => {}
+                Report::Forked(_)
+                | Report::Started(_)
+                | Report::SpawnFailed(_)
+                | Report::Supervisor(_)
+                | Report::Refused(_) => {}
             }
         }
     }

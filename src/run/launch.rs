@@ -141,12 +141,6 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
     };
     let stdout = open(&spec.logs.stdout)?;
     let stderr = open(&spec.logs.stderr)?;
-    let (report, report_writer) = report_pipe().map_err(|e| {
-        LaunchError(format!(
-            "cannot create a pipe for `{}`: {e}",
-            case.command[0]
-        ))
-    })?;
     let parent = process::self_pid();
     let limits = process::launch_limits();
     // The workload's environment travels on a descriptor of its own, so the
@@ -187,99 +181,158 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             })
             .collect()
     });
-    // Made by the fork server where there is one (a clone, not an exec of
-    // oomgate: see `supervise::forkserver`); executed otherwise, or where
-    // the fork server could not.
-    let forked = match (spec.forkserver, env_fd) {
-        (Some(server), Some(env_fd)) => server.supervisor(
-            &argv[2..],
-            supervise::forkserver::Descriptors {
-                stdout: stdout.as_raw_fd(),
-                stderr: stderr.as_raw_fd(),
-                report: report_writer.as_raw_fd(),
-                environment: env_fd,
-            },
-        ),
-        _ => Err(supervise::forkserver::Refused::NotStarted),
-    };
-    let spawned = match forked {
-        Ok(pid) => Ok(pid),
-        Err(supervise::forkserver::Refused::NoAnswer(why)) => Err(std::io::Error::other(why)),
-        Err(supervise::forkserver::Refused::NotStarted) => process::spawn(&process::Spawn {
-            path: Path::new("/proc/self/exe"),
-            argv: &argv,
-            env: child_env.as_deref(),
-            stdout: stdout.as_raw_fd(),
-            stderr: stderr.as_raw_fd(),
-            inherit: &[
-                Some((report_writer.as_raw_fd(), supervise::REPORT_FD)),
-                env_fd.map(|fd| (fd, supervise::ENV_FD)),
-            ],
-        }),
-    };
-    let supervisor = spawned.map_err(|e| {
-        LaunchError(format!(
-            "cannot start `{}` ({}): {e}",
-            case.command[0],
-            program.display()
-        ))
-    })?;
-    // The supervisor is reaped by the instance with wait4 once its report
-    // pipe closes.
-    drop(report_writer);
-    drop(env_block);
-    let cannot = |why: String| {
+    let cannot = |why: String, supervisor: Option<i32>| {
         // The supervisor is gone or about to be: collect it, without ever
         // blocking on one stuck in the kernel.
-        process::wait_for_exit(supervisor, std::time::Duration::from_secs(5));
+        if let Some(supervisor) = supervisor {
+            process::wait_for_exit(supervisor, std::time::Duration::from_secs(5));
+        }
         LaunchError(format!(
             "cannot start `{}` ({}): {why}",
             case.command[0],
             program.display()
         ))
     };
+    let pipe = || {
+        report_pipe().map_err(|e| {
+            LaunchError(format!(
+                "cannot create a pipe for `{}`: {e}",
+                case.command[0]
+            ))
+        })
+    };
+    // Made by the fork server where there is one (a clone, not an exec of
+    // oomgate: see `supervise::forkserver`); executed where there is none,
+    // or where it made none.
+    if let (Some(server), Some(env_fd)) = (spec.forkserver, env_fd) {
+        let (report, writer) = pipe()?;
+        let descriptors = supervise::forkserver::Descriptors {
+            stdout: stdout.as_raw_fd(),
+            stderr: stderr.as_raw_fd(),
+            report: writer.as_raw_fd(),
+            environment: env_fd,
+        };
+        if server.request(&argv[2..], descriptors) {
+            drop(writer);
+            match wait_for_start(report, None, &spec.logs.stderr) {
+                Start::Started(launched) => return Ok(launched),
+                Start::Failed { why, supervisor } => {
+                    if supervisor.is_none() {
+                        // No word from it: it is stuck, and may yet make
+                        // one; none is made twice.
+                        server.stop_using();
+                    }
+                    return Err(cannot(why, supervisor));
+                }
+                Start::NotMade => server.stop_using(),
+            }
+        }
+    }
+    let (report, writer) = pipe()?;
+    let supervisor = process::spawn(&process::Spawn {
+        path: Path::new("/proc/self/exe"),
+        argv: &argv,
+        env: child_env.as_deref(),
+        stdout: stdout.as_raw_fd(),
+        stderr: stderr.as_raw_fd(),
+        inherit: &[
+            Some((writer.as_raw_fd(), supervise::REPORT_FD)),
+            env_fd.map(|fd| (fd, supervise::ENV_FD)),
+        ],
+    })
+    .map_err(|e| cannot(e.to_string(), None))?;
+    // The supervisor is reaped by the instance with wait4 once its report
+    // pipe closes.
+    drop(writer);
+    drop(env_block);
+    match wait_for_start(report, Some(supervisor), &spec.logs.stderr) {
+        Start::Started(launched) => Ok(launched),
+        Start::Failed { why, supervisor } => Err(cannot(why, supervisor)),
+        // Only the fork server's supervisor can be not made.
+        Start::NotMade => Err(cannot(ended_early(&spec.logs.stderr), Some(supervisor))),
+    }
+}
+
+/// How waiting for a supervisor to start the workload ended.
+enum Start {
+    Started(Launched),
+    /// The fork server made no supervisor (it said so, or died first):
+    /// nothing was started.
+    NotMade,
+    /// Why the workload was not started, and the supervisor to collect.
+    Failed {
+        why: String,
+        supervisor: Option<i32>,
+    },
+}
+
+/// Read the report pipe until the workload started (or was about to when
+/// its supervisor ended). `supervisor`: its pid, when oomgate executed it;
+/// one the fork server made says it first.
+fn wait_for_start(report: File, mut supervisor: Option<i32>, stderr: &Path) -> Start {
     let mut reader = ReportReader::new(report);
     let mut cgroup_error = None;
     let mut forked = false;
     loop {
-        match reader.next_blocking(START_TIMEOUT_MS) {
-            Ok(Some(supervise::Report::CgroupFailed(errno))) => cgroup_error = Some(errno),
-            Ok(Some(supervise::Report::Rss(_))) => {}
-            Ok(Some(supervise::Report::Forked(_))) => forked = true,
+        let started = match reader.next_blocking(START_TIMEOUT_MS) {
+            Ok(Some(supervise::Report::Supervisor(pid))) => {
+                supervisor = Some(pid);
+                continue;
+            }
+            Ok(Some(supervise::Report::Refused(_))) | Ok(None) if supervisor.is_none() => {
+                return Start::NotMade;
+            }
+            Ok(Some(supervise::Report::CgroupFailed(errno))) => {
+                cgroup_error = Some(errno);
+                continue;
+            }
+            Ok(Some(supervise::Report::Forked(_))) => {
+                forked = true;
+                continue;
+            }
+            Ok(Some(supervise::Report::Rss(_) | supervise::Report::Refused(_))) => continue,
             // The workload was about to run when its supervisor ended
             // without a word (killed, perhaps by the workload itself): it
             // started, and its run's end is the supervisor's.
-            Ok(None) if forked => {
-                let (report, unread) = reader.into_parts();
-                return Ok(Launched {
-                    supervisor,
-                    report,
-                    unread,
-                    cgroup_error,
-                });
+            Ok(None) if forked => true,
+            Ok(Some(supervise::Report::Started(_))) => true,
+            Ok(Some(supervise::Report::SpawnFailed(why))) => {
+                return Start::Failed { why, supervisor };
             }
-            Ok(Some(supervise::Report::Started(_))) => {
-                let (report, unread) = reader.into_parts();
-                return Ok(Launched {
-                    supervisor,
-                    report,
-                    unread,
-                    cgroup_error,
-                });
-            }
-            Ok(Some(supervise::Report::SpawnFailed(why))) => return Err(cannot(why)),
-            Ok(Some(supervise::Report::Exited { .. })) | Ok(None) => {
-                return Err(cannot(format!(
-                    "its supervisor ended before starting it (its error is in {})",
-                    spec.logs.stderr.display()
-                )));
-            }
+            Ok(Some(supervise::Report::Exited { .. })) | Ok(None) => false,
             Err(e) => {
-                process::signal_group(supervisor, libc::SIGKILL);
-                return Err(cannot(format!("no word from its supervisor: {e}")));
+                if let Some(supervisor) = supervisor {
+                    process::signal_group(supervisor, libc::SIGKILL);
+                }
+                return Start::Failed {
+                    why: format!("no word from its supervisor: {e}"),
+                    supervisor,
+                };
             }
-        }
+        };
+        return match (started, supervisor) {
+            (true, Some(supervisor)) => {
+                let (report, unread) = reader.into_parts();
+                Start::Started(Launched {
+                    supervisor,
+                    report,
+                    unread,
+                    cgroup_error,
+                })
+            }
+            _ => Start::Failed {
+                why: ended_early(stderr),
+                supervisor,
+            },
+        };
     }
+}
+
+fn ended_early(stderr: &Path) -> String {
+    format!(
+        "its supervisor ended before starting it (its error is in {})",
+        stderr.display()
+    )
 }
 
 /// Reads the supervisor's report lines from the non-blocking pipe.
@@ -489,6 +542,56 @@ fn check_executable(path: &Path) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `wait_for_start` makes of the lines a supervisor (or the fork
+    /// server) wrote before the pipe closed.
+    fn start_after(lines: &str, executed: Option<i32>) -> Start {
+        use std::io::Write;
+        let (report, writer) = report_pipe().expect("pipe");
+        File::from(writer)
+            .write_all(lines.as_bytes())
+            .expect("write");
+        wait_for_start(report, executed, Path::new("stderr.log"))
+    }
+
+    #[test]
+    fn a_supervisor_the_fork_server_did_not_make_is_executed_instead() {
+        // Refused, or the fork server died before the supervisor's line:
+        // nothing was started.
+        for lines in ["refused 0000000001\n", ""] {
+            assert!(
+                matches!(start_after(lines, None), Start::NotMade),
+                "{lines:?}"
+            );
+        }
+        // One it made says its pid first; the workload started.
+        match start_after("supervisor 0000000005\nforked 0000000006\npid 6\n", None) {
+            Start::Started(launched) => assert_eq!(launched.supervisor, 5),
+            _ => panic!("not started"),
+        }
+        // Killed by its workload once forked: started all the same.
+        match start_after("supervisor 0000000005\nforked 0000000006\n", None) {
+            Start::Started(launched) => assert_eq!(launched.supervisor, 5),
+            _ => panic!("not started"),
+        }
+        // Made, then gone before forking: a failure to collect, never a
+        // second supervisor.
+        match start_after("supervisor 0000000005\n", None) {
+            Start::Failed { supervisor, why } => {
+                assert_eq!(supervisor, Some(5));
+                assert!(why.contains("ended before starting it"), "{why}");
+            }
+            _ => panic!("not a failure"),
+        }
+        // An executed supervisor that ends without a word failed.
+        assert!(matches!(
+            start_after("", Some(7)),
+            Start::Failed {
+                supervisor: Some(7),
+                ..
+            }
+        ));
+    }
 
     #[test]
     fn instance_zero_keeps_plain_log_names() {

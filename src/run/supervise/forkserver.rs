@@ -12,14 +12,20 @@
 //! (`oomgate __forkserver`), as small as a supervisor. For each launch
 //! oomgate sends it the supervisor's arguments, and its descriptors (the
 //! log files, the report pipe, the environment) with `SCM_RIGHTS`, on a
-//! `SOCK_SEQPACKET` socket; it answers with the new supervisor's pid. It
-//! makes the supervisor with `clone(CLONE_PARENT)`: a copy of the small
-//! fork server that is *oomgate's* child, exactly as an executed supervisor
-//! is — oomgate reaps it with `wait4` and leads its process group, and the
-//! kernel sends it the parent-death signal when oomgate dies. The copy puts
-//! the descriptors in place, leads a process group of its own and runs
-//! [`super::main`] with the arguments an executed supervisor would have
-//! been given.
+//! `SOCK_SEQPACKET` socket, and does not wait for an answer. The fork
+//! server makes the supervisor with `clone(CLONE_PARENT)`: a copy of the
+//! small fork server that is *oomgate's* child, exactly as an executed
+//! supervisor is — oomgate reaps it with `wait4` and signals its process
+//! group, and the kernel sends it the parent-death signal when oomgate
+//! dies. The copy puts the descriptors in place, leads a process group of
+//! its own, says its pid on the report pipe (`supervisor <pid>`, its first
+//! line) and runs [`super::main`] with the arguments an executed supervisor
+//! would have been given. Everything oomgate learns of a launch so comes
+//! on the one pipe it waits on anyway: one wake-up less per launch than an
+//! answer on the socket. A `clone` refused is said there too (`refused
+//! <errno>`), and a pipe that closes before the `supervisor` line means
+//! nothing was started (the fork server died): either way, oomgate
+//! executes the supervisor instead.
 //!
 //! Nothing depends on it. Where it cannot start, where `clone` is refused
 //! (a seccomp filter), where a launch's arguments do not fit a message, or
@@ -49,10 +55,6 @@ const SOCKET_FD: RawFd = 3;
 /// supervisor (a socket's default buffer holds about 200 KiB).
 const MAX_REQUEST: usize = 64 * 1024;
 
-/// How long oomgate waits for the fork server's answer (it takes tens of
-/// microseconds) before giving up on it.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// The descriptors a supervisor gets, at 1, 2, [`super::REPORT_FD`] and
 /// [`super::ENV_FD`].
 #[derive(Debug, Clone, Copy)]
@@ -78,16 +80,6 @@ pub struct Forkserver {
     pid: i32,
     /// `None` once it failed: launches execute their supervisors.
     socket: Mutex<Option<OwnedFd>>,
-}
-
-/// Why a launch got no supervisor from the fork server.
-#[derive(Debug)]
-pub enum Refused {
-    /// Nothing was started: execute the supervisor instead.
-    NotStarted,
-    /// The request was sent and no answer came: a supervisor may have
-    /// been started, so none is started again.
-    NoAnswer(String),
 }
 
 impl Forkserver {
@@ -121,52 +113,40 @@ impl Forkserver {
         self.pid
     }
 
-    /// A supervisor, started with `args` (those of `oomgate __supervise`)
-    /// and `descriptors`: its pid, the leader of its own process group.
-    pub fn supervisor(&self, args: &[OsString], descriptors: Descriptors) -> Result<i32, Refused> {
+    /// Ask for a supervisor, started with `args` (those of `oomgate
+    /// __supervise`) and `descriptors`. `true`: asked; the supervisor says
+    /// its pid on the report pipe, or the fork server says why it made none
+    /// (or the pipe closes with neither: it died). `false`: not asked
+    /// (no fork server any more, arguments too long): execute one.
+    pub fn request(&self, args: &[OsString], descriptors: Descriptors) -> bool {
         let mut request = Vec::new();
         for arg in args {
             if arg.as_bytes().contains(&0) {
-                return Err(Refused::NotStarted);
+                return false;
             }
             request.extend_from_slice(arg.as_bytes());
             request.push(0);
         }
         if request.len() > MAX_REQUEST {
-            return Err(Refused::NotStarted);
+            return false;
         }
         let mut socket = self.socket.lock().unwrap_or_else(|e| e.into_inner());
         let Some(fd) = socket.as_ref().map(AsRawFd::as_raw_fd) else {
-            return Err(Refused::NotStarted);
+            return false;
         };
         if send(fd, &request, &descriptors.sent()).is_err() {
             // Gone (killed from outside): nothing was received.
             *socket = None;
-            return Err(Refused::NotStarted);
+            return false;
         }
-        let answer = match answer(fd) {
-            Ok(answer) => answer,
-            Err(e) => {
-                *socket = None;
-                process::signal_group(self.pid, libc::SIGKILL);
-                return Err(Refused::NoAnswer(format!(
-                    "no answer from oomgate's fork server: {e}"
-                )));
-            }
-        };
-        if answer <= 0 {
-            // `clone` refused (a seccomp filter, no memory): launches
-            // execute their supervisors from now on.
-            *socket = None;
-            return Err(Refused::NotStarted);
-        }
-        // The supervisor makes itself a group leader too; whichever comes
-        // first, the group exists before oomgate can signal it.
-        // SAFETY: setpgid takes no memory; the pid is oomgate's child.
-        unsafe {
-            libc::setpgid(answer, answer);
-        }
-        Ok(answer)
+        true
+    }
+
+    /// Stop asking it (it made no supervisor when asked: `clone` refused,
+    /// or it died): later launches execute their supervisors. Closing the
+    /// socket ends it, if it still runs.
+    pub fn stop_using(&self) {
+        *self.socket.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 
@@ -231,21 +211,26 @@ pub fn main(args: &[OsString]) -> i32 {
             // oomgate closed its end, or the socket failed: done.
             Ok(None) | Err(_) => return 0,
         };
-        let answer = match <[OwnedFd; 4]>::try_from(request.fds) {
-            Ok(_) if request.cut => -libc::EMSGSIZE,
-            Ok(descriptors) => fork_supervisor(&buffer[..request.length], &descriptors),
-            Err(_) => -libc::EINVAL,
-        };
-        if send(SOCKET_FD, &answer.to_ne_bytes(), &[]).is_err() {
-            return 0;
+        // A request that is not one (cut short, or not four descriptors)
+        // makes nothing; its descriptors close, and with them the pipe.
+        if let Ok(descriptors) = <[OwnedFd; 4]>::try_from(request.fds) {
+            if !request.cut {
+                if let Err(errno) = fork_supervisor(&buffer[..request.length], &descriptors) {
+                    super::write_number_line(
+                        descriptors[2].as_raw_fd(),
+                        *b"refused ",
+                        errno.unsigned_abs(),
+                    );
+                }
+            }
         }
     }
 }
 
 /// Make a supervisor: `clone` with `CLONE_PARENT` (oomgate's child); the
-/// copy runs [`super::main`] and never returns here. Returns its pid, or
-/// `-errno`.
-fn fork_supervisor(request: &[u8], descriptors: &[OwnedFd; 4]) -> i32 {
+/// copy runs [`super::main`] and never returns here. The errno of a
+/// `clone` refused.
+fn fork_supervisor(request: &[u8], descriptors: &[OwnedFd; 4]) -> Result<(), i32> {
     let args: Vec<OsString> = request
         .split(|b| *b == 0)
         .map(|arg| OsString::from_vec(arg.to_vec()))
@@ -274,10 +259,10 @@ fn fork_supervisor(request: &[u8], descriptors: &[OwnedFd; 4]) -> i32 {
             // own to flush).
             unsafe { libc::_exit(code) }
         }
-        pid if pid > 0 => i32::try_from(pid).unwrap_or(-libc::EOVERFLOW),
-        _ => -io::Error::last_os_error()
+        pid if pid > 0 => Ok(()),
+        _ => Err(io::Error::last_os_error()
             .raw_os_error()
-            .unwrap_or(libc::EINVAL),
+            .unwrap_or(libc::EINVAL)),
     }
 }
 
@@ -310,6 +295,12 @@ fn become_supervisor(args: &[OsString], descriptors: &[OwnedFd; 4]) -> i32 {
             libc::close(from);
         }
         libc::setpgid(0, 0);
+        // The group exists before oomgate learns the pid to signal it by.
+        super::write_number_line(
+            super::REPORT_FD,
+            *b"supervisor ",
+            libc::getpid().unsigned_abs(),
+        );
     }
     super::main(args)
 }
@@ -337,8 +328,9 @@ fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
 /// `cmsghdr` must be.
 type Control = [u64; 8];
 
-/// One message: `payload`, with `fds` attached (`SCM_RIGHTS`).
-fn send(socket: RawFd, payload: &[u8], fds: &[RawFd]) -> io::Result<()> {
+/// One message: `payload`, with `fds` attached (`SCM_RIGHTS`, at most
+/// four).
+fn send(socket: RawFd, payload: &[u8], fds: &[RawFd; 4]) -> io::Result<()> {
     let mut control: Control = [0; 8];
     let mut iov = libc::iovec {
         iov_base: payload.as_ptr().cast_mut().cast(),
@@ -351,20 +343,18 @@ fn send(socket: RawFd, payload: &[u8], fds: &[RawFd]) -> io::Result<()> {
         let mut message: libc::msghdr = std::mem::zeroed();
         message.msg_iov = &mut iov;
         message.msg_iovlen = 1;
-        if !fds.is_empty() {
-            let bytes = std::mem::size_of_val(fds) as libc::c_uint;
-            message.msg_control = control.as_mut_ptr().cast();
-            message.msg_controllen = libc::CMSG_SPACE(bytes) as _;
-            let header = libc::CMSG_FIRSTHDR(&message);
-            (*header).cmsg_level = libc::SOL_SOCKET;
-            (*header).cmsg_type = libc::SCM_RIGHTS;
-            (*header).cmsg_len = libc::CMSG_LEN(bytes) as _;
-            std::ptr::copy_nonoverlapping(
-                fds.as_ptr().cast::<u8>(),
-                libc::CMSG_DATA(header),
-                bytes as usize,
-            );
-        }
+        let bytes = std::mem::size_of_val(fds) as libc::c_uint;
+        message.msg_control = control.as_mut_ptr().cast();
+        message.msg_controllen = libc::CMSG_SPACE(bytes) as _;
+        let header = libc::CMSG_FIRSTHDR(&message);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(bytes) as _;
+        std::ptr::copy_nonoverlapping(
+            fds.as_ptr().cast::<u8>(),
+            libc::CMSG_DATA(header),
+            bytes as usize,
+        );
         loop {
             let sent = libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL);
             if sent >= 0 {
@@ -434,36 +424,5 @@ fn receive(socket: RawFd, buffer: &mut [u8]) -> io::Result<Option<Message>> {
             fds,
             cut: message.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0,
         }))
-    }
-}
-
-/// The fork server's answer to a request: a pid, or `-errno`.
-fn answer(socket: RawFd) -> io::Result<i32> {
-    let mut poll = libc::pollfd {
-        fd: socket,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let deadline = std::time::Instant::now() + ANSWER_TIMEOUT;
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"));
-        }
-        let millis = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
-        // SAFETY: poll reads and writes one pollfd on the stack.
-        let ready = unsafe { libc::poll(&mut poll, 1, millis) };
-        if ready > 0 {
-            break;
-        }
-        if ready < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    let mut bytes = [0u8; 4];
-    match receive(socket, &mut bytes)? {
-        Some(message) if message.length == 4 && !message.cut => Ok(i32::from_ne_bytes(bytes)),
-        Some(_) => Err(io::Error::other("a malformed answer")),
-        None => Err(io::Error::other("it ended")),
     }
 }

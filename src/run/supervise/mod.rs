@@ -368,7 +368,7 @@ fn read_environment(fd: RawFd) -> std::io::Result<Vec<(OsString, OsString)>> {
 /// the errno on the report pipe. Async-signal-safe: no allocation.
 /// Write `<word> <n>\n` (`n` in ten digits) to `fd` with one `write`,
 /// from stack memory: safe between fork and exec.
-fn write_number_line<const W: usize>(fd: RawFd, word: [u8; W], mut n: u32) {
+pub(super) fn write_number_line<const W: usize>(fd: RawFd, word: [u8; W], mut n: u32) {
     let mut line = [b'0'; 64];
     line[..W].copy_from_slice(&word);
     for slot in line[W..W + 10].iter_mut().rev() {

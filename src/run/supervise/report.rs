@@ -6,6 +6,12 @@
 /// A line of the supervisor's report, as oomgate reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
+    /// The supervisor, made by the fork server, has this pid and leads its
+    /// process group (its first line; an executed one's pid is known).
+    Supervisor(i32),
+    /// The fork server could not make a supervisor (errno): nothing was
+    /// started.
+    Refused(i32),
     /// The workload could not join the case cgroup (errno); it runs anyway.
     CgroupFailed(i32),
     /// The workload's process was forked with this pid and is about to
@@ -34,6 +40,8 @@ impl Report {
     pub fn parse(line: &str) -> Option<Report> {
         let mut words = line.split(' ');
         match words.next()? {
+            "supervisor" => Some(Report::Supervisor(words.next()?.parse().ok()?)),
+            "refused" => Some(Report::Refused(words.next()?.parse().ok()?)),
             "cgroup" => Some(Report::CgroupFailed(words.next()?.parse().ok()?)),
             "forked" => Some(Report::Forked(words.next()?.parse().ok()?)),
             "pid" => Some(Report::Started(words.next()?.parse().ok()?)),
@@ -75,6 +83,14 @@ mod tests {
     fn report_lines() {
         assert_eq!(Report::parse("pid 42"), Some(Report::Started(42)));
         assert_eq!(Report::parse("forked 42"), Some(Report::Forked(42)));
+        assert_eq!(
+            Report::parse("supervisor 0000000042"),
+            Some(Report::Supervisor(42))
+        );
+        assert_eq!(
+            Report::parse("refused 0000000001"),
+            Some(Report::Refused(1))
+        );
         assert_eq!(Report::parse("rss 2048"), Some(Report::Rss(2048)));
         assert_eq!(
             Report::parse("cgroup 0000000013"),
@@ -114,6 +130,8 @@ mod tests {
             "",
             "pid",
             "pid x",
+            "supervisor",
+            "refused x",
             "exit code",
             "exit maybe 1 2",
             "exit code 0 1 goes",
