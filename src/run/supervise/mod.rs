@@ -67,6 +67,7 @@ pub mod forkserver;
 mod report;
 
 pub use report::Report;
+use report::{say, write_number_line};
 
 /// The hidden first argument that makes `oomgate` a supervisor.
 pub const ARG: &str = "__supervise";
@@ -140,16 +141,20 @@ pub fn main(args: &[OsString]) -> i32 {
     // The case's directory, as oomgate's own launch gave it before: the
     // workload inherits it.
     if let Err(e) = std::env::set_current_dir(cwd) {
-        writeln!(
-            report,
-            "spawn-error cannot enter {}: {e}",
-            std::path::Path::new(cwd).display()
-        )
-        .ok();
+        say(
+            &mut report,
+            format_args!(
+                "spawn-error cannot enter {}: {e}",
+                std::path::Path::new(cwd).display()
+            ),
+        );
         return 0;
     }
     let Some(signals) = Waited::block() else {
-        writeln!(report, "spawn-error cannot block SIGCHLD and SIGTERM").ok();
+        say(
+            &mut report,
+            format_args!("spawn-error cannot block SIGCHLD and SIGTERM"),
+        );
         return 0;
     };
     // From here oomgate's death is a signal to act on, not a SIGKILL. It
@@ -166,7 +171,10 @@ pub fn main(args: &[OsString]) -> i32 {
     let environment = match env_fd.map(read_environment) {
         Some(Ok(environment)) => Some(environment),
         Some(Err(e)) => {
-            writeln!(report, "spawn-error cannot read the environment: {e}").ok();
+            say(
+                &mut report,
+                format_args!("spawn-error cannot read the environment: {e}"),
+            );
             return 0;
         }
         None => None,
@@ -222,14 +230,14 @@ pub fn main(args: &[OsString]) -> i32 {
     let child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
-            writeln!(report, "spawn-error {e}").ok();
+            say(&mut report, format_args!("spawn-error {e}"));
             return 0;
         }
     };
     let pid = child.id() as i32;
     // The child is reaped below with wait4, never through `child`.
     drop(child);
-    writeln!(report, "pid {pid}").ok();
+    say(&mut report, format_args!("pid {pid}"));
     let mut largest = 0;
     let (status, mut maxrss_kib) =
         match reap_until(Some(pid), &mut report, &signals, oomgate, &mut largest) {
@@ -256,7 +264,10 @@ pub fn main(args: &[OsString]) -> i32 {
     // told whether the supervisor stays: if not, it exits at once.
     let stays = children_left();
     let stays_word = if stays { " stays" } else { "" };
-    writeln!(report, "exit {kind} {value} {maxrss_kib}{stays_word}").ok();
+    say(
+        &mut report,
+        format_args!("exit {kind} {value} {maxrss_kib}{stays_word}"),
+    );
     if !stays {
         return 0;
     }
@@ -366,20 +377,6 @@ fn read_environment(fd: RawFd) -> std::io::Result<Vec<(OsString, OsString)>> {
 /// Write `0` (this process) to `tasks` (cgroup v1, when there is one;
 /// a single-threaded process) or else to `cgroup.procs`; on failure report
 /// the errno on the report pipe. Async-signal-safe: no allocation.
-/// Write `<word> <n>\n` (`n` in ten digits) to `fd` with one `write`,
-/// from stack memory: safe between fork and exec.
-pub(super) fn write_number_line<const W: usize>(fd: RawFd, word: [u8; W], mut n: u32) {
-    let mut line = [b'0'; 64];
-    line[..W].copy_from_slice(&word);
-    for slot in line[W..W + 10].iter_mut().rev() {
-        *slot = b'0' + (n % 10) as u8;
-        n /= 10;
-    }
-    line[W + 10] = b'\n';
-    // SAFETY: write from a stack buffer to a descriptor the caller holds.
-    unsafe { libc::write(fd, line.as_ptr().cast(), W + 11) };
-}
-
 fn join_cgroup(tasks: Option<&CString>, procs: &CString, report_fd: RawFd) {
     // SAFETY: open/write/close on NUL-terminated paths and stack buffers.
     unsafe {
@@ -445,7 +442,7 @@ fn reap_until(
             }
             if maxrss > *largest {
                 *largest = maxrss;
-                writeln!(report, "rss {largest}").ok();
+                say(report, format_args!("rss {largest}"));
             }
         }
         if workload.is_none() && !children_left() {

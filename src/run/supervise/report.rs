@@ -3,6 +3,9 @@
 //! an exit the moment it happens and holds every high-water mark even if
 //! the supervisor is killed later.
 
+use std::io::Write;
+use std::os::fd::RawFd;
+
 /// A line of the supervisor's report, as oomgate reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
@@ -74,6 +77,41 @@ impl Report {
     }
 }
 
+/// Write one report line with one `write`. A line written in pieces
+/// (`writeln!` on a `File` writes each piece) wakes oomgate's reader once
+/// per piece; a line of at most `PIPE_BUF` bytes written at once also
+/// never interleaves with the workload's own `forked` line. Formatted on
+/// the stack, so that waiting allocates nothing (a line too long for the
+/// buffer, an error naming a long path, is formatted on the heap).
+pub(super) fn say(report: &mut std::fs::File, line: std::fmt::Arguments) {
+    let mut buffer = [0u8; 512];
+    let mut cursor = std::io::Cursor::new(&mut buffer[..]);
+    let fits = cursor
+        .write_fmt(line)
+        .and_then(|()| cursor.write_all(b"\n"))
+        .is_ok();
+    let end = usize::try_from(cursor.position()).unwrap_or(0);
+    // A closed pipe (oomgate gone) is handled where oomgate's death is.
+    let _ = match fits {
+        true => report.write_all(&buffer[..end]),
+        false => report.write_all(format!("{line}\n").as_bytes()),
+    };
+}
+
+/// Write `<word> <n>\n` (`n` in ten digits) to `fd` with one `write`,
+/// from stack memory: safe between fork and exec.
+pub(super) fn write_number_line<const W: usize>(fd: RawFd, word: [u8; W], mut n: u32) {
+    let mut line = [b'0'; 64];
+    line[..W].copy_from_slice(&word);
+    for slot in line[W..W + 10].iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    line[W + 10] = b'\n';
+    // SAFETY: write from a stack buffer to a descriptor the caller holds.
+    unsafe { libc::write(fd, line.as_ptr().cast(), W + 11) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,5 +177,38 @@ mod tests {
         ] {
             assert_eq!(Report::parse(bad), None, "{bad:?}");
         }
+    }
+
+    /// Each line reaches the reader whole, in one read: short ones from
+    /// the stack, a long one (an error naming a long path) too.
+    #[test]
+    fn a_line_is_written_whole() {
+        use std::io::Read;
+        let (mut reader, writer) = std::io::pipe().expect("pipe");
+        let mut writer = std::fs::File::from(std::os::fd::OwnedFd::from(writer));
+        say(&mut writer, format_args!("exit {} {} {}", "code", 0, 1836));
+        let mut buffer = [0u8; 8192];
+        let n = reader.read(&mut buffer).expect("read");
+        assert_eq!(&buffer[..n], b"exit code 0 1836\n");
+        let long = "d/".repeat(1000);
+        say(
+            &mut writer,
+            format_args!("spawn-error cannot enter {long}: gone"),
+        );
+        let n = reader.read(&mut buffer).expect("read");
+        let expected = format!("spawn-error cannot enter {long}: gone\n");
+        assert_eq!(&buffer[..n], expected.as_bytes());
+        assert_eq!(
+            Report::parse(std::str::from_utf8(&buffer[..n - 1]).expect("utf-8")),
+            Some(Report::SpawnFailed(format!("cannot enter {long}: gone")))
+        );
+        write_number_line(writer_fd(&writer), *b"forked ", 42);
+        let n = reader.read(&mut buffer).expect("read");
+        assert_eq!(&buffer[..n], b"forked 0000000042\n");
+    }
+
+    fn writer_fd(file: &std::fs::File) -> RawFd {
+        use std::os::fd::AsRawFd;
+        file.as_raw_fd()
     }
 }
