@@ -24,7 +24,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/oomgate-wheel.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 pip_flags=(--quiet --disable-pip-version-check --no-input)
 
-version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["package"]["version"])')
+version=$(scripts/crate-version.sh)
 
 if [ ! -f "$wheel" ]; then
     echo "error: no wheel at '$wheel'" >&2

@@ -26,7 +26,7 @@ if [ ! -f "$wheel" ]; then
     exit 1
 fi
 
-version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["package"]["version"])')
+version=$(scripts/crate-version.sh)
 name="oomgate-$version-$target"
 work=$(mktemp -d "${TMPDIR:-/tmp}/oomgate-archive.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -65,7 +65,7 @@ cargo package --quiet --locked --allow-dirty --no-verify --target-dir "$work/pac
 crate=$(find "$work/package/package" -name 'oomgate-*.crate' -print -quit)
 crate_size=$(mib "$crate")
 
-version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["package"]["version"])')
+version=$(scripts/crate-version.sh)
 echo "oomgate $version, $(rustc --version), $target, $(nproc) cores, $(date -u +%Y-%m-%d)"
 echo
 if $scratch; then
