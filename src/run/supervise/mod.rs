@@ -61,10 +61,10 @@ use std::ffi::{CString, OsString};
 use std::io::Write;
 use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::process::CommandExt;
 
 pub mod forkserver;
 mod report;
+mod spawn;
 
 pub use report::Report;
 use report::{say, write_number_line};
@@ -200,43 +200,43 @@ pub fn main(args: &[OsString]) -> i32 {
             .and_then(|tasks| CString::new(tasks.into_os_string().into_vec()).ok());
         (tasks, procs.clone())
     });
-    let mut command = std::process::Command::new(program);
-    command.args(rest);
-    if let Some(environment) = environment {
-        command.env_clear().envs(environment);
-    }
-    // SAFETY: the closure runs between fork and exec and makes only
-    // async-signal-safe calls (signal, sigprocmask, prctl, getppid, open,
-    // write, close) on memory prepared before the fork.
-    unsafe {
-        command.pre_exec(move || {
-            restore_signals(&inherited);
-            signals.restore_mask();
+    let Some(program) = spawn::Program::new(program, rest, environment) else {
+        say(
+            &mut report,
+            format_args!("spawn-error an argument holds a NUL byte"),
+        );
+        return 0;
+    };
+    // Between fork and exec, only async-signal-safe calls (signal,
+    // sigprocmask, prctl, getppid, open, write, close) on memory prepared
+    // before the fork.
+    let between_fork_and_exec = || {
+        restore_signals(&inherited);
+        signals.restore_mask();
+        // SAFETY: prctl, getppid, getpid and _exit take no memory.
+        unsafe {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
                 || libc::getppid() != supervisor
             {
                 libc::_exit(137);
             }
-            if let Some((tasks, procs)) = &join {
-                join_cgroup(tasks.as_ref(), procs, fd);
-            }
-            // Said by the child itself: a workload that kills its
-            // supervisor at once (`kill -9 $PPID`) is still known to have
-            // started, not taken for a supervisor that never started it.
-            write_number_line(fd, *b"forked ", libc::getpid().unsigned_abs());
-            Ok(())
-        });
-    }
-    let child = match command.spawn() {
-        Ok(child) => child,
+        }
+        if let Some((tasks, procs)) = &join {
+            join_cgroup(tasks.as_ref(), procs, fd);
+        }
+        // Said by the child itself: a workload that kills its supervisor
+        // at once (`kill -9 $PPID`) is still known to have started, not
+        // taken for a supervisor that never started it.
+        // SAFETY: getpid takes no memory.
+        write_number_line(fd, *b"forked ", unsafe { libc::getpid() }.unsigned_abs());
+    };
+    let pid = match spawn::spawn(&program, &between_fork_and_exec) {
+        Ok(pid) => pid,
         Err(e) => {
             say(&mut report, format_args!("spawn-error {e}"));
             return 0;
         }
     };
-    let pid = child.id() as i32;
-    // The child is reaped below with wait4, never through `child`.
-    drop(child);
     say(&mut report, format_args!("pid {pid}"));
     let mut largest = 0;
     let (status, mut maxrss_kib) =
@@ -355,23 +355,13 @@ fn restore_signals(inherited: &Dispositions) {
 }
 
 /// The workload's environment: `NAME=value` entries separated by NUL.
-fn read_environment(fd: RawFd) -> std::io::Result<Vec<(OsString, OsString)>> {
+fn read_environment(fd: RawFd) -> std::io::Result<spawn::Environment> {
     use std::io::Read;
     // SAFETY: oomgate gave this descriptor for this purpose only.
     let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
     let mut block = Vec::new();
     file.read_to_end(&mut block)?;
-    Ok(block
-        .split(|b| *b == 0)
-        .filter(|entry| !entry.is_empty())
-        .filter_map(|entry| {
-            let equals = entry.iter().position(|b| *b == b'=')?;
-            Some((
-                OsString::from_vec(entry[..equals].to_vec()),
-                OsString::from_vec(entry[equals + 1..].to_vec()),
-            ))
-        })
-        .collect())
+    Ok(spawn::Environment::new(block))
 }
 
 /// Write `0` (this process) to `tasks` (cgroup v1, when there is one;
