@@ -2,9 +2,9 @@
 //! and exec, then `execve` — what std's `Command` with a `pre_exec`
 //! closure does, without its set-up: a sorted map of the environment and a
 //! string per variable, built and freed on every launch. The supervisor is
-//! a fresh copy of the fork server each time, so every page that set-up
-//! writes is a page fault, and the code it runs is more pages to map
-//! (docs/performance.md). Here the environment stays the block oomgate
+//! a fresh copy of the fork server each time (or a fresh exec of
+//! oomgate), so every page that set-up writes is a page fault, and the
+//! code it runs is more pages to map (docs/performance.md). Here the environment stays the block oomgate
 //! sent, pointed into.
 
 use std::ffi::{CStr, CString, OsString};
