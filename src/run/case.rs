@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use super::instance::Instance;
 use super::serve::{self, ServerSide};
-use super::supervise::forkserver::Forkserver;
 use super::{GpuAccess, Note, Shared, WriteFault};
 use crate::judge::StopReason;
 use crate::measure::gpu::settle::{self, Settle};
@@ -105,7 +104,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
     ) -> Self {
         let mut scanner =
             scanner.unwrap_or_else(|| Scanner::with_open_files(shared.open_files_each));
-        if let Some(pid) = shared.forkserver.as_ref().map(Forkserver::pid) {
+        if let Some(pid) = shared.forkserver_pid() {
             scanner.hide(pid);
         }
         CaseRunner {
@@ -121,7 +120,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
     /// oomgate's fork server, when there is one: its child, no process of
     /// the case.
     pub(super) fn forkserver_pid(&self) -> Option<i32> {
-        self.shared.forkserver.as_ref().map(Forkserver::pid)
+        self.shared.forkserver_pid()
     }
 
     /// The scanner, for the next case.

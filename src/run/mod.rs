@@ -390,12 +390,7 @@ impl<'a> Runner<'a> {
         if shared.parallel {
             // Orphans of a supervisor killed from outside were re-parented
             // to oomgate, outside every case's scope.
-            process::reap_exited_children(
-                shared
-                    .forkserver
-                    .as_ref()
-                    .map(supervise::forkserver::Forkserver::pid),
-            );
+            process::reap_exited_children(shared.forkserver_pid());
         }
         // Results in the suite's order, whatever order the cases ran in.
         let position: HashMap<&str, usize> =
@@ -676,6 +671,14 @@ impl Shared<'_> {
     /// Whether a file could not be written: nothing more is started.
     fn faulted(&self) -> bool {
         self.faulted.load(Ordering::Relaxed)
+    }
+
+    /// The run's fork server, when there is one: oomgate's child, no
+    /// process of any case.
+    fn forkserver_pid(&self) -> Option<i32> {
+        self.forkserver
+            .as_ref()
+            .map(supervise::forkserver::Forkserver::pid)
     }
 }
 
