@@ -9,6 +9,8 @@
 //! properties for tools that read them, and in the failure text and
 //! system-out for the many CI viewers that show only those.
 
+use std::fmt::Write as _;
+use std::hash::{DefaultHasher, Hasher};
 use std::io;
 use std::time::Duration;
 
@@ -18,7 +20,36 @@ use super::case_details;
 use super::{NO_PART_MESSAGE, UNFINISHED_MESSAGE};
 use crate::results::{CaseResult, CaseStatus, NotRunReason, RunResults};
 
+/// junit.xml for `results`, every testcase built afresh.
 pub fn render(results: &RunResults) -> io::Result<String> {
+    render_with(results, &mut Memo::default())
+}
+
+/// The testcase of each case, kept from one [`render_with`] to the next:
+/// building one runs every property and the case's details through
+/// quick-junit's escape stripping, a VT parser fed one character at a time,
+/// and a checkpoint of a run of thousands of cases spent most of its time
+/// there, once per case already written. A testcase is reused only while
+/// what it was built from is the same: its [fingerprint](fingerprint)
+/// covers every field of the case and the run's fields a testcase reads,
+/// so a case replaced (a finished case in place of its in-flight entry, a
+/// case retried alone) or changed in any way is built again.
+#[derive(Default)]
+pub struct Memo {
+    /// In the order of `results.cases`.
+    built: Vec<Option<Built>>,
+    /// How many testcases the last render took from here.
+    reused: usize,
+}
+
+struct Built {
+    fingerprint: u64,
+    test_case: TestCase,
+}
+
+/// [`render`], reusing the testcases in `memo` whose case is unchanged
+/// since they were built, and keeping this render's there for the next.
+pub fn render_with(results: &RunResults, memo: &mut Memo) -> io::Result<String> {
     let mut report = Report::new(format!("oomgate {}", results.suite.name));
     let mut suite = TestSuite::new(results.suite.name.clone());
     if let Some(timestamp) = parse_time(&results.started_at) {
@@ -46,8 +77,21 @@ pub fn render(results: &RunResults) -> io::Result<String> {
         ),
     ]);
 
-    for case in &results.cases {
-        suite.add_test_case(test_case(case, results));
+    let context = context_fingerprint(results);
+    memo.built.resize_with(results.cases.len(), || None);
+    let mut fingerprints = Vec::with_capacity(results.cases.len());
+    memo.reused = 0;
+    for (case, slot) in results.cases.iter().zip(&mut memo.built) {
+        let fingerprint = fingerprint(case, context);
+        let test_case = match slot.take() {
+            Some(built) if built.fingerprint == fingerprint => {
+                memo.reused += 1;
+                built.test_case
+            }
+            _ => test_case(case, results),
+        };
+        fingerprints.push(fingerprint);
+        suite.add_test_case(test_case);
     }
     for id in &results.not_run {
         // Not run because a file could not be written, or because no part
@@ -77,10 +121,57 @@ pub fn render(results: &RunResults) -> io::Result<String> {
         suite.add_test_case(test_case);
     }
     report.add_test_suite(suite);
-    report
-        .to_string()
+    let xml = report.to_string();
+    // The cases' testcases come first in the suite, the cases not run
+    // after them; the first go back to the memo.
+    if let Some(suite) = report.test_suites.pop() {
+        let built = suite.test_cases.into_iter().zip(fingerprints);
+        for (slot, (test_case, fingerprint)) in memo.built.iter_mut().zip(built) {
+            *slot = Some(Built {
+                fingerprint,
+                test_case,
+            });
+        }
+    }
+    let xml = xml
         .map(|xml| xml_chars_only(&xml))
-        .map_err(io::Error::other)
+        .map_err(io::Error::other);
+    // Every run of the test suite checks the memo changes nothing.
+    debug_assert!(
+        memo.reused == 0 || xml.as_ref().ok() == render(results).as_ref().ok(),
+        "junit.xml through the memo differs from junit.xml built afresh"
+    );
+    xml
+}
+
+/// What a case's testcase is built from, beyond the case itself: the
+/// suite's name (the classname) and the run's measurement (in the case's
+/// details).
+fn context_fingerprint(results: &RunResults) -> u64 {
+    let mut hasher = FingerprintWriter(DefaultHasher::new());
+    // Writing to a hasher cannot fail.
+    let _ = write!(hasher, "{:?}{:?}", results.suite.name, results.measurement);
+    hasher.0.finish()
+}
+
+/// A case's fingerprint in `context`: its `Debug` text hashed, which
+/// lists every field, the log tails results.json leaves out included, so
+/// no field can be added to [`CaseResult`] and missed here.
+fn fingerprint(case: &CaseResult, context: u64) -> u64 {
+    let mut hasher = FingerprintWriter(DefaultHasher::new());
+    hasher.0.write_u64(context);
+    let _ = write!(hasher, "{case:?}");
+    hasher.0.finish()
+}
+
+/// Text written into a hasher, without a string in between.
+struct FingerprintWriter(DefaultHasher);
+
+impl std::fmt::Write for FingerprintWriter {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        self.0.write(text.as_bytes());
+        Ok(())
+    }
 }
 
 /// `text` with the characters XML 1.0 forbids that quick-junit passes on
@@ -346,7 +437,7 @@ fn parse_time(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::test_support::results_with_text;
+    use crate::results::test_support::{passed_results, results_with_text};
 
     fn parses(xml: &str) -> Result<(), String> {
         roxmltree::Document::parse(xml)
@@ -390,6 +481,47 @@ mod tests {
         assert_eq!(read_tails(&xml, &mut cases[..1]), Ok(1));
         assert_eq!(cases[0].stdout_tail, "");
         assert!(read_tails("<testsuites", &mut cases).is_err());
+    }
+
+    /// A testcase is reused only for a case unchanged since the last
+    /// render, in the same run: whatever changed, a render through the memo
+    /// is the render without it.
+    #[test]
+    fn a_memo_reuses_only_what_is_unchanged() {
+        let mut results = passed_results(&["a", "b", "c"]);
+        let mut memo = Memo::default();
+        let mut render_both = |results: &RunResults| {
+            let xml = render_with(results, &mut memo).expect("render");
+            assert_eq!(xml, render(results).expect("render"));
+            memo.reused
+        };
+        assert_eq!(render_both(&results), 0);
+        assert_eq!(render_both(&results), 3);
+
+        // A case finished in place of its in-flight entry; a log tail
+        // results.json leaves out; a check's outcome.
+        results.cases[1].status = CaseStatus::Failed;
+        results.cases[1].message = Some("host peak above budget".into());
+        assert_eq!(render_both(&results), 2);
+        results.cases[2].stderr_tail = "Traceback (most recent call last):".into();
+        assert_eq!(render_both(&results), 2);
+        results.cases[0].samples += 1;
+        assert_eq!(render_both(&results), 2);
+
+        // A case started, one taken back, two replaced by others.
+        results.cases.push(CaseResult::unmeasured("d".into()));
+        assert_eq!(render_both(&results), 3);
+        results.cases.pop();
+        assert_eq!(render_both(&results), 3);
+        results.cases.swap(0, 2);
+        assert_eq!(render_both(&results), 1);
+
+        // What every testcase reads from the run.
+        results.measurement.sample_interval_ms += 1;
+        assert_eq!(render_both(&results), 0);
+        results.suite.name = "renamed".into();
+        assert_eq!(render_both(&results), 0);
+        assert_eq!(render_both(&results), 3);
     }
 
     proptest::proptest! {

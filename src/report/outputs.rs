@@ -165,6 +165,9 @@ pub struct ReportFiles {
     /// Room kept for the reports on the out dir's file system (see
     /// `report::reserve`).
     reserve: Option<Reserve>,
+    /// junit.xml's testcases of the last write, reused for the cases
+    /// unchanged since (see [`junit::Memo`]).
+    junit: junit::Memo,
 }
 
 impl ReportFiles {
@@ -173,6 +176,7 @@ impl ReportFiles {
             paths,
             checkpoints: Checkpoints::new(CHECKPOINT_INTERVAL),
             reserve: None,
+            junit: junit::Memo::default(),
         }
     }
 
@@ -209,7 +213,7 @@ impl ReportFiles {
     /// is written again, so the files on disk are never a stale one.
     fn write_checkpoint(&mut self, results: &RunResults) -> io::Result<()> {
         let started = Instant::now();
-        let attempt = |files: &Self| {
+        let attempt = |files: &mut Self| {
             let mut failures = WriteFailures::default();
             failures.note(files.write_json(results, false));
             failures.note(files.write_junit(results, false));
@@ -234,7 +238,7 @@ impl ReportFiles {
 
     /// junit.xml, and when there is no room for it whole, the same
     /// without the log tails.
-    fn write_junit_fitting(&self, results: &RunResults, last: bool) -> io::Result<()> {
+    fn write_junit_fitting(&mut self, results: &RunResults, last: bool) -> io::Result<()> {
         match self.write_junit(results, last) {
             Err(e) if out_of_space(&e) => self.write_junit(&compact(results, &e), last),
             outcome => outcome,
@@ -248,8 +252,8 @@ impl ReportFiles {
     }
 
     /// junit.xml to its files (`last`: and its streams).
-    fn write_junit(&self, results: &RunResults, last: bool) -> io::Result<()> {
-        let text = mask(junit::render(results)?);
+    fn write_junit(&mut self, results: &RunResults, last: bool) -> io::Result<()> {
+        let text = mask(junit::render_with(results, &mut self.junit)?);
         write_to(&self.paths.junit, &text, last)
     }
 
