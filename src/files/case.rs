@@ -10,13 +10,21 @@
 //! elsewhere, a read of someone else's file or a hang. Errors name the
 //! folder when it is the folder that was refused; the file's path is the
 //! caller's to add, as every caller's message already says it.
+//!
+//! A case's files are opened one after another from the same folder (its
+//! logs, its timeline, its metrics, its logs again for their tails), so
+//! each thread keeps the last folder it walked to open, and uses it again
+//! while that folder's path still leads to it (see [`remembered`]).
 
+use std::cell::RefCell;
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::with_path;
@@ -82,7 +90,7 @@ fn open(path: &Path, flags: libc::c_int, exclusive: bool) -> io::Result<File> {
 /// file's name in it. Below an out dir this process holds, no folder on
 /// the way is followed if it is a link either (a workload may swap
 /// `cases` or its own folder for one); above it the path is the user's.
-fn open_folder(path: &Path) -> io::Result<(OwnedFd, CString)> {
+fn open_folder(path: &Path) -> io::Result<(Rc<OwnedFd>, CString)> {
     let name = path
         .file_name()
         .ok_or_else(|| with_path(io::Error::from(io::ErrorKind::InvalidInput), path))?;
@@ -103,8 +111,11 @@ fn open_folder(path: &Path) -> io::Result<(OwnedFd, CString)> {
         // SAFETY: a NUL-terminated path; the descriptor is owned below.
         let fd = unsafe { libc::open(start.as_ptr(), FOLDER) };
         let folder_fd = owned(fd).map_err(|e| with_path(folder_refused(e, folder), folder))?;
-        return Ok((folder_fd, name));
+        return Ok((Rc::new(folder_fd), name));
     };
+    if let Some(walked) = remembered(folder) {
+        return Ok((walked, name));
+    }
     let start = c_name(root.as_os_str().as_bytes().to_vec(), &root)?;
     // SAFETY: as above; the out dir itself is followed, as the user named it.
     let fd = unsafe { libc::open(start.as_ptr(), FOLDER & !libc::O_NOFOLLOW) };
@@ -127,7 +138,50 @@ fn open_folder(path: &Path) -> io::Result<(OwnedFd, CString)> {
         so_far.push(step);
         current = below(&current, Path::new(step), &so_far)?;
     }
-    Ok((current, name))
+    Ok((remember(folder, current), name))
+}
+
+/// The last folder below an out dir this thread walked to, kept open.
+struct Walked {
+    path: PathBuf,
+    folder: Rc<OwnedFd>,
+    /// The folder's device and inode, when it was opened.
+    id: (u64, u64),
+}
+
+thread_local! {
+    static WALKED: RefCell<Option<Walked>> = const { RefCell::new(None) };
+}
+
+/// The folder this thread last walked to, if it was `path` and `path`
+/// still leads to that very folder: one `lstat` instead of a walk. A
+/// folder removed, replaced (by a new one, or by a link to another) or
+/// moved away from its path is walked to again. Walking is what refuses a
+/// link on the way; the folder kept was reached by a walk, so what is
+/// opened through it is what a walk would open now.
+fn remembered(path: &Path) -> Option<Rc<OwnedFd>> {
+    WALKED.with_borrow(|walked| {
+        let walked = walked.as_ref().filter(|w| w.path == path)?;
+        let now = std::fs::symlink_metadata(path).ok()?;
+        ((now.dev(), now.ino()) == walked.id).then(|| Rc::clone(&walked.folder))
+    })
+}
+
+/// Keep `folder`, just walked to at `path`, for this thread's next open.
+fn remember(path: &Path, folder: OwnedFd) -> Rc<OwnedFd> {
+    let folder = Rc::new(folder);
+    // SAFETY: fstat writes into the local it is given, of a descriptor
+    // held here.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    let known = unsafe { libc::fstat(folder.as_raw_fd(), &mut stat) } == 0;
+    WALKED.with_borrow_mut(|walked| {
+        *walked = known.then(|| Walked {
+            path: path.to_path_buf(),
+            folder: Rc::clone(&folder),
+            id: (stat.st_dev, stat.st_ino),
+        });
+    });
+    folder
 }
 
 /// How a folder is opened: only a folder, never through a link.
@@ -290,6 +344,39 @@ mod tests {
         replace(&out.join("cases/a/timeline.json"), b"{}").expect("a real folder");
         let relative = out.join("cases/../cases/a/timeline.json");
         assert!(open_read(&relative).is_err(), "`..` below the out dir");
+    }
+
+    /// The folder kept from the last walk is used only while its path
+    /// still leads to it: a folder replaced by a new one is written in the
+    /// new one, never in the old one, gone; one replaced by a link is
+    /// refused as a walk refuses it.
+    #[test]
+    fn a_folder_walked_to_before_is_walked_again_once_replaced() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("out");
+        let _claim = super::super::claim_out_dir(&out).expect("claim");
+        let case = out.join("cases/a");
+        std::fs::create_dir_all(&case).expect("mkdir");
+        replace(&case.join("timeline.json"), b"one").expect("replace");
+        create(&case.join("stdout.log")).expect("the same folder again");
+
+        std::fs::rename(&case, out.join("cases/old")).expect("rename");
+        std::fs::create_dir(&case).expect("mkdir");
+        replace(&case.join("timeline.json"), b"two").expect("replace");
+        assert_eq!(
+            std::fs::read(case.join("timeline.json")).expect("read"),
+            b"two"
+        );
+        assert_eq!(
+            std::fs::read(out.join("cases/old/timeline.json")).expect("read"),
+            b"one"
+        );
+
+        std::fs::rename(&case, out.join("cases/moved")).expect("rename");
+        std::os::unix::fs::symlink(out.join("cases/moved"), &case).expect("symlink");
+        let error = create(&case.join("stdout.log")).expect_err("refused");
+        assert!(error.to_string().contains("symbolic link"), "{error}");
+        assert!(!out.join("cases/moved/stdout.log").exists());
     }
 
     #[test]

@@ -61,15 +61,17 @@ impl CaseRunner<'_, '_> {
     ///
     /// `cgroup`: the case's cgroup when every process of the case is in it;
     /// an empty one then proves the case left nothing without reading
-    /// every process on the host.
+    /// every process on the host. `gone`: the caller has just found that
+    /// nothing of the case runs, supervisors included.
     pub(super) fn stop_everything(
         &mut self,
         instances: &mut [Instance],
         signal: i32,
         grace: Duration,
         cgroup: Option<&CaseCgroup>,
+        gone: bool,
     ) -> (Vec<i32>, u64) {
-        let stopped = self.stop_tree(instances, signal, grace, cgroup);
+        let stopped = self.stop_tree(instances, signal, grace, cgroup, gone);
         // With cases at once, a process whose supervisor was killed from
         // outside is re-parented to oomgate, out of every case's scope; it
         // is still in the case's cgroup, which is emptied by force. (One
@@ -89,6 +91,7 @@ impl CaseRunner<'_, '_> {
         signal: i32,
         grace: Duration,
         cgroup: Option<&CaseCgroup>,
+        gone: bool,
     ) -> (Vec<i32>, u64) {
         // Every supervisor, also those staying with what an ended run left:
         // each leads a process group.
@@ -96,7 +99,7 @@ impl CaseRunner<'_, '_> {
             instances.iter().flat_map(Instance::supervisors).collect()
         };
         let mut maxrss = 0;
-        if leaders(instances).is_empty() && self.live_processes(cgroup, &[]) == 0 {
+        if leaders(instances).is_empty() && (gone || self.live_processes(cgroup, &[]) == 0) {
             // Nothing of the case runs, and no supervisor: whatever child
             // of oomgate is left is a zombie orphan of the case — unless
             // other cases run, whose supervisors are oomgate's children

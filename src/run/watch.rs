@@ -400,12 +400,16 @@ impl CaseRunner<'_, '_> {
         // Whatever is still running now is either stopped on purpose or left
         // behind by a workload that exited: either way it must not outlive
         // the case.
+        let supervisors: Vec<i32> = instances.iter().flat_map(Instance::supervisors).collect();
         let leftovers = if stop.is_none() {
-            let supervisors: Vec<i32> = instances.iter().flat_map(Instance::supervisors).collect();
             self.live_processes(host.whole_cgroup(), &supervisors)
         } else {
             0
         };
+        // Nothing of the case runs and no supervisor stays with it: nothing
+        // is left that could start a process, so stopping need not look
+        // again.
+        let gone = stop.is_none() && leftovers == 0 && supervisors.is_empty();
         // The load client first, then its server (with its own signal and
         // grace): a client stopped after its server would fail on it.
         let (mut stuck, maxrss) = self.stop_everything(
@@ -413,6 +417,7 @@ impl CaseRunner<'_, '_> {
             libc::SIGTERM,
             case.kill_grace,
             host.whole_cgroup(),
+            gone,
         );
         host.record_rusage(maxrss, start.elapsed());
         record_instances_rusage(&instances, &mut host, start.elapsed());
@@ -425,6 +430,7 @@ impl CaseRunner<'_, '_> {
                 server.spec.stop_signal.number,
                 server.spec.kill_grace,
                 server.host.whole_cgroup(),
+                false,
             );
             stuck.extend(server_stuck);
             server.host.record_rusage(maxrss, start.elapsed());
