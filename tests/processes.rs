@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use common::*;
@@ -121,6 +122,60 @@ fn a_command_that_cannot_start_fails_only_its_case() {
     assert_eq!(run.case("fine")["status"], "passed");
     assert_eq!(run.results()["summary"]["error"], 4);
     assert_nothing_running(&run);
+}
+
+/// A signal meant for the workload's process group that oomgate was
+/// started with ignored (as `nohup` and a shell's background jobs start
+/// programs) stays ignored for the workload, and none other is: the
+/// supervisors ignore those signals themselves and give the workload back
+/// what oomgate inherited, whether the fork server made them or not.
+/// (SIGINT, SIGTERM and SIGHUP oomgate handles itself: a workload gets
+/// them at their default, as an `exec` gives a handled signal.)
+#[test]
+fn the_workload_gets_the_signal_dispositions_oomgate_was_given() {
+    let project = Project::new(
+        "[suite]\nname = \"t\"\n\
+         [[case]]\nname = \"first\"\ncommand = [\"grep\", \"SigIgn\", \"/proc/self/status\"]\n\
+         [[case]]\nname = \"second\"\ncommand = [\"grep\", \"SigIgn\", \"/proc/self/status\"]\n",
+    );
+    let mut command = project.run_command();
+    // SAFETY: only `signal` between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGUSR1, libc::SIG_IGN);
+            libc::signal(libc::SIGRTMIN() + 1, libc::SIG_IGN);
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let run = project.finish(command);
+    run.assert_code(0);
+    let bit = |signal: i32| 1u64 << (signal - 1);
+    let ignored = bit(libc::SIGUSR1) | bit(libc::SIGRTMIN() + 1);
+    let not_ignored = [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGTSTP,
+        libc::SIGRTMIN(),
+        libc::SIGRTMIN() + 2,
+        libc::SIGRTMAX(),
+    ]
+    .into_iter()
+    .fold(0, |mask, signal| mask | bit(signal));
+    for id in ["first", "second"] {
+        let log = std::fs::read_to_string(project.out().join(format!("cases/{id}/stdout.log")))
+            .expect("log");
+        let mask = log
+            .trim()
+            .strip_prefix("SigIgn:")
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .expect("a SigIgn line");
+        assert_eq!(mask & (ignored | not_ignored), ignored, "{id}: {log}");
+    }
 }
 
 #[test]

@@ -37,7 +37,18 @@ pub fn open_read(path: &Path) -> io::Result<File> {
 /// Open a case file to append to, made (mode 0644) when missing: a log
 /// the workload writes through, or a marker line oomgate adds.
 pub fn open_append(path: &Path) -> io::Result<File> {
-    open(path, libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT, false)
+    let file = open(path, libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT, false)?;
+    // O_NONBLOCK kept a FIFO from hanging the open; a regular file does
+    // not need it (nor do oomgate's own reads and writes mind it), but a
+    // workload given this file as its output should not see it.
+    // SAFETY: fcntl on a descriptor `file` owns.
+    unsafe {
+        let status = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+        if status >= 0 {
+            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, status & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
 }
 
 /// Make a case file empty, made when missing.
@@ -222,16 +233,6 @@ fn open_at(
             io::ErrorKind::InvalidInput,
             "not a regular file (oomgate reads and writes only regular files in a case folder)",
         ));
-    }
-    // O_NONBLOCK kept a FIFO from hanging the open; a regular file does
-    // not need it, and a workload given this file as its output should
-    // not see it.
-    // SAFETY: fcntl on a descriptor `file` owns.
-    unsafe {
-        let status = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
-        if status >= 0 {
-            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, status & !libc::O_NONBLOCK);
-        }
     }
     Ok(file)
 }

@@ -202,6 +202,9 @@ pub fn main(args: &[OsString]) -> i32 {
         }
         libc::fcntl(SOCKET_FD, libc::F_SETFD, libc::FD_CLOEXEC);
     }
+    // Ignored here once rather than in every supervisor, which inherits
+    // them ignored, with what to give the workload back.
+    let inherited = super::ignore_signals_meant_for_the_workload();
     // One buffer for every request: the fork server's memory, which each
     // supervisor and workload starts from, stays what it is.
     let mut buffer = vec![0u8; MAX_REQUEST];
@@ -215,7 +218,8 @@ pub fn main(args: &[OsString]) -> i32 {
         // makes nothing; its descriptors close, and with them the pipe.
         if let Ok(descriptors) = <[OwnedFd; 4]>::try_from(request.fds) {
             if !request.cut {
-                if let Err(errno) = fork_supervisor(&buffer[..request.length], &descriptors) {
+                let request = &buffer[..request.length];
+                if let Err(errno) = fork_supervisor(request, &descriptors, &inherited) {
                     super::write_number_line(
                         descriptors[2].as_raw_fd(),
                         *b"refused ",
@@ -230,7 +234,11 @@ pub fn main(args: &[OsString]) -> i32 {
 /// Make a supervisor: `clone` with `CLONE_PARENT` (oomgate's child); the
 /// copy runs [`super::main`] and never returns here. The errno of a
 /// `clone` refused.
-fn fork_supervisor(request: &[u8], descriptors: &[OwnedFd; 4]) -> Result<(), i32> {
+fn fork_supervisor(
+    request: &[u8],
+    descriptors: &[OwnedFd; 4],
+    inherited: &[super::Disposition],
+) -> Result<(), i32> {
     let args: Vec<OsString> = request
         .split(|b| *b == 0)
         .map(|arg| OsString::from_vec(arg.to_vec()))
@@ -253,7 +261,7 @@ fn fork_supervisor(request: &[u8], descriptors: &[OwnedFd; 4]) -> Result<(), i32
     };
     match pid {
         0 => {
-            let code = become_supervisor(args, descriptors);
+            let code = become_supervisor(args, descriptors, inherited);
             // SAFETY: _exit ends the copy without running anything of the
             // fork server's (destructors, buffers: the copy has none of its
             // own to flush).
@@ -268,7 +276,11 @@ fn fork_supervisor(request: &[u8], descriptors: &[OwnedFd; 4]) -> Result<(), i32
 
 /// In the copy: the socket closed, the descriptors at their places, a
 /// process group of its own, then the supervisor.
-fn become_supervisor(args: &[OsString], descriptors: &[OwnedFd; 4]) -> i32 {
+fn become_supervisor(
+    args: &[OsString],
+    descriptors: &[OwnedFd; 4],
+    inherited: &[super::Disposition],
+) -> i32 {
     // SAFETY: close, fcntl, dup2 and setpgid take no memory; the sent
     // descriptors are this process's own, moved above every target first
     // so that no dup2 overwrites one still to be placed.
@@ -302,7 +314,7 @@ fn become_supervisor(args: &[OsString], descriptors: &[OwnedFd; 4]) -> i32 {
             libc::getpid().unsigned_abs(),
         );
     }
-    super::main(args)
+    super::run(args, Some(inherited))
 }
 
 /// A connected pair of sequenced-packet sockets, both ends close-on-exec.

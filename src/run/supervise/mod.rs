@@ -18,7 +18,8 @@
 //!   descriptor of its own;
 //! - ignores the signals a process sends its own group (SIGTERM, SIGINT,
 //!   SIGUSR1, ...: they are for the workload, which shares the group) and
-//!   hands the workload the dispositions it inherited;
+//!   hands the workload the dispositions it inherited (the fork server
+//!   ignores them once, and its copies start so);
 //! - makes the workload join the case's memory cgroup between fork and
 //!   exec, so every descendant is charged to it; the workload dies with
 //!   the supervisor (`PR_SET_PDEATHSIG` SIGKILL);
@@ -90,6 +91,13 @@ pub const ENV_FD: i32 = 4;
 /// <cgroup.procs path | -> <cwd> -- <program> <args>...`
 /// Returns the supervisor's exit status.
 pub fn main(args: &[OsString]) -> i32 {
+    run(args, None)
+}
+
+/// [`main`]; `ignored`: the fork server already ignores the signals meant
+/// for the workload (so its copy, this supervisor, does), and these are
+/// the dispositions it inherited of them.
+fn run(args: &[OsString], ignored: Option<&[Disposition]>) -> i32 {
     let parsed = (|| {
         let oomgate: i32 = args.first()?.to_str()?.parse().ok()?;
         let fd: RawFd = args.get(1)?.to_str()?.parse().ok()?;
@@ -127,16 +135,17 @@ pub fn main(args: &[OsString]) -> i32 {
     crate::process::restore_limits(&limits);
     // SAFETY: fcntl, prctl and signal take no memory; the fd was given to
     // us by oomgate for this purpose and nothing else owns it.
-    let (mut report, inherited) = unsafe {
+    let mut report = unsafe {
         libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         // Reaping needs SIGCHLD at its default: ignored, the kernel reaps
         // children itself and wait4 learns nothing.
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
-        (
-            std::fs::File::from_raw_fd(fd),
-            ignore_signals_meant_for_the_workload(),
-        )
+        std::fs::File::from_raw_fd(fd)
+    };
+    let inherited = match ignored {
+        Some(ignored) => std::borrow::Cow::Borrowed(ignored),
+        None => std::borrow::Cow::Owned(ignore_signals_meant_for_the_workload()),
     };
     // The case's directory, as oomgate's own launch gave it before: the
     // workload inherits it.
@@ -290,10 +299,10 @@ fn end_case(oomgate: i32, cgroup_dir: Option<&std::path::Path>) -> i32 {
     0
 }
 
-/// Dispositions the supervisor inherited of the signals it ignores, to hand
+/// A disposition the supervisor inherited of a signal it ignores, to hand
 /// back to the workload: (signal, disposition). Made before the fork, read
 /// between fork and exec.
-type Dispositions = Vec<(i32, libc::sighandler_t)>;
+type Disposition = (i32, libc::sighandler_t);
 
 /// Signals a process sends to its process group (`kill 0`, `killpg`) and
 /// whose default action would end the supervisor: SIGTERM, SIGINT, SIGHUP,
@@ -324,7 +333,7 @@ fn sent_signals() -> impl Iterator<Item = i32> {
 
 /// Ignore [`sent_signals`]; returns what each was before (a handler
 /// cannot survive exec, so anything but "ignored" was the default).
-fn ignore_signals_meant_for_the_workload() -> Dispositions {
+fn ignore_signals_meant_for_the_workload() -> Vec<Disposition> {
     sent_signals()
         .filter_map(|signal| {
             // SAFETY: setting a disposition takes no memory.
@@ -345,7 +354,7 @@ fn ignore_signals_meant_for_the_workload() -> Dispositions {
 /// signals it ignored (an ignored signal stays ignored, as it would have
 /// been without oomgate); the others it never touched. Async-signal-safe:
 /// `signal` over memory made before the fork.
-fn restore_signals(inherited: &Dispositions) {
+fn restore_signals(inherited: &[Disposition]) {
     for &(signal, disposition) in inherited {
         // SAFETY: setting a disposition takes no memory.
         unsafe {
