@@ -99,10 +99,10 @@ pub enum Moment {
 /// took, so writing takes at most about a fiftieth of the run however
 /// many cases the files hold (a write's cost grows with them: without this,
 /// a suite's time grew faster than its number of cases). The price is what
-/// a SIGKILL may lose: the cases finished in the last 49 write-times (1.7 s
-/// of cases at the end of a run of 4000 cases of `true`, whose files take
-/// 35 ms to write; see docs/performance.md) where small files lose at most
-/// the last second's.
+/// a SIGKILL may lose: the cases finished in the last 49 write-times (6 s
+/// of cases near the end of a run of 4000 cases of `true`, whose files
+/// then take 126 ms to write; see docs/performance.md), where small files
+/// lose at most the last second's.
 pub const CHECKPOINT_COST_FACTOR: u32 = 49;
 
 impl Checkpoints {
