@@ -167,9 +167,10 @@ thread_local! {
 /// The folder this thread last walked to, if it was `path` and `path`
 /// still leads to that very folder: one `lstat` instead of a walk. A
 /// folder removed, replaced (by a new one, or by a link to another) or
-/// moved away from its path is walked to again. Walking is what refuses a
-/// link on the way; the folder kept was reached by a walk, so what is
-/// opened through it is what a walk would open now.
+/// moved away from its path is walked to again, and a link refused as a
+/// walk refuses it. The folder kept is one a walk reached, so nothing
+/// outside it is opened through it; a link on the way that leads to that
+/// very folder is let pass.
 fn remembered(path: &Path) -> Option<Rc<OwnedFd>> {
     WALKED.with_borrow(|walked| {
         let walked = walked.as_ref().filter(|w| w.path == path)?;
@@ -180,16 +181,14 @@ fn remembered(path: &Path) -> Option<Rc<OwnedFd>> {
 
 /// Keep `folder`, just walked to at `path`, for this thread's next open.
 fn remember(path: &Path, folder: OwnedFd) -> Rc<OwnedFd> {
-    let folder = Rc::new(folder);
-    // SAFETY: fstat writes into the local it is given, of a descriptor
-    // held here.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    let known = unsafe { libc::fstat(folder.as_raw_fd(), &mut stat) } == 0;
+    let folder = File::from(folder);
+    let id = folder.metadata().ok().map(|m| (m.dev(), m.ino()));
+    let folder = Rc::new(OwnedFd::from(folder));
     WALKED.with_borrow_mut(|walked| {
-        *walked = known.then(|| Walked {
+        *walked = id.map(|id| Walked {
             path: path.to_path_buf(),
             folder: Rc::clone(&folder),
-            id: (stat.st_dev, stat.st_ino),
+            id,
         });
     });
     folder

@@ -33,7 +33,9 @@
 //! started by the thread that runs the cases' loop (its supervisors'
 //! parent-death signal is tied to that thread), ends when oomgate closes
 //! its socket, dies with oomgate (`PR_SET_PDEATHSIG`), and is hidden from
-//! every scan of oomgate's descendants: it is no process of any case.
+//! every scan of oomgate's descendants: it is no process of any case. It
+//! ignores the signals meant for a workload's process group, a terminal's
+//! Ctrl-C among them, as every supervisor must: its copies start so.
 
 use std::ffi::OsString;
 use std::io;
