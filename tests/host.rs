@@ -443,6 +443,34 @@ fn case_cgroups_are_removed_after_the_run() {
     assert!(left.is_empty(), "case cgroups left behind: {left:?}");
 }
 
+/// Each case's cgroup is made while the case before it runs (off the path
+/// from one case to the next): it holds that case alone, never what the
+/// one running beside its making charged.
+#[test]
+fn a_cgroup_made_ahead_holds_its_own_case_only() {
+    if case_cgroups().is_none() {
+        eprintln!("skipped: no memory cgroup can be made here");
+        return;
+    }
+    let alloc = toml_str(&workload("alloc.py"));
+    let project = Project::new(&suite(
+        "20ms",
+        &format!(
+            "[[case]]\nname = \"big\"\ncommand = [\"python3\", {alloc}, \"--mib\", \"96\", \"--hold\", \"500ms\"]\n\n\
+             [[case]]\nname = \"small\"\ncommand = [\"python3\", {alloc}, \"--mib\", \"8\", \"--hold\", \"300ms\"]\n\n\
+             [[case]]\nname = \"tiny\"\ncommand = [\"true\"]\n"
+        ),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let big = mib(&run.case("big")["host_charged_peak_bytes"]);
+    let small = mib(&run.case("small")["host_charged_peak_bytes"]);
+    let tiny = mib(&run.case("tiny")["host_charged_peak_bytes"]);
+    assert!(big >= 96.0, "big: {big} MiB");
+    assert!((8.0..40.0).contains(&small), "small: {small} MiB");
+    assert!(tiny < 8.0, "tiny: {tiny} MiB");
+}
+
 #[test]
 fn dev_shm_written_just_before_exit_is_still_seen() {
     // Written and left in /dev/shm, then exit at once: no tick sees the

@@ -12,6 +12,7 @@
 //! (`Scanner::limit_to`), so its figures, its signals and its reaping never
 //! reach another case's processes.
 
+use std::cell::Cell;
 use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -22,6 +23,7 @@ use super::instance::Instance;
 use super::serve::{self, ServerSide};
 use super::{GpuAccess, Note, Shared, WriteFault};
 use crate::judge::StopReason;
+use crate::measure::cgroup::CaseCgroup;
 use crate::measure::gpu::settle::{self, Settle};
 use crate::measure::gpu::{CaseGpu, ForeignProcess, GpuFigures};
 use crate::measure::nvml::Gpu;
@@ -82,6 +84,9 @@ pub(super) struct ServerOutcome {
 pub(super) struct CaseRunner<'s, 'a> {
     pub(super) shared: &'s Shared<'a>,
     pub(super) scanner: Scanner,
+    /// A memory cgroup made ahead, while the workload of this worker's
+    /// last case ran (see [`CaseRunner::make_spare_cgroup`]).
+    spare_cgroup: Cell<SpareCgroup>,
     /// The case's number in the plan, which tags its notes.
     number: usize,
     pub(super) access: GpuAccess,
@@ -92,24 +97,53 @@ pub(super) struct CaseRunner<'s, 'a> {
     pub(super) scoped: bool,
 }
 
+/// What a worker keeps from one case to the next.
+pub(super) struct Carried {
+    scanner: Scanner,
+    spare_cgroup: SpareCgroup,
+}
+
+/// A memory cgroup made ahead for a worker's next case; removed when no
+/// case takes it (the run is over, or the worker's case panicked).
+#[derive(Default)]
+pub(super) struct SpareCgroup(Option<CaseCgroup>);
+
+impl Drop for SpareCgroup {
+    fn drop(&mut self) {
+        if let Some(spare) = self.0.take() {
+            spare.remove().ok();
+        }
+    }
+}
+
 impl<'s, 'a> CaseRunner<'s, 'a> {
-    /// `scanner`: one an earlier case used, if any (what it learned of
-    /// /proc saves reading every process again).
+    /// `carried`: what the worker's earlier case left, if any (what its
+    /// scanner learned of /proc saves reading every process again).
     pub(super) fn new(
         shared: &'s Shared<'a>,
         number: usize,
         access: GpuAccess,
         notes: Sender<(usize, Note)>,
-        scanner: Option<Scanner>,
+        carried: Option<Carried>,
     ) -> Self {
-        let mut scanner =
-            scanner.unwrap_or_else(|| Scanner::with_open_files(shared.open_files_each));
+        let (scanner, spare_cgroup) = match carried {
+            Some(Carried {
+                scanner,
+                spare_cgroup,
+            }) => (scanner, spare_cgroup),
+            None => (
+                Scanner::with_open_files(shared.open_files_each),
+                SpareCgroup::default(),
+            ),
+        };
+        let mut scanner = scanner;
         if let Some(pid) = shared.forkserver_pid() {
             scanner.hide(pid);
         }
         CaseRunner {
             shared,
             scanner,
+            spare_cgroup: Cell::new(spare_cgroup),
             number,
             access,
             notes,
@@ -123,9 +157,30 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         self.shared.forkserver_pid()
     }
 
-    /// The scanner, for the next case.
-    pub(super) fn into_scanner(self) -> Scanner {
-        self.scanner
+    /// What the worker's next case starts from.
+    pub(super) fn into_carried(self) -> Carried {
+        Carried {
+            scanner: self.scanner,
+            spare_cgroup: self.spare_cgroup.into_inner(),
+        }
+    }
+
+    /// Make the next case's memory cgroup now, while this case's workload
+    /// runs and the worker would only wait: making one (a `mkdir` in the
+    /// kernel's cgroup file system, and its files opened) is then off the
+    /// path from one case to the next. Called before each wait; makes one
+    /// only when there is none. A cgroup that cannot be made now is tried
+    /// again, and reported, when the next case asks for one.
+    pub(super) fn make_spare_cgroup(&self) {
+        let Some(hierarchy) = &self.shared.memory else {
+            return;
+        };
+        let mut spare = self.spare_cgroup.take();
+        if spare.0.is_none() {
+            let serial = self.shared.cgroup_serial.fetch_add(1, Ordering::Relaxed) + 1;
+            spare.0 = hierarchy.create_case(serial).ok();
+        }
+        self.spare_cgroup.set(spare);
     }
 
     /// Tell the main thread. It listens until every case is done, so a
@@ -278,6 +333,9 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
     /// A host meter with a memory cgroup of its own (`whose`: for the
     /// message when it cannot be made).
     fn host_meter(&self, whose: &str) -> HostMeter {
+        if let Some(spare) = self.spare_cgroup.take().0.take() {
+            return HostMeter::new(Some(spare), None);
+        }
         let serial = self.shared.cgroup_serial.fetch_add(1, Ordering::Relaxed) + 1;
         match &self.shared.memory {
             Some(hierarchy) => match hierarchy.create_case(serial) {

@@ -226,7 +226,7 @@ struct Job<'c> {
 /// run no times, an error that says so, and the worker goes on with a new
 /// scanner.
 fn work(shared: &Shared<'_>, queue: &mpsc::Receiver<Job<'_>>, notes: &mpsc::Sender<(usize, Note)>) {
-    let mut scanner = None;
+    let mut carried = None;
     for job in queue {
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut runner = case::CaseRunner::new(
@@ -234,7 +234,7 @@ fn work(shared: &Shared<'_>, queue: &mpsc::Receiver<Job<'_>>, notes: &mpsc::Send
                 job.number,
                 job.access,
                 notes.clone(),
-                scanner.take(),
+                carried.take(),
             );
             let ran = match &job.case.search {
                 Some(search) => {
@@ -244,7 +244,7 @@ fn work(shared: &Shared<'_>, queue: &mpsc::Receiver<Job<'_>>, notes: &mpsc::Send
                 }
                 None => (runner.run_repeats(job.case, &job.dir), None),
             };
-            scanner = Some(runner.into_scanner());
+            carried = Some(runner.into_carried());
             ran
         }));
         let note = match ran {
@@ -262,6 +262,8 @@ fn work(shared: &Shared<'_>, queue: &mpsc::Receiver<Job<'_>>, notes: &mpsc::Send
         // The main thread listens until every case is done.
         notes.send((job.number, note)).ok();
     }
+    // The worker's spare cgroup, if any, goes with what it carried.
+    drop(carried);
 }
 
 impl<'a> Runner<'a> {

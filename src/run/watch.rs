@@ -279,6 +279,7 @@ impl CaseRunner<'_, '_> {
         if let Some(reason) = self.stop_now(watch.case, watch.deadline) {
             return Step::Stop(reason);
         }
+        self.make_spare_cgroup();
         wait_for_exit_until(
             watch
                 .instances
