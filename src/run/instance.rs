@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use super::launch::{InstanceLogs, LaunchError, LaunchSpec, ReportReader, launch};
 use super::supervise::Report;
 use super::supervise::forkserver::Forkserver;
+use crate::measure::HostMeter;
 use crate::process::{self, Exit};
 use crate::suite::Case;
 
@@ -286,5 +287,30 @@ pub(super) fn wait_for_exit_until<'i>(
     // length given. A signal (Ctrl-C) ends the wait early with EINTR.
     unsafe {
         libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, millis);
+    }
+}
+
+/// The high-water marks the instances' supervisors reported, as floors of
+/// the host peak (recording one again changes nothing).
+pub(super) fn record_instances_rusage(instances: &[Instance], host: &mut HostMeter, at: Duration) {
+    for bytes in instances.iter().filter_map(|i| i.maxrss_bytes) {
+        host.record_rusage(bytes, at);
+    }
+}
+
+/// A cgroup some instance could not join holds part of the case at most:
+/// its figures would be too low, so the case is measured from /proc.
+pub(super) fn distrust_cgroup_if_not_joined(instances: &[Instance], host: &mut HostMeter) {
+    if host.cgroup().is_none() {
+        return;
+    }
+    if let Some((name, errno)) = instances
+        .iter()
+        .find_map(|i| i.cgroup_error.map(|e| (i.name(), e)))
+    {
+        host.distrust_cgroup(format!(
+            "{name} could not join its memory cgroup ({}); measured from /proc",
+            std::io::Error::from_raw_os_error(errno)
+        ));
     }
 }

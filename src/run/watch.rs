@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use super::Note;
 use super::case::{CaseOutcome, CaseRunner, Preflight, ServerOutcome, append};
-use super::instance::{Instance, wait_for_exit_until};
+use super::instance::{
+    Instance, distrust_cgroup_if_not_joined, record_instances_rusage, wait_for_exit_until,
+};
 use super::launch::LaunchError;
 use super::ready;
 use super::serve::{self, ServerSide};
@@ -620,31 +622,6 @@ impl CaseRunner<'_, '_> {
         }
         distrust_cgroup_if_not_joined(instances, host);
         stop
-    }
-}
-
-/// The high-water marks the instances' supervisors reported, as floors of
-/// the host peak (recording one again changes nothing).
-fn record_instances_rusage(instances: &[Instance], host: &mut HostMeter, at: Duration) {
-    for bytes in instances.iter().filter_map(|i| i.maxrss_bytes) {
-        host.record_rusage(bytes, at);
-    }
-}
-
-/// A cgroup some instance could not join holds part of the case at most:
-/// its figures would be too low, so the case is measured from /proc.
-fn distrust_cgroup_if_not_joined(instances: &[Instance], host: &mut HostMeter) {
-    if host.cgroup().is_none() {
-        return;
-    }
-    if let Some((name, errno)) = instances
-        .iter()
-        .find_map(|i| i.cgroup_error.map(|e| (i.name(), e)))
-    {
-        host.distrust_cgroup(format!(
-            "{name} could not join its memory cgroup ({}); measured from /proc",
-            std::io::Error::from_raw_os_error(errno)
-        ));
     }
 }
 
