@@ -23,7 +23,7 @@ use super::instance::Instance;
 use super::serve::{self, ServerSide};
 use super::{GpuAccess, Note, Shared, WriteFault};
 use crate::judge::StopReason;
-use crate::measure::cgroup::CaseCgroup;
+use crate::measure::cgroup::{CaseCgroup, MemoryHierarchy};
 use crate::measure::gpu::settle::{self, Settle};
 use crate::measure::gpu::{CaseGpu, ForeignProcess, GpuFigures};
 use crate::measure::nvml::Gpu;
@@ -126,17 +126,13 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         notes: Sender<(usize, Note)>,
         carried: Option<Carried>,
     ) -> Self {
-        let (scanner, spare_cgroup) = match carried {
-            Some(Carried {
-                scanner,
-                spare_cgroup,
-            }) => (scanner, spare_cgroup),
+        let (mut scanner, spare_cgroup) = match carried {
+            Some(carried) => (carried.scanner, carried.spare_cgroup),
             None => (
                 Scanner::with_open_files(shared.open_files_each),
                 SpareCgroup::default(),
             ),
         };
-        let mut scanner = scanner;
         if let Some(pid) = shared.forkserver_pid() {
             scanner.hide(pid);
         }
@@ -177,10 +173,15 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         };
         let mut spare = self.spare_cgroup.take();
         if spare.0.is_none() {
-            let serial = self.shared.cgroup_serial.fetch_add(1, Ordering::Relaxed) + 1;
-            spare.0 = hierarchy.create_case(serial).ok();
+            spare.0 = self.new_cgroup(hierarchy).ok();
         }
         self.spare_cgroup.set(spare);
+    }
+
+    /// A fresh memory cgroup, named with the run's next serial.
+    fn new_cgroup(&self, hierarchy: &MemoryHierarchy) -> std::io::Result<CaseCgroup> {
+        let serial = self.shared.cgroup_serial.fetch_add(1, Ordering::Relaxed) + 1;
+        hierarchy.create_case(serial)
     }
 
     /// Tell the main thread. It listens until every case is done, so a
@@ -336,9 +337,8 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         if let Some(spare) = self.spare_cgroup.take().0.take() {
             return HostMeter::new(Some(spare), None);
         }
-        let serial = self.shared.cgroup_serial.fetch_add(1, Ordering::Relaxed) + 1;
         match &self.shared.memory {
-            Some(hierarchy) => match hierarchy.create_case(serial) {
+            Some(hierarchy) => match self.new_cgroup(hierarchy) {
                 Ok(cgroup) => HostMeter::new(Some(cgroup), None),
                 Err(e) => HostMeter::new(
                     None,
