@@ -176,6 +176,10 @@ impl Steer {
             (Some(now), Some(last)) => {
                 now > last.saturating_add(((last as f64 * STILL_SHARE) as u64).max(STILL_BYTES))
             }
+            // The first reading (or the first after a failed one): nothing
+            // to compare with, and at a case's first tick its processes
+            // are still loading, so the charge is taken as climbing.
+            (Some(_), None) => true,
             _ => false,
         };
         self.last_anon_shmem = anon_shmem;
@@ -288,7 +292,18 @@ impl HostMeter {
             .filter(|p| !exclude.contains(&p.pid))
             .count();
         let now = Instant::now();
+        let first_tick = self.steer.since.is_none();
         self.steer.note(anon_shmem, processes, now);
+        if first_tick && anon_shmem.is_some() {
+            // With a cgroup, the case's first tick (right after its launch)
+            // sweeps nothing: its processes are still being loaded, so a
+            // sweep would read little more than their loader, and it would
+            // hold the lock their `execve` and `mmap` wait for. The charge
+            // is read; the first sweep comes once it stops rising, or on
+            // the timer. A process that exits before is in
+            // `rusage-maxrss`.
+            self.next_sweep = Some(now + self.pace.min_gap);
+        }
         let mut pss_now = None;
         if self.next_sweep.is_none_or(|next| now >= next) || self.steer.asks(now) {
             // The cost is the CPU the sweep took, not its wall time: on a

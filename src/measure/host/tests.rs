@@ -53,7 +53,12 @@ fn a_new_high_of_a_cheap_figure_asks_for_a_sweep_at_its_top_within_its_share() {
     let at = |ms: u64| start + Duration::from_millis(ms);
     let mut steer = Steer::default();
     steer.note(Some(mib(100)), 1, at(0));
-    assert!(steer.asks(at(0)), "the first reading is a new high");
+    assert!(
+        !steer.asks(at(0)),
+        "the first reading is a new high, but climbing: the case just started"
+    );
+    steer.note(Some(mib(100)), 1, at(20));
+    assert!(steer.asks(at(20)), "the first high, once it stops rising");
     steer.swept(Some(mib(100)), 1, Duration::from_millis(4));
     // A climb asks for a sweep at its top, not on the way.
     steer.note(Some(mib(300)), 1, at(20));
