@@ -303,3 +303,77 @@ fn a_cases_folder_swapped_for_a_link_is_never_written_through() {
             .is_symlink()
     );
 }
+
+/// The next case's folder is made while the case before it runs (its
+/// `mkdir` and logs off the path between the two): what that case's
+/// workload writes there is gone when the next case starts; where a
+/// folder of that name is there already (an earlier run's), nothing is
+/// made ahead, so a case that then never starts keeps it; and one made
+/// for a case that never starts is removed.
+#[test]
+fn a_folder_made_ahead_is_fresh_when_its_case_starts_and_gone_if_it_never_does() {
+    let project = Project::new("");
+    let dir = project.path().display().to_string();
+    let meddler = format!(
+        "for i in $(seq 200); do \
+           if [ -f $OOMGATE_OUT/../b/stdout.log ]; then touch {dir}/saw-b; break; fi; sleep 0.05; \
+         done; echo meddling >> $OOMGATE_OUT/../b/stdout.log"
+    );
+    let suite = |a: &str, b: &str| {
+        format!(
+            "[suite]\nname = \"t\"\ngpu = \"off\"\n\
+             [[case]]\nname = \"a\"\ncommand = [\"sh\", \"-c\", {}]\n\
+             [[case]]\nname = \"b\"\ncommand = [\"sh\", \"-c\", {}]\n",
+            toml_str(a),
+            toml_str(b)
+        )
+    };
+    std::fs::write(project.suite(), suite(&meddler, "echo earlier-run")).expect("write suite");
+    project.run(&[]).assert_code(0);
+    assert!(
+        project.path().join("saw-b").exists(),
+        "b's folder was made while a ran"
+    );
+    let b_log = project.out().join("cases/b/stdout.log");
+    assert_eq!(
+        std::fs::read_to_string(&b_log).expect("b's log"),
+        "earlier-run\n",
+        "b's log holds a's meddling"
+    );
+
+    // Interrupted while a runs: b never starts, and its earlier folder
+    // stays as it was.
+    let waits = format!("touch {dir}/started; sleep 30");
+    std::fs::write(project.suite(), suite(&waits, "echo second-run")).expect("write suite");
+    let mut running = Running::start(&project);
+    running.wait_for(&project.path().join("started"));
+    // SAFETY: signalling the oomgate process this test started.
+    unsafe {
+        libc::kill(running.pid(), libc::SIGINT);
+    }
+    let run = running.finish_within_a_minute();
+    run.assert_code(130);
+    assert_eq!(run.results()["not_run"], serde_json::json!(["b"]));
+    assert_eq!(
+        std::fs::read_to_string(&b_log).expect("b's earlier log"),
+        "earlier-run\n"
+    );
+
+    // A case new to the out dir: its folder is made ahead, and removed
+    // when the run is interrupted before it starts.
+    std::fs::remove_file(project.path().join("started")).expect("reset");
+    let fresh = suite(&waits, "true").replace("name = \"b\"", "name = \"c\"");
+    std::fs::write(project.suite(), fresh).expect("write suite");
+    let mut running = Running::start(&project);
+    running.wait_for(&project.path().join("started"));
+    let c = project.out().join("cases/c");
+    running.wait_for(&c.join("stdout.log"));
+    // SAFETY: signalling the oomgate process this test started.
+    unsafe {
+        libc::kill(running.pid(), libc::SIGINT);
+    }
+    let run = running.finish_within_a_minute();
+    run.assert_code(130);
+    assert_eq!(run.results()["not_run"], serde_json::json!(["c"]));
+    assert!(!c.exists(), "the folder of a case that never started");
+}

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::folder::{in_flight, keep_shared_attempt, prepare_case_dir};
+use super::folder::{Ahead, in_flight, keep_shared_attempt};
 use super::schedule::Scheduler;
 use super::{Conductor, Job, Live, Note, Shared, WriteFault, work};
 use crate::capacity::Capacity;
@@ -41,6 +41,8 @@ pub(super) struct Dispatch<'d, 'a, 'scope, 'env> {
     pub(super) idle: Vec<usize>,
     /// Cases started so far (the events' `index`).
     pub(super) started: usize,
+    /// The folder of the case to start next, made while others run.
+    pub(super) ahead: Ahead,
     pub(super) notes: mpsc::Sender<(usize, Note)>,
     pub(super) scope: &'scope std::thread::Scope<'scope, 'env>,
 }
@@ -67,6 +69,21 @@ where
             if !self.launch(number, placement, alone, reporter) {
                 break;
             }
+        }
+    }
+
+    /// While cases run, make the folder of the case most likely to start
+    /// next (see [`Ahead`]).
+    pub(super) fn prepare_ahead(&mut self) {
+        if self.live.is_empty()
+            || self.shared.interrupt.requested()
+            || self.conductor.fault.is_some()
+            || self.shared.faulted()
+        {
+            return;
+        }
+        if let Some(number) = self.scheduler.first_waiting() {
+            self.ahead.make(self.shared, number, self.cases[number]);
         }
     }
 
@@ -138,7 +155,7 @@ where
         placement: &super::Placement,
         reporter: &mut dyn Reporter,
     ) -> Option<(PathBuf, usize)> {
-        let dir = match prepare_case_dir(self.shared, case) {
+        let dir = match self.ahead.take(self.shared, number, case) {
             Ok(dir) => dir,
             Err(fault) => {
                 self.not_launched(number, case, placement, fault, reporter);

@@ -39,26 +39,56 @@ pub(super) fn in_flight(shared: &Shared<'_>, case: &Case, case_dir: &Path) -> Ca
 /// earlier run in the same out dir must not be mistaken for this run's,
 /// and a case whose output cannot be kept is not launched.
 pub(super) fn prepare_case_dir(shared: &Shared<'_>, case: &Case) -> Result<PathBuf, WriteFault> {
-    let path = shared.out_dir.join("cases").join(&case.folder);
-    let fail = |at: &Path, source| WriteFault::CaseFile {
-        path: at.to_path_buf(),
-        source,
-    };
-    // An earlier case's workload may have swapped `cases` for a link.
-    let cases = shared.out_dir.join("cases");
-    crate::files::own_folder(&cases).map_err(|e| fail(&cases, e))?;
+    let path = case_dir(shared, case);
+    own_cases(shared)?;
     match std::fs::remove_dir_all(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(fail(&path, e)),
+        Err(e) => return Err(case_file_fault(&path, e)),
     }
-    std::fs::create_dir_all(&path).map_err(|e| fail(&path, e))?;
-    for index in 0..case.concurrency {
-        let logs = launch::InstanceLogs::for_instance(&path, index);
-        for log in [&logs.stdout, &logs.stderr] {
-            crate::files::case::create(log).map_err(|e| fail(log, e))?;
-        }
+    make_case_dir(case, &path)?;
+    space_left(path)
+}
+
+fn case_dir(shared: &Shared<'_>, case: &Case) -> PathBuf {
+    shared.out_dir.join("cases").join(&case.folder)
+}
+
+fn case_file_fault(at: &Path, source: io::Error) -> WriteFault {
+    WriteFault::CaseFile {
+        path: at.to_path_buf(),
+        source,
     }
+}
+
+/// `cases/` checked to be a folder of oomgate's: an earlier case's
+/// workload may have swapped it for a link.
+fn own_cases(shared: &Shared<'_>) -> Result<(), WriteFault> {
+    let cases = shared.out_dir.join("cases");
+    crate::files::own_folder(&cases).map_err(|e| case_file_fault(&cases, e))
+}
+
+/// `path` (the case's folder, not there; `cases/` checked) made, with
+/// empty logs.
+fn make_case_dir(case: &Case, path: &Path) -> Result<(), WriteFault> {
+    std::fs::create_dir_all(path).map_err(|e| case_file_fault(path, e))?;
+    for log in logs(path, case) {
+        crate::files::case::create(&log).map_err(|e| case_file_fault(&log, e))?;
+    }
+    Ok(())
+}
+
+/// The log files a case's folder starts with: each instance's stdout and
+/// stderr.
+fn logs(path: &Path, case: &Case) -> impl Iterator<Item = PathBuf> {
+    (0..case.concurrency).flat_map(move |index| {
+        let logs = launch::InstanceLogs::for_instance(path, index);
+        [logs.stdout, logs.stderr]
+    })
+}
+
+/// A case is not launched where nothing more can be written.
+fn space_left(path: PathBuf) -> Result<PathBuf, WriteFault> {
     if crate::files::no_space_left(&path) {
         return Err(WriteFault::NoSpace {
             dir: path,
@@ -66,6 +96,108 @@ pub(super) fn prepare_case_dir(shared: &Shared<'_>, case: &Case) -> Result<PathB
         });
     }
     Ok(path)
+}
+
+/// The folder of the case most likely to start next, made while the
+/// cases before it run: making a folder and its logs takes a few inodes,
+/// which on some file systems costs more than a trivial case runs
+/// (hundreds of µs each on ext4, for a block group full of freed inodes),
+/// so it is kept off the path from one case to the next. Made only where
+/// no folder of that name is there yet (an earlier run's is removed at
+/// the case's own start, not before: a case that never starts keeps it);
+/// one whose case never starts is removed ([`Ahead::discard`]).
+#[derive(Debug, Default)]
+pub(super) struct Ahead {
+    made: Option<Made>,
+}
+
+#[derive(Debug)]
+struct Made {
+    number: usize,
+    path: PathBuf,
+    /// `cases/` and the folder as made: a workload may since have swapped
+    /// either for a link or another folder, which is then left alone.
+    cases: (u64, u64),
+    folder: (u64, u64),
+}
+
+impl Made {
+    fn still_ours(&self) -> bool {
+        let cases = self.path.parent().and_then(folder_identity);
+        cases == Some(self.cases) && folder_identity(&self.path) == Some(self.folder)
+    }
+}
+
+/// A folder's device and inode, when `path` is a folder, not a link.
+fn folder_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_dir)
+        .map(|meta| (meta.dev(), meta.ino()))
+}
+
+impl Ahead {
+    /// Make case `number`'s folder now, unless one is made already. A
+    /// failure is left for the case's own start to meet and report.
+    pub(super) fn make(&mut self, shared: &Shared<'_>, number: usize, case: &Case) {
+        if self.made.is_some() || own_cases(shared).is_err() {
+            return;
+        }
+        let path = case_dir(shared, case);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            return;
+        }
+        let made = make_case_dir(case, &path);
+        let identities = path
+            .parent()
+            .and_then(folder_identity)
+            .zip(folder_identity(&path));
+        match (made, identities) {
+            (Ok(()), Some((cases, folder))) => {
+                self.made = Some(Made {
+                    number,
+                    path,
+                    cases,
+                    folder,
+                })
+            }
+            _ => {
+                std::fs::remove_dir_all(&path).ok();
+            }
+        }
+    }
+
+    /// Case `number`'s folder as made ahead and still as made (the same
+    /// folder, its logs empty regular files: a workload of the case before
+    /// may have written there), or a fresh one.
+    pub(super) fn take(
+        &mut self,
+        shared: &Shared<'_>,
+        number: usize,
+        case: &Case,
+    ) -> Result<PathBuf, WriteFault> {
+        let Some(made) = self.made.take_if(|made| made.number == number) else {
+            return prepare_case_dir(shared, case);
+        };
+        let untouched = made.still_ours()
+            && logs(&made.path, case).all(|log| {
+                std::fs::symlink_metadata(log).is_ok_and(|m| m.is_file() && m.len() == 0)
+            });
+        if untouched {
+            space_left(made.path)
+        } else {
+            prepare_case_dir(shared, case)
+        }
+    }
+
+    /// Remove the folder made for a case that did not start, if it is
+    /// still the folder made, where it was made.
+    pub(super) fn discard(&mut self) {
+        if let Some(made) = self.made.take().filter(Made::still_ours) {
+            std::fs::remove_dir_all(made.path).ok();
+        }
+    }
 }
 
 /// Before a case is retried alone: a marker in its logs, and the shared

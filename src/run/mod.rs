@@ -352,6 +352,7 @@ impl<'a> Runner<'a> {
                 workers: Vec::new(),
                 idle: Vec::new(),
                 started: 0,
+                ahead: folder::Ahead::default(),
                 notes: sender,
                 scope,
             };
@@ -360,12 +361,14 @@ impl<'a> Runner<'a> {
                 if dispatch.scheduler.idle() {
                     break;
                 }
+                dispatch.prepare_ahead();
                 // Every live case's thread holds a sender: this returns.
                 let Ok((number, note)) = notes.recv() else {
                     break;
                 };
                 dispatch.on_note(number, note, reporter);
             }
+            dispatch.ahead.discard();
         });
         // Cases left waiting did not run, in the suite's order: after
         // Ctrl-C or a fault, not run; otherwise no GPU ever came free for

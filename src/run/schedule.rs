@@ -277,6 +277,12 @@ impl Scheduler {
         self.slots.get(gpu).map_or(&[], |s| s.tenants.as_slice())
     }
 
+    /// The first case waiting for its first start (a retry alone reuses
+    /// its folder): most likely the next to start.
+    pub fn first_waiting(&self) -> Option<usize> {
+        self.waiting.iter().find(|w| !w.alone).map(|w| w.case)
+    }
+
     /// Nothing runs.
     pub fn idle(&self) -> bool {
         self.running == 0
