@@ -206,6 +206,43 @@ pub fn end_group(group: i32, limit: std::time::Duration) {
 /// from before its exec, is no case's. Where oomgate's children cannot be
 /// listed, every exited child is reaped and `except`'s figure left out.
 pub fn reap_exited_children(except: Option<i32>) -> u64 {
+    // Each exited child is looked at first without being reaped: the
+    // usual answer, none, takes one call, where listing the children
+    // takes a dozen. Only once `except` is found exited are they listed.
+    let mut largest = 0;
+    while let Some(pid) = exited_child() {
+        if Some(pid) == except {
+            return largest.max(reap_listed_children(except));
+        }
+        let Some(reaped) = wait4(pid, libc::WNOHANG) else {
+            break;
+        };
+        largest = largest.max(reaped.maxrss_bytes);
+    }
+    largest
+}
+
+/// An exited child, still unreaped (`waitid` with `WNOWAIT`); `None` when
+/// none has exited.
+fn exited_child() -> Option<i32> {
+    // SAFETY: siginfo_t is plain data the kernel fills in.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid writes one siginfo_t to the local passed.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: after a successful waitid the pid field is set (0: none).
+    let pid = unsafe { info.si_pid() };
+    (rc == 0 && pid > 0).then_some(pid)
+}
+
+/// [`reap_exited_children`] by the list of oomgate's children.
+fn reap_listed_children(except: Option<i32>) -> u64 {
     let reaped: Vec<Reaped> = match except.and_then(|except| Some((except, children()?))) {
         Some((except, children)) => children
             .into_iter()
@@ -552,19 +589,20 @@ pub fn die_with_parent(parent: i32) -> io::Result<()> {
     Ok(())
 }
 
-/// oomgate's own peak RSS; workloads are not included.
-pub fn own_max_rss_bytes() -> Option<u64> {
-    // Linux reports ru_maxrss in KiB.
-    own_usage()
-        .and_then(|usage| u64::try_from(usage.ru_maxrss).ok())
-        .map(|kib| kib * 1024)
-}
-
-/// oomgate's own CPU time (user + system), workloads excluded: what
-/// measuring costs.
-pub fn own_cpu_seconds() -> Option<f64> {
+/// oomgate's own peak RSS in bytes, and its CPU time (user + system) in
+/// seconds: what measuring costs, workloads not included. One
+/// `getrusage` for both.
+pub fn own_cost() -> (Option<u64>, Option<f64>) {
+    let Some(usage) = own_usage() else {
+        return (None, None);
+    };
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    own_usage().map(|usage| seconds(usage.ru_utime) + seconds(usage.ru_stime))
+    // Linux reports ru_maxrss in KiB.
+    let max_rss = u64::try_from(usage.ru_maxrss).ok().map(|kib| kib * 1024);
+    (
+        max_rss,
+        Some(seconds(usage.ru_utime) + seconds(usage.ru_stime)),
+    )
 }
 
 fn own_usage() -> Option<libc::rusage> {

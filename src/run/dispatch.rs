@@ -363,8 +363,7 @@ where
         result.gpu_sharing = sharing;
         // Its in-flight entry went in as the `index`-th case started.
         let at = settle(self.results, result, Some(done.index));
-        self.results.runner_max_rss_bytes = crate::process::own_max_rss_bytes();
-        self.results.runner_cpu_s = crate::process::own_cpu_seconds();
+        (self.results.runner_max_rss_bytes, self.results.runner_cpu_s) = crate::process::own_cost();
         self.results.fault = self.conductor.fault.as_ref().map(ToString::to_string);
         let finished = reporter.handle(&Event::CaseFinished {
             result: &self.results.cases[at],

@@ -420,8 +420,7 @@ impl<'a> Runner<'a> {
         let pages = reporter
             .handle(&Event::RunFinishing { results: &results })
             .err();
-        results.runner_max_rss_bytes = process::own_max_rss_bytes();
-        results.runner_cpu_s = process::own_cpu_seconds();
+        (results.runner_max_rss_bytes, results.runner_cpu_s) = process::own_cost();
         let json = reporter
             .handle(&Event::RunFinished { results: &results })
             .err();
