@@ -54,8 +54,12 @@ pub fn to_stderr(text: &str) {
         return;
     }
     // Every message oomgate prints passes here: secrets masked.
-    let text = crate::redact::mask_written(text);
-    let Err(error) = writeln!(io::stderr().lock(), "{text}") else {
+    // One `write` a line: `writeln!` makes two (the text, then the
+    // newline), which a reader of a shared stderr (a CI log) may see
+    // apart, and which cost a system call a case more.
+    let mut line = crate::redact::mask_written(text).into_owned();
+    line.push('\n');
+    let Err(error) = io::stderr().lock().write_all(line.as_bytes()) else {
         return;
     };
     if STDERR_LOST.swap(true, Ordering::Relaxed) || STDOUT_CARRIES_REPORT.load(Ordering::Relaxed) {
