@@ -10,6 +10,12 @@
 #   scripts/bench-loop.sh                       # target/release/oomgate, 1000 vs 4000 cases
 #   OOMGATE=/tmp/oomgate-old OOMGATE_B=target/release/oomgate scripts/bench-loop.sh
 #   SIZES="200 1000" RUNS=5 scripts/bench-loop.sh
+#   OUT_BASE=/dev/shm scripts/bench-loop.sh     # out dirs on tmpfs: the harness alone
+#
+# The out dirs go under $OUT_BASE (default /tmp). Each case makes a few
+# inodes there, and what one costs depends on the file system, and on
+# ext4 even on the folder: the script first says how long creating a
+# file took there (docs/performance.md, "The out dir's file system").
 #
 # Needs: farm-bench on PATH, python3. Runs with --gpu off --no-baseline.
 set -euo pipefail
@@ -19,8 +25,20 @@ OOMGATE=${OOMGATE:-target/release/oomgate}
 OOMGATE_B=${OOMGATE_B:-$OOMGATE}
 SIZES=${SIZES:-"1000 4000"}
 RUNS=${RUNS:-3}
-work=$(mktemp -d /tmp/oomgate-bench-loop.XXXXXX)
+OUT_BASE=${OUT_BASE:-/tmp}
+work=$(mktemp -d "$OUT_BASE/oomgate-bench-loop.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+
+python3 - "$work" <<'EOF'
+import os, sys, time
+folder = os.path.join(sys.argv[1], "create-probe")
+os.mkdir(folder)
+start = time.perf_counter()
+for i in range(500):
+    os.close(os.open(os.path.join(folder, f"f{i}"), os.O_CREAT | os.O_WRONLY, 0o644))
+took = (time.perf_counter() - start) / 500
+print(f"== creating a file under {sys.argv[1]}: {took * 1e6:.0f} µs (500 files)")
+EOF
 
 suite() { # name count command...
     local name=$1 count=$2
