@@ -286,8 +286,10 @@ impl ProbeReader {
         }
     }
 
-    /// Read what was appended since the last call.
-    pub fn poll(&mut self) {
+    /// Read what was appended since the last call; whether a file was
+    /// read up to the per-tick cap (more may be waiting there).
+    pub fn poll(&mut self) -> bool {
+        let mut capped = false;
         for source in &mut self.sources {
             let Ok(mut file) = crate::files::case::open_read(&source.path) else {
                 continue;
@@ -311,6 +313,7 @@ impl ProbeReader {
                 continue;
             };
             source.offset += read as u64;
+            capped |= read >= MAX_READ_PER_TICK;
             for &byte in &self.buffer[..read] {
                 if byte == b'\n' {
                     if source.skipping {
@@ -331,17 +334,15 @@ impl ProbeReader {
                 }
             }
         }
+        capped
     }
 
     /// Everything read, after a last poll (a final line without a newline
     /// counts too).
     pub fn finish(mut self) -> Option<ProbeSummary> {
-        self.poll();
         // Drain what is left beyond the per-tick cap.
-        for _ in 0..1024 {
-            let before: Vec<u64> = self.sources.iter().map(|s| s.offset).collect();
-            self.poll();
-            if self.sources.iter().map(|s| s.offset).eq(before) {
+        for _ in 0..1025 {
+            if !self.poll() {
                 break;
             }
         }

@@ -26,6 +26,9 @@ pub fn read_tail(path: &Path, limit: u64, redactor: &Redactor) -> io::Result<Str
         Err(e) => return Err(e),
     };
     let length = file.metadata()?.len();
+    if length == 0 {
+        return Ok(String::new());
+    }
     let context = redactor.context() as u64;
     let start = length.saturating_sub(limit + context);
     file.seek(SeekFrom::Start(start))?;
