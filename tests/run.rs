@@ -294,3 +294,59 @@ fn environment_commands_end_with_their_own_process_and_are_bounded() {
     assert!(!alive(background), "the probe's background child survived");
     assert_eq!(run.case("a")["leftover_processes"], 0);
 }
+
+/// `nohup oomgate run …`: a hangup, which oomgate was started ignoring,
+/// neither stops the run nor reaches the workload (it inherits the signal
+/// ignored, as without oomgate).
+#[test]
+fn a_hangup_oomgate_was_started_ignoring_does_not_stop_the_run() {
+    use std::os::unix::process::CommandExt;
+    let project = Project::new("");
+    let dir = project.path().display().to_string();
+    let script = format!(
+        "grep SigIgn /proc/self/status; touch {dir}/started; \
+         while [ ! -e {dir}/go ]; do sleep 0.05; done"
+    );
+    std::fs::write(
+        project.suite(),
+        format!(
+            "[suite]\nname = \"t\"\ngpu = \"off\"\n[[case]]\nname = \"a\"\ncommand = [\"sh\", \"-c\", {}]\n",
+            toml_str(&script)
+        ),
+    )
+    .expect("write suite");
+    let mut command = project.run_command();
+    command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: only `signal` between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let child = command.spawn().expect("spawn oomgate");
+    let started = project.path().join("started");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the case never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: signalling the oomgate process this test started.
+    unsafe {
+        libc::kill(i32::try_from(child.id()).expect("pid"), libc::SIGHUP);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(project.path().join("go"), "").expect("go");
+    let run = Run::from(child.wait_with_output().expect("wait"), project.out());
+    run.assert_code(0);
+    assert_eq!(run.case("a")["status"], "passed");
+    let log = std::fs::read_to_string(project.out().join("cases/a/stdout.log")).expect("log");
+    let mask = log
+        .trim()
+        .strip_prefix("SigIgn:")
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .expect("a SigIgn line");
+    assert_ne!(mask & (1 << (libc::SIGHUP - 1)), 0, "{log}");
+}

@@ -7,6 +7,13 @@
 //! oomgate exits 130. A second signal skips the grace period. Workloads run
 //! in their own process groups, so a terminal's Ctrl-C reaches oomgate only
 //! and oomgate decides how they stop.
+//!
+//! A stop signal oomgate was started with ignored stays ignored, as a
+//! shell leaves one (POSIX: a signal ignored on entry to a non-interactive
+//! shell cannot be trapped): `nohup oomgate run …` is not ended by a
+//! hangup, a shell's background job not by the terminal's Ctrl-C, and the
+//! workloads inherit the signal ignored, as they would have without
+//! oomgate.
 
 use std::io;
 use std::sync::Arc;
@@ -19,10 +26,14 @@ pub struct Interrupt {
 }
 
 impl Interrupt {
-    /// A counter fed by SIGINT, SIGTERM and SIGHUP.
+    /// A counter fed by SIGINT, SIGTERM and SIGHUP, each but one oomgate
+    /// was started with ignored.
     pub fn install() -> io::Result<Self> {
         let interrupt = Interrupt::default();
         for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            if ignored(signal)? {
+                continue;
+            }
             let count = Arc::clone(&interrupt.count);
             // SAFETY: the handler only does an atomic add and an atomic
             // store, which are async-signal-safe; it allocates nothing and
@@ -46,4 +57,16 @@ impl Interrupt {
     pub fn insisted(&self) -> bool {
         self.count.load(Ordering::SeqCst) > 1
     }
+}
+
+/// Whether `signal` is ignored now.
+fn ignored(signal: i32) -> io::Result<bool> {
+    // SAFETY: sigaction with no new action writes the current one to the
+    // zeroed local passed.
+    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; a null new action changes nothing.
+    if unsafe { libc::sigaction(signal, std::ptr::null(), &mut current) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(current.sa_sigaction == libc::SIG_IGN)
 }
