@@ -87,6 +87,9 @@ pub(super) struct CaseRunner<'s, 'a> {
     /// A memory cgroup made ahead, while the workload of this worker's
     /// last case ran (see [`CaseRunner::make_spare_cgroup`]).
     spare_cgroup: Cell<SpareCgroup>,
+    /// Making a spare failed during this case: not tried again before the
+    /// next (a full or read-only hierarchy would fail every tick).
+    spare_refused: Cell<bool>,
     /// The case's number in the plan, which tags its notes.
     number: usize,
     pub(super) access: GpuAccess,
@@ -140,6 +143,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             shared,
             scanner,
             spare_cgroup: Cell::new(spare_cgroup),
+            spare_refused: Cell::new(false),
             number,
             access,
             notes,
@@ -166,14 +170,18 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
     /// kernel's cgroup file system, and its files opened) is then off the
     /// path from one case to the next. Called before each wait; makes one
     /// only when there is none. A cgroup that cannot be made now is tried
-    /// again, and reported, when the next case asks for one.
+    /// again, and reported, when the next case asks for one; not before.
     pub(super) fn make_spare_cgroup(&self) {
         let Some(hierarchy) = &self.shared.memory else {
             return;
         };
+        if self.spare_refused.get() {
+            return;
+        }
         let mut spare = self.spare_cgroup.take();
         if spare.0.is_none() {
             spare.0 = self.new_cgroup(hierarchy).ok();
+            self.spare_refused.set(spare.0.is_none());
         }
         self.spare_cgroup.set(spare);
     }
