@@ -131,7 +131,9 @@ fn a_command_that_cannot_start_fails_only_its_case() {
 /// what oomgate inherited, whether the fork server made them or not.
 /// SIGINT, SIGTERM and SIGHUP, which oomgate handles itself, too: one it
 /// was started with ignored it leaves ignored; the others a workload gets
-/// at their default, as an `exec` gives a handled signal.
+/// at their default, as an `exec` gives a handled signal. And glibc's own
+/// signals 32 and 33, which its `posix_spawn` leaves ignored, at their
+/// default.
 #[test]
 fn the_workload_gets_the_signal_dispositions_oomgate_was_given() {
     let project = Project::new(
@@ -160,6 +162,8 @@ fn the_workload_gets_the_signal_dispositions_oomgate_was_given() {
         libc::SIGUSR2,
         libc::SIGALRM,
         libc::SIGTSTP,
+        32,
+        33,
         libc::SIGRTMIN(),
         libc::SIGRTMIN() + 2,
         libc::SIGRTMAX(),

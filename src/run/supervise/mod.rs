@@ -221,6 +221,7 @@ fn run(args: &[OsString], ignored: Option<&[Disposition]>) -> i32 {
     // before the fork.
     let between_fork_and_exec = || {
         restore_signals(&inherited);
+        default_glibc_internal_signals();
         signals.restore_mask();
         // SAFETY: prctl, getppid, getpid and _exit take no memory.
         unsafe {
@@ -359,6 +360,32 @@ fn restore_signals(inherited: &[Disposition]) {
         // SAFETY: setting a disposition takes no memory.
         unsafe {
             libc::signal(signal, disposition);
+        }
+    }
+}
+
+/// Signals 32 and 33 (up to `SIGRTMIN` as glibc reports it) are glibc's
+/// own, and its `posix_spawn` leaves them ignored in the program it
+/// starts: so the fork server and every supervisor have them ignored, and
+/// an exec keeps an ignored signal ignored. The workload gets them at
+/// their default, as a shell's fork and exec gives them. glibc's
+/// `sigaction` refuses those numbers, so the system call is made directly,
+/// with an all-zero action (`SIG_DFL`, no flags, an empty mask: the same
+/// bytes whatever the architecture's layout). Async-signal-safe.
+fn default_glibc_internal_signals() {
+    let action = [0u64; 4];
+    for signal in 32..libc::SIGRTMIN() {
+        // SAFETY: rt_sigaction reads one zeroed kernel sigaction (32
+        // bytes, at least its size on every architecture) and writes
+        // nothing (null old action); the sigset size is the kernel's, 8.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                action.as_ptr(),
+                std::ptr::null_mut::<u64>(),
+                8usize,
+            );
         }
     }
 }
