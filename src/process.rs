@@ -277,7 +277,8 @@ pub fn wait_for_exit(pid: i32, limit: std::time::Duration) -> Option<(Exit, u64)
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match &pidfd {
             Some(fd) => {
-                poll_readable(fd, left);
+                use std::os::fd::AsRawFd;
+                wait_readable([fd.as_raw_fd()], left);
             }
             None => {
                 std::thread::sleep(nap.min(left));
@@ -305,19 +306,26 @@ fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
     Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
-/// Wait until `fd` is readable or `limit` passes (rounded up to a
-/// millisecond), or a signal arrives.
-fn poll_readable(fd: &std::os::fd::OwnedFd, limit: std::time::Duration) {
-    use std::os::fd::AsRawFd;
-    let mut pollfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+/// Wait until one of `fds` is readable (or closed), `limit` passes, or a
+/// signal arrives. The limit is rounded up to a millisecond: rounded down,
+/// a caller waiting for a deadline would wake early and spin until it.
+pub fn wait_readable(
+    fds: impl IntoIterator<Item = std::os::fd::RawFd>,
+    limit: std::time::Duration,
+) {
+    let mut pollfds: Vec<libc::pollfd> = fds
+        .into_iter()
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     let millis = i32::try_from(limit.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
-    // SAFETY: poll reads and writes the one pollfd it is given.
+    // SAFETY: poll reads and writes the pollfd array it is given, of the
+    // length given.
     unsafe {
-        libc::poll(&mut pollfd, 1, millis);
+        libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, millis);
     }
 }
 

@@ -52,13 +52,9 @@ where
     'a: 'env,
 {
     /// Start every case the schedule allows now, unless the run is
-    /// stopping (a case's thread may have met a fault whose note is still
-    /// on its way: `faulted` says so at once).
+    /// stopping.
     pub(super) fn launch_next(&mut self, reporter: &mut dyn Reporter) {
-        while !self.shared.interrupt.requested()
-            && self.conductor.fault.is_none()
-            && !self.shared.faulted()
-        {
+        while !self.stopping() {
             let (cases, conductor) = (self.cases, &*self.conductor);
             let Some((number, placement, alone)) = self
                 .scheduler
@@ -72,14 +68,17 @@ where
         }
     }
 
+    /// The run is stopping: Ctrl-C, or a file that could not be written
+    /// (a case's thread may have met a fault whose note is still on its
+    /// way: `faulted` says so at once). Nothing more is started.
+    fn stopping(&self) -> bool {
+        self.shared.interrupt.requested() || self.conductor.fault.is_some() || self.shared.faulted()
+    }
+
     /// While cases run, make the folder of the case most likely to start
     /// next (see [`Ahead`]).
     pub(super) fn prepare_ahead(&mut self) {
-        if self.live.is_empty()
-            || self.shared.interrupt.requested()
-            || self.conductor.fault.is_some()
-            || self.shared.faulted()
-        {
+        if self.live.is_empty() || self.stopping() {
             return;
         }
         if let Some(number) = self.scheduler.first_waiting() {

@@ -273,21 +273,8 @@ pub(super) fn wait_for_exit_until<'i>(
     if left.is_zero() {
         return;
     }
-    let mut fds: Vec<libc::pollfd> = instances
-        .flat_map(Instance::report_fds)
-        .map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    // Rounded up: a zero timeout would spin until the tick.
-    let millis = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
-    // SAFETY: poll reads and writes the pollfd array it is given, of the
-    // length given. A signal (Ctrl-C) ends the wait early with EINTR.
-    unsafe {
-        libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, millis);
-    }
+    // A signal (Ctrl-C) ends the wait early.
+    process::wait_readable(instances.flat_map(Instance::report_fds), left);
 }
 
 /// The high-water marks the instances' supervisors reported, as floors of

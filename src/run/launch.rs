@@ -413,16 +413,7 @@ impl ReportReader {
                     "timed out",
                 ));
             }
-            let mut poll = libc::pollfd {
-                fd: self.fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let wait_ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
-            // SAFETY: poll reads and writes one pollfd on the stack.
-            unsafe {
-                libc::poll(&mut poll, 1, wait_ms);
-            }
+            crate::process::wait_readable([self.fd()], left);
         }
     }
 }
