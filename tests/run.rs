@@ -4,6 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::running::Running;
 use common::*;
 
 /// A suite whose one case `c` runs alloc.py with these (TOML-quoted) arguments.
@@ -316,9 +317,6 @@ fn a_hangup_oomgate_was_started_ignoring_does_not_stop_the_run() {
     )
     .expect("write suite");
     let mut command = project.run_command();
-    command
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
     // SAFETY: only `signal` between fork and exec.
     unsafe {
         command.pre_exec(|| {
@@ -326,20 +324,15 @@ fn a_hangup_oomgate_was_started_ignoring_does_not_stop_the_run() {
             Ok(())
         });
     }
-    let child = command.spawn().expect("spawn oomgate");
-    let started = project.path().join("started");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !started.exists() {
-        assert!(Instant::now() < deadline, "the case never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut running = Running::spawn(&project, command);
+    running.wait_for(&project.path().join("started"));
     // SAFETY: signalling the oomgate process this test started.
     unsafe {
-        libc::kill(i32::try_from(child.id()).expect("pid"), libc::SIGHUP);
+        libc::kill(running.pid(), libc::SIGHUP);
     }
     std::thread::sleep(Duration::from_millis(300));
     std::fs::write(project.path().join("go"), "").expect("go");
-    let run = Run::from(child.wait_with_output().expect("wait"), project.out());
+    let run = running.finish_within_a_minute();
     run.assert_code(0);
     assert_eq!(run.case("a")["status"], "passed");
     let log = std::fs::read_to_string(project.out().join("cases/a/stdout.log")).expect("log");

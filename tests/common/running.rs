@@ -17,9 +17,15 @@ impl Running {
 
     /// `oomgate run` with extra arguments, in the background.
     pub fn start_with(project: &Project, extra: &[&str]) -> Self {
-        let child = project
-            .run_command()
-            .args(extra)
+        let mut command = project.run_command();
+        command.args(extra);
+        Self::spawn(project, command)
+    }
+
+    /// A prepared `oomgate run` command (`project.run_command()` with
+    /// more set on it), in the background.
+    pub fn spawn(project: &Project, mut command: std::process::Command) -> Self {
+        let child = command
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
