@@ -312,7 +312,7 @@ fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
 pub fn wait_readable(
     fds: impl IntoIterator<Item = std::os::fd::RawFd>,
     limit: std::time::Duration,
-) {
+) -> bool {
     let mut pollfds: Vec<libc::pollfd> = fds
         .into_iter()
         .map(|fd| libc::pollfd {
@@ -324,9 +324,8 @@ pub fn wait_readable(
     let millis = i32::try_from(limit.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
     // SAFETY: poll reads and writes the pollfd array it is given, of the
     // length given.
-    unsafe {
-        libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, millis);
-    }
+    let ready = unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, millis) };
+    ready != 0
 }
 
 /// The open-file limit oomgate found at start, before raising its own: the

@@ -683,6 +683,12 @@ fn growth_in_mapped_file_pages_alone_does_not_fail_against_the_lock() {
 
     std::fs::write(&shared, vec![1u8; 160 * MIB as usize]).expect("file");
     let run = project.run(&[]);
+    if case_cgroups().is_none() {
+        // Without a cgroup the working memory is only sampled: it proves
+        // nothing, and the growth fails.
+        run.assert_code(1);
+        return;
+    }
     run.assert_code(0);
     let case = run.case("mapped");
     assert_eq!(case["host_peak_source"], "pss-sum", "{case:#}");
@@ -701,6 +707,86 @@ fn growth_in_mapped_file_pages_alone_does_not_fail_against_the_lock() {
         "{}",
         run.message("mapped")
     );
+}
+
+/// Regression: a tree of 4 processes locked holding 30 MiB each for 1 s
+/// (its figure set by a PSS sweep) and run at 150 MiB each for 20 ms — a
+/// burst no sweep catches — passed in 3 of 5 runs, compared on the lock's
+/// PSS floor alone. The gated figure is compared with the gated figure,
+/// every floor with its own, and the working memory (read every 2 ms)
+/// with its own: every run fails, and an unchanged run never does.
+#[test]
+fn a_burst_no_sweep_saw_fails_against_a_lock_a_sweep_set_every_time() {
+    let project = Project::new("");
+    let write_suite = |mib: u32, hold: &str| {
+        let args = format!(
+            "\"burst-tree\", \"--children\", \"4\", \"--mib\", \"{mib}\", \"--hold\", \"{hold}\""
+        );
+        std::fs::write(
+            project.suite(),
+            suite("50ms", &pattern_case("tree", &args, "")),
+        )
+        .expect("suite");
+    };
+    write_suite(30, "1s");
+    project.lock(&[]).assert_code(0);
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    let locked: toml::Table = toml::from_str(&lock).expect("lock toml");
+    let locked_host = locked["cases"]["tree"]["host_peak_bytes"]
+        .as_integer()
+        .expect("a locked host figure") as u64;
+
+    // Unchanged: the same verdict every run, every figure compared.
+    for _ in 0..2 {
+        let run = project.run(&["--require-baseline"]);
+        run.assert_code(0);
+        let case = run.case("tree");
+        assert_eq!(
+            case["baseline"]["host"]["new_bytes"], case["host_peak_bytes"],
+            "the figure compared is the figure shown: {case:#}"
+        );
+        assert_eq!(case["baseline"]["host"]["baseline_bytes"], locked_host);
+        if case_cgroups().is_some() {
+            assert_eq!(case["baseline"]["working"]["outcome"], "within", "{case:#}");
+        }
+    }
+
+    write_suite(150, "20ms");
+    for _ in 0..3 {
+        let run = project.run(&[]);
+        run.assert_code(1);
+        let case = run.case("tree");
+        assert_eq!(case["baseline"]["host"]["outcome"], "regressed", "{case:#}");
+        assert_eq!(
+            case["baseline"]["host"]["new_bytes"], case["host_peak_bytes"],
+            "{case:#}"
+        );
+        if case_cgroups().is_some() {
+            assert_eq!(
+                case["baseline"]["working"]["outcome"], "regressed",
+                "{case:#}"
+            );
+            // Each child alone held 150 MiB: its high-water mark says so,
+            // whatever the sweeps saw.
+            assert!(
+                mib(&case["host_floors"]["rusage_maxrss_bytes"]) >= 150.0,
+                "{case:#}"
+            );
+        }
+        // The delta printed is the two figures' printed beside it.
+        let message = run.message("tree");
+        let shown = |bytes: &serde_json::Value| {
+            format!("{}", oomgate::units::Bytes(bytes.as_u64().unwrap_or(0)))
+        };
+        assert!(
+            message.contains(&format!(
+                "host peak {} > baseline {}",
+                shown(&case["host_peak_bytes"]),
+                shown(&case["baseline"]["host"]["baseline_bytes"])
+            )),
+            "{message}"
+        );
+    }
 }
 
 /// Beyond 200 processes the CPU share wins over the 1 s plateau

@@ -88,6 +88,23 @@ fn processes_left_behind_are_stopped_and_reported() {
     assert_all_dead(pids.path());
 }
 
+/// Python's multiprocessing resource tracker ends once its pipe closes,
+/// just after the command: it was reported as left behind on 49 of 60
+/// healthy torch runs. A helper that ends within the grace is no leftover.
+#[test]
+fn a_helper_that_ends_just_after_its_command_is_no_leftover() {
+    let project = Project::new(&single_case_suite(
+        "helper",
+        "host_patterns.py",
+        "\"helper\", \"--after\", \"200ms\"",
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("helper");
+    assert_eq!(case["leftover_processes"], 0, "{case:#}");
+    assert!(!run.stderr.contains("were still running"), "{}", run.stderr);
+}
+
 #[test]
 fn a_command_that_cannot_start_fails_only_its_case() {
     let project = Project::new(

@@ -37,16 +37,25 @@ pub enum Figure {
     Gpu,
     /// The allocator's peak the workload's probe reported.
     Allocated,
+    /// The case's working memory: its anonymous + shmem peak, what the
+    /// kernel cannot reclaim without swap (`host_working_peak_bytes`).
+    Working,
 }
 
 impl Figure {
-    pub const ALL: [Figure; 3] = [Figure::Host, Figure::Gpu, Figure::Allocated];
+    pub const ALL: [Figure; 4] = [
+        Figure::Host,
+        Figure::Gpu,
+        Figure::Allocated,
+        Figure::Working,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Figure::Host => "host",
             Figure::Gpu => "gpu",
             Figure::Allocated => "allocated",
+            Figure::Working => "working",
         }
     }
 }
@@ -59,7 +68,7 @@ impl std::fmt::Display for Figure {
 
 /// A name that is no compared figure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not a compared figure (host, gpu, allocated)")]
+#[error("`{0}` is not a compared figure (host, gpu, allocated, working)")]
 pub struct UnknownFigure(String);
 
 impl std::str::FromStr for Figure {
@@ -128,9 +137,17 @@ pub struct SpreadBound {
 pub struct CaseTolerances {
     pub host: AppliedTolerance,
     pub gpu: AppliedTolerance,
+    /// The working memory's; results and locks written before it was
+    /// gated have the default.
+    #[serde(default = "default_working_tolerance")]
+    pub working: AppliedTolerance,
     /// With `search`: how far below the locked capacity a run may land.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<crate::capacity::Tolerance>,
+}
+
+fn default_working_tolerance() -> AppliedTolerance {
+    crate::suite::Tolerances::default().working.into()
 }
 
 impl CaseTolerances {
@@ -138,6 +155,7 @@ impl CaseTolerances {
         crate::suite::Tolerances {
             host: self.host.into(),
             gpu: self.gpu.into(),
+            working: self.working.into(),
         }
     }
 }
@@ -147,6 +165,7 @@ impl From<crate::suite::Tolerances> for CaseTolerances {
         CaseTolerances {
             host: tolerances.host.into(),
             gpu: tolerances.gpu.into(),
+            working: tolerances.working.into(),
             capacity: None,
         }
     }
@@ -158,8 +177,9 @@ impl From<crate::suite::Tolerances> for CaseTolerances {
 pub enum NotCompared {
     /// The host figure was locked as measured by another method.
     HostMethod { locked: String, now: String },
-    /// The host figure's floor the lock was taken on was not observed this
-    /// run: the figures are of two definitions.
+    /// Written by oomgate before every floor was compared (results read
+    /// back, never made now): the host figure's floor the lock was taken
+    /// on was not observed that run.
     HostSource {
         locked: crate::measure::host::HostFloor,
         now: Option<crate::measure::host::HostFloor>,
@@ -201,13 +221,16 @@ pub struct FigureComparison {
     /// Why it was not compared (`outcome` `skipped`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_compared: Option<NotCompared>,
-    /// The host floor compared on: the lock's own definition of the figure
-    /// (`new_bytes` is this run's figure of that floor).
+    /// A floor of the host figure that grew past the bound in this run
+    /// against the same floor of the lock (the largest such growth), while
+    /// the gated figure itself may not have: it fails the host figure as
+    /// much as the gated figure would (see `compare_case`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub floor: Option<crate::measure::host::HostFloor>,
-    /// The host figure went past its bound on a floor that counts file
-    /// pages while its anonymous + shmem memory stayed within: the growth
-    /// is in what the page cache held, not the workload's, and is not a
+    pub floor_breach: Option<FloorBreach>,
+    /// The host figure (or one of its floors) went past its bound in a
+    /// floor that counts file pages while the working memory, read often
+    /// enough to see its peak, stayed within its own: the growth is in
+    /// what the page cache held, not the workload's, and is not a
     /// regression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anon_within: Option<AnonWithin>,
@@ -216,12 +239,23 @@ pub struct FigureComparison {
     pub message: String,
 }
 
-/// The anonymous + shmem memory of a run and of its lock (see
-/// `HostFloors::anon_shmem`), compared within the host tolerance.
+/// The working memory of a run and of its lock (see
+/// `HostFloors::anon_shmem`), within the working tolerance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnonWithin {
     pub now_bytes: u64,
     pub locked_bytes: u64,
+}
+
+/// One floor of the host figure, past its bound against the same floor
+/// of the lock: both figures, so the delta worded beside them is theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FloorBreach {
+    pub floor: crate::measure::host::HostFloor,
+    pub now_bytes: u64,
+    pub locked_bytes: u64,
+    /// The largest value of that floor that is not a regression.
+    pub limit_bytes: u64,
 }
 
 impl FigureComparison {
@@ -308,7 +342,7 @@ pub fn compare(
         tolerance: None,
         spread: None,
         not_compared: None,
-        floor: None,
+        floor_breach: None,
         anon_within: None,
         message: String::new(),
     };

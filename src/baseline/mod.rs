@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use compare::{
-    AnonWithin, AppliedTolerance, CaseTolerances, Figure, FigureComparison, NotCompared, Outcome,
-    SpreadBound,
+    AnonWithin, AppliedTolerance, CaseTolerances, Figure, FigureComparison, FloorBreach,
+    NotCompared, Outcome, SpreadBound,
 };
 pub use drift::Drift;
 
@@ -82,17 +82,29 @@ pub struct LockedCase {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_peak_method: Option<HostMethod>,
     /// The floor that set the host figure (`cgroup-anon-shmem`, `pss-sum`,
-    /// ...): a run is compared on this definition, its own figure of the
-    /// same floor against this one, never across floors.
+    /// ...), for the reader: the gated figure is compared with the gated
+    /// figure, and each floor with the same floor (see [`compare_case`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_peak_source: Option<HostFloor>,
-    /// Every floor's peak in the locked run, by name.
+    /// Every floor's peak in the locked run, by name: a run's floor that
+    /// grew past the bound against its locked self fails the case.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub host_floors: BTreeMap<String, u64>,
     /// With `lock --repeat N` (or `repeat`): the largest less the smallest
     /// host figure over the locked runs (see `compare::SpreadBound`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_spread_bytes: Option<u64>,
+    /// The working memory's peak (anonymous + shmem), gated with the
+    /// `working` tolerance; absent where the locked run had no case
+    /// cgroup, and in locks written before it was gated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_working_peak_bytes: Option<u64>,
+    /// The same figure for people reading the diff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_working_peak: Option<String>,
+    /// Its spread over the locked runs, as the host figure's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_working_spread_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_peak_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -153,6 +165,9 @@ impl LockedCase {
             host_peak_source: None,
             host_floors: BTreeMap::new(),
             host_spread_bytes: None,
+            host_working_peak_bytes: None,
+            host_working_peak: None,
+            host_working_spread_bytes: None,
             gpu_peak_bytes: None,
             gpu_peak: None,
             gpu_peak_method: None,
@@ -365,6 +380,8 @@ pub struct CaseComparison {
     pub gpu: FigureComparison,
     /// The allocator's peak the workload's probe reported (`probe.peak_allocated`).
     pub allocated: FigureComparison,
+    /// The working memory (`host_working_peak_bytes`).
+    pub working: FigureComparison,
     /// What changed in the case's definition since locking.
     pub changes: Vec<String>,
     /// The locked run's largest allocation sites, when both it and this
@@ -374,9 +391,20 @@ pub struct CaseComparison {
 }
 
 impl CaseComparison {
-    /// Every compared figure: host, GPU, and the probe's allocated peak.
-    pub fn figures(&self) -> [&FigureComparison; 3] {
-        [&self.host, &self.gpu, &self.allocated]
+    /// Every compared figure: host, GPU, the probe's allocated peak and
+    /// the working memory.
+    pub fn figures(&self) -> [&FigureComparison; 4] {
+        [&self.host, &self.gpu, &self.allocated, &self.working]
+    }
+
+    /// The same, to change.
+    pub fn figures_mut(&mut self) -> [&mut FigureComparison; 4] {
+        [
+            &mut self.host,
+            &mut self.gpu,
+            &mut self.allocated,
+            &mut self.working,
+        ]
     }
 
     /// Whether a figure improved beyond its tolerance: worth a re-lock.
@@ -396,6 +424,8 @@ pub struct CaseNow<'a> {
     /// compared on the lock's own floor.
     pub host_source: Option<HostFloor>,
     pub host_floors: HostFloors,
+    /// The working memory's peak (`None` without a whole case cgroup).
+    pub working: Option<u64>,
     pub gpu: Option<u64>,
     pub gpu_method: Option<crate::measure::gpu::GpuMethod>,
     /// The GPU figure is (partly) a device delta taken while another
@@ -418,67 +448,78 @@ pub fn compare_case(
     tolerance: Tolerances,
     compare_gpu: bool,
 ) -> CaseComparison {
-    // On the lock's own definition: this run's figure of the floor that
-    // set the locked one (a lock that names none: the gated figure).
-    let source = locked
-        .filter(|l| l.host_peak_bytes.is_some())
-        .and_then(|l| l.host_peak_source);
-    let (new_host, other_definition) = match source {
-        Some(floor) if now.host.is_some() => match now.host_floors.get(floor) {
-            Some(bytes) => (Some(bytes), None),
-            None => (
-                now.host,
-                Some(NotCompared::HostSource {
-                    locked: floor,
-                    now: now.host_source,
-                }),
-            ),
-        },
-        _ => (now.host, None),
-    };
+    let locked_host = locked.filter(|l| l.host_peak_bytes.is_some());
+    // The gated figure against the gated figure: both are the largest of
+    // the floors each run observed, and sampling luck cannot lower a
+    // kernel's high-water mark, so a growth shows here or in a floor.
     let mut host = compare::compare(
         Figure::Host,
-        new_host,
-        locked.and_then(|l| l.host_peak_bytes),
+        now.host,
+        locked_host.and_then(|l| l.host_peak_bytes),
         tolerance.host,
-        locked.and_then(|l| l.host_spread_bytes),
+        locked_host.and_then(|l| l.host_spread_bytes),
     );
-    host.floor = source;
-    // A page-cache difference is no regression: past the bound on a floor
-    // that counts file pages, the figure must have grown in its anonymous
-    // + shmem memory too (both sides must have it: locks from before it
-    // was recorded compare as they did).
-    if host.outcome == Outcome::Regressed && source.is_some_and(HostFloor::counts_file_pages) {
-        let locked_anon = locked.and_then(|l| HostFloors::from_named(&l.host_floors).anon_shmem());
-        if let (Some(now_anon), Some(locked_anon)) = (now.host_floors.anon_shmem(), locked_anon) {
-            let anon = compare::compare(
-                Figure::Host,
-                Some(now_anon),
-                Some(locked_anon),
-                tolerance.host,
-                None,
-            );
-            if anon.outcome != Outcome::Regressed {
-                host.outcome = Outcome::Within;
-                host.anon_within = Some(AnonWithin {
-                    now_bytes: now_anon,
-                    locked_bytes: locked_anon,
-                });
-            }
+    let mut working = compare::compare(
+        Figure::Working,
+        now.working,
+        locked.and_then(|l| l.host_working_peak_bytes),
+        tolerance.working,
+        locked.and_then(|l| l.host_working_spread_bytes),
+    );
+    let working_compared = compared(working.outcome);
+    if let Some(locked_host) = locked_host.filter(|_| compared(host.outcome)) {
+        host.floor_breach = floor_breach(
+            &now.host_floors,
+            &HostFloors::from_named(&locked_host.host_floors),
+            tolerance.host,
+            locked_host.host_spread_bytes,
+            working_compared,
+        );
+        if host.floor_breach.is_some() {
+            host.outcome = Outcome::Regressed;
         }
     }
-    if let Some(why) = other_definition {
-        host = host.not_compared(why);
+    // A page-cache difference is no regression: a growth in floors that
+    // count file pages only, while the working memory (read densely on
+    // both sides, so a burst cannot hide from it) stayed within its own
+    // bound, is what the page cache held, not the workload.
+    if host.outcome == Outcome::Regressed
+        && matches!(working.outcome, Outcome::Within | Outcome::Improved)
+    {
+        let gated_over = host
+            .new_bytes
+            .zip(host.limit_bytes)
+            .is_some_and(|(new, limit)| new > limit);
+        let gated_in_file_pages =
+            !gated_over || now.host_source.is_some_and(HostFloor::counts_file_pages);
+        let floor_in_file_pages = host
+            .floor_breach
+            .is_none_or(|breach| breach.floor.counts_file_pages());
+        if let (true, true, Some(now_bytes), Some(locked_bytes)) = (
+            gated_in_file_pages,
+            floor_in_file_pages,
+            working.new_bytes,
+            working.baseline_bytes,
+        ) {
+            host.outcome = Outcome::Within;
+            host.anon_within = Some(AnonWithin {
+                now_bytes,
+                locked_bytes,
+            });
+        }
     }
-    if let Some(locked_method) = locked
-        .filter(|l| l.host_peak_bytes.is_some())
+    if let Some(locked_method) = locked_host
         .map(LockedCase::host_method)
         .filter(|m| !m.comparable_with(now.host_method))
     {
-        host = host.not_compared(NotCompared::HostMethod {
+        let why = NotCompared::HostMethod {
             locked: locked_method.to_string(),
             now: now.host_method.to_string(),
-        });
+        };
+        host = host.not_compared(why.clone());
+        if working.baseline_bytes.is_some() {
+            working = working.not_compared(why);
+        }
     }
     let mut gpu = compare::compare(
         Figure::Gpu,
@@ -512,9 +553,55 @@ pub fn compare_case(
         host,
         gpu,
         allocated,
+        working,
         changes,
         allocation_sites: Vec::new(),
     }
+}
+
+/// Whether a comparison was made (either way, or within).
+fn compared(outcome: Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::Within | Outcome::Improved | Outcome::Regressed
+    )
+}
+
+/// The floor of the host figure that grew furthest past its bound
+/// against the same floor of the lock, if one did. Where the working
+/// memory is compared on its own, its two floors (anonymous + shmem) are
+/// left to it: its tolerance is the one they are judged with.
+fn floor_breach(
+    now: &HostFloors,
+    locked: &HostFloors,
+    tolerance: crate::suite::Tolerance,
+    spread: Option<u64>,
+    working_compared: bool,
+) -> Option<compare::FloorBreach> {
+    // Reversed, so that of equal growths the first floor in `ALL` order
+    // (the order a tie of the gated figure is broken in) is named.
+    HostFloor::ALL
+        .into_iter()
+        .rev()
+        .filter(|floor| !working_compared || floor.counts_file_pages())
+        .filter_map(|floor| {
+            let (now_bytes, locked_bytes) = (now.get(floor)?, locked.get(floor)?);
+            let limit_bytes = compare::compare(
+                Figure::Host,
+                Some(now_bytes),
+                Some(locked_bytes),
+                tolerance,
+                spread,
+            )
+            .limit_bytes?;
+            (now_bytes > limit_bytes).then_some(compare::FloorBreach {
+                floor,
+                now_bytes,
+                locked_bytes,
+                limit_bytes,
+            })
+        })
+        .max_by_key(|breach| breach.now_bytes - breach.limit_bytes)
 }
 
 /// What differs in a case's definition and in how its GPU figure was

@@ -11,6 +11,9 @@ fn lock() -> Lock {
             host_peak_source: None,
             host_floors: BTreeMap::new(),
             host_spread_bytes: None,
+            host_working_peak_bytes: None,
+            host_working_peak: None,
+            host_working_spread_bytes: None,
             gpu_peak_bytes: None,
             gpu_peak: None,
             gpu_peak_method: None,
@@ -128,6 +131,7 @@ fn definition_changes_are_named() {
         host_method: HostMethod::CgroupV1,
         host_source: None,
         host_floors: HostFloors::default(),
+        working: None,
         gpu: None,
         gpu_method: Some(crate::measure::gpu::GpuMethod::DeviceDelta),
         gpu_tainted: false,
@@ -170,6 +174,7 @@ fn a_host_figure_of_another_method_is_not_compared() {
         host_method: method,
         host_source: None,
         host_floors: HostFloors::default(),
+        working: None,
         gpu: None,
         gpu_method: None,
         gpu_tainted: false,
@@ -231,6 +236,7 @@ fn a_tainted_gpu_figure_is_not_compared() {
         host_method: HostMethod::CgroupV1,
         host_source: None,
         host_floors: HostFloors::default(),
+        working: None,
         gpu: Some(u64::MAX / 2),
         gpu_method: Some(crate::measure::gpu::GpuMethod::DeviceDelta),
         gpu_tainted: tainted,
@@ -312,129 +318,271 @@ mod fuzz {
     }
 }
 
-/// Regression: an unchanged tree of spawned workers read 1503 MiB by its
-/// cgroup in one run and 1957 MiB by a PSS sweep in the next, and failed
-/// +30%. The figure is compared on the lock's own floor, never across.
-#[test]
-fn a_host_figure_is_compared_on_the_locks_own_floor() {
-    const MIB: u64 = 1 << 20;
-    let command = vec!["python3".to_string(), "x.py".to_string()];
-    let empty = BTreeMap::new();
-    let env: BTreeMap<String, String> = [("A".to_string(), "1".to_string())].into();
-    let now = |source, floors| CaseNow {
-        host: Some(1957 * MIB),
+const MIB: u64 = 1 << 20;
+
+/// A run of case `a` as `compare_case` sees it: its gated figure the
+/// largest of `floors`, its working memory theirs (with a cgroup).
+fn run_of<'a>(
+    floors: HostFloors,
+    command: &'a [String],
+    empty: &'a BTreeMap<String, String>,
+    env: &'a BTreeMap<String, String>,
+) -> CaseNow<'a> {
+    let peak = HostFloor::ALL
+        .into_iter()
+        .filter_map(|f| Some((floors.get(f)?, f)))
+        .fold(
+            None,
+            |best: Option<(u64, HostFloor)>, (bytes, f)| match best {
+                Some((b, _)) if b >= bytes => best,
+                _ => Some((bytes, f)),
+            },
+        );
+    CaseNow {
+        host: peak.map(|(bytes, _)| bytes),
         host_method: HostMethod::CgroupV1,
-        host_source: Some(source),
+        host_source: peak.map(|(_, f)| f),
         host_floors: floors,
+        working: floors.anon_shmem(),
         gpu: None,
         gpu_method: None,
         gpu_tainted: false,
         allocated: None,
-        command: &command,
+        command,
         server: None,
-        params: &empty,
-        env: &env,
-        allocator_env: &empty,
-    };
-    let mut locked = lock().cases["a"].clone();
-    locked.host_peak_bytes = Some(1503 * MIB);
-    locked.host_peak_source = Some(HostFloor::CgroupAnonShmem);
-    let both = HostFloors {
-        cgroup_anon_shmem_bytes: Some(1503 * MIB),
-        pss_sum_bytes: Some(1957 * MIB),
-        ..HostFloors::default()
-    };
-    let tight = Tolerances {
-        host: crate::suite::Tolerance {
-            relative: 0.05,
-            absolute: crate::units::Bytes::from_mib(16),
-            spread_k: 3.0,
-        },
-        ..Tolerances::default()
-    };
-    let same = compare_case(Some(&locked), now(HostFloor::PssSum, both), tight, true);
-    assert_eq!(same.host.outcome, Outcome::Within);
-    assert_eq!(same.host.new_bytes, Some(1503 * MIB));
-    assert_eq!(same.host.floor, Some(HostFloor::CgroupAnonShmem));
-    // This run has no figure of the lock's floor: not compared, says why.
-    let pss_only = HostFloors {
-        pss_sum_bytes: Some(1957 * MIB),
-        ..HostFloors::default()
-    };
-    let other = compare_case(Some(&locked), now(HostFloor::PssSum, pss_only), tight, true);
-    assert_eq!(other.host.outcome, Outcome::Skipped);
-    assert_eq!(
-        other.host.not_compared,
-        Some(NotCompared::HostSource {
-            locked: HostFloor::CgroupAnonShmem,
-            now: Some(HostFloor::PssSum)
-        })
-    );
-    // A lock that names no floor compares the gated figure, as before.
-    locked.host_peak_source = None;
-    let legacy = compare_case(Some(&locked), now(HostFloor::PssSum, both), tight, true);
-    assert_eq!(legacy.host.outcome, Outcome::Regressed);
+        params: empty,
+        env,
+        allocator_env: empty,
+    }
 }
 
-/// Two byte-identical environments gave `import torch` a VmHWM of 737 and
-/// 541 MB (RssFile 440 vs 244 MB): what the page cache held. A figure past
-/// its bound on a floor that counts file pages is a regression only when
-/// its anonymous + shmem memory grew past the bound too.
+/// Case `a` locked from a run with these floors, as `lock` writes it.
+fn locked_with(floors: HostFloors, spread: Option<u64>) -> LockedCase {
+    let command = vec!["python3".to_string(), "x.py".to_string()];
+    let (empty, env) = (BTreeMap::new(), lock().cases["a"].env.clone());
+    let run = run_of(floors, &command, &empty, &env);
+    let mut locked = lock().cases["a"].clone();
+    locked.host_peak_bytes = run.host;
+    locked.host_peak_source = run.host_source;
+    locked.host_floors = floors.named();
+    locked.host_spread_bytes = spread;
+    locked.host_working_peak_bytes = run.working;
+    locked
+}
+
+/// `cgroup-anon-shmem`, `pss-sum`, `vmhwm`, `rusage-maxrss` in MiB (0:
+/// not observed); `pss-anon-shmem` a little under the cgroup's charge.
+fn floors(anon: u64, pss: u64, vmhwm: u64, maxrss: u64) -> HostFloors {
+    let mib = |v: u64| (v > 0).then_some(v * MIB);
+    HostFloors {
+        cgroup_anon_shmem_bytes: mib(anon),
+        pss_sum_bytes: mib(pss),
+        vmhwm_bytes: mib(vmhwm),
+        rusage_maxrss_bytes: mib(maxrss),
+        pss_anon_shmem_bytes: mib(anon.saturating_sub(2)),
+    }
+}
+
+/// The verdicts of docs/baselines.md#comparing, each row a pair of runs
+/// that happened: the gated figure is compared with the gated figure and
+/// every floor with the same floor, whichever set the figure; a growth in
+/// file pages only, while the working memory stayed within, is no
+/// regression and says so.
 #[test]
-fn growth_in_file_pages_alone_is_no_regression() {
-    const MIB: u64 = 1 << 20;
+fn the_host_verdict_cannot_be_lowered_by_which_floor_was_seen() {
     let command = vec!["python3".to_string(), "x.py".to_string()];
     let empty = BTreeMap::new();
-    let env: BTreeMap<String, String> = [("A".to_string(), "1".to_string())].into();
-    let now = |floors: HostFloors| CaseNow {
-        host: floors.vmhwm_bytes,
-        host_method: HostMethod::CgroupV1,
-        host_source: Some(HostFloor::Vmhwm),
-        host_floors: floors,
-        gpu: None,
-        gpu_method: None,
-        gpu_tainted: false,
-        allocated: None,
-        command: &command,
-        server: None,
-        params: &empty,
-        env: &env,
-        allocator_env: &empty,
+    let env = lock().cases["a"].env.clone();
+    struct Row {
+        what: &'static str,
+        locked: HostFloors,
+        now: HostFloors,
+        host: Outcome,
+        working: Outcome,
+        floor_breach: Option<HostFloor>,
+        file_pages: bool,
+    }
+    let rows = [
+        Row {
+            // The 3× burst of a tree: the lock's PSS sweep caught its 1.5 s
+            // plateau; the run's 20 ms burst was seen by the cgroup and
+            // each child's ru_maxrss, not by a sweep.
+            what: "3x burst, lock set by pss-sum",
+            locked: floors(156, 162, 44, 44),
+            now: floors(517, 150, 0, 164),
+            host: Outcome::Regressed,
+            working: Outcome::Regressed,
+            floor_breach: Some(HostFloor::RusageMaxrss),
+            file_pages: false,
+        },
+        Row {
+            // Five-fold growth in a short test whose lock was set by a
+            // sweep and whose run was too quick for one.
+            what: "5x growth of a quick test",
+            locked: floors(30, 46, 46, 46),
+            now: floors(230, 0, 0, 247),
+            host: Outcome::Regressed,
+            working: Outcome::Regressed,
+            floor_breach: Some(HostFloor::RusageMaxrss),
+            file_pages: false,
+        },
+        Row {
+            // The same quick test unchanged, no sweep in either run, or in
+            // one of them: compared, within, never "not compared".
+            what: "quick test unchanged, sweep in the lock only",
+            locked: floors(30, 46, 46, 46),
+            now: floors(30, 0, 0, 46),
+            host: Outcome::Within,
+            working: Outcome::Within,
+            floor_breach: None,
+            file_pages: false,
+        },
+        Row {
+            // Spawned workers: the lock's sweeps missed the plateau (its
+            // figure the cgroup's), the run's caught it with the library
+            // pages of every worker: file pages, the working memory equal.
+            what: "plateau swept in the run only",
+            locked: floors(1503, 1100, 700, 700),
+            now: floors(1503, 1957, 700, 700),
+            host: Outcome::Within,
+            working: Outcome::Within,
+            floor_breach: Some(HostFloor::PssSum),
+            file_pages: true,
+        },
+        Row {
+            // And the other way: the lock caught it, the run did not (a
+            // pass, lower than the lock).
+            what: "plateau swept in the lock only",
+            locked: floors(1503, 1957, 700, 700),
+            now: floors(1503, 1100, 700, 700),
+            host: Outcome::Improved,
+            working: Outcome::Within,
+            floor_breach: None,
+            file_pages: false,
+        },
+        Row {
+            // import torch from a warm and a cold page cache: VmHWM 541 and
+            // 737 MB, the same anonymous memory.
+            what: "page cache warmer than the lock's",
+            locked: floors(300, 500, 541, 541),
+            now: floors(301, 690, 737, 737),
+            host: Outcome::Within,
+            working: Outcome::Within,
+            floor_breach: Some(HostFloor::Vmhwm),
+            file_pages: true,
+        },
+        Row {
+            // Working memory +25% (383 → 584 MiB) hidden under a resident
+            // set set by teardown's library pages: the working figure fails.
+            what: "working memory grew under a flat resident set",
+            locked: floors(383, 700, 800, 800),
+            now: floors(480, 700, 805, 805),
+            host: Outcome::Within,
+            working: Outcome::Regressed,
+            floor_breach: None,
+            file_pages: false,
+        },
+        Row {
+            // A floor that grew past its bound while the gated figure did
+            // not (it is set by another floor): fails, naming the floor.
+            what: "one file-page floor grew, working memory too",
+            locked: floors(200, 300, 900, 900),
+            now: floors(330, 500, 900, 900),
+            host: Outcome::Regressed,
+            working: Outcome::Regressed,
+            floor_breach: Some(HostFloor::PssSum),
+            file_pages: false,
+        },
+    ];
+    for row in rows {
+        let locked = locked_with(row.locked, None);
+        let now = run_of(row.now, &command, &empty, &env);
+        let c = compare_case(Some(&locked), now, Tolerances::default(), true);
+        assert_eq!(c.host.outcome, row.host, "{}: host {:?}", row.what, c.host);
+        assert_eq!(c.working.outcome, row.working, "{}: working", row.what);
+        assert_eq!(
+            c.host.floor_breach.map(|b| b.floor),
+            row.floor_breach,
+            "{}",
+            row.what
+        );
+        assert_eq!(c.host.anon_within.is_some(), row.file_pages, "{}", row.what);
+        // The compared figures are the gated ones, and the delta theirs.
+        assert_eq!(c.host.new_bytes, now.host, "{}", row.what);
+        assert_eq!(
+            c.host.baseline_bytes, locked.host_peak_bytes,
+            "{}",
+            row.what
+        );
+        assert_eq!(
+            c.host.delta_bytes,
+            Some(now.host.unwrap_or(0) as i64 - locked.host_peak_bytes.unwrap_or(0) as i64),
+            "{}",
+            row.what
+        );
+    }
+}
+
+/// Without a case cgroup the working memory is only sampled: it is not
+/// gated, and so cannot excuse a growth as file pages.
+#[test]
+fn without_a_cgroup_no_growth_is_excused_as_file_pages() {
+    let command = vec!["python3".to_string(), "x.py".to_string()];
+    let empty = BTreeMap::new();
+    let env = lock().cases["a"].env.clone();
+    let procfs = |floors| CaseNow {
+        host_method: HostMethod::ProcfsPss,
+        working: None,
+        ..run_of(floors, &command, &empty, &env)
     };
-    let floors = |vmhwm: u64, anon: u64| HostFloors {
-        cgroup_anon_shmem_bytes: Some(anon * MIB),
-        pss_anon_shmem_bytes: Some((anon - 2) * MIB),
-        vmhwm_bytes: Some(vmhwm * MIB),
-        ..HostFloors::default()
+    let mut locked = locked_with(floors(0, 500, 541, 541), None);
+    locked.host_peak_method = Some(HostMethod::ProcfsPss);
+    locked.host_working_peak_bytes = None;
+    let c = compare_case(
+        Some(&locked),
+        procfs(floors(0, 690, 737, 737)),
+        Tolerances::default(),
+        true,
+    );
+    assert_eq!(c.host.outcome, Outcome::Regressed);
+    assert_eq!(c.host.anon_within, None);
+    assert_eq!(c.working.outcome, Outcome::NoBaseline);
+    assert_eq!(c.working.new_bytes, None);
+}
+
+/// A lock written before the working memory was gated: its host figure
+/// compares as always; the working memory has no baseline (a required
+/// baseline fails it, and a re-lock gates it), and excuses nothing.
+#[test]
+fn a_lock_without_a_working_figure_gates_the_host_figure_alone() {
+    let command = vec!["python3".to_string(), "x.py".to_string()];
+    let empty = BTreeMap::new();
+    let env = lock().cases["a"].env.clone();
+    let mut locked = locked_with(floors(300, 500, 541, 541), None);
+    locked.host_working_peak_bytes = None;
+    let now = run_of(floors(301, 690, 737, 737), &command, &empty, &env);
+    let c = compare_case(Some(&locked), now, Tolerances::default(), true);
+    assert_eq!(c.host.outcome, Outcome::Regressed);
+    assert_eq!(c.working.outcome, Outcome::NoBaseline);
+    assert_eq!(c.working.new_bytes, Some(301 * MIB));
+}
+
+/// A locked spread widens every floor's bound as it does the gated
+/// figure's: a noisy figure's floors are as noisy.
+#[test]
+fn a_locked_spread_widens_the_floors_bounds_too() {
+    let command = vec!["python3".to_string(), "x.py".to_string()];
+    let empty = BTreeMap::new();
+    let env = lock().cases["a"].env.clone();
+    let locked = locked_with(floors(0, 1000, 900, 0), Some(100 * MIB));
+    let now = |pss| {
+        let mut run = run_of(floors(0, pss, 900, 0), &command, &empty, &env);
+        run.working = None;
+        run.host_method = HostMethod::CgroupV1;
+        run
     };
-    let mut locked = lock().cases["a"].clone();
-    locked.host_peak_bytes = Some(541 * MIB);
-    locked.host_peak_source = Some(HostFloor::Vmhwm);
-    locked.host_floors = floors(541, 300).named();
-    let tolerance = Tolerances::default();
-
-    let warm = compare_case(Some(&locked), now(floors(737, 301)), tolerance, true);
-    assert_eq!(warm.host.outcome, Outcome::Within);
-    assert_eq!(
-        warm.host.anon_within,
-        Some(AnonWithin {
-            now_bytes: 301 * MIB,
-            locked_bytes: 300 * MIB
-        })
-    );
-    assert_eq!(
-        warm.host.new_bytes,
-        Some(737 * MIB),
-        "the figure stays as read"
-    );
-
-    // Anonymous memory grew too: a regression, as before.
-    let grown = compare_case(Some(&locked), now(floors(737, 450)), tolerance, true);
-    assert_eq!(grown.host.outcome, Outcome::Regressed);
-    assert_eq!(grown.host.anon_within, None);
-
-    // A lock from before the split was recorded compares as it did.
-    locked.host_floors = BTreeMap::from([("vmhwm".to_string(), 541 * MIB)]);
-    let old = compare_case(Some(&locked), now(floors(737, 301)), tolerance, true);
-    assert_eq!(old.host.outcome, Outcome::Regressed);
+    let within = compare_case(Some(&locked), now(1300), Tolerances::default(), true);
+    assert_eq!(within.host.outcome, Outcome::Within);
+    let beyond = compare_case(Some(&locked), now(1301), Tolerances::default(), true);
+    assert_eq!(beyond.host.outcome, Outcome::Regressed);
 }

@@ -262,7 +262,7 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
                     not_compared: Some(baseline::NotCompared::NotInLock),
                     required: false,
                     spread: None,
-                    floor: None,
+                    floor_breach: None,
                     anon_within: None,
                 });
             }

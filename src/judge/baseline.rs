@@ -74,11 +74,7 @@ pub fn against_lock(
     // fall against the lock says anything about the workload.
     let moved = capacity.as_ref().and_then(capacity_moved);
     if let Some(moved) = &moved {
-        for figure in [
-            &mut comparison.host,
-            &mut comparison.gpu,
-            &mut comparison.allocated,
-        ] {
+        for figure in comparison.figures_mut() {
             if matches!(figure.outcome, Outcome::Regressed | Outcome::Improved) {
                 figure.outcome = Outcome::Skipped;
                 figure.not_compared = Some(moved.clone());
@@ -104,13 +100,13 @@ pub fn against_lock(
             .iter_mut()
             .filter(|c| !c.passed && matches!(c.kind, CheckKind::Baseline(_)))
         {
-            let (spread, floor, anon_within) = match &check.facts {
+            let (spread, floor_breach, anon_within) = match &check.facts {
                 Some(Facts::Baseline {
                     spread,
-                    floor,
+                    floor_breach,
                     anon_within,
                     ..
-                }) => (*spread, *floor, *anon_within),
+                }) => (*spread, *floor_breach, *anon_within),
                 _ => (None, None, None),
             };
             check.passed = true;
@@ -119,7 +115,7 @@ pub fn against_lock(
                 not_compared: Some(moved.clone()),
                 required: false,
                 spread,
-                floor,
+                floor_breach,
                 anon_within,
             });
         }
@@ -203,7 +199,7 @@ fn figure_check(figure: &baseline::FigureComparison, require: bool) -> Option<Ch
             not_compared: figure.not_compared.clone(),
             required,
             spread: figure.spread,
-            floor: figure.floor,
+            floor_breach: figure.floor_breach,
             anon_within: figure.anon_within,
         });
     check.baseline_bytes = figure.baseline_bytes;

@@ -316,6 +316,7 @@ impl Now {
             host_method: result.host.method,
             host_source: result.host.peak_source,
             host_floors: result.host.floors,
+            working: result.host.working_peak_bytes,
             gpu: result.gpu_peak_bytes,
             gpu_method: self.gpu_method,
             gpu_tainted: result.gpu_devices.iter().any(|d| !d.tainted_by.is_empty()),

@@ -50,10 +50,12 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
             wall_time_s: r.wall_time_s,
             host_peak_bytes: r.host.peak_bytes,
             gpu_peak_bytes: r.gpu_peak_bytes,
+            host_working_peak_bytes: r.host.working_peak_bytes,
         })
         .collect();
     let max = |pick: fn(&CaseResult) -> Option<u64>| runs.iter().filter_map(pick).max();
     let host = max(|r| r.host.peak_bytes);
+    let working = max(|r| r.host.working_peak_bytes);
     let gpu = max(|r| r.gpu_peak_bytes);
     let wall: f64 = runs.iter().map(|r| r.wall_time_s).sum();
     let samples: u64 = runs.iter().map(|r| r.samples).sum();
@@ -102,6 +104,13 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
         None
     } else {
         host
+    };
+    // The same for the working memory.
+    result.host.working_peak_bytes = if figures.iter().any(|f| f.host_working_peak_bytes.is_none())
+    {
+        None
+    } else {
+        working
     };
     if methods_differ {
         let note = "the repeats' host figures were measured by different methods";

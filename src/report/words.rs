@@ -9,9 +9,8 @@
 //! params may hold what the suite redacts).
 
 use crate::baseline::compare::{describe_tolerance, signed_percent};
-use crate::baseline::{AnonWithin, FigureComparison, NotCompared, SpreadBound};
+use crate::baseline::{AnonWithin, FigureComparison, FloorBreach, NotCompared, SpreadBound};
 use crate::judge::{Cause, Verdict, Who};
-use crate::measure::host::HostFloor;
 use crate::results::{CaseResult, Check, CheckKind, CheckOutcome, Facts};
 use crate::units::{Bytes, format_duration, format_figure};
 use crate::vocabulary::Exit;
@@ -324,7 +323,7 @@ pub fn check_message(check: &Check) -> String {
                 not_compared,
                 required,
                 spread,
-                floor,
+                floor_breach,
                 anon_within,
             },
         ) => baseline_figure(
@@ -333,7 +332,7 @@ pub fn check_message(check: &Check) -> String {
             outcome,
             not_compared.as_ref(),
             *required,
-            (spread.as_ref(), *floor, *anon_within),
+            (spread.as_ref(), *floor_breach, *anon_within),
         ),
         (
             _,
@@ -512,7 +511,11 @@ fn baseline_figure(
     outcome: CheckOutcome,
     not_compared: Option<&NotCompared>,
     required: bool,
-    (spread, floor, anon_within): (Option<&SpreadBound>, Option<HostFloor>, Option<AnonWithin>),
+    (spread, floor_breach, anon_within): (
+        Option<&SpreadBound>,
+        Option<FloorBreach>,
+        Option<AnonWithin>,
+    ),
 ) -> String {
     let require = if required {
         " (--require-baseline)"
@@ -551,7 +554,7 @@ fn baseline_figure(
                         not_compared: None,
                         required: false,
                         spread: spread.copied(),
-                        floor,
+                        floor_breach,
                         anon_within,
                     }),
                     outcome: Some(if over {
@@ -604,26 +607,55 @@ fn baseline_figure(
         }
         None => tolerance,
     };
-    // The lock's own definition of the host figure.
-    let what = match floor {
-        Some(floor) => format!("{what} peak ({floor})"),
-        None => format!("{what} peak"),
-    };
-    match outcome {
-        CheckOutcome::Breached => {
-            format!("{what} {new} > baseline {base} ({change}, tolerance {tolerance})")
+    let what = format!("{what} peak");
+    let over = check
+        .figure_bytes
+        .zip(check.limit_bytes)
+        .is_some_and(|(new, limit)| new > limit);
+    // A floor that grew past its bound, where the gated figure did not.
+    let floor = floor_breach.filter(|_| !over).map(|breach| {
+        let ratio = (breach.locked_bytes > 0).then(|| {
+            (breach.now_bytes as f64 - breach.locked_bytes as f64) / breach.locked_bytes as f64
+        });
+        format!(
+            "its floor {} ({}) grew {} → {} ({}, beyond {})",
+            breach.floor,
+            breach.floor.describe(),
+            Bytes(breach.locked_bytes),
+            Bytes(breach.now_bytes),
+            ratio.map_or_else(
+                || format!("+{} from zero", Bytes(breach.now_bytes)),
+                signed_percent
+            ),
+            Bytes(breach.limit_bytes)
+        )
+    });
+    // Every delta is worded beside the two figures it is computed from.
+    if let Some(working) = anon_within {
+        let grew = match (over, floor) {
+            (true, _) => format!("{what} {new} vs baseline {base} ({change}, beyond {tolerance})"),
+            (false, Some(floor)) => {
+                format!("{what} {new} vs baseline {base} ({change}), but {floor},")
+            }
+            (false, None) => format!("{what} {new} vs baseline {base} ({change})"),
+        };
+        return format!(
+            "{grew} in file pages only: its working memory, {} vs {}, is within its own tolerance, so what grew is what the page cache held, not a regression",
+            Bytes(working.now_bytes),
+            Bytes(working.locked_bytes)
+        );
+    }
+    match (over, outcome, floor) {
+        (true, _, _) => format!("{what} {new} > baseline {base} ({change}, tolerance {tolerance})"),
+        (false, _, Some(floor)) => {
+            format!("{what} {new} vs baseline {base} ({change}), but {floor}")
         }
-        CheckOutcome::Improved => format!(
+        (false, CheckOutcome::Improved, None) => format!(
             "{what} {new} < baseline {base} ({change}, beyond tolerance {tolerance}): re-lock to tighten the gate"
         ),
-        _ => match anon_within {
-            Some(anon) => format!(
-                "{what} {new} vs baseline {base} ({change}, beyond {tolerance}) in file pages only: its anonymous + shmem memory, {} vs {}, is within, so what grew is what the page cache held, not a regression",
-                Bytes(anon.now_bytes),
-                Bytes(anon.locked_bytes)
-            ),
-            None => format!("{what} {new} vs baseline {base} ({change}, within {tolerance})"),
-        },
+        (false, _, None) => {
+            format!("{what} {new} vs baseline {base} ({change}, within {tolerance})")
+        }
     }
 }
 

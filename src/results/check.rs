@@ -195,12 +195,12 @@ pub enum Facts {
         /// The locked spread and whether its bound applied.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         spread: Option<crate::baseline::SpreadBound>,
-        /// The host floor the figure was compared on (the lock's own
-        /// definition), when the lock names one.
+        /// A floor of the host figure past its bound against the same
+        /// floor of the lock: both its figures.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        floor: Option<crate::measure::host::HostFloor>,
-        /// Past the bound on a floor that counts file pages, within on the
-        /// anonymous + shmem memory: not a regression.
+        floor_breach: Option<crate::baseline::FloorBreach>,
+        /// Past the bound in floors that count file pages, within on the
+        /// working memory: not a regression.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         anon_within: Option<crate::baseline::AnonWithin>,
     },

@@ -37,6 +37,13 @@ pub struct HostResult {
     /// Each floor's own peak; `None`: not observed.
     #[serde(rename = "host_floors")]
     pub floors: HostFloors,
+    /// The working memory's peak: anonymous + shmem, what the kernel
+    /// cannot reclaim without swap (the larger of the floors
+    /// `cgroup-anon-shmem` and `pss-anon-shmem`), a gated figure of its
+    /// own. `None` without a case cgroup holding the whole case, where it
+    /// is only sampled (its floors still say what was seen).
+    #[serde(rename = "host_working_peak_bytes")]
+    pub working_peak_bytes: Option<u64>,
     /// The case cgroup's largest charge, page cache included: the figure
     /// to hold against a container's memory limit. Not gated.
     #[serde(rename = "host_charged_peak_bytes")]
@@ -86,6 +93,7 @@ impl From<HostFigures> for HostResult {
             method: host.method,
             peak_source: host.peak_source,
             floors: host.floors,
+            working_peak_bytes: host.working_peak_bytes,
             charged_peak_bytes: host.charged_peak_bytes,
             oom_kills: host.oom_kills,
             note: host.note,

@@ -432,6 +432,7 @@ impl CaseResult {
             .filter_map(|r| match figure {
                 crate::baseline::Figure::Host => r.host_peak_bytes,
                 crate::baseline::Figure::Gpu => r.gpu_peak_bytes,
+                crate::baseline::Figure::Working => r.host_working_peak_bytes,
                 crate::baseline::Figure::Allocated => None,
             })
             .collect();
@@ -583,6 +584,9 @@ pub struct RepeatFigures {
     pub wall_time_s: f64,
     pub host_peak_bytes: Option<u64>,
     pub gpu_peak_bytes: Option<u64>,
+    /// The working memory's peak (results before it was gated lack it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_working_peak_bytes: Option<u64>,
 }
 
 /// A server case's server: how it ran. Its memory figures are the case's

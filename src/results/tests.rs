@@ -195,7 +195,7 @@ fn everything() -> RunResults {
             spread_k: 3.0,
         }),
         spread: None,
-        floor: None,
+        floor_breach: None,
         anon_within: None,
         not_compared: (outcome == Outcome::Skipped).then_some(NotCompared::GpuModels),
         message: format!("{name} message"),
@@ -205,6 +205,7 @@ fn everything() -> RunResults {
         host: figure("host", Outcome::Within),
         gpu: figure("gpu", Outcome::Regressed),
         allocated: figure("allocated", Outcome::Skipped),
+        working: figure("working", Outcome::Improved),
         changes: vec!["command: a → b".into()],
         allocation_sites: Vec::new(),
     });
@@ -253,6 +254,7 @@ fn everything() -> RunResults {
         wall_time_s: 0.1,
         host_peak_bytes: None,
         gpu_peak_bytes: Some(1),
+        host_working_peak_bytes: Some(2),
     }];
     case.checks = [
         CheckKind::HostBudget,

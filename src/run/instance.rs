@@ -16,6 +16,7 @@ use super::launch::{InstanceLogs, LaunchError, LaunchSpec, ReportReader, launch}
 use super::supervise::Report;
 use super::supervise::forkserver::Forkserver;
 use crate::measure::HostMeter;
+use crate::measure::host::WORKING_READ_INTERVAL;
 use crate::process::{self, Exit};
 use crate::suite::Case;
 
@@ -275,6 +276,39 @@ pub(super) fn wait_for_exit_until<'i>(
     }
     // A signal (Ctrl-C) ends the wait early.
     process::wait_readable(instances.flat_map(Instance::report_fds), left);
+}
+
+/// [`wait_for_exit_until`], reading the case cgroup's working memory every
+/// [`WORKING_READ_INTERVAL`] while it waits: the kernel keeps no maximum
+/// of it, and a burst between two ticks would otherwise be missed.
+/// `start`: when the case started, for the time of a new peak; `hosts`:
+/// the case's meters (beside a server, its own and its load client's).
+pub(super) fn wait_reading_working<'i>(
+    instances: impl Iterator<Item = &'i Instance>,
+    hosts: &mut [&mut HostMeter],
+    start: Instant,
+    until: Instant,
+) {
+    let fds: Vec<RawFd> = instances.flat_map(Instance::report_fds).collect();
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            return;
+        }
+        let at = now.saturating_duration_since(start);
+        let mut read = false;
+        for host in hosts.iter_mut() {
+            read |= host.read_working(at);
+        }
+        if !read {
+            process::wait_readable(fds.iter().copied(), until - now);
+            return;
+        }
+        let next = (now + WORKING_READ_INTERVAL).min(until);
+        if process::wait_readable(fds.iter().copied(), next.saturating_duration_since(now)) {
+            return;
+        }
+    }
 }
 
 /// The high-water marks the instances' supervisors reported, as floors of

@@ -21,6 +21,7 @@ use super::Note;
 use super::case::{CaseOutcome, CaseRunner, Preflight, ServerOutcome, append};
 use super::instance::{
     Instance, distrust_cgroup_if_not_joined, record_instances_rusage, wait_for_exit_until,
+    wait_reading_working,
 };
 use super::launch::LaunchError;
 use super::ready;
@@ -34,6 +35,13 @@ use crate::probe::ProbeReader;
 use crate::process;
 use crate::suite::Case;
 use crate::units::{Bytes, format_duration};
+
+/// How long processes a workload left running get to end by themselves
+/// after its command exited before they are stopped and reported as
+/// left behind (docs/reliability.md).
+pub const HELPER_GRACE: Duration = Duration::from_millis(500);
+/// How often the case is looked at for them meanwhile.
+const HELPER_POLL: Duration = Duration::from_millis(20);
 
 /// What the loop keeps while a case runs.
 struct Watch<'c, 'g> {
@@ -282,11 +290,16 @@ impl CaseRunner<'_, '_> {
             return Step::Stop(reason);
         }
         self.make_spare_cgroup();
-        wait_for_exit_until(
-            watch
-                .instances
-                .iter()
-                .chain(watch.server.as_ref().map(|s| &s.instance)),
+        let mut hosts = vec![&mut watch.host];
+        let mut server_instance = None;
+        if let Some(server) = watch.server.as_mut() {
+            server_instance = Some(&server.instance);
+            hosts.push(&mut server.host);
+        }
+        wait_reading_working(
+            watch.instances.iter().chain(server_instance),
+            &mut hosts,
+            watch.start,
             watch.next_tick.min(watch.deadline),
         );
         Step::Go
@@ -404,11 +417,24 @@ impl CaseRunner<'_, '_> {
         // behind by a workload that exited: either way it must not outlive
         // the case.
         let supervisors: Vec<i32> = instances.iter().flat_map(Instance::supervisors).collect();
-        let leftovers = if stop.is_none() {
+        let mut leftovers = if stop.is_none() {
             self.live_processes(host.whole_cgroup(), &supervisors)
         } else {
             0
         };
+        // A helper that ends by itself once the command is gone (Python
+        // multiprocessing's resource tracker, on its pipe's end) is no
+        // leftover: it gets `HELPER_GRACE`, its memory still measured.
+        let grace_ends = Instant::now() + HELPER_GRACE;
+        while leftovers > 0 && Instant::now() < grace_ends && !self.shared.interrupt.requested() {
+            wait_reading_working(
+                std::iter::empty(),
+                &mut [&mut host],
+                start,
+                (Instant::now() + HELPER_POLL).min(grace_ends),
+            );
+            leftovers = self.live_processes(host.whole_cgroup(), &supervisors);
+        }
         // Nothing of the case runs and no supervisor stays with it: nothing
         // is left that could start a process, so stopping need not look
         // again.

@@ -161,12 +161,17 @@ impl Checker<'_> {
             .spread_k
             .as_ref()
             .and_then(|v| self.spread_k("tolerance.spread_k", v));
-        for figure in [&mut result.host, &mut result.gpu] {
+        for figure in [&mut result.host, &mut result.gpu, &mut result.working] {
             figure.relative = relative.unwrap_or(figure.relative);
             figure.absolute = absolute.unwrap_or(figure.absolute);
             figure.spread_k = spread_k.unwrap_or(figure.spread_k);
         }
-        for (name, specific) in [("host", &raw.host), ("gpu", &raw.gpu)] {
+        let Tolerances { host, gpu, working } = &mut result;
+        for (name, specific, figure) in [
+            ("host", &raw.host, host),
+            ("gpu", &raw.gpu, gpu),
+            ("working", &raw.working, working),
+        ] {
             let Some(specific) = specific else { continue };
             let specific = specific.get_ref();
             let relative = specific
@@ -181,11 +186,6 @@ impl Checker<'_> {
                 .spread_k
                 .as_ref()
                 .and_then(|v| self.spread_k(&format!("tolerance.{name}.spread_k"), v));
-            let figure = if name == "host" {
-                &mut result.host
-            } else {
-                &mut result.gpu
-            };
             figure.relative = relative.unwrap_or(figure.relative);
             figure.absolute = absolute.unwrap_or(figure.absolute);
             figure.spread_k = spread_k.unwrap_or(figure.spread_k);

@@ -113,10 +113,15 @@ pub const DEFAULT_SPREAD_K: f64 = 3.0;
 pub struct Tolerances {
     pub host: Tolerance,
     pub gpu: Tolerance,
+    /// The working memory (anonymous + shmem): read densely and free of
+    /// page-cache effects, so far tighter than `host` (its spread on the
+    /// torch workloads of `scripts/bench-torch-host.sh` was under 1 MiB).
+    pub working: Tolerance,
 }
 
 impl Default for Tolerances {
-    /// 10% + 64 MiB for host memory, 5% + 64 MiB for GPU memory.
+    /// 10% + 64 MiB for host memory, 5% + 64 MiB for GPU memory, 5% +
+    /// 16 MiB for the working memory.
     fn default() -> Self {
         Tolerances {
             host: Tolerance {
@@ -127,6 +132,11 @@ impl Default for Tolerances {
             gpu: Tolerance {
                 relative: 0.05,
                 absolute: Bytes::from_mib(64),
+                spread_k: DEFAULT_SPREAD_K,
+            },
+            working: Tolerance {
+                relative: 0.05,
+                absolute: Bytes::from_mib(16),
                 spread_k: DEFAULT_SPREAD_K,
             },
         }

@@ -90,8 +90,8 @@ pub struct RawSuiteTable {
     pub settle_timeout: Option<Spanned<String>>,
 }
 
-/// `tolerance = { relative = "5%", absolute = "64 MiB", spread_k = 3, host = { ... }, gpu = { ... } }`:
-/// the flat keys apply to every figure, `host` / `gpu` override them.
+/// `tolerance = { relative = "5%", absolute = "64 MiB", spread_k = 3, host = { ... }, gpu = { ... }, working = { ... } }`:
+/// the flat keys apply to every figure, `host` / `gpu` / `working` override them.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTolerance {
@@ -100,6 +100,7 @@ pub struct RawTolerance {
     pub spread_k: Option<Spanned<toml::Value>>,
     pub host: Option<Spanned<RawToleranceFigure>>,
     pub gpu: Option<Spanned<RawToleranceFigure>>,
+    pub working: Option<Spanned<RawToleranceFigure>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

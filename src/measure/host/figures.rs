@@ -56,6 +56,12 @@ impl HostMethod {
         }
     }
 
+    /// Whether a case cgroup held the whole case: then its working memory
+    /// was read densely and is a gated figure.
+    pub fn is_cgroup(self) -> bool {
+        matches!(self, HostMethod::CgroupV1 | HostMethod::CgroupV2)
+    }
+
     pub fn of_cgroup(version: CgroupVersion) -> Self {
         match version {
             CgroupVersion::V1 => HostMethod::CgroupV1,
@@ -196,6 +202,11 @@ pub struct HostFigures {
     /// The floor that set the peak.
     pub peak_source: Option<HostFloor>,
     pub floors: HostFloors,
+    /// The working memory's peak (anonymous + shmem, the larger of its two
+    /// floors), where a case cgroup held the whole case and so read it
+    /// every [`super::WORKING_READ_INTERVAL`]; `None` otherwise (without a
+    /// cgroup it is only sampled by the paced sweeps, and not gated).
+    pub working_peak_bytes: Option<u64>,
     /// The cgroup's largest charge, page cache included (not gated).
     pub charged_peak_bytes: Option<u64>,
     pub charged_peak_source: Option<ChargedPeakSource>,

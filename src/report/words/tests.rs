@@ -278,6 +278,7 @@ fn now(host: u64) -> crate::baseline::CaseNow<'static> {
         host_method: crate::measure::HostMethod::CgroupV1,
         host_source: None,
         host_floors: Default::default(),
+        working: None,
         gpu: None,
         gpu_method: None,
         gpu_tainted: false,
@@ -307,7 +308,11 @@ fn tolerances(relative: f64, absolute_mib: u64) -> CaseTolerances {
         absolute: Bytes::from_mib(absolute_mib),
         spread_k: 3.0,
     };
-    CaseTolerances::from(Tolerances { host: t, gpu: t })
+    CaseTolerances::from(Tolerances {
+        host: t,
+        gpu: t,
+        working: t,
+    })
 }
 
 /// Regression: the environment's drift was repeated on every figure's
@@ -433,14 +438,38 @@ fn growth_in_file_pages_alone_is_worded_as_what_the_page_cache_held() {
     let mut locked = lock_entry(541 * MIB, None);
     locked.host_peak_source = Some(HostFloor::Vmhwm);
     locked.host_floors = floors(541, 300).named();
+    locked.host_working_peak_bytes = Some(300 * MIB);
     let mut run = now(737 * MIB);
     run.host_source = Some(HostFloor::Vmhwm);
     run.host_floors = floors(737, 301);
+    run.working = Some(301 * MIB);
     let (_, checks) = against_lock(against(&locked), run, tolerances(0.05, 16), None);
     let check = worded(checks[0].clone());
     assert!(check.passed);
     assert_eq!(
         check.message,
-        "host peak (vmhwm) 737.0 MiB vs baseline 541.0 MiB (+36.2%, beyond 5% + 16.0 MiB) in file pages only: its anonymous + shmem memory, 301.0 MiB vs 300.0 MiB, is within, so what grew is what the page cache held, not a regression"
+        "host peak 737.0 MiB vs baseline 541.0 MiB (+36.2%, beyond 5% + 16.0 MiB) in file pages only: its working memory, 301.0 MiB vs 300.0 MiB, is within its own tolerance, so what grew is what the page cache held, not a regression"
+    );
+    // A floor past its bound while the gated figure is not: named with
+    // its own two figures, and the delta theirs.
+    let mut locked = lock_entry(900 * MIB, None);
+    locked.host_floors = HostFloors {
+        pss_sum_bytes: Some(300 * MIB),
+        vmhwm_bytes: Some(900 * MIB),
+        ..HostFloors::default()
+    }
+    .named();
+    let mut run = now(900 * MIB);
+    run.host_floors = HostFloors {
+        pss_sum_bytes: Some(500 * MIB),
+        vmhwm_bytes: Some(900 * MIB),
+        ..HostFloors::default()
+    };
+    let (_, checks) = against_lock(against(&locked), run, tolerances(0.10, 64), None);
+    let check = worded(checks[0].clone());
+    assert!(!check.passed);
+    assert_eq!(
+        check.message,
+        "host peak 900.0 MiB vs baseline 900.0 MiB (+0.0%), but its floor pss-sum (the tree's PSS summed) grew 300.0 MiB → 500.0 MiB (+66.7%, beyond 394.0 MiB)"
     );
 }

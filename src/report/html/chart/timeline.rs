@@ -392,9 +392,14 @@ pub(in crate::report::html) fn chart(case: &CaseResult, out_dir: &Path) -> Optio
 /// `gpu baseline 1.00 GiB`, drawn where the lock has the figure.
 fn baseline_level(figure: &FigureComparison, what: &str) -> Option<Level> {
     let bytes = figure.baseline_bytes?;
-    let floor = figure
-        .floor
-        .map_or(String::new(), |f| format!(" ({})", f.as_str()));
+    let floor = figure.floor_breach.map_or(String::new(), |breach| {
+        format!(
+            " (its floor {} grew {} → {})",
+            breach.floor.as_str(),
+            Bytes(breach.locked_bytes),
+            Bytes(breach.now_bytes)
+        )
+    });
     let compared = match figure.outcome {
         Outcome::Skipped => ", not compared",
         _ => "",
