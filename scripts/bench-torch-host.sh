@@ -13,6 +13,10 @@
 #   scripts/bench-torch-host.sh [RUNS]          # default 5
 #   BUSY=2 scripts/bench-torch-host.sh          # with 2 spinning processes beside
 #   WORKLOADS="spawned server" scripts/bench-torch-host.sh 3
+#   GROW=0.10 scripts/bench-torch-host.sh       # the runs after the lock hold 10% of the
+#                                               # locked working memory more: each should fail
+#   NEIGHBOURS=2 scripts/bench-torch-host.sh    # with 2 idle `import torch` processes beside
+#   LOCK_REPEAT=3 scripts/bench-torch-host.sh   # lock with `lock --repeat 3` (a locked spread)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-5}"
@@ -34,6 +38,14 @@ for _ in $(seq 1 "${BUSY:-0}"); do
     busy+=("$!")
 done
 python="$venv/bin/python"
+# Idle processes of the same venv: they share torch's library pages with
+# the case, which moves its PSS (each page's share) but not its working
+# memory.
+for _ in $(seq 1 "${NEIGHBOURS:-0}"); do
+    "$python" -c 'import time, torch; time.sleep(100000)' &
+    busy+=("$!")
+done
+if [ "${NEIGHBOURS:-0}" -gt 0 ]; then sleep 10; fi
 truth="$PWD/scripts/pss_truth.py"
 workloads="$PWD/scripts/torch_host_workloads.py"
 
@@ -62,20 +74,27 @@ name = "$workload"
 $case_lines
 timeout = "2m"
 TOML
-    target/release/oomgate lock "$suite" --out "$work/$workload-1" >/dev/null 2>&1 || echo "lock of $workload failed" >&2
+    target/release/oomgate lock "$suite" --out "$work/$workload-1" ${LOCK_REPEAT:+--repeat "$LOCK_REPEAT"} >/dev/null 2>&1 || echo "lock of $workload failed" >&2
+    # GROW: the main process holds that share of the locked working memory
+    # more (rounded up to a MiB), from its start to its end.
+    extra=$(python3 -c 'import json, math, sys
+case = json.load(open(sys.argv[1]))["cases"][0]
+print(math.ceil(float(sys.argv[2]) * (case.get("host_working_peak_bytes") or 0) / 2**20))' "$work/$workload-1/results.json" "${GROW:-0}" 2>/dev/null || echo 0)
     for run in $(seq 2 "$runs"); do
-        target/release/oomgate run "$suite" --out "$work/$workload-$run" >/dev/null 2>&1 \
+        OOMGATE_BENCH_EXTRA_MIB="$extra" target/release/oomgate run "$suite" --out "$work/$workload-$run" >/dev/null 2>&1 \
             && echo 0 > "$work/$workload-$run/exit" || echo $? > "$work/$workload-$run/exit"
     done
 done
 
-python3 - "$work" "$runs" $workloads_run <<'PY'
+python3 - "$work" "$runs" "${GROW:-0}" $workloads_run <<'PY'
 import json, statistics, sys
-work, runs, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-print("| workload | figure / truth | spread over runs (truth's) | floor per run | anon + shmem / truth's | failed against the lock |")
-print("| --- | --- | --- | --- | --- | --- |")
+work, runs, grow, names = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+what = f"holding {grow:.0%} of the locked working memory more" if grow else "unchanged"
+print(f"| workload | figure / truth | spread over runs (truth's) | floor per run | anon + shmem / truth's | working vs the lock | failed against the lock ({what}) |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
 for workload in names:
     ratios, figures, truths, floors, anon, failed = [], [], [], [], [], 0
+    working, locked_working, failed_by = [], None, set()
     for run in range(1, runs + 1):
         out = f"{work}/{workload}-{run}"
         try:
@@ -92,9 +111,16 @@ for workload in names:
         mine = max(filter(None, (case["host_floors"].get("cgroup_anon_shmem_bytes"), case["host_floors"].get("pss_anon_shmem_bytes"))), default=None)
         if mine and truth["anon_shmem_peak_bytes"]:
             anon.append(mine / truth["anon_shmem_peak_bytes"])
+        if run == 1:
+            locked_working = case.get("host_working_peak_bytes")
+        elif locked_working and case.get("host_working_peak_bytes"):
+            working.append(case["host_working_peak_bytes"] / locked_working - 1)
         if run > 1 and open(f"{out}/exit").read().strip() != "0":
             failed += 1
+            failed_by.update(c["name"] for c in case["checks"] if not c["passed"])
     span = lambda xs: f"{min(xs):.3f}–{max(xs):.3f}" if xs else "-"
     spread = lambda xs: (max(xs) - min(xs)) / statistics.median(xs) * 100 if xs else float("nan")
-    print(f"| {workload} | {span(ratios)} | {spread(figures):.1f}% ({spread(truths):.1f}%) | {', '.join(sorted(set(floors)))} ({len(floors)} runs) | {span(anon)} | {failed} of {runs - 1} |")
+    moved = f"{min(working):+.1%} to {max(working):+.1%}" if working else "-"
+    by = f" ({', '.join(sorted(failed_by))})" if failed_by else ""
+    print(f"| {workload} | {span(ratios)} | {spread(figures):.1f}% ({spread(truths):.1f}%) | {', '.join(sorted(set(floors)))} ({len(floors)} runs) | {span(anon)} | {moved} | {failed} of {runs - 1}{by} |")
 PY

@@ -9,14 +9,20 @@ that made oomgate's host figure unstable, each with a known allocation.
     torch_host_workloads.py spike        # 100 MB held, a 400 MB spike freed at once
     torch_host_workloads.py server PORT  # a 300 MB "model" serving batches of 8
                                          # requests, each a 64 MB activation held 300 ms
+
+OOMGATE_BENCH_EXTRA_MIB=N makes the main process hold N MiB more from its
+start to its end: a regression of the working memory of known size, for
+the sensitivity half of the benchmark.
 """
 
+import os
 import sys
 import time
 
 import torch
 
 MIB = 1024 * 1024
+EXTRA_MIB = int(os.environ.get("OOMGATE_BENCH_EXTRA_MIB", "0"))
 
 
 def held(mib):
@@ -107,6 +113,7 @@ BATCH = 8
 
 
 if __name__ == "__main__":
+    extra = held(EXTRA_MIB) if EXTRA_MIB else None
     {
         "single": single,
         "dataloader": dataloader,

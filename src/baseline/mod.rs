@@ -570,7 +570,11 @@ fn compared(outcome: Outcome) -> bool {
 /// The floor of the host figure that grew furthest past its bound
 /// against the same floor of the lock, if one did. Where the working
 /// memory is compared on its own, its two floors (anonymous + shmem) are
-/// left to it: its tolerance is the one they are judged with.
+/// left to it: its tolerance is the one they are judged with. `vmhwm` is
+/// left out where `rusage-maxrss` holds it on both sides: every process
+/// of a case is reaped with its high-water mark, so a live `VmHWM` read by
+/// a sweep is the same mark read earlier, and its growth would be only
+/// the luck of when the lock's sweep came.
 fn floor_breach(
     now: &HostFloors,
     locked: &HostFloors,
@@ -584,6 +588,13 @@ fn floor_breach(
         .into_iter()
         .rev()
         .filter(|floor| !working_compared || floor.counts_file_pages())
+        .filter(|floor| {
+            let reaped = |floors: &HostFloors| {
+                floors.rusage_maxrss_bytes >= floors.vmhwm_bytes
+                    && floors.rusage_maxrss_bytes.is_some()
+            };
+            *floor != HostFloor::Vmhwm || !(reaped(now) && reaped(locked))
+        })
         .filter_map(|floor| {
             let (now_bytes, locked_bytes) = (now.get(floor)?, locked.get(floor)?);
             let limit_bytes = compare::compare(

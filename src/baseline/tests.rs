@@ -468,7 +468,7 @@ fn the_host_verdict_cannot_be_lowered_by_which_floor_was_seen() {
             now: floors(301, 690, 737, 737),
             host: Outcome::Within,
             working: Outcome::Within,
-            floor_breach: Some(HostFloor::Vmhwm),
+            floor_breach: Some(HostFloor::RusageMaxrss),
             file_pages: true,
         },
         Row {
@@ -479,6 +479,18 @@ fn the_host_verdict_cannot_be_lowered_by_which_floor_was_seen() {
             now: floors(480, 700, 805, 805),
             host: Outcome::Within,
             working: Outcome::Regressed,
+            floor_breach: None,
+            file_pages: false,
+        },
+        Row {
+            // A torch process: the lock's sweep read its VmHWM while it was
+            // still importing, the run's at the end; both reaped at 700 MiB.
+            // The same mark read at another moment: no growth.
+            what: "a VmHWM read early in the lock",
+            locked: floors(0, 150, 200, 700),
+            now: floors(0, 160, 700, 700),
+            host: Outcome::Within,
+            working: Outcome::NoBaseline,
             floor_breach: None,
             file_pages: false,
         },
@@ -585,4 +597,84 @@ fn a_locked_spread_widens_the_floors_bounds_too() {
     assert_eq!(within.host.outcome, Outcome::Within);
     let beyond = compare_case(Some(&locked), now(1301), Tolerances::default(), true);
     assert_eq!(beyond.host.outcome, Outcome::Regressed);
+}
+
+/// Floors in MiB, each observed or not (`None`).
+fn any_floors() -> impl proptest::strategy::Strategy<Value = HostFloors> {
+    use proptest::prelude::*;
+    let floor = || proptest::option::weighted(0.8, 1u64..4000);
+    (floor(), floor(), floor(), floor(), floor()).prop_map(|(a, p, v, r, pa)| HostFloors {
+        cgroup_anon_shmem_bytes: a.map(|m| m * MIB),
+        pss_sum_bytes: p.map(|m| m * MIB),
+        vmhwm_bytes: v.map(|m| m * MIB),
+        rusage_maxrss_bytes: r.map(|m| m * MIB),
+        pss_anon_shmem_bytes: pa.map(|m| m * MIB),
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+    /// Whatever floors two runs observed: the host figure compared is the
+    /// gated figure of each (so the delta shown is the two figures'); a
+    /// gated figure past its bound fails unless the working memory, on
+    /// both sides, shows it is file pages; a compared floor past its bound
+    /// does the same; and nothing observed on both sides is left
+    /// uncompared.
+    #[test]
+    fn the_host_verdict_holds_the_invariants(
+        locked_floors in any_floors(),
+        now_floors in any_floors(),
+        with_working in proptest::bool::ANY,
+    ) {
+        use proptest::prop_assert;
+        use proptest::prop_assert_eq;
+        let command = vec!["python3".to_string(), "x.py".to_string()];
+        let empty = BTreeMap::new();
+        let env = lock().cases["a"].env.clone();
+        let mut locked = locked_with(locked_floors, None);
+        let mut now = run_of(now_floors, &command, &empty, &env);
+        if !with_working {
+            locked.host_working_peak_bytes = None;
+            now.working = None;
+        }
+        let tolerance = Tolerances::default();
+        let c = compare_case(Some(&locked), now, tolerance, true);
+        // (1) The figures compared are the gated figures shown, and the
+        // delta is theirs.
+        prop_assert_eq!(c.host.new_bytes, now.host);
+        prop_assert_eq!(c.host.baseline_bytes, locked.host_peak_bytes);
+        if let (Some(new), Some(base)) = (now.host, locked.host_peak_bytes) {
+            prop_assert_eq!(c.host.delta_bytes, Some(new as i64 - base as i64));
+            // (3) Both sides observed: compared.
+            prop_assert!(c.host.outcome != Outcome::Skipped && c.host.outcome != Outcome::NoBaseline);
+            // (2) Past the bound: a regression, unless the working memory
+            // was compared on both sides and stayed within.
+            let limit = compare::upper_limit(base, tolerance.host);
+            let excused = c.host.anon_within.is_some();
+            if new > limit {
+                prop_assert!(c.host.outcome == Outcome::Regressed || excused, "{:?}", c.host);
+            }
+            if excused {
+                prop_assert!(matches!(c.working.outcome, Outcome::Within | Outcome::Improved));
+                prop_assert!(c.working.new_bytes.is_some() && c.working.baseline_bytes.is_some());
+            }
+            // (5) A floor past its bound fails, named, or is excused.
+            if let Some(breach) = c.host.floor_breach {
+                prop_assert!(breach.now_bytes > breach.limit_bytes);
+                prop_assert_eq!(Some(breach.now_bytes), now_floors.get(breach.floor));
+                prop_assert_eq!(Some(breach.locked_bytes), locked_floors.get(breach.floor));
+                prop_assert!(c.host.outcome == Outcome::Regressed || excused);
+            }
+            // Without the working memory on both sides nothing is excused.
+            if !with_working {
+                prop_assert!(!excused);
+            }
+        }
+        // The working memory: compared exactly when both sides have it.
+        if with_working {
+            let both = now.working.is_some() && locked.host_working_peak_bytes.is_some();
+            prop_assert_eq!(both, matches!(c.working.outcome, Outcome::Within | Outcome::Improved | Outcome::Regressed));
+        }
+    }
 }

@@ -263,6 +263,12 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     if let Some(source) = case.host.peak_source {
         properties.push(Property::new("host_peak_source", source.as_str()));
     }
+    if let Some(working) = case.host.working_peak_bytes {
+        properties.push(Property::new(
+            "host_working_peak_bytes",
+            working.to_string(),
+        ));
+    }
     if let Some(charged) = case.host.charged_peak_bytes {
         properties.push(Property::new(
             "host_charged_peak_bytes",

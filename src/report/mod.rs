@@ -499,6 +499,13 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
     if !floors.is_empty() {
         let _ = writeln!(out, "host floors: {floors}");
     }
+    if let Some(working) = case.host.working_peak_bytes {
+        let _ = writeln!(
+            out,
+            "host working memory: {} (anonymous + shmem, read every 2 ms)",
+            Bytes(working)
+        );
+    }
     if let Some(charged) = case.host.charged_peak_bytes {
         let _ = writeln!(
             out,

@@ -474,6 +474,36 @@ fn baseline_notes(results: &RunResults, baseline: &crate::results::BaselineInfo)
             }
         }
     }
+    // A figure of a locked case that was not compared is said, never
+    // counted as passed in silence.
+    let mut uncompared = Vec::new();
+    for case in &results.cases {
+        let Some(comparison) = case.baseline.as_ref().filter(|b| b.locked) else {
+            continue;
+        };
+        for figure in comparison.figures() {
+            use crate::baseline::{NotCompared, Outcome};
+            let why = match (&figure.outcome, &figure.not_compared) {
+                // Said once above, and a capacity's own check says it.
+                (
+                    Outcome::Skipped,
+                    Some(NotCompared::GpuModels | NotCompared::CapacityMoved { .. }),
+                ) => {
+                    continue;
+                }
+                (Outcome::Skipped, _) => "not comparable",
+                (Outcome::NoBaseline, _) if figure.new_bytes.is_some() => "none in the lock",
+                _ => continue,
+            };
+            uncompared.push(format!("{} ({}: {why})", case.id, figure.figure));
+        }
+    }
+    if !uncompared.is_empty() {
+        notes.push(format!(
+            "figures not compared with the baseline: {}; re-lock (oomgate lock) to gate them (--require-baseline fails them)",
+            uncompared.join(", ")
+        ));
+    }
     let unlocked: Vec<&str> = results
         .cases
         .iter()

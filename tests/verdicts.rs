@@ -1,0 +1,108 @@
+//! The host verdict's invariants on every kind of case (plain, tree,
+//! concurrency, soak, server, capacity probe, pytest test), run by the
+//! real binary against its own lock: the figure compared is the figure
+//! shown, the delta shown is computed from the two figures shown beside
+//! it (results.json, JUnit), every locked figure is compared, and an
+//! unchanged suite passes under `--require-baseline`.
+
+mod common;
+
+use common::pytest::python;
+use common::*;
+
+fn suite() -> String {
+    let patterns = toml_str(&workload("host_patterns.py"));
+    let hold = |mib: u32, hold: &str| {
+        format!(
+            "[\"python3\", {patterns}, \"burst-child\", \"--mib\", \"{mib}\", \"--hold\", \"{hold}\"]"
+        )
+    };
+    format!(
+        "[suite]\nname = \"kinds\"\nsample_interval = \"20ms\"\n\
+         [[case]]\nname = \"plain\"\ncommand = {plain}\n\
+         [[case]]\nname = \"tree\"\ncommand = [\"python3\", {patterns}, \"burst-tree\", \"--children\", \"3\", \"--mib\", \"24\", \"--hold\", \"300ms\"]\n\
+         [[case]]\nname = \"concurrent\"\ncommand = {plain}\nconcurrency = 2\n\
+         [[case]]\nname = \"soak\"\ncommand = {short}\nduration = \"1s\"\n\
+         [[case]]\nname = \"served\"\ncommand = [\"python3\", {load}, \"--url\", \"http://127.0.0.1:{{port}}/generate\", \"--requests\", \"4\"]\n\
+         server = {{ command = [\"python3\", {server}, \"--port\", \"{{port}}\"], ready = \"http://127.0.0.1:{{port}}/health\", kill_grace = \"2s\" }}\n\
+         [[case]]\nname = \"searched\"\ncommand = [\"sh\", \"-c\", \"test \\\"$1\\\" -le 16\", \"sh\", \"{{batch}}\"]\n\
+         search = {{ param = \"batch\", min = 8, max = 32, step = 8 }}\n\
+         [[pytest]]\npaths = [\"tests\"]\npython = {python}\n",
+        plain = hold(32, "300ms"),
+        short = hold(16, "100ms"),
+        load = toml_str(&workload("load.py")),
+        server = toml_str(&workload("server.py")),
+        python = toml_str(&python().display().to_string()),
+    )
+}
+
+#[test]
+fn every_kind_of_case_is_judged_on_the_figures_it_shows() {
+    let project = Project::new(&suite());
+    std::fs::create_dir_all(project.path().join("tests")).expect("tests/");
+    std::fs::write(
+        project.path().join("tests/test_quick.py"),
+        "def test_quick():\n    data = bytearray(16 << 20)\n    data[::4096] = b'\\x01' * len(data[::4096])\n    assert data[0] == 1\n",
+    )
+    .expect("a test");
+    project.lock(&[]).assert_code(0);
+    let lock: toml::Table =
+        toml::from_str(&std::fs::read_to_string(project.lock_path()).expect("lock"))
+            .expect("lock toml");
+
+    let run = project.run(&["--require-baseline"]);
+    run.assert_code(0);
+    let results = run.results();
+    let cases = results["cases"].as_array().expect("cases");
+    assert_eq!(cases.len(), 7, "{results:#}");
+    let junit = std::fs::read_to_string(run.out.join("junit.xml")).expect("junit.xml");
+    for case in cases {
+        let id = case["id"].as_str().expect("an id");
+        let host = &case["baseline"]["host"];
+        let locked = lock["cases"][id]["host_peak_bytes"]
+            .as_integer()
+            .unwrap_or_else(|| panic!("{id}: no locked host figure"));
+        // The figure compared is the figure shown, against the locked one.
+        assert_eq!(host["new_bytes"], case["host_peak_bytes"], "{id}: {case:#}");
+        assert_eq!(host["baseline_bytes"], locked, "{id}");
+        let shown = case["host_peak_bytes"].as_i64().expect("a host figure");
+        assert_eq!(host["delta_bytes"], shown - locked, "{id}");
+        // JUnit says the same two figures and their delta.
+        for (name, value) in [
+            ("baseline.host_bytes", locked.to_string()),
+            ("baseline.host.delta_bytes", (shown - locked).to_string()),
+        ] {
+            assert!(
+                junit.contains(&format!("<property name=\"{name}\" value=\"{value}\"/>")),
+                "{id}: {name} = {value} not in junit.xml"
+            );
+        }
+        // The working memory likewise, wherever a cgroup measured it.
+        if !case["host_working_peak_bytes"].is_null() {
+            assert_eq!(
+                case["baseline"]["working"]["new_bytes"], case["host_working_peak_bytes"],
+                "{id}"
+            );
+            assert_eq!(
+                case["baseline"]["working"]["baseline_bytes"],
+                lock["cases"][id]["host_working_peak_bytes"]
+                    .as_integer()
+                    .expect("a locked working figure"),
+                "{id}"
+            );
+        }
+        // Every baseline check compared something: none is silently left.
+        for check in case["checks"].as_array().expect("checks") {
+            let name = check["name"].as_str().unwrap_or_default();
+            if name.starts_with("baseline") {
+                assert!(
+                    matches!(
+                        check["outcome"].as_str(),
+                        Some("within" | "improved" | "not-gated")
+                    ),
+                    "{id}: {check:#}"
+                );
+            }
+        }
+    }
+}
