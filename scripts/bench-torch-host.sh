@@ -51,7 +51,7 @@ workloads="$PWD/scripts/torch_host_workloads.py"
 
 load="$PWD/fixtures/workloads/load.py"
 
-workloads_run="${WORKLOADS:-single dataloader spawned spike server}"
+workloads_run="${WORKLOADS:-single train dataloader spawned shared spike server}"
 for workload in $workloads_run; do
     suite="$work/$workload.toml"
     # TOML-escaped quotes around the truth's path.

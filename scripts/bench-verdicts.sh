@@ -50,6 +50,17 @@ print(passed, len(failed), uncompared, ",".join(f.split("::")[-1] for f in faile
 PY
 }
 
+# RUNS runs of a suite, into PREFIX-1 ... PREFIX-RUNS, printing each run's
+# verdicts; the arguments after the first two go to `oomgate run`.
+runs_of() {
+    local suite="$1" prefix="$2"
+    shift 2
+    for run in $(seq 1 "$runs"); do
+        "$oomgate" run "$suite" --out "$prefix-$run" "$@" >/dev/null 2>&1 || true
+        verdicts "$prefix-$run/results.json"
+    done
+}
+
 row() { # label, expectation, then one "passed failed uncompared names" line per run
     local label="$1" expect="$2"
     shift 2
@@ -82,18 +93,10 @@ TOML
 }
 tree_suite 30 1s
 "$oomgate" lock "$tree/suite.toml" --out "$tree/lock" >/dev/null 2>&1
-same=()
-for run in $(seq 1 "$runs"); do
-    "$oomgate" run "$tree/suite.toml" --out "$tree/same-$run" --require-baseline >/dev/null 2>&1 || true
-    same+=("$(verdicts "$tree/same-$run/results.json")")
-done
+mapfile -t same < <(runs_of "$tree/suite.toml" "$tree/same" --require-baseline)
 row "tree of 4 × 30 MiB for 1 s, unchanged" "all pass" "${same[@]}"
 tree_suite 150 20ms
-grown=()
-for run in $(seq 1 "$runs"); do
-    "$oomgate" run "$tree/suite.toml" --out "$tree/grown-$run" >/dev/null 2>&1 || true
-    grown+=("$(verdicts "$tree/grown-$run/results.json")")
-done
+mapfile -t grown < <(runs_of "$tree/suite.toml" "$tree/grown")
 row "the same, 4 × 150 MiB for 20 ms" "every run fails" "${grown[@]}"
 
 # The pytest suite.
@@ -130,15 +133,7 @@ paths = ["tests"]
 python = "$python"
 TOML
 "$oomgate" lock "$project/suite.toml" --out "$project/lock" >/dev/null 2>&1
-same=()
-for run in $(seq 1 "$runs"); do
-    "$oomgate" run "$project/suite.toml" --out "$project/same-$run" --require-baseline >/dev/null 2>&1 || true
-    same+=("$(verdicts "$project/same-$run/results.json")")
-done
+mapfile -t same < <(runs_of "$project/suite.toml" "$project/same" --require-baseline)
 row "20 pytest tests of 0.3 s, unchanged (--require-baseline)" "all pass" "${same[@]}"
-grown=()
-for run in $(seq 1 "$runs"); do
-    BENCH_GROW_MIB=200 "$oomgate" run "$project/suite.toml" --out "$project/grown-$run" >/dev/null 2>&1 || true
-    grown+=("$(verdicts "$project/grown-$run/results.json")")
-done
+mapfile -t grown < <(BENCH_GROW_MIB=200 runs_of "$project/suite.toml" "$project/grown")
 row "the same, test_grow keeping 200 MiB more" "test_grow fails, alone" "${grown[@]}"

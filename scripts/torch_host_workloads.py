@@ -3,6 +3,9 @@
 that made oomgate's host figure unstable, each with a known allocation.
 
     torch_host_workloads.py single       # one process, a 400 MB tensor held 3 s
+    torch_host_workloads.py train        # one process training an MLP with Adam for 5 s
+    torch_host_workloads.py shared       # a 500 MiB tensor in shared memory (share_memory_),
+                                         # held by 2 spawned workers for 3 s
     torch_host_workloads.py dataloader   # a DataLoader with 2 forked workers, 6 s
     torch_host_workloads.py spawned      # torch.multiprocessing.spawn: 2 workers
                                          # holding 300 MiB each for 4 s of a 12 s case
@@ -34,6 +37,31 @@ def single():
     tensor = held(400)
     time.sleep(3)
     del tensor
+
+
+def train():
+    model = torch.nn.Sequential(
+        torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1024)
+    )
+    optimizer = torch.optim.Adam(model.parameters())
+    inputs, targets = torch.randn(512, 1024), torch.randn(512, 1024)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+
+
+def shared_worker(rank, tensor):
+    # Read a value of every page: each worker maps the shared pages.
+    float(tensor[:: 4096 // 4].sum())
+    time.sleep(3)
+
+
+def shared():
+    tensor = held(500).share_memory_()
+    torch.multiprocessing.spawn(shared_worker, args=(tensor,), nprocs=2, join=True)
 
 
 class Batches(torch.utils.data.Dataset):
@@ -116,6 +144,8 @@ if __name__ == "__main__":
     extra = held(EXTRA_MIB) if EXTRA_MIB else None
     {
         "single": single,
+        "train": train,
+        "shared": shared,
         "dataloader": dataloader,
         "spawned": spawned,
         "spike": spike,

@@ -106,3 +106,51 @@ fn every_kind_of_case_is_judged_on_the_figures_it_shows() {
         }
     }
 }
+
+/// A lock written before the working memory was gated: the case is
+/// compared on what the lock has, and the figure it lacks is said in the
+/// summary line and its notes, never counted as compared in silence;
+/// `--require-baseline` fails it.
+#[test]
+fn a_figure_the_lock_lacks_is_said_and_fails_when_required() {
+    let project = Project::new(&format!(
+        "[suite]\nname = \"old\"\n[[case]]\nname = \"held\"\ncommand = [\"python3\", {}, \"burst-child\", \"--mib\", \"24\", \"--hold\", \"100ms\"]\n",
+        toml_str(&workload("host_patterns.py"))
+    ));
+    project.lock(&[]).assert_code(0);
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    if !lock.contains("host_working_peak_bytes") {
+        // No cgroup here: the working memory is neither measured nor locked.
+        return;
+    }
+    let older: String = lock
+        .lines()
+        .filter(|line| !line.starts_with("host_working_peak"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    std::fs::write(project.lock_path(), older).expect("lock");
+
+    let run = project.run(&[]);
+    run.assert_code(0);
+    assert!(
+        run.stderr.contains("1 passed with a figure not compared")
+            && run.stderr.contains("held (working: none in the lock)"),
+        "{}",
+        run.stderr
+    );
+    let summary = std::fs::read_to_string(run.out.join("summary.md")).expect("summary.md");
+    assert!(
+        summary.contains("held (working: none in the lock)"),
+        "{summary}"
+    );
+
+    let required = project.run(&["--require-baseline"]);
+    required.assert_code(1);
+    assert!(
+        required
+            .message("held")
+            .contains("working peak: no baseline in the lock"),
+        "{}",
+        required.message("held")
+    );
+}

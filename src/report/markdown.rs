@@ -192,6 +192,14 @@ fn render_markdown(results: &RunResults) -> String {
             improved.join(", ")
         );
     }
+    let uncompared = super::uncompared_in_run(results);
+    if !uncompared.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nFigures not compared with the baseline: {}. Re-lock to gate them; `--require-baseline` fails them.",
+            uncompared.join(", ")
+        );
+    }
     let changed: Vec<String> = results
         .cases
         .iter()

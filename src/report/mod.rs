@@ -208,6 +208,46 @@ pub fn improved_cases(results: &RunResults) -> Vec<&str> {
         .collect()
 }
 
+/// The figures of a locked case that were not compared with the lock,
+/// each with why: measured another way than locked, or not in the lock
+/// (a figure gated since it was locked). Another GPU model is said once
+/// for the run, and a moved capacity by its own check.
+pub fn uncompared_figures(case: &CaseResult) -> Vec<(crate::baseline::Figure, &'static str)> {
+    use crate::baseline::{NotCompared, Outcome};
+    let Some(comparison) = case.baseline.as_ref().filter(|b| b.locked) else {
+        return Vec::new();
+    };
+    comparison
+        .figures()
+        .into_iter()
+        .filter_map(|figure| {
+            let why = match (&figure.outcome, &figure.not_compared) {
+                (
+                    Outcome::Skipped,
+                    Some(NotCompared::GpuModels | NotCompared::CapacityMoved { .. }),
+                ) => return None,
+                (Outcome::Skipped, _) => "not comparable",
+                (Outcome::NoBaseline, _) if figure.new_bytes.is_some() => "none in the lock",
+                _ => return None,
+            };
+            Some((figure.figure, why))
+        })
+        .collect()
+}
+
+/// Every case's figures not compared: `train (working: none in the lock)`.
+pub fn uncompared_in_run(results: &RunResults) -> Vec<String> {
+    results
+        .cases
+        .iter()
+        .flat_map(|case| {
+            uncompared_figures(case)
+                .into_iter()
+                .map(move |(figure, why)| format!("{} ({figure}: {why})", case.id))
+        })
+        .collect()
+}
+
 /// `3 passed, 1 failed, 2 timed out`: passed and failed always, the rarer
 /// outcomes only when they happened. Shared by the terminal summary line and
 /// the Markdown heading so both speak the same words.

@@ -476,28 +476,7 @@ fn baseline_notes(results: &RunResults, baseline: &crate::results::BaselineInfo)
     }
     // A figure of a locked case that was not compared is said, never
     // counted as passed in silence.
-    let mut uncompared = Vec::new();
-    for case in &results.cases {
-        let Some(comparison) = case.baseline.as_ref().filter(|b| b.locked) else {
-            continue;
-        };
-        for figure in comparison.figures() {
-            use crate::baseline::{NotCompared, Outcome};
-            let why = match (&figure.outcome, &figure.not_compared) {
-                // Said once above, and a capacity's own check says it.
-                (
-                    Outcome::Skipped,
-                    Some(NotCompared::GpuModels | NotCompared::CapacityMoved { .. }),
-                ) => {
-                    continue;
-                }
-                (Outcome::Skipped, _) => "not comparable",
-                (Outcome::NoBaseline, _) if figure.new_bytes.is_some() => "none in the lock",
-                _ => continue,
-            };
-            uncompared.push(format!("{} ({}: {why})", case.id, figure.figure));
-        }
-    }
+    let uncompared = super::uncompared_in_run(results);
     if !uncompared.is_empty() {
         notes.push(format!(
             "figures not compared with the baseline: {}; re-lock (oomgate lock) to gate them (--require-baseline fails them)",
@@ -665,6 +644,17 @@ impl Reporter for Terminal {
                 }
                 let s = &results.summary;
                 let mut parts = super::summary_counts(s);
+                let uncompared = results
+                    .cases
+                    .iter()
+                    .filter(|c| {
+                        c.status == crate::results::CaseStatus::Passed
+                            && !super::uncompared_figures(c).is_empty()
+                    })
+                    .count();
+                if uncompared > 0 {
+                    parts.push(format!("{uncompared} passed with a figure not compared"));
+                }
                 if !results.not_run.is_empty() {
                     parts.push(format!("{} not run", results.not_run.len()));
                 }
