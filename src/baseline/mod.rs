@@ -569,8 +569,10 @@ fn compared(outcome: Outcome) -> bool {
 
 /// The floor of the host figure that grew furthest past its bound
 /// against the same floor of the lock, if one did. Where the working
-/// memory is compared on its own, its two floors (anonymous + shmem) are
-/// left to it: its tolerance is the one they are judged with. `vmhwm` is
+/// memory is compared on its own, the anonymous + shmem floors are left to
+/// it: the cgroup's is the working memory, judged with its tolerance, and
+/// the PSS sweep's reading of the same pages is a sum read process after
+/// process, which the exact one overrules. `vmhwm` is
 /// left out where `rusage-maxrss` holds it on both sides: every process
 /// of a case is reaped with its high-water mark, so a live `VmHWM` read by
 /// a sweep is the same mark read earlier, and its growth would be only

@@ -343,7 +343,7 @@ fn run_of<'a>(
         host_method: HostMethod::CgroupV1,
         host_source: peak.map(|(_, f)| f),
         host_floors: floors,
-        working: floors.anon_shmem(),
+        working: floors.cgroup_anon_shmem_bytes,
         gpu: None,
         gpu_method: None,
         gpu_tainted: false,

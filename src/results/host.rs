@@ -38,9 +38,8 @@ pub struct HostResult {
     #[serde(rename = "host_floors")]
     pub floors: HostFloors,
     /// The working memory's peak: anonymous + shmem, what the kernel
-    /// cannot reclaim without swap (the larger of the floors
-    /// `cgroup-anon-shmem` and `pss-anon-shmem`), a gated figure of its
-    /// own. `None` without a case cgroup holding the whole case, where it
+    /// cannot reclaim without swap (the case cgroup's charge, read every
+    /// 2 ms: `cgroup-anon-shmem`), a gated figure of its own. `None` without a case cgroup holding the whole case, where it
     /// is only sampled (its floors still say what was seen).
     #[serde(rename = "host_working_peak_bytes")]
     pub working_peak_bytes: Option<u64>,

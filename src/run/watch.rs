@@ -8,10 +8,10 @@
 //! the moment it happens rather than at the next tick: a 50 ms workload at
 //! a 2 s interval takes about 50 ms. While it waits it reads the case
 //! cgroup's working memory every `WORKING_READ_INTERVAL` (2 ms), of which
-//! the kernel keeps no maximum (see `measure::host`). Its state lives in a [`Watch`]; the
-//! work is done by `CaseRunner` methods that take it (`launch`, `step`,
-//! `tick`, `finish`), since they need the runner's scanner and shared
-//! state too. Each turn is a [`CaseRunner::step`]: a tick when one is due
+//! the kernel keeps no maximum (see `measure::host`). Its state lives in a
+//! [`Watch`]; the work is done by `CaseRunner` methods that take it
+//! (`launch`, `step`, `tick`, `finish`), since they need the runner's
+//! scanner and shared state too. Each turn is a [`CaseRunner::step`]: a tick when one is due
 //! (samples, budgets), a look at the server, then the instances' exits,
 //! soak relaunches, the timeout and Ctrl-C.
 

@@ -183,13 +183,6 @@ impl HostFloors {
             HostFloor::PssAnonShmem => self.pss_anon_shmem_bytes,
         }
     }
-
-    /// The case's anonymous + shmem memory at its peak, the floors that
-    /// count no file pages: the cgroup's charge and the tree's PSS of
-    /// those pages, the larger. `None` when neither was observed.
-    pub fn anon_shmem(&self) -> Option<u64> {
-        self.cgroup_anon_shmem_bytes.max(self.pss_anon_shmem_bytes)
-    }
 }
 
 /// The host figures of one run of a case.
@@ -202,10 +195,14 @@ pub struct HostFigures {
     /// The floor that set the peak.
     pub peak_source: Option<HostFloor>,
     pub floors: HostFloors,
-    /// The working memory's peak (anonymous + shmem, the larger of its two
-    /// floors), where a case cgroup held the whole case and so read it
-    /// every [`super::WORKING_READ_INTERVAL`]; `None` otherwise (without a
-    /// cgroup it is only sampled by the paced sweeps, and not gated).
+    /// The working memory's peak: the case cgroup's anonymous + shmem
+    /// charge, where the cgroup held the whole case and so read it every
+    /// [`super::WORKING_READ_INTERVAL`]; `None` otherwise (without a cgroup
+    /// it is only sampled by the paced sweeps, and not gated). Not the PSS
+    /// sweep's `pss-anon-shmem`: that is a sum over processes read one
+    /// after another, which counts a shared page twice while another
+    /// process attaches to it (a tensor shared by three processes read
+    /// 1384 MiB against the cgroup's exact 1360 MiB).
     pub working_peak_bytes: Option<u64>,
     /// The cgroup's largest charge, page cache included (not gated).
     pub charged_peak_bytes: Option<u64>,

@@ -513,7 +513,9 @@ impl HostMeter {
             peak_bytes: peak.map(|(p, _)| p.bytes),
             peak_at_ms: peak.map(|(p, _)| p.t_ms),
             peak_source: peak.map(|(_, f)| f),
-            working_peak_bytes: floors.anon_shmem().filter(|_| self.method.is_cgroup()),
+            working_peak_bytes: floors
+                .cgroup_anon_shmem_bytes
+                .filter(|_| self.method.is_cgroup()),
             floors,
             charged_peak_bytes: charged.map(|(bytes, _)| bytes),
             charged_peak_source: charged.map(|(_, source)| source),
