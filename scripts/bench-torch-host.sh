@@ -42,7 +42,7 @@ python="$venv/bin/python"
 # the case, which moves its PSS (each page's share) but not its working
 # memory.
 for _ in $(seq 1 "${NEIGHBOURS:-0}"); do
-    "$python" -c 'import time, torch; time.sleep(100000)' &
+    "$python" -c 'import time, torch; time.sleep(100000)' 2>/dev/null &
     busy+=("$!")
 done
 if [ "${NEIGHBOURS:-0}" -gt 0 ]; then sleep 10; fi

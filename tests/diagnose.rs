@@ -296,6 +296,7 @@ fn junit_and_markdown_snapshots_of_an_oom_case() {
             ![
                 "host peak:",
                 "host floors:",
+                "host working memory:",
                 "host charged peak:",
                 "host note:",
                 "wall time:",
