@@ -90,8 +90,8 @@ python3 - "$work" "$runs" "${GROW:-0}" $workloads_run <<'PY'
 import json, statistics, sys
 work, runs, grow, names = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
 what = f"holding {grow:.0%} of the locked working memory more" if grow else "unchanged"
-print(f"| workload | figure / truth | spread over runs (truth's) | floor per run | anon + shmem / truth's | working vs the lock | failed against the lock ({what}) |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
+print(f"| workload | figure / truth | spread over runs (truth's) | floor per run | anon + shmem / truth's | locked working memory | working vs the lock | failed against the lock ({what}) |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 for workload in names:
     ratios, figures, truths, floors, anon, failed = [], [], [], [], [], 0
     working, locked_working, failed_by = [], None, set()
@@ -122,5 +122,6 @@ for workload in names:
     spread = lambda xs: (max(xs) - min(xs)) / statistics.median(xs) * 100 if xs else float("nan")
     moved = f"{min(working):+.1%} to {max(working):+.1%}" if working else "-"
     by = f" ({', '.join(sorted(failed_by))})" if failed_by else ""
-    print(f"| {workload} | {span(ratios)} | {spread(figures):.1f}% ({spread(truths):.1f}%) | {', '.join(sorted(set(floors)))} ({len(floors)} runs) | {span(anon)} | {moved} | {failed} of {runs - 1}{by} |")
+    locked = f"{locked_working / 2**20:.0f} MiB" if locked_working else "-"
+    print(f"| {workload} | {span(ratios)} | {spread(figures):.1f}% ({spread(truths):.1f}%) | {', '.join(sorted(set(floors)))} ({len(floors)} runs) | {span(anon)} | {locked} | {moved} | {failed} of {runs - 1}{by} |")
 PY
