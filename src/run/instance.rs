@@ -16,7 +16,6 @@ use super::launch::{InstanceLogs, LaunchError, LaunchSpec, ReportReader, launch}
 use super::supervise::Report;
 use super::supervise::forkserver::Forkserver;
 use crate::measure::HostMeter;
-use crate::measure::host::WORKING_READ_INTERVAL;
 use crate::process::{self, Exit};
 use crate::suite::Case;
 
@@ -279,8 +278,9 @@ pub(super) fn wait_for_exit_until<'i>(
 }
 
 /// [`wait_for_exit_until`], reading the case cgroup's working memory every
-/// [`WORKING_READ_INTERVAL`] while it waits: the kernel keeps no maximum
-/// of it, and a burst between two ticks would otherwise be missed.
+/// [`crate::measure::host::WORKING_READ_INTERVAL`] while it moves (less often while it stays
+/// still) as it waits: the kernel keeps no maximum of it, and a burst
+/// between two ticks would otherwise be missed.
 /// `start`: when the case started, for the time of a new peak; `hosts`:
 /// the case's meters (beside a server, its own and its load client's).
 pub(super) fn wait_reading_working<'i>(
@@ -296,15 +296,15 @@ pub(super) fn wait_reading_working<'i>(
             return;
         }
         let at = now.saturating_duration_since(start);
-        let mut read = false;
-        for host in hosts.iter_mut() {
-            read |= host.read_working(at);
-        }
-        if !read {
+        let gap = hosts
+            .iter_mut()
+            .filter_map(|host| host.read_working(at))
+            .min();
+        let Some(gap) = gap else {
             process::wait_readable(fds.iter().copied(), until - now);
             return;
-        }
-        let next = (now + WORKING_READ_INTERVAL).min(until);
+        };
+        let next = (now + gap).min(until);
         if process::wait_readable(fds.iter().copied(), next.saturating_duration_since(now)) {
             return;
         }

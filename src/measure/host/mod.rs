@@ -83,13 +83,19 @@ const STILL_SHARE: f64 = 0.005;
 const STILL_BYTES: u64 = 256 * 1024;
 
 /// How often a case cgroup's anonymous + shmem charge (the working
-/// memory) is read while the case runs, between the ticks: the kernel
-/// keeps no maximum of it, so it is read often enough that a rise is not
-/// missed. A rise and fall within one interval can be: a process faults
-/// in about 4 MiB of 4 KiB pages (15 MiB of huge pages) in 2 ms on the
-/// machines here (docs/host-measurement.md), under the working
-/// tolerance's 16 MiB. A read costs about 3 µs on cgroup v1.
+/// memory) is read while the case runs and the charge moves, between the
+/// ticks: the kernel keeps no maximum of it, so it is read often enough
+/// that a rise is not missed. A rise and fall within one interval can be:
+/// a process faults in about 4 MiB of 4 KiB pages (15 MiB of huge pages)
+/// in 2 ms on the machines here (docs/host-measurement.md), under the
+/// working tolerance's 16 MiB. A read costs about 3 µs on cgroup v1, but
+/// each wake-up of the waiting thread costs tens of µs on a VM, so while
+/// the charge stays still the interval grows to [`WORKING_READ_STILL`].
 pub const WORKING_READ_INTERVAL: Duration = Duration::from_millis(2);
+/// The longest interval between two reads of a charge that stays still
+/// (moves by at most [`WORKING_STILL_BYTES`] from one read to the next).
+pub const WORKING_READ_STILL: Duration = Duration::from_millis(6);
+const WORKING_STILL_BYTES: u64 = 256 * 1024;
 
 /// How often PSS and VmHWM sweeps may run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -142,6 +148,9 @@ pub struct HostMeter {
     steer: Steer,
     pss_sweeps: u64,
     pss_last: Option<u64>,
+    /// The working memory at its last read, and the wait until the next.
+    working_last: Option<u64>,
+    working_gap: Duration,
     buffer: Vec<u8>,
     /// Each process's rank, and each rank's PSS summed per sweep and its
     /// processes' largest VmHWM (see `measure::ranks`).
@@ -244,6 +253,8 @@ impl HostMeter {
             steer: Steer::default(),
             pss_sweeps: 0,
             pss_last: None,
+            working_last: None,
+            working_gap: WORKING_READ_INTERVAL,
             buffer: Vec::with_capacity(4096),
             rank_of: super::ranks::RankOf::default(),
             rank_pss: super::ranks::PerRank::default(),
@@ -410,23 +421,27 @@ impl HostMeter {
             .is_ok()
     }
 
-    /// Read the working memory alone (see [`WORKING_READ_INTERVAL`]);
-    /// false when there is no cgroup holding the whole case to read.
-    pub fn read_working(&mut self, at: Duration) -> bool {
+    /// Read the working memory alone (see [`WORKING_READ_INTERVAL`]), and
+    /// say when to read it next: soon while it moves, less often while it
+    /// stays still. `None` when there is no cgroup holding the whole case
+    /// to read.
+    pub fn read_working(&mut self, at: Duration) -> Option<Duration> {
         if !self.cgroup_whole {
-            return false;
+            return None;
         }
-        let Some(cgroup) = self.cgroup.as_mut() else {
-            return false;
+        let bytes = self.cgroup.as_mut()?.anon_shmem_now().ok()?;
+        let t_ms = u64::try_from(at.as_millis()).unwrap_or(u64::MAX);
+        self.raise(HostFloor::CgroupAnonShmem, bytes, t_ms);
+        let moved = self
+            .working_last
+            .is_none_or(|last| bytes.abs_diff(last) > WORKING_STILL_BYTES);
+        self.working_last = Some(bytes);
+        self.working_gap = if moved {
+            WORKING_READ_INTERVAL
+        } else {
+            (self.working_gap + WORKING_READ_INTERVAL).min(WORKING_READ_STILL)
         };
-        match cgroup.anon_shmem_now() {
-            Ok(bytes) => {
-                let t_ms = u64::try_from(at.as_millis()).unwrap_or(u64::MAX);
-                self.raise(HostFloor::CgroupAnonShmem, bytes, t_ms);
-                true
-            }
-            Err(_) => false,
-        }
+        Some(self.working_gap)
     }
 
     /// A reaped process's `ru_maxrss` (bytes), seen at `at`.
