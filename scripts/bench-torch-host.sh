@@ -26,17 +26,8 @@ if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
     "$venv/bin/pip" install --quiet torch
 fi
 cargo build --release --quiet
-work="$(mktemp -d)"
-busy=()
-cleanup() {
-    for pid in "${busy[@]}"; do kill "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-for _ in $(seq 1 "${BUSY:-0}"); do
-    sh -c 'while :; do :; done' &
-    busy+=("$!")
-done
+# shellcheck source=scripts/bench-busy.sh
+. scripts/bench-busy.sh
 python="$venv/bin/python"
 # Idle processes of the same venv: they share torch's library pages with
 # the case, which moves its PSS (each page's share) but not its working

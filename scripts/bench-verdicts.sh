@@ -23,17 +23,8 @@ runs="${1:-5}"
 cargo build --release --quiet
 oomgate="$PWD/target/release/oomgate"
 python="${OOMGATE_TEST_PYTHON:-$(scripts/pytest-venv.sh target/pytest-venv)}"
-work="$(mktemp -d)"
-busy=()
-cleanup() {
-    for pid in "${busy[@]}"; do kill "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-for _ in $(seq 1 "${BUSY:-0}"); do
-    sh -c 'while :; do :; done' &
-    busy+=("$!")
-done
+# shellcheck source=scripts/bench-busy.sh
+. scripts/bench-busy.sh
 
 # The verdicts of one run: "passed failed uncompared" counts from results.json.
 verdicts() {

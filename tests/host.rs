@@ -713,7 +713,7 @@ fn growth_in_mapped_file_pages_alone_does_not_fail_against_the_lock() {
 /// (its figure set by a PSS sweep) and run at 150 MiB each for 20 ms — a
 /// burst no sweep catches — passed in 3 of 5 runs, compared on the lock's
 /// PSS floor alone. The gated figure is compared with the gated figure,
-/// every floor with its own, and the working memory (read every 2 ms)
+/// every floor with its own, and the working memory (read every 2–6 ms)
 /// with its own: every run fails, and an unchanged run never does.
 #[test]
 fn a_burst_no_sweep_saw_fails_against_a_lock_a_sweep_set_every_time() {

@@ -53,10 +53,17 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
             host_working_peak_bytes: r.host.working_peak_bytes,
         })
         .collect();
-    let max = |pick: fn(&CaseResult) -> Option<u64>| runs.iter().filter_map(pick).max();
-    let host = max(|r| r.host.peak_bytes);
-    let working = max(|r| r.host.working_peak_bytes);
-    let gpu = max(|r| r.gpu_peak_bytes);
+    // A figure's maximum over the runs; unknown in any run keeps it unknown.
+    let max_known = |pick: fn(&RepeatFigures) -> Option<u64>| {
+        figures
+            .iter()
+            .map(pick)
+            .collect::<Option<Vec<u64>>>()
+            .and_then(|all| all.into_iter().max())
+    };
+    let host = max_known(|f| f.host_peak_bytes);
+    let working = max_known(|f| f.host_working_peak_bytes);
+    let gpu = max_known(|f| f.gpu_peak_bytes);
     let wall: f64 = runs.iter().map(|r| r.wall_time_s).sum();
     let samples: u64 = runs.iter().map(|r| r.samples).sum();
     let chosen = match runs.iter().position(|r| r.status != CaseStatus::Passed) {
@@ -99,19 +106,8 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
         result.checks.extend(client_checks);
     }
     result.host = host_figures;
-    // An unknown host figure in any run keeps the maximum unknown.
-    result.host.peak_bytes = if figures.iter().any(|f| f.host_peak_bytes.is_none()) {
-        None
-    } else {
-        host
-    };
-    // The same for the working memory.
-    result.host.working_peak_bytes = if figures.iter().any(|f| f.host_working_peak_bytes.is_none())
-    {
-        None
-    } else {
-        working
-    };
+    result.host.peak_bytes = host;
+    result.host.working_peak_bytes = working;
     if methods_differ {
         let note = "the repeats' host figures were measured by different methods";
         result.host.note = Some(match result.host.note.take() {
@@ -120,12 +116,7 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
         });
     }
     result.host.oom_kills = oom_kills;
-    // An unknown GPU figure in any run keeps the maximum unknown.
-    result.gpu_peak_bytes = if figures.iter().any(|f| f.gpu_peak_bytes.is_none()) {
-        None
-    } else {
-        gpu
-    };
+    result.gpu_peak_bytes = gpu;
     result.wall_time_s = wall;
     result.samples = samples;
     result.repeats = figures;

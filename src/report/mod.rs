@@ -542,7 +542,7 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
     if let Some(working) = case.host.working_peak_bytes {
         let _ = writeln!(
             out,
-            "host working memory: {} (anonymous + shmem, read every 2 ms)",
+            "host working memory: {} (anonymous + shmem, as the case cgroup counts it)",
             Bytes(working)
         );
     }
