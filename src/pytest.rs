@@ -6,13 +6,13 @@
 //! oomgate runs pytest with its own copy of the plugin (the wheel's
 //! `oomgate_probe/pytest_plugin.py`, built into the binary), so a test
 //! environment without the `oomgate` wheel collects and runs all the same.
-//! The copy is written once per plugin version into a private folder
-//! (`$TMPDIR/oomgate-<uid>/pytest-<hash>/oomgate_pytest.py`, the folder
-//! mode 0700 and checked to be the user's own), and put first on each
-//! test's `PYTHONPATH`.
+//! The copy is written by each oomgate process into a fresh read-only
+//! folder of its own, where no bytecode can be cached ([`PluginDir`]), put
+//! first on each test's `PYTHONPATH`, and checked before each test starts
+//! ([`check_plugin`]).
 
 use std::io::{Read, Seek};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -68,7 +68,9 @@ pub fn collect(suite: &mut Suite) -> Result<Vec<String>, CollectError> {
     if suite.pytest.is_empty() {
         return Ok(Vec::new());
     }
-    let plugin = install_plugin()?;
+    let installed = std::sync::Arc::new(install_plugin()?);
+    let plugin = installed.path().to_path_buf();
+    suite.pytest_plugin = Some(installed);
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
     let mut taken: std::collections::HashMap<String, String> = suite
@@ -278,50 +280,185 @@ fn tail(file: &mut std::fs::File) -> String {
     crate::redact::mask_written(&kept.join("\n")).into_owned()
 }
 
-/// The folder holding oomgate's copy of its plugin, written if missing or
-/// different: `$TMPDIR/oomgate-<uid>/pytest-<hash of the source>/`.
-pub fn install_plugin() -> Result<PathBuf, CollectError> {
+/// The plain-bytecode and pytest-rewrite caches Python would look in for
+/// the plugin's module: a file here, so no bytecode can be read or written.
+const PYCACHE: &str = "__pycache__";
+
+/// oomgate's copy of its pytest plugin for one oomgate process: a fresh
+/// folder `$TMPDIR/oomgate-<uid>/pytest-<pid>-<random>/` (mode 0500)
+/// holding the plugin (0400) and a `__pycache__` that is an empty file
+/// (0400), so Python and pytest's assertion rewriter find no bytecode to
+/// load and write none. Removed when dropped (at the end of the command);
+/// one left by an oomgate that was killed (its `flock` gone with it) is
+/// removed by the next.
+///
+/// A folder shared between runs (as before) let a test plant bytecode that
+/// a later, separate run loaded as the plugin. The tests of this run can
+/// still reach this folder (they run as the same user), so it is checked
+/// before every test starts ([`check_plugin`]).
+#[derive(Debug)]
+pub struct PluginDir {
+    dir: tempfile::TempDir,
+    /// The folder itself, open and `flock`ed for as long as this process
+    /// uses it: the next oomgate removes only folders nobody holds.
+    _held: std::fs::File,
+}
+
+impl PluginDir {
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for PluginDir {
+    fn drop(&mut self) {
+        // Writable again, so that its entries can be removed.
+        let _ = std::fs::set_permissions(self.dir.path(), std::fs::Permissions::from_mode(0o700));
+    }
+}
+
+/// `$TMPDIR/oomgate-<uid>`, made if missing, mode 0700 and the user's own.
+fn private_base() -> Result<PathBuf, CollectError> {
     // SAFETY: geteuid takes nothing and cannot fail.
     let uid = unsafe { libc::geteuid() };
     let base = std::env::temp_dir().join(format!("oomgate-{uid}"));
-    let failed = |dir: &Path, reason: String| CollectError::Plugin {
-        dir: dir.to_path_buf(),
+    let failed = |reason: String| CollectError::Plugin {
+        dir: base.clone(),
         reason,
     };
     match std::fs::DirBuilder::new().mode(0o700).create(&base) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(failed(&base, e.to_string())),
+        Err(e) => return Err(failed(e.to_string())),
     }
     // A folder another user made, or one others may write, could hand
     // pytest a planted plugin.
-    let meta = std::fs::symlink_metadata(&base).map_err(|e| failed(&base, e.to_string()))?;
+    let meta = std::fs::symlink_metadata(&base).map_err(|e| failed(e.to_string()))?;
     if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
-        return Err(failed(
-            &base,
-            format!(
-                "it is not a folder of this user's (uid {uid}) that only they can write; remove it, or set TMPDIR elsewhere"
-            ),
+        return Err(failed(format!(
+            "it is not a folder of this user's (uid {uid}) that only they can write; remove it, or set TMPDIR elsewhere"
+        )));
+    }
+    Ok(base)
+}
+
+/// Write this process's copy of the plugin (see [`PluginDir`]).
+pub fn install_plugin() -> Result<PluginDir, CollectError> {
+    let base = private_base()?;
+    remove_stale_plugins(&base);
+    let failed = |dir: &Path, e: std::io::Error| CollectError::Plugin {
+        dir: dir.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("pytest-{}-", std::process::id()))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(&base)
+        .map_err(|e| failed(&base, e))?;
+    let path = dir.path().to_path_buf();
+    let held = std::fs::File::open(&path).map_err(|e| failed(&path, e))?;
+    crate::files::try_lock_exclusive(&held).map_err(|e| failed(&path, e))?;
+    let write = |name: &str, text: &str| -> std::io::Result<()> {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o400)
+            .open(path.join(name))?;
+        std::io::Write::write_all(&mut file, text.as_bytes())?;
+        file.sync_all()
+    };
+    write(&plugin_file_name(), PLUGIN_SOURCE).map_err(|e| failed(&path, e))?;
+    write(PYCACHE, "").map_err(|e| failed(&path, e))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o500))
+        .map_err(|e| failed(&path, e))?;
+    let installed = PluginDir { dir, _held: held };
+    check_plugin(installed.path()).map_err(|reason| CollectError::Plugin {
+        dir: path.clone(),
+        reason,
+    })?;
+    Ok(installed)
+}
+
+fn plugin_file_name() -> String {
+    format!("{}.py", crate::suite::PYTEST_PLUGIN_MODULE)
+}
+
+/// Check that `dir` is still what [`install_plugin`] wrote: the user's
+/// own, nobody's to write, holding the plugin as built into this binary
+/// and the `__pycache__` file, and nothing else. `Err` says what changed.
+pub fn check_plugin(dir: &Path) -> Result<(), String> {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot read it: {e}"))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o222 != 0 {
+        return Err(format!(
+            "it is no longer a read-only folder of this user's (mode {:o})",
+            meta.permissions().mode() & 0o7777
         ));
     }
-    let dir = base.join(format!(
-        "pytest-{:016x}",
-        crate::suite::fnv1a(PLUGIN_SOURCE.as_bytes())
-    ));
-    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(failed(&dir, e.to_string())),
+    let plugin = plugin_file_name();
+    let mut seen = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| format!("cannot list it: {e}"))? {
+        let entry = entry.map_err(|e| format!("cannot list it: {e}"))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let meta = std::fs::symlink_metadata(entry.path())
+            .map_err(|e| format!("cannot read {name}: {e}"))?;
+        let expected_size = if name == plugin {
+            PLUGIN_SOURCE.len() as u64
+        } else if name == PYCACHE {
+            0
+        } else {
+            return Err(format!("`{name}` was added to it"));
+        };
+        if !meta.is_file() || meta.len() != expected_size || meta.permissions().mode() & 0o222 != 0
+        {
+            return Err(format!("`{name}` was changed"));
+        }
+        seen.push(name);
     }
-    let file = dir.join(format!("{}.py", crate::suite::PYTEST_PLUGIN_MODULE));
-    if std::fs::read_to_string(&file).ok().as_deref() != Some(PLUGIN_SOURCE) {
-        let mut temporary =
-            tempfile::NamedTempFile::new_in(&dir).map_err(|e| failed(&dir, e.to_string()))?;
-        std::io::Write::write_all(&mut temporary, PLUGIN_SOURCE.as_bytes())
-            .map_err(|e| failed(&dir, e.to_string()))?;
-        temporary
-            .persist(&file)
-            .map_err(|e| failed(&dir, e.to_string()))?;
+    if seen.len() != 2 {
+        return Err("a file of it was removed".to_string());
     }
-    Ok(dir)
+    let text =
+        std::fs::read(dir.join(&plugin)).map_err(|e| format!("cannot read {plugin}: {e}"))?;
+    if text != PLUGIN_SOURCE.as_bytes() {
+        return Err(format!("`{plugin}` was changed"));
+    }
+    Ok(())
+}
+
+/// Remove the plugin folders of oomgate processes that are gone (killed
+/// before they could remove their own: nobody holds their `flock`), and
+/// the shared ones of earlier versions (`pytest-<16 hex digits>`), which a
+/// test could have written into. Only names oomgate gives are touched.
+fn remove_stale_plugins(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("pytest-") else {
+            continue;
+        };
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = entry.path();
+        let stale = match rest.split_once('-') {
+            // This version's, `pytest-<pid>-<random>`: stale when its lock
+            // can be taken (held while this one is looked at).
+            Some((pid, _)) if pid.parse::<u32>().is_ok() => std::fs::File::open(&path)
+                .ok()
+                .filter(|dir| crate::files::try_lock_exclusive(dir).is_ok()),
+            Some(_) => None,
+            None if rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                std::fs::File::open(&path).ok()
+            }
+            None => None,
+        };
+        if stale.is_some() {
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700));
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
 }

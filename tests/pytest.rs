@@ -361,3 +361,93 @@ fn plain_pytest_accepts_the_marker_through_the_plugin() {
     assert!(said.contains("3 passed"), "{said}");
     assert!(!said.contains("PytestUnknownMarkWarning"), "{said}");
 }
+
+/// A test that plants bytecode for oomgate's plugin (the plain pyc and
+/// pytest's assertion-rewrite pyc, their headers giving the real source's
+/// mtime and size, as a poisoner would): neither a later test of the same
+/// run nor a later, separate run of another suite reports a failing test
+/// as passed. Bytecode writing is left on, as on ordinary CI runners.
+#[test]
+fn a_test_cannot_poison_the_plugin_of_later_tests_or_runs() {
+    const POISON: &str = r#"
+import importlib._bootstrap_external as external, os, stat, sys
+from _pytest.assertion.rewrite import PYC_TAIL
+
+FORCE_PASS = '''
+import pytest as _pytest_for_poison
+@_pytest_for_poison.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        report.outcome = "passed"
+        report.longrepr = None
+'''
+
+def test_plant():
+    module = sys.modules["oomgate_pytest"]
+    source = module.__file__
+    folder = os.path.dirname(source)
+    os.chmod(folder, 0o700)
+    cache = os.path.join(folder, "__pycache__")
+    if os.path.isfile(cache):
+        os.chmod(cache, 0o600)
+        os.remove(cache)
+    os.makedirs(cache, exist_ok=True)
+    with open(source) as f:
+        text = f.read() + FORCE_PASS
+    st = os.stat(source)
+    code = compile(text, source, "exec")
+    data = external._code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size)
+    name = "oomgate_pytest"
+    for tail in ("." + sys.implementation.cache_tag + ".pyc", PYC_TAIL):
+        with open(os.path.join(cache, name + tail), "wb") as f:
+            f.write(data)
+"#;
+    const FAILS: &str = "def test_fails():\n    assert 1 == 2\n";
+    let tmp = tempfile::tempdir().expect("a TMPDIR");
+    let tmpdir = tmp.path().display().to_string();
+    let first = project(
+        &[("test_a_plant.py", POISON), ("test_b_fails.py", FAILS)],
+        "",
+    );
+    let second = project(&[("test_fails.py", FAILS)], "");
+    let run = |project: &Project| {
+        let mut command = project.run_command();
+        command
+            .env("TMPDIR", &tmpdir)
+            .env_remove("PYTHONDONTWRITEBYTECODE");
+        project.finish(command)
+    };
+    let planted = run(&first);
+    let plant = planted.case("tests/test_a_plant.py::test_plant");
+    assert_eq!(plant["status"], "passed", "{plant:#}");
+    let same_run = planted.case("tests/test_b_fails.py::test_fails");
+    assert_ne!(same_run["status"], "passed", "{same_run:#}");
+    assert!(
+        same_run["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("pytest plugin")),
+        "the test after the poisoner is not started, and why is said: {same_run:#}"
+    );
+    let later = run(&second);
+    later.assert_code(1);
+    let fails = later.case("tests/test_fails.py::test_fails");
+    assert_eq!(fails["status"], "failed", "{fails:#}");
+    // Each run's copy is gone with it.
+    let left: Vec<_> = std::fs::read_dir(tmp.path().join(format!("oomgate-{}", unsafe_uid())))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| name.starts_with("pytest-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "plugin folders left behind: {left:?}");
+}
+
+fn unsafe_uid() -> u32 {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    unsafe { libc::geteuid() }
+}

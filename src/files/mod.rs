@@ -297,7 +297,7 @@ fn open_marker(path: &Path) -> io::Result<std::fs::File> {
     Ok(file)
 }
 
-fn try_lock_exclusive(file: &std::fs::File) -> io::Result<()> {
+pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: flock takes a descriptor this process owns for the call.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {

@@ -123,6 +123,24 @@ pub struct Launched {
 /// counts as failed (it takes about a millisecond).
 const START_TIMEOUT_MS: i32 = 30_000;
 
+/// A test of a `[[pytest]]` runs with oomgate's plugin first on its
+/// `PYTHONPATH`; an earlier test of this run could have changed it (it runs
+/// as the same user), and a changed plugin could report a failure as a
+/// pass. So it is checked before each test starts, and a test is not
+/// started with a plugin that is not the one built in.
+fn check_pytest_plugin(case: &Case) -> Result<(), LaunchError> {
+    let dir = case
+        .env
+        .get("PYTHONPATH")
+        .and_then(|path| path.split(':').next())
+        .unwrap_or_default();
+    crate::pytest::check_plugin(Path::new(dir)).map_err(|why| {
+        LaunchError(format!(
+            "not started: oomgate's pytest plugin in {dir} is not as oomgate wrote it ({why}): a test of this run changed it, and a changed plugin could report a failed test as passed"
+        ))
+    })
+}
+
 /// Start one run of an instance.
 pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
     let case = spec.case;
@@ -132,6 +150,9 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             case.command[0],
             case.cwd.display()
         )));
+    }
+    if case.pytest.is_some() {
+        check_pytest_plugin(case)?;
     }
     let env = environment(spec);
     let program = resolve(case, &env)?;

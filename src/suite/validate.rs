@@ -235,6 +235,7 @@ pub(super) fn validate(
             redact,
             cases,
             pytest,
+            pytest_plugin: None,
             warnings: warnings
                 .into_iter()
                 .map(|w| super::Located::resolve(source, w))
