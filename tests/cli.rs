@@ -227,7 +227,9 @@ fn unsafe_case_names_stay_inside_the_out_dir() {
 }
 
 /// Regression: `--out .` (or any folder of the user's) had oomgate replace
-/// and delete files there, e.g. a user's own `./cases` folder.
+/// and delete files there, e.g. a user's own `./cases` folder; and a
+/// folder holding only the user's own `junit.xml` was taken for an earlier
+/// oomgate's layout and its file replaced.
 #[test]
 fn a_folder_that_is_not_an_out_dir_is_refused_and_left_alone() {
     let project =
@@ -261,17 +263,61 @@ fn a_folder_that_is_not_an_out_dir_is_refused_and_left_alone() {
     );
     assert!(!theirs.join("results.json").exists());
 
-    // An empty folder, and one an earlier oomgate wrote (its own layout,
-    // no marker), are oomgate's: claimed, and used again.
+    // An empty folder is oomgate's: claimed, and used again.
     let empty = project.path().join("empty");
     std::fs::create_dir(&empty).expect("mkdir");
     run_in(&empty).assert_code(0);
     assert!(empty.join(".oomgate-out").is_file());
     run_in(&empty).assert_code(0);
+
+    // A folder holding only the user's own report of another tool
+    // (pytest's --junitxml), or a results.json, is not taken for oomgate's
+    // layout: refused, listed, untouched.
+    for name in ["junit.xml", "results.json", "summary.md"] {
+        let reports = project.path().join(format!("reports-{name}"));
+        std::fs::create_dir(&reports).expect("mkdir");
+        std::fs::write(reports.join(name), "theirs").expect("write");
+        let run = run_in(&reports);
+        run.assert_code(2);
+        assert!(
+            run.stderr.contains(name) && run.stderr.contains("--adopt-out-dir"),
+            "{}",
+            run.stderr
+        );
+        assert_eq!(
+            std::fs::read_to_string(reports.join(name)).ok().as_deref(),
+            Some("theirs")
+        );
+        assert!(!reports.join(".oomgate-out").exists());
+    }
+
+    // One an oomgate from before the marker wrote is adopted when asked,
+    // once: marked, then used as any out dir.
     let earlier = project.path().join("earlier");
     std::fs::create_dir_all(earlier.join("cases/a")).expect("mkdir");
     std::fs::write(earlier.join("results.json"), "{}").expect("write");
+    run_in(&earlier).assert_code(2);
+    let mut adopt = project.oomgate();
+    adopt
+        .arg("run")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(&earlier)
+        .arg("--adopt-out-dir");
+    project.finish(adopt).assert_code(0);
+    assert!(earlier.join(".oomgate-out").is_file());
     run_in(&earlier).assert_code(0);
+    // --adopt-out-dir takes no folder with anything else in it.
+    let mut adopt = project.oomgate();
+    adopt
+        .arg("run")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(&theirs)
+        .arg("--adopt-out-dir");
+    let run = project.finish(adopt);
+    run.assert_code(2);
+    assert!(run.stderr.contains("notes.md"), "{}", run.stderr);
 }
 
 /// Regression: `oomgate check /dev/zero` read until it was killed, and a

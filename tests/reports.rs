@@ -312,6 +312,7 @@ fn results_are_checkpointed_after_the_first_case_and_pages_written_at_the_end() 
     // Pages of an earlier run in the same out dir must not pass for this
     // run's while it goes on.
     std::fs::create_dir_all(project.out()).expect("out dir");
+    std::fs::write(project.out().join(".oomgate-out"), "").expect("the marker");
     for page in ["summary.md", "report.html"] {
         std::fs::write(project.out().join(page), "an earlier run").expect("stale page");
     }

@@ -77,7 +77,7 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
         .map_err(|e| CliError::BadInput(e.to_string()))?;
 
     // Held until the merged reports are written.
-    let _claim = claim_out_dir(&out_dir)?;
+    let _claim = claim_out_dir(&out_dir, args.adopt_out_dir)?;
     let infrastructure = |e: std::io::Error| {
         CliError::Infrastructure(format!("cannot write to {}: {e}", out_dir.display()))
     };

@@ -225,6 +225,13 @@ pub struct RunArgs {
     /// Folder for results.json, junit.xml and per-case logs.
     #[arg(long, value_name = "DIR", default_value = "oomgate-out")]
     pub out: PathBuf,
+    /// Take over, once, an out dir an oomgate from before the
+    /// `.oomgate-out` marker wrote (results.json, junit.xml, summary.md,
+    /// report.html, cases/ and nothing else): it is marked, and its files
+    /// are replaced as a run's. Without it such a folder is refused, as is
+    /// any folder with files and no marker.
+    #[arg(long)]
+    pub adopt_out_dir: bool,
     /// Also write the JUnit report here.
     #[arg(long, value_name = "PATH")]
     pub junit: Option<PathBuf>,
@@ -283,6 +290,13 @@ pub struct LockArgs {
     /// Folder for the run's reports (without --from).
     #[arg(long, value_name = "DIR", default_value = "oomgate-out")]
     pub out: PathBuf,
+    /// Take over, once, an out dir an oomgate from before the
+    /// `.oomgate-out` marker wrote (results.json, junit.xml, summary.md,
+    /// report.html, cases/ and nothing else): it is marked, and its files
+    /// are replaced as a run's. Without it such a folder is refused, as is
+    /// any folder with files and no marker.
+    #[arg(long)]
+    pub adopt_out_dir: bool,
     /// Run each case at least N times and lock each figure's spread (the
     /// largest less the smallest): later runs are a regression only beyond
     /// `max(tolerance, spread_k × spread)`. A case's own `repeat`, if
@@ -353,6 +367,13 @@ pub struct MergeArgs {
     /// and case folders.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Take over, once, an out dir an oomgate from before the
+    /// `.oomgate-out` marker wrote (results.json, junit.xml, summary.md,
+    /// report.html, cases/ and nothing else): it is marked, and its files
+    /// are replaced as a run's. Without it such a folder is refused, as is
+    /// any folder with files and no marker.
+    #[arg(long)]
+    pub adopt_out_dir: bool,
     /// The suite the shards ran: its cases no part ran are listed as not run,
     /// and the cases follow its order.
     #[arg(long, value_name = "SUITE.toml")]

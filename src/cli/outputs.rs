@@ -13,6 +13,9 @@ use crate::suite::Suite;
 /// Where reports go.
 pub(super) struct Outputs<'a> {
     pub(super) out: &'a Path,
+    /// `--adopt-out-dir`: take over an out dir of an oomgate from before
+    /// the marker.
+    pub(super) adopt: bool,
     pub(super) junit: Option<&'a Path>,
     pub(super) json: Option<&'a Path>,
     /// Files no report may replace, each with what it is: what this
@@ -45,7 +48,7 @@ pub(super) fn prepare_outputs(
     let infra = |path: &Path, e: std::io::Error| {
         CliError::Infrastructure(format!("cannot write to {}: {e}", path.display()))
     };
-    let claim = claim_out_dir(out_dir)?;
+    let claim = claim_out_dir(out_dir, outputs.adopt)?;
     crate::files::own_folder(&outputs.out.join("cases")).map_err(|e| infra(outputs.out, e))?;
     // An out dir claimed by an earlier run passes every check above on a
     // full disk: the cases' output would be lost from the first byte.

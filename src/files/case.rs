@@ -328,7 +328,7 @@ mod tests {
     fn below_a_held_out_dir_no_folder_on_the_way_is_followed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let out = dir.path().join("out");
-        let _claim = super::super::claim_out_dir(&out).expect("claim");
+        let _claim = super::super::claim_out_dir(&out, false).expect("claim");
         let elsewhere = dir.path().join("elsewhere");
         std::fs::create_dir_all(elsewhere.join("a")).expect("mkdir");
         std::os::unix::fs::symlink(&elsewhere, out.join("cases")).expect("symlink");
@@ -354,7 +354,7 @@ mod tests {
     fn a_folder_walked_to_before_is_walked_again_once_replaced() {
         let dir = tempfile::tempdir().expect("tempdir");
         let out = dir.path().join("out");
-        let _claim = super::super::claim_out_dir(&out).expect("claim");
+        let _claim = super::super::claim_out_dir(&out, false).expect("claim");
         let case = out.join("cases/a");
         std::fs::create_dir_all(&case).expect("mkdir");
         replace(&case.join("timeline.json"), b"one").expect("replace");

@@ -122,11 +122,13 @@ fn write_in_place(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// deletes files in no other folder.
 pub const OUT_DIR_MARKER: &str = ".oomgate-out";
 
-/// What an out dir may hold without a marker and still be oomgate's (one
-/// written by an earlier oomgate): its own layout, and `lost+found` of a
-/// fresh volume.
-const OUT_DIR_LAYOUT: [&str; 7] = [
-    OUT_DIR_MARKER,
+/// What a folder without a marker may hold and still be taken as an out
+/// dir: `lost+found`, of a fresh volume.
+const OUT_DIR_EMPTY: [&str; 1] = ["lost+found"];
+
+/// What an earlier oomgate (before the marker) left in an out dir: the
+/// names [`claim_out_dir`] adopts when asked to (`--adopt-out-dir`).
+const OUT_DIR_LAYOUT: [&str; 6] = [
     "results.json",
     "junit.xml",
     "summary.md",
@@ -135,15 +137,33 @@ const OUT_DIR_LAYOUT: [&str; 7] = [
     "lost+found",
 ];
 
+/// How many of a refused folder's names its error lists.
+const NAMES_LISTED: usize = 8;
+
 /// Why a folder cannot be an out dir.
 #[derive(Debug, thiserror::Error)]
 pub enum OutDirError {
     #[error(
-        "{} is not an oomgate out dir (it holds {}, and no {OUT_DIR_MARKER}): oomgate writes and deletes files there, so it refuses a folder that is someone else's; choose an empty or new folder with --out",
+        "{} is not an oomgate out dir: it holds {}{}, and no {OUT_DIR_MARKER} marker. oomgate replaces and deletes files in its out dir, so it takes over no folder it did not mark; choose an empty or new folder with --out{}",
         dir.display(),
-        examples.join(", ")
+        examples.join(", "),
+        if *more > 0 { format!(" and {more} more") } else { String::new() },
+        if *adoptable {
+            ", or, if an oomgate from before the marker wrote these, adopt the folder once with --adopt-out-dir"
+        } else {
+            ""
+        }
     )]
-    NotOurs { dir: PathBuf, examples: Vec<String> },
+    NotOurs {
+        dir: PathBuf,
+        /// The names found there (the first few, sorted).
+        examples: Vec<String>,
+        /// How many more there are.
+        more: usize,
+        /// Whether every name is of oomgate's own layout, so that
+        /// `--adopt-out-dir` would take the folder.
+        adoptable: bool,
+    },
     /// Another oomgate holds the out dir's lock: two writers would delete
     /// each other's logs and replace each other's reports.
     #[error(
@@ -201,18 +221,20 @@ fn claimed_root(path: &Path) -> Option<PathBuf> {
 const MARKER_TEXT: &str = "This folder is an oomgate out dir: oomgate replaces and deletes only the files it writes here.\nThe oomgate that writes here now (it holds a lock on this file):\n";
 
 /// Make `dir` an out dir of oomgate's and hold it, or refuse it: a new or
-/// empty folder (or one holding only oomgate's own layout, from an earlier
-/// version) is claimed with the marker file; a folder with anything else
-/// in it and no marker is someone else's and left untouched; a folder
-/// another oomgate holds is [`OutDirError::InUse`], and left untouched.
-pub fn claim_out_dir(dir: &Path) -> Result<OutDirClaim, OutDirError> {
+/// empty folder is claimed with the marker file; a folder with anything in
+/// it and no marker is someone else's ([`OutDirError::NotOurs`]) and left
+/// untouched — with `adopt`, unless all it holds is oomgate's own layout
+/// (an out dir of an oomgate from before the marker), which is claimed; a
+/// folder another oomgate holds is [`OutDirError::InUse`], and left
+/// untouched.
+pub fn claim_out_dir(dir: &Path, adopt: bool) -> Result<OutDirClaim, OutDirError> {
     let io_error = |source| OutDirError::Io {
         dir: dir.to_path_buf(),
         source,
     };
     let marker = dir.join(OUT_DIR_MARKER);
     if std::fs::symlink_metadata(&marker).is_err() {
-        refuse_foreign_dir(dir)?;
+        refuse_foreign_dir(dir, adopt)?;
         std::fs::create_dir_all(dir).map_err(io_error)?;
     }
     let mut file = open_marker(&marker).map_err(io_error)?;
@@ -240,9 +262,10 @@ pub fn claim_out_dir(dir: &Path) -> Result<OutDirClaim, OutDirError> {
     })
 }
 
-/// A folder with files that are not oomgate's layout, and no marker.
-fn refuse_foreign_dir(dir: &Path) -> Result<(), OutDirError> {
-    let mut foreign = Vec::new();
+/// A folder with anything in it and no marker (with `adopt`: anything
+/// but oomgate's own layout).
+fn refuse_foreign_dir(dir: &Path, adopt: bool) -> Result<(), OutDirError> {
+    let mut names = Vec::new();
     match std::fs::read_dir(dir) {
         Ok(entries) => {
             for entry in entries {
@@ -251,8 +274,8 @@ fn refuse_foreign_dir(dir: &Path) -> Result<(), OutDirError> {
                     source,
                 })?;
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if !OUT_DIR_LAYOUT.contains(&name.as_str()) {
-                    foreign.push(name);
+                if !OUT_DIR_EMPTY.contains(&name.as_str()) {
+                    names.push(name);
                 }
             }
         }
@@ -264,14 +287,28 @@ fn refuse_foreign_dir(dir: &Path) -> Result<(), OutDirError> {
             });
         }
     }
-    if foreign.is_empty() {
+    let adoptable = names
+        .iter()
+        .all(|name| OUT_DIR_LAYOUT.contains(&name.as_str()));
+    if names.is_empty() || (adopt && adoptable) {
         return Ok(());
     }
-    foreign.sort();
-    foreign.truncate(3);
+    if adopt {
+        // Said: what keeps it from being adopted.
+        names.retain(|name| !OUT_DIR_LAYOUT.contains(&name.as_str()));
+    }
+    names.sort();
+    let more = names.len().saturating_sub(NAMES_LISTED);
+    names.truncate(NAMES_LISTED);
     Err(OutDirError::NotOurs {
         dir: dir.to_path_buf(),
-        examples: foreign,
+        examples: names
+            .iter()
+            // A name is anyone's: no control character reaches the terminal.
+            .map(|name| name.escape_debug().to_string())
+            .collect(),
+        more,
+        adoptable,
     })
 }
 
