@@ -377,3 +377,91 @@ fn a_folder_made_ahead_is_fresh_when_its_case_starts_and_gone_if_it_never_does()
     assert_eq!(run.results()["not_run"], serde_json::json!(["c"]));
     assert!(!c.exists(), "the folder of a case that never started");
 }
+
+/// A workload that plants links at the out dir's own report names
+/// (`$OOMGATE_OUT/../../results.json` and the rest) to files elsewhere:
+/// nothing is written through them, in that run or in a later one, the
+/// reports are oomgate's own files, and the links are said.
+#[test]
+fn links_planted_at_the_out_dirs_reports_are_never_written_through() {
+    const REPORTS: [&str; 4] = ["results.json", "junit.xml", "summary.md", "report.html"];
+    let project = Project::new("");
+    let victims = project.path().join("victims");
+    std::fs::create_dir(&victims).expect("mkdir");
+    for name in REPORTS {
+        std::fs::write(victims.join(name), "VICTIM\n").expect("write");
+    }
+    let plant = REPORTS
+        .iter()
+        .map(|name| {
+            format!(
+                "ln -sf {} \"$OOMGATE_OUT/../../{name}\"",
+                victims.join(name).display()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    std::fs::write(
+        project.suite(),
+        format!(
+            "[suite]\nname = \"t\"\ngpu = \"off\"\n\
+             [[case]]\nname = \"a\"\ncommand = [\"sh\", \"-c\", {}]\n\
+             [[case]]\nname = \"b\"\ncommand = [\"true\"]\n",
+            toml_str(&plant)
+        ),
+    )
+    .expect("write suite");
+    let untouched = || {
+        for name in REPORTS {
+            assert_eq!(
+                std::fs::read_to_string(victims.join(name)).expect("victim"),
+                "VICTIM\n",
+                "{name} written through a planted link"
+            );
+        }
+    };
+    let is_own_file = |name: &str| {
+        let meta = std::fs::symlink_metadata(project.out().join(name)).expect(name);
+        assert!(meta.is_file(), "{name} is oomgate's own file: {meta:?}");
+    };
+
+    let run = project.run(&[]);
+    run.assert_code(0);
+    untouched();
+    for name in REPORTS {
+        is_own_file(name);
+        assert!(
+            run.stderr.contains(&format!(
+                "{} was a symbolic link",
+                project.out().join(name).display()
+            )),
+            "{name} said: {}",
+            run.stderr
+        );
+    }
+    assert_eq!(run.case("b")["status"], "passed");
+
+    // Links left from before (a run killed before it wrote its reports):
+    // a later harmless run removes them before anything is written.
+    std::fs::write(
+        project.suite(),
+        "[suite]\nname = \"t\"\ngpu = \"off\"\n[[case]]\nname = \"b\"\ncommand = [\"true\"]\n",
+    )
+    .expect("write suite");
+    for name in REPORTS {
+        let at = project.out().join(name);
+        std::fs::remove_file(&at).expect("remove");
+        std::os::unix::fs::symlink(victims.join(name), &at).expect("link");
+    }
+    let later = project.run(&[]);
+    later.assert_code(0);
+    untouched();
+    for name in REPORTS {
+        is_own_file(name);
+    }
+    assert!(
+        later.stderr.contains("was a symbolic link"),
+        "{}",
+        later.stderr
+    );
+}

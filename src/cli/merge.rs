@@ -78,6 +78,7 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
 
     // Held until the merged reports are written.
     let _claim = claim_out_dir(&out_dir, args.adopt_out_dir)?;
+    super::outputs::clear_planted_links(&out_dir)?;
     let infrastructure = |e: std::io::Error| {
         CliError::Infrastructure(format!("cannot write to {}: {e}", out_dir.display()))
     };
@@ -107,6 +108,7 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
     terminal.handle(&finished).ok();
     let pages = files.handle(&Event::RunFinishing { results: &results });
     let json = files.handle(&finished);
+    super::outputs::say_replaced_links();
     pages.and(json).map_err(|e| {
         CliError::Infrastructure(format!("the merged reports were not all written: {e}"))
     })?;

@@ -49,6 +49,7 @@ pub(super) fn prepare_outputs(
         CliError::Infrastructure(format!("cannot write to {}: {e}", path.display()))
     };
     let claim = claim_out_dir(out_dir, outputs.adopt)?;
+    clear_planted_links(out_dir)?;
     crate::files::own_folder(&outputs.out.join("cases")).map_err(|e| infra(outputs.out, e))?;
     // An out dir claimed by an earlier run passes every check above on a
     // full disk: the cases' output would be lost from the first byte.
@@ -155,8 +156,8 @@ fn is_stdout(target: &ReportTarget) -> bool {
 /// before anything runs (exit 2).
 fn refuse_colliding_reports(files: &ReportPaths, out_dir: &Path) -> Result<(), CliError> {
     let fixed = [
-        ReportTarget::File(files.summary_md.clone()),
-        ReportTarget::File(files.html.clone()),
+        ReportTarget::Owned(files.summary_md.clone()),
+        ReportTarget::Owned(files.html.clone()),
     ];
     let all: Vec<&ReportTarget> = files
         .json
@@ -193,4 +194,38 @@ fn refuse_colliding_reports(files: &ReportPaths, out_dir: &Path) -> Result<(), C
         seen.push((identity, target.path()));
     }
     Ok(())
+}
+
+/// The out dir's own report names (results.json, junit.xml, summary.md,
+/// report.html), once it is claimed: a link there (an earlier run's
+/// workload can reach the out dir) is removed, never written through, and
+/// said.
+pub(super) fn clear_planted_links(out_dir: &Path) -> Result<(), CliError> {
+    let paths = ReportPaths::in_out_dir(out_dir);
+    let names = paths
+        .json
+        .iter()
+        .chain(&paths.junit)
+        .map(crate::files::ReportTarget::path)
+        .chain([paths.summary_md.as_path(), paths.html.as_path()]);
+    for name in names {
+        crate::files::remove_planted_link(name).map_err(|e| {
+            CliError::Infrastructure(format!("cannot remove the link at {}: {e}", name.display()))
+        })?;
+    }
+    say_replaced_links();
+    Ok(())
+}
+
+/// Each link found where a file of the out dir's own goes (and replaced
+/// or removed), said once.
+pub(super) fn say_replaced_links() {
+    for (name, target) in crate::files::take_replaced_links() {
+        super::write_stderr(&format!(
+            "warning: {} was a symbolic link to {}, which oomgate did not make (a workload can write in the out dir): oomgate replaced the link with its own file and wrote nothing to {}",
+            name.display(),
+            target.display(),
+            target.display()
+        ));
+    }
 }

@@ -492,8 +492,9 @@ fn execute(
         partition: modes.partition,
         schedule,
     };
-    let results = Runner::new(suite, &out_dir, setup).run(cases, &mut reporter)?;
-    Ok((results, claim))
+    let results = Runner::new(suite, &out_dir, setup).run(cases, &mut reporter);
+    super::outputs::say_replaced_links();
+    Ok((results?, claim))
 }
 
 /// The memory cgroup hierarchy as the host mode asks: where each case gets

@@ -1,7 +1,8 @@
 //! Writing oomgate's outputs safely, below every writer (reports, the
 //! lock): a regular file is replaced atomically (temporary file, sync,
-//! rename; through a symlink, its target), a FIFO or device is written in
-//! place, two outputs that are one file are told apart, and the out dir is
+//! rename; through a symlink, its target), a file of the out dir's own
+//! layout is renamed over its name and never written through a link, a
+//! FIFO or device is written in place, two outputs that are one file are told apart, and the out dir is
 //! claimed with a marker so oomgate writes and deletes only in a folder of
 //! its own. What is written is the writers' business.
 
@@ -108,6 +109,68 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     handle.sync_data()?;
     file.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// Replace `path`, a file of a claimed out dir's own layout, with
+/// `contents`: a temporary file made beside it (in the out dir, a real
+/// folder), synced, renamed over the name. What is at the name is never
+/// opened: a link a workload planted there is replaced (the file it points
+/// to is not written) and said once ([`take_replaced_links`]).
+pub fn write_owned(path: &Path, contents: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let file = tempfile::NamedTempFile::new_in(folder)?;
+    file.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    let mut handle = file.as_file();
+    handle.write_all(contents)?;
+    handle.sync_data()?;
+    note_planted_link(path);
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Links found (and replaced, or removed) where a file of an out dir's
+/// own layout goes, said once each: `(the name, where it pointed)`.
+static REPLACED_LINKS: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn note_planted_link(path: &Path) {
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link {
+        return;
+    }
+    let target = std::fs::read_link(path).unwrap_or_default();
+    let mut replaced = REPLACED_LINKS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !replaced.iter().any(|(name, _)| name == path) {
+        replaced.push((path.to_path_buf(), target));
+    }
+}
+
+/// Remove a link found at `path`, a file of an out dir's own layout, when
+/// the out dir is claimed: an earlier run's workload may have planted it,
+/// and nothing oomgate writes goes through it. Said as [`write_owned`]
+/// says a replaced one.
+pub fn remove_planted_link(path: &Path) -> io::Result<()> {
+    note_planted_link(path);
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => std::fs::remove_file(path),
+        _ => Ok(()),
+    }
+}
+
+/// The links replaced or removed so far, each once: the caller says them.
+pub fn take_replaced_links() -> Vec<(PathBuf, PathBuf)> {
+    std::mem::take(
+        &mut *REPLACED_LINKS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
 }
 
 /// Overwrite a regular file where it is (its inode, owner and mode kept).
@@ -394,6 +457,11 @@ pub enum ReportTarget {
     /// A regular file, or nothing yet: replaced atomically at every
     /// checkpoint (through a symlink, its target is replaced).
     File(PathBuf),
+    /// A file of the out dir's own layout (results.json, junit.xml,
+    /// summary.md, report.html): replaced by renaming a file oomgate made
+    /// over the name, never opened or written through a link (a workload
+    /// can reach the out dir and plant one; see [`write_owned`]).
+    Owned(PathBuf),
     /// A FIFO, a device, `/dev/stdout`, anything under /dev or /proc:
     /// written in place, once, when the run ends — never renamed over,
     /// never opened twice.
@@ -420,7 +488,9 @@ impl ReportTarget {
 
     pub fn path(&self) -> &Path {
         match self {
-            ReportTarget::File(path) | ReportTarget::Stream(path) => path,
+            ReportTarget::File(path) | ReportTarget::Owned(path) | ReportTarget::Stream(path) => {
+                path
+            }
         }
     }
 
@@ -429,8 +499,16 @@ impl ReportTarget {
     /// with its folder made canonical.
     pub fn identity(&self) -> Option<FileIdentity> {
         use std::os::unix::fs::{FileTypeExt, MetadataExt};
-        let resolved = follow_links(self.path());
-        if let Ok(meta) = std::fs::metadata(&resolved) {
+        let resolved = match self {
+            // The name itself: a link there is replaced, not followed.
+            ReportTarget::Owned(path) => path.clone(),
+            _ => follow_links(self.path()),
+        };
+        let meta = match self {
+            ReportTarget::Owned(_) => std::fs::symlink_metadata(&resolved),
+            _ => std::fs::metadata(&resolved),
+        };
+        if let Ok(meta) = meta {
             // A character device (`/dev/null`, a terminal) takes any
             // number of writers without one undoing another.
             if meta.file_type().is_char_device() {
@@ -450,6 +528,7 @@ impl ReportTarget {
     pub fn write(&self, contents: &[u8]) -> io::Result<()> {
         match self {
             ReportTarget::File(path) => write_atomic(path, contents),
+            ReportTarget::Owned(path) => write_owned(path, contents),
             ReportTarget::Stream(path) => write_stream(path, contents, STREAM_WAIT),
         }
         .map_err(|e| with_path(e, self.path()))

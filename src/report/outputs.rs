@@ -34,7 +34,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::files::{ReportTarget, WriteFailures, with_path, write_atomic};
+use crate::files::{ReportTarget, WriteFailures, with_path, write_owned};
 
 use super::reserve::{RESERVE_NAME, Reserve, out_of_space, reserve_bytes};
 use super::{Event, Reporter, html, json, junit, markdown};
@@ -64,8 +64,8 @@ impl ReportPaths {
     /// from the environment.
     pub fn in_out_dir(out_dir: &Path) -> Self {
         ReportPaths {
-            json: vec![ReportTarget::File(out_dir.join("results.json"))],
-            junit: vec![ReportTarget::File(out_dir.join("junit.xml"))],
+            json: vec![ReportTarget::Owned(out_dir.join("results.json"))],
+            junit: vec![ReportTarget::Owned(out_dir.join("junit.xml"))],
             summary_md: out_dir.join("summary.md"),
             html: out_dir.join("report.html"),
             out_dir: out_dir.to_path_buf(),
@@ -294,7 +294,7 @@ impl ReportFiles {
         }
         let summary = mask(markdown::render(results));
         let path = &self.paths.summary_md;
-        failures.note(write_atomic(path, summary.as_bytes()).map_err(|e| with_path(e, path)));
+        failures.note(write_owned(path, summary.as_bytes()).map_err(|e| with_path(e, path)));
         if let Some(step_summary) = &self.paths.step_summary {
             // The job summary is a courtesy of the CI system: failing to
             // add to it is said, and changes no verdict.
@@ -307,7 +307,7 @@ impl ReportFiles {
         }
         let page = mask(html::render(results, &self.paths.out_dir));
         let path = &self.paths.html;
-        failures.note(write_atomic(path, page.as_bytes()).map_err(|e| with_path(e, path)));
+        failures.note(write_owned(path, page.as_bytes()).map_err(|e| with_path(e, path)));
         failures.into_result()
     }
 }
@@ -337,7 +337,7 @@ fn write_to(targets: &[ReportTarget], text: &str, last: bool) -> io::Result<()> 
     let mut failures = WriteFailures::default();
     for target in targets
         .iter()
-        .filter(|target| last || matches!(target, ReportTarget::File(_)))
+        .filter(|target| last || !matches!(target, ReportTarget::Stream(_)))
     {
         failures.note(target.write(text.as_bytes()));
     }
