@@ -51,6 +51,32 @@ fn a_second_run_into_a_held_out_dir_is_refused_and_the_first_stays_whole() {
         "{}",
         lock.stderr
     );
+    // A report path inside the held out dir, from a run with an out dir
+    // of its own, is refused too: it would replace the first run's file.
+    let elsewhere = project.path().join("elsewhere");
+    for (flag, report) in [
+        ("--json", project.out().join("results.json")),
+        ("--junit", project.out().join("cases/a/junit.xml")),
+    ] {
+        let mut command = project.oomgate();
+        command
+            .arg("run")
+            .arg(project.suite())
+            .arg("--out")
+            .arg(&elsewhere)
+            .arg(flag)
+            .arg(&report);
+        let third = project.finish(command);
+        third.assert_code(2);
+        assert!(
+            third.stderr.contains(&format!(
+                "the out dir another oomgate (pid {}) is writing",
+                first.pid()
+            )),
+            "{}",
+            third.stderr
+        );
+    }
     assert!(log.exists(), "the second run deleted the first one's log");
 
     std::fs::write(project.path().join("go"), "").expect("go");

@@ -63,6 +63,16 @@ pub(super) fn prepare_outputs(
         (outputs.junit, &mut files.junit),
     ] {
         let Some(path) = extra else { continue };
+        if let Some((held, holder)) = crate::files::held_out_dir_around(path) {
+            return Err(CliError::BadInput(format!(
+                "{} is inside {}, the out dir another oomgate{} is writing: this report would replace that run's file; give it a path outside it",
+                path.display(),
+                held.display(),
+                holder
+                    .map(|pid| format!(" (pid {pid})"))
+                    .unwrap_or_default()
+            )));
+        }
         let target = match ReportTarget::of(path) {
             Ok(target) => target,
             Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {

@@ -407,6 +407,46 @@ pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<()> {
     }
 }
 
+/// The out dir another oomgate holds now that `path` (a report path the
+/// user gave) is inside, with the holder's pid when it can be read:
+/// writing there would replace what that run writes. Out dirs this
+/// process holds are not another's.
+pub fn held_out_dir_around(path: &Path) -> Option<(PathBuf, Option<u32>)> {
+    let resolved = follow_links(path);
+    let folder = resolved
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let folder = std::fs::canonicalize(folder).ok()?;
+    let ours: Vec<PathBuf> = CLAIMED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .collect();
+    for dir in folder.ancestors() {
+        if ours.iter().any(|own| own == dir) {
+            return None;
+        }
+        let marker = dir.join(OUT_DIR_MARKER);
+        let is_marker = std::fs::symlink_metadata(&marker).is_ok_and(|m| m.is_file());
+        if !is_marker {
+            continue;
+        }
+        let Ok(mut file) = std::fs::File::open(&marker) else {
+            continue;
+        };
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock takes a descriptor this process owns for the call;
+        // a shared lock is refused only while an exclusive one is held.
+        let free = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0;
+        if !free {
+            return Some((dir.to_path_buf(), marker_holder(&mut file)));
+        }
+    }
+    None
+}
+
 /// The pid the holder wrote into the marker, when it can be read.
 fn marker_holder(file: &mut std::fs::File) -> Option<u32> {
     use std::io::Read;
