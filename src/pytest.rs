@@ -458,7 +458,7 @@ fn remove_stale_plugins(base: &Path) {
         };
         if stale.is_some() {
             let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700));
-            let _ = std::fs::remove_dir_all(&path);
+            let _ = crate::files::remove_tree(&path);
         }
     }
 }

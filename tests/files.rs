@@ -491,3 +491,51 @@ fn links_planted_at_the_out_dirs_reports_are_never_written_through() {
         later.stderr
     );
 }
+
+/// A workload that leaves a folder thousands of levels deep in its case
+/// folder (deeper than oomgate may open descriptors): the next run into
+/// the out dir empties it and runs, rather than fail on "Too many open
+/// files".
+#[test]
+fn a_very_deep_folder_left_in_a_case_folder_is_removed_by_the_next_run() {
+    const DEEP: &str = "
+import os
+fd = os.open(os.environ['OOMGATE_OUT'], os.O_RDONLY)
+for _ in range(2000):
+    os.mkdir('d', dir_fd=fd)
+    below = os.open('d', os.O_RDONLY, dir_fd=fd)
+    os.close(fd)
+    fd = below
+";
+    let project = Project::new(&format!(
+        "[suite]\nname = \"t\"\ngpu = \"off\"\n[[case]]\nname = \"a\"\ncommand = [\"python3\", \"-c\", {}]\n",
+        toml_str(DEEP)
+    ));
+    // oomgate may hold 1,024 descriptors at most: fewer than the levels.
+    let limited = || {
+        let mut command = project.run_command();
+        // SAFETY: setrlimit is async-signal-safe; it only lowers a limit of
+        // the child about to execute oomgate.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                let limit = libc::rlimit {
+                    rlim_cur: 1024,
+                    rlim_max: 1024,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        project.finish(command)
+    };
+    limited().assert_code(0);
+    assert!(
+        project.out().join("cases/a/d/d/d").is_dir(),
+        "the tree was made"
+    );
+    let again = limited();
+    again.assert_code(0);
+    assert_eq!(again.case("a")["status"], "passed");
+}

@@ -7,6 +7,9 @@
 //! its own. What is written is the writers' business.
 
 pub mod case;
+mod tree;
+
+pub use tree::remove_tree;
 
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -707,7 +710,7 @@ pub fn link_or_copy_tree(from: &Path, to: &Path) -> io::Result<u64> {
         ));
     }
     match std::fs::symlink_metadata(to) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(to),
+        Ok(meta) if meta.is_dir() => remove_tree(to),
         Ok(_) => std::fs::remove_file(to),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),

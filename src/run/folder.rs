@@ -41,7 +41,7 @@ pub(super) fn in_flight(shared: &Shared<'_>, case: &Case, case_dir: &Path) -> Ca
 pub(super) fn prepare_case_dir(shared: &Shared<'_>, case: &Case) -> Result<PathBuf, WriteFault> {
     let path = case_dir(shared, case);
     own_cases(shared)?;
-    match std::fs::remove_dir_all(&path) {
+    match crate::files::remove_tree(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(case_file_fault(&path, e)),
@@ -163,7 +163,7 @@ impl Ahead {
                 })
             }
             _ => {
-                std::fs::remove_dir_all(&path).ok();
+                crate::files::remove_tree(&path).ok();
             }
         }
     }
@@ -195,7 +195,7 @@ impl Ahead {
     /// still the folder made, where it was made.
     pub(super) fn discard(&mut self) {
         if let Some(made) = self.made.take().filter(Made::still_ours) {
-            std::fs::remove_dir_all(made.path).ok();
+            crate::files::remove_tree(&made.path).ok();
         }
     }
 }
