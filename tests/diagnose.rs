@@ -147,6 +147,14 @@ fn each_kind_of_failure_is_classified() {
         "{}",
         message("parent")
     );
+    // What is known is said, not a guess at the host's OOM killer.
+    assert!(
+        !message("parent").contains("out-of-memory killer")
+            && message("parent")
+                .contains("its supervisor (the workload's parent, oomgate's) was killed"),
+        "{}",
+        message("parent")
+    );
     assert!(
         run.case("parent")["diagnosis"]["hints"][0]
             .as_str()

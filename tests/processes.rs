@@ -406,6 +406,52 @@ fn a_killed_fork_server_leaves_launches_to_executed_supervisors() {
     assert!(!alive(i32::try_from(forkserver).expect("pid")));
 }
 
+/// A workload that stops the fork server (SIGSTOP: it runs as the same
+/// user) costs the next, innocent case nothing: the stopped fork server
+/// is found before that case's launch, killed and set aside, the case's
+/// supervisor is executed instead, and the warning names the case after
+/// which it happened.
+#[test]
+fn a_stopped_fork_server_blames_no_innocent_case() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = Project::new(&format!(
+        "[suite]\nname = \"t\"\n\
+         [[case]]\nname = \"stop\"\ncommand = [\"python3\", {}, \"--out\", {}, \"--stop-forkserver\"]\n\
+         [[case]]\nname = \"innocent\"\ncommand = [\"python3\", {}, \"--out\", {}]\n",
+        toml_str(&workload("lineage.py")),
+        toml_str(&dir.path().join("stop.json").display().to_string()),
+        toml_str(&workload("lineage.py")),
+        toml_str(&dir.path().join("innocent.json").display().to_string()),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    assert_eq!(
+        run.case("innocent")["status"],
+        "passed",
+        "{:#}",
+        run.case("innocent")
+    );
+    let stopped = read_json(&dir.path().join("stop.json"))["forkserver"]
+        .as_i64()
+        .expect("a fork server ran");
+    let innocent = read_json(&dir.path().join("innocent.json"));
+    assert_eq!(
+        innocent["supervisor_cmdline"][0], "oomgate-supervise",
+        "executed, not made by the stopped fork server: {innocent}"
+    );
+    assert!(
+        run.stderr.contains("fork server")
+            && run.stderr.contains("stopped by a signal")
+            && run.stderr.contains("`stop`"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !alive(i32::try_from(stopped).expect("pid")),
+        "killed and collected"
+    );
+}
+
 /// SIGKILL to oomgate while it stops what a workload left behind (the
 /// workload exited; its child and a detached grandchild, ignoring SIGTERM,
 /// run on through a long grace period): they die with oomgate all the

@@ -24,11 +24,7 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, headline: Option<&s
         }
     }
     if let Some(comparison) = &mut result.baseline {
-        for figure in [
-            &mut comparison.host,
-            &mut comparison.gpu,
-            &mut comparison.allocated,
-        ] {
+        for figure in comparison.figures_mut() {
             let check = result
                 .checks
                 .iter()
@@ -39,7 +35,11 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, headline: Option<&s
             };
         }
     }
-    let message = case_message(verdict, &result.checks);
+    let supervisor_killed = result
+        .diagnosis
+        .as_ref()
+        .is_some_and(|d| d.kind == crate::diagnose::FailureKind::SupervisorKilled);
+    let message = case_message(verdict, &result.checks, supervisor_killed);
     let message = match (headline, message) {
         (Some(headline), Some(message)) => Some(format!("{headline} — {message}")),
         (_, message) => message,
@@ -103,8 +103,14 @@ fn comparison_message(figure: &FigureComparison) -> String {
 }
 
 /// The one line a person reads first about a case that did not pass;
-/// `None` for one that passed.
-pub fn case_message(verdict: &Verdict, checks: &[Check]) -> Option<String> {
+/// `None` for one that passed. `supervisor_killed`: the diagnosis found
+/// the workload's supervisor killed from outside oomgate, which is then
+/// what a SIGKILL is said to be.
+pub fn case_message(
+    verdict: &Verdict,
+    checks: &[Check],
+    supervisor_killed: bool,
+) -> Option<String> {
     let peak = |host_peak: &Option<Bytes>| match host_peak {
         Some(peak) => format!("host peak {peak}"),
         None => "host peak unknown".to_string(),
@@ -118,7 +124,13 @@ pub fn case_message(verdict: &Verdict, checks: &[Check]) -> Option<String> {
             .join("; ")
     };
     let killed = |exit: Exit, host_peak: &Option<Bytes>| {
-        if exit == Exit::Signal(libc::SIGKILL) || exit == Exit::Code(137) {
+        let sigkill = exit == Exit::Signal(libc::SIGKILL) || exit == Exit::Code(137);
+        if sigkill && supervisor_killed {
+            format!(
+                " — not sent by oomgate: its supervisor (the workload's parent, oomgate's) was killed from outside oomgate, and the workload with it; a process of the case or of the host sent it ({})",
+                peak(host_peak)
+            )
+        } else if sigkill {
             format!(
                 " — not sent by oomgate: suspect the host's out-of-memory killer ({}); check `dmesg` or the container's memory limit",
                 peak(host_peak)

@@ -233,7 +233,7 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
             report: writer.as_raw_fd(),
             environment: env_fd,
         };
-        if server.request(&argv[2..], descriptors) {
+        if server.request(&case.id, &argv[2..], descriptors) {
             drop(writer);
             match wait_for_start(report, None, &spec.logs.stderr) {
                 Start::Started(launched) => return Ok(launched),

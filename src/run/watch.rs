@@ -171,9 +171,9 @@ impl CaseRunner<'_, '_> {
             match server.as_mut() {
                 // The load starts once the server is ready.
                 Some(server) => {
-                    if let Err(LaunchError(message)) =
-                        server.start(case_dir, visible, self.shared.forkserver.as_ref())
-                    {
+                    let started = server.start(case_dir, visible, self.shared.forkserver.as_ref());
+                    self.say_forkserver_note();
+                    if let Err(LaunchError(message)) = started {
                         stop = Some(StopReason::LaunchFailed { message });
                     }
                     distrust_cgroup_if_not_joined(
@@ -316,13 +316,28 @@ impl CaseRunner<'_, '_> {
         case_dir: &Path,
         procs: Option<&std::ffi::CString>,
     ) -> Result<(), LaunchError> {
-        instance.start(
+        let started = instance.start(
             case,
             case_dir,
             procs,
             self.access.visible.as_deref(),
             self.shared.forkserver.as_ref(),
-        )
+        );
+        self.say_forkserver_note();
+        started
+    }
+
+    /// Say, once, that the fork server was set aside (see
+    /// `supervise::forkserver::Forkserver::request`).
+    fn say_forkserver_note(&self) {
+        if let Some(note) = self
+            .shared
+            .forkserver
+            .as_ref()
+            .and_then(super::supervise::forkserver::Forkserver::take_note)
+        {
+            self.warn(note);
+        }
     }
 
     /// One tick: sample every meter from one scan, read the probe, reap

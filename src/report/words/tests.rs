@@ -18,7 +18,7 @@ fn worded(mut check: Check) -> Check {
 
 fn message(observed: &Observed, checks: &[Check]) -> Option<String> {
     let checks: Vec<Check> = checks.iter().cloned().map(worded).collect();
-    case_message(&decide(observed, &checks), &checks)
+    case_message(&decide(observed, &checks), &checks, false)
 }
 
 fn observed(stop: Option<StopReason>, exits: &[Option<Exit>], peak: Option<u64>) -> Observed {
@@ -333,7 +333,7 @@ fn a_regression_names_figure_baseline_delta_and_tolerance_and_drift_once() {
         *drift = vec!["torch 2.4.0 → 2.5.1".into()];
     }
     assert_eq!(
-        case_message(&verdict, &checks).as_deref(),
+        case_message(&verdict, &checks, false).as_deref(),
         Some(
             "host peak 41.2 GiB > baseline 38.0 GiB (+8.4%, tolerance 5% + 64.0 MiB); environment changes since the baseline: torch 2.4.0 → 2.5.1"
         )

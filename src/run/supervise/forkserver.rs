@@ -82,6 +82,10 @@ pub struct Forkserver {
     pid: i32,
     /// `None` once it failed: launches execute their supervisors.
     socket: Mutex<Option<OwnedFd>>,
+    /// The case it was last asked to start an instance of.
+    last_case: Mutex<Option<String>>,
+    /// Why it was set aside, until said ([`Forkserver::take_note`]).
+    note: Mutex<Option<String>>,
 }
 
 impl Forkserver {
@@ -107,6 +111,8 @@ impl Forkserver {
         Ok(Forkserver {
             pid,
             socket: Mutex::new(Some(ours)),
+            last_case: Mutex::new(None),
+            note: Mutex::new(None),
         })
     }
 
@@ -120,7 +126,14 @@ impl Forkserver {
     /// its pid on the report pipe, or the fork server says why it made none
     /// (or the pipe closes with neither: it died). `false`: not asked
     /// (no fork server any more, arguments too long): execute one.
-    pub fn request(&self, args: &[OsString], descriptors: Descriptors) -> bool {
+    ///
+    /// A fork server that was stopped (a workload of an earlier case can
+    /// send it `SIGSTOP`: it runs as the same user) would leave the launch
+    /// waiting for a supervisor that never comes. So its state is read
+    /// first (`/proc/<pid>/stat`, a few µs); a stopped one is killed and
+    /// set aside, said once ([`Forkserver::take_note`]), and this launch
+    /// and every later one executes its supervisor.
+    pub fn request(&self, case: &str, args: &[OsString], descriptors: Descriptors) -> bool {
         let mut request = Vec::new();
         for arg in args {
             if arg.as_bytes().contains(&0) {
@@ -136,12 +149,43 @@ impl Forkserver {
         let Some(fd) = socket.as_ref().map(AsRawFd::as_raw_fd) else {
             return false;
         };
+        let mut last_case = self.last_case.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(state @ ('T' | 't')) = process_state(self.pid) {
+            // Killed, so that it can make no supervisor later; collected
+            // when dropped.
+            process::signal_group(self.pid, libc::SIGKILL);
+            // SAFETY: kill takes no memory; the fork server is our child.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            *socket = None;
+            let how = if state == 'T' {
+                "stopped by a signal"
+            } else {
+                "stopped under a tracer"
+            };
+            let after = last_case
+                .as_deref()
+                .map(|case| {
+                    format!(" after it started `{case}`, whose processes could have done it")
+                })
+                .unwrap_or_default();
+            *self.note.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
+                "oomgate's fork server (pid {}) was {how} from outside oomgate{after}; it was killed, and from `{case}` on each supervisor is executed instead (about 1.5 ms more per launch)",
+                self.pid
+            ));
+            return false;
+        }
+        *last_case = Some(case.to_string());
         if send(fd, &request, &descriptors.sent()).is_err() {
             // Gone (killed from outside): nothing was received.
             *socket = None;
             return false;
         }
         true
+    }
+
+    /// Why it was set aside, once: the caller says it.
+    pub fn take_note(&self) -> Option<String> {
+        self.note.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// Stop asking it (it made no supervisor when asked: `clone` refused,
@@ -178,6 +222,16 @@ impl Drop for Forkserver {
             std::thread::sleep(Duration::from_micros(200));
         }
     }
+}
+
+/// The state letter of process `pid` (`R`, `S`, `T` stopped, `t`
+/// traced, `Z`…), from `/proc/<pid>/stat`; `None` when it cannot be read.
+fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // The name in parentheses may hold anything: the state follows the
+    // last `)`.
+    let after = stat.iter().rposition(|&b| b == b')')?;
+    stat.get(after + 2).map(|&b| char::from(b))
 }
 
 /// `oomgate __forkserver <oomgate-pid> <limits | ->`, its socket at
