@@ -148,7 +148,7 @@ fn an_improvement_passes_and_suggests_relocking() {
         .expect("summary.md")
         .replace(&workload("gpu_alloc.py"), "gpu_alloc.py");
     assert!(
-        summary.contains("Improved beyond tolerance: c."),
+        summary.contains("Improved beyond tolerance: `c`."),
         "{summary}"
     );
 }
@@ -371,7 +371,7 @@ fn markdown_summary_and_github_annotations() {
     let normalised: Vec<String> = summary
         .lines()
         .map(|line| match line.rsplit_once(" | ") {
-            Some((head, tail)) if line.starts_with("| c ") || line.starts_with("| h ") => {
+            Some((head, tail)) if line.starts_with("| `c` ") || line.starts_with("| `h` ") => {
                 let _ = tail;
                 format!("{head} | HOST |")
             }
@@ -389,8 +389,8 @@ fn markdown_summary_and_github_annotations() {
 
 | case | status | GPU peak | baseline | delta | host peak |
 | --- | --- | --- | --- | --- | --- |
-| c | ❌ failed | 1.17 GiB (sampled@20ms) | 1000.0 MiB | +20.0% regressed | HOST |
-| h | ✅ passed | 0 B (sampled@20ms) | 0 B | +0.0% | HOST |
+| `c` | ❌ failed | 1.17 GiB (sampled@20ms) | 1000.0 MiB | +20.0% regressed | HOST |
+| `h` | ✅ passed | 0 B (sampled@20ms) | 0 B | +0.0% | HOST |
 
 Baseline: LOCK
 
@@ -400,11 +400,11 @@ None: the environment matches the baseline's.
 
 ### Changed since the baseline
 
-- **c**: command: python3 gpu_alloc.py --mib 1000 --hold 300ms → python3 gpu_alloc.py --mib 1200 --hold 300ms
+- **`c`**: `command: python3 gpu_alloc.py --mib 1000 --hold 300ms → python3 gpu_alloc.py --mib 1200 --hold 300ms`
 
 ### Failures
 
-- **c** — gpu peak 1.17 GiB > baseline 1000.0 MiB (+20.0%, tolerance 5% + 64.0 MiB) (logs: `cases/c`)";
+- **`c`** — `gpu peak 1.17 GiB > baseline 1000.0 MiB (+20.0%, tolerance 5% + 64.0 MiB)` (logs: `cases/c`)";
     assert_eq!(normalised.join("\n"), expected);
     let appended = std::fs::read_to_string(&step_summary).expect("step summary");
     assert!(

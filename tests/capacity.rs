@@ -51,7 +51,7 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     assert!(junit.contains("largest batch that fits: 296"), "{junit}");
     let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary");
     assert!(
-        summary.contains("**fits**: largest batch that fits: 296"),
+        summary.contains("**`fits`**: `largest batch that fits: 296"),
         "{summary}"
     );
 

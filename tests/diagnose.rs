@@ -211,11 +211,11 @@ fn each_kind_of_failure_is_classified() {
 
     let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary");
     assert!(
-        summary.contains("- **oom** — gpu-oom: tried to allocate 2.00 GiB on GPU 0"),
+        summary.contains("- **`oom`** — `gpu-oom: tried to allocate 2.00 GiB on GPU 0"),
         "{summary}"
     );
     assert!(
-        summary.contains("  - hint: 16.1 GiB is reserved"),
+        summary.contains("  - hint: `16.1 GiB is reserved"),
         "{summary}"
     );
     assert!(
@@ -273,8 +273,8 @@ fn junit_and_markdown_snapshots_of_an_oom_case() {
 
     let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary");
     let failures = summary.split("### Failures\n\n").nth(1).unwrap_or_default();
-    let expected = "- **oom** — gpu-oom: tried to allocate 4.00 GiB on GPU 0 (39.4 GiB total, 2.25 GiB free) — the command exited with code 1 (logs: `cases/oom`)
-  - hint: 16.1 GiB is reserved by PyTorch but unallocated, against 20.4 GiB allocated: inspect torch.cuda.memory_summary() / memory_stats() before tuning the allocator — a gap alone does not prove fragmentation. As a next step only: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb (ignored by cudaMallocAsync).
+    let expected = "- **`oom`** — `gpu-oom: tried to allocate 4.00 GiB on GPU 0 (39.4 GiB total, 2.25 GiB free) — the command exited with code 1` (logs: `cases/oom`)
+  - hint: `16.1 GiB is reserved by PyTorch but unallocated, against 20.4 GiB allocated: inspect torch.cuda.memory_summary() / memory_stats() before tuning the allocator — a gap alone does not prove fragmentation. As a next step only: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb (ignored by cudaMallocAsync).`
 
   ```text
   torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 39.38 GiB of which 2.25 GiB is free. Including non-PyTorch memory, this process has 37.12 GiB memory in use. Of the allocated memory 20.40 GiB is allocated by PyTorch, and 16.10 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)

@@ -182,9 +182,9 @@ fn shards_merge_in_the_suites_order_and_a_missing_one_fails_the_gate() {
     assert_eq!(results["parts"][1]["dir"], "shards/2/results.json");
     assert_eq!(results["parts"][1]["cases"], serde_json::json!(["oom"]));
     let summary = read(&merged.out.join("summary.md"));
-    assert!(summary.contains("| shards/1 | "), "{summary}");
+    assert!(summary.contains("| `shards/1` | "), "{summary}");
     assert!(
-        summary.contains(" | count:1/2 | 2 passed, 0 failed | "),
+        summary.contains(" | `count:1/2` | `2 passed, 0 failed` | "),
         "{summary}"
     );
     assert!(
@@ -221,7 +221,7 @@ fn shards_merge_in_the_suites_order_and_a_missing_one_fails_the_gate() {
         junit.contains("<error message=\"not run: no part of this merged run ran it (a shard that failed before writing its results, or one left out of the merge)\" type=\"not-run\"/>"),
         "{junit}"
     );
-    assert!(read(&partial.out.join("summary.md")).contains("**Not run by any part**: oom"));
+    assert!(read(&partial.out.join("summary.md")).contains("**Not run by any part**: `oom`"));
     // Without the suite, nothing is known to be missing: the parts' cases
     // pass, in part order.
     let alone = project.merge(&["shards/1"], &[]);
@@ -330,7 +330,7 @@ fn a_killed_shard_merges_red_its_unfinished_cases_not_run() {
         }
         assert!(
             read(&merged.out.join("summary.md"))
-                .contains("**Not finished by its part**: delta, echo"),
+                .contains("**Not finished by its part**: `delta, echo`"),
             "{what}"
         );
         assert!(
@@ -545,12 +545,12 @@ fn a_merged_run_locks_unless_its_parts_figures_are_not_comparable() {
     let summary = read(&merged.out.join("summary.md"));
     assert!(
         summary.contains(
-            "- **shards/2**: gpu 0 Fake H100 80GB (8.00 GiB) → Fake A100 40GB (8.00 GiB)"
+            "- **`shards/2`**: `gpu 0 Fake H100 80GB (8.00 GiB) → Fake A100 40GB (8.00 GiB)"
         ),
         "{summary}"
     );
     assert!(
-        summary.contains(&format!("**Not comparable**: {why}")),
+        summary.contains(&format!("**Not comparable**: `{why}")),
         "{summary}"
     );
     project

@@ -189,6 +189,62 @@ fn collection_errors_and_bad_markers_are_bad_input() {
     assert!(run.stderr.contains("collected no test"), "{}", run.stderr);
 }
 
+/// A test file whose name holds a newline and ESC (pytest cannot be given
+/// its node id to run) is refused at collection, located at the test, its
+/// name escaped; a NaN or infinite marker value names the test, its line
+/// and the keyword — never "the collection's report cannot be read".
+#[test]
+fn control_characters_in_a_node_id_and_nan_markers_are_located_errors() {
+    let named = project(
+        &[
+            ("test_ok.py", "def test_fine():\n    pass\n"),
+            (
+                "test_a\n::error title=pwned::x\u{1b}[2K.py",
+                "def test_evil():\n    pass\n",
+            ),
+        ],
+        "",
+    );
+    for command in ["check", "run"] {
+        let said = match command {
+            "run" => named.run(&[]),
+            _ => inspect(&named, command),
+        };
+        said.assert_code(2);
+        let stderr = &said.stderr;
+        assert!(
+            stderr.contains("tests/test_a\\n::error title=pwned::x\\u{1b}[2K.py:1: tests/test_a\\n::error title=pwned::x\\u{1b}[2K.py::test_evil: the test's node id holds a control character"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains('\u{1b}'), "{stderr}");
+        assert!(
+            !stderr.lines().any(|l| l.starts_with("::error")),
+            "{stderr}"
+        );
+    }
+    assert!(!named.out().join("results.json").exists(), "nothing ran");
+
+    for (value, shown) in [("float('nan')", "nan"), ("float('-inf')", "-inf")] {
+        let marked = project(
+            &[(
+                "test_nan.py",
+                &format!(
+                    "import pytest\n\n\n@pytest.mark.oomgate(gpu_fraction={value})\ndef test_a():\n    pass\n"
+                ),
+            )],
+            "",
+        );
+        let check = inspect(&marked, "check");
+        check.assert_code(2);
+        let said = &check.stderr;
+        assert!(
+            said.contains(&format!("tests/test_nan.py:4: tests/test_nan.py::test_a: @pytest.mark.oomgate `gpu_fraction`: {shown} (not a finite number) is not a value a marker can hold")),
+            "{said}"
+        );
+        assert!(!said.contains("cannot be read"), "{said}");
+    }
+}
+
 /// A `[[pytest]]` refuses the keys that name one case, before pytest runs.
 #[test]
 fn case_only_keys_are_refused_in_a_pytest_table() {

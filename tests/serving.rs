@@ -124,7 +124,7 @@ fn a_server_under_load_is_measured_apart_from_its_client() {
     let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary");
     assert!(
         summary.contains("### Servers under load")
-            && summary.contains("**serve**: server: ready after"),
+            && summary.contains("**`serve`**: `server: ready after"),
         "{summary}"
     );
     assert_none_alive(&project.path().join("pids.txt"));

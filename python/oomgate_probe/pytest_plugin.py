@@ -28,6 +28,7 @@ outside the standard library and pytest.
 """
 
 import json
+import math
 import os
 import re
 import sys
@@ -66,6 +67,9 @@ def pytest_configure(config):
 
 def _jsonable(value):
     """A marker value as JSON, or a note that it cannot be one."""
+    if isinstance(value, float) and not math.isfinite(value):
+        # JSON has no NaN or infinity: named, as any value it cannot hold.
+        return {"__unsupported__": "%r (not a finite number)" % value}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
@@ -134,7 +138,7 @@ def pytest_collection_finish(session):
         "tests": [_test(item, invocation_dir) for item in session.items],
     }
     with open(target, "w", encoding="utf-8") as out:
-        json.dump(document, out)
+        json.dump(document, out, allow_nan=False)
 
 
 def parse_size(text):

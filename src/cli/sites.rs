@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{CliError, Outcome, SitesArgs, write_stdout};
+use crate::report::clean::line as clean;
 use crate::snapshot::{AllocationSites, Site, SitesFrom};
 use crate::units::Bytes;
 
@@ -77,8 +78,11 @@ pub fn sites(args: &SitesArgs) -> Result<Outcome, CliError> {
     let text = if args.json {
         let map: indexmap::IndexMap<&str, &AllocationSites> =
             found.iter().map(|(id, s)| (id.as_str(), s)).collect();
-        let mut text = serde_json::to_string_pretty(&map)
+        let text = serde_json::to_string_pretty(&map)
             .map_err(|e| CliError::Infrastructure(e.to_string()))?;
+        // The same values, with what serde_json leaves raw in a string
+        // (DEL, C1, bidi, noncharacters) as `\u` escapes.
+        let mut text = crate::report::clean::json(&text).into_owned();
         text.push('\n');
         text
     } else {
@@ -108,14 +112,18 @@ fn render_ranks(ranks: &[RankSites]) -> String {
         let listed: Vec<String> = sites
             .iter()
             .take(RANK_SITES_SHOWN)
-            .map(|s| format!("{} {}", s.site, Bytes(s.bytes)))
+            .map(|s| format!("{} {}", clean(&s.site), Bytes(s.bytes)))
             .collect();
         let _ = writeln!(out, "    rank {rank}: {}", listed.join(", "));
     }
     out
 }
 
-/// One case's sites, as a person reads them.
+/// One case's sites, as a person reads them. Every text in them came
+/// from a snapshot or a results.json — frame names, file names, the
+/// allocator's settings — and is [cleaned](crate::report::clean::line)
+/// to one line: a newline or ESC in a frame's name is shown, never acted
+/// on (`::error` at a line's start is a command to a CI runner).
 pub fn render(id: &str, sites: &AllocationSites, top: usize) -> String {
     let mut out = String::new();
     let when = match (sites.from, sites.estimated) {
@@ -125,14 +133,15 @@ pub fn render(id: &str, sites: &AllocationSites, top: usize) -> String {
     };
     let _ = writeln!(
         out,
-        "{id}: {} allocated {when} on {} device(s); reserved {}, fragmentation {} at the dump{}",
+        "{}: {} allocated {when} on {} device(s); reserved {}, fragmentation {} at the dump{}",
+        clean(id),
         Bytes(sites.allocated_bytes),
         sites.devices,
         Bytes(sites.reserved_bytes),
         Bytes(sites.fragmentation_bytes),
         match sites.files.as_slice() {
             [] => String::new(),
-            files => format!(" ({})", files.join(", ")),
+            files => format!(" ({})", clean(&files.join(", "))),
         }
     );
     let mut rows = vec![vec![
@@ -142,7 +151,7 @@ pub fn render(id: &str, sites: &AllocationSites, top: usize) -> String {
     ]];
     for site in sites.sites.iter().take(top) {
         rows.push(vec![
-            format!("  {}", site.site),
+            format!("  {}", clean(&site.site)),
             Bytes(site.bytes).to_string(),
             site.count.to_string(),
         ]);
@@ -160,12 +169,12 @@ pub fn render(id: &str, sites: &AllocationSites, top: usize) -> String {
         let settings: Vec<String> = sites
             .allocator_settings
             .iter()
-            .map(|(k, v)| format!("{k}={v}"))
+            .map(|(k, v)| format!("{}={}", clean(k), clean(v)))
             .collect();
         let _ = writeln!(out, "  allocator: {}", settings.join(", "));
     }
     for note in &sites.notes {
-        let _ = writeln!(out, "  note: {note}");
+        let _ = writeln!(out, "  note: {}", clean(note));
     }
     out
 }

@@ -1,11 +1,13 @@
 //! `junit.xml`: one `<testcase>` per case, through quick-junit; and the
 //! log tails read back from one ([`read_tails`]) for `oomgate merge`.
 //!
-//! quick-junit escapes text and strips ANSI escapes and control characters;
-//! the two noncharacters it lets through, U+FFFE and U+FFFF, which XML 1.0
-//! forbids too, are replaced here. So the report stays valid XML whatever a
-//! workload printed (NUL bytes, tqdm colours, `]]>`, invalid UTF-8, which
-//! becomes U+FFFD when read) — property-tested over arbitrary bytes. Figures appear three times on purpose: as testcase
+//! Every text is [cleaned](super::clean) before quick-junit escapes it:
+//! a control, bidi or noncharacter (U+FFFE and U+FFFF, which XML 1.0
+//! forbids) in a workload's output, a frame name or a test's id is written
+//! as a visible escape (`\u{202e}`), colour sequences dropped. So the
+//! report stays valid XML and shows what was there whatever a workload
+//! printed (NUL bytes, tqdm colours, `]]>`, invalid UTF-8, which becomes
+//! U+FFFD when read) — property-tested over arbitrary bytes. Figures appear three times on purpose: as testcase
 //! properties for tools that read them, and in the failure text and
 //! system-out for the many CI viewers that show only those.
 
@@ -50,8 +52,8 @@ struct Built {
 /// [`render`], reusing the testcases in `memo` whose case is unchanged
 /// since they were built, and keeping this render's there for the next.
 pub fn render_with(results: &RunResults, memo: &mut Memo) -> io::Result<String> {
-    let mut report = Report::new(format!("oomgate {}", results.suite.name));
-    let mut suite = TestSuite::new(results.suite.name.clone());
+    let mut report = Report::new(format!("oomgate {}", line(&results.suite.name)));
+    let mut suite = TestSuite::new(line(&results.suite.name).into_owned());
     if let Some(timestamp) = parse_time(&results.started_at) {
         report.set_timestamp(timestamp);
         suite.set_timestamp(timestamp);
@@ -133,8 +135,13 @@ pub fn render_with(results: &RunResults, memo: &mut Memo) -> io::Result<String> 
             });
         }
     }
+    // Every text was cleaned as it went in; the document once more, which
+    // touches only text (markup holds nothing unsafe but newlines).
     let xml = xml
-        .map(|xml| xml_chars_only(&xml))
+        .map(|xml| match super::clean::block(&xml) {
+            std::borrow::Cow::Borrowed(_) => xml,
+            std::borrow::Cow::Owned(clean) => clean,
+        })
         .map_err(io::Error::other);
     // Every run of the test suite checks the memo changes nothing.
     debug_assert!(
@@ -174,15 +181,14 @@ impl std::fmt::Write for FingerprintWriter {
     }
 }
 
-/// `text` with the characters XML 1.0 forbids that quick-junit passes on
-/// (the noncharacters U+FFFE and U+FFFF) replaced by U+FFFD. Markup never
-/// holds them, so replacing them in the whole document touches only text.
-fn xml_chars_only(text: &str) -> String {
-    if text.contains(['\u{FFFE}', '\u{FFFF}']) {
-        text.replace(['\u{FFFE}', '\u{FFFF}'], "\u{FFFD}")
-    } else {
-        text.to_string()
-    }
+/// One line of outside text (a message, a name, a value), cleaned.
+fn line(text: &str) -> std::borrow::Cow<'_, str> {
+    super::clean::line(text)
+}
+
+/// Lines of outside text (a log tail, the case's details), cleaned.
+fn block(text: &str) -> String {
+    super::clean::block(text).into_owned()
 }
 
 fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
@@ -195,13 +201,11 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
                 _ => NonSuccessKind::Error,
             };
             let mut status = TestCaseStatus::non_success(kind);
-            status.set_message(
-                case.message
-                    .clone()
-                    .unwrap_or_else(|| other.label().to_string()),
-            );
+            status.set_message(line(
+                case.message.as_deref().unwrap_or_else(|| other.label()),
+            ));
             status.set_type(failure_type(case));
-            status.set_description(details.clone());
+            status.set_description(block(&details));
             status
         }
     };
@@ -230,10 +234,10 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
             true => first.circumstance().to_string(),
             false => format!("while sharing {}", sharing.join("; ")),
         };
-        rerun.set_message(format!(
+        rerun.set_message(line(&format!(
             "{beside}: {}",
             first.message.as_deref().unwrap_or(first.status.label())
-        ));
+        )));
         if let Some(kind) = first.failure_kind {
             rerun.set_type(kind.as_str());
         }
@@ -323,22 +327,22 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
         }
     }
     for (key, value) in &case.params {
-        properties.push(Property::new(format!("param.{key}"), value));
+        properties.push(Property::new(format!("param.{}", line(key)), line(value)));
     }
     test_case.add_properties(properties);
 
     // A tail quick-junit would write empty (only escapes and control
     // characters) is left out, as an empty one is: so the tails read back
     // from the file (`read_tails`) render the same file again.
-    let visible = |tail: &str| !quick_junit::XmlString::new(tail).is_empty();
+    let visible = |tail: &str| !quick_junit::XmlString::new(block(tail)).is_empty();
     let mut out = details;
     if visible(&case.stdout_tail) {
         out.push_str(STDOUT_MARKER);
         out.push_str(&case.stdout_tail);
     }
-    test_case.set_system_out(out);
+    test_case.set_system_out(block(&out));
     if visible(&case.stderr_tail) {
-        test_case.set_system_err(case.stderr_tail.clone());
+        test_case.set_system_err(block(&case.stderr_tail));
     }
     test_case
 }
@@ -350,11 +354,12 @@ const STDOUT_MARKER: &str = "\n--- end of stdout ---\n";
 /// JUnit report writes them (so a CI's test history lines up with the
 /// team's pytest reports), any other case's the suite's name and its id.
 fn names(id: &str, pytest: bool, results: &RunResults) -> (String, String) {
-    if pytest {
+    let (classname, name) = if pytest {
         crate::suite::junit_names(id)
     } else {
         (results.suite.name.clone(), id.to_string())
-    }
+    };
+    (line(&classname).into_owned(), line(&name).into_owned())
 }
 
 /// The end of each case's stdout and stderr, from a junit.xml [`render`]
@@ -452,18 +457,32 @@ mod tests {
     }
 
     /// Regression: U+FFFE and U+FFFF in a workload's output made junit.xml
-    /// not well-formed.
+    /// not well-formed; U+202E stayed raw. Each is a visible escape.
     #[test]
-    fn noncharacters_become_replacement_characters() {
-        let xml = render(&results_with_text("a\u{FFFE}b\u{FFFF}c")).expect("render");
+    fn noncharacters_and_bidi_overrides_are_visible_escapes() {
+        let mut results = results_with_text("a\u{FFFE}b\u{FFFF}c\u{202E}d\u{1b}]0;t\u{7}");
+        results.cases[0].id = "case\u{202E}gpj".into();
+        results.cases[0].message = Some("grew most: x\n::error title=pwned::y".into());
+        results.cases[0].status = CaseStatus::Failed;
+        let xml = render(&results).expect("render");
         assert!(parses(&xml).is_ok(), "{xml}");
-        assert!(xml.contains("a\u{FFFD}b\u{FFFD}c"), "{xml}");
+        assert!(
+            xml.contains("a\\u{fffe}b\\u{ffff}c\\u{202e}d\\u{1b}]0;t\\u{7}"),
+            "{xml}"
+        );
+        assert!(xml.contains("case\\u{202e}gpj"), "{xml}");
+        assert!(xml.contains("x\\n::error title=pwned::y"), "{xml}");
+        assert!(
+            !xml.contains(crate::report::clean::is_unsafe_but_newline),
+            "{xml}"
+        );
     }
 
     #[test]
     fn log_tails_read_back_from_junit_as_written() {
-        // tqdm redraws its bar with \r, a control character quick-junit
-        // strips: what is read back is what the file holds.
+        // tqdm redraws its bar with \r, a control character shown as
+        // `\r` (a CRLF line end is a newline): what is read back is what
+        // the file holds.
         let mut results = results_with_text("line one\n  indented & <tagged>\r\n50%\r100%\n\n");
         results.cases[0].id = "train-bs64".into();
         let xml = render(&results).expect("render");
@@ -476,7 +495,7 @@ mod tests {
         other.stdout_tail = "kept".into();
         cases.push(other);
         assert_eq!(read_tails(&xml, &mut cases), Ok(1));
-        let written = "line one\n  indented & <tagged>\n50%100%\n\n";
+        let written = "line one\n  indented & <tagged>\n50%\\r100%\n\n";
         assert_eq!(cases[0].stdout_tail, written);
         assert_eq!(cases[0].stderr_tail, written);
         assert_eq!(cases[1].stdout_tail, "kept");

@@ -44,14 +44,41 @@ fn icon(status: CaseStatus) -> &'static str {
     }
 }
 
-/// Markdown table cells cannot hold `|` or line breaks; a tag would be
-/// rendered by GitHub as HTML, so `<` is written as an entity (it reads the
-/// same; a `>` inside a line is plain text).
+/// A table cell of oomgate's own words and figures: [cleaned](super::clean::line)
+/// to one line, `|` escaped (a cell cannot hold one), `<` as an entity (a
+/// tag would be rendered as HTML; the entity reads the same).
 fn cell(text: &str) -> String {
-    super::without_stray_controls(text)
+    super::clean::line(text)
         .replace('|', "\\|")
-        .replace(['\n', '\r'], " ")
         .replace('<', "&lt;")
+}
+
+/// Text oomgate did not write itself — a case id, a message naming a
+/// frame, a hint, an environment command's output, a lock's values — as a
+/// code span: [cleaned](super::clean::line) to one line, between more
+/// backticks than any run of them in it, so that nothing in it renders
+/// (no image or link that would load from elsewhere, no HTML, no
+/// emphasis). In a table (`in_table`) its `|` is escaped, which GFM
+/// undoes inside the span.
+fn code(text: &str, in_table: bool) -> String {
+    let text = super::clean::line(text);
+    if text.is_empty() {
+        return String::new();
+    }
+    let text = match in_table {
+        true => text.replace('|', "\\|"),
+        false => text.into_owned(),
+    };
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let ticks = "`".repeat(longest + 1);
+    // One space each side is taken off a span that has both, so one is
+    // added where the text begins or ends with a space or a backtick.
+    let pad = if text.starts_with([' ', '`']) || text.ends_with([' ', '`']) {
+        " "
+    } else {
+        ""
+    };
+    format!("{ticks}{pad}{text}{pad}{ticks}")
 }
 
 /// A fence that nothing in `text` can close: backticks, one more than the
@@ -65,15 +92,16 @@ fn bytes(value: Option<u64>) -> String {
     value.map_or("–".to_string(), |b| Bytes(b).to_string())
 }
 
-/// The summary of a run, as clean text: no control character but newline
-/// and tab, whatever a workload printed (the pages' one rule,
-/// [`super::is_stray_control`]), so the job summary GitHub shows holds no
-/// NUL, terminal escape or carriage return. Cells and the exception are
-/// cleaned as they are written (before a fence is chosen for it); the
-/// whole text once more, for the rest (paths, drift lines).
+/// The summary of a run, as clean text: no control, bidi or noncharacter
+/// but newline and tab, whatever a workload printed or a snapshot or lock
+/// held ([`super::clean`], every output's one rule), so the job summary
+/// GitHub shows holds no NUL, terminal escape or carriage return. Text
+/// oomgate did not write is a [code span](code) (or, for an exception, a
+/// fenced block), cleaned as it is written (before its backticks are
+/// chosen); the whole text once more.
 pub fn render(results: &RunResults) -> String {
     let markdown = render_markdown(results);
-    match super::without_stray_controls(&markdown) {
+    match super::clean::block(&markdown) {
         std::borrow::Cow::Borrowed(_) => markdown,
         std::borrow::Cow::Owned(clean) => clean,
     }
@@ -115,7 +143,7 @@ fn render_markdown(results: &RunResults) -> String {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {}{} |",
-            cell(&case.id),
+            code(&case.id, true),
             if case.flaky() {
                 "✅ passed (flaky: failed sharing its GPU, passed alone)"
             } else {
@@ -129,14 +157,14 @@ fn render_markdown(results: &RunResults) -> String {
         );
     }
     for id in &results.not_run {
-        let _ = writeln!(out, "| {} | not run | – | – | – | – |", cell(id));
+        let _ = writeln!(out, "| {} | not run | – | – | – | – |", code(id, true));
     }
     let no_part = super::parts::held_by_no_part(results);
     if !no_part.is_empty() {
         let _ = writeln!(
             out,
             "\n**Not run by any part**: {} — {}.",
-            cell(&no_part.join(", ")),
+            code(&no_part.join(", "), false),
             super::NO_PART_MESSAGE
         );
     }
@@ -145,16 +173,16 @@ fn render_markdown(results: &RunResults) -> String {
         let _ = writeln!(
             out,
             "\n**Not finished by its part**: {} — {}.",
-            cell(&unfinished.join(", ")),
+            code(&unfinished.join(", "), false),
             super::UNFINISHED_MESSAGE
         );
     }
     if let Some(baseline) = &results.baseline {
         let _ = writeln!(
             out,
-            "\nBaseline: `{}`, locked {}.",
-            baseline.path.display(),
-            baseline.locked_at
+            "\nBaseline: {}, locked {}.",
+            code(&baseline.path.display().to_string(), false),
+            code(&baseline.locked_at, false)
         );
         if baseline.drift.is_empty() {
             let _ = writeln!(
@@ -164,7 +192,7 @@ fn render_markdown(results: &RunResults) -> String {
         } else {
             let _ = writeln!(out, "\n### Environment drift\n");
             for change in &baseline.drift {
-                let _ = writeln!(out, "- {change}");
+                let _ = writeln!(out, "- {}", code(&change.to_string(), false));
             }
         }
         if !baseline.gpu_compared {
@@ -177,7 +205,7 @@ fn render_markdown(results: &RunResults) -> String {
             let _ = writeln!(
                 out,
                 "\nIn the baseline but no longer in the suite: {}.",
-                baseline.removed.join(", ")
+                code(&baseline.removed.join(", "), false)
             );
         }
     }
@@ -189,7 +217,7 @@ fn render_markdown(results: &RunResults) -> String {
         let _ = writeln!(
             out,
             "\nImproved beyond tolerance: {}. Re-lock (`oomgate lock … --from results.json`) to tighten the gate.",
-            improved.join(", ")
+            code(&improved.join(", "), false)
         );
     }
     let uncompared = super::uncompared_in_run(results);
@@ -197,7 +225,7 @@ fn render_markdown(results: &RunResults) -> String {
         let _ = writeln!(
             out,
             "\nFigures not compared with the baseline: {}. Re-lock to gate them; `--require-baseline` fails them.",
-            uncompared.join(", ")
+            code(&uncompared.join(", "), false)
         );
     }
     let changed: Vec<String> = results
@@ -209,7 +237,13 @@ fn render_markdown(results: &RunResults) -> String {
                 .filter(|b| !b.changes.is_empty())
                 .map(|b| (c, b))
         })
-        .map(|(c, b)| format!("- **{}**: {}", cell(&c.id), cell(&b.changes.join("; "))))
+        .map(|(c, b)| {
+            format!(
+                "- **{}**: {}",
+                code(&c.id, false),
+                code(&b.changes.join("; "), false)
+            )
+        })
         .collect();
     if !changed.is_empty() {
         let _ = writeln!(
@@ -239,18 +273,21 @@ fn render_markdown(results: &RunResults) -> String {
         for case in failures {
             let _ = writeln!(
                 out,
-                "- **{}** — {} (logs: `{}`)",
-                cell(&case.id),
-                cell(case.message.as_deref().unwrap_or(case.status.as_str())),
-                case.dir.display()
+                "- **{}** — {} (logs: {})",
+                code(&case.id, false),
+                code(
+                    case.message.as_deref().unwrap_or(case.status.as_str()),
+                    false
+                ),
+                code(&case.dir.display().to_string(), false)
             );
             for hint in case.diagnosis.iter().flat_map(|d| &d.hints) {
-                let _ = writeln!(out, "  - hint: {}", cell(hint));
+                let _ = writeln!(out, "  - hint: {}", code(hint, false));
             }
             if let Some(exception) = case.diagnosis.as_ref().and_then(|d| d.exception.as_deref()) {
                 // Cleaned before its fence is chosen: a control character
                 // between backticks, dropped later, would lengthen their run.
-                let exception = super::without_stray_controls(exception);
+                let exception = super::clean::block(exception);
                 let fence = fence_for(&exception);
                 let _ = writeln!(out, "\n  {fence}text\n{}\n  {fence}", indent(&exception));
             }
@@ -270,7 +307,13 @@ fn case_section(
     let lines: Vec<String> = results
         .cases
         .iter()
-        .filter_map(|c| Some(format!("- **{}**: {}", cell(&c.id), cell(&line(c)?))))
+        .filter_map(|c| {
+            Some(format!(
+                "- **{}**: {}",
+                code(&c.id, false),
+                code(&line(c)?, false)
+            ))
+        })
         .collect();
     if !lines.is_empty() {
         let _ = writeln!(out, "\n### {title}\n\n{}", lines.join("\n"));
@@ -287,23 +330,32 @@ fn render_parts(out: &mut String, parts: &super::parts::Parts) {
     let _ = writeln!(out, "| {} |", super::parts::COLUMNS.join(" | "));
     let _ = writeln!(out, "|{}", " --- |".repeat(super::parts::COLUMNS.len()));
     for row in &parts.rows {
-        let cells: Vec<String> = row.iter().map(|c| cell(c)).collect();
+        let cells: Vec<String> = row.iter().map(|c| code(c, true)).collect();
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
     let _ = writeln!(out, "\n### Environment differences between parts\n");
     if parts.drift.is_empty() {
         let _ = writeln!(out, "None: every part ran in the first part's environment.");
     } else {
-        let _ = writeln!(out, "Against the first part, {}:\n", cell(&parts.first));
+        let _ = writeln!(
+            out,
+            "Against the first part, {}:\n",
+            code(&parts.first, false)
+        );
         for (part, drift) in &parts.drift {
-            let _ = writeln!(out, "- **{}**: {}", cell(part), cell(&drift.join("; ")));
+            let _ = writeln!(
+                out,
+                "- **{}**: {}",
+                code(part, false),
+                code(&drift.join("; "), false)
+            );
         }
     }
     if !parts.incomparable.is_empty() {
         let _ = writeln!(
             out,
             "\n**Not comparable**: {}; {}.",
-            cell(&parts.incomparable.join("; ")),
+            code(&parts.incomparable.join("; "), false),
             super::parts::INCOMPARABLE_NOTE
         );
     }
@@ -344,7 +396,12 @@ mod tests {
                     return Err(format!("{pipes} cells in {line:?}"));
                 }
             }
-            if line.contains('<') || line.trim_start().starts_with('>') {
+            let outside = outside_code_spans(line);
+            if outside.contains('<')
+                || outside.contains("![")
+                || outside.contains("](")
+                || line.trim_start().starts_with('>')
+            {
                 return Err(format!("markup outside a code block: {line:?}"));
             }
         }
@@ -352,6 +409,68 @@ mod tests {
             Some(open) => Err(format!("{open} never closed")),
             None => Ok(()),
         }
+    }
+
+    /// `line` with its code spans (CommonMark's: a run of backticks to
+    /// the next run of the same length) taken out.
+    fn outside_code_spans(line: &str) -> String {
+        let mut out = String::new();
+        let mut rest = line;
+        while let Some(start) = rest.find('`') {
+            out.push_str(&rest[..start]);
+            let ticks = rest[start..].len() - rest[start..].trim_start_matches('`').len();
+            let after = &rest[start + ticks..];
+            let mut at = 0;
+            let close = loop {
+                match after[at..].find('`') {
+                    None => break None,
+                    Some(i) => {
+                        let run =
+                            after[at + i..].len() - after[at + i..].trim_start_matches('`').len();
+                        if run == ticks {
+                            break Some((at + i, run));
+                        }
+                        at += i + run;
+                    }
+                }
+            };
+            match close {
+                Some((i, run)) => rest = &after[i + run..],
+                None => {
+                    out.push_str(&rest[start..start + ticks]);
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// Text from outside (a frame name in a message, an id) is a code
+    /// span: an image or link in it never renders, whatever backticks,
+    /// pipes and spaces it holds.
+    #[test]
+    fn outside_text_is_a_code_span_that_nothing_closes() {
+        for text in [
+            "![t](https://evil.test/p.png)",
+            "a`b``c",
+            "`x`",
+            " ` ",
+            "<img src=x>",
+            "a|b",
+        ] {
+            let span = code(text, false);
+            assert_eq!(outside_code_spans(&span), "", "{span}");
+            let ticks = span.len() - span.trim_start_matches('`').len();
+            let inner = &span[ticks..span.len() - ticks];
+            let inner = match inner.starts_with(' ') && inner.ends_with(' ') && inner.trim() != "" {
+                true => &inner[1..inner.len() - 1],
+                false => inner,
+            };
+            assert_eq!(inner, text, "{span}");
+        }
+        assert_eq!(code("a|b", true), "`a\\|b`");
+        assert_eq!(code("x\n::error::y", false), "`x\\n::error::y`");
     }
 
     #[test]
@@ -365,12 +484,12 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
 
-        /// Regression (issue 20): a workload's NUL, ESC and other
-        /// control bytes reached the job summary raw.
+        /// A workload's NUL, ESC and other control bytes, bidi overrides
+        /// and noncharacters never reach the job summary raw.
         #[test]
-        fn summary_md_holds_no_control_character_but_newline_and_tab(text in "(?s).{0,80}") {
+        fn summary_md_holds_no_control_character_but_newline_and_tab(text in "(?s).{0,80}|[a\n\u{0}-\u{1f}\u{7f}-\u{9f}\u{202e}\u{fffe}]{0,40}") {
             let markdown = render(&results_with_diagnosis(&text));
-            let stray: Vec<char> = markdown.chars().filter(|&c| super::super::is_stray_control(c)).collect();
+            let stray: Vec<char> = markdown.chars().filter(|&c| crate::report::clean::is_unsafe(c) && c != '\n' && c != '\t').collect();
             proptest::prop_assert!(stray.is_empty(), "{:?} in {:?}", stray, markdown);
         }
 

@@ -10,6 +10,7 @@
 //! `render` of the results model, so adding one touches nothing else, and
 //! how often a format is written is never the format's own decision.
 
+pub mod clean;
 pub mod github;
 pub mod html;
 pub mod inventory;
@@ -302,26 +303,6 @@ pub fn repeat_spread(case: &CaseResult) -> Option<String> {
         spread(|r| r.host_peak_bytes),
         spread(|r| r.gpu_peak_bytes)
     ))
-}
-
-/// Whether a character is kept out of the pages people read (report.html,
-/// summary.md): every control character — NUL, ESC (so a terminal escape
-/// cannot act), CR, DEL, the C1 controls — but the newline and tab their
-/// text needs. A workload's output reaches the pages through its
-/// exception, messages and log tails; junit.xml gets the same from
-/// quick-junit, which also drops the escapes' parameters.
-pub fn is_stray_control(c: char) -> bool {
-    c.is_control() && c != '\n' && c != '\t'
-}
-
-/// `text` without [stray control characters](is_stray_control); borrowed
-/// when it has none, as almost every text has.
-pub fn without_stray_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.contains(is_stray_control) {
-        text.replace(is_stray_control, "").into()
-    } else {
-        text.into()
-    }
 }
 
 /// Why a case of a merged run is not run when no part held it, wherever

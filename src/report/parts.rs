@@ -133,12 +133,12 @@ mod tests {
         .expect("merged");
         let markdown = crate::report::markdown::render(&merged);
         for line in [
-            "**Not run by any part**: c — no part of this merged run ran it",
+            "**Not run by any part**: `c` — no part of this merged run ran it",
             "| part | host | shard | cases | started | finished |",
-            "| shards/2 | runner-2 | count:2/2 | 1 passed, 0 failed | 2026-12-03T00:00:00.000+00:00 | did not finish |",
-            "Against the first part, shards/1 (count:1/2):",
-            "- **shards/2 (count:2/2)**: gpu 0 H100 (80.0 GiB) → A100 (40.0 GiB); torch 2.4.1 → 2.5.0",
-            "**Not comparable**: GPU models differ: shards/1 (count:1/2) on H100, shards/2 (count:2/2) on A100; their figures are not comparable, so `oomgate lock --from` refuses this merged run.",
+            "| `shards/2` | `runner-2` | `count:2/2` | `1 passed, 0 failed` | `2026-12-03T00:00:00.000+00:00` | `did not finish` |",
+            "Against the first part, `shards/1 (count:1/2)`:",
+            "- **`shards/2 (count:2/2)`**: `gpu 0 H100 (80.0 GiB) → A100 (40.0 GiB); torch 2.4.1 → 2.5.0`",
+            "**Not comparable**: `GPU models differ: shards/1 (count:1/2) on H100, shards/2 (count:2/2) on A100`; their figures are not comparable, so `oomgate lock --from` refuses this merged run.",
         ] {
             assert!(markdown.contains(line), "{line}\n{markdown}");
         }

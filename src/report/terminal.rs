@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anstyle::{AnsiColor, Style};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::clean::line as clean;
 use super::{Event, Reporter};
 use crate::baseline::Figure;
 use crate::measure::gpu::GpuMethod;
@@ -57,7 +58,9 @@ pub fn to_stderr(text: &str) {
     // One `write` a line: `writeln!` makes two (the text, then the
     // newline), which a reader of a shared stderr (a CI log) may see
     // apart, and which cost a system call a case more.
-    let mut line = crate::redact::mask_written(text).into_owned();
+    // Outside text is cleaned where it is put in a line; what was missed
+    // cannot act on the terminal here (`clean::terminal`).
+    let mut line = super::clean::terminal(&crate::redact::mask_written(text)).into_owned();
     line.push('\n');
     let Err(error) = io::stderr().lock().write_all(line.as_bytes()) else {
         return;
@@ -216,7 +219,7 @@ impl Terminal {
     fn line(&self, text: &str) {
         match &self.bar {
             // to_stderr masks what it prints; the live display here.
-            Some(bar) => bar.println(crate::redact::mask_written(text)),
+            Some(bar) => bar.println(super::clean::terminal(&crate::redact::mask_written(text))),
             None => to_stderr(text),
         }
     }
@@ -238,7 +241,7 @@ impl Terminal {
                 "[{}/{}] {}  {}  host {}  peak {}",
                 one.index + 1,
                 self.planned,
-                one.id,
+                clean(&one.id),
                 format_duration(one.elapsed),
                 one.host_now,
                 one.host_peak
@@ -246,7 +249,7 @@ impl Terminal {
             many => {
                 let each: Vec<String> = many
                     .iter()
-                    .map(|r| format!("{} {}", r.id, format_duration(r.elapsed)))
+                    .map(|r| format!("{} {}", clean(&r.id), format_duration(r.elapsed)))
                     .collect();
                 format!(
                     "[{}/{}] {} running: {}",
@@ -268,24 +271,24 @@ impl Terminal {
         let mut text = format!(
             "{} {time} {}  {}",
             self.paint(Self::status_style(case.status), &label),
-            self.paint(Style::new().bold(), &case.id),
+            self.paint(Style::new().bold(), &clean(&case.id)),
             figures(case)
         );
         if let Some(capacity) = &case.capacity {
-            text.push_str(&format!("\n{:>12}   {}", "", capacity.describe()));
+            text.push_str(&format!("\n{:>12}   {}", "", clean(&capacity.describe())));
         }
         if let Some(server) = &case.server {
-            text.push_str(&format!("\n{:>12}   {}", "", server.describe()));
+            text.push_str(&format!("\n{:>12}   {}", "", clean(&server.describe())));
         }
         if let Some(client) = &case.client {
-            text.push_str(&format!("\n{:>12}   {}", "", client.describe()));
+            text.push_str(&format!("\n{:>12}   {}", "", clean(&client.describe())));
         }
         for shared in &case.gpu_sharing {
             text.push_str(&format!(
                 "\n{:>12}   shared GPU {} with {}",
                 "",
                 shared.gpu.index,
-                shared.with.join(", ")
+                clean(&shared.with.join(", "))
             ));
         }
         if let Some(retried) = &case.retried_alone {
@@ -298,16 +301,20 @@ impl Terminal {
                 "\n{:>12}   first attempt, {}: {}; {outcome}",
                 "",
                 first.circumstance(),
-                first.message.as_deref().unwrap_or(first.status.label())
+                clean(first.message.as_deref().unwrap_or(first.status.label()))
             ));
         }
         if let Some(message) = &case.message {
-            text.push_str(&format!("\n{:>12}   {message}", ""));
+            text.push_str(&format!("\n{:>12}   {}", "", clean(message)));
             if case.status != CaseStatus::Passed {
                 for hint in case.diagnosis.iter().flat_map(|d| &d.hints) {
-                    text.push_str(&format!("\n{:>12}   hint: {hint}", ""));
+                    text.push_str(&format!("\n{:>12}   hint: {}", "", clean(hint)));
                 }
-                text.push_str(&format!("\n{:>12}   logs: {}", "", case.dir.display()));
+                text.push_str(&format!(
+                    "\n{:>12}   logs: {}",
+                    "",
+                    clean(&case.dir.display().to_string())
+                ));
             }
         }
         text
@@ -336,7 +343,7 @@ impl Terminal {
                     .map_or_else(dash, |b| Bytes(b).to_string());
                 let mut row = vec![
                     case.label().to_string(),
-                    case.id.clone(),
+                    clean(&case.id).into_owned(),
                     format_duration(Duration::from_secs_f64(case.wall_time_s)),
                     case.host_peak().map_or("unknown".to_string(), |b| {
                         format!("{b}{}", super::spread_note(case, Figure::Host))
@@ -365,7 +372,7 @@ impl Terminal {
             })
             .collect();
         for id in &results.not_run {
-            let mut row = vec!["NOT RUN".to_string(), id.clone()];
+            let mut row = vec!["NOT RUN".to_string(), clean(id).into_owned()];
             row.resize(header.len(), dash());
             rows.push((None, row));
         }
@@ -412,7 +419,7 @@ impl Terminal {
                 tainted = true;
                 out.push(format!(
                     " note: {}: GPU {} by {}{}",
-                    case.id,
+                    clean(&case.id),
                     device.index,
                     device.method,
                     super::taint_mark(device)
@@ -438,14 +445,19 @@ fn baseline_notes(results: &RunResults, baseline: &crate::results::BaselineInfo)
     if baseline.drift.is_empty() {
         notes.push(format!(
             "baseline {}: environment unchanged",
-            baseline.path.display()
+            clean(&baseline.path.display().to_string())
         ));
     } else {
         notes.push(format!(
             "environment changes since the baseline ({}):",
-            baseline.path.display()
+            clean(&baseline.path.display().to_string())
         ));
-        notes.extend(baseline.drift.iter().map(|d| format!("  {d}")));
+        notes.extend(
+            baseline
+                .drift
+                .iter()
+                .map(|d| format!("  {}", clean(&d.to_string()))),
+        );
     }
     if !baseline.gpu_compared {
         notes.push("GPU figures not compared: the GPU model differs from the baseline's (--compare-across-gpus)".into());
@@ -453,14 +465,14 @@ fn baseline_notes(results: &RunResults, baseline: &crate::results::BaselineInfo)
     if !baseline.removed.is_empty() {
         notes.push(format!(
             "in the baseline but no longer in the suite: {}",
-            baseline.removed.join(", ")
+            clean(&baseline.removed.join(", "))
         ));
     }
     let improved = super::improved_cases(results);
     if !improved.is_empty() {
         notes.push(format!(
             "improved beyond tolerance: {}; re-lock (oomgate lock) to tighten the gate",
-            improved.join(", ")
+            clean(&improved.join(", "))
         ));
     }
     for case in &results.cases {
@@ -468,8 +480,8 @@ fn baseline_notes(results: &RunResults, baseline: &crate::results::BaselineInfo)
             if !comparison.changes.is_empty() {
                 notes.push(format!(
                     "{}: changed since the baseline: {}",
-                    case.id,
-                    comparison.changes.join("; ")
+                    clean(&case.id),
+                    clean(&comparison.changes.join("; "))
                 ));
             }
         }
@@ -480,7 +492,7 @@ fn baseline_notes(results: &RunResults, baseline: &crate::results::BaselineInfo)
     if !uncompared.is_empty() {
         notes.push(format!(
             "figures not compared with the baseline: {}; re-lock (oomgate lock) to gate them (--require-baseline fails them)",
-            uncompared.join(", ")
+            clean(&uncompared.join(", "))
         ));
     }
     let unlocked: Vec<&str> = results
@@ -490,7 +502,10 @@ fn baseline_notes(results: &RunResults, baseline: &crate::results::BaselineInfo)
         .map(|c| c.id.as_str())
         .collect();
     if !unlocked.is_empty() {
-        notes.push(format!("no baseline yet for: {}", unlocked.join(", ")));
+        notes.push(format!(
+            "no baseline yet for: {}",
+            clean(&unlocked.join(", "))
+        ));
     }
     notes
 }
@@ -634,7 +649,7 @@ impl Reporter for Terminal {
                 }
                 for case in &results.cases {
                     if let Some(spread) = super::repeat_spread(case) {
-                        self.line(&format!("{}: {spread}", case.id));
+                        self.line(&format!("{}: {spread}", clean(&case.id)));
                     }
                 }
                 if let Some(baseline) = &results.baseline {

@@ -71,9 +71,32 @@ impl PytestSource {
     /// ignores is a warning.
     pub fn cases(&self, collected: &Collected) -> Expanded {
         let mut expanded = Expanded::default();
+        // A node id is a case id, and pytest's argument to run it: one
+        // with a control character (a file named with a newline or ESC) is
+        // refused as a `[[case]]` id would be — pytest itself cannot run
+        // it — located at the test, the id shown escaped.
+        let id_of = |test: &'_ CollectedTest| match self.granularity {
+            Granularity::Test => test.nodeid.clone(),
+            Granularity::File => test.module_nodeid.clone(),
+        };
+        let mut refused = indexmap::IndexSet::new();
+        for test in &collected.tests {
+            let id = id_of(test);
+            if id.chars().any(char::is_control) && refused.insert(id) {
+                expanded.errors.push(format!(
+                    "{}: the test's node id holds a control character (a newline, tab or escape, from its file's or its own name): it cannot be a case id, nor be given to pytest to run; rename the file or the test",
+                    test.located()
+                ));
+            }
+        }
+        let tests: Vec<&CollectedTest> = collected
+            .tests
+            .iter()
+            .filter(|t| !id_of(t).chars().any(char::is_control))
+            .collect();
         match self.granularity {
             Granularity::Test => {
-                for test in &collected.tests {
+                for test in tests {
                     let markers: Vec<&CollectedMarker> = test.markers.iter().collect();
                     let identity = PytestTest::of_test(test);
                     let mut case = self.case_of(&test.nodeid, &test.arg, identity);
@@ -81,18 +104,16 @@ impl PytestSource {
                     if problems.is_empty() {
                         expanded.cases.push(case);
                     } else {
-                        expanded.errors.extend(
-                            problems
-                                .into_iter()
-                                .map(|p| format!("{}: {p}", test.located())),
-                        );
+                        expanded.errors.extend(problems.into_iter().map(|p| {
+                            format!("{}: {}", test.located(), crate::report::clean::line(&p))
+                        }));
                     }
                 }
             }
             Granularity::File => {
                 let mut files: indexmap::IndexMap<&str, Vec<&CollectedTest>> =
                     indexmap::IndexMap::new();
-                for test in &collected.tests {
+                for test in tests {
                     files.entry(&test.module_nodeid).or_default().push(test);
                 }
                 for (module, tests) in files {
@@ -106,11 +127,12 @@ impl PytestSource {
                         .iter()
                         .flat_map(|t| &t.markers)
                         .filter(|m| m.level != "module")
-                        .map(|m| m.node.as_str())
+                        .map(|m| crate::report::clean::line(&m.node))
                         .collect::<indexmap::IndexSet<_>>();
                     if !ignored.is_empty() {
                         expanded.warnings.push(format!(
-                            "{module}: granularity = \"file\" runs the file as one case, judged by its module-level marker; the oomgate marker(s) of {} are ignored",
+                            "{}: granularity = \"file\" runs the file as one case, judged by its module-level marker; the oomgate marker(s) of {} are ignored",
+                            crate::report::clean::line(module),
                             ignored.into_iter().collect::<Vec<_>>().join(", ")
                         ));
                     }
@@ -120,9 +142,13 @@ impl PytestSource {
                     if problems.is_empty() {
                         expanded.cases.push(case);
                     } else {
-                        expanded
-                            .errors
-                            .extend(problems.into_iter().map(|p| format!("{module}: {p}")));
+                        expanded.errors.extend(problems.into_iter().map(|p| {
+                            format!(
+                                "{}: {}",
+                                crate::report::clean::line(module),
+                                crate::report::clean::line(&p)
+                            )
+                        }));
                     }
                 }
             }
@@ -186,10 +212,14 @@ pub struct CollectedTest {
 
 impl CollectedTest {
     /// `tests/gpu/test_model.py:6: tests/gpu/test_model.py::test_x`.
+    /// Both [cleaned](crate::report::clean::line): a file's name may
+    /// hold anything.
     fn located(&self) -> String {
+        let file = crate::report::clean::line(&self.file);
+        let nodeid = crate::report::clean::line(&self.nodeid);
         match self.line {
-            Some(line) => format!("{}:{line}: {}", self.file, self.nodeid),
-            None => format!("{}: {}", self.file, self.nodeid),
+            Some(line) => format!("{file}:{line}: {nodeid}"),
+            None => format!("{file}: {nodeid}"),
         }
     }
 }

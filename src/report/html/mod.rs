@@ -33,7 +33,11 @@ mod section;
 pub mod select;
 mod sites;
 
+/// `text` as HTML text: [cleaned](super::clean::block) (a workload's
+/// lines, frame names, a lock's values: no control, bidi or noncharacter
+/// left raw), then `&`, `<`, `>`, `"` as entities.
 fn escape(text: &str) -> String {
+    let text = super::clean::block(text);
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -41,7 +45,6 @@ fn escape(text: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
-            c if super::is_stray_control(c) => {}
             c => out.push(c),
         }
     }

@@ -94,6 +94,8 @@ pub(super) fn sites_chart(case: &CaseResult) -> Option<String> {
     }
     for (i, (site, now, before)) in rows.iter().enumerate() {
         let y = TOP + ROW * i as u32;
+        // A frame name is one line: its newline shown as `\n` too.
+        let site = crate::report::clean::line(site);
         let shown: String = if site.chars().count() > 58 {
             format!("{}…", site.chars().take(57).collect::<String>())
         } else {
@@ -104,7 +106,7 @@ pub(super) fn sites_chart(case: &CaseResult) -> Option<String> {
             "<text x=\"{}\" y=\"{}\" text-anchor=\"end\"><title>{}</title>{}</text>",
             LABEL - 8,
             y + 17,
-            escape(site),
+            escape(&site),
             escape(&shown)
         );
         let grew = before.is_some_and(|b| *now > b);
