@@ -243,8 +243,10 @@ fn a_case_folder_that_cannot_be_made_still_leaves_full_reports() {
          [[case]]\nname = \"first\"\ncommand = [\"true\"]\n\
          [[case]]\nname = \"second\"\ncommand = [\"true\"]\n",
     );
-    // A file where the second case's folder belongs.
+    // A file where the second case's folder belongs, in an out dir of an
+    // earlier run.
     std::fs::create_dir_all(project.out().join("cases")).expect("cases/");
+    std::fs::write(project.out().join(".oomgate-out"), "").expect("the marker");
     std::fs::write(project.out().join("cases/second"), "in the way").expect("write");
     let run = project.run(&[]);
     run.assert_code(3);

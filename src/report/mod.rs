@@ -117,28 +117,14 @@ pub fn baseline_cells(case: &CaseResult) -> (String, String) {
     if let Some(cells) = capacity_cells(case) {
         return cells;
     }
-    let Some(comparison) = &case.baseline else {
+    let Some(figure) = shown_figure(case) else {
         return (dash(), dash());
     };
-    // The figure that failed the gate, if one did; else GPU when there is a
-    // GPU figure on either side, else host.
-    let failing = |f: &&crate::baseline::FigureComparison| {
-        matches!(f.outcome, Outcome::Regressed | Outcome::Unknown)
-    };
-    let figure = [&comparison.gpu, &comparison.host]
-        .into_iter()
-        .find(failing)
-        .unwrap_or(
-            if case.gpu_peak_bytes.is_some() || comparison.gpu.baseline_bytes.is_some() {
-                &comparison.gpu
-            } else {
-                &comparison.host
-            },
-        );
-    let label = if figure.figure == crate::baseline::Figure::Host {
-        " (host)"
-    } else {
-        ""
+    let label = match figure.figure {
+        crate::baseline::Figure::Gpu => "",
+        crate::baseline::Figure::Host => " (host)",
+        crate::baseline::Figure::Working => " (working)",
+        crate::baseline::Figure::Allocated => " (allocated)",
     };
     let baseline = match figure.outcome {
         Outcome::NoBaseline => "no baseline".to_string(),
@@ -164,6 +150,35 @@ pub fn baseline_cells(case: &CaseResult) -> (String, String) {
         },
     };
     (baseline, delta)
+}
+
+/// The compared figure a one-line view of a case shows (the tables'
+/// baseline and delta, report.html's overview): the first that failed the
+/// gate — GPU, host, working memory, allocated — else GPU when there is a
+/// GPU figure on either side, else host. `None` without a baseline.
+pub fn shown_figure(case: &CaseResult) -> Option<&crate::baseline::FigureComparison> {
+    use crate::baseline::Outcome;
+    let comparison = case.baseline.as_ref()?;
+    let failing = |f: &&crate::baseline::FigureComparison| {
+        matches!(f.outcome, Outcome::Regressed | Outcome::Unknown)
+    };
+    Some(
+        [
+            &comparison.gpu,
+            &comparison.host,
+            &comparison.working,
+            &comparison.allocated,
+        ]
+        .into_iter()
+        .find(failing)
+        .unwrap_or(
+            if case.gpu_peak_bytes.is_some() || comparison.gpu.baseline_bytes.is_some() {
+                &comparison.gpu
+            } else {
+                &comparison.host
+            },
+        ),
+    )
 }
 
 /// A searched case's cells, when its capacity was compared with a locked

@@ -63,12 +63,10 @@ impl Located {
             .map_or(source.len(), |i| start + i);
         let line_number = source[..start].matches('\n').count() + 1;
         let column = source[line_start..start].chars().count() + 1;
-        let text = source[line_start..line_end]
-            .trim_end_matches('\r')
-            .to_string();
+        let text = source[line_start..line_end].trim_end_matches('\r');
         let end = floor_char_boundary(source, span.end.clamp(start, line_end));
         let width = source[start..end].chars().count().max(1);
-        let caret = format!("{}{}", " ".repeat(column - 1), "^".repeat(width));
+        let (text, caret) = snippet(text, column - 1, width);
         Located {
             line: Some(line_number),
             column: Some(column),
@@ -77,6 +75,37 @@ impl Located {
             snippet: Some((text, caret)),
         }
     }
+}
+
+/// The most characters of a source line shown: a longer line (a 60 KB
+/// matrix value on one line) is shown as a window around the span, its
+/// cut ends marked `…`.
+const SNIPPET_CHARS: usize = 120;
+
+/// The line as shown, and the caret line under the span (`before`: the
+/// characters before it, `width`: its own).
+fn snippet(line: &str, before: usize, width: usize) -> (String, String) {
+    let chars: Vec<char> = line.chars().collect();
+    if chars.len() <= SNIPPET_CHARS {
+        return (
+            line.to_string(),
+            format!("{}{}", " ".repeat(before), "^".repeat(width)),
+        );
+    }
+    // A little of what leads up to the span, then as much of it as fits.
+    let from = before.saturating_sub(SNIPPET_CHARS / 4);
+    let to = (from + SNIPPET_CHARS).min(chars.len());
+    let mut text: String = chars[from..to].iter().collect();
+    let mut lead = before - from;
+    if from > 0 {
+        text.insert(0, '…');
+        lead += 1;
+    }
+    if to < chars.len() {
+        text.push('…');
+    }
+    let shown = width.min(to.saturating_sub(before)).max(1);
+    (text, format!("{}{}", " ".repeat(lead), "^".repeat(shown)))
 }
 
 fn floor_char_boundary(text: &str, mut index: usize) -> usize {
@@ -230,6 +259,34 @@ mod tests {
             .to_string();
         assert!(shown.starts_with("s.toml:2:4: bad"), "{shown}");
         assert!(shown.contains("2 | bé = \"x\"\n  |    ^"), "{shown}");
+    }
+
+    /// A line of 60 KB (one matrix value) is shown as a window around the
+    /// span, the caret under it, never whole.
+    #[test]
+    fn a_long_line_is_shown_around_its_span() {
+        let value = "x".repeat(60_000);
+        let source = format!("matrix = {{ v = [\"{value}\"] }}\n");
+        let start = source.find("[\"").expect("the value");
+        let located = Located::resolve(&source, Diagnostic::new(Some(start..start + 1), "big"));
+        assert_eq!(located.column, Some(start + 1));
+        let shown = located
+            .display_with(std::path::Path::new("s.toml"))
+            .to_string();
+        assert!(shown.len() < 600, "{} characters", shown.len());
+        let lines: Vec<&str> = shown.lines().collect();
+        let (text, caret) = (lines[2], lines[3]);
+        assert!(text.contains("matrix = { v = [\"xxx") && text.ends_with('…'), "{text}");
+        // The caret is under the `[`.
+        let at = caret.find('^').expect("a caret");
+        assert_eq!(text.chars().nth(at), Some('['), "{shown}");
+        // A span far into the line: a window with both ends cut.
+        let far = start + 30_000;
+        let located = Located::resolve(&source, Diagnostic::new(Some(far..far + 5), "far"));
+        let shown = located.display_with(std::path::Path::new("s.toml")).to_string();
+        let lines: Vec<&str> = shown.lines().collect();
+        assert!(lines[2].contains("| …x") && lines[2].ends_with('…'), "{shown}");
+        assert!(lines[3].ends_with("^^^^^"), "{shown}");
     }
 
     #[test]

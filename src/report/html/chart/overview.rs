@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use super::labels::text_width_at;
 use super::{BASELINE_COLOUR, HOST_COLOUR, RED, gpu_matters, limit};
-use crate::baseline::Outcome;
+use crate::baseline::{Figure, Outcome};
 use crate::report::html::escape;
 use crate::results::{CaseResult, CaseStatus, CheckKind};
 use crate::units::Bytes;
@@ -31,7 +31,8 @@ const BAR_HEIGHT: f64 = 14.0;
 #[derive(Debug, Clone, PartialEq)]
 pub(in crate::report::html) struct Row {
     pub(in crate::report::html) id: String,
-    /// `GPU` or `host`.
+    /// `GPU`, `host`, `working` or `allocated`: the compared figure that
+    /// failed the gate, else the case's main one.
     pub(in crate::report::html) figure: &'static str,
     pub(in crate::report::html) peak: Option<u64>,
     pub(in crate::report::html) baseline: Option<u64>,
@@ -43,35 +44,44 @@ pub(in crate::report::html) struct Row {
 
 impl Row {
     pub(in crate::report::html) fn of(case: &CaseResult) -> Self {
-        let gpu = gpu_matters(case);
-        let comparison = case
-            .baseline
-            .as_ref()
-            .map(|b| if gpu { &b.gpu } else { &b.host });
+        let comparison = crate::report::shown_figure(case);
+        let figure = comparison.map_or(
+            if gpu_matters(case) {
+                Figure::Gpu
+            } else {
+                Figure::Host
+            },
+            |c| c.figure,
+        );
         let regressed = case
             .baseline
             .as_ref()
             .is_some_and(|b| b.figures().iter().any(|f| f.outcome == Outcome::Regressed));
+        // The figure's own value: the one its delta is computed from.
+        let peak = match figure {
+            Figure::Gpu => case.gpu_peak_bytes,
+            Figure::Host => case.host.peak_bytes,
+            Figure::Working | Figure::Allocated => comparison.and_then(|c| c.new_bytes),
+        };
         Row {
             id: case.id.clone(),
-            figure: if gpu { "GPU" } else { "host" },
-            peak: if gpu {
-                case.gpu_peak_bytes
-            } else {
-                case.host.peak_bytes
+            figure: match figure {
+                Figure::Gpu => "GPU",
+                Figure::Host => "host",
+                Figure::Working => "working",
+                Figure::Allocated => "allocated",
             },
+            peak,
             baseline: comparison.and_then(|c| c.baseline_bytes),
             delta: comparison
                 .filter(|c| !matches!(c.outcome, Outcome::Skipped | Outcome::NoBaseline))
                 .and_then(|c| c.delta_ratio),
-            budget: limit(
-                case,
-                if gpu {
-                    CheckKind::GpuBudget
-                } else {
-                    CheckKind::HostBudget
-                },
-            ),
+            // A budget bounds the GPU or host peak, not the others.
+            budget: match figure {
+                Figure::Gpu => limit(case, CheckKind::GpuBudget),
+                Figure::Host => limit(case, CheckKind::HostBudget),
+                Figure::Working | Figure::Allocated => None,
+            },
             bad: case.status != CaseStatus::Passed || regressed,
         }
     }
