@@ -92,10 +92,13 @@ pub enum FailureType {
     Regression,
     Baseline,
     EnvironmentDrift,
+    /// A merged part ran another definition of the case than the suite's
+    /// (`oomgate merge --suite`), one its figures cannot be judged under.
+    OtherDefinition,
 }
 
 impl FailureType {
-    pub const ALL: [FailureType; 20] = [
+    pub const ALL: [FailureType; 21] = [
         FailureType::Interrupted,
         FailureType::ForeignProcesses,
         FailureType::LaunchError,
@@ -116,6 +119,7 @@ impl FailureType {
         FailureType::Regression,
         FailureType::Baseline,
         FailureType::EnvironmentDrift,
+        FailureType::OtherDefinition,
     ];
 
     /// The word results.json writes.
@@ -141,6 +145,7 @@ impl FailureType {
             FailureType::Regression => "regression",
             FailureType::Baseline => "baseline",
             FailureType::EnvironmentDrift => "environment-drift",
+            FailureType::OtherDefinition => "other-definition",
         }
     }
 }

@@ -690,3 +690,55 @@ fn which_python3() -> std::path::PathBuf {
         .find(|path| path.is_file())
         .expect("python3 on PATH")
 }
+
+/// Two `oomgate lock --from` into one lock at the same moment (an H100
+/// job's results and an A100 job's): the second waits for the first
+/// (`.suite.lock.held`), then reads its entries back in, so both testbeds are
+/// in the lock every time, and both exit 0.
+#[test]
+fn two_locks_into_one_file_at_once_keep_both_testbeds() {
+    let project = project(1000, "");
+    let config = project.path().join("fake-nvml.conf");
+    let h100 = std::fs::read_to_string(&config).expect("config");
+    let results = project.out().join("results.json");
+    project.run(&[]).assert_code(0);
+    let from_h100 = project.path().join("h100.json");
+    std::fs::copy(&results, &from_h100).expect("keep the H100's results");
+    std::fs::write(&config, h100.replace("Fake H100 80GB", "Fake A100 80GB")).expect("A100s");
+    project.run(&[]).assert_code(0);
+    let from_a100 = project.path().join("a100.json");
+    std::fs::copy(&results, &from_a100).expect("keep the A100's results");
+
+    let lock_from = |from: &std::path::Path| {
+        project
+            .oomgate()
+            .arg("lock")
+            .arg(project.suite())
+            .arg("--from")
+            .arg(from)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start oomgate lock")
+    };
+    for attempt in 0..10 {
+        let _ = std::fs::remove_file(project.lock_path());
+        let both = [lock_from(&from_h100), lock_from(&from_a100)];
+        for child in both {
+            let output = child.wait_with_output().expect("wait for oomgate lock");
+            assert!(
+                output.status.success(),
+                "attempt {attempt}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+        assert!(
+            lock.contains("[testbeds.\"Fake A100 80GB ×2\".cases.c]")
+                && lock.contains("[testbeds.\"Fake H100 80GB ×2\".cases.c]"),
+            "attempt {attempt}: both testbeds in one file: {lock}"
+        );
+    }
+    // The file held beside the lock is oomgate's, and stays.
+    assert!(project.path().join(".suite.lock.held").is_file());
+}

@@ -616,3 +616,102 @@ fn a_merged_run_locks_unless_its_parts_figures_are_not_comparable() {
         .lock_from(&merged.out.join("results.json"))
         .assert_code(0);
 }
+
+/// A shard that ran another definition of a case than `--suite`'s is
+/// never passed under the old one: a budget tightened since is judged
+/// again from the shard's figures (and fails as the suite alone would);
+/// a command changed since, or a definition the results do not record,
+/// fails the case as `other-definition`, naming what differs.
+#[test]
+fn a_part_is_judged_by_the_suites_definition_not_the_one_it_ran() {
+    let defined = |budget: &str, mib: &str| {
+        format!(
+            "[suite]\nname = \"d\"\nsample_interval = \"20ms\"\n\n\
+             [[case]]\nname = \"a\"\ncommand = [\"python3\", {}, \"--mib\", \"{mib}\", \"--hold\", \"200ms\"]\nbudget = {{ host = \"{budget}\" }}\n\n\
+             [[case]]\nname = \"b\"\ncommand = [\"true\"]\n",
+            toml_str(&workload("alloc.py"))
+        )
+    };
+    let project = Project::new(&defined("1 GiB", "48"));
+    project.shard("1", &[]).assert_code(0);
+    let write = |name: &str, text: String| {
+        std::fs::write(project.path().join(name), text).expect("write a suite")
+    };
+    write("v2.toml", defined("16 MiB", "48"));
+    write("v3.toml", defined("1 GiB", "40"));
+    let case = |run: &Run, id: &str| {
+        let results = run.results();
+        results["cases"]
+            .as_array()
+            .and_then(|cases| cases.iter().find(|c| c["id"] == id).cloned())
+            .unwrap_or_else(|| panic!("no case {id}: {results:#}"))
+    };
+
+    // The same definition merges as it ran.
+    let same = project.merge(&["shards/1"], &["--suite", "suite.toml"]);
+    same.assert_code(0);
+    assert!(!same.stderr.contains("definition"), "{}", same.stderr);
+
+    // A budget tightened since: judged again, it fails as v2 alone does.
+    let tightened = project.merge(&["shards/1"], &["--suite", "v2.toml"]);
+    tightened.assert_code(1);
+    let judged = case(&tightened, "a");
+    assert_eq!(judged["status"], "failed", "{judged:#}");
+    assert_eq!(judged["failure_kind"], "budget", "{judged:#}");
+    let message = judged["message"].as_str().unwrap_or_default();
+    assert!(message.contains("budget 16.0 MiB"), "{message}");
+    assert_eq!(case(&tightened, "b")["status"], "passed");
+    assert!(
+        tightened.stderr.contains(
+            "case `a` of part shards/1 ran under other limits than v2.toml (its budget.host differs): judged again under the suite's, it fails"
+        ),
+        "{}",
+        tightened.stderr
+    );
+    let alone = project
+        .oomgate()
+        .arg("run")
+        .arg(project.path().join("v2.toml"))
+        .arg("--out")
+        .arg(project.path().join("v2-alone"))
+        .output()
+        .expect("run v2");
+    let alone = Run::from(alone, project.path().join("v2-alone"));
+    alone.assert_code(1);
+    assert_eq!(case(&alone, "a")["failure_kind"], "budget");
+
+    // A command changed since: another definition, not passed.
+    let changed = project.merge(&["shards/1"], &["--suite", "v3.toml"]);
+    changed.assert_code(1);
+    let other = case(&changed, "a");
+    assert_eq!(other["status"], "failed", "{other:#}");
+    assert_eq!(other["failure_kind"], "other-definition", "{other:#}");
+    let message = other["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "ran another definition of the case than v3.toml: its command differs; run it again with this suite"
+        ),
+        "{message}"
+    );
+    assert_eq!(case(&changed, "b")["status"], "passed");
+
+    // Results that record no definition are not passed either.
+    let part = project.path().join("shards/1/results.json");
+    let mut results = read_json(&part);
+    for case in results["cases"].as_array_mut().into_iter().flatten() {
+        if let Some(fields) = case.as_object_mut() {
+            fields.remove("definition");
+        }
+    }
+    std::fs::write(&part, results.to_string()).expect("write");
+    let unrecorded = project.merge(&["shards/1"], &["--suite", "suite.toml"]);
+    unrecorded.assert_code(1);
+    let message = case(&unrecorded, "b")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("its results record no definition"),
+        "{message}"
+    );
+}

@@ -284,6 +284,87 @@ fn one_line(message: &str) -> String {
         .join(" ")
 }
 
+/// How long `oomgate lock` waits for another oomgate writing the same
+/// lock before it gives up.
+pub const HOLD_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The file beside a lock whose `flock` an `oomgate lock` holds for its
+/// read-modify-write of the lock: `.suite.lock.held` for `suite.lock`. The
+/// lock itself cannot carry it, since it is replaced by a rename. Beside
+/// the lock's real file when the lock is a link, so two oomgates naming it
+/// two ways hold one.
+pub fn held_path(path: &Path) -> PathBuf {
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let parent = parent.unwrap_or(Path::new("."));
+        let parent = std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf());
+        parent.join(path.file_name().unwrap_or_default())
+    });
+    let name = real.file_name().unwrap_or_default().to_string_lossy();
+    real.with_file_name(format!(".{name}.held"))
+}
+
+/// A lock held for writing by this process: an exclusive `flock` on
+/// [`held_path`], released when dropped or when the process ends, however
+/// it ends. The file is created if missing and never deleted (deleting it
+/// while another waits on it would let a third hold a new one at once).
+#[derive(Debug)]
+pub struct Held {
+    _file: std::fs::File,
+}
+
+/// Hold the lock at `path` for a read-modify-write: wait, up to `wait`,
+/// while another oomgate holds it.
+pub fn hold(path: &Path, wait: std::time::Duration) -> Result<Held, LockError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let held = held_path(path);
+    let fail = |source: std::io::Error| LockError::Write {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(
+            source.kind(),
+            format!("cannot hold {}: {source}", held.display()),
+        ),
+    };
+    // Close-on-exec (std's default): no process oomgate starts holds it.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&held)
+        .map_err(fail)?;
+    if !file.metadata().map_err(fail)?.is_file() {
+        return Err(fail(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        // SAFETY: flock takes a descriptor this process owns for the call.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(Held { _file: file });
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::WouldBlock {
+            return Err(fail(error));
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(fail(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                format!(
+                    "another oomgate has been writing this lock for over {} s",
+                    wait.as_secs()
+                ),
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// Write a lock atomically.
 pub fn write(path: &Path, lock: &Lock) -> Result<(), LockError> {
     let fail = |source| LockError::Write {

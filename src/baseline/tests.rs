@@ -678,3 +678,37 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_lock_is_held_by_one_writer_at_a_time_beside_its_real_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lock = dir.path().join("suite.lock");
+    let first = hold(&lock, std::time::Duration::ZERO).expect("the first holds it");
+    let second = hold(&lock, std::time::Duration::from_millis(30));
+    let why = second
+        .expect_err("the second waits, then gives up")
+        .to_string();
+    assert!(
+        why.contains(".suite.lock.held") && why.contains("another oomgate"),
+        "{why}"
+    );
+    drop(first);
+    let again = hold(&lock, std::time::Duration::ZERO).expect("free once dropped");
+    // A lock named through a link is held beside the file it points to.
+    std::fs::write(&lock, "").expect("write");
+    let link = dir.path().join("link.lock");
+    std::os::unix::fs::symlink(&lock, &link).expect("link");
+    assert_eq!(held_path(&link), held_path(&lock));
+    assert!(hold(&link, std::time::Duration::ZERO).is_err());
+    drop(again);
+    // A link planted as the held file is never followed.
+    let planted = tempfile::tempdir().expect("tempdir");
+    let other = planted.path().join("x.lock");
+    std::os::unix::fs::symlink(
+        dir.path().join("elsewhere"),
+        planted.path().join(".x.lock.held"),
+    )
+    .expect("plant");
+    assert!(hold(&other, std::time::Duration::ZERO).is_err());
+    assert!(!dir.path().join("elsewhere").exists());
+}

@@ -73,6 +73,16 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
     for (part, place) in parts.iter_mut().zip(&located) {
         take_tails(part, place, &mut notes);
     }
+    // A part that ran another definition of a case than the suite's is
+    // judged under the suite's, or not passed.
+    if let Some(suite) = &suite {
+        notes.extend(crate::results::merge::hold_to_definitions(
+            &mut parts,
+            &suite.cases,
+            &suite.workdir,
+            &suite.path,
+        ));
+    }
     let mut results = crate::results::merge::merge(parts, suite_cases)
         .map_err(|e| CliError::BadInput(e.to_string()))?;
 

@@ -124,11 +124,9 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     refuse_overwriting(&[("the lock", &output)], &inputs)?;
     // An existing lock that cannot be read is never overwritten: it may be
     // a newer oomgate's, or damage worth a look. Checked before any run.
-    let previous = if output.exists() {
-        Some(baseline::read(&output)?)
-    } else {
-        None
-    };
+    if output.exists() {
+        baseline::read(&output)?;
+    }
     let mut accepted = Vec::new();
     // Held from the run to the lock file, when the lock comes of a run.
     let mut _claim = None;
@@ -225,6 +223,16 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     let fresh: std::collections::HashSet<String> =
         lock.entries().map(|(_, id, _)| id.to_string()).collect();
     let testbeds: Vec<String> = lock.testbeds.keys().cloned().collect();
+    // Held from reading the lock to replacing it: another `oomgate lock`
+    // into the same file at once (another testbed's results) waits, then
+    // reads this one's entries back in, rather than renaming its own copy
+    // of the old lock over them.
+    let _held = baseline::hold(&output, baseline::HOLD_WAIT)?;
+    let previous = if output.exists() {
+        Some(baseline::read(&output)?)
+    } else {
+        None
+    };
     if let Some(previous) = previous {
         lock = previous.relock(lock);
     }

@@ -144,6 +144,68 @@ pub fn judge_case(finished: Finished<'_>, baseline: &Baseline<'_>) -> Judgement 
     }
 }
 
+/// A case's result judged again under `case`'s own budgets (host, GPU,
+/// headroom, GPU left; not a rank's, which needs each tick's figures) and
+/// probe limits, from the figures it recorded: for a part that ran the
+/// case under other limits (`oomgate merge --suite`). Only a run that
+/// passed is judged again — one that failed may have been stopped at its
+/// old budget, and its figures say nothing of the rest of its run. The
+/// checks of those limits are replaced; the others stay as judged.
+pub fn judge_limits_again(case: &Case, result: &mut CaseResult) -> Verdict {
+    use crate::measure::HostFigures;
+    use crate::measure::gpu::GpuFigures;
+    let host = &result.host;
+    let host = HostFigures {
+        method: host.method,
+        peak_bytes: host.peak_bytes,
+        peak_at_ms: host.peak_at_s.map(|s| (s * 1000.0) as u64),
+        peak_source: host.peak_source,
+        floors: host.floors,
+        working_peak_bytes: host.working_peak_bytes,
+        charged_peak_bytes: host.charged_peak_bytes,
+        charged_peak_source: None,
+        oom_kills: host.oom_kills,
+        pss_sweeps: 0,
+        note: host.note.clone(),
+        ranks: BTreeMap::new(),
+    };
+    let gpu = result.gpu_peak_method.map(|method| GpuFigures {
+        peak_bytes: result.gpu_peak_bytes,
+        method,
+        devices: result.gpu_devices.clone(),
+        left_bytes: result.gpu_left_bytes,
+        ranks: Default::default(),
+    });
+    let budget = crate::suite::Budget {
+        gpu_rank: None,
+        ..case.budget
+    };
+    let mut checks = limits::budget_checks(&budget, &host, gpu.as_ref());
+    checks.extend(limits::limit_checks(case, result.probe.as_ref()));
+    checks.extend(result.checks.drain(..).filter(|check| {
+        !matches!(
+            check.kind,
+            CheckKind::HostBudget
+                | CheckKind::GpuBudget
+                | CheckKind::GpuLeft
+                | CheckKind::GpuHeadroom { .. }
+                | CheckKind::Limit(_)
+        )
+    }));
+    result.checks = checks;
+    let observed = Observed {
+        stop: None,
+        exits: Vec::new(),
+        host_peak: result.host.peak_bytes.map(crate::units::Bytes),
+        serving: result.server.is_some(),
+        gpu_lost: None,
+    };
+    let verdict = decide(&observed, &result.checks);
+    result.status = verdict.status;
+    result.failure_kind = failure_kind(result, None);
+    verdict
+}
+
 /// The tolerances a case is judged with, recorded with its result.
 pub fn tolerances(case: &Case) -> CaseTolerances {
     CaseTolerances {

@@ -29,6 +29,8 @@ use super::{
 use crate::baseline::Drift;
 use crate::environment::Environment;
 
+pub mod definition;
+
 /// One part of a merged run: a shard's results, where they were read and
 /// how that shard ran. Shards may run on different machines, so each keeps
 /// its own environment and measurement.
@@ -156,6 +158,93 @@ pub struct SuiteCases<'a> {
     pub name: &'a str,
     pub path: &'a Path,
     pub ids: &'a [&'a str],
+}
+
+/// Each part's cases held to the suite's definitions of them (`cases`,
+/// `workdir` the suite's; `suite` names it in words), before the parts are
+/// merged: a merge never passes a case its part ran under another
+/// definition. Where only limits a part's figures can be judged under
+/// differ ([`definition::JUDGED_AGAIN`]: budgets, probe limits), a case
+/// that passed is judged again under the suite's (`judge::judge_limits_again`);
+/// one that did not pass stays as it ran, since its run may have been
+/// stopped at its old limit. Any other difference — what runs, the
+/// tolerances, a definition its results do not record — fails the case as
+/// `other-definition`, naming what differs. A case the suite does not
+/// define (a `[[pytest]]` test, collected on the runners) is not held.
+/// Returns one note per case held, for the merge to say.
+pub fn hold_to_definitions(
+    parts: &mut [Part],
+    cases: &[crate::suite::Case],
+    workdir: &Path,
+    suite: &Path,
+) -> Vec<String> {
+    let defined: HashMap<&str, &crate::suite::Case> =
+        cases.iter().map(|c| (c.id.as_str(), c)).collect();
+    let mut notes = Vec::new();
+    for part in parts {
+        let name = part_name(&part.dir, part.partition.as_ref());
+        for result in &mut part.results.cases {
+            if result.status == CaseStatus::Running {
+                continue;
+            }
+            let Some(case) = defined.get(result.id.as_str()) else {
+                continue;
+            };
+            let now = definition::of(case, workdir);
+            let differ = definition::differences(&result.definition, &now);
+            if differ.is_empty() {
+                continue;
+            }
+            let what = if result.definition.is_empty() {
+                "its results record no definition (written by another oomgate?)".to_string()
+            } else {
+                let verb = if differ.len() == 1 {
+                    "differs"
+                } else {
+                    "differ"
+                };
+                format!("its {} {verb}", differ.join(", "))
+            };
+            let judged_again = !result.definition.is_empty()
+                && differ
+                    .iter()
+                    .all(|d| definition::JUDGED_AGAIN.contains(&d.as_str()));
+            if judged_again && result.status == CaseStatus::Passed {
+                let verdict = crate::judge::judge_limits_again(case, result);
+                crate::report::words::word_case(result, &verdict, None);
+                notes.push(format!(
+                    "case `{}` of part {name} ran under other limits than {} ({what}): judged again under the suite's, it {}",
+                    result.id,
+                    suite.display(),
+                    match result.status {
+                        CaseStatus::Passed => "passes",
+                        _ => "fails",
+                    }
+                ));
+            } else if judged_again {
+                notes.push(format!(
+                    "case `{}` of part {name} ran under other limits than {} ({what}): not judged again, since its run did not pass under its own",
+                    result.id,
+                    suite.display()
+                ));
+            } else {
+                let message = format!(
+                    "ran another definition of the case than {}: {what}; run it again with this suite",
+                    suite.display()
+                );
+                notes.push(format!("case `{}` of part {name} {message}", result.id));
+                if result.status != CaseStatus::Interrupted {
+                    result.status = CaseStatus::Failed;
+                    result.failure_kind = Some(crate::vocabulary::FailureType::OtherDefinition);
+                }
+                result.message = Some(match result.message.take() {
+                    Some(before) => format!("{message} (as it ran: {before})"),
+                    None => message,
+                });
+            }
+        }
+    }
+    notes
 }
 
 /// Why parts cannot be merged. Each names the parts (as given) it is about.

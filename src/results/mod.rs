@@ -383,6 +383,12 @@ pub struct CaseResult {
     /// diff` of these results judges as the run did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance: Option<CaseTolerances>,
+    /// The case's definition as it ran, one short hash per part of it
+    /// (`command`, `env`, `budget.host`, `tolerance`, ...; see
+    /// `results::merge::definition`): what `oomgate merge --suite` holds
+    /// against the suite's own definition of the case.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub definition: BTreeMap<String, String>,
     /// The comparison with the baseline, when there is one.
     pub baseline: Option<CaseComparison>,
     /// For a case that failed on its own: the kind, the figures of its
@@ -482,6 +488,7 @@ impl CaseResult {
             env: IndexMap::new(),
             allocator_env: BTreeMap::new(),
             tolerance: None,
+            definition: BTreeMap::new(),
             baseline: None,
             diagnosis: None,
             probe: None,

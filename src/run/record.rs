@@ -277,6 +277,8 @@ impl CaseRunner<'_, '_> {
             env: recorded.env,
             allocator_env: allocator_env(case),
             tolerance: None,
+            // The case's, not a probe's: set once the case is judged.
+            definition: BTreeMap::new(),
             baseline: None,
             repeats: Vec::new(),
             checks,

@@ -407,6 +407,15 @@ pub const RESERVED_ENV: [&str; 7] = [
 pub const MAX_CASES: usize = 10_000;
 /// The largest suite file oomgate reads (1 MiB).
 pub const MAX_SUITE_BYTES: u64 = 1024 * 1024;
+/// The most text one case may expand to (1 MiB): its id, command, env,
+/// cwd and server with its matrix values in, and those values. Linux
+/// takes at most 2 MiB of arguments and environment, 128 KiB an argument.
+/// Counted before anything is expanded.
+pub const MAX_CASE_BYTES: u64 = 1024 * 1024;
+/// The most text a suite's cases may expand to together (64 MiB): each
+/// case's as above, and its command and env as written, which it keeps;
+/// 10,000 cases of 3 KB each fit. Counted before anything is expanded.
+pub const MAX_PLAN_BYTES: u64 = 64 * 1024 * 1024;
 
 pub fn load(path: &Path) -> Result<Suite, SuiteError> {
     let read_error = |source| SuiteError::Read {

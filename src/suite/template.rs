@@ -70,6 +70,25 @@ pub fn placeholders(template: &str) -> Vec<&str> {
         .collect()
 }
 
+/// A template's size before substitution: the bytes it puts in whatever
+/// the params (its text, `{{` as one brace), and the placeholders it
+/// fills, in order, a name as often as it is used. What [`substitute`]
+/// gives is the first plus each placeholder's value (a placeholder
+/// without a param stays as written, `{name}`), so an expansion's size is
+/// known before anything is expanded.
+pub fn sized(template: &str) -> (usize, Vec<&str>) {
+    let mut fixed = 0;
+    let mut names = Vec::new();
+    for piece in pieces(template) {
+        match piece {
+            Piece::Text(text) => fixed += text.len(),
+            Piece::Brace(_) => fixed += 1,
+            Piece::Param(name) => names.push(name),
+        }
+    }
+    (fixed, names)
+}
+
 /// Substitute params into a template whose placeholders were checked.
 /// A placeholder without a param is left as written (it cannot happen after
 /// `placeholders` was checked, and inventing a value would be worse).

@@ -482,6 +482,53 @@ fn matrices_are_counted_before_they_expand() {
     assert!(message.contains("with its other cases"), "{message}");
 }
 
+/// Regression: a 63 KB suite whose one 60 KB matrix value stood 1000
+/// times in one argument took 2.8 s and 244 MB to check for one case, and
+/// was killed for memory at 100; what a case and the suite's cases expand
+/// to is now measured before anything expands.
+#[test]
+fn a_suite_cannot_amplify_itself() {
+    // One value of `len` bytes, 1000 times in one argument, in `rows` cases.
+    let amplified = |len: usize, rows: usize| {
+        let indexes: Vec<String> = (0..rows).map(|i| i.to_string()).collect();
+        format!(
+            "[suite]\nname = \"s\"\n[[case]]\nname = \"a{{i}}\"\ncommand = [\"echo\", \"{}\"]\nmatrix = {{ v = [\"{}\"], i = [{}] }}\n",
+            "{v}".repeat(1000),
+            "x".repeat(len),
+            indexes.join(", ")
+        )
+    };
+    let started = std::time::Instant::now();
+    let (message, at) = parse_err(&amplified(60_000, 1));
+    assert!(started.elapsed() < std::time::Duration::from_millis(500));
+    let first = message.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("a case of `a{i}` expands to 57.3 MiB of text (command argument 1 alone up to 57.2 MiB), more than the 1.00 MiB a case may take"),
+        "{first}"
+    );
+    assert_eq!(at, Some((6, 10)), "located at the matrix");
+    // Each case within its bound, the suite's cases together not: a value
+    // of 600 bytes 1000 times is 600 KB a case, 6 MB for 10 cases and
+    // 300 MB for 500.
+    assert_eq!(parse_ok(&amplified(600, 10)).cases.len(), 10);
+    let (message, _) = parse_err(&amplified(600, 500));
+    let first = message.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("the 500 case(s) of `a{i}` expand to")
+            && first.contains("more than the 64.0 MiB a suite's cases may take together"),
+        "{first}"
+    );
+    // Every case of the suite counts towards the plan's bound: see
+    // `validate::size::tests`.
+    // An ordinary large suite stays: 10,000 cases with a 2 KB env each.
+    let large = format!(
+        "[suite]\nname = \"s\"\n[defaults]\nenv = {{ PYTHONPATH = \"{}\" }}\n[[case]]\nname = \"a{{i}}-{{j}}\"\ncommand = [\"python3\", \"train.py\", \"--i\", \"{{i}}\", \"--j\", \"{{j}}\"]\nmatrix = {{ i = [RANGE], j = [RANGE] }}\n",
+        "/opt/lib:".repeat(220)
+    )
+    .replace("RANGE", &(0..100).map(|n| n.to_string()).collect::<Vec<_>>().join(", "));
+    assert_eq!(parse_ok(&large).cases.len(), 10_000);
+}
+
 #[test]
 fn every_unknown_key_is_reported_at_once_with_the_other_problems() {
     let source = "[suite]\nname = \"t\"\nsmaple_interval = \"50ms\"\n\n[defaults]\ntimout = \"1m\"\n\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\nbudgt = { host = \"1 GiB\" }\nbudget = { hots = \"1 GiB\" }\n\n[[case]]\nname = \"b\"\ncommand = [\"true\"]\nconcurrency = 0\n";

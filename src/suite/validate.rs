@@ -15,6 +15,7 @@ mod matrix;
 mod placeholders;
 mod pytest;
 mod rows;
+mod size;
 
 pub(super) use markers::apply_markers;
 
@@ -143,6 +144,7 @@ pub(super) fn validate(
     let mut cases = Vec::new();
     let mut id_spans = Vec::new();
     let mut room = MAX_CASES;
+    let mut bytes_room = super::MAX_PLAN_BYTES;
     let mut seen_ids: HashSet<String> = HashSet::new();
     let mut seen_folders: HashMap<String, String> = HashMap::new();
     for raw_case in &raw.cases {
@@ -154,6 +156,7 @@ pub(super) fn validate(
             suite_tolerance,
             &workdir,
             &mut room,
+            &mut bytes_room,
         ) {
             let name_span = raw_case.name.span();
             // An id is written into every report (a JUnit name, a Markdown
@@ -324,6 +327,7 @@ fn expand_case(
     suite_tolerance: Tolerances,
     workdir: &Path,
     room: &mut usize,
+    bytes_room: &mut u64,
 ) -> Vec<Case> {
     let before = check.problems.len();
     let case = CaseInput {
@@ -335,6 +339,10 @@ fn expand_case(
     let Some(matrix) = matrix::checked_matrix(check, raw, room) else {
         return Vec::new();
     };
+    // Measured before anything is expanded, as the matrix was counted.
+    if !size::checked_size(check, &case, &matrix, bytes_room) {
+        return Vec::new();
+    }
     let search = raw
         .search
         .as_ref()

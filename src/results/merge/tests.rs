@@ -370,3 +370,95 @@ fn recorded_partitions_say_which_shards_are_missing_or_mixed() {
     // Without partitions, nothing is known.
     assert!(partition_notes(&[info("a", None), info("b", None)]).is_empty());
 }
+
+/// A suite of one case `a`, as loaded from `folder`.
+fn defined(folder: &str, text: &str) -> crate::suite::Suite {
+    let source = format!("[suite]\nname = \"s\"\n\n[[case]]\nname = \"a\"\n{text}");
+    crate::suite::parse(&source, Path::new("suite.toml"), Path::new(folder))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_definition_is_the_same_in_any_checkout_and_names_what_differs() {
+    let of = |folder: &str, text: &str| {
+        let suite = defined(folder, text);
+        definition::of(&suite.cases[0], &suite.workdir)
+    };
+    let base = "command = [\"./train.sh\", \"--x\", \"1\"]\ncwd = \"work\"\n";
+    // Two runners' checkouts in other folders agree.
+    assert_eq!(of("/home/runner/repo", base), of("/builds/repo", base));
+    let tightened = format!("{base}budget = {{ host = \"16 MiB\" }}\n");
+    assert_eq!(
+        definition::differences(&of("/r", base), &of("/r", &tightened)),
+        ["budget.host"]
+    );
+    let moved = "command = [\"./train.sh\", \"--x\", \"2\"]\ncwd = \"other\"\n";
+    assert_eq!(
+        definition::differences(&of("/r", base), &of("/r", moved)),
+        ["command", "cwd"]
+    );
+    // A secret's value is hashed in its recorded form only.
+    let secret = |token: &str| of("/r", &format!("{base}env = {{ HF_TOKEN = \"{token}\" }}\n"));
+    assert_ne!(
+        secret("hf_aaaaaaaaaaaaaaaaaaaa"),
+        secret("hf_bbbbbbbbbbbbbbbbbbbb")
+    );
+}
+
+#[test]
+fn a_passed_case_is_judged_again_under_tighter_limits_and_another_command_fails() {
+    let v1 = defined(
+        "/r",
+        "command = [\"true\"]\nbudget = { host = \"1 GiB\" }\n",
+    );
+    let v2 = defined(
+        "/r",
+        "command = [\"true\"]\nbudget = { host = \"16 MiB\" }\n",
+    );
+    let v3 = defined(
+        "/r",
+        "command = [\"false\"]\nbudget = { host = \"1 GiB\" }\n",
+    );
+    let ran = |status: CaseStatus| {
+        let mut part = part("shards/1", 1, &["a"]);
+        let case = &mut part.results.cases[0];
+        case.status = status;
+        case.host.peak_bytes = Some(48 << 20);
+        case.definition = definition::of(&v1.cases[0], &v1.workdir);
+        part
+    };
+    let held = |suite: &crate::suite::Suite, status: CaseStatus| {
+        let mut parts = vec![ran(status)];
+        let notes = hold_to_definitions(&mut parts, &suite.cases, &suite.workdir, &suite.path);
+        (parts.remove(0).results.cases.remove(0), notes)
+    };
+    let (same, notes) = held(&v1, CaseStatus::Passed);
+    assert_eq!((same.status, notes.len()), (CaseStatus::Passed, 0));
+
+    let (tightened, notes) = held(&v2, CaseStatus::Passed);
+    assert_eq!(tightened.status, CaseStatus::Failed);
+    assert_eq!(
+        tightened.failure_kind,
+        Some(crate::vocabulary::FailureType::Budget)
+    );
+    assert!(notes[0].contains("judged again"), "{notes:?}");
+    // A run that failed under its own limits is not judged again.
+    let (failed, _) = held(&v2, CaseStatus::Failed);
+    assert_eq!(failed.status, CaseStatus::Failed);
+
+    let (other, _) = held(&v3, CaseStatus::Passed);
+    assert_eq!(other.status, CaseStatus::Failed);
+    assert_eq!(
+        other.failure_kind,
+        Some(crate::vocabulary::FailureType::OtherDefinition)
+    );
+    assert!(
+        other
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("its command differs"),
+        "{:?}",
+        other.message
+    );
+}
