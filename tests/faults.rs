@@ -10,51 +10,6 @@ use std::process::Stdio;
 
 use common::*;
 
-/// A tmpfs of `size` mounted on `dir` for the test's life, or why none
-/// can be (not root, no mount permission in a container).
-struct SmallDisk {
-    dir: PathBuf,
-}
-
-impl SmallDisk {
-    fn mount(dir: &Path, size: &str) -> Result<Self, String> {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        let target = CString::new(dir.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
-        let options = CString::new(format!("size={size}")).map_err(|e| e.to_string())?;
-        // SAFETY: every argument is a NUL-terminated string that outlives
-        // the call.
-        let rc = unsafe {
-            libc::mount(
-                c"tmpfs".as_ptr(),
-                target.as_ptr(),
-                c"tmpfs".as_ptr(),
-                0,
-                options.as_ptr().cast(),
-            )
-        };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error().to_string());
-        }
-        Ok(SmallDisk {
-            dir: dir.to_path_buf(),
-        })
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        use std::os::unix::ffi::OsStrExt;
-        if let Ok(target) = std::ffi::CString::new(self.dir.as_os_str().as_bytes()) {
-            // SAFETY: a NUL-terminated path; a lazy unmount never blocks.
-            unsafe {
-                libc::umount2(target.as_ptr(), libc::MNT_DETACH);
-            }
-        }
-    }
-}
-
 /// Regression: on a full disk the first case's output was lost, the cases
 /// after it ran with nowhere to write and were not recorded, and
 /// timeline.json failing was only a warning.

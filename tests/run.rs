@@ -192,6 +192,7 @@ fn a_rerun_replaces_stale_logs() {
     let project = Project::new(&alloc_suite("\"--mib\", \"8\", \"--hold\", \"10ms\""));
     let stale = project.out().join("cases/c/stdout.3.log");
     std::fs::create_dir_all(stale.parent().expect("parent")).expect("mkdir");
+    std::fs::write(project.out().join(".oomgate-out"), "").expect("the marker");
     std::fs::write(&stale, "old").expect("write");
     project.run(&[]).assert_code(0);
     assert!(
@@ -235,7 +236,9 @@ fn processes_with_non_utf8_names_are_measured() {
 /// Regression: a case folder that could not be made ended the run before
 /// any report was finished, so the cases already measured were lost from
 /// summary.md and report.html (and the last second of them from
-/// results.json).
+/// results.json). The earlier folder of the second case holds a mount
+/// point, which nothing removes (a file in its place would simply be
+/// removed: `cases/` is oomgate's).
 #[test]
 fn a_case_folder_that_cannot_be_made_still_leaves_full_reports() {
     let project = Project::new(
@@ -243,11 +246,15 @@ fn a_case_folder_that_cannot_be_made_still_leaves_full_reports() {
          [[case]]\nname = \"first\"\ncommand = [\"true\"]\n\
          [[case]]\nname = \"second\"\ncommand = [\"true\"]\n",
     );
-    // A file where the second case's folder belongs, in an out dir of an
-    // earlier run.
     std::fs::create_dir_all(project.out().join("cases")).expect("cases/");
     std::fs::write(project.out().join(".oomgate-out"), "").expect("the marker");
-    std::fs::write(project.out().join("cases/second"), "in the way").expect("write");
+    let _held = match SmallDisk::mount(&project.out().join("cases/second/held"), "64k") {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("skipped: cannot mount a tmpfs in the case folder ({why}); needs root");
+            return;
+        }
+    };
     let run = project.run(&[]);
     run.assert_code(3);
     let results = run.results();
@@ -256,6 +263,20 @@ fn a_case_folder_that_cannot_be_made_still_leaves_full_reports() {
     assert!(results["finished_at"].is_string());
     assert!(project.out().join("summary.md").exists());
     assert!(project.out().join("report.html").exists());
+}
+
+/// A file a workload left where a later case's folder goes (`cases/` is
+/// in its reach) is removed, and the case runs.
+#[test]
+fn a_file_where_a_case_folder_goes_is_removed() {
+    let project =
+        Project::new("[suite]\nname = \"t\"\n[[case]]\nname = \"second\"\ncommand = [\"true\"]\n");
+    std::fs::create_dir_all(project.out().join("cases")).expect("cases/");
+    std::fs::write(project.out().join(".oomgate-out"), "").expect("the marker");
+    std::fs::write(project.out().join("cases/second"), "in the way").expect("write");
+    let run = project.run(&[]);
+    run.assert_code(0);
+    assert!(project.out().join("cases/second").is_dir());
 }
 
 /// Regression: an `[environment]` command that left a background child

@@ -21,7 +21,7 @@ fn suite() -> String {
         "[suite]\nname = \"kinds\"\nsample_interval = \"20ms\"\n\
          [[case]]\nname = \"plain\"\ncommand = {plain}\n\
          [[case]]\nname = \"tree\"\ncommand = [\"python3\", {patterns}, \"burst-tree\", \"--children\", \"3\", \"--mib\", \"24\", \"--hold\", \"300ms\"]\n\
-         [[case]]\nname = \"concurrent\"\ncommand = {plain}\nconcurrency = 2\n\
+         [[case]]\nname = \"concurrent\"\ncommand = {overlapping}\nconcurrency = 2\n\
          [[case]]\nname = \"soak\"\ncommand = {short}\nduration = \"1s\"\n\
          [[case]]\nname = \"served\"\ncommand = [\"python3\", {load}, \"--url\", \"http://127.0.0.1:{{port}}/generate\", \"--requests\", \"4\"]\n\
          server = {{ command = [\"python3\", {server}, \"--port\", \"{{port}}\"], ready = \"http://127.0.0.1:{{port}}/health\", kill_grace = \"2s\" }}\n\
@@ -29,6 +29,9 @@ fn suite() -> String {
          search = {{ param = \"batch\", min = 8, max = 32, step = 8 }}\n\
          [[pytest]]\npaths = [\"tests\"]\npython = {python}\n",
         plain = hold(32, "300ms"),
+        // Long enough that the two instances overlap however late a busy
+        // machine starts the second: their sum is the figure.
+        overlapping = hold(32, "1s"),
         short = hold(16, "100ms"),
         load = toml_str(&workload("load.py")),
         server = toml_str(&workload("server.py")),

@@ -276,16 +276,24 @@ mod tests {
         assert!(shown.len() < 600, "{} characters", shown.len());
         let lines: Vec<&str> = shown.lines().collect();
         let (text, caret) = (lines[2], lines[3]);
-        assert!(text.contains("matrix = { v = [\"xxx") && text.ends_with('…'), "{text}");
+        assert!(
+            text.contains("matrix = { v = [\"xxx") && text.ends_with('…'),
+            "{text}"
+        );
         // The caret is under the `[`.
         let at = caret.find('^').expect("a caret");
         assert_eq!(text.chars().nth(at), Some('['), "{shown}");
         // A span far into the line: a window with both ends cut.
         let far = start + 30_000;
         let located = Located::resolve(&source, Diagnostic::new(Some(far..far + 5), "far"));
-        let shown = located.display_with(std::path::Path::new("s.toml")).to_string();
+        let shown = located
+            .display_with(std::path::Path::new("s.toml"))
+            .to_string();
         let lines: Vec<&str> = shown.lines().collect();
-        assert!(lines[2].contains("| …x") && lines[2].ends_with('…'), "{shown}");
+        assert!(
+            lines[2].contains("| …x") && lines[2].ends_with('…'),
+            "{shown}"
+        );
         assert!(lines[3].ends_with("^^^^^"), "{shown}");
     }
 
