@@ -409,3 +409,141 @@ fn a_merge_without_the_shards_secrets_writes_none_of_them() {
     let log = std::fs::read_to_string(merged.join("cases/leaky/stderr.log")).expect("log");
     assert!(log.contains(BEARER), "{log}");
 }
+
+/// A token, as a workload would leave it; the suite holds only its
+/// reverse, so nothing of it reaches a report through the suite's text.
+const WORKLOAD_TOKEN: &str = "hf_Qw3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz1Xc3";
+
+/// The first 8 characters of `secret` found in `text`.
+fn piece_of(secret: &str, text: &str) -> Option<String> {
+    secret
+        .as_bytes()
+        .windows(8)
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .find(|part| text.contains(part.as_str()))
+}
+
+fn assert_no_piece(secret: &str, what: &str, text: &str) {
+    if let Some(part) = piece_of(secret, text) {
+        panic!("{part:?} of the token reached {what}:\n{text}");
+    }
+}
+
+/// A torch memory snapshot whose frame file is named after a token
+/// (`…/model_hf_….py`, no secret variable holds it): the token reaches
+/// neither results.json, report.html (where a long site's label is cut to
+/// 57 characters, inside the token), the summary, the terminal, the lock
+/// (written by the run and by `lock --from`), nor `oomgate sites`.
+#[test]
+fn a_token_in_a_snapshots_frame_file_reaches_no_report_nor_the_lock() {
+    let reversed: String = WORKLOAD_TOKEN[3..].chars().rev().collect();
+    let script = format!(
+        r#"import os, pickle, sys
+sys.path.insert(0, {snapshots:?})
+from make_snapshot import build
+token = "hf_" + "{reversed}"[::-1]
+snapshot = build("basic", os.getcwd())
+def rename(value):
+    if isinstance(value, dict):
+        if "filename" in value:
+            value["filename"] = value["filename"].replace("model.py", "packages/vision/transformers/layers/model_" + token + ".py")
+        for v in value.values():
+            rename(v)
+    elif isinstance(value, list):
+        for v in value:
+            rename(v)
+rename(snapshot)
+with open(os.path.join(os.environ["OOMGATE_OUT"], "memory_snapshot.pickle"), "wb") as out:
+    pickle.dump(snapshot, out)
+"#,
+        snapshots = workloads().join("../snapshots").display().to_string(),
+    );
+    let project = Project::new(&format!(
+        "[suite]\nname = \"s\"\ngpu = \"off\"\n[[case]]\nname = \"snap\"\ncommand = [\"python3\", \"-c\", {}]\n",
+        toml_str(&script)
+    ));
+    let step_summary = project.path().join("step-summary.md");
+    let output = project
+        .oomgate()
+        .arg("lock")
+        .arg(project.suite())
+        .arg("--out")
+        .arg(project.out())
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &step_summary)
+        .output()
+        .expect("lock");
+    let locked = Run::from(output, project.out());
+    locked.assert_code(0);
+    let case = locked.case("snap");
+    assert_eq!(
+        case["allocation_sites"]["sites"][0]["site"],
+        "packages/vision/transformers/layers/model_***.py:10 load",
+        "{case:#}"
+    );
+    assert_no_piece(WORKLOAD_TOKEN, "the terminal", &locked.stderr);
+    assert_no_piece(WORKLOAD_TOKEN, "stdout", &locked.stdout);
+    let files = written_files(&project.out());
+    assert!(
+        files.iter().any(|f| f.ends_with("report.html")),
+        "{files:?}"
+    );
+    for path in files
+        .iter()
+        .filter(|f| !f.ends_with("memory_snapshot.pickle"))
+        .chain([&step_summary, &project.lock_path()])
+    {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        assert_no_piece(WORKLOAD_TOKEN, &path.display().to_string(), &text);
+    }
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(lock.contains("layers/model_***.py:10 load"), "{lock}");
+
+    std::fs::remove_file(project.lock_path()).expect("remove the lock");
+    let from = project.lock_from_results();
+    from.assert_code(0);
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert_no_piece(WORKLOAD_TOKEN, "the lock from results", &lock);
+    for target in [
+        project.out().join("results.json"),
+        project.out().join("cases/snap/memory_snapshot.pickle"),
+    ] {
+        let sites = oomgate().arg("sites").arg(&target).output().expect("sites");
+        let printed = String::from_utf8_lossy(&sites.stdout);
+        assert!(printed.contains("load"), "{printed}");
+        assert_no_piece(WORKLOAD_TOKEN, "oomgate sites", &printed);
+    }
+}
+
+/// What pytest leaves of a long repr (`'hf_Qw3Er5Ty7...5Gh7Jk9Lz1Xc3'`)
+/// and a line holding the token wrapped at 20 columns: no 8 characters of
+/// the token reach junit.xml, report.html or results.json.
+#[test]
+fn no_piece_of_a_known_secret_reaches_a_report() {
+    let script = "import os, sys, textwrap\n\
+t = os.environ['HF_TOKEN']\n\
+sys.stderr.write(\"E       assert '%s...%s' == 'x'\\n\" % (t[:12], t[-13:]))\n\
+sys.stderr.write('\\n'.join(textwrap.wrap('HF_TOKEN=' + t + ' is set', 20)) + '\\n')\n\
+sys.exit(1)\n";
+    let project = Project::new(&format!(
+        "[suite]\nname = \"s\"\ngpu = \"off\"\n[[case]]\nname = \"pieces\"\ncommand = [\"python3\", \"-c\", {}]\nenv = {{ HF_TOKEN = \"{WORKLOAD_TOKEN}\" }}\n",
+        toml_str(script)
+    ));
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let log = std::fs::read_to_string(project.out().join("cases/pieces/stderr.log")).expect("log");
+    assert!(log.contains("hf_Qw3Er5Ty7...5Gh7Jk9Lz1Xc3"), "{log}");
+    assert_no_piece(WORKLOAD_TOKEN, "the terminal", &run.stderr);
+    let files = written_files(&project.out());
+    assert!(files.iter().any(|f| f.ends_with("junit.xml")), "{files:?}");
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        assert_no_piece(WORKLOAD_TOKEN, &path.display().to_string(), &text);
+    }
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(
+        junit.contains("assert &apos;***...***&apos; == &apos;x&apos;")
+            || junit.contains("assert '***...***' == 'x'"),
+        "{junit}"
+    );
+}

@@ -17,11 +17,11 @@
 //! there ([`Redactor::mask_cut`]).
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::{Captures, Regex, RegexBuilder, RegexSet};
 
 use super::{MASK, PATTERN_SIZE_LIMIT, is_distinctive, is_maskable, is_secret_name};
@@ -31,33 +31,39 @@ use super::{MASK, PATTERN_SIZE_LIMIT, is_distinctive, is_maskable, is_secret_nam
 /// `password=`) and the rest is masked, unless it is not worth masking (a
 /// number, a word shorter than [`super::MIN_MASKED_LEN`]). Character
 /// classes stop at quotes, `<`, `&` and `\`, so masking a written JSON,
-/// XML or HTML file keeps it well-formed. Word boundaries are ASCII ones
-/// (`(?-u:\b)`): a token is ASCII, an ASCII boundary is found wherever a
-/// Unicode one is (and next to a non-ASCII letter too, so more is masked,
-/// never less), and a text with `→` or `×` in it is searched by the fast
-/// engines rather than the one that handles Unicode boundaries.
+/// XML or HTML file keeps it well-formed.
+///
+/// No shape needs a word boundary before it: a token is found wherever it
+/// starts (`%3Dghp_…`, `\u0022hf_…`, `model_hf_….py`, `x_sk-…`). A token
+/// shape (one without a group) that starts right after a letter, digit or
+/// `_` that is not the end of an encoded separator must also look random
+/// ([`looks_random`]), so the `sk-` of `flask-server-…` or `disk-cache-…`
+/// is no token. The one trailing boundary left (`(?-u:\b)`, ASCII: a
+/// text with `→` in it is still searched by the fast engines) ends a shape
+/// of fixed length.
 const SHAPES: &[&str] = &[
     // Hugging Face, OpenAI/Anthropic-style, GitHub, GitLab, npm, Google.
-    r"(?-u:\b)hf_[A-Za-z0-9]{20,}",
-    r"(?-u:\b)sk-[A-Za-z0-9_-]{20,}",
-    r"(?-u:\b)gh[pousr]_[A-Za-z0-9]{30,}",
-    r"(?-u:\b)github_pat_[A-Za-z0-9_]{20,}",
-    r"(?-u:\b)glpat-[A-Za-z0-9_-]{20,}",
-    r"(?-u:\b)npm_[A-Za-z0-9]{36}(?-u:\b)",
-    r"(?-u:\b)AIza[0-9A-Za-z_-]{35}",
+    r"hf_[A-Za-z0-9]{20,}",
+    r"sk-[A-Za-z0-9_-]{20,}",
+    r"gh[pousr]_[A-Za-z0-9]{30,}",
+    r"github_pat_[A-Za-z0-9_]{20,}",
+    r"glpat-[A-Za-z0-9_-]{20,}",
+    r"npm_[A-Za-z0-9]{36}(?-u:\b)",
+    r"AIza[0-9A-Za-z_-]{35}",
     // AWS access key ids, Slack tokens, JWTs.
-    r"(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{16}(?-u:\b)",
-    r"(?-u:\b)xox[abposr]-[A-Za-z0-9-]{10,}",
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}(?-u:\b)",
+    r"xox[abposr]-[A-Za-z0-9-]{10,}",
     // Slack and Discord webhook URLs: the path after the host is the key.
-    r"(?-u:\b)(https://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]{10,}",
-    r"(?-u:\b)(https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/[A-Za-z0-9_-]{20,}",
-    r"(?-u:\b)eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
+    r"(https://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]{10,}",
+    r"(https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/)[0-9]+/[A-Za-z0-9_-]{20,}",
+    r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
     // A PEM private key, with its body (and its end, when the text has it).
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:[A-Za-z0-9+/=\s]|\\[nr])*(?:-----END [A-Z ]*PRIVATE KEY-----)?",
-    // Credentials in a URL, an Authorization header, `password=...`.
-    r"(?-u:\b)([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@'\x22<>&\\]+:)[^\s/@'\x22<>&\\]+@",
-    r"(?i)(?-u:\b)(authorization\s*:\s*(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]+",
-    r"(?i)(?-u:\b)((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|password|passwd|token|secret)\s*[=:]\s*)[^\s'\x22<>&,;\\]{6,}",
+    // Credentials in a URL, an Authorization header, `password=...` (also
+    // as the end of a longer name: `DB_PASSWORD=`, `x-api-key:`).
+    r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@'\x22<>&\\]+:)[^\s/@'\x22<>&\\]+@",
+    r"(?i)(authorization\s*:\s*(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]+",
+    r"(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret|password|passwd|token|secret)\s*[=:]\s*)[^\s'\x22<>&,;\\]{6,}",
 ];
 
 static SHAPE_SET: LazyLock<Vec<Regex>> = LazyLock::new(|| {
@@ -98,6 +104,20 @@ pub const SHAPE_CONTEXT: usize = 8 * 1024;
 /// The shortest part of a secret at a cut edge that is masked: shorter
 /// ones are too common as ordinary text to tell from a secret's.
 const EDGE_FRAGMENT: usize = 3;
+
+/// Every run of this many characters of a secret value that looks random
+/// ([`masks_fragments`]) is masked wherever it appears: what a shortened
+/// repr (`'hf_Qw3Er5Ty7...5Gh7Jk9Lz1Xc3'`) or a wrapped line leaves of it.
+pub const FRAGMENT: usize = 8;
+
+/// The shortest secret value whose fragments are masked: a shorter one
+/// shares 8 characters with ordinary text too easily.
+pub const FRAGMENT_MIN_LEN: usize = 16;
+
+/// How many places in the secrets one fragment is followed across a line
+/// break from (a fragment of random text occurs once; this bounds the work
+/// for a secret that repeats itself).
+const FRAGMENT_PLACES: usize = 4;
 
 /// Where a text comes from, which decides the rules that apply to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,8 +166,12 @@ impl Cut {
 /// The secrets and patterns that are masked.
 #[derive(Debug, Default)]
 pub struct Redactor {
-    /// Every known secret value, matched overlapping.
+    /// Every known secret value, and every [`FRAGMENT`] characters of
+    /// those that look random, matched overlapping.
     literals: Option<AhoCorasick>,
+    /// For each pattern of `literals` that is a fragment: where it is in
+    /// the values (the value's index, the fragment's byte offset).
+    places: Vec<Vec<(usize, usize)>>,
     /// The same values, for the parts of one at a cut edge.
     values: Vec<String>,
     /// The suite's own `redact` patterns.
@@ -181,16 +205,26 @@ pub fn compile_pattern(pattern: &str) -> Result<Regex, PatternError> {
     Ok(regex)
 }
 
-/// An automaton finding every occurrence of `values`, overlapping ones too.
+/// An automaton finding every occurrence of `values`, overlapping ones too:
+/// a DFA (a table lookup per byte) while it stays small, since the
+/// fragments of random secrets start with most bytes, leaving no rare byte
+/// to skip ahead to.
 fn automaton(values: &[String]) -> Option<AhoCorasick> {
     if values.is_empty() {
         return None;
     }
+    let states: usize = values.iter().map(String::len).sum();
+    let kind = (states <= DFA_STATES).then_some(AhoCorasickKind::DFA);
     AhoCorasick::builder()
         .match_kind(MatchKind::Standard)
+        .kind(kind)
         .build(values)
         .ok()
 }
+
+/// The most states (bytes of patterns) an automaton is built as a DFA for:
+/// at most 256 byte classes of 4 bytes each, 16 MiB.
+const DFA_STATES: usize = 16 * 1024;
 
 impl Redactor {
     /// A redactor for the secret-named variables among `variables` and the
@@ -212,8 +246,32 @@ impl Redactor {
             }
         }
         let values: Vec<String> = values.into_iter().collect();
+        // Each value, and each fragment of those that look random, once.
+        let mut literals: BTreeMap<&str, Vec<(usize, usize)>> =
+            values.iter().map(|v| (v.as_str(), Vec::new())).collect();
+        for (index, value) in values.iter().enumerate() {
+            if !masks_fragments(value) {
+                continue;
+            }
+            let starts: Vec<usize> = value
+                .char_indices()
+                .map(|(i, _)| i)
+                .chain([value.len()])
+                .collect();
+            for window in starts.windows(FRAGMENT + 1) {
+                let places = literals
+                    .entry(&value[window[0]..window[FRAGMENT]])
+                    .or_default();
+                if places.len() < FRAGMENT_PLACES {
+                    places.push((index, window[0]));
+                }
+            }
+        }
+        let strings: Vec<String> = literals.keys().map(|k| k.to_string()).collect();
+        let places = literals.into_values().collect();
         Redactor {
-            literals: automaton(&values),
+            literals: automaton(&strings),
+            places,
             values,
             patterns: patterns
                 .iter()
@@ -345,8 +403,15 @@ impl Redactor {
                     .collect(),
                 _ => Vec::new(),
             };
-            for found in literals.find_overlapping_iter(text) {
-                let span = found.range();
+            let mut found = Vec::new();
+            for m in literals.find_overlapping_iter(text) {
+                found.push(m.range());
+                let places = self.places.get(m.pattern().as_usize());
+                if let Some(places) = places.filter(|p| !p.is_empty()) {
+                    self.across_line_breaks(text, m.range(), places, &mut found);
+                }
+            }
+            for span in found {
                 if source == Source::Written {
                     spans.extend(writable(text, span, &recorded));
                 } else {
@@ -370,14 +435,29 @@ impl Redactor {
                     .collect(),
                 _ => Vec::new(),
             };
+            let exempt = |whole: &Range<usize>| {
+                exempt
+                    .iter()
+                    .any(|e| e.start <= whole.start && whole.end <= e.end)
+            };
             for shape in shapes {
+                // A token shape needs no groups: the faster search.
+                if shape.captures_len() == 1 {
+                    each_at(
+                        text,
+                        |at| shape.find_at(text, at).map(|m| m.range()),
+                        |whole| {
+                            if token_at(text, whole) && !exempt(whole) {
+                                spans.push(token_span(text, whole));
+                            }
+                        },
+                    );
+                    continue;
+                }
                 each_match(shape, text, |caps| {
                     if let Some(span) = shape_span(text, caps) {
                         let whole = caps.get(0).map_or(span.clone(), |m| m.range());
-                        if !exempt
-                            .iter()
-                            .any(|e| e.start <= whole.start && whole.end <= e.end)
-                        {
+                        if !exempt(&whole) {
                             spans.push(span);
                         }
                     }
@@ -397,6 +477,160 @@ impl Redactor {
         }
         merge(spans)
     }
+
+    /// The rest of a secret whose fragment `gram` ends a line (or starts
+    /// one), where the next line goes on with it (or the line before ends
+    /// with its head): a secret wrapped at a narrow width leaves pieces too
+    /// short to be fragments on their own (`Xc3`), each added to `out`.
+    fn across_line_breaks(
+        &self,
+        text: &str,
+        gram: Range<usize>,
+        places: &[(usize, usize)],
+        out: &mut Vec<Range<usize>>,
+    ) {
+        let bytes = text.as_bytes();
+        if line_break_at(bytes, gram.end).is_some() {
+            for &(index, offset) in places {
+                let Some(value) = self.values.get(index) else {
+                    continue;
+                };
+                let mut rest = &value.as_bytes()[offset + gram.len()..];
+                let mut at = gram.end;
+                while let Some(skip) = line_break_at(bytes, at) {
+                    at += skip;
+                    let k = floor_boundary(text, at + common_prefix(&bytes[at..], rest)) - at;
+                    let next = line_break_at(bytes, at + k);
+                    if k == 0 || (k < rest.len() && k < EDGE_FRAGMENT && next.is_none()) {
+                        break;
+                    }
+                    out.push(at..at + k);
+                    rest = &rest[k..];
+                    at += k;
+                    if rest.is_empty() {
+                        break;
+                    }
+                }
+            }
+        }
+        if line_break_before(bytes, gram.start).is_some() {
+            for &(index, offset) in places {
+                let Some(value) = self.values.get(index) else {
+                    continue;
+                };
+                let mut head = &value.as_bytes()[..offset];
+                let mut at = gram.start;
+                while let Some(skip) = line_break_before(bytes, at) {
+                    at -= skip;
+                    let k = at - ceil_boundary(text, at - common_suffix(&bytes[..at], head));
+                    let previous = line_break_before(bytes, at - k);
+                    if k == 0 || (k < head.len() && k < EDGE_FRAGMENT && previous.is_none()) {
+                        break;
+                    }
+                    out.push(at - k..at);
+                    head = &head[..head.len() - k];
+                    at -= k;
+                    if head.is_empty() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The length of the line break (`\n`, `\r\n`, or one written as an
+/// escape: `\\n`, `\\r\\n`) that starts at `at`, if one does.
+fn line_break_at(bytes: &[u8], at: usize) -> Option<usize> {
+    let rest = bytes.get(at..)?;
+    [&b"\r\n"[..], b"\n", b"\\r\\n", b"\\n"]
+        .iter()
+        .find(|b| rest.starts_with(b))
+        .map(|b| b.len())
+}
+
+/// The length of the line break that ends at `at`, if one does.
+fn line_break_before(bytes: &[u8], at: usize) -> Option<usize> {
+    let head = bytes.get(..at)?;
+    [&b"\r\n"[..], b"\n", b"\\r\\n", b"\\n"]
+        .iter()
+        .find(|b| head.ends_with(b))
+        .map(|b| b.len())
+}
+
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    a.iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// Whether a string looks random rather than made of words: at most one
+/// character in `symbols` is neither a letter nor a digit, and it mixes an
+/// upper-case letter with lower-case letters or digits, or has digits for
+/// at least a fifth of its letters and digits (lower-case hex). `server-
+/// load-test-batch-64`, `cache-warm-start` and `/home/ci/models` do not;
+/// `hf_Qw3Er5Ty7…`, `AKIAIOSFODNN7EXAMPLE` and `9f86d081884c7d65…` do.
+pub fn looks_random(text: &str, symbols: usize) -> bool {
+    let (mut upper, mut lower, mut digits, mut other) = (0usize, 0usize, 0usize, 0usize);
+    for c in text.chars() {
+        match c {
+            'A'..='Z' => upper += 1,
+            'a'..='z' => lower += 1,
+            '0'..='9' => digits += 1,
+            _ => other += 1,
+        }
+    }
+    let total = upper + lower + digits + other;
+    other * symbols <= total
+        && ((upper > 0 && lower + digits > 0) || (lower > 0 && digits * 5 >= lower + digits))
+}
+
+/// Whether a secret value's fragments are masked wherever they appear: it
+/// looks like a secret, not a word, a sentence or a path — at least
+/// [`FRAGMENT_MIN_LEN`] characters, no whitespace, not a path or URL (one
+/// that starts with `/`, `~` or `.` and has a `/` after that, or holds
+/// `://`), at most a quarter of it symbols, and it [`looks_random`]. A
+/// value that does not is still masked whole.
+pub fn masks_fragments(value: &str) -> bool {
+    let path =
+        value.contains("://") || (value.starts_with(['/', '~', '.']) && value[1..].contains('/'));
+    value.chars().count() >= FRAGMENT_MIN_LEN
+        && !value.contains(char::is_whitespace)
+        && !path
+        && looks_random(value, 4)
+}
+
+/// Whether a token shape's match is a token where it starts: after the
+/// start of the text, a character that is not an ASCII letter, digit or
+/// `_`, or an encoded separator (`%3D`, `\u0022`, `\x3d`, `\n`), any token
+/// of the shape is; glued to a word (`x_sk-…`, `9ghp_…`, `model_hf_…`) it
+/// must look random, with at most one symbol in eight (`flask-server-
+/// load-test-batch-64` has the shape of an `sk-` token, but not its look).
+fn token_at(text: &str, whole: &Range<usize>) -> bool {
+    let token = &text[whole.clone()];
+    let before = &text.as_bytes()[..whole.start];
+    let glued = before
+        .last()
+        .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        && token.starts_with(|c: char| c.is_ascii_alphanumeric());
+    !glued || encoded_separator_before(before) || looks_random(token, 8)
+}
+
+/// Whether `before` ends with an encoded character: `%3D`, `\u0022`,
+/// `\x3d`, or an escaped `\n`, `\r`, `\t`.
+fn encoded_separator_before(before: &[u8]) -> bool {
+    let hex = |b: &[u8]| b.iter().all(u8::is_ascii_hexdigit);
+    let n = before.len();
+    (n >= 3 && before[n - 3] == b'%' && hex(&before[n - 2..]))
+        || (n >= 6 && &before[n - 6..n - 4] == b"\\u" && hex(&before[n - 4..]))
+        || (n >= 4 && &before[n - 4..n - 2] == b"\\x" && hex(&before[n - 2..]))
+        || (n >= 2 && before[n - 2] == b'\\' && matches!(before[n - 1], b'n' | b'r' | b't'))
 }
 
 /// The parts of a literal match in a written file that can be masked
@@ -449,18 +683,23 @@ fn writable(text: &str, span: Range<usize>, recorded: &[Range<usize>]) -> Vec<Ra
     parts
 }
 
+/// The part of a token shape's match that is masked: all of it, and, for
+/// a token glued to more token characters (`hf_…hf_…`, two tokens printed
+/// without a space), the rest of the run, so no tail of the second one is
+/// left.
+fn token_span(text: &str, whole: &Range<usize>) -> Range<usize> {
+    let run = text[whole.end..]
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .map_or(text.len(), |i| whole.end + i);
+    whole.start..run
+}
+
 /// The part of a shape's match that is masked: all of it, or what follows
-/// its group 1 when that is worth masking (a URL's password always). A
-/// token glued to more token characters (`hf_…hf_…`, two tokens printed
-/// without a space) is masked to the end of the run, so no tail of the
-/// second one is left.
+/// its group 1 when that is worth masking (a URL's password always).
 fn shape_span(text: &str, caps: &Captures<'_>) -> Option<Range<usize>> {
     let whole = caps.get(0)?;
     let Some(kept) = caps.get(1) else {
-        let run = text[whole.end()..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-            .map_or(text.len(), |i| whole.end() + i);
-        return Some(whole.start()..run);
+        return Some(token_span(text, &whole.range()));
     };
     let rest = &text[kept.end()..whole.end()];
     if rest.ends_with('@') {
@@ -478,25 +717,58 @@ fn shape_span(text: &str, caps: &Captures<'_>) -> Option<Range<usize>> {
 /// search goes on from the last match's end, so a pattern that matches
 /// long runs (`[a-z]{20,}` on a page of letters) stays linear.
 fn each_match<'t>(regex: &Regex, text: &'t str, mut found: impl FnMut(&Captures<'t>)) {
+    each_at(
+        text,
+        |at| {
+            let caps = regex.captures_at(text, at)?;
+            let whole = caps.get(0)?.range();
+            Some((caps, whole))
+        },
+        |(caps, _)| found(caps),
+    );
+}
+
+/// [`each_match`] for any search: `search(at)` finds the next match from
+/// `at`, with its span.
+fn each_at<T: Spanned>(
+    text: &str,
+    mut search: impl FnMut(usize) -> Option<T>,
+    mut found: impl FnMut(&T),
+) {
     let mut at = 0;
     let mut budget = 8 * text.len() + 4096;
     while at <= text.len() {
-        let Some(caps) = regex.captures_at(text, at) else {
+        let Some(next) = search(at) else {
             break;
         };
-        let Some(whole) = caps.get(0) else {
-            break;
-        };
+        let whole = next.span();
         if !whole.is_empty() {
-            found(&caps);
+            found(&next);
         }
-        budget = budget.saturating_sub((whole.end() - at).max(1));
-        let next = ceil_boundary(text, whole.start() + 1);
+        budget = budget.saturating_sub((whole.end - at).max(1));
+        let step = ceil_boundary(text, whole.start + 1);
         at = if budget > 0 {
-            next
+            step
         } else {
-            whole.end().max(next)
+            whole.end.max(step)
         };
+    }
+}
+
+/// A match's whole span.
+trait Spanned {
+    fn span(&self) -> Range<usize>;
+}
+
+impl Spanned for Range<usize> {
+    fn span(&self) -> Range<usize> {
+        self.clone()
+    }
+}
+
+impl<T> Spanned for (T, Range<usize>) {
+    fn span(&self) -> Range<usize> {
+        self.1.clone()
     }
 }
 
@@ -561,12 +833,13 @@ mod tests {
         assert!(SHAPE_ANY.is_some());
     }
 
-    /// ASCII word boundaries find a token wherever the Unicode ones did,
-    /// and beside non-ASCII text too; a word that only contains a shape's
-    /// start is still no token.
+    /// A token is found beside non-ASCII text as beside any other
+    /// separator, whatever it looks like; one glued to a word only if it
+    /// looks random.
     #[test]
     fn shapes_are_found_beside_non_ascii_text() {
         let token = "hf_abcdefghijklmnopqrstuvwxyz0123";
+        let r = Redactor::default();
         for text in [
             format!("token {token} → used"),
             format!("×{token}"),
@@ -574,8 +847,57 @@ mod tests {
             format!("({token})"),
         ] {
             assert!(any_shape(&text), "{text}");
+            assert!(!r.mask(&text).contains("hf_"), "{text}");
         }
-        assert!(!any_shape(&format!("xhf_{}", &token[3..])));
+        let glued = format!("xhf_{}", &token[3..]);
+        assert_eq!(r.mask(&glued), glued);
         assert!(!any_shape("nothing here → at all ×4"));
+    }
+
+    #[test]
+    fn random_looks_and_fragment_rules() {
+        for random in [
+            "hf_Qw3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz1Xc3",
+            "AKIAIOSFODNN7EXAMPLE",
+            "9f86d081884c7d659a2feaa0c55ad015",
+            "sk-proj-Ab3_cD4eF5gH6iJ7kL8mN9oP0",
+        ] {
+            assert!(looks_random(random, 8), "{random}");
+            assert!(masks_fragments(random), "{random}");
+        }
+        for word in [
+            "sk-server-load-test-batch-64",
+            "production-cluster-east-1",
+            "my-super-secret-password-2024",
+            "unix:path=/run/user/1000/bus",
+        ] {
+            assert!(!looks_random(word, 8), "{word}");
+            assert!(!masks_fragments(word), "{word}");
+        }
+        // Words in title case: too many symbols for a token's look; as a
+        // secret's value, its pieces are masked (a password's symbols are
+        // up to a quarter of it).
+        assert!(!looks_random("sk-Cache-Warm-Up-Of-The-Model", 8));
+        assert!(looks_random("x7#Kp!2mQ$9vL&3zR", 4));
+        // Short, spaced, or a path: masked whole only.
+        for value in [
+            "Zq9XmB27LpQw4",
+            "Correct Horse Battery Staple 42",
+            "/home/CI/Cache2024/huggingface/token",
+            "~/Secrets/Tokens2024/hf",
+            "https://User:Pa55word@example.com/x",
+        ] {
+            assert!(!masks_fragments(value), "{value}");
+        }
+    }
+
+    #[test]
+    fn encoded_separators_end_a_word() {
+        for before in ["%3D", "%22", "\\u0022", "\\x3d", "\\n", "a\\t"] {
+            assert!(encoded_separator_before(before.as_bytes()), "{before}");
+        }
+        for before in ["x", "abc", "%3", "u0022", "9", "x_"] {
+            assert!(!encoded_separator_before(before.as_bytes()), "{before}");
+        }
     }
 }

@@ -15,11 +15,16 @@
 //!   environment or the suite's `env` is masked wherever it appears in text
 //!   oomgate copies from a workload, as CI systems mask registered secrets;
 //!   values that are short, numeric or boolean are not (masking every `256`
-//!   or `false` helps no one).
+//!   or `false` helps no one). Of a value that looks like a secret (long,
+//!   random-looking, not a path), every 8 characters are masked too, and a
+//!   piece is followed across a line break: no part of it survives a
+//!   shortened repr or a wrapped line.
 //! - **Secret shapes.** Well-known token formats (`hf_…`, `sk-…`, `ghp_…`,
 //!   `github_pat_…`, `AKIA…`, `xox?-…`, JWTs, PEM private keys, URL
 //!   passwords, `Authorization:` headers, `password=…`) are masked in any
-//!   text, plus the suite's own `[suite] redact` patterns.
+//!   text wherever they start (`%3Dghp_…`, `model_hf_….py`; glued to a
+//!   word, a token must look random), plus the suite's own `[suite]
+//!   redact` patterns.
 //!
 //! The per-case `stdout.log`/`stderr.log` are the workload's own bytes and
 //! are never rewritten. The active [`Redactor`] is process-wide, like a CI

@@ -1,4 +1,5 @@
 use super::*;
+use mask::{FRAGMENT, masks_fragments};
 
 const HF: &str = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
 
@@ -464,4 +465,359 @@ fn floor_boundary(text: &str, mut index: usize) -> usize {
         index -= 1;
     }
     index
+}
+
+/// A token shape is found wherever it starts: after an encoded separator,
+/// an `_`, a digit or letters, in a file name; glued to a word, it must
+/// look random.
+#[test]
+fn tokens_are_found_wherever_they_start() {
+    let ghp = "ghp_0123456789abcdefghijABCDEFGHIJ0123";
+    let sk = "sk-AbCdEfGhIjKlMnOpQrStUvWxYz0123";
+    let hf = "hf_Qw3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz1Xc3";
+    let r = Redactor::default();
+    let cases = [
+        (
+            format!("https://x/?a%3D{ghp}&b=1"),
+            "https://x/?a%3D***&b=1".to_string(),
+        ),
+        (
+            format!(r#"{{\u0022{hf}\u0022}}"#),
+            r#"{\u0022***\u0022}"#.to_string(),
+        ),
+        (format!("x_{sk} y"), "x_*** y".to_string()),
+        (format!("9{ghp}"), "9***".to_string()),
+        (format!("abc{hf}"), "abc***".to_string()),
+        (HF.to_string(), "***".to_string()),
+        (
+            format!("  File \"/work/model_{hf}.py\", line 12, in load"),
+            "  File \"/work/model_***.py\", line 12, in load".to_string(),
+        ),
+        (
+            format!("model_{hf}.py:12 load"),
+            "model_***.py:12 load".to_string(),
+        ),
+        // An identifier in mixed case glued to `hf_` looks random enough.
+        (
+            "load_hf_PretrainedModelForLM()".to_string(),
+            "load_***()".to_string(),
+        ),
+        // After an encoded separator, as after the separator itself.
+        (
+            "u=%3Dsk-learn-logistic-regression-large".to_string(),
+            "u=%3D***".to_string(),
+        ),
+        // Credentials by syntax, at the end of a longer name or glued.
+        (
+            "DB_PASSWORD=hunter22x".to_string(),
+            "DB_PASSWORD=***".to_string(),
+        ),
+        (
+            "x-api-key: Zq9XmB27LpQw4".to_string(),
+            "x-api-key: ***".to_string(),
+        ),
+        (
+            "x_https://user:pa55word@example.com/".to_string(),
+            "x_https://user:***@example.com/".to_string(),
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(r.mask(&text), expected, "{text}");
+        assert_eq!(r.mask_written(&text), expected, "{text}");
+    }
+    // In the files as written: JSON and XML.
+    let json =
+        serde_json::to_string(&serde_json::json!({ "site": format!("model_{hf}.py:12 load") }))
+            .unwrap_or_default();
+    assert!(!r.mask_written(&json).contains("Qw3Er5"), "{json}");
+    let xml = format!("<failure message=\"x&quot;{hf}&quot;\">abc{hf}</failure>");
+    assert_eq!(
+        r.mask_written(&xml),
+        "<failure message=\"x&quot;***&quot;\">abc***</failure>"
+    );
+}
+
+/// Ordinary words, case ids and paths with a token's prefix inside a word
+/// stay as they are; none of them is a token.
+#[test]
+fn ordinary_words_case_ids_and_paths_stay_unmasked() {
+    let r = Redactor::new(
+        [
+            ("HF_TOKEN", "hf_Qw3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz1Xc3"),
+            ("HF_TOKEN_PATH", "/home/ci/.cache/huggingface/token"),
+        ],
+        &[],
+    );
+    for text in [
+        "flask-server-load-test-batch-64",
+        "task-memory-leak-detector-run-7",
+        "task-memory-leak",
+        "disk-cache-warm-start-large-model",
+        "disk-cache-warm",
+        "risk-sk-model-evaluation",
+        "ask-Server-Load-Test-Batch-Size-64",
+        "bench_hf_bert_base_uncased_finetune",
+        "graphf_transformer_layers_24",
+        "cases/flask-server-load-test-batch-64/stdout.log",
+        "/home/ci/models/bert",
+        "/home/ci/.cache/huggingface/hub/models--bert-base-uncased",
+        "/home/ci/.cache/other",
+        "torch/nn/modules/module.py:1747 _call_impl",
+        "load_hf_dataset_from_hub_cache_v2",
+        "max_new_tokens=256 tokens/s=1834.2",
+        "ASIAN_PACIFIC_REGION_SERVERS",
+    ] {
+        assert_eq!(r.mask(text), text, "{text}");
+        assert_eq!(r.mask_written(text), text, "{text}");
+    }
+}
+
+const TOKEN: &str = "hf_Qw3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz1Xc3";
+
+/// Whether any `FRAGMENT` characters of `secret` are in `text`.
+fn fragment_in(secret: &str, text: &str) -> Option<String> {
+    let chars: Vec<char> = secret.chars().collect();
+    chars
+        .windows(FRAGMENT)
+        .map(|w| w.iter().collect::<String>())
+        .find(|part| text.contains(part.as_str()))
+}
+
+/// What pytest leaves of a long repr (`'hf_Qw3Er5Ty7...5Gh7Jk9Lz1Xc3'`, 12
+/// and 13 of its 36 characters) and a line wrapped at 20 columns (three
+/// pieces that add up to the whole) are masked: no part of the token is
+/// left, the rest of the text is.
+#[test]
+fn no_piece_of_a_known_secret_survives_a_middle_cut_or_a_wrap() {
+    let r = Redactor::new([("HF_TOKEN", TOKEN)], &[]);
+    let assertion = "E       assert 'hf_Qw3Er5Ty7...5Gh7Jk9Lz1Xc3' == 'x'";
+    assert_eq!(r.mask(assertion), "E       assert '***...***' == 'x'");
+    assert_eq!(
+        r.mask_written(assertion),
+        "E       assert '***...***' == 'x'"
+    );
+
+    let line = format!("HF_TOKEN={TOKEN} is set");
+    let wrapped: Vec<String> = line
+        .as_bytes()
+        .chunks(20)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    assert_eq!(
+        wrapped,
+        [
+            "HF_TOKEN=hf_Qw3Er5Ty",
+            "7Ui9Op1As3Df5Gh7Jk9L",
+            "z1Xc3 is set"
+        ]
+    );
+    for (sep, expected) in [
+        ("\n", "HF_TOKEN=***\n***\n*** is set"),
+        ("\r\n", "HF_TOKEN=***\r\n***\r\n*** is set"),
+        ("\\n", "HF_TOKEN=***\\n***\\n*** is set"),
+    ] {
+        let text = wrapped.join(sep);
+        assert_eq!(r.mask(&text), expected, "{text:?}");
+        assert_eq!(r.mask_written(&text), expected, "{text:?}");
+    }
+    // Wrapped at 6 columns: every piece is shorter than a fragment, but
+    // each follows one across a line break.
+    let narrow: Vec<String> = format!("x {TOKEN}")
+        .as_bytes()
+        .chunks(12)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    let masked = r.mask(&narrow.join("\n")).into_owned();
+    assert_eq!(fragment_in(TOKEN, &masked), None, "{masked}");
+    for piece in &narrow[1..] {
+        assert!(!masked.contains(piece.as_str()), "{piece} in {masked:?}");
+    }
+    // Its head before a line break is masked when the next line goes on
+    // with it.
+    assert_eq!(
+        r.mask("token hf_Qw\n3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz1Xc3 ok"),
+        "token ***\n*** ok"
+    );
+    // A few characters that only happen to follow are kept.
+    assert_eq!(r.mask("5Gh7Jk9Lz1X\nXcode"), "***\nXcode");
+}
+
+/// A secret that is a path, or a sentence, is masked whole, never by
+/// its pieces: masking those would mask every path sharing 8 characters.
+#[test]
+fn pieces_of_a_path_or_a_sentence_are_kept() {
+    let path = "/home/CI/Cache2024/huggingface/token";
+    let sentence = "Correct Horse Battery Staple 42";
+    let r = Redactor::new([("HF_TOKEN_PATH", path), ("DB_PASSWORD", sentence)], &[]);
+    assert_eq!(r.mask(&format!("read {path}")), "read ***");
+    assert_eq!(r.mask(&format!("pw {sentence}.")), "pw ***.");
+    for text in [
+        "/home/CI/Cache2024/other",
+        "Horse Battery",
+        "huggingface/token",
+    ] {
+        assert_eq!(r.mask(text), text);
+    }
+}
+
+/// A secret whose pieces repeat (its 8-grams occur many times in it) and
+/// text made of its pieces across line breaks still take linear time.
+#[test]
+fn masking_fragments_is_linear() {
+    let secret = "AbAbAbAbAbAbAbAbAbAbAbAbAbAbAbAb9";
+    let r = Redactor::new([("A_TOKEN", secret), ("B_TOKEN", TOKEN)], &[]);
+    let mut text = String::new();
+    while text.len() < 4_000_000 {
+        text.push_str("AbAbAbAbAbAb\nAbAbAbAb\nAb\nhf_Qw3Er5\nTy7Ui9Op1\n");
+    }
+    let start = std::time::Instant::now();
+    let masked = r.mask(&text);
+    assert!(masked.len() <= text.len());
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+}
+
+/// A secret that looks random: mixed case and digits, 16 to 48 characters,
+/// a few symbols of a token's alphabet.
+fn random_secret() -> impl proptest::strategy::Strategy<Value = String> {
+    "[A-Z][a-z][0-9][A-Za-z0-9]{13,40}[_.-]?[A-Za-z0-9]{0,5}"
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// For random secrets and random text with random pieces of them (8
+    /// characters or more) embedded, beside each other, across line breaks
+    /// or alone, no 8 characters of a secret survive any of the masks.
+    #[test]
+    fn no_eight_character_substring_of_a_secret_survives(
+        secret in random_secret(),
+        other in random_secret(),
+        pieces in proptest::collection::vec(("[ -~\n]{0,20}", 0usize..64, 8usize..64), 1..10),
+        cut_a in 0usize..2000,
+        cut_b in 0usize..2000,
+    ) {
+        proptest::prop_assume!(masks_fragments(&secret) && masks_fragments(&other));
+        let r = Redactor::new([("A_TOKEN", secret.as_str()), ("B_PASSWORD", other.as_str())], &[]);
+        let mut text = String::new();
+        for (i, (filler, start, len)) in pieces.iter().enumerate() {
+            text.push_str(filler);
+            let from = if i % 2 == 0 { &secret } else { &other };
+            let start = start % (from.len() - 7);
+            let end = (start + len).min(from.len());
+            text.push_str(&from[start..end.max(start + 8)]);
+        }
+        let (a, b) = {
+            let a = floor_boundary(&text, cut_a.min(text.len()));
+            let b = floor_boundary(&text, cut_b.min(text.len()));
+            (a.min(b), a.max(b))
+        };
+        let outputs = [
+            r.mask(&text).into_owned(),
+            r.mask_written(&text).into_owned(),
+            r.mask_range(&text, a..b),
+            r.mask_cut(&text[a..b], Cut { start: a > 0, end: b < text.len() }),
+        ];
+        for output in &outputs {
+            for s in [&secret, &other] {
+                proptest::prop_assert!(
+                    fragment_in(s, output).is_none(),
+                    "{:?} of {s:?} survives in {output:?} (from {text:?})",
+                    fragment_in(s, output)
+                );
+            }
+        }
+    }
+
+    /// Masking pieces of a secret inside a JSON document keeps it JSON.
+    #[test]
+    fn masked_json_with_pieces_stays_json(
+        secret in random_secret(),
+        text in "[ -~\n\\\\\"]{0,60}",
+        start in 0usize..64,
+    ) {
+        proptest::prop_assume!(masks_fragments(&secret));
+        let r = Redactor::new([("A_TOKEN", secret.as_str())], &[]);
+        let start = start % (secret.len() - 7);
+        let piece = &secret[start..];
+        let json = serde_json::to_string(&serde_json::json!({
+            "t": format!("{text}{piece}\n{text}\\{piece}"),
+        }))
+        .unwrap_or_default();
+        let masked = r.mask_written(&json);
+        proptest::prop_assert!(serde_json::from_str::<serde_json::Value>(&masked).is_ok(), "{masked}");
+        proptest::prop_assert!(fragment_in(&secret, &masked).is_none(), "{masked}");
+    }
+}
+
+/// How fast masking goes over about 100 MB of log lines, in 64 KiB texts
+/// (a log tail's size), with three secrets registered: plain lines, and
+/// lines full of words that hold a token's prefix (`flask-server-…`),
+/// which must be found to be told from tokens. Run it on a release build:
+/// `cargo test --release --lib -- --ignored --nocapture masking_throughput`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn masking_throughput() {
+    let r = Redactor::new(
+        [
+            ("HF_TOKEN", TOKEN),
+            ("WANDB_API_KEY", "0123abcd4567ef89aB12cd34EF56ab78cd90ef12"),
+            ("DB_PASSWORD", "correct horse battery staple"),
+        ],
+        &[],
+    );
+    let plain: &[&str] = &[
+        "step",
+        "loss=0.4312",
+        "lr=3e-4",
+        "epoch",
+        "done",
+        "tokens/s=1834.2",
+        "gpu0",
+        "INFO",
+        "train.py:88",
+        "batch",
+        "64",
+        "warmup",
+    ];
+    let prefixed: &[&str] = &[
+        "step",
+        "loss=0.4312",
+        "lr=3e-4",
+        "task-memory-leak",
+        "flask-server-load-test-batch-64",
+        "disk-cache-warm",
+        "/home/ci/models/bert",
+        "epoch",
+        "→",
+        "done",
+        "tokens/s=1834.2",
+        "gpu0",
+        "hf_hub",
+        "INFO",
+        "model_hf_loader.py:88",
+    ];
+    for (name, words) in [("plain", plain), ("prefixed", prefixed)] {
+        let mut chunk = String::new();
+        let mut i = 0usize;
+        while chunk.len() < 64 * 1024 {
+            for k in 0..12 {
+                chunk.push_str(words[(i * 7 + k * 3) % words.len()]);
+                chunk.push(' ');
+            }
+            chunk.push_str(&format!("{i}\n"));
+            i += 1;
+        }
+        let chunks = 100 * 1024 * 1024 / chunk.len();
+        let start = std::time::Instant::now();
+        let mut kept = 0;
+        for _ in 0..chunks {
+            kept += r.mask(&chunk).len();
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let mb = (chunks * chunk.len()) as f64 / 1e6;
+        println!(
+            "{name}: {mb:.0} MB in {seconds:.3} s, {:.0} MB/s ({kept})",
+            mb / seconds
+        );
+    }
 }

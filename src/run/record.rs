@@ -91,7 +91,8 @@ impl CaseRunner<'_, '_> {
         // Whatever torch memory snapshot the case left (its probe's, or
         // its own `_dump_snapshot`), summarised by allocation site.
         let allocation_sites =
-            crate::snapshot::read_case(case_dir, case.sites_depth as usize, &case.cwd);
+            crate::snapshot::read_case(case_dir, case.sites_depth as usize, &case.cwd)
+                .map(masked_sites);
         for note in allocation_sites.iter().flat_map(|s| &s.notes) {
             self.warn(format!("{}: memory snapshot: {note}", case.id));
         }
@@ -444,4 +445,30 @@ fn gpu_names(figures: &Option<GpuFigures>) -> Vec<String> {
 fn write_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
     let text = serde_json::to_string(value).map_err(std::io::Error::other)?;
     crate::files::case::replace(path, text.as_bytes())
+}
+
+/// A snapshot's text is the workload's (its frames' file and function
+/// names, its files' names): masked as it enters the results, as its
+/// output is, before any report shortens a site's name.
+fn masked_sites(mut sites: crate::snapshot::AllocationSites) -> crate::snapshot::AllocationSites {
+    let redactor = redact::active();
+    let mask = |text: &mut String| {
+        if let std::borrow::Cow::Owned(masked) = redactor.mask(text) {
+            *text = masked;
+        }
+    };
+    for site in sites
+        .sites
+        .iter_mut()
+        .chain(sites.by_rank.values_mut().flatten())
+    {
+        mask(&mut site.site);
+    }
+    sites
+        .files
+        .iter_mut()
+        .chain(&mut sites.notes)
+        .chain(sites.allocator_settings.values_mut())
+        .for_each(mask);
+    sites
 }
