@@ -30,7 +30,7 @@ pub const TRACE_LIMIT_BYTES: u64 = 1 << 30;
 pub const READ_LIMIT: Duration = Duration::from_secs(60);
 /// The memory a snapshot's values may take while it is read: this many
 /// times the file's size, and [`MEMORY_FLOOR`] more.
-pub const MEMORY_PER_BYTE: u64 = 3;
+pub const MEMORY_PER_BYTE: u64 = 4;
 pub const MEMORY_FLOOR: u64 = 64 << 20;
 /// The reading thread's stack: nothing it does recurses.
 const READER_STACK: usize = 8 << 20;

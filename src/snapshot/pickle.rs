@@ -693,6 +693,26 @@ impl<R: Read> Machine<R> {
         Ok(())
     }
 
+    /// The dict on top of the stack, made compact if it is a frame or an
+    /// event.
+    fn compact_top(&mut self) -> Result<(), PickleError> {
+        let Value::Dict(c) = self.top()? else {
+            return Ok(());
+        };
+        let c = c.clone();
+        let len = c.items.borrow().len();
+        if len > COMPACT_ITEMS {
+            return Ok(());
+        }
+        self.work += 6 * len as u64;
+        if let Some(compact) = self.compact(&c) {
+            self.replace_in_memo(&c, compact.clone());
+            let last = self.stack.len() - 1;
+            self.stack[last] = compact;
+        }
+        Ok(())
+    }
+
     /// `container`, where the memo slot it was first put in still holds
     /// it, replaced there by `with`.
     fn replace_in_memo(&mut self, container: &Rc<Container>, with: Value) {
@@ -851,6 +871,12 @@ impl<R: Read> Machine<R> {
             b'u' => {
                 let items = self.pop_mark()?;
                 self.extend_top(items, true)?;
+                // Python's pickler writes a dict of 2 to 1,000 items with
+                // one SETITEMS: a small one is complete here, and made
+                // compact at once (freed while the allocator's caches are
+                // warm); one filled by SETITEM is made compact where it
+                // is put.
+                self.compact_top()?;
             }
             b'a' => {
                 let value = self.pop()?;
