@@ -14,8 +14,9 @@
 mod pickle;
 mod summary;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +25,15 @@ pub use pickle::PickleError;
 /// Files over this size are summarised from `segments` alone (the blocks
 /// live at the dump): their traces are dropped as they are read.
 pub const TRACE_LIMIT_BYTES: u64 = 1 << 30;
+/// The longest a case's snapshots (or one given to `oomgate sites`) are
+/// read for: past it, the rest is "not read".
+pub const READ_LIMIT: Duration = Duration::from_secs(60);
+/// The memory a snapshot's values may take while it is read: this many
+/// times the file's size, and [`MEMORY_FLOOR`] more.
+pub const MEMORY_PER_BYTE: u64 = 4;
+pub const MEMORY_FLOOR: u64 = 64 << 20;
+/// The reading thread's stack: nothing it does recurses.
+const READER_STACK: usize = 8 << 20;
 /// The most sites results.json keeps per case (the largest).
 pub const MAX_SITES: usize = 200;
 /// The most sites the lock keeps per case.
@@ -123,7 +133,7 @@ fn snapshot_files(case_dir: &Path) -> Vec<PathBuf> {
     // The end-of-run snapshots hold the whole run; the OOM ones only up to
     // the failure: read those only where a rank left no other.
     let exit: Vec<&String> = names.iter().filter(|n| !n.contains("_oom")).collect();
-    let exit_ranks: Vec<Option<u32>> = exit.iter().map(|n| rank_of(n)).collect();
+    let exit_ranks: HashSet<Option<u32>> = exit.iter().map(|n| rank_of(n)).collect();
     let mut chosen: Vec<PathBuf> = exit.iter().map(|n| case_dir.join(n)).collect();
     chosen.extend(
         names
@@ -143,8 +153,19 @@ fn rank_of(name: &str) -> Option<u32> {
 }
 
 /// The allocation sites of the snapshots a case left in its folder;
-/// `None` when it left none. Problems with a file are notes.
+/// `None` when it left none. Problems with a file are notes. They are read
+/// within [`READ_LIMIT`] in all.
 pub fn read_case(case_dir: &Path, depth: usize, cwd: &Path) -> Option<AllocationSites> {
+    read_case_within(case_dir, depth, cwd, READ_LIMIT)
+}
+
+fn read_case_within(
+    case_dir: &Path,
+    depth: usize,
+    cwd: &Path,
+    limit: Duration,
+) -> Option<AllocationSites> {
+    let deadline = Instant::now() + limit;
     let files = snapshot_files(case_dir);
     if files.is_empty() {
         return None;
@@ -157,7 +178,7 @@ pub fn read_case(case_dir: &Path, depth: usize, cwd: &Path) -> Option<Allocation
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        match read_file(file, &name, depth, cwd) {
+        match read_file_by(file, &name, depth, cwd, deadline, limit) {
             Ok(summary) => {
                 if let Some(rank) = rank_of(&name) {
                     let sites = summary.sites.iter().take(RANK_SITES).cloned().collect();
@@ -170,18 +191,109 @@ pub fn read_case(case_dir: &Path, depth: usize, cwd: &Path) -> Option<Allocation
             Err(e) => total.notes.push(e.to_string()),
         }
     }
+    total.sites = summed(std::mem::take(&mut total.sites));
     total.sites.truncate(MAX_SITES);
     total.by_rank = by_rank;
     Some(total)
 }
 
-/// One snapshot file summarised.
+/// Sites of the same name as one, largest first.
+fn summed(sites: Vec<Site>) -> Vec<Site> {
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut out: Vec<Site> = Vec::new();
+    for site in sites {
+        match index.get(&site.site) {
+            Some(&i) => {
+                out[i].bytes = out[i].bytes.saturating_add(site.bytes);
+                out[i].count = out[i].count.saturating_add(site.count);
+            }
+            None => {
+                index.insert(site.site.clone(), out.len());
+                out.push(site);
+            }
+        }
+    }
+    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
+    out
+}
+
+/// One snapshot file summarised, within [`READ_LIMIT`].
 pub fn read_file(
     path: &Path,
     name: &str,
     depth: usize,
     cwd: &Path,
 ) -> Result<AllocationSites, SnapshotError> {
+    read_file_by(
+        path,
+        name,
+        depth,
+        cwd,
+        Instant::now() + READ_LIMIT,
+        READ_LIMIT,
+    )
+}
+
+/// One snapshot file summarised on a thread of its own, so that nothing
+/// it holds can end the caller: read by `deadline` (a limit of `limit`),
+/// in at most [`MEMORY_PER_BYTE`] times its size and [`MEMORY_FLOOR`]
+/// more; past either, or should the reader fail, it is "not read".
+fn read_file_by(
+    path: &Path,
+    name: &str,
+    depth: usize,
+    cwd: &Path,
+    deadline: Instant,
+    limit: Duration,
+) -> Result<AllocationSites, SnapshotError> {
+    let refused = |reason: String| SnapshotError::Refused {
+        file: name.to_string(),
+        reason,
+    };
+    let late = || refused(format!("reading took longer than {} s", limit.as_secs()));
+    if Instant::now() >= deadline {
+        return Err(late());
+    }
+    let (path, owned_name, cwd) = (path.to_path_buf(), name.to_string(), cwd.to_path_buf());
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("snapshot".into())
+        .stack_size(READER_STACK)
+        .spawn(move || {
+            let summary = read_here(&path, &owned_name, depth, &cwd, deadline);
+            // The caller may have stopped waiting.
+            let _ = send.send(summary);
+        })
+        .map_err(|e| refused(format!("cannot start its reader: {e}")))?;
+    // The reader looks at the clock itself; a second more is for the
+    // summary after it.
+    let wait = deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1);
+    match receive.recv_timeout(wait) {
+        Ok(Err(SnapshotError::Pickle {
+            source: PickleError::Late,
+            ..
+        }))
+        | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(late()),
+        Ok(Err(SnapshotError::Pickle {
+            source: PickleError::Bound(reason),
+            ..
+        })) => Err(refused(reason)),
+        Ok(result) => result,
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            Err(refused("its reader failed".into()))
+        }
+    }
+}
+
+/// One snapshot file summarised on this thread.
+fn read_here(
+    path: &Path,
+    name: &str,
+    depth: usize,
+    cwd: &Path,
+    deadline: Instant,
+) -> Result<AllocationSites, SnapshotError> {
+    use std::io::Read as _;
     use std::os::unix::fs::OpenOptionsExt;
     let refused = |reason: String| SnapshotError::Refused {
         file: name.to_string(),
@@ -200,9 +312,21 @@ pub fn read_file(
         return Err(refused("not a regular file".into()));
     }
     let keep_events = meta.len() <= TRACE_LIMIT_BYTES;
+    let limits = pickle::Limits {
+        memory: usize::try_from(
+            meta.len()
+                .saturating_mul(MEMORY_PER_BYTE)
+                .saturating_add(MEMORY_FLOOR),
+        )
+        .unwrap_or(usize::MAX),
+        deadline: Some(deadline),
+        size: Some(meta.len()),
+    };
+    // Only the bytes it had when opened: a file that grows is not followed.
     let value = pickle::read(
-        std::io::BufReader::with_capacity(1 << 20, file),
+        std::io::BufReader::with_capacity(1 << 20, file.take(meta.len())),
         keep_events,
+        limits,
     )
     .map_err(|source| SnapshotError::Pickle {
         file: name.to_string(),
@@ -240,24 +364,16 @@ impl AllocationSites {
             self.from = SitesFrom::Dump;
         }
         self.devices += other.devices;
-        self.allocated_bytes += other.allocated_bytes;
-        self.reserved_bytes += other.reserved_bytes;
-        self.fragmentation_bytes += other.fragmentation_bytes;
-        self.graph_pool_bytes += other.graph_pool_bytes;
+        self.allocated_bytes = self.allocated_bytes.saturating_add(other.allocated_bytes);
+        self.reserved_bytes = self.reserved_bytes.saturating_add(other.reserved_bytes);
+        self.fragmentation_bytes = self
+            .fragmentation_bytes
+            .saturating_add(other.fragmentation_bytes);
+        self.graph_pool_bytes = self.graph_pool_bytes.saturating_add(other.graph_pool_bytes);
         for (key, value) in other.allocator_settings {
             self.allocator_settings.entry(key).or_insert(value);
         }
-        for site in other.sites {
-            match self.sites.iter_mut().find(|s| s.site == site.site) {
-                Some(found) => {
-                    found.bytes += site.bytes;
-                    found.count += site.count;
-                }
-                None => self.sites.push(site),
-            }
-        }
-        self.sites
-            .sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
+        self.sites.extend(other.sites);
         self.notes.extend(other.notes);
     }
 }

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-use super::pickle::{Action, Container, Event, Frame, Value};
+use super::pickle::{Action, Container, Event, Frame, Stack, Value};
 use super::{AllocationSites, Site, SitesFrom};
 
 /// Where a block's site comes from when no frame of it is the user's.
@@ -25,7 +25,7 @@ struct Block {
     device: i64,
     addr: u64,
     size: u64,
-    frames: Vec<Rc<Frame>>,
+    frames: Stack,
 }
 
 /// Summarise one snapshot's top-level dict. `depth`: user frames that
@@ -41,10 +41,12 @@ pub fn summarise(
     let Some(Value::List(segments)) = root.get("segments") else {
         return Err("it has no `segments` list: not a torch memory snapshot".into());
     };
-    let namer = Namer {
+    let mut namer = Namer {
         depth: depth.max(1),
         cwd,
+        named: HashMap::new(),
     };
+    let nothing: Stack = Rc::new(Vec::new());
     let mut summary = AllocationSites::default();
     let mut blocks = Vec::new();
     let (mut allocated_at_dump, mut graph_pool) = (0u64, 0u64);
@@ -53,12 +55,16 @@ pub fn summarise(
             continue;
         };
         let total = segment.number("total_size").unwrap_or(0);
-        summary.reserved_bytes += total;
+        summary.reserved_bytes = summary.reserved_bytes.saturating_add(total);
         // Pool (0, 0) is the default one; any other is a CUDA graph's
         // private pool (or a user's `MemPool`).
         if let Some(Value::Tuple(pool)) = segment.get("segment_pool_id") {
-            if pool.iter().any(|v| matches!(v, Value::Int(n) if *n != 0)) {
-                graph_pool += total;
+            if pool
+                .items()
+                .iter()
+                .any(|v| matches!(v, Value::Int(n) if *n != 0))
+            {
+                graph_pool = graph_pool.saturating_add(total);
             }
         }
         let device = match segment.get("device") {
@@ -76,12 +82,12 @@ pub fn summarise(
                 continue;
             }
             let size = block.number("size").unwrap_or(0);
-            allocated_at_dump += size;
+            allocated_at_dump = allocated_at_dump.saturating_add(size);
             blocks.push(Block {
                 device,
                 addr: block.number("address").unwrap_or(0),
                 size,
-                frames: frames_of(block.get("frames")),
+                frames: frames_of(block.get("frames"), &nothing),
             });
         }
     }
@@ -110,10 +116,10 @@ pub fn summarise(
             .collect(),
         _ => Vec::new(),
     };
-    let mut sites: HashMap<String, (u64, u64)> = HashMap::new();
-    let mut add = |site: String, bytes: u64| {
+    let mut sites: HashMap<Rc<str>, (u64, u64)> = HashMap::new();
+    let mut add = |site: Rc<str>, bytes: u64| {
         let entry = sites.entry(site).or_default();
-        entry.0 += bytes;
+        entry.0 = entry.0.saturating_add(bytes);
         entry.1 += 1;
     };
     let traced = traces.iter().any(|t| !t.is_empty());
@@ -128,25 +134,29 @@ pub fn summarise(
             add(namer.site(&block.frames), block.size);
         }
     }
-    let mut devices: Vec<i64> = blocks.iter().map(|b| b.device).collect();
-    devices.extend((0..traces.len()).filter_map(|d| i64::try_from(d).ok()));
-    devices.sort_unstable();
-    devices.dedup();
-    for device in devices.iter().copied().filter(|_| traced) {
-        let events: &[Rc<Event>] = usize::try_from(device)
+    // Each device's blocks, grouped once: a device's replay sees its own.
+    let mut by_device: BTreeMap<i64, Vec<&Block>> = BTreeMap::new();
+    for block in &blocks {
+        by_device.entry(block.device).or_default().push(block);
+    }
+    for device in (0..traces.len()).filter_map(|d| i64::try_from(d).ok()) {
+        by_device.entry(device).or_default();
+    }
+    let devices = by_device.len();
+    for (device, live) in by_device.iter().filter(|_| traced) {
+        let events: &[Rc<Event>] = usize::try_from(*device)
             .ok()
             .and_then(|d| traces.get(d))
             .map_or(&[], Vec::as_slice);
-        let live: Vec<&Block> = blocks.iter().filter(|b| b.device == device).collect();
-        let peak = replay(events, &live);
-        summary.allocated_bytes += peak.bytes;
+        let peak = replay(events, live);
+        summary.allocated_bytes = summary.allocated_bytes.saturating_add(peak.bytes);
         if peak.unmatched > 0 {
             summary.estimated = true;
         }
         for (frames, size) in peak.live {
             let site = match frames {
                 Some(frames) => namer.site(frames),
-                None => BEFORE_TRACE.to_string(),
+                None => Rc::from(BEFORE_TRACE),
             };
             add(site, size);
         }
@@ -168,10 +178,14 @@ pub fn summarise(
             crate::units::Bytes(graph_pool)
         ));
     }
-    summary.devices = devices.len();
+    summary.devices = devices;
     let mut sites: Vec<Site> = sites
         .into_iter()
-        .map(|(site, (bytes, count))| Site { site, bytes, count })
+        .map(|(site, (bytes, count))| Site {
+            site: site.to_string(),
+            bytes,
+            count,
+        })
         .collect();
     sites.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
     summary.sites = sites;
@@ -182,7 +196,7 @@ pub fn summarise(
 /// allocation's frames, or `None` for a block allocated before the trace).
 struct Peak<'a> {
     bytes: u64,
-    live: Vec<(Option<&'a [Rc<Frame>]>, u64)>,
+    live: Vec<(Option<&'a Stack>, u64)>,
     /// Frees of blocks the trace never saw allocated.
     unmatched: usize,
     /// The size an `oom` entry asked for.
@@ -216,12 +230,15 @@ fn replay<'a>(events: &'a [Rc<Event>], live_at_dump: &[&'a Block]) -> Peak<'a> {
         .iter()
         .filter(|b| !open.contains_key(&b.addr))
         .collect();
-    let start: u64 = before.iter().map(|b| b.size).sum::<u64>()
-        + unmatched.iter().map(|(_, size)| size).sum::<u64>();
+    let start: u64 = before
+        .iter()
+        .map(|b| b.size)
+        .chain(unmatched.iter().map(|(_, size)| *size))
+        .fold(0, u64::saturating_add);
     let (mut running, mut best, mut at) = (start, start, None);
     for (i, event) in events.iter().enumerate() {
         match event.action {
-            Action::Alloc => running += event.size,
+            Action::Alloc => running = running.saturating_add(event.size),
             Action::FreeRequested => running = running.saturating_sub(event.size),
             _ => continue,
         }
@@ -235,10 +252,8 @@ fn replay<'a>(events: &'a [Rc<Event>], live_at_dump: &[&'a Block]) -> Peak<'a> {
         (None, Some(_)) => true,
         (Some(peak), Some(end)) => end > peak,
     };
-    let mut live: Vec<(Option<&[Rc<Frame>]>, u64)> = before
-        .iter()
-        .map(|b| (Some(b.frames.as_slice()), b.size))
-        .collect();
+    let mut live: Vec<(Option<&Stack>, u64)> =
+        before.iter().map(|b| (Some(&b.frames), b.size)).collect();
     live.extend(
         unmatched
             .iter()
@@ -261,13 +276,26 @@ fn replay<'a>(events: &'a [Rc<Event>], live_at_dump: &[&'a Block]) -> Peak<'a> {
 }
 
 /// Names sites from stacks: the first `depth` frames that are the user's.
+/// Each stack is named once, however many blocks share it.
 struct Namer<'a> {
     depth: usize,
     cwd: &'a std::path::Path,
+    named: HashMap<*const Vec<Rc<Frame>>, Rc<str>>,
 }
 
 impl Namer<'_> {
-    fn site(&self, frames: &[Rc<Frame>]) -> String {
+    fn site(&mut self, frames: &Stack) -> Rc<str> {
+        // The stacks outlive the namer (the snapshot's values hold them),
+        // so an address names one stack.
+        if let Some(name) = self.named.get(&Rc::as_ptr(frames)) {
+            return name.clone();
+        }
+        let name: Rc<str> = Rc::from(self.name(frames));
+        self.named.insert(Rc::as_ptr(frames), name.clone());
+        name
+    }
+
+    fn name(&self, frames: &[Rc<Frame>]) -> String {
         if frames.is_empty() {
             return NOT_RECORDED.to_string();
         }
@@ -321,11 +349,11 @@ fn is_stdlib(file: &str) -> bool {
     !file[at..].contains("-packages/")
 }
 
-fn frames_of(value: Option<Value>) -> Vec<Rc<Frame>> {
+fn frames_of(value: Option<Value>, nothing: &Stack) -> Stack {
     match value {
-        Some(Value::Frames(frames)) => frames.to_vec(),
-        Some(Value::List(list)) => list.frames(),
-        _ => Vec::new(),
+        Some(Value::Frames(frames)) => frames,
+        Some(Value::List(list)) => list.stack(),
+        _ => nothing.clone(),
     }
 }
 
