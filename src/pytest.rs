@@ -7,12 +7,12 @@
 //! `oomgate_probe/pytest_plugin.py`, built into the binary), so a test
 //! environment without the `oomgate` wheel collects and runs all the same.
 //! The copy is written by each oomgate process into a fresh read-only
-//! folder of its own, where no bytecode can be cached ([`PluginDir`]), put
+//! folder of its own, where no bytecode can be cached ([`install_plugin`]), put
 //! first on each test's `PYTHONPATH`, and checked before each test starts
 //! ([`check_plugin`]).
 
 use std::io::{Read, Seek};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -281,40 +281,49 @@ fn tail(file: &mut std::fs::File) -> String {
 }
 
 /// The plain-bytecode and pytest-rewrite caches Python would look in for
-/// the plugin's module: a file here, so no bytecode can be read or written.
+/// the plugin's module: an empty file here, so no bytecode can be read or
+/// written.
 const PYCACHE: &str = "__pycache__";
 
-/// oomgate's copy of its pytest plugin for one oomgate process: a fresh
-/// folder `$TMPDIR/oomgate-<uid>/pytest-<pid>-<random>/` (mode 0500)
-/// holding the plugin (0400) and a `__pycache__` that is an empty file
-/// (0400), so Python and pytest's assertion rewriter find no bytecode to
-/// load and write none. Removed when dropped (at the end of the command);
-/// one left by an oomgate that was killed (its `flock` gone with it) is
-/// removed by the next.
+/// What the plugin's folder holds: the plugin, and the `__pycache__` file.
+fn plugin_files() -> [(String, &'static [u8]); 2] {
+    [
+        (
+            format!("{}.py", crate::suite::PYTEST_PLUGIN_MODULE),
+            PLUGIN_SOURCE.as_bytes(),
+        ),
+        (PYCACHE.to_string(), b""),
+    ]
+}
+
+/// Write this process's copy of the plugin: a sealed folder
+/// ([`crate::files::SealedDir`]),
+/// `$TMPDIR/oomgate-<uid>/pytest-<pid>-<random>/`, holding the plugin and
+/// a `__pycache__` that is an empty read-only file, so Python and pytest's
+/// assertion rewriter find no bytecode to load and write none. Removed when
+/// the suite holding it is dropped (at the end of the command).
 ///
 /// A folder shared between runs (as before) let a test plant bytecode that
 /// a later, separate run loaded as the plugin. The tests of this run can
 /// still reach this folder (they run as the same user), so it is checked
 /// before every test starts ([`check_plugin`]).
-#[derive(Debug)]
-pub struct PluginDir {
-    dir: tempfile::TempDir,
-    /// The folder itself, open and `flock`ed for as long as this process
-    /// uses it: the next oomgate removes only folders nobody holds.
-    _held: std::fs::File,
+pub fn install_plugin() -> Result<crate::files::SealedDir, CollectError> {
+    let base = private_base()?;
+    remove_shared_plugins(&base);
+    let files = plugin_files();
+    let files: Vec<(&str, &[u8])> = files.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    crate::files::SealedDir::create(&base, "pytest-", &files).map_err(|e| CollectError::Plugin {
+        dir: base.clone(),
+        reason: e.to_string(),
+    })
 }
 
-impl PluginDir {
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for PluginDir {
-    fn drop(&mut self) {
-        // Writable again, so that its entries can be removed.
-        let _ = std::fs::set_permissions(self.dir.path(), std::fs::Permissions::from_mode(0o700));
-    }
+/// Whether `dir` still holds the plugin as [`install_plugin`] wrote it.
+/// `Err` says what changed.
+pub fn check_plugin(dir: &Path) -> Result<(), String> {
+    let files = plugin_files();
+    let files: Vec<(&str, &[u8])> = files.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    crate::files::sealed::check(dir, &files)
 }
 
 /// `$TMPDIR/oomgate-<uid>`, made if missing, mode 0700 and the user's own.
@@ -342,123 +351,19 @@ fn private_base() -> Result<PathBuf, CollectError> {
     Ok(base)
 }
 
-/// Write this process's copy of the plugin (see [`PluginDir`]).
-pub fn install_plugin() -> Result<PluginDir, CollectError> {
-    let base = private_base()?;
-    remove_stale_plugins(&base);
-    let failed = |dir: &Path, e: std::io::Error| CollectError::Plugin {
-        dir: dir.to_path_buf(),
-        reason: e.to_string(),
-    };
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("pytest-{}-", std::process::id()))
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir_in(&base)
-        .map_err(|e| failed(&base, e))?;
-    let path = dir.path().to_path_buf();
-    let held = std::fs::File::open(&path).map_err(|e| failed(&path, e))?;
-    crate::files::try_lock_exclusive(&held).map_err(|e| failed(&path, e))?;
-    let write = |name: &str, text: &str| -> std::io::Result<()> {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o400)
-            .open(path.join(name))?;
-        std::io::Write::write_all(&mut file, text.as_bytes())?;
-        file.sync_all()
-    };
-    write(&plugin_file_name(), PLUGIN_SOURCE).map_err(|e| failed(&path, e))?;
-    write(PYCACHE, "").map_err(|e| failed(&path, e))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o500))
-        .map_err(|e| failed(&path, e))?;
-    let installed = PluginDir { dir, _held: held };
-    check_plugin(installed.path()).map_err(|reason| CollectError::Plugin {
-        dir: path.clone(),
-        reason,
-    })?;
-    Ok(installed)
-}
-
-fn plugin_file_name() -> String {
-    format!("{}.py", crate::suite::PYTEST_PLUGIN_MODULE)
-}
-
-/// Check that `dir` is still what [`install_plugin`] wrote: the user's
-/// own, nobody's to write, holding the plugin as built into this binary
-/// and the `__pycache__` file, and nothing else. `Err` says what changed.
-pub fn check_plugin(dir: &Path) -> Result<(), String> {
-    // SAFETY: geteuid takes nothing and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot read it: {e}"))?;
-    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o222 != 0 {
-        return Err(format!(
-            "it is no longer a read-only folder of this user's (mode {:o})",
-            meta.permissions().mode() & 0o7777
-        ));
-    }
-    let plugin = plugin_file_name();
-    let mut seen = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| format!("cannot list it: {e}"))? {
-        let entry = entry.map_err(|e| format!("cannot list it: {e}"))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let meta = std::fs::symlink_metadata(entry.path())
-            .map_err(|e| format!("cannot read {name}: {e}"))?;
-        let expected_size = if name == plugin {
-            PLUGIN_SOURCE.len() as u64
-        } else if name == PYCACHE {
-            0
-        } else {
-            return Err(format!("`{name}` was added to it"));
-        };
-        if !meta.is_file() || meta.len() != expected_size || meta.permissions().mode() & 0o222 != 0
-        {
-            return Err(format!("`{name}` was changed"));
-        }
-        seen.push(name);
-    }
-    if seen.len() != 2 {
-        return Err("a file of it was removed".to_string());
-    }
-    let text =
-        std::fs::read(dir.join(&plugin)).map_err(|e| format!("cannot read {plugin}: {e}"))?;
-    if text != PLUGIN_SOURCE.as_bytes() {
-        return Err(format!("`{plugin}` was changed"));
-    }
-    Ok(())
-}
-
-/// Remove the plugin folders of oomgate processes that are gone (killed
-/// before they could remove their own: nobody holds their `flock`), and
-/// the shared ones of earlier versions (`pytest-<16 hex digits>`), which a
-/// test could have written into. Only names oomgate gives are touched.
-fn remove_stale_plugins(base: &Path) {
+/// Remove the folders earlier versions shared between runs
+/// (`pytest-<16 hex digits>`), which a test could have written into.
+fn remove_shared_plugins(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix("pytest-") else {
-            continue;
-        };
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let path = entry.path();
-        let stale = match rest.split_once('-') {
-            // This version's, `pytest-<pid>-<random>`: stale when its lock
-            // can be taken (held while this one is looked at).
-            Some((pid, _)) if pid.parse::<u32>().is_ok() => std::fs::File::open(&path)
-                .ok()
-                .filter(|dir| crate::files::try_lock_exclusive(dir).is_ok()),
-            Some(_) => None,
-            None if rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                std::fs::File::open(&path).ok()
-            }
-            None => None,
-        };
-        if stale.is_some() {
-            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700));
-            let _ = crate::files::remove_tree(&path);
+        let shared = name
+            .strip_prefix("pytest-")
+            .is_some_and(|hash| hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()));
+        if shared && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = crate::files::remove_tree(&entry.path());
         }
     }
 }

@@ -7,8 +7,10 @@
 //! its own. What is written is the writers' business.
 
 pub mod case;
+pub mod sealed;
 mod tree;
 
+pub use sealed::SealedDir;
 pub use tree::remove_tree;
 
 use std::io::{self, Write};

@@ -67,7 +67,7 @@ pub struct Suite {
     pub pytest: Vec<PytestSource>,
     /// oomgate's copy of its pytest plugin, once the tests are collected:
     /// held for as long as the suite is, removed after.
-    pub pytest_plugin: Option<std::sync::Arc<crate::pytest::PluginDir>>,
+    pub pytest_plugin: Option<std::sync::Arc<crate::files::SealedDir>>,
     /// What is worth saying about the suite but does not stop it
     /// (`file:line:col: warning: …`), printed when it is loaded.
     pub warnings: Vec<Located>,
