@@ -316,8 +316,6 @@ pub struct Held {
 /// Hold the lock at `path` for a read-modify-write: wait, up to `wait`,
 /// while another oomgate holds it.
 pub fn hold(path: &Path, wait: std::time::Duration) -> Result<Held, LockError> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
     let held = held_path(path);
     let fail = |source: std::io::Error| LockError::Write {
         path: path.to_path_buf(),
@@ -326,29 +324,12 @@ pub fn hold(path: &Path, wait: std::time::Duration) -> Result<Held, LockError> {
             format!("cannot hold {}: {source}", held.display()),
         ),
     };
-    // Close-on-exec (std's default): no process oomgate starts holds it.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&held)
-        .map_err(fail)?;
-    if !file.metadata().map_err(fail)?.is_file() {
-        return Err(fail(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        )));
-    }
+    let file = crate::files::open_lock_file(&held).map_err(fail)?;
     let deadline = std::time::Instant::now() + wait;
     loop {
-        // SAFETY: flock takes a descriptor this process owns for the call.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        let Err(error) = crate::files::try_lock_exclusive(&file) else {
             return Ok(Held { _file: file });
-        }
-        let error = std::io::Error::last_os_error();
+        };
         if error.kind() != std::io::ErrorKind::WouldBlock {
             return Err(fail(error));
         }

@@ -305,7 +305,7 @@ pub fn claim_out_dir(dir: &Path, adopt: bool) -> Result<OutDirClaim, OutDirError
         refuse_foreign_dir(dir, adopt)?;
         std::fs::create_dir_all(dir).map_err(io_error)?;
     }
-    let mut file = open_marker(&marker).map_err(io_error)?;
+    let mut file = open_lock_file(&marker).map_err(io_error)?;
     if let Err(e) = try_lock_exclusive(&file) {
         if e.kind() == io::ErrorKind::WouldBlock {
             return Err(OutDirError::InUse {
@@ -380,9 +380,12 @@ fn refuse_foreign_dir(dir: &Path, adopt: bool) -> Result<(), OutDirError> {
     })
 }
 
-/// The marker, made if missing; never through a symlink, and never
-/// truncated before it is held (the holder's pid is read from it).
-fn open_marker(path: &Path) -> io::Result<std::fs::File> {
+/// A file to `flock` (the out dir's marker, a lock's `.held` file), made
+/// if missing: never opened through a symlink, never truncated before it
+/// is held (the holder's pid may be read from it), a regular file.
+/// Close-on-exec, as std opens every file: no process oomgate starts
+/// holds it.
+pub fn open_lock_file(path: &Path) -> io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)

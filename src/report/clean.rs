@@ -80,28 +80,7 @@ pub fn line(text: &str) -> Cow<'_, str> {
 /// [unsafe](is_unsafe) character — a lone CR, ESC of anything else (OSC),
 /// BEL, NUL, C1, bidi, noncharacters — written as a visible escape.
 pub fn block(text: &str) -> Cow<'_, str> {
-    if !text.contains(|c| is_unsafe(c) && c != '\n' && c != '\t') {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    let mut chars = text.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            '\r' if chars.peek().is_some_and(|&(_, next)| next == '\n') => {}
-            '\u{1b}' => match csi_len(&text[at..]) {
-                Some(len) => {
-                    while chars.peek().is_some_and(|&(next, _)| next < at + len) {
-                        chars.next();
-                    }
-                }
-                None => escape_into(&mut out, c),
-            },
-            c if is_unsafe(c) => escape_into(&mut out, c),
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
+    lines(text, Sequences::Drop)
 }
 
 /// A line oomgate composed for its terminal, its outside text already
@@ -110,23 +89,53 @@ pub fn block(text: &str) -> Cow<'_, str> {
 /// unsafe character escaped, so that nothing missed can act on the
 /// terminal or start a line of its own but a newline.
 pub fn terminal(text: &str) -> Cow<'_, str> {
+    lines(text, Sequences::KeepColours)
+}
+
+/// What [`lines`] does with a terminal's control sequence.
+#[derive(Clone, Copy, PartialEq)]
+enum Sequences {
+    /// Drop every `ESC [` sequence whole, and a CR before a newline: a
+    /// workload's output.
+    Drop,
+    /// Keep colour sequences, escape the rest: oomgate's own lines.
+    KeepColours,
+}
+
+/// `text` with newline and tab kept, control sequences as `sequences`
+/// says, every other unsafe character escaped.
+fn lines(text: &str, sequences: Sequences) -> Cow<'_, str> {
     if !text.contains(|c| is_unsafe(c) && c != '\n' && c != '\t') {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
     let mut chars = text.char_indices().peekable();
     while let Some((at, c)) = chars.next() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            '\u{1b}' if is_colour(&text[at..]) => {
-                let len = csi_len(&text[at..]).unwrap_or(1);
-                out.push_str(&text[at..at + len]);
+        let kept = match (c, sequences) {
+            ('\n' | '\t', _) => {
+                out.push(c);
+                continue;
+            }
+            ('\r', Sequences::Drop) if chars.peek().is_some_and(|&(_, next)| next == '\n') => {
+                continue;
+            }
+            ('\u{1b}', Sequences::Drop) => csi_len(&text[at..]).map(|len| (len, false)),
+            ('\u{1b}', Sequences::KeepColours) if is_colour(&text[at..]) => {
+                Some((csi_len(&text[at..]).unwrap_or(1), true))
+            }
+            _ => None,
+        };
+        match kept {
+            Some((len, keep)) => {
+                if keep {
+                    out.push_str(&text[at..at + len]);
+                }
                 while chars.peek().is_some_and(|&(next, _)| next < at + len) {
                     chars.next();
                 }
             }
-            c if is_unsafe(c) => escape_into(&mut out, c),
-            c => out.push(c),
+            None if is_unsafe(c) => escape_into(&mut out, c),
+            None => out.push(c),
         }
     }
     Cow::Owned(out)
