@@ -2,9 +2,11 @@
 //! production.
 //!
 //! The pipeline, one direction only: [`suite`] (TOML to checked cases) →
-//! [`run`] (launch, sample with [`measure`], stop) → [`verdict`] (pure
-//! decisions) → [`report`] (terminal, results.json, junit.xml) → exit code
-//! ([`cli`]). `docs/architecture.md` is the map.
+//! [`run`] (launch, sample with [`measure`], stop) → [`judge`] (pure
+//! decisions, against the [`baseline`]) → [`results`] (the model) →
+//! [`report`] (the words, and every output) → exit code ([`cli`]); below
+//! them all, [`files`] (writing safely, the out dir, the case folder's
+//! layout). `docs/architecture.md` is the map.
 
 pub mod baseline;
 pub mod capacity;

@@ -349,7 +349,7 @@ fn read_probe_series(case: &mut CaseResult, out_dir: &Path) {
         case.instances
             .iter()
             .map(|i| {
-                let logs = crate::run::launch::InstanceLogs::for_instance(&dir, i.index);
+                let logs = crate::files::case::InstanceLogs::for_instance(&dir, i.index);
                 (i.index, logs.metrics)
             })
             .collect(),

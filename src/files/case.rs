@@ -15,6 +15,10 @@
 //! logs, its timeline, its metrics, its logs again for their tails), so
 //! each thread keeps the last folder it walked to open, and uses it again
 //! while that folder's path still leads to it (see [`remembered`]).
+//!
+//! The names of an instance's files in its case folder are here too
+//! ([`InstanceLogs`]): whoever runs a case, reports on it or merges it
+//! finds them in one place.
 
 use std::cell::RefCell;
 use std::ffi::CString;
@@ -28,6 +32,54 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::with_path;
+
+/// Where one instance writes its output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceLogs {
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    /// The workload probe's JSON lines (`$OOMGATE_METRICS`).
+    pub metrics: PathBuf,
+}
+
+impl InstanceLogs {
+    /// A case's server: `server.stdout.log`, `server.stderr.log`,
+    /// `server.metrics.jsonl`.
+    pub fn for_server(case_dir: &Path) -> Self {
+        InstanceLogs {
+            stdout: case_dir.join("server.stdout.log"),
+            stderr: case_dir.join("server.stderr.log"),
+            metrics: case_dir.join("server.metrics.jsonl"),
+        }
+    }
+
+    /// Instance 0 keeps the plain names (`stdout.log`), so the common
+    /// single-instance case has the files every script looks for; instance
+    /// `i > 0` writes `stdout.<i>.log`.
+    pub fn for_instance(case_dir: &Path, index: u32) -> Self {
+        let name = |stream: &str| match index {
+            0 => format!("{stream}.log"),
+            i => format!("{stream}.{i}.log"),
+        };
+        let metrics = match index {
+            0 => "metrics.jsonl".to_string(),
+            i => format!("metrics.{i}.jsonl"),
+        };
+        InstanceLogs {
+            stdout: case_dir.join(name("stdout")),
+            stderr: case_dir.join(name("stderr")),
+            metrics: case_dir.join(metrics),
+        }
+    }
+
+    /// Where a capacity search keeps the probe lines of its probe
+    /// `param = value` once it ran (`metrics.batch-16.jsonl`,
+    /// `metrics.1.batch-16.jsonl`), as it keeps its timeline.
+    pub fn probe_metrics(&self, param: &str, value: u64) -> PathBuf {
+        self.metrics
+            .with_extension(format!("{param}-{value}.jsonl"))
+    }
+}
 
 /// Open a case file to read it.
 pub fn open_read(path: &Path) -> io::Result<File> {

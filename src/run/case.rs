@@ -19,9 +19,10 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
+use super::fault::WriteFault;
 use super::instance::Instance;
 use super::serve::{self, ServerSide};
-use super::{GpuAccess, Note, Shared, WriteFault};
+use super::shared::{GpuAccess, Job, Note, Shared, now_rfc3339};
 use crate::judge::StopReason;
 use crate::measure::cgroup::{CaseCgroup, MemoryHierarchy};
 use crate::measure::gpu::settle::{self, Settle};
@@ -32,6 +33,7 @@ use crate::measure::{HostFigures, HostMeter, Timeline};
 use crate::probe::ProbeSummary;
 use crate::process;
 use crate::suite::{Case, ForeignPolicy};
+use std::sync::mpsc;
 
 /// What the preflight found out before anything was launched.
 pub(super) struct Preflight<'g> {
@@ -218,7 +220,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         case_dir: &Path,
         repeat: u32,
     ) -> (String, CaseOutcome) {
-        let started_at = super::now_rfc3339();
+        let started_at = now_rfc3339();
         self.scoped = self.shared.parallel || case.server.is_some();
         if repeat > 0 {
             let marker = format!(
@@ -413,7 +415,7 @@ pub(super) fn mark_logs(
     server: bool,
     marker: &str,
 ) -> Vec<WriteFault> {
-    use super::launch::InstanceLogs;
+    use crate::files::case::InstanceLogs;
     let mut faults = Vec::new();
     let server = server.then(|| InstanceLogs::for_server(case_dir));
     let all = (0..instances).map(|index| InstanceLogs::for_instance(case_dir, index));
@@ -433,4 +435,54 @@ pub(super) fn append(path: &Path, text: &str) -> Result<(), WriteFault> {
             path: path.to_path_buf(),
             source,
         })
+}
+
+/// A worker thread: run each case it is given, keeping its /proc scanner
+/// from case to case, until the run closes its queue. A panic must not
+/// leave the main thread waiting for a case forever: that case ends as
+/// run no times, an error that says so, and the worker goes on with a new
+/// scanner.
+pub(super) fn work(
+    shared: &Shared<'_>,
+    queue: &mpsc::Receiver<Job<'_>>,
+    notes: &mpsc::Sender<(usize, Note)>,
+) {
+    let mut carried = None;
+    for job in queue {
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut runner = CaseRunner::new(
+                shared,
+                job.number,
+                job.access,
+                notes.clone(),
+                carried.take(),
+            );
+            let ran = match &job.case.search {
+                Some(search) => {
+                    let (runs, capacity) =
+                        runner.run_search(job.case, &job.dir, search, job.locked_capacity);
+                    (runs, Some(capacity))
+                }
+                None => (runner.run_repeats(job.case, &job.dir), None),
+            };
+            carried = Some(runner.into_carried());
+            ran
+        }));
+        let note = match ran {
+            Ok((runs, capacity)) => Note::Done {
+                runs,
+                capacity,
+                completed: true,
+            },
+            Err(_) => Note::Done {
+                runs: Vec::new(),
+                capacity: None,
+                completed: false,
+            },
+        };
+        // The main thread listens until every case is done.
+        notes.send((job.number, note)).ok();
+    }
+    // The worker's spare cgroup, if any, goes with what it carried.
+    drop(carried);
 }

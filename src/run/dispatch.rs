@@ -13,9 +13,12 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use super::case::work;
+use super::conductor::Conductor;
+use super::fault::WriteFault;
 use super::folder::{Ahead, in_flight, keep_shared_attempt};
 use super::schedule::Scheduler;
-use super::{Conductor, Job, Live, Note, Shared, WriteFault, work};
+use super::shared::{Job, Live, Note, Shared};
 use crate::capacity::Capacity;
 use crate::judge::{self, CaseRun};
 use crate::report::{Event, Reporter};
@@ -91,7 +94,7 @@ where
     fn launch(
         &mut self,
         number: usize,
-        placement: super::Placement,
+        placement: super::schedule::Placement,
         alone: bool,
         reporter: &mut dyn Reporter,
     ) -> bool {
@@ -151,7 +154,7 @@ where
         &mut self,
         number: usize,
         case: &Case,
-        placement: &super::Placement,
+        placement: &super::schedule::Placement,
         reporter: &mut dyn Reporter,
     ) -> Option<(PathBuf, usize)> {
         let dir = match self.ahead.take(self.shared, number, case) {
@@ -185,7 +188,7 @@ where
         &mut self,
         number: usize,
         case: &Case,
-        placement: &super::Placement,
+        placement: &super::schedule::Placement,
         fault: WriteFault,
         reporter: &mut dyn Reporter,
     ) {
@@ -200,7 +203,7 @@ where
     fn crowd(
         &mut self,
         number: usize,
-        placement: &super::Placement,
+        placement: &super::schedule::Placement,
         crowded: Option<&Arc<std::sync::atomic::AtomicBool>>,
     ) -> BTreeMap<usize, BTreeSet<usize>> {
         let mut shared_with: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();

@@ -5,7 +5,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{Shared, WriteFault, case, launch, now_rfc3339, record};
+use super::fault::WriteFault;
+use super::shared::{Shared, now_rfc3339};
+use super::{case, record};
 use crate::judge;
 use crate::results::{CaseResult, IN_FLIGHT_MESSAGE};
 use crate::suite::Case;
@@ -82,7 +84,7 @@ fn make_case_dir(case: &Case, path: &Path) -> Result<(), WriteFault> {
 /// stderr.
 fn logs(path: &Path, case: &Case) -> impl Iterator<Item = PathBuf> {
     (0..case.concurrency).flat_map(move |index| {
-        let logs = launch::InstanceLogs::for_instance(path, index);
+        let logs = crate::files::case::InstanceLogs::for_instance(path, index);
         [logs.stdout, logs.stderr]
     })
 }
@@ -219,10 +221,11 @@ pub(super) fn keep_shared_attempt(dir: &Path, case: &Case) -> Result<(), WriteFa
     set_aside.extend(
         case.server
             .as_ref()
-            .map(|_| launch::InstanceLogs::for_server(dir).metrics),
+            .map(|_| crate::files::case::InstanceLogs::for_server(dir).metrics),
     );
     set_aside.extend(
-        (0..case.concurrency).map(|index| launch::InstanceLogs::for_instance(dir, index).metrics),
+        (0..case.concurrency)
+            .map(|index| crate::files::case::InstanceLogs::for_instance(dir, index).metrics),
     );
     for path in set_aside {
         let kept = path.with_extension(match path.extension() {

@@ -12,9 +12,10 @@ use std::os::fd::RawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::launch::{InstanceLogs, LaunchError, LaunchSpec, ReportReader, launch};
+use super::launch::{LaunchError, LaunchSpec, ReportReader, launch};
 use super::supervise::Report;
 use super::supervise::forkserver::Forkserver;
+use crate::files::case::InstanceLogs;
 use crate::measure::HostMeter;
 use crate::process::{self, Exit};
 use crate::suite::Case;

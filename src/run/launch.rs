@@ -31,56 +31,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::supervise;
+use crate::files::case::InstanceLogs;
 use crate::process;
 use crate::suite::Case;
-
-/// Where one instance writes its output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InstanceLogs {
-    pub stdout: PathBuf,
-    pub stderr: PathBuf,
-    /// The workload probe's JSON lines (`$OOMGATE_METRICS`).
-    pub metrics: PathBuf,
-}
-
-impl InstanceLogs {
-    /// A case's server: `server.stdout.log`, `server.stderr.log`,
-    /// `server.metrics.jsonl`.
-    pub fn for_server(case_dir: &Path) -> Self {
-        InstanceLogs {
-            stdout: case_dir.join("server.stdout.log"),
-            stderr: case_dir.join("server.stderr.log"),
-            metrics: case_dir.join("server.metrics.jsonl"),
-        }
-    }
-
-    /// Instance 0 keeps the plain names (`stdout.log`), so the common
-    /// single-instance case has the files every script looks for; instance
-    /// `i > 0` writes `stdout.<i>.log`.
-    pub fn for_instance(case_dir: &Path, index: u32) -> Self {
-        let name = |stream: &str| match index {
-            0 => format!("{stream}.log"),
-            i => format!("{stream}.{i}.log"),
-        };
-        let metrics = match index {
-            0 => "metrics.jsonl".to_string(),
-            i => format!("metrics.{i}.jsonl"),
-        };
-        InstanceLogs {
-            stdout: case_dir.join(name("stdout")),
-            stderr: case_dir.join(name("stderr")),
-            metrics: case_dir.join(metrics),
-        }
-    }
-
-    /// Where a capacity search keeps the probe lines of its probe
-    /// `param = value` once it ran (`metrics.batch-16.jsonl`,
-    /// `metrics.1.batch-16.jsonl`), as it keeps its timeline.
-    pub fn probe_metrics(&self, param: &str, value: u64) -> PathBuf {
-        self.metrics
-            .with_extension(format!("{param}-{value}.jsonl"))
-    }
-}
 
 /// Why an instance could not be started. The message names the command.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

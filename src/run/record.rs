@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::WriteFault;
 use super::case::CaseOutcome;
 use super::case::CaseRunner;
+use super::fault::WriteFault;
 use super::instance::Instance;
 use super::logs::{TAIL_BYTES, read_tail};
 use crate::diagnose::{self, Diagnosis};

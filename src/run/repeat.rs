@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::case::{CaseRunner, mark_logs};
-use super::launch::InstanceLogs;
 use crate::capacity::SearchSpec;
 use crate::capacity::{self, Capacity, Probe};
+use crate::files::case::InstanceLogs;
 use crate::judge::{self, CaseRun};
 use crate::results::CaseStatus;
 use crate::suite::Case;

@@ -19,7 +19,6 @@ use std::borrow::Cow;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::Note;
 use super::case::{CaseOutcome, CaseRunner, Preflight, ServerOutcome, append};
 use super::instance::{
     Instance, distrust_cgroup_if_not_joined, record_instances_rusage, wait_for_exit_until,
@@ -28,6 +27,7 @@ use super::instance::{
 use super::launch::LaunchError;
 use super::ready;
 use super::serve::{self, ServerSide};
+use super::shared::Note;
 use super::soak::{SoakPeaks, soak_end};
 use crate::judge::StopReason;
 use crate::judge::budget_breached;

@@ -11,9 +11,9 @@ use std::path::Path;
 use super::plot::{Dash, Level, Mark, Plot, Series, XKind};
 use super::{BASELINE_COLOUR, Chart, MAX_POINTS_PER_SERIES, PALETTE, RED, downsample};
 use crate::capacity::Capacity;
+use crate::files::case::InstanceLogs;
 use crate::probe::{ProbeReader, ProbeSummary};
 use crate::results::CaseResult;
-use crate::run::launch::InstanceLogs;
 use crate::units::Bytes;
 
 /// The steps of one series, as chart points.
