@@ -26,7 +26,7 @@ pub use limits::{
     DeviceMemory, Gated, budget_breached, gpu_budget_check, headroom_check, headroom_limit,
 };
 pub use limits::{host_budget_check, run_checks};
-pub use repeats::merge_repeats;
+pub use repeats::{merge_repeats, probe};
 pub use verdict::{
     Cause, GpuLoss, Observed, StopReason, Verdict, Who, breaches, decide, failure_kind,
 };

@@ -1,10 +1,32 @@
 //! One result for a case run `repeat` times: its figures the maximum
 //! over the runs, the status those of the first run that did not pass,
-//! every run's figures kept so the spread is visible.
+//! every run's figures kept so the spread is visible; and what one probe
+//! of a capacity search (its runs at one value) earns.
 
 use super::CaseRun;
 use super::verdict::{Observed, StopReason};
 use crate::results::{CaseResult, CaseStatus, Check, CheckKind, RepeatFigures};
+
+/// What the runs of a capacity search at `value` earn, as the search
+/// reads it: the first status that is not a pass (else passed), the
+/// failure kind of the first run that has one, the largest figures, the
+/// time of them all. A run's own verdict is decided with the case's.
+pub fn probe(value: u64, runs: &[CaseRun]) -> crate::capacity::Probe {
+    crate::capacity::Probe {
+        value,
+        status: runs
+            .iter()
+            .map(|r| r.result.status)
+            .find(|s| *s != CaseStatus::Passed)
+            .unwrap_or(CaseStatus::Passed),
+        failure_kind: runs
+            .iter()
+            .find_map(|r| super::failure_kind(&r.result, r.observed.stop.as_ref())),
+        host_peak_bytes: runs.iter().filter_map(|r| r.result.host.peak_bytes).max(),
+        gpu_peak_bytes: runs.iter().filter_map(|r| r.result.gpu_peak_bytes).max(),
+        wall_time_s: runs.iter().map(|r| r.result.wall_time_s).sum(),
+    }
+}
 
 /// One result for a case run `repeat` times: the figures are the maximum
 /// over the runs, the status and message those of the first run that did

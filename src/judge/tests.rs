@@ -403,3 +403,47 @@ fn a_tainted_figure_never_fails_a_required_baseline() {
         judged.result.checks
     );
 }
+
+/// A capacity probe earns the first status of its runs that is not a
+/// pass, the failure kind of the first run that has one, the largest
+/// figures and the time of them all.
+#[test]
+fn a_probe_is_judged_from_its_runs() {
+    // Each run's host peak (MiB) and exit; the probe's status, failure
+    // kind and host peak (MiB).
+    type Row<'a> = (&'a [(u64, Exit)], CaseStatus, Option<FailureType>, u64);
+    let table: [Row<'_>; 3] = [
+        (
+            &[(10, Exit::Code(0)), (12, Exit::Code(0))],
+            CaseStatus::Passed,
+            None,
+            12,
+        ),
+        (
+            &[
+                (10, Exit::Code(0)),
+                (30, Exit::Code(1)),
+                (20, Exit::Code(0)),
+            ],
+            CaseStatus::Failed,
+            Some(FailureType::Crash),
+            30,
+        ),
+        (
+            &[(40, Exit::Code(2))],
+            CaseStatus::Failed,
+            Some(FailureType::Crash),
+            40,
+        ),
+    ];
+    for (runs, status, kind, peak_mib) in table {
+        let runs: Vec<CaseRun> = runs.iter().map(|&(mib, exit)| run(mib, exit)).collect();
+        let probe = probe(16, &runs);
+        assert_eq!(probe.value, 16);
+        assert_eq!(probe.status, status, "{runs:?}");
+        assert_eq!(probe.failure_kind, kind, "{runs:?}");
+        assert_eq!(probe.host_peak_bytes, Some(peak_mib * MIB));
+        assert_eq!(probe.wall_time_s, runs.len() as f64);
+        assert_eq!(probe.passed(), status == CaseStatus::Passed);
+    }
+}

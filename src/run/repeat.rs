@@ -82,8 +82,10 @@ impl CaseRunner<'_, '_> {
             for (path, logs) in probe_metrics(case_dir, instances, case.server.is_some()) {
                 std::fs::rename(path, logs.probe_metrics(&spec.param, value)).ok();
             }
-            let statuses: Vec<CaseStatus> = runs.iter().map(|r| r.result.status).collect();
-            if statuses.contains(&CaseStatus::Interrupted) {
+            if runs
+                .iter()
+                .any(|r| r.result.status == CaseStatus::Interrupted)
+            {
                 // Not a verdict on the value: Ctrl-C. The case is judged by
                 // this probe (interrupted), not by an earlier pass.
                 restore_probe_metrics(case_dir, case, &spec.param, value);
@@ -91,22 +93,7 @@ impl CaseRunner<'_, '_> {
                 found.complete = false;
                 return (runs, found);
             }
-            let probe = Probe {
-                value,
-                status: statuses
-                    .iter()
-                    .copied()
-                    .find(|s| *s != CaseStatus::Passed)
-                    .unwrap_or(CaseStatus::Passed),
-                // Decided here: a run's own is decided with the case's
-                // final verdict.
-                failure_kind: runs
-                    .iter()
-                    .find_map(|r| judge::failure_kind(&r.result, r.observed.stop.as_ref())),
-                host_peak_bytes: runs.iter().filter_map(|r| r.result.host.peak_bytes).max(),
-                gpu_peak_bytes: runs.iter().filter_map(|r| r.result.gpu_peak_bytes).max(),
-                wall_time_s: runs.iter().map(|r| r.result.wall_time_s).sum(),
-            };
+            let probe = judge::probe(value, &runs);
             if probe.status == CaseStatus::Error {
                 // The case could not run at that value: its error is the
                 // verdict, whatever passed before.
