@@ -184,6 +184,36 @@ fn drift_is_listed_beside_a_regression_and_can_fail_the_run() {
     run.assert_code(1);
     assert_eq!(run.case("h")["status"], "failed");
     assert!(message(&run, "h").contains("the environment drifted from the baseline (on_drift = \"fail\"): command marker one → two"), "{}", message(&run, "h"));
+    // `diff` of the lock and that run exits as the run did: 1, naming the
+    // drift; with a suite that only warns, 0.
+    let diff = |suite: Option<&std::path::Path>| {
+        let mut command = project.oomgate();
+        command
+            .arg("diff")
+            .arg(project.lock_path())
+            .arg(project.out().join("results.json"));
+        if let Some(suite) = suite {
+            command.arg("--suite").arg(suite);
+        }
+        command.output().expect("oomgate diff")
+    };
+    let failed = diff(None);
+    let stdout = String::from_utf8_lossy(&failed.stdout);
+    assert_eq!(failed.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "environment: the environment drifted from the baseline (on_drift = \"fail\")"
+        ),
+        "{stdout}"
+    );
+    project.rewrite_suite(&suite(1000, ""));
+    let warned = diff(Some(&project.suite()));
+    assert_eq!(
+        warned.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&warned.stdout)
+    );
 }
 
 #[test]

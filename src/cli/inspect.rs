@@ -364,6 +364,22 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
             ));
         }
     }
+    let drift = baseline::drift::drift(&before.lock.environment, &after.lock.environment);
+    // The drift policy the later run was judged with (`--suite`'s first):
+    // under `on_drift = "fail"` a drifted environment fails, as in `run`.
+    let policy = suite.map(|s| s.on_drift).unwrap_or_else(|| {
+        after
+            .results
+            .as_ref()
+            .and_then(|r| r.baseline.as_ref())
+            .map_or_else(Default::default, |b| b.on_drift)
+    });
+    if let Some(check) = crate::judge::drift_verdict(&drift, policy) {
+        failures.push(format!(
+            "  environment: {}",
+            crate::report::words::check_message(&check)
+        ));
+    }
     let mut out = table(&rows);
     if !failures.is_empty() {
         let _ = writeln!(out, "\nfailed:");
@@ -371,7 +387,6 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
             let _ = writeln!(out, "{line}");
         }
     }
-    let drift = baseline::drift::drift(&before.lock.environment, &after.lock.environment);
     if drift.is_empty() {
         let _ = writeln!(out, "\nenvironment: no differences");
     } else {

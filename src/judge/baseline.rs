@@ -274,13 +274,19 @@ fn capacity_check(
 /// `environment.drift`: with `on_drift = "fail"`, a drifted environment
 /// fails every compared case.
 pub fn drift_check(info: &BaselineInfo) -> Option<Check> {
-    if info.drift.is_empty() || info.on_drift != DriftPolicy::Fail {
+    drift_verdict(&info.drift, info.on_drift)
+}
+
+/// The same for any two environments (`oomgate diff`): `drift`, their
+/// differences, fails under `policy = fail`.
+pub fn drift_verdict(drift: &[crate::baseline::Drift], policy: DriftPolicy) -> Option<Check> {
+    if drift.is_empty() || policy != DriftPolicy::Fail {
         return None;
     }
     Some(
         Check::new(CheckKind::EnvironmentDrift, false, CheckOutcome::Breached).facts(
             Facts::Drift {
-                changes: info.drift.iter().map(ToString::to_string).collect(),
+                changes: drift.iter().map(ToString::to_string).collect(),
             },
         ),
     )

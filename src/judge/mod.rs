@@ -21,7 +21,9 @@ mod limits;
 mod repeats;
 mod verdict;
 
-pub use baseline::{Against, Baseline, Found, against_lock, capacity_alone, drift_check, missing};
+pub use baseline::{
+    Against, Baseline, Found, against_lock, capacity_alone, drift_check, drift_verdict, missing,
+};
 pub use limits::{
     DeviceMemory, Gated, budget_breached, gpu_budget_check, headroom_check, headroom_limit,
 };
