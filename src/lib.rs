@@ -10,6 +10,7 @@
 
 pub mod baseline;
 pub mod capacity;
+pub mod clean;
 pub mod cli;
 pub mod diagnose;
 pub mod environment;

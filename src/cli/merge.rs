@@ -81,6 +81,10 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
             &suite.cases,
             &suite.workdir,
             &suite.path,
+            |case, result| {
+                let verdict = crate::judge::judge_limits_again(case, result);
+                crate::report::words::word_case(result, &verdict, None);
+            },
         ));
     }
     let mut results = crate::results::merge::merge(parts, suite_cases)

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{CliError, Outcome, SitesArgs, write_stdout};
-use crate::report::clean::line as clean;
+use crate::clean::line as clean;
 use crate::snapshot::{AllocationSites, Site, SitesFrom};
 use crate::units::Bytes;
 
@@ -82,7 +82,7 @@ pub fn sites(args: &SitesArgs) -> Result<Outcome, CliError> {
             .map_err(|e| CliError::Infrastructure(e.to_string()))?;
         // The same values, with what serde_json leaves raw in a string
         // (DEL, C1, bidi, noncharacters) as `\u` escapes.
-        let mut text = crate::report::clean::json(&text).into_owned();
+        let mut text = crate::clean::json(&text).into_owned();
         text.push('\n');
         text
     } else {
@@ -121,7 +121,7 @@ fn render_ranks(ranks: &[RankSites]) -> String {
 
 /// One case's sites, as a person reads them. Every text in them came
 /// from a snapshot or a results.json — frame names, file names, the
-/// allocator's settings — and is [cleaned](crate::report::clean::line)
+/// allocator's settings — and is [cleaned](crate::clean::line)
 /// to one line: a newline or ESC in a frame's name is shown, never acted
 /// on (`::error` at a line's start is a command to a CI runner).
 pub fn render(id: &str, sites: &AllocationSites, top: usize) -> String {

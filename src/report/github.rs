@@ -37,10 +37,10 @@ impl Annotations {
 
 /// Escape a workflow-command value (`%`, CR and LF), as the runner expects,
 /// with every secret masked first (see `crate::redact`) and the text
-/// [cleaned](super::clean::block): ESC, BEL, bidi and noncharacters shown
+/// [cleaned](crate::clean::block): ESC, BEL, bidi and noncharacters shown
 /// as escapes; its newlines become `%0A`, so none starts a command.
 pub fn escape(text: &str) -> String {
-    super::clean::block(&crate::redact::mask_written(text))
+    crate::clean::block(&crate::redact::mask_written(text))
         .replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A")

@@ -138,7 +138,7 @@ pub fn render_with(results: &RunResults, memo: &mut Memo) -> io::Result<String> 
     // Every text was cleaned as it went in; the document once more, which
     // touches only text (markup holds nothing unsafe but newlines).
     let xml = xml
-        .map(|xml| match super::clean::block(&xml) {
+        .map(|xml| match crate::clean::block(&xml) {
             std::borrow::Cow::Borrowed(_) => xml,
             std::borrow::Cow::Owned(clean) => clean,
         })
@@ -183,12 +183,12 @@ impl std::fmt::Write for FingerprintWriter {
 
 /// One line of outside text (a message, a name, a value), cleaned.
 fn line(text: &str) -> std::borrow::Cow<'_, str> {
-    super::clean::line(text)
+    crate::clean::line(text)
 }
 
 /// Lines of outside text (a log tail, the case's details), cleaned.
 fn block(text: &str) -> String {
-    super::clean::block(text).into_owned()
+    crate::clean::block(text).into_owned()
 }
 
 fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
@@ -472,10 +472,7 @@ mod tests {
         );
         assert!(xml.contains("case\\u{202e}gpj"), "{xml}");
         assert!(xml.contains("x\\n::error title=pwned::y"), "{xml}");
-        assert!(
-            !xml.contains(crate::report::clean::is_unsafe_but_newline),
-            "{xml}"
-        );
+        assert!(!xml.contains(crate::clean::is_unsafe_but_newline), "{xml}");
     }
 
     #[test]

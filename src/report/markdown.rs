@@ -44,24 +44,24 @@ fn icon(status: CaseStatus) -> &'static str {
     }
 }
 
-/// A table cell of oomgate's own words and figures: [cleaned](super::clean::line)
+/// A table cell of oomgate's own words and figures: [cleaned](crate::clean::line)
 /// to one line, `|` escaped (a cell cannot hold one), `<` as an entity (a
 /// tag would be rendered as HTML; the entity reads the same).
 fn cell(text: &str) -> String {
-    super::clean::line(text)
+    crate::clean::line(text)
         .replace('|', "\\|")
         .replace('<', "&lt;")
 }
 
 /// Text oomgate did not write itself — a case id, a message naming a
 /// frame, a hint, an environment command's output, a lock's values — as a
-/// code span: [cleaned](super::clean::line) to one line, between more
+/// code span: [cleaned](crate::clean::line) to one line, between more
 /// backticks than any run of them in it, so that nothing in it renders
 /// (no image or link that would load from elsewhere, no HTML, no
 /// emphasis). In a table (`in_table`) its `|` is escaped, which GFM
 /// undoes inside the span.
 fn code(text: &str, in_table: bool) -> String {
-    let text = super::clean::line(text);
+    let text = crate::clean::line(text);
     if text.is_empty() {
         return String::new();
     }
@@ -101,7 +101,7 @@ fn bytes(value: Option<u64>) -> String {
 /// chosen); the whole text once more.
 pub fn render(results: &RunResults) -> String {
     let markdown = render_markdown(results);
-    match super::clean::block(&markdown) {
+    match crate::clean::block(&markdown) {
         std::borrow::Cow::Borrowed(_) => markdown,
         std::borrow::Cow::Owned(clean) => clean,
     }
@@ -287,7 +287,7 @@ fn render_markdown(results: &RunResults) -> String {
             if let Some(exception) = case.diagnosis.as_ref().and_then(|d| d.exception.as_deref()) {
                 // Cleaned before its fence is chosen: a control character
                 // between backticks, dropped later, would lengthen their run.
-                let exception = super::clean::block(exception);
+                let exception = crate::clean::block(exception);
                 let fence = fence_for(&exception);
                 let _ = writeln!(out, "\n  {fence}text\n{}\n  {fence}", indent(&exception));
             }
@@ -489,7 +489,7 @@ mod tests {
         #[test]
         fn summary_md_holds_no_control_character_but_newline_and_tab(text in "(?s).{0,80}|[a\n\u{0}-\u{1f}\u{7f}-\u{9f}\u{202e}\u{fffe}]{0,40}") {
             let markdown = render(&results_with_diagnosis(&text));
-            let stray: Vec<char> = markdown.chars().filter(|&c| crate::report::clean::is_unsafe(c) && c != '\n' && c != '\t').collect();
+            let stray: Vec<char> = markdown.chars().filter(|&c| crate::clean::is_unsafe(c) && c != '\n' && c != '\t').collect();
             proptest::prop_assert!(stray.is_empty(), "{:?} in {:?}", stray, markdown);
         }
 

@@ -10,7 +10,6 @@
 //! `render` of the results model, so adding one touches nothing else, and
 //! how often a format is written is never the format's own decision.
 
-pub mod clean;
 pub mod github;
 pub mod html;
 pub mod inventory;

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 use anstyle::{AnsiColor, Style};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::clean::line as clean;
 use super::{Event, Reporter};
 use crate::baseline::Figure;
+use crate::clean::line as clean;
 use crate::measure::gpu::GpuMethod;
 use crate::results::{CaseResult, CaseStatus, CheckKind, RunResults};
 use crate::units::{Bytes, bytes_or_unknown, format_duration};
@@ -60,7 +60,7 @@ pub fn to_stderr(text: &str) {
     // apart, and which cost a system call a case more.
     // Outside text is cleaned where it is put in a line; what was missed
     // cannot act on the terminal here (`clean::terminal`).
-    let mut line = super::clean::terminal(&crate::redact::mask_written(text)).into_owned();
+    let mut line = crate::clean::terminal(&crate::redact::mask_written(text)).into_owned();
     line.push('\n');
     let Err(error) = io::stderr().lock().write_all(line.as_bytes()) else {
         return;
@@ -219,7 +219,7 @@ impl Terminal {
     fn line(&self, text: &str) {
         match &self.bar {
             // to_stderr masks what it prints; the live display here.
-            Some(bar) => bar.println(super::clean::terminal(&crate::redact::mask_written(text))),
+            Some(bar) => bar.println(crate::clean::terminal(&crate::redact::mask_written(text))),
             None => to_stderr(text),
         }
     }

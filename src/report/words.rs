@@ -83,7 +83,7 @@ pub fn rank_growth(change: &crate::measure::ranks::RankChange) -> String {
             grown: change.sites.clone(),
             settings: Vec::new(),
         };
-        line.push_str(&format!(", at {}", super::clean::line(&sites.describe())));
+        line.push_str(&format!(", at {}", crate::clean::line(&sites.describe())));
     }
     line
 }
@@ -91,11 +91,11 @@ pub fn rank_growth(change: &crate::measure::ranks::RankChange) -> String {
 /// `grew most: model.py:88 attention +500.0 MiB (100.0 MiB → 600.0 MiB)`.
 /// With only the allocator's settings changed, just those.
 /// Frame names and allocator values come from snapshots and the lock:
-/// [cleaned](super::clean::line) to one line here, so the message that
+/// [cleaned](crate::clean::line) to one line here, so the message that
 /// names them is clean wherever it goes (results.json included).
 pub fn site_growth(growth: &crate::snapshot::SiteGrowth) -> String {
     let described = growth.describe();
-    let described = super::clean::line(&described);
+    let described = crate::clean::line(&described);
     match growth.grown.is_empty() {
         true => described.into_owned(),
         false => format!("grew most: {described}"),

@@ -165,7 +165,9 @@ pub struct SuiteCases<'a> {
 /// merged: a merge never passes a case its part ran under another
 /// definition. Where only limits a part's figures can be judged under
 /// differ ([`definition::JUDGED_AGAIN`]: budgets, probe limits), a case
-/// that passed is judged again under the suite's (`judge::judge_limits_again`);
+/// that passed is judged again under the suite's by `judge_again` (the
+/// caller's: `judge::judge_limits_again`, then its words — the model
+/// decides and words nothing);
 /// one that did not pass stays as it ran, since its run may have been
 /// stopped at its old limit. Any other difference — what runs, the
 /// tolerances, a definition its results do not record — fails the case as
@@ -177,6 +179,7 @@ pub fn hold_to_definitions(
     cases: &[crate::suite::Case],
     workdir: &Path,
     suite: &Path,
+    judge_again: impl Fn(&crate::suite::Case, &mut CaseResult),
 ) -> Vec<String> {
     let defined: HashMap<&str, &crate::suite::Case> =
         cases.iter().map(|c| (c.id.as_str(), c)).collect();
@@ -210,8 +213,7 @@ pub fn hold_to_definitions(
                     .iter()
                     .all(|d| definition::JUDGED_AGAIN.contains(&d.as_str()));
             if judged_again && result.status == CaseStatus::Passed {
-                let verdict = crate::judge::judge_limits_again(case, result);
-                crate::report::words::word_case(result, &verdict, None);
+                judge_again(case, result);
                 notes.push(format!(
                     "case `{}` of part {name} ran under other limits than {} ({what}): judged again under the suite's, it {}",
                     result.id,

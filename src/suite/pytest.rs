@@ -104,9 +104,11 @@ impl PytestSource {
                     if problems.is_empty() {
                         expanded.cases.push(case);
                     } else {
-                        expanded.errors.extend(problems.into_iter().map(|p| {
-                            format!("{}: {}", test.located(), crate::report::clean::line(&p))
-                        }));
+                        expanded.errors.extend(
+                            problems
+                                .into_iter()
+                                .map(|p| format!("{}: {}", test.located(), crate::clean::line(&p))),
+                        );
                     }
                 }
             }
@@ -127,12 +129,12 @@ impl PytestSource {
                         .iter()
                         .flat_map(|t| &t.markers)
                         .filter(|m| m.level != "module")
-                        .map(|m| crate::report::clean::line(&m.node))
+                        .map(|m| crate::clean::line(&m.node))
                         .collect::<indexmap::IndexSet<_>>();
                     if !ignored.is_empty() {
                         expanded.warnings.push(format!(
                             "{}: granularity = \"file\" runs the file as one case, judged by its module-level marker; the oomgate marker(s) of {} are ignored",
-                            crate::report::clean::line(module),
+                            crate::clean::line(module),
                             ignored.into_iter().collect::<Vec<_>>().join(", ")
                         ));
                     }
@@ -143,11 +145,7 @@ impl PytestSource {
                         expanded.cases.push(case);
                     } else {
                         expanded.errors.extend(problems.into_iter().map(|p| {
-                            format!(
-                                "{}: {}",
-                                crate::report::clean::line(module),
-                                crate::report::clean::line(&p)
-                            )
+                            format!("{}: {}", crate::clean::line(module), crate::clean::line(&p))
                         }));
                     }
                 }
@@ -212,11 +210,11 @@ pub struct CollectedTest {
 
 impl CollectedTest {
     /// `tests/gpu/test_model.py:6: tests/gpu/test_model.py::test_x`.
-    /// Both [cleaned](crate::report::clean::line): a file's name may
+    /// Both [cleaned](crate::clean::line): a file's name may
     /// hold anything.
     fn located(&self) -> String {
-        let file = crate::report::clean::line(&self.file);
-        let nodeid = crate::report::clean::line(&self.nodeid);
+        let file = crate::clean::line(&self.file);
+        let nodeid = crate::clean::line(&self.nodeid);
         match self.line {
             Some(line) => format!("{file}:{line}: {nodeid}"),
             None => format!("{file}: {nodeid}"),

@@ -33,11 +33,11 @@ mod section;
 pub mod select;
 mod sites;
 
-/// `text` as HTML text: [cleaned](super::clean::block) (a workload's
+/// `text` as HTML text: [cleaned](crate::clean::block) (a workload's
 /// lines, frame names, a lock's values: no control, bidi or noncharacter
 /// left raw), then `&`, `<`, `>`, `"` as entities.
 fn escape(text: &str) -> String {
-    let text = super::clean::block(text);
+    let text = crate::clean::block(text);
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

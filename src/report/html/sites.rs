@@ -95,7 +95,7 @@ pub(super) fn sites_chart(case: &CaseResult) -> Option<String> {
     for (i, (site, now, before)) in rows.iter().enumerate() {
         let y = TOP + ROW * i as u32;
         // A frame name is one line: its newline shown as `\n` too.
-        let site = crate::report::clean::line(site);
+        let site = crate::clean::line(site);
         let shown: String = if site.chars().count() > 58 {
             format!("{}…", site.chars().take(57).collect::<String>())
         } else {

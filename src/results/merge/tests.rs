@@ -429,7 +429,16 @@ fn a_passed_case_is_judged_again_under_tighter_limits_and_another_command_fails(
     };
     let held = |suite: &crate::suite::Suite, status: CaseStatus| {
         let mut parts = vec![ran(status)];
-        let notes = hold_to_definitions(&mut parts, &suite.cases, &suite.workdir, &suite.path);
+        let notes = hold_to_definitions(
+            &mut parts,
+            &suite.cases,
+            &suite.workdir,
+            &suite.path,
+            |case, result| {
+                let verdict = crate::judge::judge_limits_again(case, result);
+                crate::report::words::word_case(result, &verdict, None);
+            },
+        );
         (parts.remove(0).results.cases.remove(0), notes)
     };
     let (same, notes) = held(&v1, CaseStatus::Passed);
