@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::with_path;
+use super::paths::with_path;
 
 /// Where one instance writes its output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,7 +169,7 @@ fn open_folder(path: &Path) -> io::Result<(Rc<OwnedFd>, CString)> {
         let fd = unsafe { libc::openat(dir.as_raw_fd(), step.as_ptr(), FOLDER) };
         owned(fd).map_err(|e| with_path(folder_refused(e, so_far), so_far))
     };
-    let Some(root) = super::claimed_root(folder) else {
+    let Some(root) = super::outdir::claimed_root(folder) else {
         let start = c_name(folder.as_os_str().as_bytes().to_vec(), folder)?;
         // SAFETY: a NUL-terminated path; the descriptor is owned below.
         let fd = unsafe { libc::open(start.as_ptr(), FOLDER) };

@@ -2,19 +2,33 @@
 //! lock): a regular file is replaced atomically (temporary file, sync,
 //! rename; through a symlink, its target), a file of the out dir's own
 //! layout is renamed over its name and never written through a link, a
-//! FIFO or device is written in place, two outputs that are one file are told apart, and the out dir is
-//! claimed with a marker so oomgate writes and deletes only in a folder of
-//! its own. What is written is the writers' business.
+//! FIFO or device is written in place, two outputs that are one file are
+//! told apart. What is written is the writers' business.
+//!
+//! Below this file: `outdir` (the out dir claimed with a marker and held
+//! by one oomgate), `case` (files in a case folder, which the workload
+//! shares, and their names), `sealed` (a read-only folder handed to
+//! workloads), `tree` (removing a folder whatever its depth), `lock`
+//! (files oomgate `flock`s), `paths` (errors that name their path, where a
+//! symlink chain ends).
 
 pub mod case;
+mod lock;
+mod outdir;
+mod paths;
 pub mod sealed;
 mod tree;
 
+pub use lock::{open_lock_file, try_lock_exclusive};
+pub use outdir::{
+    OUT_DIR_MARKER, OutDirClaim, OutDirError, claim_out_dir, held_out_dir_around, own_folder,
+};
+pub use paths::follow_links;
+pub(crate) use paths::with_path;
 pub use sealed::SealedDir;
 pub use tree::remove_tree;
 
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// The largest lock file oomgate reads (a lock of 10,000 cases is about
@@ -184,319 +198,6 @@ fn write_in_place(path: &Path, contents: &[u8]) -> io::Result<()> {
     file.write_all(contents)?;
     file.set_len(contents.len() as u64)?;
     file.sync_data()
-}
-
-/// The file that marks a folder as an oomgate out dir: oomgate writes and
-/// deletes files in no other folder.
-pub const OUT_DIR_MARKER: &str = ".oomgate-out";
-
-/// What a folder without a marker may hold and still be taken as an out
-/// dir: `lost+found`, of a fresh volume.
-const OUT_DIR_EMPTY: [&str; 1] = ["lost+found"];
-
-/// What an earlier oomgate (before the marker) left in an out dir: the
-/// names [`claim_out_dir`] adopts when asked to (`--adopt-out-dir`).
-const OUT_DIR_LAYOUT: [&str; 6] = [
-    "results.json",
-    "junit.xml",
-    "summary.md",
-    "report.html",
-    "cases",
-    "lost+found",
-];
-
-/// How many of a refused folder's names its error lists.
-const NAMES_LISTED: usize = 8;
-
-/// Why a folder cannot be an out dir.
-#[derive(Debug, thiserror::Error)]
-pub enum OutDirError {
-    #[error(
-        "{} is not an oomgate out dir: it holds {}{}, and no {OUT_DIR_MARKER} marker. oomgate replaces and deletes files in its out dir, so it takes over no folder it did not mark; choose an empty or new folder with --out{}",
-        dir.display(),
-        examples.join(", "),
-        if *more > 0 { format!(" and {more} more") } else { String::new() },
-        if *adoptable {
-            ", or, if an oomgate from before the marker wrote these, adopt the folder once with --adopt-out-dir"
-        } else {
-            ""
-        }
-    )]
-    NotOurs {
-        dir: PathBuf,
-        /// The names found there (the first few, sorted).
-        examples: Vec<String>,
-        /// How many more there are.
-        more: usize,
-        /// Whether every name is of oomgate's own layout, so that
-        /// `--adopt-out-dir` would take the folder.
-        adoptable: bool,
-    },
-    /// Another oomgate holds the out dir's lock: two writers would delete
-    /// each other's logs and replace each other's reports.
-    #[error(
-        "{} is in use by another oomgate{}: one run writes an out dir at a time; wait for it, or give this run its own --out",
-        dir.display(),
-        holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
-    )]
-    InUse { dir: PathBuf, holder: Option<u32> },
-    #[error("cannot write to {}: {source}", dir.display())]
-    Io {
-        dir: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-}
-
-/// An out dir held by this process: an exclusive `flock` on its marker,
-/// released when the claim is dropped (or the process ends, however it
-/// ends). Workloads do not inherit it (the descriptor is close-on-exec),
-/// so a process a case leaves behind never holds the dir.
-#[derive(Debug)]
-pub struct OutDirClaim {
-    _marker: std::fs::File,
-    dir: PathBuf,
-}
-
-impl Drop for OutDirClaim {
-    fn drop(&mut self) {
-        let mut claimed = CLAIMED
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(at) = claimed.iter().position(|dir| *dir == self.dir) {
-            claimed.swap_remove(at);
-        }
-    }
-}
-
-/// The out dirs this process holds. Below one, [`case`] follows no link:
-/// the folders there are oomgate's, and a workload may have swapped one.
-static CLAIMED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-
-/// The out dir this process holds that `path` is in, if any.
-fn claimed_root(path: &Path) -> Option<PathBuf> {
-    let claimed = CLAIMED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    claimed
-        .iter()
-        .filter(|dir| path.starts_with(dir))
-        .max_by_key(|dir| dir.as_os_str().len())
-        .cloned()
-}
-
-/// What the marker says, above the holder's pid.
-const MARKER_TEXT: &str = "This folder is an oomgate out dir: oomgate replaces and deletes only the files it writes here.\nThe oomgate that writes here now (it holds a lock on this file):\n";
-
-/// Make `dir` an out dir of oomgate's and hold it, or refuse it: a new or
-/// empty folder is claimed with the marker file; a folder with anything in
-/// it and no marker is someone else's ([`OutDirError::NotOurs`]) and left
-/// untouched — with `adopt`, unless all it holds is oomgate's own layout
-/// (an out dir of an oomgate from before the marker), which is claimed; a
-/// folder another oomgate holds is [`OutDirError::InUse`], and left
-/// untouched.
-pub fn claim_out_dir(dir: &Path, adopt: bool) -> Result<OutDirClaim, OutDirError> {
-    let io_error = |source| OutDirError::Io {
-        dir: dir.to_path_buf(),
-        source,
-    };
-    let marker = dir.join(OUT_DIR_MARKER);
-    if std::fs::symlink_metadata(&marker).is_err() {
-        refuse_foreign_dir(dir, adopt)?;
-        std::fs::create_dir_all(dir).map_err(io_error)?;
-    }
-    let mut file = open_lock_file(&marker).map_err(io_error)?;
-    if let Err(e) = try_lock_exclusive(&file) {
-        if e.kind() == io::ErrorKind::WouldBlock {
-            return Err(OutDirError::InUse {
-                dir: dir.to_path_buf(),
-                holder: marker_holder(&mut file),
-            });
-        }
-        return Err(io_error(e));
-    }
-    // Held: say who holds it, for the next one that is refused.
-    let text = format!("{MARKER_TEXT}pid {}\n", std::process::id());
-    file.set_len(0)
-        .and_then(|()| file.write_all_at(text.as_bytes(), 0))
-        .map_err(io_error)?;
-    CLAIMED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .push(dir.to_path_buf());
-    Ok(OutDirClaim {
-        _marker: file,
-        dir: dir.to_path_buf(),
-    })
-}
-
-/// A folder with anything in it and no marker (with `adopt`: anything
-/// but oomgate's own layout).
-fn refuse_foreign_dir(dir: &Path, adopt: bool) -> Result<(), OutDirError> {
-    let mut names = Vec::new();
-    match std::fs::read_dir(dir) {
-        Ok(entries) => {
-            for entry in entries {
-                let entry = entry.map_err(|source| OutDirError::Io {
-                    dir: dir.to_path_buf(),
-                    source,
-                })?;
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if !OUT_DIR_EMPTY.contains(&name.as_str()) {
-                    names.push(name);
-                }
-            }
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(source) => {
-            return Err(OutDirError::Io {
-                dir: dir.to_path_buf(),
-                source,
-            });
-        }
-    }
-    let adoptable = names
-        .iter()
-        .all(|name| OUT_DIR_LAYOUT.contains(&name.as_str()));
-    if names.is_empty() || (adopt && adoptable) {
-        return Ok(());
-    }
-    if adopt {
-        // Said: what keeps it from being adopted.
-        names.retain(|name| !OUT_DIR_LAYOUT.contains(&name.as_str()));
-    }
-    names.sort();
-    let more = names.len().saturating_sub(NAMES_LISTED);
-    names.truncate(NAMES_LISTED);
-    Err(OutDirError::NotOurs {
-        dir: dir.to_path_buf(),
-        examples: names
-            .iter()
-            // A name is anyone's: no control character reaches the terminal.
-            .map(|name| name.escape_debug().to_string())
-            .collect(),
-        more,
-        adoptable,
-    })
-}
-
-/// A file to `flock` (the out dir's marker, a lock's `.held` file), made
-/// if missing: never opened through a symlink, never truncated before it
-/// is held (the holder's pid may be read from it), a regular file.
-/// Close-on-exec, as std opens every file: no process oomgate starts
-/// holds it.
-pub fn open_lock_file(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| with_path(e, path))?;
-    if !file.metadata()?.is_file() {
-        return Err(with_path(
-            io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
-            path,
-        ));
-    }
-    Ok(file)
-}
-
-pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock takes a descriptor this process owns for the call.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// The out dir another oomgate holds now that `path` (a report path the
-/// user gave) is inside, with the holder's pid when it can be read:
-/// writing there would replace what that run writes. Out dirs this
-/// process holds are not another's.
-pub fn held_out_dir_around(path: &Path) -> Option<(PathBuf, Option<u32>)> {
-    let resolved = follow_links(path);
-    let folder = resolved
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let folder = std::fs::canonicalize(folder).ok()?;
-    let ours: Vec<PathBuf> = CLAIMED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .iter()
-        .filter_map(|dir| std::fs::canonicalize(dir).ok())
-        .collect();
-    for dir in folder.ancestors() {
-        if ours.iter().any(|own| own == dir) {
-            return None;
-        }
-        let marker = dir.join(OUT_DIR_MARKER);
-        let is_marker = std::fs::symlink_metadata(&marker).is_ok_and(|m| m.is_file());
-        if !is_marker {
-            continue;
-        }
-        let Ok(mut file) = std::fs::File::open(&marker) else {
-            continue;
-        };
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock takes a descriptor this process owns for the call;
-        // a shared lock is refused only while an exclusive one is held.
-        let free = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0;
-        if !free {
-            return Some((dir.to_path_buf(), marker_holder(&mut file)));
-        }
-    }
-    None
-}
-
-/// The pid the holder wrote into the marker, when it can be read.
-fn marker_holder(file: &mut std::fs::File) -> Option<u32> {
-    use std::io::Read;
-    let mut text = String::new();
-    file.take(4096).read_to_string(&mut text).ok()?;
-    text.lines()
-        .rev()
-        .find_map(|line| line.strip_prefix("pid ")?.trim().parse().ok())
-}
-
-/// Make `path`, a folder of oomgate's layout in a claimed out dir
-/// (`cases`), a real folder: a link or file a workload left under its name
-/// is removed (the link, never what it points to) before the folder is
-/// made, so nothing oomgate deletes or writes below it lands elsewhere.
-pub fn own_folder(path: &Path) -> io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => return Ok(()),
-        Ok(_) => std::fs::remove_file(path).map_err(|e| with_path(e, path))?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(with_path(e, path)),
-    }
-    std::fs::create_dir_all(path).map_err(|e| with_path(e, path))
-}
-
-/// Where a symlink chain ends (the path itself when it is none). A link to
-/// nothing yet resolves to where its target would be.
-pub fn follow_links(path: &Path) -> PathBuf {
-    let mut current = path.to_path_buf();
-    for _ in 0..40 {
-        let is_link = std::fs::symlink_metadata(&current).is_ok_and(|m| m.file_type().is_symlink());
-        if !is_link {
-            break;
-        }
-        let Ok(target) = std::fs::read_link(&current) else {
-            break;
-        };
-        current = match current.parent() {
-            Some(parent) if target.is_relative() => parent.join(target),
-            _ => target,
-        };
-    }
-    current
 }
 
 /// How one report reaches its path, decided before anything runs.
@@ -748,10 +449,6 @@ fn link_or_copy_into(from: &Path, to: &Path, depth: usize) -> io::Result<u64> {
 pub enum FileIdentity {
     Inode(u64, u64),
     Path(PathBuf),
-}
-
-pub(crate) fn with_path(error: io::Error, path: &Path) -> io::Error {
-    io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }
 
 /// The failures of writes that are each attempted whatever became of the

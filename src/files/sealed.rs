@@ -34,7 +34,7 @@ impl SealedDir {
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(base)?;
         let held = File::open(dir.path())?;
-        super::try_lock_exclusive(&held)?;
+        super::lock::try_lock_exclusive(&held)?;
         for (name, contents) in files {
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
@@ -120,12 +120,12 @@ fn remove_stale(base: &Path, prefix: &str) {
         // Held while it is removed, so no process can take it meanwhile.
         let Some(_free) = File::open(&path)
             .ok()
-            .filter(|dir| super::try_lock_exclusive(dir).is_ok())
+            .filter(|dir| super::lock::try_lock_exclusive(dir).is_ok())
         else {
             continue;
         };
         let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700));
-        let _ = super::remove_tree(&path);
+        let _ = super::tree::remove_tree(&path);
     }
 }
 
