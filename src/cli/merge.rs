@@ -21,7 +21,7 @@ use crate::report::outputs::{ReportFiles, ReportPaths};
 use crate::report::terminal::{Progress, Terminal};
 use crate::report::{Event, Reporter};
 use crate::results::merge::{Part, SuiteCases};
-use crate::results::{CaseResult, CaseStatus, RunResults};
+use crate::results::{CaseResult, RunResults};
 
 /// A part as given, and where its files are.
 struct Located {
@@ -136,22 +136,18 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
     Ok(outcome(&results))
 }
 
-/// What a merged run earns: 0 only when every case of every part passed,
-/// none is missing and every part's run ended; a case not run (a shard
-/// interrupted, killed, stopped by a write failure, or held by no part)
-/// fails the gate as a failed case does, and so does a killed shard
-/// whatever its checkpoint holds.
+/// What a merged run earns: the judge's verdict of the run
+/// (`judge::run_verdict`), as `run`'s exit is. A part's fault or
+/// interruption is history here, not this merge's own: it fails the gate
+/// as a failed case does (1), as does a case not run (a shard interrupted,
+/// killed, stopped by a write failure, or held by no part) and a killed
+/// shard whatever its checkpoint holds.
 fn outcome(results: &RunResults) -> Outcome {
-    let all_passed = results.cases.iter().all(|c| c.status == CaseStatus::Passed);
-    if all_passed
-        && results.not_run.is_empty()
-        && !results.interrupted
-        && results.fault.is_none()
-        && results.finished_at.is_some()
-    {
-        Outcome::Passed
-    } else {
-        Outcome::CasesFailed
+    match crate::judge::run_verdict(results) {
+        crate::judge::RunVerdict::Passed => Outcome::Passed,
+        crate::judge::RunVerdict::CasesFailed
+        | crate::judge::RunVerdict::Interrupted
+        | crate::judge::RunVerdict::Faulted => Outcome::CasesFailed,
     }
 }
 

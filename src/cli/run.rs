@@ -14,7 +14,7 @@ use crate::process;
 use crate::report::outputs::{ReportFiles, ReportPaths};
 use crate::report::terminal::Terminal;
 use crate::report::{FanOut, Reporter, github};
-use crate::results::{CaseStatus, HostCgroup, Measurement, RunResults};
+use crate::results::{HostCgroup, Measurement, RunResults};
 use crate::run::{BaselineSetup, Interrupt, RunSetup, Runner};
 use crate::suite::{GpuMode, Suite};
 
@@ -583,17 +583,15 @@ fn open_gpu_quietly(mode: GpuMode) -> Result<(Option<Gpu>, Option<String>), CliE
     }
 }
 
-/// The exit status a finished run earns. A file that could not be written
-/// comes first (the run is incomplete, whatever its verdicts), then an
-/// interruption, then the cases' verdicts: 3 > 130 > 1 > 0.
+/// The exit status a finished run earns: the judge's verdict of the run
+/// (`judge::run_verdict`), a file that could not be written first (the run
+/// is incomplete, whatever its verdicts), then an interruption, then the
+/// cases: 3 > 130 > 1 > 0.
 pub fn judge(results: &RunResults) -> Outcome {
-    if results.fault.is_some() {
-        Outcome::Infrastructure
-    } else if results.interrupted {
-        Outcome::Interrupted
-    } else if results.cases.iter().any(|c| c.status != CaseStatus::Passed) {
-        Outcome::CasesFailed
-    } else {
-        Outcome::Passed
+    match crate::judge::run_verdict(results) {
+        crate::judge::RunVerdict::Faulted => Outcome::Infrastructure,
+        crate::judge::RunVerdict::Interrupted => Outcome::Interrupted,
+        crate::judge::RunVerdict::CasesFailed => Outcome::CasesFailed,
+        crate::judge::RunVerdict::Passed => Outcome::Passed,
     }
 }

@@ -30,7 +30,8 @@ pub use limits::{
 pub use limits::{host_budget_check, run_checks};
 pub use repeats::{merge_repeats, probe};
 pub use verdict::{
-    Cause, GpuLoss, Observed, StopReason, Verdict, Who, breaches, decide, failure_kind,
+    Cause, GpuLoss, Observed, RunVerdict, StopReason, Verdict, Who, breaches, decide, failure_kind,
+    run_verdict,
 };
 
 use std::collections::BTreeMap;

@@ -447,3 +447,45 @@ fn a_probe_is_judged_from_its_runs() {
         assert_eq!(probe.passed(), status == CaseStatus::Passed);
     }
 }
+
+/// One rule for a whole run: a fault first, then an interruption, then a
+/// case that did not pass, was never run, or a run that never ended.
+#[test]
+fn a_run_is_judged_once_from_its_results() {
+    let passed = || {
+        let mut results = crate::results::test_support::results_with_text("t");
+        results.cases[0].status = CaseStatus::Passed;
+        results.finished_at = Some("2026-12-03T00:01:00.000+00:00".into());
+        results
+    };
+    assert_eq!(run_verdict(&passed()), RunVerdict::Passed);
+    // A change to a passed run, and what the run then earns.
+    type Change = fn(&mut crate::results::RunResults);
+    let table: [(Change, RunVerdict); 5] = [
+        (
+            |r| r.cases[0].status = CaseStatus::Failed,
+            RunVerdict::CasesFailed,
+        ),
+        (|r| r.not_run.push("later".into()), RunVerdict::CasesFailed),
+        (|r| r.finished_at = None, RunVerdict::CasesFailed),
+        (
+            |r| {
+                r.interrupted = true;
+                r.cases[0].status = CaseStatus::Failed;
+            },
+            RunVerdict::Interrupted,
+        ),
+        (
+            |r| {
+                r.interrupted = true;
+                r.fault = Some("disk full".into());
+            },
+            RunVerdict::Faulted,
+        ),
+    ];
+    for (change, verdict) in table {
+        let mut results = passed();
+        change(&mut results);
+        assert_eq!(run_verdict(&results), verdict);
+    }
+}

@@ -182,6 +182,34 @@ pub enum Who {
     ClientInstance(u32),
 }
 
+/// What a whole run earns, from its results: the one rule of `run`,
+/// `merge` and `lock`. A run that could not write a file is incomplete
+/// whatever its verdicts; then an interruption; then a case that did not
+/// pass, or one it planned and never ran, or a run (a merged part) that
+/// never ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunVerdict {
+    Passed,
+    CasesFailed,
+    Interrupted,
+    Faulted,
+}
+
+pub fn run_verdict(results: &crate::results::RunResults) -> RunVerdict {
+    if results.fault.is_some() {
+        RunVerdict::Faulted
+    } else if results.interrupted {
+        RunVerdict::Interrupted
+    } else if results.cases.iter().any(|c| c.status != CaseStatus::Passed)
+        || !results.not_run.is_empty()
+        || results.finished_at.is_none()
+    {
+        RunVerdict::CasesFailed
+    } else {
+        RunVerdict::Passed
+    }
+}
+
 /// The case's status and, when it did not pass, why — most important first:
 /// how oomgate stopped it (interrupt, launch failure, timeout), then its own
 /// limits (budgets, headroom, OOM kills, probe limits, leaks: a breach is
