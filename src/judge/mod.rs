@@ -30,8 +30,8 @@ pub use limits::{
 pub use limits::{host_budget_check, run_checks};
 pub use repeats::{merge_repeats, probe};
 pub use verdict::{
-    Cause, GpuLoss, Observed, RunVerdict, StopReason, Verdict, Who, breaches, decide, failure_kind,
-    run_verdict,
+    CaseRun, Cause, GpuLoss, Observed, RunVerdict, StopReason, Verdict, Who, breaches, decide,
+    failure_kind, run_verdict,
 };
 
 use std::collections::BTreeMap;
@@ -41,16 +41,6 @@ use crate::results::{
     CaseResult, CaseStatus, CaseTolerances, CheckKind, FirstAttempt, RetriedAlone,
 };
 use crate::suite::Case;
-
-/// One run of a case: its result (figures and its own limits' checks),
-/// and what its verdict is decided from.
-#[derive(Debug, Clone)]
-pub struct CaseRun {
-    pub result: CaseResult,
-    pub observed: Observed,
-    /// The diagnosis's first line, put before the verdict's words.
-    pub headline: Option<String>,
-}
 
 /// A case whose runs are over, as the judge receives it.
 #[derive(Debug)]

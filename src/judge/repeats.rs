@@ -3,8 +3,7 @@
 //! every run's figures kept so the spread is visible; and what one probe
 //! of a capacity search (its runs at one value) earns.
 
-use super::CaseRun;
-use super::verdict::{Observed, StopReason};
+use super::verdict::{CaseRun, Observed, StopReason};
 use crate::results::{CaseResult, CaseStatus, Check, CheckKind, RepeatFigures};
 
 /// What the runs of a capacity search at `value` earn, as the search
@@ -21,7 +20,7 @@ pub fn probe(value: u64, runs: &[CaseRun]) -> crate::capacity::Probe {
             .unwrap_or(CaseStatus::Passed),
         failure_kind: runs
             .iter()
-            .find_map(|r| super::failure_kind(&r.result, r.observed.stop.as_ref())),
+            .find_map(|r| super::verdict::failure_kind(&r.result, r.observed.stop.as_ref())),
         host_peak_bytes: runs.iter().filter_map(|r| r.result.host.peak_bytes).max(),
         gpu_peak_bytes: runs.iter().filter_map(|r| r.result.gpu_peak_bytes).max(),
         wall_time_s: runs.iter().map(|r| r.result.wall_time_s).sum(),

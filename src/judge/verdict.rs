@@ -14,6 +14,16 @@ use crate::results::{CaseResult, CaseStatus, Check, CheckKind, CheckOutcome};
 use crate::units::Bytes;
 use crate::vocabulary::{Exit, FailureType};
 
+/// One run of a case: its result (figures and its own limits' checks),
+/// and what its verdict is decided from.
+#[derive(Debug, Clone)]
+pub struct CaseRun {
+    pub result: CaseResult,
+    pub observed: Observed,
+    /// The diagnosis's first line, put before the verdict's words.
+    pub headline: Option<String>,
+}
+
 /// Why oomgate itself stopped a case before its instances finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {

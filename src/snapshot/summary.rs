@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use super::pickle::{Action, Container, Event, Frame, Stack, Value};
-use super::{AllocationSites, Site, SitesFrom};
+use super::sites::{AllocationSites, Site, SitesFrom};
 
 /// Where a block's site comes from when no frame of it is the user's.
 const NOT_RECORDED: &str = "(no stack recorded)";
