@@ -24,7 +24,7 @@ use std::sync::LazyLock;
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::{Captures, Regex, RegexBuilder, RegexSet};
 
-use super::{MASK, PATTERN_SIZE_LIMIT, is_distinctive, is_maskable, is_secret_name};
+use super::rules::{MASK, PATTERN_SIZE_LIMIT, is_distinctive, is_maskable, is_secret_name};
 
 /// Known token formats. Where a pattern has a group, the group is the
 /// part kept before the secret (`https://user:`, `Authorization: Bearer `,
