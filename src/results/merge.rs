@@ -19,57 +19,12 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::suite::Partition;
 
-use super::{
-    CaseResult, CaseStatus, GpuEnvironment, Measurement, RunResults, SCHEMA_VERSION, Summary,
-};
+use super::{CaseResult, CaseStatus, PartInfo, RunResults, SCHEMA_VERSION, Summary};
 use crate::baseline::Drift;
-use crate::environment::Environment;
 
 pub mod definition;
-
-/// One part of a merged run: a shard's results, where they were read and
-/// how that shard ran. Shards may run on different machines, so each keeps
-/// its own environment and measurement.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct PartInfo {
-    /// The out dir the part was read from, as given to `oomgate merge`.
-    pub dir: PathBuf,
-    pub host: String,
-    pub started_at: String,
-    pub finished_at: Option<String>,
-    /// The shard of the suite this part ran (`--partition`), when its
-    /// results say so.
-    pub partition: Option<Partition>,
-    pub environment: Environment,
-    pub measurement: Measurement,
-    pub gpu: Option<GpuEnvironment>,
-    pub interrupted: bool,
-    pub fault: Option<String>,
-    pub summary: Summary,
-    /// The ids of the cases this part ran, in its order.
-    pub cases: Vec<String>,
-    /// The cases this part planned but did not run.
-    pub not_run: Vec<String>,
-}
-
-impl PartInfo {
-    /// `shards/2 (count:2/4)`: the part as messages and reports name it.
-    pub fn name(&self) -> String {
-        part_name(&self.dir, self.partition.as_ref())
-    }
-}
-
-fn part_name(dir: &Path, partition: Option<&Partition>) -> String {
-    match partition {
-        Some(partition) => format!("{} ({partition})", dir.display()),
-        None => dir.display().to_string(),
-    }
-}
 
 /// One shard's results, read back, and where they came from.
 #[derive(Debug, Clone)]
@@ -185,7 +140,7 @@ pub fn hold_to_definitions(
         cases.iter().map(|c| (c.id.as_str(), c)).collect();
     let mut notes = Vec::new();
     for part in parts {
-        let name = part_name(&part.dir, part.partition.as_ref());
+        let name = PartInfo::name_of(&part.dir, part.partition.as_ref());
         for result in &mut part.results.cases {
             if result.status == CaseStatus::Running {
                 continue;
@@ -398,7 +353,7 @@ pub fn merge(parts: Vec<Part>, suite: Option<SuiteCases<'_>>) -> Result<RunResul
 }
 
 fn check_parts(parts: &[Part], suite: Option<SuiteCases<'_>>) -> Result<(), MergeError> {
-    let name = |part: &Part| part_name(&part.dir, part.partition.as_ref());
+    let name = |part: &Part| PartInfo::name_of(&part.dir, part.partition.as_ref());
     let Some(first) = parts.first() else {
         return Ok(());
     };

@@ -42,7 +42,6 @@ pub use check::{
 };
 
 pub use host::HostResult;
-pub use merge::PartInfo;
 
 pub use crate::vocabulary::{CaseStatus, Exit, FailureType, IN_FLIGHT_MESSAGE, SCHEMA_VERSION};
 
@@ -706,5 +705,46 @@ pub struct InstanceResult {
 mod tests;
 
 /// Results to feed the tests of the model and of every report format.
+/// One part of a merged run: a shard's results, where they were read and
+/// how that shard ran. Shards may run on different machines, so each keeps
+/// its own environment and measurement.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PartInfo {
+    /// The out dir the part was read from, as given to `oomgate merge`.
+    pub dir: PathBuf,
+    pub host: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// The shard of the suite this part ran (`--partition`), when its
+    /// results say so.
+    pub partition: Option<crate::suite::Partition>,
+    pub environment: crate::environment::Environment,
+    pub measurement: Measurement,
+    pub gpu: Option<GpuEnvironment>,
+    pub interrupted: bool,
+    pub fault: Option<String>,
+    pub summary: Summary,
+    /// The ids of the cases this part ran, in its order.
+    pub cases: Vec<String>,
+    /// The cases this part planned but did not run.
+    pub not_run: Vec<String>,
+}
+
+impl PartInfo {
+    /// `shards/2 (count:2/4)`: the part as messages and reports name it.
+    pub fn name(&self) -> String {
+        Self::name_of(&self.dir, self.partition.as_ref())
+    }
+
+    /// The name of the part read from `dir`, a shard `partition`.
+    pub fn name_of(dir: &std::path::Path, partition: Option<&crate::suite::Partition>) -> String {
+        match partition {
+            Some(partition) => format!("{} ({partition})", dir.display()),
+            None => dir.display().to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod test_support;
