@@ -66,7 +66,17 @@ pub struct Lock {
     /// The entries of the cases that ran on GPUs, by testbed (GPU model
     /// and count: `NVIDIA H100 80GB HBM3 ×1`); see `testbed`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub testbeds: BTreeMap<String, testbed::Testbed>,
+    pub testbeds: BTreeMap<String, Testbed>,
+}
+
+/// One testbed's entries in a lock.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Testbed {
+    /// When the run that locked these entries started (RFC 3339).
+    pub locked_at: String,
+    /// That run's environment: what drift is listed against.
+    pub environment: Environment,
+    pub cases: BTreeMap<String, LockedCase>,
 }
 
 /// One case as locked.

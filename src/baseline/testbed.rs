@@ -13,22 +13,8 @@
 //! `cases`: they load as one testbed, the one their environment's GPU
 //! model names, and compare as they did (`legacy`).
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
 use super::{Lock, LockedCase};
 use crate::environment::Environment;
-
-/// One testbed's entries in a lock.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Testbed {
-    /// When the run that locked these entries started (RFC 3339).
-    pub locked_at: String,
-    /// That run's environment: what drift is listed against.
-    pub environment: Environment,
-    pub cases: BTreeMap<String, LockedCase>,
-}
 
 /// The testbed of a case that ran on these devices (their model names, in
 /// order): `NVIDIA H100 80GB HBM3 ×4`, or the models joined by ` + ` when
@@ -238,6 +224,7 @@ impl Lock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn environment(models: &[&str]) -> Environment {
         Environment {

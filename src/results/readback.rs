@@ -295,13 +295,14 @@ pub fn lock_of(results: &RunResults) -> Lock {
     for (testbed, id, locked) in cases {
         match testbed {
             Some(name) => {
-                let bed = lock.testbeds.entry(name.clone()).or_insert_with(|| {
-                    crate::baseline::testbed::Testbed {
-                        locked_at: results.started_at.clone(),
-                        environment: environment_of(&name),
-                        cases: BTreeMap::new(),
-                    }
-                });
+                let bed =
+                    lock.testbeds
+                        .entry(name.clone())
+                        .or_insert_with(|| crate::baseline::Testbed {
+                            locked_at: results.started_at.clone(),
+                            environment: environment_of(&name),
+                            cases: BTreeMap::new(),
+                        });
                 bed.cases.insert(id, locked);
             }
             None => {
