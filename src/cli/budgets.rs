@@ -4,7 +4,8 @@
 
 use std::fmt::Write as _;
 
-use super::{BudgetFormat, BudgetsArgs, CliError, Outcome, write_stderr, write_stdout};
+use super::args::{BudgetFormat, BudgetsArgs};
+use super::shared::{CliError, Outcome, write_stderr, write_stdout};
 use crate::results::{CaseResult, CaseStatus};
 
 /// `oomgate budgets`.

@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{CliError, DiffArgs, GpusArgs, Outcome, PlanArgs, shard, write_stdout};
+use super::args::{DiffArgs, GpusArgs, PlanArgs};
+use super::shared::{CliError, Outcome, shard, write_stdout};
 use crate::baseline::{self, Lock};
 use crate::measure::nvml::Gpu;
 use crate::suite::{Case, Suite, Tolerances, shell_join};
@@ -11,7 +12,7 @@ use crate::units::{Bytes, format_duration};
 
 /// `oomgate check`: the expanded plan, in full.
 pub fn check(args: &PlanArgs) -> Result<Outcome, CliError> {
-    let suite = super::load_collected(&args.suite)?;
+    let suite = super::shared::load_collected(&args.suite)?;
     let cases = shard(&suite, &args.filter, args.partition)?;
     write_stdout(&describe_plan(&suite, &cases));
     Ok(Outcome::Passed)
@@ -19,7 +20,7 @@ pub fn check(args: &PlanArgs) -> Result<Outcome, CliError> {
 
 /// `oomgate list`: one id per line.
 pub fn list(args: &PlanArgs) -> Result<Outcome, CliError> {
-    let suite = super::load_collected(&args.suite)?;
+    let suite = super::shared::load_collected(&args.suite)?;
     let ids: String = shard(&suite, &args.filter, args.partition)?
         .iter()
         .map(|case| format!("{}\n", case.id))
@@ -60,7 +61,11 @@ pub fn gpus(args: &GpusArgs) -> Result<Outcome, CliError> {
 pub fn diff(args: &DiffArgs) -> Result<Outcome, CliError> {
     let before = read_side(&args.before)?;
     let after = read_side(&args.after)?;
-    let suite = args.suite.as_deref().map(super::load_suite).transpose()?;
+    let suite = args
+        .suite
+        .as_deref()
+        .map(super::shared::load_suite)
+        .transpose()?;
     let text = render_diff(&before, &after, suite.as_ref());
     write_stdout(&text.text);
     Ok(if text.failed {

@@ -15,7 +15,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::{CliError, MergeArgs, Outcome, write_stderr};
+use super::args::MergeArgs;
+use super::shared::{CliError, Outcome, write_stderr};
 use crate::files::claim_out_dir;
 use crate::report::outputs::{ReportFiles, ReportPaths};
 use crate::report::terminal::{Progress, Terminal};
@@ -35,7 +36,11 @@ struct Located {
 /// `oomgate merge DIR... --out OUT [--suite SUITE]`.
 pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
     // The suite's secrets are masked in what is written, as in `run`.
-    let suite = args.suite.as_deref().map(super::load_suite).transpose()?;
+    let suite = args
+        .suite
+        .as_deref()
+        .map(super::shared::load_suite)
+        .transpose()?;
     let out_dir = std::path::absolute(&args.out).map_err(|e| {
         CliError::Infrastructure(format!("cannot resolve {}: {e}", args.out.display()))
     })?;

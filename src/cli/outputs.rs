@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::CliError;
+use super::shared::CliError;
 use crate::files::{OutDirClaim, ReportTarget, claim_out_dir, follow_links, no_space_left};
 use crate::report::outputs::ReportPaths;
 use crate::suite::Suite;
@@ -231,7 +231,7 @@ pub(super) fn clear_planted_links(out_dir: &Path) -> Result<(), CliError> {
 /// or removed), said once.
 pub(super) fn say_replaced_links() {
     for (name, target) in crate::files::take_replaced_links() {
-        super::write_stderr(&format!(
+        super::shared::write_stderr(&format!(
             "warning: {} was a symbolic link to {}, which oomgate did not make (a workload can write in the out dir): oomgate replaced the link with its own file and wrote nothing to {}",
             name.display(),
             target.display(),

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use clap::Args;
 
-use super::CliError;
+use super::shared::CliError;
 use crate::measure::nvml::Gpu;
 use crate::measure::visible;
 use crate::run::{PoolGpu, Schedule};
@@ -125,7 +125,7 @@ pub fn schedule(
             .map(|c| c.id.as_str())
             .collect();
         if !asking.is_empty() {
-            super::write_stderr(&format!(
+            super::shared::write_stderr(&format!(
                 "note: without --gpus, `gpus` is not applied: {} see every GPU oomgate sees",
                 asking.join(", ")
             ));
@@ -308,7 +308,7 @@ pub fn past_wall_times(
                 times.insert(case.id.clone(), case.wall_time_s);
             }
         }
-        Err(why) => super::write_stderr(&format!(
+        Err(why) => super::shared::write_stderr(&format!(
             "note: past wall times not read from {} ({why}); cases start in the suite's order",
             previous_results.display()
         )),

@@ -2,8 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::args::{HostMode, LockArgs, RunArgs};
 use super::outputs::{Outputs, prepare_outputs, refuse_overwriting, suite_files};
-use super::{CliError, HostMode, LockArgs, Outcome, RunArgs, plan, shard, write_stderr};
+use super::shared::{CliError, Outcome, plan, shard, write_stderr};
 use crate::baseline::{self, Lock};
 use crate::environment;
 use crate::files::OutDirClaim;
@@ -29,7 +30,7 @@ enum BaselineChoice {
 
 /// `oomgate run`: load, plan, run, judge.
 pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
-    let suite = super::load_collected(&args.plan.suite)?;
+    let suite = super::shared::load_collected(&args.plan.suite)?;
     let cases = shard(&suite, &args.plan.filter, args.plan.partition)?;
     let choice = match (&args.baseline, args.no_baseline) {
         (_, true) => BaselineChoice::None,
@@ -97,8 +98,8 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
 pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     // Results to lock (`--from`) name their pytest cases: no collection.
     let mut suite = match args.from {
-        Some(_) => super::load_suite(&args.suite)?,
-        None => super::load_collected(&args.suite)?,
+        Some(_) => super::shared::load_suite(&args.suite)?,
+        None => super::shared::load_collected(&args.suite)?,
     };
     if let Some(repeat) = args.repeat {
         for case in &mut suite.cases {
@@ -412,7 +413,7 @@ fn load_baseline(
 struct Modes<'a> {
     gpu: GpuMode,
     host: HostMode,
-    progress: super::ProgressMode,
+    progress: super::args::ProgressMode,
     /// The shard this run is, recorded in its results.
     partition: Option<crate::suite::Partition>,
     schedule: &'a super::pool::ScheduleArgs,

@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::{CliError, Outcome, SitesArgs, write_stdout};
+use super::args::SitesArgs;
+use super::shared::{CliError, Outcome, write_stdout};
 use crate::clean::line as clean;
 use crate::snapshot::{AllocationSites, Site, SitesFrom};
 use crate::units::Bytes;

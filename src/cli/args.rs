@@ -1,0 +1,378 @@
+//! The command line as clap reads it: `Cli`, each subcommand's arguments,
+//! and the exit codes `--help` lists.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use super::pool;
+use crate::suite::GpuMode;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    every case passed
+  1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)
+  2    bad input: invalid suite, unknown flag, no case matched, a --gpus pool that
+       cannot be used; nothing ran
+  3    infrastructure error: the out dir, a report or a case's files cannot be written
+       (no case is launched after it; 3 wins over 130, 1 and 0), GPU required (or
+       --gpus) but NVML unavailable, --host-method cgroup but no memory cgroup can be created
+  130  interrupted (Ctrl-C or SIGTERM); results so far were written";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "oomgate",
+    version,
+    about = "Catch out-of-memory in CI, not in production: run a suite of workloads, \
+             measure their peak memory, fail the build on a breach.",
+    after_help = EXIT_CODES,
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a suite: launch every case, measure peak memory, write reports.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate run suites/quickstart.toml\n",
+        "  oomgate run suites/train.toml --out ci-out --junit reports/oomgate.xml --filter bs64\n",
+        "  oomgate run suites/train.toml --gpu required   # exit 3 if NVML cannot be loaded\n",
+        "  oomgate run suites/train.toml --gpus all       # cases at once, each on its own GPU(s)\n",
+        "  oomgate run suites/serve.toml --gpus 0,1 --pack  # small cases share a GPU\n\n",
+        "Writes OUT/results.json, OUT/junit.xml, OUT/summary.md, OUT/report.html and OUT/cases/<case>/{stdout.log,stderr.log,timeline.json}.\n",
+        "A suite with [[pytest]] is collected first (`pytest --collect-only`), one case per test (docs/pytest.md).\n\n",
+        "Exit codes:\n",
+        "  0    every case passed\n",
+        "  1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)\n",
+        "  2    bad input: invalid suite, unknown flag, no case matched; nothing ran\n",
+        "  3    infrastructure error: the out dir, a report or a case's files cannot be written\n",
+        "       (no case is launched after it; 3 wins over 130, 1 and 0), GPU required but NVML\n",
+        "       unavailable, --host-method cgroup but no memory cgroup can be created\n",
+        "  130  interrupted (Ctrl-C or SIGTERM); results so far were written"
+    ))]
+    Run(RunArgs),
+    /// Validate a suite and print every case after matrix expansion; runs no case.
+    #[command(
+        after_help = "Examples:\n  oomgate check suites/quickstart.toml\n  oomgate check suites/train.toml --filter bs64\n\nA suite with [[pytest]] is collected first (`pytest --collect-only`), which imports its\ntest modules; a collection error is exit 2 with pytest's own message.\n\nExit codes: 0 valid, 2 invalid (every problem is listed with file:line:col)."
+    )]
+    Check(PlanArgs),
+    /// Print the id of every case, one per line; runs no case.
+    #[command(
+        after_help = "Examples:\n  oomgate list suites/quickstart.toml\n  oomgate list suites/train.toml --filter bs64 | wc -l\n\nA suite with [[pytest]] is collected first (`pytest --collect-only`), which imports its\ntest modules; a pytest case's id is its node id.\n\nExit codes: 0 listed, 2 invalid suite, collection error or no case matched."
+    )]
+    List(PlanArgs),
+    /// Show every GPU NVML sees: memory, modes, processes, and how CUDA_VISIBLE_DEVICES maps.
+    #[command(
+        after_help = "Examples:\n  oomgate gpus\n  CUDA_VISIBLE_DEVICES=1 oomgate gpus --json | jq '.devices[].name'\n\nExit codes: 0 listed, 3 NVML cannot be loaded or lists no GPU (the reason is printed in one line)."
+    )]
+    Gpus(GpusArgs),
+    /// Lock a passing run as the baseline: run the suite, or take a results.json.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate lock suites/quickstart.toml                  # run, and lock if every case passes\n",
+        "  oomgate lock suites/train.toml --from ci-out/results.json   # lock a CI artifact, no GPU time\n",
+        "  oomgate lock suites/train.toml --filter bs64          # re-lock some cases, keep the others'\n\n",
+        "Writes <suite>.lock beside the suite (or --output). A run with a case that failed on its own writes\n",
+        "nothing; results whose cases failed only against the old baseline are locked (an intended change).\n",
+        "A suite with [[pytest]] is collected first, unless --from names the results to lock.\n\n",
+        "Exit codes: 0 locked, 1 not locked (a case failed), 2 bad input (suite, results file), 3 infrastructure, 130 interrupted."
+    ))]
+    Lock(LockArgs),
+    /// Merge the results of a suite's shards (run on several CI runners) into one set of reports.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate merge shards/1 shards/2 shards/3 --out merged --suite suites/train.toml\n",
+        "  oomgate merge shard-*/results.json --out merged\n\n",
+        "Each DIR is the out dir of one shard (`oomgate run ... --partition count:M/N`), or its\n",
+        "results.json. Writes OUT/results.json, OUT/junit.xml, OUT/summary.md and OUT/report.html,\n",
+        "with each case's folder under OUT/cases/ (linked where the file system allows, else copied),\n",
+        "and appends summary.md to $GITHUB_STEP_SUMMARY when it is set. With --suite, the suite's\n",
+        "cases that no part ran are listed as not run (a failure) and the cases follow its order.\n\n",
+        "Exit codes:\n",
+        "  0    every case of every part passed, and none is missing\n",
+        "  1    a case failed, or was not run (a shard interrupted or stopped, or missing with --suite)\n",
+        "  2    bad input: a part that cannot be read, parts that overlap (a case in two), come from\n",
+        "       different suites or results schemas, or cases --suite does not have; nothing written\n",
+        "  3    infrastructure error: the out dir or a report cannot be written"
+    ))]
+    Merge(MergeArgs),
+    /// Compare two results.json or lock files, running nothing.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate diff suites/train.lock ci-out/results.json\n",
+        "  oomgate diff old/results.json new/results.json\n\n",
+        "Exit codes: 0 no regression, 1 a figure regressed beyond the default tolerances, 2 a file cannot be read."
+    ))]
+    Diff(DiffArgs),
+    /// Propose budgets from a profiled run: a pytest marker or suite TOML per case, from its peaks.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate budgets oomgate-out/results.json                 # @pytest.mark.oomgate(host=..., gpu=...)\n",
+        "  oomgate budgets oomgate-out/results.json --factor 1.25 --format toml\n\n",
+        "Each case that passed gets its measured host and GPU peaks times --factor, rounded up\n",
+        "(whole MiB below 1 GiB, tenths of a GiB above). Cases that did not pass get none.\n\n",
+        "Exit codes: 0 printed, 2 the results cannot be read or no case matched."
+    ))]
+    Budgets(BudgetsArgs),
+    /// Print the allocation sites of a run's cases, or of one torch memory snapshot.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate sites oomgate-out/results.json\n",
+        "  oomgate sites oomgate-out/results.json --case train-bs64\n",
+        "  oomgate sites oomgate-out/cases/train-bs64/memory_snapshot.pickle --depth 3\n\n",
+        "A case's sites come from the torch memory snapshots it left in its folder\n",
+        "(OOMGATE_SNAPSHOT, or its own torch.cuda.memory._dump_snapshot): the bytes live at each\n",
+        "device's peak, by the first frame of the user's code (docs/diagnosis.md#allocation-sites).\n\n",
+        "Exit codes: 0 printed, 2 the file cannot be read, or holds no sites."
+    ))]
+    Sites(SitesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SitesArgs {
+    /// A results.json, or a memory snapshot (`.pickle`).
+    pub path: PathBuf,
+    /// Only this case (its id).
+    #[arg(long, value_name = "ID")]
+    pub case: Option<String>,
+    /// With a .pickle: how many of the user's frames name a site.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub depth: Option<u32>,
+    /// How many sites to print per case (the rest summed).
+    #[arg(long, value_name = "N", default_value = "20")]
+    pub top: usize,
+    /// Print JSON: each case's sites as results.json holds them.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BudgetsArgs {
+    /// A results.json of a run that measured the cases.
+    pub results: PathBuf,
+    /// Headroom over the measured peaks: 1.1 proposes 10% more.
+    #[arg(long, default_value = "1.1", value_parser = parse_factor)]
+    pub factor: f64,
+    /// `marker`: `@pytest.mark.oomgate(...)` for each pytest test;
+    /// `toml`: a `budget = { ... }` line for any case.
+    #[arg(long, value_enum, default_value = "marker")]
+    pub format: BudgetFormat,
+    /// Only cases whose id contains this text; repeat to take the union.
+    #[arg(long, value_name = "SUBSTRING")]
+    pub filter: Vec<String>,
+}
+
+/// How `oomgate budgets` writes a proposal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BudgetFormat {
+    Marker,
+    Toml,
+}
+
+fn parse_factor(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (1.0..=100.0).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "`{text}` is not a factor from 1 to 100 (1.1 is 10% of headroom)"
+        )),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The suite file.
+    pub suite: PathBuf,
+    /// Only cases whose id contains this text; repeat to take the union.
+    #[arg(long, value_name = "SUBSTRING")]
+    pub filter: Vec<String>,
+    /// Only this shard of the cases (after --filter): count:M/N deals them
+    /// round-robin in the suite's order, hash:M/N by a hash of the case id
+    /// (stable when cases are added). Every shard computes the same split.
+    #[arg(long, value_name = "count:M/N|hash:M/N")]
+    pub partition: Option<crate::suite::Partition>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Folder for results.json, junit.xml and per-case logs.
+    #[arg(long, value_name = "DIR", default_value = "oomgate-out")]
+    pub out: PathBuf,
+    /// Take over, once, an out dir an oomgate from before the
+    /// `.oomgate-out` marker wrote (results.json, junit.xml, summary.md,
+    /// report.html, cases/ and nothing else): it is marked, and its files
+    /// are replaced as a run's. Without it such a folder is refused, as is
+    /// any folder with files and no marker.
+    #[arg(long)]
+    pub adopt_out_dir: bool,
+    /// Also write the JUnit report here.
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<PathBuf>,
+    /// Also write results.json here.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Measure GPU memory: auto (when NVML loads), required (else exit 3)
+    /// or off. Overrides the suite's `gpu`. (A pool of GPUs is `--gpus`.)
+    #[arg(long, value_name = "MODE", value_parser = pool::parse_gpu_mode)]
+    pub gpu: Option<GpuMode>,
+    #[command(flatten)]
+    pub schedule: pool::ScheduleArgs,
+    /// Measure host memory with a memory cgroup per case: auto (when one
+    /// can be created, else from /proc, saying why), cgroup (else exit 3)
+    /// or procfs (never).
+    #[arg(long, value_enum, value_name = "METHOD", default_value = "auto")]
+    pub host_method: HostMode,
+    /// How progress is shown: auto (a live line on an interactive terminal,
+    /// plain lines in CI, on a 0x0 terminal or in a log), bar, lines, none.
+    #[arg(long, value_enum, value_name = "STYLE", default_value = "auto")]
+    pub progress: ProgressMode,
+    /// Compare with this lock instead of <suite>.lock.
+    #[arg(long, value_name = "PATH", conflicts_with = "no_baseline")]
+    pub baseline: Option<PathBuf>,
+    /// Compare with no baseline, even if <suite>.lock exists.
+    #[arg(long)]
+    pub no_baseline: bool,
+    /// Fail cases that have no baseline instead of passing them with a notice.
+    #[arg(long)]
+    pub require_baseline: bool,
+    /// Compare GPU figures even when the GPU model differs from the
+    /// baseline's (a lock written before testbeds).
+    #[arg(long)]
+    pub compare_across_gpus: bool,
+    /// Compare every case with this testbed's entries of the lock
+    /// (`"NVIDIA A100-SXM4-80GB ×1"`), whatever GPUs it ran on; by default
+    /// a case is compared with its own testbed's only.
+    #[arg(long, value_name = "TESTBED")]
+    pub baseline_testbed: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// The suite file.
+    pub suite: PathBuf,
+    /// Lock this results.json (e.g. a CI artifact) instead of running the suite.
+    #[arg(long, value_name = "RESULTS")]
+    pub from: Option<PathBuf>,
+    /// Only cases whose id contains this text; the others keep their
+    /// locked baseline. Repeat to take the union.
+    #[arg(long, value_name = "SUBSTRING")]
+    pub filter: Vec<String>,
+    /// Write the lock here instead of <suite>.lock.
+    #[arg(long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// Folder for the run's reports (without --from).
+    #[arg(long, value_name = "DIR", default_value = "oomgate-out")]
+    pub out: PathBuf,
+    /// Take over, once, an out dir an oomgate from before the
+    /// `.oomgate-out` marker wrote (results.json, junit.xml, summary.md,
+    /// report.html, cases/ and nothing else): it is marked, and its files
+    /// are replaced as a run's. Without it such a folder is refused, as is
+    /// any folder with files and no marker.
+    #[arg(long)]
+    pub adopt_out_dir: bool,
+    /// Run each case at least N times and lock each figure's spread (the
+    /// largest less the smallest): later runs are a regression only beyond
+    /// `max(tolerance, spread_k × spread)`. A case's own `repeat`, if
+    /// larger, stands.
+    #[arg(long, value_name = "N", conflicts_with = "from", value_parser = clap::value_parser!(u32).range(2..=100))]
+    pub repeat: Option<u32>,
+    /// GPU mode for the run (without --from).
+    #[arg(long, value_name = "MODE", value_parser = pool::parse_gpu_mode)]
+    pub gpu: Option<GpuMode>,
+    /// The GPU pool, jobs and packing for the run (without --from); see
+    /// `run --help`.
+    #[command(flatten)]
+    pub schedule: pool::ScheduleArgs,
+    /// Host memory method for the run (without --from); see `run --help`.
+    #[arg(long, value_enum, value_name = "METHOD", default_value = "auto")]
+    pub host_method: HostMode,
+    /// How progress is shown (without --from); see `run --help`.
+    #[arg(long, value_enum, value_name = "STYLE", default_value = "auto")]
+    pub progress: ProgressMode,
+}
+
+/// How progress is shown while cases run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressMode {
+    /// A live line on an interactive terminal; plain lines in CI (`CI`,
+    /// `GITHUB_ACTIONS`, `GITLAB_CI`, `JENKINS_URL`, ... set),
+    /// on a terminal without a size, with `TERM=dumb`, or in a log file.
+    #[default]
+    Auto,
+    /// The live line, redrawn in place.
+    Bar,
+    /// One line per finished case, and a RUNNING line every minute.
+    Lines,
+    /// Warnings, the final table and the summary only.
+    None,
+}
+
+impl From<ProgressMode> for crate::report::terminal::Progress {
+    fn from(mode: ProgressMode) -> Self {
+        use crate::report::terminal::Progress;
+        match mode {
+            ProgressMode::Auto => Progress::Auto,
+            ProgressMode::Bar => Progress::Bar,
+            ProgressMode::Lines => Progress::Lines,
+            ProgressMode::None => Progress::None,
+        }
+    }
+}
+
+/// How host memory is measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum HostMode {
+    /// A memory cgroup per case when one can be created; else /proc.
+    #[default]
+    Auto,
+    /// A memory cgroup per case, or exit 3.
+    Cgroup,
+    /// /proc only (PSS, VmHWM, reaped rusage), never a cgroup.
+    Procfs,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' out dirs (or their results.json), in the order to merge.
+    #[arg(required = true, value_name = "DIR")]
+    pub parts: Vec<PathBuf>,
+    /// Folder for the merged results.json, junit.xml, summary.md, report.html
+    /// and case folders.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Take over, once, an out dir an oomgate from before the
+    /// `.oomgate-out` marker wrote (results.json, junit.xml, summary.md,
+    /// report.html, cases/ and nothing else): it is marked, and its files
+    /// are replaced as a run's. Without it such a folder is refused, as is
+    /// any folder with files and no marker.
+    #[arg(long)]
+    pub adopt_out_dir: bool,
+    /// The suite the shards ran: its cases no part ran are listed as not run,
+    /// and the cases follow its order.
+    #[arg(long, value_name = "SUITE.toml")]
+    pub suite: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The earlier results.json or lock file: the baseline.
+    pub before: PathBuf,
+    /// The later results.json or lock file: judged against the earlier.
+    pub after: PathBuf,
+    /// Judge with this suite's tolerances (and search `max`) instead of
+    /// those recorded with the later file's figures.
+    #[arg(long, value_name = "SUITE")]
+    pub suite: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct GpusArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
