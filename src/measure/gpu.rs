@@ -34,7 +34,8 @@ pub use figures::{
 };
 
 use super::nvml::{AccountingRecord, Gpu, GpuProcess, epoch_us};
-use super::{ProcessTree, Sample};
+use super::procfs::ProcessTree;
+use super::timeline::Sample;
 use crate::units::Bytes;
 
 #[derive(Debug, Clone, Default)]

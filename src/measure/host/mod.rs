@@ -54,8 +54,9 @@ use std::io::Read;
 use std::time::{Duration, Instant};
 
 use super::cgroup::CaseCgroup;
+use super::procfs::ProcessTree;
 use super::timeline::Peak;
-use super::{ProcessTree, Sample};
+use super::timeline::Sample;
 use crate::units::Bytes;
 
 mod figures;
