@@ -197,10 +197,12 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
         let (gpu_before, gpu_after) = row_figures(|c| c.gpu_peak_bytes);
         let (Some(a), Some(b)) = (a, b) else {
             let word = if a.is_none() { "new case" } else { "removed" };
+            // A cell under every column, the working memory's too.
             let mut row = vec![
                 label.clone(),
                 host_before,
                 host_after,
+                word.to_string(),
                 word.to_string(),
                 gpu_before,
                 gpu_after,
@@ -576,4 +578,69 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
         let _ = writeln!(out, "  folder:      cases/{}", case.folder);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::baseline::LockedCase;
+    use crate::measure::HostMethod;
+
+    const MIB: u64 = 1024 * 1024;
+
+    fn lock(cases: &[(&str, u64, Option<u64>)]) -> Lock {
+        Lock {
+            version: crate::baseline::LOCK_VERSION,
+            suite: "train-gate".into(),
+            locked_at: "2026-12-04T10:00:00.000+00:00".into(),
+            environment: Default::default(),
+            cases: cases
+                .iter()
+                .map(|&(id, host_mib, gpu_mib)| {
+                    let mut locked = LockedCase::empty();
+                    locked.host_peak_bytes = Some(host_mib * MIB);
+                    locked.host_peak_method = Some(HostMethod::CgroupV1);
+                    locked.gpu_peak_bytes = gpu_mib.map(|mib| mib * MIB);
+                    (id.to_string(), locked)
+                })
+                .collect(),
+            testbeds: Default::default(),
+        }
+    }
+
+    fn side(path: &str, lock: Lock) -> Side {
+        Side {
+            path: path.into(),
+            lock,
+            results: None,
+        }
+    }
+
+    /// `oomgate diff` as a reader sees it: the table, the failed checks in
+    /// `run`'s words, the environment, where the tolerances came from;
+    /// the exit it earns is `failed`.
+    #[test]
+    fn diff_table() {
+        let before = side(
+            "before.lock",
+            lock(&[
+                ("same", 100, None),
+                ("grew", 100, None),
+                ("gpu", 200, Some(10_240)),
+                ("removed", 50, None),
+            ]),
+        );
+        let after = side(
+            "after.lock",
+            lock(&[
+                ("same", 101, None),
+                ("grew", 200, None),
+                ("gpu", 200, Some(8_192)),
+                ("new", 70, None),
+            ]),
+        );
+        let diff = render_diff(&before, &after, None);
+        assert!(diff.failed, "the growth fails the diff");
+        insta::assert_snapshot!(diff.text);
+    }
 }

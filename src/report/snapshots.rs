@@ -1,5 +1,6 @@
 //! Snapshot tests of what a reader sees: the terminal's lines and table,
-//! a case's details, JUnit and Markdown, for one run judged by the real
+//! a case's details, JUnit, Markdown and report.html's text, for one run
+//! judged by the real
 //! judge and worded by `words` — a pass, a GPU regression with drift, a
 //! capacity shrink, a budget breach that stopped its case, a GPU OOM.
 //! Every figure and time is fixed, so the snapshots hold no noise; a
@@ -281,4 +282,71 @@ fn junit() {
 #[test]
 fn markdown() {
     insta::assert_snapshot!(super::markdown::render(&judged_run()));
+}
+
+/// report.html as a reader sees it: its text, without markup, styles or
+/// the charts' drawing (their legends and titles are text, and kept).
+#[test]
+fn html_text() {
+    let out = tempfile::tempdir().expect("an out dir");
+    let page = super::html::render(&judged_run(), out.path());
+    insta::assert_snapshot!(visible_text(&page));
+}
+
+/// The text of an HTML page, a line per block: `<style>` and SVG paths
+/// dropped, tags removed, entities for `&`, `<`, `>` and quotes read back,
+/// blank lines and runs of spaces collapsed.
+fn visible_text(page: &str) -> String {
+    let mut text = String::new();
+    let mut rest = page;
+    while let Some(open) = rest.find('<') {
+        text.push_str(&rest[..open]);
+        let tag = &rest[open..];
+        let skip_to = |end: &str| tag.find(end).map(|at| at + end.len());
+        let consumed = if tag.starts_with("<style") {
+            skip_to("</style>")
+        } else {
+            skip_to(">")
+        }
+        .unwrap_or(tag.len());
+        let name = tag[1..]
+            .trim_start_matches('/')
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .next()
+            .unwrap_or_default();
+        if matches!(
+            name,
+            "p" | "div"
+                | "tr"
+                | "li"
+                | "h1"
+                | "h2"
+                | "h3"
+                | "br"
+                | "section"
+                | "table"
+                | "text"
+                | "title"
+                | "summary"
+                | "pre"
+        ) {
+            text.push('\n');
+        } else if matches!(name, "td" | "th") && !tag.starts_with("</") {
+            text.push_str(" | ");
+        }
+        rest = &tag[consumed..];
+    }
+    text.push_str(rest);
+    let text = text
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&");
+    text.lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+        .map(|line| line.trim_start_matches("| ").to_string())
+        .filter(|line| !line.is_empty() && line != "|")
+        .collect::<Vec<_>>()
+        .join("\n")
 }
