@@ -1,8 +1,9 @@
 //! Snapshot tests of what a reader sees: the terminal's lines and table,
 //! a case's details, JUnit, Markdown and report.html's text, for one run
-//! judged by the real
-//! judge and worded by `words` — a pass, a GPU regression with drift, a
-//! capacity shrink, a budget breach that stopped its case, a GPU OOM.
+//! judged by the real judge and worded by `words` — a pass, a GPU
+//! regression with drift, a capacity shrink, a budget breach that stopped
+//! its case, a GPU OOM. `diff`'s table is snapshotted beside it
+//! (`cli::inspect`).
 //! Every figure and time is fixed, so the snapshots hold no noise; a
 //! change of wording is a reviewed diff (`cargo insta review`, or accept
 //! a `.snap.new` by renaming it).
