@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+use super::located::Diagnostic;
+use super::model::{Limit, LimitOp, Tolerances};
 use super::raw::RawTolerance;
-use super::{Diagnostic, Limit, LimitOp, Tolerances};
 use crate::units::{Bytes, parse_duration};
 
 pub(super) struct Checker<'s> {

@@ -16,7 +16,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::Case;
+use super::case::Case;
 
 /// How cases are dealt to shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,7 +41,7 @@ impl Partition {
         let total = u64::from(self.total);
         let shard = match self.kind {
             PartitionKind::Count => position as u64 % total,
-            PartitionKind::Hash => super::fnv1a(id.as_bytes()) % total,
+            PartitionKind::Hash => super::template::fnv1a(id.as_bytes()) % total,
         };
         shard + 1 == u64::from(self.index)
     }

@@ -1,17 +1,13 @@
 //! `[[pytest]]`: a pytest suite as oomgate cases, one per collected test
 //! (or per file), each run in its own process.
 //!
-//! What is here is pure: the checked table ([`PytestSource`]), what
-//! oomgate's pytest plugin reports of a collection ([`Collected`]), and the
-//! cases made of the two, each with its `@pytest.mark.oomgate` markers
-//! layered over the table's settings (module, class, function: the
-//! closest wins, keyword by keyword). Running pytest to collect is
-//! `crate::pytest`'s business.
+//! What is here is plain data: what oomgate's pytest plugin reports of a
+//! collection ([`Collected`]), and the identity a case made of a test
+//! keeps ([`PytestTest`]). The checked table and the cases made of it are
+//! `pytest_table`; running pytest to collect is `crate::pytest`'s
+//! business.
 
 use serde::{Deserialize, Serialize};
-
-use super::template::folder_name;
-use super::{Case, Templates};
 
 /// The module name oomgate's copy of its pytest plugin is loaded as
 /// (`-p oomgate_pytest`); the wheel's copy is `oomgate_probe.pytest_plugin`,
@@ -27,154 +23,6 @@ pub enum Granularity {
     Test,
     /// One case per file; only module-level markers apply.
     File,
-}
-
-/// A `[[pytest]]` table, checked, before pytest collected it.
-#[derive(Debug, Clone)]
-pub struct PytestSource {
-    /// 0-based place among the suite's `[[pytest]]` tables.
-    pub index: usize,
-    /// 1-based line of the table in the suite, for messages.
-    pub line: usize,
-    /// Where the tests are, relative to the table's `cwd`.
-    pub paths: Vec<String>,
-    /// Extra pytest arguments, for the collection and every test.
-    pub args: Vec<String>,
-    pub granularity: Granularity,
-    /// Every test's case before its node id and markers: `python -m
-    /// pytest -p no:oomgate -p oomgate_pytest ARGS`, and the table's keys
-    /// over `[defaults]`.
-    pub template: Case,
-}
-
-impl PytestSource {
-    /// The command that collects the tests (run in the template's cwd).
-    pub fn collect_command(&self) -> Vec<String> {
-        let mut command = self.template.command.clone();
-        command.extend(["--collect-only", "-q"].map(String::from));
-        command.extend(self.paths.iter().cloned());
-        command
-    }
-
-    /// The table, for messages: `[[pytest]] at suite line 12 (tests/gpu)`.
-    pub fn describe(&self) -> String {
-        format!(
-            "[[pytest]] at suite line {} ({})",
-            self.line,
-            self.paths.join(", ")
-        )
-    }
-
-    /// The cases of a collection: one per test, or one per file, each
-    /// with its markers applied. A test whose marker is wrong is an error
-    /// naming the test; a test-level marker that `granularity = "file"`
-    /// ignores is a warning.
-    pub fn cases(&self, collected: &Collected) -> Expanded {
-        let mut expanded = Expanded::default();
-        // A node id is a case id, and pytest's argument to run it: one
-        // with a control character (a file named with a newline or ESC) is
-        // refused as a `[[case]]` id would be — pytest itself cannot run
-        // it — located at the test, the id shown escaped.
-        let id_of = |test: &'_ CollectedTest| match self.granularity {
-            Granularity::Test => test.nodeid.clone(),
-            Granularity::File => test.module_nodeid.clone(),
-        };
-        let mut refused = indexmap::IndexSet::new();
-        for test in &collected.tests {
-            let id = id_of(test);
-            if id.chars().any(char::is_control) && refused.insert(id) {
-                expanded.errors.push(format!(
-                    "{}: the test's node id holds a control character (a newline, tab or escape, from its file's or its own name): it cannot be a case id, nor be given to pytest to run; rename the file or the test",
-                    test.located()
-                ));
-            }
-        }
-        let tests: Vec<&CollectedTest> = collected
-            .tests
-            .iter()
-            .filter(|t| !id_of(t).chars().any(char::is_control))
-            .collect();
-        match self.granularity {
-            Granularity::Test => {
-                for test in tests {
-                    let markers: Vec<&CollectedMarker> = test.markers.iter().collect();
-                    let identity = PytestTest::of_test(test);
-                    let mut case = self.case_of(&test.nodeid, &test.arg, identity);
-                    let problems = super::validate::apply_markers(&mut case, &markers);
-                    if problems.is_empty() {
-                        expanded.cases.push(case);
-                    } else {
-                        expanded.errors.extend(
-                            problems
-                                .into_iter()
-                                .map(|p| format!("{}: {}", test.located(), crate::clean::line(&p))),
-                        );
-                    }
-                }
-            }
-            Granularity::File => {
-                let mut files: indexmap::IndexMap<&str, Vec<&CollectedTest>> =
-                    indexmap::IndexMap::new();
-                for test in tests {
-                    files.entry(&test.module_nodeid).or_default().push(test);
-                }
-                for (module, tests) in files {
-                    let first = tests[0];
-                    let module_markers: Vec<&CollectedMarker> = first
-                        .markers
-                        .iter()
-                        .filter(|m| m.level == "module")
-                        .collect();
-                    let ignored = tests
-                        .iter()
-                        .flat_map(|t| &t.markers)
-                        .filter(|m| m.level != "module")
-                        .map(|m| crate::clean::line(&m.node))
-                        .collect::<indexmap::IndexSet<_>>();
-                    if !ignored.is_empty() {
-                        expanded.warnings.push(format!(
-                            "{}: granularity = \"file\" runs the file as one case, judged by its module-level marker; the oomgate marker(s) of {} are ignored",
-                            crate::clean::line(module),
-                            ignored.into_iter().collect::<Vec<_>>().join(", ")
-                        ));
-                    }
-                    let identity = PytestTest::of_file(first);
-                    let mut case = self.case_of(module, &first.file, identity);
-                    let problems = super::validate::apply_markers(&mut case, &module_markers);
-                    if problems.is_empty() {
-                        expanded.cases.push(case);
-                    } else {
-                        expanded.errors.extend(problems.into_iter().map(|p| {
-                            format!("{}: {}", crate::clean::line(module), crate::clean::line(&p))
-                        }));
-                    }
-                }
-            }
-        }
-        expanded
-    }
-
-    fn case_of(&self, id: &str, arg: &str, identity: PytestTest) -> Case {
-        let mut case = self.template.clone();
-        case.id = id.to_string();
-        case.folder = folder_name(id);
-        case.command.push(arg.to_string());
-        case.templates = Templates {
-            command: case.command.clone(),
-            env: case.env.clone(),
-        };
-        case.pytest = Some(identity);
-        case
-    }
-}
-
-/// The cases of one collection, and what was wrong with it.
-#[derive(Debug, Default)]
-pub struct Expanded {
-    pub cases: Vec<Case>,
-    pub warnings: Vec<String>,
-    /// One line each, naming the test.
-    pub errors: Vec<String>,
 }
 
 /// What oomgate's pytest plugin writes of a collection (`OOMGATE_COLLECT`).
@@ -212,7 +60,7 @@ impl CollectedTest {
     /// `tests/gpu/test_model.py:6: tests/gpu/test_model.py::test_x`.
     /// Both [cleaned](crate::clean::line): a file's name may
     /// hold anything.
-    fn located(&self) -> String {
+    pub(super) fn located(&self) -> String {
         let file = crate::clean::line(&self.file);
         let nodeid = crate::clean::line(&self.nodeid);
         match self.line {
@@ -249,7 +97,7 @@ pub struct PytestTest {
 }
 
 impl PytestTest {
-    fn of_test(test: &CollectedTest) -> Self {
+    pub(super) fn of_test(test: &CollectedTest) -> Self {
         let (classname, name) = junit_names(&test.nodeid);
         PytestTest {
             file: test.file.clone(),
@@ -259,7 +107,7 @@ impl PytestTest {
         }
     }
 
-    fn of_file(test: &CollectedTest) -> Self {
+    pub(super) fn of_file(test: &CollectedTest) -> Self {
         let (classname, name) = junit_names(&test.module_nodeid);
         PytestTest {
             file: test.file.clone(),

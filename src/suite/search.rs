@@ -4,8 +4,8 @@
 use indexmap::IndexMap;
 use toml::Spanned;
 
-use super::MAX_CASE_TIME;
 use super::checker::Checker;
+use super::model::MAX_CASE_TIME;
 use super::template::is_identifier;
 
 /// Most probes a search may be given.

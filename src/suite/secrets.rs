@@ -10,7 +10,7 @@
 
 use indexmap::IndexMap;
 
-use super::Case;
+use super::case::Case;
 use crate::redact::{self, SuiteSecrets};
 
 /// A server's own env with the case's matrix values in (`{port}` as

@@ -5,7 +5,7 @@
 //! `{port}` is the server's port, picked free by oomgate at each launch: a
 //! reserved placeholder of the server's and the case's command, env and
 //! readiness target. It is filled in at launch, in one pass with the
-//! matrix values (see [`super::Templates`]), so the case's definition as
+//! matrix values (see [`super::template::Templates`]), so the case's definition as
 //! results record it keeps `{port}` and does not change from run to run.
 
 use std::path::PathBuf;
@@ -14,9 +14,9 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use toml::Spanned;
 
-use super::Templates;
 use super::checker::Checker;
 use super::raw::RawServer;
+use super::template::Templates;
 use super::template::{placeholders, substitute};
 
 /// The reserved placeholder of the server's port.
@@ -401,7 +401,7 @@ pub(super) fn server(
                 key.span(),
                 format!("`{name}` is not a valid environment variable name"),
             );
-        } else if super::RESERVED_ENV.contains(&name.as_str()) {
+        } else if super::model::RESERVED_ENV.contains(&name.as_str()) {
             check.error(
                 key.span(),
                 format!("`{name}` is set by oomgate for the server"),

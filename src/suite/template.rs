@@ -286,3 +286,31 @@ mod tests {
         );
     }
 }
+
+/// A command and env as written, placeholders and all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Templates {
+    pub command: Vec<String>,
+    pub env: IndexMap<String, String>,
+}
+
+impl Templates {
+    /// The command and env with `params` filled in; a placeholder not in
+    /// `params` (`{port}` before a server has one) stays as written.
+    pub fn fill(
+        &self,
+        params: &IndexMap<String, String>,
+    ) -> (Vec<String>, IndexMap<String, String>) {
+        let command = self
+            .command
+            .iter()
+            .map(|arg| substitute(arg, params))
+            .collect();
+        let env = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), substitute(v, params)))
+            .collect();
+        (command, env)
+    }
+}

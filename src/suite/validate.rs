@@ -15,34 +15,32 @@ mod matrix;
 mod placeholders;
 mod pytest;
 mod rows;
+mod shared;
 mod size;
 
-pub(super) use markers::apply_markers;
-
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use indexmap::IndexMap;
 use toml::Spanned;
 
 use self::limits::{budget_keys, limits};
+use self::shared::{CaseInput, check_env, lexical_join};
+use super::case::Case;
+use super::checked::Suite;
 use super::checker::Checker;
-use super::raw::{RawCase, RawEnvironment, RawServer, RawSettingsRef, RawSuiteFile};
+use super::located::Diagnostic;
+use super::model::{
+    Budget, DEFAULT_SAMPLE_INTERVAL, DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode,
+    MAX_CASES, Tolerances,
+};
+use super::raw::{RawCase, RawEnvironment, RawSettingsRef, RawSuiteFile};
 use super::search::search_spec;
 use super::server;
-use super::{
-    Budget, Case, DEFAULT_SAMPLE_INTERVAL, Diagnostic, DriftPolicy, EnvironmentSpec, ForeignPolicy,
-    GpuMode, MAX_CASES, RESERVED_ENV, Suite, Tolerances,
-};
 
 const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
 const MAX_SAMPLE_INTERVAL: Duration = Duration::from_secs(60);
-
-/// Effective settings of one case: its own keys over `[defaults]`.
-fn pick<'a, T>(case: Option<&'a T>, defaults: Option<&'a T>) -> Option<&'a T> {
-    case.or(defaults)
-}
 
 pub(super) fn validate(
     raw: RawSuiteFile,
@@ -144,7 +142,7 @@ pub(super) fn validate(
     let mut cases = Vec::new();
     let mut id_spans = Vec::new();
     let mut room = MAX_CASES;
-    let mut bytes_room = super::MAX_PLAN_BYTES;
+    let mut bytes_room = super::model::MAX_PLAN_BYTES;
     let mut seen_ids: HashSet<String> = HashSet::new();
     let mut seen_folders: HashMap<String, String> = HashMap::new();
     for raw_case in &raw.cases {
@@ -241,7 +239,7 @@ pub(super) fn validate(
             pytest_plugin: None,
             warnings: warnings
                 .into_iter()
-                .map(|w| super::Located::resolve(source, w))
+                .map(|w| super::located::Located::resolve(source, w))
                 .collect(),
         })
     } else {
@@ -302,16 +300,6 @@ fn duplicate_help(raw_case: &RawCase) -> String {
         }
         None => "case names must be unique after matrix expansion".to_string(),
     }
-}
-
-/// One `[[case]]` as its checks read it: its own keys, its settings over
-/// `[defaults]`, its server.
-#[derive(Clone, Copy)]
-struct CaseInput<'a> {
-    raw: &'a RawCase,
-    own: RawSettingsRef<'a>,
-    defaults: RawSettingsRef<'a>,
-    server: Option<&'a RawServer>,
 }
 
 /// Check one `[[case]]` and expand its matrix. Returns no cases when the
@@ -446,65 +434,6 @@ fn check_command(check: &mut Checker, raw: &RawCase) {
             );
         }
     }
-}
-
-/// Environment: names that a process environment can hold, none reserved.
-fn check_env(check: &mut Checker, own: RawSettingsRef<'_>, defaults: RawSettingsRef<'_>) {
-    for (key, value) in merged_env(own, defaults) {
-        let name = key.get_ref();
-        if name.is_empty() || name.contains('=') || name.contains('\0') {
-            check.error(
-                key.span(),
-                format!("`{name}` is not a valid environment variable name"),
-            );
-        } else if RESERVED_ENV.contains(&name.as_str()) {
-            check.error(
-                key.span(),
-                format!("`{name}` is set by oomgate for every instance"),
-            );
-        }
-        if value.get_ref().contains('\0') {
-            check.error(
-                value.span(),
-                "contains a NUL byte, which no environment value can hold",
-            );
-        }
-    }
-}
-
-/// `[defaults].env` overlaid with the case's `env`, keeping first-seen order.
-fn merged_env<'a>(
-    own: RawSettingsRef<'a>,
-    defaults: RawSettingsRef<'a>,
-) -> IndexMap<&'a Spanned<String>, &'a Spanned<String>> {
-    let mut merged: IndexMap<&Spanned<String>, &Spanned<String>> = IndexMap::new();
-    for env in [defaults.env, own.env].into_iter().flatten() {
-        for (key, value) in env {
-            // Spanned hashes by value, so the case's value replaces the default's.
-            merged.insert(key, value);
-        }
-    }
-    merged
-}
-
-/// A program with a `/` is a path relative to the case's directory; a bare
-/// name is looked up on PATH at launch, like a shell would.
-fn resolve_program(program: &str, cwd: &Path) -> PathBuf {
-    if program.contains('/') {
-        lexical_join(cwd, Path::new(program))
-    } else {
-        PathBuf::from(program)
-    }
-}
-
-/// Join and drop `.` components without touching the file system (the
-/// folder may not exist yet; that is reported when the case launches).
-fn lexical_join(base: &Path, relative: &Path) -> PathBuf {
-    let joined = base.join(relative);
-    joined
-        .components()
-        .filter(|c| !matches!(c, std::path::Component::CurDir))
-        .collect()
 }
 
 /// `[environment]`: checked, with defaults. Python packages need an

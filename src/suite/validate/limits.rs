@@ -12,13 +12,13 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::pick;
+use super::shared::pick;
 use crate::suite::checker::Checker;
-use crate::suite::raw::{RawBudget, RawSettingsRef};
-use crate::suite::{
+use crate::suite::model::{
     Budget, DEFAULT_KILL_GRACE, DEFAULT_SETTLE_TIMEOUT, DEFAULT_TIMEOUT, Leak, Limit,
     MAX_CASE_TIME, Tolerances,
 };
+use crate::suite::raw::{RawBudget, RawSettingsRef};
 use crate::units::Bytes;
 
 /// The time and memory limits of a case (or of `[defaults]` alone).
@@ -206,7 +206,7 @@ pub(super) fn limits(
     };
     let sites_depth = match pick(own.sites, defaults.sites).and_then(|s| s.get_ref().depth.as_ref())
     {
-        None => crate::suite::DEFAULT_SITES_DEPTH,
+        None => crate::suite::model::DEFAULT_SITES_DEPTH,
         Some(n) => match u32::try_from(*n.get_ref()) {
             Ok(depth) if (1..=MAX_SITES_DEPTH).contains(&depth) => depth,
             _ => {
@@ -222,7 +222,7 @@ pub(super) fn limits(
                     "how many of the user's frames name an allocation site (docs/diagnosis.md)"
                         .into(),
                 );
-                crate::suite::DEFAULT_SITES_DEPTH
+                crate::suite::model::DEFAULT_SITES_DEPTH
             }
         },
     };

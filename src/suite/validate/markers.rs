@@ -9,9 +9,10 @@
 //! in the suite and is refused for the same reasons.
 
 use super::limits::limits;
+use crate::suite::case::Case;
 use crate::suite::checker::Checker;
+use crate::suite::pytest::CollectedMarker;
 use crate::suite::raw::{RawSettings, RawSettingsRef};
-use crate::suite::{Case, CollectedMarker};
 
 /// The marker keywords, in the order the docs list them.
 pub const MARKER_KEYWORDS: [&str; 9] = [

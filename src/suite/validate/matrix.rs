@@ -10,8 +10,8 @@
 use indexmap::IndexMap;
 use toml::Spanned;
 
-use crate::suite::MAX_CASES;
 use crate::suite::checker::Checker;
+use crate::suite::model::MAX_CASES;
 use crate::suite::raw::RawCase;
 use crate::suite::template::is_identifier;
 

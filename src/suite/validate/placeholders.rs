@@ -11,7 +11,7 @@
 use indexmap::IndexMap;
 use toml::Spanned;
 
-use super::{CaseInput, merged_env, pick};
+use super::shared::{CaseInput, merged_env, pick};
 use crate::suite::checker::Checker;
 use crate::suite::server::{self, PORT};
 use crate::suite::template::placeholders;

@@ -7,13 +7,17 @@ use std::path::Path;
 use toml::Spanned;
 
 use super::limits::limits;
-use super::{check_env, lexical_join, merged_env, pick, resolve_program};
+use super::shared::{check_env, lexical_join, merged_env, pick, resolve_program};
+use crate::suite::case::Case;
 use crate::suite::checker::Checker;
+use crate::suite::model::{Budget, Tolerances};
+use crate::suite::pytest::{
+    Collected, CollectedMarker, CollectedTest, Granularity, PYTEST_PLUGIN_MODULE, PytestTest,
+};
+use crate::suite::pytest_table::{Expanded, PytestSource};
 use crate::suite::raw::{RawPytest, RawSettingsRef};
 use crate::suite::template::substitute;
-use crate::suite::{
-    Budget, Case, Granularity, PYTEST_PLUGIN_MODULE, PytestSource, Templates, Tolerances,
-};
+use crate::suite::template::{Templates, folder_name};
 
 /// The table checked; `None` when it is wrong (its problems are in `check`).
 pub(super) fn source(
@@ -187,4 +191,110 @@ pub(super) fn source(
         granularity,
         template,
     })
+}
+
+/// The cases of a collection: each test (or file) a case, its markers
+/// checked and layered over the table's settings.
+impl PytestSource {
+    /// The cases of a collection: one per test, or one per file, each
+    /// with its markers applied. A test whose marker is wrong is an error
+    /// naming the test; a test-level marker that `granularity = "file"`
+    /// ignores is a warning.
+    pub fn cases(&self, collected: &Collected) -> Expanded {
+        let mut expanded = Expanded::default();
+        // A node id is a case id, and pytest's argument to run it: one
+        // with a control character (a file named with a newline or ESC) is
+        // refused as a `[[case]]` id would be — pytest itself cannot run
+        // it — located at the test, the id shown escaped.
+        let id_of = |test: &'_ CollectedTest| match self.granularity {
+            Granularity::Test => test.nodeid.clone(),
+            Granularity::File => test.module_nodeid.clone(),
+        };
+        let mut refused = indexmap::IndexSet::new();
+        for test in &collected.tests {
+            let id = id_of(test);
+            if id.chars().any(char::is_control) && refused.insert(id) {
+                expanded.errors.push(format!(
+                    "{}: the test's node id holds a control character (a newline, tab or escape, from its file's or its own name): it cannot be a case id, nor be given to pytest to run; rename the file or the test",
+                    test.located()
+                ));
+            }
+        }
+        let tests: Vec<&CollectedTest> = collected
+            .tests
+            .iter()
+            .filter(|t| !id_of(t).chars().any(char::is_control))
+            .collect();
+        match self.granularity {
+            Granularity::Test => {
+                for test in tests {
+                    let markers: Vec<&CollectedMarker> = test.markers.iter().collect();
+                    let identity = PytestTest::of_test(test);
+                    let mut case = self.case_of(&test.nodeid, &test.arg, identity);
+                    let problems = super::markers::apply_markers(&mut case, &markers);
+                    if problems.is_empty() {
+                        expanded.cases.push(case);
+                    } else {
+                        expanded.errors.extend(
+                            problems
+                                .into_iter()
+                                .map(|p| format!("{}: {}", test.located(), crate::clean::line(&p))),
+                        );
+                    }
+                }
+            }
+            Granularity::File => {
+                let mut files: indexmap::IndexMap<&str, Vec<&CollectedTest>> =
+                    indexmap::IndexMap::new();
+                for test in tests {
+                    files.entry(&test.module_nodeid).or_default().push(test);
+                }
+                for (module, tests) in files {
+                    let first = tests[0];
+                    let module_markers: Vec<&CollectedMarker> = first
+                        .markers
+                        .iter()
+                        .filter(|m| m.level == "module")
+                        .collect();
+                    let ignored = tests
+                        .iter()
+                        .flat_map(|t| &t.markers)
+                        .filter(|m| m.level != "module")
+                        .map(|m| crate::clean::line(&m.node))
+                        .collect::<indexmap::IndexSet<_>>();
+                    if !ignored.is_empty() {
+                        expanded.warnings.push(format!(
+                            "{}: granularity = \"file\" runs the file as one case, judged by its module-level marker; the oomgate marker(s) of {} are ignored",
+                            crate::clean::line(module),
+                            ignored.into_iter().collect::<Vec<_>>().join(", ")
+                        ));
+                    }
+                    let identity = PytestTest::of_file(first);
+                    let mut case = self.case_of(module, &first.file, identity);
+                    let problems = super::markers::apply_markers(&mut case, &module_markers);
+                    if problems.is_empty() {
+                        expanded.cases.push(case);
+                    } else {
+                        expanded.errors.extend(problems.into_iter().map(|p| {
+                            format!("{}: {}", crate::clean::line(module), crate::clean::line(&p))
+                        }));
+                    }
+                }
+            }
+        }
+        expanded
+    }
+
+    fn case_of(&self, id: &str, arg: &str, identity: PytestTest) -> Case {
+        let mut case = self.template.clone();
+        case.id = id.to_string();
+        case.folder = folder_name(id);
+        case.command.push(arg.to_string());
+        case.templates = Templates {
+            command: case.command.clone(),
+            env: case.env.clone(),
+        };
+        case.pytest = Some(identity);
+        case
+    }
 }

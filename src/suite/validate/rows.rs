@@ -13,12 +13,14 @@ use std::time::Duration;
 use indexmap::IndexMap;
 
 use super::limits::Limits;
-use super::{CaseInput, lexical_join, merged_env, pick, resolve_program};
+use super::shared::{CaseInput, lexical_join, merged_env, pick, resolve_program};
 use crate::capacity::SearchSpec;
+use crate::suite::case::Case;
 use crate::suite::checker::Checker;
+use crate::suite::model::Budget;
 use crate::suite::server::ServerDraft;
+use crate::suite::template::Templates;
 use crate::suite::template::{expand_matrix, folder_name, substitute};
-use crate::suite::{Budget, Case, Templates};
 
 /// What every row of a case shares, once the case checked clean.
 pub(super) struct Settled {

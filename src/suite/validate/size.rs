@@ -15,10 +15,10 @@ use std::collections::HashMap;
 
 use indexmap::IndexMap;
 
-use super::{CaseInput, merged_env, pick};
+use super::shared::{CaseInput, merged_env, pick};
 use crate::suite::checker::Checker;
+use crate::suite::model::{MAX_CASE_BYTES, MAX_PLAN_BYTES};
 use crate::suite::template::sized;
-use crate::suite::{MAX_CASE_BYTES, MAX_PLAN_BYTES};
 use crate::units::Bytes;
 
 /// One matrix key's values, measured.
