@@ -24,8 +24,6 @@ use crate::suite::Partition;
 use super::{CaseResult, CaseStatus, PartInfo, RunResults, SCHEMA_VERSION, Summary};
 use crate::baseline::Drift;
 
-pub mod definition;
-
 /// One shard's results, read back, and where they came from.
 #[derive(Debug, Clone)]
 pub struct Part {
@@ -119,7 +117,7 @@ pub struct SuiteCases<'a> {
 /// `workdir` the suite's; `suite` names it in words), before the parts are
 /// merged: a merge never passes a case its part ran under another
 /// definition. Where only limits a part's figures can be judged under
-/// differ ([`definition::JUDGED_AGAIN`]: budgets, probe limits), a case
+/// differ ([`super::definition::JUDGED_AGAIN`]: budgets, probe limits), a case
 /// that passed is judged again under the suite's by `judge_again` (the
 /// caller's: `judge::judge_limits_again`, then its words — the model
 /// decides and words nothing);
@@ -148,8 +146,8 @@ pub fn hold_to_definitions(
             let Some(case) = defined.get(result.id.as_str()) else {
                 continue;
             };
-            let now = definition::of(case, workdir);
-            let differ = definition::differences(&result.definition, &now);
+            let now = super::definition::of(case, workdir);
+            let differ = super::definition::differences(&result.definition, &now);
             if differ.is_empty() {
                 continue;
             }
@@ -166,7 +164,7 @@ pub fn hold_to_definitions(
             let judged_again = !result.definition.is_empty()
                 && differ
                     .iter()
-                    .all(|d| definition::JUDGED_AGAIN.contains(&d.as_str()));
+                    .all(|d| super::definition::JUDGED_AGAIN.contains(&d.as_str()));
             if judged_again && result.status == CaseStatus::Passed {
                 judge_again(case, result);
                 notes.push(format!(

@@ -33,6 +33,7 @@ use crate::suite::DriftPolicy;
 use crate::units::Bytes;
 
 mod check;
+pub mod definition;
 mod host;
 pub mod merge;
 pub mod readback;
@@ -386,8 +387,8 @@ pub struct CaseResult {
     /// (`command`, `env`, `budget.host`, `tolerance`, ...; see
     /// `results::merge::definition`): what `oomgate merge --suite` holds
     /// against the suite's own definition of the case.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub definition: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "definition::Definition::is_empty")]
+    pub definition: definition::Definition,
     /// The comparison with the baseline, when there is one.
     pub baseline: Option<CaseComparison>,
     /// For a case that failed on its own: the kind, the figures of its
@@ -487,7 +488,7 @@ impl CaseResult {
             env: IndexMap::new(),
             allocator_env: BTreeMap::new(),
             tolerance: None,
-            definition: BTreeMap::new(),
+            definition: definition::Definition::default(),
             baseline: None,
             diagnosis: None,
             probe: None,

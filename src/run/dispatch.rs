@@ -363,7 +363,7 @@ where
             .as_ref()
             .map(|_| case.gpus.unwrap_or(1));
         result.gpu_sharing = sharing;
-        result.definition = crate::results::merge::definition::of(case, &self.shared.suite.workdir);
+        result.definition = crate::results::definition::of(case, &self.shared.suite.workdir);
         // Its in-flight entry went in as the `index`-th case started.
         let at = settle(self.results, result, Some(done.index));
         (self.results.runner_max_rss_bytes, self.results.runner_cpu_s) = crate::process::own_cost();

@@ -279,7 +279,7 @@ impl CaseRunner<'_, '_> {
             allocator_env: allocator_env(case),
             tolerance: None,
             // The case's, not a probe's: set once the case is judged.
-            definition: BTreeMap::new(),
+            definition: Default::default(),
             baseline: None,
             repeats: Vec::new(),
             checks,

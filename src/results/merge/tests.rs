@@ -382,19 +382,19 @@ fn defined(folder: &str, text: &str) -> crate::suite::Suite {
 fn a_definition_is_the_same_in_any_checkout_and_names_what_differs() {
     let of = |folder: &str, text: &str| {
         let suite = defined(folder, text);
-        definition::of(&suite.cases[0], &suite.workdir)
+        crate::results::definition::of(&suite.cases[0], &suite.workdir)
     };
     let base = "command = [\"./train.sh\", \"--x\", \"1\"]\ncwd = \"work\"\n";
     // Two runners' checkouts in other folders agree.
     assert_eq!(of("/home/runner/repo", base), of("/builds/repo", base));
     let tightened = format!("{base}budget = {{ host = \"16 MiB\" }}\n");
     assert_eq!(
-        definition::differences(&of("/r", base), &of("/r", &tightened)),
+        crate::results::definition::differences(&of("/r", base), &of("/r", &tightened)),
         ["budget.host"]
     );
     let moved = "command = [\"./train.sh\", \"--x\", \"2\"]\ncwd = \"other\"\n";
     assert_eq!(
-        definition::differences(&of("/r", base), &of("/r", moved)),
+        crate::results::definition::differences(&of("/r", base), &of("/r", moved)),
         ["command", "cwd"]
     );
     // A secret's value is hashed in its recorded form only.
@@ -424,7 +424,7 @@ fn a_passed_case_is_judged_again_under_tighter_limits_and_another_command_fails(
         let case = &mut part.results.cases[0];
         case.status = status;
         case.host.peak_bytes = Some(48 << 20);
-        case.definition = definition::of(&v1.cases[0], &v1.workdir);
+        case.definition = crate::results::definition::of(&v1.cases[0], &v1.workdir);
         part
     };
     let held = |suite: &crate::suite::Suite, status: CaseStatus| {
