@@ -385,7 +385,7 @@ pub struct CaseResult {
     pub tolerance: Option<CaseTolerances>,
     /// The case's definition as it ran, one short hash per part of it
     /// (`command`, `env`, `budget.host`, `tolerance`, ...; see
-    /// `results::merge::definition`): what `oomgate merge --suite` holds
+    /// `results::definition`): what `oomgate merge --suite` holds
     /// against the suite's own definition of the case.
     #[serde(default, skip_serializing_if = "definition::Definition::is_empty")]
     pub definition: definition::Definition,
