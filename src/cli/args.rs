@@ -203,13 +203,8 @@ pub struct RunArgs {
     /// Folder for results.json, junit.xml and per-case logs.
     #[arg(long, value_name = "DIR", default_value = "oomgate-out")]
     pub out: PathBuf,
-    /// Take over, once, an out dir an oomgate from before the
-    /// `.oomgate-out` marker wrote (results.json, junit.xml, summary.md,
-    /// report.html, cases/ and nothing else): it is marked, and its files
-    /// are replaced as a run's. Without it such a folder is refused, as is
-    /// any folder with files and no marker.
-    #[arg(long)]
-    pub adopt_out_dir: bool,
+    #[command(flatten)]
+    pub adopt: AdoptArgs,
     /// Also write the JUnit report here.
     #[arg(long, value_name = "PATH")]
     pub junit: Option<PathBuf>,
@@ -251,6 +246,19 @@ pub struct RunArgs {
     pub baseline_testbed: Option<String>,
 }
 
+/// `--adopt-out-dir`, for the commands that write an out dir (`run`,
+/// `lock`, `merge`).
+#[derive(Debug, Args)]
+pub struct AdoptArgs {
+    /// Take over, once, an out dir an oomgate from before the
+    /// `.oomgate-out` marker wrote (results.json, junit.xml, summary.md,
+    /// report.html, cases/ and nothing else): it is marked, and its files
+    /// are replaced as a run's. Without it such a folder is refused, as is
+    /// any folder with files and no marker.
+    #[arg(long)]
+    pub adopt_out_dir: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct LockArgs {
     /// The suite file.
@@ -268,13 +276,8 @@ pub struct LockArgs {
     /// Folder for the run's reports (without --from).
     #[arg(long, value_name = "DIR", default_value = "oomgate-out")]
     pub out: PathBuf,
-    /// Take over, once, an out dir an oomgate from before the
-    /// `.oomgate-out` marker wrote (results.json, junit.xml, summary.md,
-    /// report.html, cases/ and nothing else): it is marked, and its files
-    /// are replaced as a run's. Without it such a folder is refused, as is
-    /// any folder with files and no marker.
-    #[arg(long)]
-    pub adopt_out_dir: bool,
+    #[command(flatten)]
+    pub adopt: AdoptArgs,
     /// Run each case at least N times and lock each figure's spread (the
     /// largest less the smallest): later runs are a regression only beyond
     /// `max(tolerance, spread_k × spread)`. A case's own `repeat`, if
@@ -345,13 +348,8 @@ pub struct MergeArgs {
     /// and case folders.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
-    /// Take over, once, an out dir an oomgate from before the
-    /// `.oomgate-out` marker wrote (results.json, junit.xml, summary.md,
-    /// report.html, cases/ and nothing else): it is marked, and its files
-    /// are replaced as a run's. Without it such a folder is refused, as is
-    /// any folder with files and no marker.
-    #[arg(long)]
-    pub adopt_out_dir: bool,
+    #[command(flatten)]
+    pub adopt: AdoptArgs,
     /// The suite the shards ran: its cases no part ran are listed as not run,
     /// and the cases follow its order.
     #[arg(long, value_name = "SUITE.toml")]

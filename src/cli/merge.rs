@@ -96,7 +96,7 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
         .map_err(|e| CliError::BadInput(e.to_string()))?;
 
     // Held until the merged reports are written.
-    let _claim = claim_out_dir(&out_dir, args.adopt_out_dir)?;
+    let _claim = claim_out_dir(&out_dir, args.adopt.adopt_out_dir)?;
     super::outputs::clear_planted_links(&out_dir)?;
     let infrastructure = |e: std::io::Error| {
         CliError::Infrastructure(format!("cannot write to {}: {e}", out_dir.display()))
@@ -164,11 +164,7 @@ fn locate(given: &Path) -> Result<Located, CliError> {
     let (dir, results) = if meta.is_dir() {
         (given.to_path_buf(), given.join("results.json"))
     } else {
-        let dir = given
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
+        let dir = crate::files::folder_of(given).to_path_buf();
         (dir, given.to_path_buf())
     };
     if !results.exists() {

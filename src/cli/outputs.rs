@@ -82,10 +82,7 @@ pub(super) fn prepare_outputs(
         };
         if let ReportTarget::File(path) = &target {
             let resolved = follow_links(path);
-            let folder = resolved
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
+            let folder = crate::files::folder_of(&resolved);
             std::fs::create_dir_all(folder).map_err(|e| infra(folder, e))?;
             tempfile::tempfile_in(folder).map_err(|e| infra(folder, e))?;
             if no_space_left(folder) {

@@ -65,7 +65,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
     };
     let outputs = Outputs {
         out: &args.out,
-        adopt: args.adopt_out_dir,
+        adopt: args.adopt.adopt_out_dir,
         junit: args.junit.as_deref(),
         json: args.json.as_deref(),
         keep,
@@ -178,7 +178,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             let cases = plan(&suite, &args.filter)?;
             let outputs = Outputs {
                 out: &args.out,
-                adopt: args.adopt_out_dir,
+                adopt: args.adopt.adopt_out_dir,
                 junit: None,
                 json: None,
                 keep: suite_files(&suite),

@@ -157,10 +157,7 @@ fn open_folder(path: &Path) -> io::Result<(Rc<OwnedFd>, CString)> {
     let name = path
         .file_name()
         .ok_or_else(|| with_path(io::Error::from(io::ErrorKind::InvalidInput), path))?;
-    let folder = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let folder = super::paths::folder_of(path);
     let name = c_name(name.as_bytes().to_vec(), path)?;
     let below = |dir: &OwnedFd, step: &Path, so_far: &Path| {
         let step = c_name(step.as_os_str().as_bytes().to_vec(), so_far)?;

@@ -32,10 +32,23 @@ pub fn open_lock_file(path: &Path) -> io::Result<std::fs::File> {
     Ok(file)
 }
 
+/// Take an exclusive `flock` on `file` without waiting: `WouldBlock`
+/// while another holds any lock on it.
 pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<()> {
+    try_flock(file, libc::LOCK_EX)
+}
+
+/// Take a shared `flock` on `file` without waiting: `WouldBlock` while
+/// another holds it exclusively (to ask whether it is held, as the lock
+/// goes with `file`).
+pub fn try_lock_shared(file: &std::fs::File) -> io::Result<()> {
+    try_flock(file, libc::LOCK_SH)
+}
+
+fn try_flock(file: &std::fs::File, kind: i32) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: flock takes a descriptor this process owns for the call.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+    if unsafe { libc::flock(file.as_raw_fd(), kind | libc::LOCK_NB) } == 0 {
         Ok(())
     } else {
         Err(io::Error::last_os_error())

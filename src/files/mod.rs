@@ -23,8 +23,8 @@ pub use lock::{open_lock_file, try_lock_exclusive};
 pub use outdir::{
     OUT_DIR_MARKER, OutDirClaim, OutDirError, claim_out_dir, held_out_dir_around, own_folder,
 };
-pub use paths::follow_links;
 pub(crate) use paths::with_path;
+pub use paths::{folder_of, follow_links};
 pub use sealed::SealedDir;
 pub use tree::remove_tree;
 
@@ -92,20 +92,15 @@ pub fn read_input_bytes(path: &Path, limit: u64, what: &str) -> io::Result<Vec<u
 pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let path = &follow_links(path);
-    let folder = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let folder = folder_of(path);
     std::fs::create_dir_all(folder)?;
     let existing = std::fs::metadata(path)
         .ok()
         .filter(std::fs::Metadata::is_file);
-    let file = tempfile::NamedTempFile::new_in(folder)?;
     // Temporary files are private (0600); a new report or lock is for
     // everyone who may read the folder, as a file written in place would be.
     let mode = existing.as_ref().map_or(0o644, |meta| meta.mode() & 0o7777);
-    file.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    let file = temporary_holding(folder, mode, contents)?;
     if let Some(meta) = &existing {
         let mine = file.as_file().metadata()?;
         if (mine.uid(), mine.gid()) != (meta.uid(), meta.gid()) {
@@ -121,13 +116,27 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
                 .set_permissions(std::fs::Permissions::from_mode(mode))?;
         }
     }
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// A temporary file in `folder`, of mode `mode`, holding `contents`,
+/// synced: for its caller to rename over a name.
+fn temporary_holding(
+    folder: &Path,
+    mode: u32,
+    contents: &[u8],
+) -> io::Result<tempfile::NamedTempFile> {
+    use std::os::unix::fs::PermissionsExt;
+    let file = tempfile::NamedTempFile::new_in(folder)?;
+    file.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))?;
     // Through the plain file: the temporary file's own writer adds its
     // random name to errors, which would hide the path that matters.
     let mut handle = file.as_file();
     handle.write_all(contents)?;
     handle.sync_data()?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    Ok(file)
 }
 
 /// Replace `path`, a file of a claimed out dir's own layout, with
@@ -136,17 +145,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// opened: a link a workload planted there is replaced (the file it points
 /// to is not written) and said once ([`take_replaced_links`]).
 pub fn write_owned(path: &Path, contents: &[u8]) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let folder = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let file = tempfile::NamedTempFile::new_in(folder)?;
-    file.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    let mut handle = file.as_file();
-    handle.write_all(contents)?;
-    handle.sync_data()?;
+    let file = temporary_holding(folder_of(path), 0o644, contents)?;
     note_planted_link(path);
     file.persist(path).map_err(|e| e.error)?;
     Ok(())
@@ -265,10 +264,7 @@ impl ReportTarget {
             }
             return Some(FileIdentity::Inode(meta.dev(), meta.ino()));
         }
-        let folder = resolved
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let folder = folder_of(&resolved);
         let canonical = std::fs::canonicalize(folder).ok()?;
         Some(FileIdentity::Path(canonical.join(resolved.file_name()?)))
     }

@@ -7,7 +7,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::lock::{open_lock_file, try_lock_exclusive};
+use super::lock::{open_lock_file, try_lock_exclusive, try_lock_shared};
 use super::paths::{follow_links, with_path};
 
 /// The file that marks a folder as an oomgate out dir: oomgate writes and
@@ -210,10 +210,7 @@ fn refuse_foreign_dir(dir: &Path, adopt: bool) -> Result<(), OutDirError> {
 /// process holds are not another's.
 pub fn held_out_dir_around(path: &Path) -> Option<(PathBuf, Option<u32>)> {
     let resolved = follow_links(path);
-    let folder = resolved
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let folder = super::paths::folder_of(&resolved);
     let folder = std::fs::canonicalize(folder).ok()?;
     let ours: Vec<PathBuf> = CLAIMED
         .lock()
@@ -233,11 +230,8 @@ pub fn held_out_dir_around(path: &Path) -> Option<(PathBuf, Option<u32>)> {
         let Ok(mut file) = std::fs::File::open(&marker) else {
             continue;
         };
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock takes a descriptor this process owns for the call;
-        // a shared lock is refused only while an exclusive one is held.
-        let free = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0;
-        if !free {
+        // A shared lock is refused only while an exclusive one is held.
+        if try_lock_shared(&file).is_err() {
             return Some((dir.to_path_buf(), marker_holder(&mut file)));
         }
     }

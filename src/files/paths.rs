@@ -1,5 +1,5 @@
 //! Paths as oomgate's errors and writers see them: an I/O error that
-//! names its path, and where a chain of symlinks ends.
+//! names its path, where a chain of symlinks ends, the folder a path is in.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -26,4 +26,11 @@ pub fn follow_links(path: &Path) -> PathBuf {
         };
     }
     current
+}
+
+/// The folder `path` is in: its parent, or `.` for a bare file name.
+pub fn folder_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }

@@ -151,11 +151,9 @@ impl Forkserver {
         };
         let mut last_case = self.last_case.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(state @ ('T' | 't')) = process_state(self.pid) {
-            // Killed, so that it can make no supervisor later; collected
-            // when dropped.
+            // Killed (it leads a process group of its own), so that it can
+            // make no supervisor later; collected when dropped.
             process::signal_group(self.pid, libc::SIGKILL);
-            // SAFETY: kill takes no memory; the fork server is our child.
-            unsafe { libc::kill(self.pid, libc::SIGKILL) };
             *socket = None;
             let how = if state == 'T' {
                 "stopped by a signal"
@@ -228,10 +226,7 @@ impl Drop for Forkserver {
 /// traced, `Z`…), from `/proc/<pid>/stat`; `None` when it cannot be read.
 fn process_state(pid: i32) -> Option<char> {
     let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    // The name in parentheses may hold anything: the state follows the
-    // last `)`.
-    let after = stat.iter().rposition(|&b| b == b')')?;
-    stat.get(after + 2).map(|&b| char::from(b))
+    crate::measure::procfs::parse_stat(&stat).map(|entry| char::from(entry.state))
 }
 
 /// `oomgate __forkserver <oomgate-pid> <limits | ->`, its socket at
