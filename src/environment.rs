@@ -55,6 +55,16 @@ impl Environment {
             ..self.clone()
         }
     }
+
+    /// The installed torch's version, when the suite records it: a
+    /// diagnosis of torch's failure names it.
+    pub fn torch_version(&self) -> Option<&str> {
+        self.python
+            .as_ref()
+            .and_then(|p| p.packages.get("torch"))
+            .map(String::as_str)
+            .filter(|v| *v != ABSENT)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -2,8 +2,9 @@
 //! production.
 //!
 //! The pipeline, one direction only: [`suite`] (TOML to checked cases) →
-//! [`run`] (launch, sample with [`measure`], stop) → [`judge`] (pure
-//! decisions, against the [`baseline`]) → [`results`] (the model) →
+//! [`run`] (launch, sample with [`measure`], stop; each run a
+//! [`record`] of what it measured) → [`judge`] (pure decisions, against the
+//! [`baseline`]) → [`results`] (the model, assembled from measurements) →
 //! [`report`] (the words, and every output) → exit code ([`cli`]); below
 //! them all, [`files`] (writing safely, the out dir, the case folder's
 //! layout). `docs/architecture.md` is the map.
@@ -21,6 +22,7 @@ pub mod measure;
 pub mod probe;
 pub mod process;
 pub mod pytest;
+pub mod record;
 pub mod redact;
 pub mod report;
 pub mod results;

@@ -299,8 +299,7 @@ pub fn diagnose(
     exit: Option<Exit>,
     stopped_by_oomgate: bool,
     check_failed: bool,
-    stderr_log: &Path,
-    from_offset: u64,
+    scan: &Scan,
     host_oom_kills: Option<u64>,
 ) -> Option<Diagnosis> {
     // A budget or baseline failure is its own explanation when oomgate
@@ -312,18 +311,6 @@ pub fn diagnose(
     {
         return None;
     }
-    // Only this run's output (repeats and soak runs append to the same
-    // log), and of it only the last SCAN_LIMIT bytes: the failure is at the
-    // end, and gigabytes of output must not hold oomgate for minutes.
-    let scan = crate::files::case::open_read(stderr_log)
-        .and_then(|mut file| {
-            use std::io::Seek;
-            let length = file.metadata()?.len();
-            let start = from_offset.max(length.saturating_sub(SCAN_LIMIT));
-            file.seek(std::io::SeekFrom::Start(start))?;
-            Ok(scan(std::io::Read::take(file, SCAN_LIMIT)))
-        })
-        .unwrap_or_default();
     let kind = match scan.evidence {
         Some(Evidence::Oom) => FailureKind::GpuOom,
         // The kernel's count outranks anything a workload printed after
@@ -343,12 +330,29 @@ pub fn diagnose(
     };
     Some(Diagnosis {
         kind,
-        oom: scan.oom,
-        exception: scan.exception,
+        oom: scan.oom.clone(),
+        exception: scan.exception.clone(),
         rank: scan.rank,
-        oom_ranks: scan.oom_ranks,
+        oom_ranks: scan.oom_ranks.clone(),
         hints: Vec::new(),
     })
+}
+
+/// Scan one run's error output: only this run's (repeats and soak runs
+/// append to the same log, from `from_offset` on), and of it only the last
+/// `SCAN_LIMIT` bytes: the failure is at the end, and gigabytes of output
+/// must not hold oomgate for minutes. A log that cannot be read has no
+/// evidence.
+pub fn scan_log(stderr_log: &Path, from_offset: u64) -> Scan {
+    crate::files::case::open_read(stderr_log)
+        .and_then(|mut file| {
+            use std::io::Seek;
+            let length = file.metadata()?.len();
+            let start = from_offset.max(length.saturating_sub(SCAN_LIMIT));
+            file.seek(std::io::SeekFrom::Start(start))?;
+            Ok(scan(std::io::Read::take(file, SCAN_LIMIT)))
+        })
+        .unwrap_or_default()
 }
 
 /// The diagnosis of a failure whose supervisor was killed from outside

@@ -112,8 +112,7 @@ fn a_failed_host_allocation_is_its_own_kind_with_a_headline_and_a_hint() {
         Some(Exit::Code(1)),
         false,
         false,
-        &log,
-        0,
+        &scan_log(&log, 0),
         Some(0),
     )
     .expect("a diagnosis");
@@ -145,8 +144,7 @@ fn a_failed_host_allocation_is_its_own_kind_with_a_headline_and_a_hint() {
         Some(Exit::Code(1)),
         false,
         false,
-        &log,
-        0,
+        &scan_log(&log, 0),
         Some(1),
     )
     .expect("a diagnosis");
@@ -376,7 +374,7 @@ fn classification_uses_the_exit_when_the_log_is_silent() {
     let silent = dir.path().join("silent.log");
     std::fs::write(&silent, "training...\n").expect("write");
     let kind = |status, exit, stopped| {
-        diagnose(status, exit, stopped, false, &silent, 0, None).map(|d| d.kind)
+        diagnose(status, exit, stopped, false, &scan_log(&silent, 0), None).map(|d| d.kind)
     };
     assert_eq!(
         kind(CaseStatus::Failed, Some(Exit::Signal(9)), false),
@@ -402,8 +400,7 @@ fn classification_uses_the_exit_when_the_log_is_silent() {
             Some(exit),
             false,
             false,
-            &silent,
-            0,
+            &scan_log(&silent, 0),
             kills,
         )
         .map(|d| d.kind)
@@ -421,7 +418,15 @@ fn classification_uses_the_exit_when_the_log_is_silent() {
     let oom_log = dir.path().join("oom.log");
     std::fs::write(&oom_log, fixture("pytorch-current.txt")).expect("write");
     assert_eq!(
-        diagnose(CaseStatus::TimedOut, None, true, false, &oom_log, 0, None).map(|d| d.kind),
+        diagnose(
+            CaseStatus::TimedOut,
+            None,
+            true,
+            false,
+            &scan_log(&oom_log, 0),
+            None
+        )
+        .map(|d| d.kind),
         Some(FailureKind::GpuOom),
         "a hang after an OOM is an OOM"
     );
@@ -431,8 +436,7 @@ fn classification_uses_the_exit_when_the_log_is_silent() {
             Some(Exit::Code(1)),
             false,
             false,
-            &oom_log,
-            0,
+            &scan_log(&oom_log, 0),
             Some(1)
         )
         .map(|d| d.kind),
@@ -614,8 +618,7 @@ fn only_the_tail_of_a_huge_log_is_scanned() {
             Some(Exit::Code(1)),
             false,
             false,
-            path,
-            0,
+            &scan_log(path, 0),
             None,
         )
         .map(|d| d.kind)

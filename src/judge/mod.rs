@@ -19,6 +19,7 @@
 mod baseline;
 mod limits;
 mod repeats;
+mod run;
 mod verdict;
 
 pub use baseline::{
@@ -29,6 +30,7 @@ pub use limits::{
 };
 pub use limits::{host_budget_check, run_checks};
 pub use repeats::{merge_repeats, probe};
+pub use run::{RunJudgement, fill_result, focus, focused, judge_run, worth_scanning};
 pub use verdict::{
     CaseRun, Cause, GpuLoss, Observed, RunVerdict, StopReason, Verdict, Who, breaches, decide,
     failure_kind, run_verdict,
@@ -37,6 +39,7 @@ pub use verdict::{
 use std::collections::BTreeMap;
 
 use crate::capacity::Capacity;
+use crate::record::RunRecord;
 use crate::results::{
     CaseResult, CaseStatus, CaseTolerances, CheckKind, FirstAttempt, RetriedAlone,
 };
@@ -47,7 +50,7 @@ use crate::suite::Case;
 pub struct Finished<'a> {
     pub case: &'a Case,
     /// One per repeat; with a search, those of the probe it is judged by.
-    pub runs: Vec<CaseRun>,
+    pub runs: Vec<RunRecord>,
     /// With `search`: what it found.
     pub capacity: Option<Capacity>,
     /// Other cases ran on its GPUs while it ran (`--pack`).
@@ -63,8 +66,6 @@ pub struct Finished<'a> {
 pub struct Judgement {
     pub result: CaseResult,
     pub verdict: Verdict,
-    /// The diagnosis's first line, for the verdict's words.
-    pub headline: Option<String>,
     /// Run it again, alone, and judge that run (with this result as its
     /// first attempt), and why; `None`: it stands.
     pub retry: Option<Retry>,
@@ -93,10 +94,10 @@ pub fn judge_case(finished: Finished<'_>, baseline: &Baseline<'_>) -> Judgement 
         first_attempt,
         stopping,
     } = finished;
+    let runs = runs.into_iter().map(|run| judged(case, run)).collect();
     let CaseRun {
         mut result,
         observed,
-        headline,
     } = merge_repeats(runs);
     result.tolerance = Some(tolerances(case));
     compare(case, &mut result, capacity.as_ref(), baseline);
@@ -132,9 +133,18 @@ pub fn judge_case(finished: Finished<'_>, baseline: &Baseline<'_>) -> Judgement 
     Judgement {
         result,
         verdict,
-        headline,
         retry,
     }
+}
+
+/// One run judged by its own limits (with a search, the probe's) and
+/// assembled into a result as the case is written.
+fn judged(case: &Case, measured: RunRecord) -> CaseRun {
+    let probe = measured.probe_value.map(|value| case.probe(value));
+    let judgement = judge_run(probe.as_ref().unwrap_or(case), &measured);
+    let mut result = crate::results::assemble::assemble(case, measured);
+    let observed = fill_result(&mut result, judgement);
+    CaseRun { result, observed }
 }
 
 /// A case's result judged again under `case`'s own budgets (host, GPU,

@@ -3,27 +3,32 @@
 //! every run's figures kept so the spread is visible; and what one probe
 //! of a capacity search (its runs at one value) earns.
 
+use super::run::judge_run;
 use super::verdict::{CaseRun, Observed, StopReason};
+use crate::record::RunRecord;
 use crate::results::{CaseResult, CaseStatus, Check, CheckKind, RepeatFigures};
+use crate::suite::Case;
 
 /// What the runs of a capacity search at `value` earn, as the search
 /// reads it: the first status that is not a pass (else passed), the
 /// failure kind of the first run that has one, the largest figures, the
-/// time of them all. A run's own verdict is decided with the case's.
-pub fn probe(value: u64, runs: &[CaseRun]) -> crate::capacity::Probe {
+/// time of them all. `case` is the probe's (its limits at that value).
+pub fn probe(case: &Case, value: u64, runs: &[RunRecord]) -> crate::capacity::Probe {
+    let judged: Vec<_> = runs.iter().map(|run| judge_run(case, run)).collect();
     crate::capacity::Probe {
         value,
-        status: runs
+        status: judged
             .iter()
-            .map(|r| r.result.status)
+            .map(|j| j.verdict.status)
             .find(|s| *s != CaseStatus::Passed)
             .unwrap_or(CaseStatus::Passed),
-        failure_kind: runs
+        failure_kind: judged.iter().find_map(|j| j.failure_kind),
+        host_peak_bytes: runs.iter().filter_map(|r| r.host.peak_bytes).max(),
+        gpu_peak_bytes: runs
             .iter()
-            .find_map(|r| super::verdict::failure_kind(&r.result, r.observed.stop.as_ref())),
-        host_peak_bytes: runs.iter().filter_map(|r| r.result.host.peak_bytes).max(),
-        gpu_peak_bytes: runs.iter().filter_map(|r| r.result.gpu_peak_bytes).max(),
-        wall_time_s: runs.iter().map(|r| r.result.wall_time_s).sum(),
+            .filter_map(|r| r.gpu.as_ref().and_then(|g| g.peak_bytes))
+            .max(),
+        wall_time_s: runs.iter().map(|r| r.wall_time.as_secs_f64()).sum(),
     }
 }
 
@@ -31,37 +36,33 @@ pub fn probe(value: u64, runs: &[CaseRun]) -> crate::capacity::Probe {
 /// over the runs, the status and message those of the first run that did
 /// not pass, and every run's figures are kept so the spread is visible.
 pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
-    let mut facts: Vec<(Observed, Option<String>)> = Vec::with_capacity(runs.len());
+    let mut facts: Vec<Observed> = Vec::with_capacity(runs.len());
     let mut runs: Vec<CaseResult> = runs
         .into_iter()
         .map(|run| {
-            facts.push((run.observed, run.headline));
+            facts.push(run.observed);
             run.result
         })
         .collect();
     if runs.len() <= 1 {
-        let (observed, headline) = facts.pop().unwrap_or_else(|| {
-            (
-                // `runs` is never empty (`repeat` is at least 1); should
-                // that ever change, a result saying so beats a panic.
-                Observed {
-                    stop: Some(StopReason::LaunchFailed {
-                        message: "oomgate ran this case no times (an internal error)".into(),
-                    }),
-                    exits: Vec::new(),
-                    host_peak: None,
-                    serving: false,
-                    gpu_lost: None,
-                },
-                None,
-            )
+        let observed = facts.pop().unwrap_or_else(|| {
+            // `runs` is never empty (`repeat` is at least 1); should
+            // that ever change, a result saying so beats a panic.
+            Observed {
+                stop: Some(StopReason::LaunchFailed {
+                    message: "oomgate ran this case no times (an internal error)".into(),
+                }),
+                exits: Vec::new(),
+                host_peak: None,
+                serving: false,
+                gpu_lost: None,
+            }
         });
         return CaseRun {
             result: runs
                 .pop()
                 .unwrap_or_else(|| CaseResult::unmeasured(String::new())),
             observed,
-            headline,
         };
     }
     let figures: Vec<RepeatFigures> = runs
@@ -117,7 +118,7 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
         .filter(|c| matches!(c.kind, CheckKind::Client(_)))
         .cloned()
         .collect();
-    let (mut observed, headline) = facts.swap_remove(chosen);
+    let mut observed = facts.swap_remove(chosen);
     let mut result = runs.swap_remove(chosen);
     if client_run != chosen {
         result.client = client;
@@ -143,9 +144,5 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
     result.repeats = figures;
     // The verdict's words quote the merged peak, as the result shows it.
     observed.host_peak = result.host.peak_bytes.map(crate::units::Bytes);
-    CaseRun {
-        result,
-        observed,
-        headline,
-    }
+    CaseRun { result, observed }
 }

@@ -19,27 +19,8 @@ fn case(toml_case: &str) -> Case {
     suite.cases.into_iter().next().expect("one case")
 }
 
-fn run(host_mib: u64, exit: Exit) -> CaseRun {
-    let mut result = CaseResult::unmeasured("c".into());
-    result.status = if exit.success() {
-        CaseStatus::Passed
-    } else {
-        CaseStatus::Failed
-    };
-    result.host.peak_bytes = Some(host_mib * MIB);
-    result.host.method = HostMethod::CgroupV1;
-    result.wall_time_s = 1.0;
-    CaseRun {
-        result,
-        observed: Observed {
-            stop: None,
-            exits: vec![Some(exit)],
-            host_peak: Some(crate::units::Bytes(host_mib * MIB)),
-            serving: false,
-            gpu_lost: None,
-        },
-        headline: None,
-    }
+fn run(host_mib: u64, exit: Exit) -> RunRecord {
+    RunRecord::ended(Some(host_mib * MIB), &[Some(exit)])
 }
 
 fn lock(host_mib: u64, capacity: Option<u64>) -> Lock {
@@ -70,7 +51,7 @@ fn info(drift: Vec<Drift>, on_drift: DriftPolicy) -> BaselineInfo {
     }
 }
 
-fn finished(case: &Case, runs: Vec<CaseRun>) -> Finished<'_> {
+fn finished(case: &Case, runs: Vec<RunRecord>) -> Finished<'_> {
     Finished {
         case,
         runs,
@@ -384,7 +365,6 @@ fn a_tainted_figure_never_fails_a_required_baseline() {
         require: true,
     };
     let mut tainted = run(100, Exit::Code(0));
-    tainted.result.gpu_peak_bytes = Some(2048 * MIB);
     let mut device: crate::measure::gpu::DeviceFigures =
         serde_json::from_value(serde_json::json!({
             "index": 0, "uuid": "GPU-0", "name": "Fake", "total_bytes": 1u64 << 34,
@@ -394,7 +374,13 @@ fn a_tainted_figure_never_fails_a_required_baseline() {
         }))
         .expect("a device");
     device.peak_bytes = Some(2048 * MIB);
-    tainted.result.gpu_devices = vec![device];
+    tainted.gpu = Some(crate::measure::gpu::GpuFigures {
+        peak_bytes: Some(2048 * MIB),
+        method: crate::measure::gpu::GpuMethod::DeviceDelta,
+        devices: vec![device],
+        left_bytes: None,
+        ranks: Default::default(),
+    });
     let judged = judge_case(finished(&case, vec![tainted]), &baseline);
     assert_eq!(
         judged.result.status,
@@ -437,8 +423,8 @@ fn a_probe_is_judged_from_its_runs() {
         ),
     ];
     for (runs, status, kind, peak_mib) in table {
-        let runs: Vec<CaseRun> = runs.iter().map(|&(mib, exit)| run(mib, exit)).collect();
-        let probe = probe(16, &runs);
+        let runs: Vec<RunRecord> = runs.iter().map(|&(mib, exit)| run(mib, exit)).collect();
+        let probe = probe(&case("command = [\"x\"]"), 16, &runs);
         assert_eq!(probe.value, 16);
         assert_eq!(probe.status, status, "{runs:?}");
         assert_eq!(probe.failure_kind, kind, "{runs:?}");

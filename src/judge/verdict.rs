@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+pub use crate::record::StopReason;
 use crate::results::{CaseResult, CaseStatus, Check, CheckKind, CheckOutcome};
 use crate::units::Bytes;
 use crate::vocabulary::{Exit, FailureType};
@@ -20,48 +21,6 @@ use crate::vocabulary::{Exit, FailureType};
 pub struct CaseRun {
     pub result: CaseResult,
     pub observed: Observed,
-    /// The diagnosis's first line, put before the verdict's words.
-    pub headline: Option<String>,
-}
-
-/// Why oomgate itself stopped a case before its instances finished.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopReason {
-    /// A budget check failed while the case ran.
-    BudgetExceeded {
-        at: Duration,
-    },
-    TimedOut {
-        after: Duration,
-    },
-    Interrupted,
-    /// One instance failed, so the others were stopped.
-    InstanceFailed {
-        index: u32,
-    },
-    /// The case was not started: its GPUs run processes oomgate did not
-    /// start, and the suite says `foreign_processes = "fail"`.
-    ForeignProcesses {
-        message: String,
-    },
-    /// An instance (or a soak relaunch) could not be started.
-    LaunchFailed {
-        message: String,
-    },
-    /// The case's server exited on its own: before it was ready, or
-    /// under load. `at`: since the case started.
-    ServerExited {
-        exit: Exit,
-        at: Duration,
-        ready: bool,
-    },
-    /// The case's server was not ready within its `ready_timeout`:
-    /// `target` is what was asked, `last` why the last check failed.
-    ServerNotReady {
-        after: Duration,
-        target: String,
-        last: Option<String>,
-    },
 }
 
 /// What the runner observed about a case.
@@ -363,20 +322,36 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> Verdict {
 /// (`host-oom`, `budget`, `headroom`, `gpu-left`, `leak`, `limit`, `regression`,
 /// `baseline`, `environment-drift`).
 pub fn failure_kind(case: &CaseResult, stop: Option<&StopReason>) -> Option<FailureType> {
+    failure_kind_of(
+        case.status,
+        stop,
+        case.gpu_devices.iter().any(|d| d.lost.is_some()),
+        case.diagnosis.as_ref(),
+        &case.checks,
+    )
+}
+
+/// [`failure_kind`] from its parts: the status, why oomgate stopped the
+/// case, whether a GPU was lost, the diagnosis and the checks.
+pub fn failure_kind_of(
+    status: CaseStatus,
+    stop: Option<&StopReason>,
+    gpu_lost: bool,
+    diagnosis: Option<&crate::diagnose::Diagnosis>,
+    checks: &[Check],
+) -> Option<FailureType> {
     use crate::diagnose::FailureKind;
-    match case.status {
+    match status {
         CaseStatus::Passed => return None,
         CaseStatus::Interrupted | CaseStatus::Running => return Some(FailureType::Interrupted),
         CaseStatus::Error if matches!(stop, Some(StopReason::ForeignProcesses { .. })) => {
             return Some(FailureType::ForeignProcesses);
         }
-        CaseStatus::Error if case.gpu_devices.iter().any(|d| d.lost.is_some()) => {
-            return Some(FailureType::GpuLost);
-        }
+        CaseStatus::Error if gpu_lost => return Some(FailureType::GpuLost),
         CaseStatus::Error => return Some(FailureType::LaunchError),
         CaseStatus::Failed | CaseStatus::TimedOut => {}
     }
-    if let Some(diagnosis) = &case.diagnosis {
+    if let Some(diagnosis) = diagnosis {
         return Some(match diagnosis.kind {
             FailureKind::GpuOom => FailureType::GpuOom,
             FailureKind::HostOom | FailureKind::HostAllocFailed => FailureType::HostOom,
@@ -388,11 +363,13 @@ pub fn failure_kind(case: &CaseResult, stop: Option<&StopReason>) -> Option<Fail
             FailureKind::ExitNonzero => FailureType::Crash,
         });
     }
-    if case.status == CaseStatus::TimedOut {
+    if status == CaseStatus::TimedOut {
         return Some(FailureType::Timeout);
     }
     Some(
-        case.failed_checks()
+        checks
+            .iter()
+            .filter(|check| !check.passed)
             .map(|check| rank(&check.kind, check.outcome, check.figure_bytes.is_some()))
             .min_by_key(|(rank, _)| *rank)
             .map_or(FailureType::Crash, |(_, word)| word),

@@ -13,13 +13,14 @@ use std::time::Duration;
 
 use crate::baseline::{Drift, Lock, LockedCase};
 use crate::capacity::{Capacity, Probe};
-use crate::judge::{self, Baseline, CaseRun, Finished, Observed, StopReason};
+use crate::judge::{self, Baseline, Finished, StopReason};
 use crate::measure::HostMethod;
+use crate::measure::gpu::GpuFigures;
 use crate::measure::gpu::GpuMethod;
+use crate::record::RunRecord;
 use crate::results::test_support::results_with_text;
-use crate::results::{BaselineInfo, CaseResult, CaseStatus, Exit, RunResults, Summary};
+use crate::results::{BaselineInfo, CaseStatus, Exit, RunResults, Summary};
 use crate::suite::{Case, DriftPolicy};
-use crate::units::Bytes;
 
 const MIB: u64 = 1024 * 1024;
 const GIB: u64 = 1024 * MIB;
@@ -60,32 +61,21 @@ command = ["python3", "oom.py"]
     .expect("the snapshot suite")
 }
 
-fn run(case: &Case, host: u64, gpu: Option<u64>, exit: Exit) -> CaseRun {
-    let mut result = CaseResult::unmeasured(case.id.clone());
-    result.command = case.command.clone();
-    result.status = CaseStatus::Passed;
-    result.started_at = "2026-12-04T10:00:00.000+00:00".into();
-    result.wall_time_s = 12.5;
-    result.timeout_s = 1800.0;
-    result.concurrency = 1;
-    result.samples = 250;
-    result.host.peak_bytes = Some(host);
-    result.host.method = HostMethod::CgroupV1;
-    result.host.peak_source = Some(crate::measure::host::HostFloor::Vmhwm);
-    result.gpu_peak_bytes = gpu;
-    result.gpu_peak_method = gpu.map(|_| GpuMethod::Sampled { interval_ms: 50 });
-    result.dir = format!("cases/{}", case.id).into();
-    CaseRun {
-        result,
-        observed: Observed {
-            stop: None,
-            exits: vec![Some(exit)],
-            host_peak: Some(Bytes(host)),
-            serving: false,
-            gpu_lost: None,
-        },
-        headline: None,
-    }
+fn run(case: &Case, host: u64, gpu: Option<u64>, exit: Exit) -> RunRecord {
+    let mut run = RunRecord::ended(Some(host), &[Some(exit)]);
+    run.started_at = "2026-12-04T10:00:00.000+00:00".into();
+    run.wall_time = Duration::from_millis(12_500);
+    run.samples = 250;
+    run.host.peak_source = Some(crate::measure::host::HostFloor::Vmhwm);
+    run.gpu = gpu.map(|peak| GpuFigures {
+        peak_bytes: Some(peak),
+        method: GpuMethod::Sampled { interval_ms: 50 },
+        devices: Vec::new(),
+        left_bytes: None,
+        ranks: Default::default(),
+    });
+    run.dir = format!("cases/{}", case.id).into();
+    run
 }
 
 fn locked(case: &Case, host: u64, gpu: Option<u64>, capacity: Option<u64>) -> LockedCase {
@@ -188,25 +178,13 @@ fn judged_run() -> RunResults {
             .collect(),
     };
     let mut budget = run(case("budget"), 612 * MIB, None, Exit::Signal(15));
-    budget.observed.stop = Some(StopReason::BudgetExceeded {
+    budget.stop = Some(StopReason::BudgetExceeded {
         at: Duration::from_millis(1200),
     });
-    budget.result.checks = vec![judge::host_budget_check(
-        Some(Bytes(612 * MIB)),
-        "vmhwm, cgroup-v1",
-        Bytes(512 * MIB),
-    )];
+    // What the workload printed as it ran out: scanned as a real log is.
     let mut oom = run(case("oom"), GIB, Some(79 * GIB), Exit::Code(1));
-    oom.result.diagnosis = Some(crate::diagnose::Diagnosis {
-        kind: crate::diagnose::FailureKind::GpuOom,
-        oom: None,
-        exception: Some("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.06 GiB is free.".into()),
-        rank: None,
-        oom_ranks: Vec::new(),
-        hints: vec!["The allocation that failed (2.00 GiB) is larger than what was free (1.06 GiB): the case needs more memory than the GPU has left.".into()],
-    });
-    oom.headline =
-        Some("gpu-oom: tried to allocate 2.00 GiB on GPU 0 (1.06 GiB free of 79.2 GiB)".into());
+    let printed = "Traceback (most recent call last):\n  File \"oom.py\", line 3, in <module>\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 30.12 GiB memory in use. Of the allocated memory 27.40 GiB is allocated by PyTorch, and 2.10 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n";
+    oom.focus.scan = Some(crate::diagnose::scan(printed.as_bytes()));
 
     let mut cases = Vec::new();
     for (id, runs, capacity) in [
@@ -228,11 +206,7 @@ fn judged_run() -> RunResults {
             &baseline,
         );
         let mut result = judgement.result;
-        super::words::word_case(
-            &mut result,
-            &judgement.verdict,
-            judgement.headline.as_deref(),
-        );
+        super::words::word_case(&mut result, &judgement.verdict, Some("2.5.0"));
         cases.push(result);
     }
     let mut results = results_with_text("x");

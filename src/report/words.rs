@@ -10,14 +10,28 @@
 
 use crate::baseline::compare::{describe_tolerance, signed_percent};
 use crate::baseline::{AnonWithin, FigureComparison, FloorBreach, NotCompared, SpreadBound};
+use crate::diagnose::{self, Diagnosis, FailureKind};
 use crate::judge::{Cause, Verdict, Who};
 use crate::results::{CaseResult, Check, CheckKind, CheckOutcome, Facts};
 use crate::units::{Bytes, format_duration, format_figure};
 use crate::vocabulary::Exit;
 
 /// Fill in the words of a judged case: each check's message, each compared
-/// figure's, and the case's own (its diagnosis's headline first).
-pub fn word_case(result: &mut CaseResult, verdict: &Verdict, headline: Option<&str>) {
+/// figure's, its diagnosis's hints, and the case's own message (its
+/// diagnosis's headline first). `torch`: the installed torch's version,
+/// which a headline of torch's failure names.
+pub fn word_case(result: &mut CaseResult, verdict: &Verdict, torch: Option<&str>) {
+    let headline = result
+        .diagnosis
+        .as_ref()
+        .and_then(|diagnosis| headline(result, diagnosis, torch))
+        // The rest of a headline is the suite's own text (its params).
+        .map(|h| crate::redact::mask_suite(&h).into_owned());
+    let headline = headline.as_deref();
+    let hints = result.diagnosis.as_ref().map(|d| hints(result, d));
+    if let (Some(diagnosis), Some(hints)) = (result.diagnosis.as_mut(), hints) {
+        diagnosis.hints = hints;
+    }
     for check in &mut result.checks {
         if check.facts.is_some() {
             check.message = check_message(check);
@@ -38,7 +52,7 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, headline: Option<&s
     let supervisor_killed = result
         .diagnosis
         .as_ref()
-        .is_some_and(|d| d.kind == crate::diagnose::FailureKind::SupervisorKilled);
+        .is_some_and(|d| d.kind == FailureKind::SupervisorKilled);
     let message = case_message(verdict, &result.checks, supervisor_killed);
     let message = match (headline, message) {
         (Some(headline), Some(message)) => Some(format!("{headline} — {message}")),
@@ -67,6 +81,65 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, headline: Option<&s
         (message, _) => message,
     };
     result.message = message.map(|m| crate::redact::mask(&m).into_owned());
+}
+
+/// A diagnosis's first line: what failed, where (the step the probe saw
+/// last), on which GPU, with which torch, at which params.
+fn headline(result: &CaseResult, diagnosis: &Diagnosis, torch: Option<&str>) -> Option<String> {
+    // A searched case is recorded as written: the value it failed at is
+    // its last probe's.
+    let mut params = result.params.clone();
+    if let Some(capacity) = &result.capacity {
+        if let Some(last) = capacity.probes.last() {
+            params.insert(capacity.param.clone(), last.value.to_string());
+        }
+    }
+    diagnose::headline(
+        diagnosis,
+        result.probe.as_ref().and_then(|p| p.last_step.as_ref()),
+        &gpu_names(&result.gpu_devices),
+        torch,
+        &params,
+    )
+}
+
+/// The names of the case's GPUs, by the device index a framework reports,
+/// when that index cannot point at the wrong model: every GPU the case sees
+/// is the same model (CUDA's fastest-first numbering can differ from NVML's
+/// order only between different models). Otherwise none are named.
+fn gpu_names(devices: &[crate::measure::gpu::DeviceFigures]) -> Vec<String> {
+    let names: Vec<String> = devices.iter().map(|d| d.name.clone()).collect();
+    match names.windows(2).all(|pair| pair[0] == pair[1]) {
+        true => names,
+        false => Vec::new(),
+    }
+}
+
+/// What to look at first for a diagnosed failure: the diagnosis's own
+/// hints, then what the case's figures add (an OOM at the first step the
+/// workload reported; memory growing between iterations).
+fn hints(result: &CaseResult, diagnosis: &Diagnosis) -> Vec<String> {
+    let mut hints = diagnose::hints::case_hints(diagnosis, result.host.peak_bytes);
+    if let Some(probe) = &result.probe {
+        let last = probe.last_step.as_ref().and_then(|s| s.step);
+        if diagnosis.kind == FailureKind::GpuOom && last.is_some() && last == probe.first_step {
+            hints.push(format!(
+                "The OOM came at the first step the workload reported (step {}): try a smaller micro-batch or input and see whether the failing step changes.",
+                last.unwrap_or_default()
+            ));
+        }
+    }
+    if let Some(leak) = result
+        .checks
+        .iter()
+        .find(|c| c.kind == CheckKind::Leak && !c.passed)
+    {
+        hints.push(format!(
+            "Memory grows between comparable iterations ({}): look for references kept across iterations — losses kept as tensors, callbacks, metrics, stored outputs.",
+            check_message(leak).trim_start_matches("leak: ")
+        ));
+    }
+    hints
 }
 
 /// `rank 3 grew most: 3.00 GiB → 4.00 GiB`, and where, when its

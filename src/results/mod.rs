@@ -32,6 +32,7 @@ use crate::probe::ProbeSummary;
 use crate::suite::DriftPolicy;
 use crate::units::Bytes;
 
+pub mod assemble;
 mod check;
 pub mod definition;
 mod host;

@@ -2,8 +2,8 @@
 //! and who else is on them, its memory cgroup); a sampling loop (`watch`,
 //! which first sets up the case's server, `server_side`, when it has one)
 //! that launches the instances, watches them until they are done and
-//! returns a [`CaseOutcome`] — plain facts, no verdict; and the assembly of
-//! the result (`record`).
+//! returns a [`CaseOutcome`] — plain facts, no verdict; and the run's
+//! measurement record (`measured`), which the main thread judges.
 //!
 //! One thread decides everything about a case, so "exited" and "over
 //! budget" cannot race: the case's own [`CaseRunner`], which tells the main
@@ -23,7 +23,6 @@ use super::fault::WriteFault;
 use super::instance::Instance;
 use super::serve::{self, ServerSide};
 use super::shared::{GpuAccess, Job, Note, Shared, now_rfc3339};
-use crate::judge::StopReason;
 use crate::measure::cgroup::{CaseCgroup, MemoryHierarchy};
 use crate::measure::gpu::settle::{self, Settle};
 use crate::measure::gpu::{CaseGpu, ForeignProcess, GpuFigures};
@@ -32,6 +31,7 @@ use crate::measure::procfs::Scanner;
 use crate::measure::{HostFigures, HostMeter, Timeline};
 use crate::probe::ProbeSummary;
 use crate::process;
+use crate::record::StopReason;
 use crate::suite::{Case, ForeignPolicy};
 use std::sync::mpsc;
 
@@ -212,7 +212,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
     }
 
     /// Run one case once (`repeat` counts from 0), and say when it started
-    /// and what was observed; `record` makes its result. Later repeats
+    /// and what was observed; `measured` makes its measurement record. Later repeats
     /// append to the same logs, after a marker line.
     pub(super) fn run_case(
         &mut self,
@@ -463,7 +463,7 @@ pub(super) fn work(
                         runner.run_search(job.case, &job.dir, search, job.locked_capacity);
                     (runs, Some(capacity))
                 }
-                None => (runner.run_repeats(job.case, &job.dir), None),
+                None => (runner.run_repeats(job.case, &job.dir, None), None),
             };
             carried = Some(runner.into_carried());
             ran

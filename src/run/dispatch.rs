@@ -20,7 +20,8 @@ use super::folder::{Ahead, in_flight, keep_shared_attempt};
 use super::schedule::Scheduler;
 use super::shared::{Job, Live, Note, Shared};
 use crate::capacity::Capacity;
-use crate::judge::{self, CaseRun};
+use crate::judge;
+use crate::record::RunRecord;
 use crate::report::{Event, Reporter};
 use crate::results::{CaseResult, RunResults, SharedGpu};
 use crate::suite::Case;
@@ -284,7 +285,7 @@ where
     fn on_done(
         &mut self,
         number: usize,
-        runs: Vec<CaseRun>,
+        runs: Vec<RunRecord>,
         capacity: Option<Capacity>,
         completed: bool,
         reporter: &mut dyn Reporter,
@@ -311,7 +312,7 @@ where
             let judgement = judge::judge_case(
                 judge::Finished {
                     case,
-                    runs: recorded_as_written(case, runs, capacity.is_some()),
+                    runs,
                     capacity,
                     shared: !sharing.is_empty(),
                     first_attempt: done.first_attempt.take(),
@@ -323,7 +324,7 @@ where
             crate::report::words::word_case(
                 &mut result,
                 &judgement.verdict,
-                judgement.headline.as_deref(),
+                self.shared.environment.torch_version(),
             );
             if let Some(retry) = judgement.retry {
                 let message = match retry {
@@ -376,22 +377,6 @@ where
         });
         self.conductor.report_failed(finished, reporter);
     }
-}
-
-/// A searched case's runs, recorded as written (`{batch}` and all): the
-/// value is the search's, in `capacity`, and the case's definition
-/// (compared with the lock's) stays the same across runs.
-fn recorded_as_written(case: &Case, mut runs: Vec<CaseRun>, searched: bool) -> Vec<CaseRun> {
-    if searched {
-        // Redacted once for all the runs.
-        let recorded = super::record::recorded(case);
-        for run in &mut runs {
-            run.result.command = recorded.command.clone();
-            run.result.params = recorded.params.clone();
-            run.result.env = recorded.env.clone();
-        }
-    }
-    runs
 }
 
 /// A case oomgate could not run or follow to its end: an error with

@@ -5,9 +5,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::case;
 use super::fault::WriteFault;
 use super::shared::{Shared, now_rfc3339};
-use super::{case, record};
 use crate::judge;
 use crate::results::{CaseResult, IN_FLIGHT_MESSAGE};
 use crate::suite::Case;
@@ -16,7 +16,7 @@ use crate::suite::Case;
 /// logs are, status `running`; no figure is known yet.
 pub(super) fn in_flight(shared: &Shared<'_>, case: &Case, case_dir: &Path) -> CaseResult {
     let mut entry = CaseResult::unmeasured(case.id.clone());
-    let recorded = record::recorded(case);
+    let recorded = crate::results::assemble::recorded(case);
     entry.params = recorded.params;
     entry.command = recorded.command;
     entry.cwd = case.cwd.clone();

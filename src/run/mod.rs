@@ -13,11 +13,12 @@
 //! runs. `dispatch` is the main thread's loop, an event handler per note
 //! (`launch_next`, `on_progress`, `on_done`); `schedule` decides which case
 //! starts next and on which GPUs; `instance` and `launch` start a case's
-//! processes through `supervise`, `record` makes a run's result, and
-//! `folder` keeps its folder. The runner decides nothing about a case —
-//! the judge (`crate::judge`) does — and never formats anything: it builds
-//! the results model and emits events, and the reporters write files and
-//! the terminal. When a case starts, with each of its ticks and
+//! processes through `supervise`, `measured` makes a run's measurement
+//! record (`crate::record`), and `folder` keeps its folder. The runner
+//! decides nothing about a case — the judge (`crate::judge`) does, on the
+//! main thread, from the measurements a case's thread hands over — and
+//! never formats anything: it emits events, and the reporters write files
+//! and the terminal. When a case starts, with each of its ticks and
 //! when it finishes, the reporters get the whole results so far — cases
 //! still running listed as in flight (`running`) — and results.json and
 //! junit.xml are checkpointed about once a second, so a crash loses at
@@ -36,8 +37,8 @@ mod instance;
 pub mod interrupt;
 pub mod launch;
 pub mod logs;
+mod measured;
 mod ready;
-mod record;
 mod repeat;
 pub mod schedule;
 mod serve;

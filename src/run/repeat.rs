@@ -1,6 +1,8 @@
 //! What a worker runs of a case: its runs — once, `repeat` times, or
 //! once per probe of a capacity search — each made by `case` (the run)
-//! and `record` (its result).
+//! and `measured` (its measurement record). What steers them (a failed
+//! repeat ends the repeats, a probe's status the search) is the judge's
+//! answer for each run (`judge::judge_run`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -9,25 +11,35 @@ use super::case::{CaseRunner, mark_logs};
 use crate::capacity::SearchSpec;
 use crate::capacity::{self, Capacity, Probe};
 use crate::files::case::InstanceLogs;
-use crate::judge::{self, CaseRun};
+use crate::judge;
+use crate::record::RunRecord;
 use crate::results::CaseStatus;
 use crate::suite::Case;
 
 impl CaseRunner<'_, '_> {
     /// Run the case `repeat` times, or until a run fails, Ctrl-C or a
-    /// fault: each run's result, for the main thread to merge and judge.
-    pub(super) fn run_repeats(&mut self, case: &Case, case_dir: &Path) -> Vec<CaseRun> {
+    /// fault: each run's measurement, for the main thread to judge.
+    /// `probe_value`: the value a capacity search runs it at.
+    pub(super) fn run_repeats(
+        &mut self,
+        case: &Case,
+        case_dir: &Path,
+        probe_value: Option<u64>,
+    ) -> Vec<RunRecord> {
         let mut runs = Vec::new();
         for repeat in 0..case.repeat {
             if repeat > 0 && (self.shared.interrupt.requested() || self.shared.faulted()) {
                 break;
             }
             let (started_at, outcome) = self.run_case(case, case_dir, repeat);
-            let run = self.record(case, case_dir, repeat, started_at, outcome);
-            let passed = run.result.status == CaseStatus::Passed;
+            let run = self.measured(case, case_dir, (repeat, probe_value), started_at, outcome);
+            // One failing repeat decides; more runs only cost time. The
+            // last needs no judging here: the main thread judges them all.
+            let more = repeat + 1 < case.repeat;
+            let failed = more && judge::judge_run(case, &run).verdict.status != CaseStatus::Passed;
             runs.push(run);
-            if !passed {
-                break; // one failing repeat decides; more runs only cost time
+            if failed {
+                break;
             }
         }
         runs
@@ -47,11 +59,11 @@ impl CaseRunner<'_, '_> {
         case_dir: &Path,
         spec: &SearchSpec,
         locked: Option<u64>,
-    ) -> (Vec<CaseRun>, Capacity) {
+    ) -> (Vec<RunRecord>, Capacity) {
         let deadline = spec.timeout.and_then(|t| Instant::now().checked_add(t));
         let mut probes: Vec<Probe> = Vec::new();
-        let mut best: Option<(u64, Vec<CaseRun>)> = None;
-        let mut last: Vec<CaseRun> = Vec::new();
+        let mut best: Option<(u64, Vec<RunRecord>)> = None;
+        let mut last: Vec<RunRecord> = Vec::new();
         let mut last_value = None;
         let mut cut = false;
         while let Some(value) = capacity::next_probe(spec, locked, &probes) {
@@ -73,7 +85,7 @@ impl CaseRunner<'_, '_> {
             }
             // A probe that writes no timeline must not inherit the last.
             std::fs::remove_file(case_dir.join("timeline.json")).ok();
-            let runs = self.run_repeats(&probe_case, case_dir);
+            let runs = self.run_repeats(&probe_case, case_dir, Some(value));
             let kept = case_dir.join(format!("timeline.{}-{value}.json", spec.param));
             std::fs::copy(case_dir.join("timeline.json"), &kept).ok();
             // Its probe lines too: the next probe's reader starts on an
@@ -82,10 +94,8 @@ impl CaseRunner<'_, '_> {
             for (path, logs) in probe_metrics(case_dir, instances, case.server.is_some()) {
                 std::fs::rename(path, logs.probe_metrics(&spec.param, value)).ok();
             }
-            if runs
-                .iter()
-                .any(|r| r.result.status == CaseStatus::Interrupted)
-            {
+            let probe = judge::probe(&probe_case, value, &runs);
+            if probe.status == CaseStatus::Interrupted {
                 // Not a verdict on the value: Ctrl-C. The case is judged by
                 // this probe (interrupted), not by an earlier pass.
                 restore_probe_metrics(case_dir, case, &spec.param, value);
@@ -93,7 +103,6 @@ impl CaseRunner<'_, '_> {
                 found.complete = false;
                 return (runs, found);
             }
-            let probe = judge::probe(value, &runs);
             if probe.status == CaseStatus::Error {
                 // The case could not run at that value: its error is the
                 // verdict, whatever passed before.

@@ -15,10 +15,10 @@ use super::interrupt::Interrupt;
 use super::schedule::Placement;
 use super::supervise;
 use crate::environment::Environment;
-use crate::judge::CaseRun;
 use crate::measure::cgroup::MemoryHierarchy;
 use crate::measure::gpu::Crowding;
 use crate::measure::nvml::Gpu;
+use crate::record::RunRecord;
 use crate::results::{CaseResult, Measurement};
 use crate::suite::{Case, Suite};
 use crate::units::Bytes;
@@ -68,7 +68,7 @@ pub(super) enum Note {
     /// `completed` is `false` when its thread panicked instead (no run,
     /// nothing stopped).
     Done {
-        runs: Vec<CaseRun>,
+        runs: Vec<RunRecord>,
         capacity: Option<crate::capacity::Capacity>,
         completed: bool,
     },
