@@ -22,7 +22,7 @@ use std::time::Duration;
 use super::fault::WriteFault;
 use super::instance::Instance;
 use super::serve::{self, ServerSide};
-use super::shared::{GpuAccess, Job, Note, Shared, now_rfc3339};
+use super::shared::{GpuAccess, Note, Shared, now_rfc3339};
 use crate::measure::cgroup::{CaseCgroup, MemoryHierarchy};
 use crate::measure::gpu::settle::{self, Settle};
 use crate::measure::gpu::{CaseGpu, ForeignProcess, GpuFigures};
@@ -33,7 +33,6 @@ use crate::probe::ProbeSummary;
 use crate::process;
 use crate::record::StopReason;
 use crate::suite::{Case, ForeignPolicy};
-use std::sync::mpsc;
 
 /// What the preflight found out before anything was launched.
 pub(super) struct Preflight<'g> {
@@ -435,54 +434,4 @@ pub(super) fn append(path: &Path, text: &str) -> Result<(), WriteFault> {
             path: path.to_path_buf(),
             source,
         })
-}
-
-/// A worker thread: run each case it is given, keeping its /proc scanner
-/// from case to case, until the run closes its queue. A panic must not
-/// leave the main thread waiting for a case forever: that case ends as
-/// run no times, an error that says so, and the worker goes on with a new
-/// scanner.
-pub(super) fn work(
-    shared: &Shared<'_>,
-    queue: &mpsc::Receiver<Job<'_>>,
-    notes: &mpsc::Sender<(usize, Note)>,
-) {
-    let mut carried = None;
-    for job in queue {
-        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut runner = CaseRunner::new(
-                shared,
-                job.number,
-                job.access,
-                notes.clone(),
-                carried.take(),
-            );
-            let ran = match &job.case.search {
-                Some(search) => {
-                    let (runs, capacity) =
-                        runner.run_search(job.case, &job.dir, search, job.locked_capacity);
-                    (runs, Some(capacity))
-                }
-                None => (runner.run_repeats(job.case, &job.dir, None), None),
-            };
-            carried = Some(runner.into_carried());
-            ran
-        }));
-        let note = match ran {
-            Ok((runs, capacity)) => Note::Done {
-                runs,
-                capacity,
-                completed: true,
-            },
-            Err(_) => Note::Done {
-                runs: Vec::new(),
-                capacity: None,
-                completed: false,
-            },
-        };
-        // The main thread listens until every case is done.
-        notes.send((job.number, note)).ok();
-    }
-    // The worker's spare cgroup, if any, goes with what it carried.
-    drop(carried);
 }

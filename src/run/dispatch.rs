@@ -13,10 +13,10 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::case::work;
 use super::conductor::Conductor;
 use super::fault::WriteFault;
 use super::folder::{Ahead, in_flight, keep_shared_attempt};
+use super::launcher::{Launcher, work};
 use super::schedule::Scheduler;
 use super::shared::{Job, Live, Note, Shared};
 use crate::capacity::Capacity;
@@ -31,6 +31,8 @@ use crate::units::Bytes;
 /// schedule, the cases in flight and the worker threads.
 pub(super) struct Dispatch<'d, 'a, 'scope, 'env> {
     pub(super) shared: &'env Shared<'a>,
+    /// What runs each case on its worker thread.
+    pub(super) launcher: &'env dyn Launcher,
     pub(super) conductor: &'d mut Conductor<'a>,
     pub(super) cases: &'env [&'env Case],
     pub(super) results: &'d mut RunResults,
@@ -120,8 +122,9 @@ where
         let shared_with = self.crowd(number, &placement, crowded.as_ref());
         let worker = self.idle.pop().unwrap_or_else(|| {
             let (jobs, queue) = mpsc::channel::<Job<'env>>();
-            let (shared, notes) = (self.shared, self.notes.clone());
-            self.scope.spawn(move || work(shared, &queue, &notes));
+            let (launcher, shared, notes) = (self.launcher, self.shared, self.notes.clone());
+            self.scope
+                .spawn(move || work(launcher, shared, &queue, &notes));
             self.workers.push(jobs);
             self.workers.len() - 1
         });
@@ -419,3 +422,6 @@ fn shared_names(sharing: &[SharedGpu]) -> String {
         .collect();
     names.join("; ")
 }
+
+#[cfg(test)]
+mod tests;

@@ -57,6 +57,12 @@ impl Interrupt {
     pub fn insisted(&self) -> bool {
         self.count.load(Ordering::SeqCst) > 1
     }
+
+    /// What a stop signal does, for the tests: counted.
+    #[cfg(test)]
+    pub(crate) fn request(&self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// Whether `signal` is ignored now.

@@ -36,6 +36,7 @@ mod gpu;
 mod instance;
 pub mod interrupt;
 pub mod launch;
+mod launcher;
 pub mod logs;
 mod measured;
 mod ready;
@@ -94,10 +95,33 @@ pub struct RunSetup {
 pub struct Runner<'a> {
     shared: Shared<'a>,
     conductor: Conductor<'a>,
+    /// What runs each case: its processes, or in the tests a script.
+    launcher: Box<dyn launcher::Launcher>,
 }
 
 impl<'a> Runner<'a> {
     pub fn new(suite: &'a Suite, out_dir: &'a Path, setup: RunSetup) -> Self {
+        // Started here, on the thread that runs the cases' loop and
+        // outlives every case: the supervisors it makes are this thread's
+        // children.
+        let forkserver = supervise::forkserver::Forkserver::start().ok();
+        Self::with_launcher(
+            suite,
+            out_dir,
+            setup,
+            Box::new(launcher::Processes),
+            forkserver,
+        )
+    }
+
+    /// A runner whose cases are run by `launcher`.
+    fn with_launcher(
+        suite: &'a Suite,
+        out_dir: &'a Path,
+        setup: RunSetup,
+        launcher: Box<dyn launcher::Launcher>,
+        forkserver: Option<supervise::forkserver::Forkserver>,
+    ) -> Self {
         let jobs = setup.schedule.jobs.max(1);
         let faulted = Arc::new(AtomicBool::new(false));
         let gpu_idle = setup.gpu.as_ref().map_or(Vec::new(), |gpu| {
@@ -120,10 +144,7 @@ impl<'a> Runner<'a> {
                 faulted: Arc::clone(&faulted),
                 parallel: setup.schedule.parallel(),
                 open_files_each: process::open_file_limit() / jobs as u64,
-                // Started here, on the thread that runs the cases' loop and
-                // outlives every case: the supervisors it makes are this
-                // thread's children.
-                forkserver: supervise::forkserver::Forkserver::start().ok(),
+                forkserver,
             },
             conductor: Conductor {
                 suite,
@@ -135,6 +156,7 @@ impl<'a> Runner<'a> {
                 fault: None,
                 faulted,
             },
+            launcher,
         }
     }
 
@@ -146,7 +168,12 @@ impl<'a> Runner<'a> {
         cases: &[&Case],
         reporter: &mut dyn Reporter,
     ) -> Result<RunResults, RunError> {
-        let Runner { shared, conductor } = self;
+        let Runner {
+            shared,
+            conductor,
+            launcher,
+        } = self;
+        let launcher: &dyn launcher::Launcher = launcher.as_ref();
         let shared: &Shared<'_> = shared;
         let mut results = conductor.new_results(shared, cases.len());
         // Every checkpoint names the cases planned, so that one left by a
@@ -174,6 +201,7 @@ impl<'a> Runner<'a> {
         std::thread::scope(|scope| {
             let mut dispatch = dispatch::Dispatch {
                 shared,
+                launcher,
                 conductor: &mut *conductor,
                 cases,
                 results: &mut results,
