@@ -475,3 +475,95 @@ fn a_run_is_judged_once_from_its_results() {
         assert_eq!(run_verdict(&results), verdict);
     }
 }
+
+/// The process whose output explains a run: the instance that failed on
+/// its own, else the first that failed, else instance 0; beside a server,
+/// the server when it ended, was never ready, or nothing else failed.
+#[test]
+fn the_explaining_process_is_the_one_that_failed_on_its_own() {
+    use crate::record::Focus;
+    let ok = Some(Exit::Code(0));
+    let bad = Some(Exit::Code(1));
+    let killed = Some(Exit::Signal(15));
+    let failed_1 = Some(StopReason::InstanceFailed { index: 1 });
+    let server_gone = Some(StopReason::ServerExited {
+        exit: Exit::Code(1),
+        at: std::time::Duration::ZERO,
+        ready: true,
+    });
+    let breached = Some(StopReason::BudgetExceeded {
+        at: std::time::Duration::ZERO,
+    });
+    // (stop, exits, serving, focus)
+    let table = [
+        (None, vec![ok, ok], false, Focus::Instance(0)),
+        (None, vec![ok, bad], false, Focus::Instance(1)),
+        // The one that failed first, not the ones stopped because of it.
+        (
+            failed_1.clone(),
+            vec![killed, bad, killed],
+            false,
+            Focus::Instance(1),
+        ),
+        (breached.clone(), vec![killed], false, Focus::Instance(0)),
+        (None, vec![], false, Focus::Instance(0)),
+        (server_gone, vec![killed], true, Focus::Server),
+        (breached, vec![killed], true, Focus::Instance(0)),
+        (None, vec![ok], true, Focus::Server),
+        (failed_1, vec![ok, bad], true, Focus::Instance(1)),
+        (None, vec![bad], true, Focus::Instance(0)),
+    ];
+    for (stop, exits, serving, focus) in table {
+        assert_eq!(
+            crate::judge::focus(stop.as_ref(), &exits, serving),
+            focus,
+            "{stop:?} {exits:?} serving {serving}"
+        );
+    }
+}
+
+/// A run is diagnosed from its explaining process's scanned output: an
+/// OOM it printed, a kill it took, its supervisor lost — and not at all
+/// when a budget breach stopped it.
+#[test]
+fn a_run_is_diagnosed_from_what_its_explaining_process_left() {
+    use crate::diagnose::FailureKind;
+    let case = case("command = [\"x\"]\nbudget = { host = \"100 MiB\" }");
+    let oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n";
+    let scanned = |run: &mut RunRecord, text: &str| {
+        run.focus.scan = Some(crate::diagnose::scan(text.as_bytes()));
+    };
+    let mut printed_oom = RunRecord::ended(Some(10 * MIB), &[Some(Exit::Code(1))]);
+    scanned(&mut printed_oom, oom);
+    let silent_kill = RunRecord::ended(Some(10 * MIB), &[Some(Exit::Signal(9))]);
+    let mut supervisor_lost = RunRecord::ended(Some(10 * MIB), &[Some(Exit::Signal(9))]);
+    supervisor_lost.instances[0].supervisor_lost = true;
+    let mut over_budget = RunRecord::ended(Some(200 * MIB), &[Some(Exit::Signal(15))]);
+    over_budget.stop = Some(StopReason::BudgetExceeded {
+        at: std::time::Duration::from_secs(1),
+    });
+    scanned(&mut over_budget, oom);
+    let table = [
+        (
+            printed_oom,
+            Some(FailureKind::GpuOom),
+            Some(FailureType::GpuOom),
+        ),
+        (
+            silent_kill,
+            Some(FailureKind::HostOomSuspected),
+            Some(FailureType::HostOomSuspected),
+        ),
+        (
+            supervisor_lost,
+            Some(FailureKind::SupervisorKilled),
+            Some(FailureType::SupervisorKilled),
+        ),
+        (over_budget, None, Some(FailureType::Budget)),
+    ];
+    for (run, diagnosed, kind) in table {
+        let judged = judge_run(&case, &run);
+        assert_eq!(judged.diagnosis.map(|d| d.kind), diagnosed);
+        assert_eq!(judged.failure_kind, kind);
+    }
+}

@@ -299,3 +299,107 @@ fn host_name() -> String {
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "unknown".to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::baseline::LockedCase;
+    use crate::run::schedule::PoolGpu;
+
+    const GIB: u64 = 1 << 30;
+
+    fn pool_gpu() -> PoolGpu {
+        PoolGpu {
+            position: 0,
+            gpu: crate::measure::nvml::GpuInfo {
+                index: 0,
+                uuid: "GPU-0".into(),
+                name: "H100".into(),
+                total_bytes: 80 * GIB,
+                reserved_bytes: None,
+                accounting: None,
+                persistence: None,
+                mig: None,
+                mig_parent: None,
+            },
+        }
+    }
+
+    /// A case packed onto a shared GPU reserves its known peak and a
+    /// margin: the lock's per-process figure, else the suite's
+    /// `gpu_memory`; a device delta is no figure of its own.
+    #[test]
+    fn a_packed_case_reserves_its_known_peak_and_a_margin() {
+        let text = "[suite]\nname = \"s\"\n[[case]]\nname = \"c\"\ncommand = [\"x\"]\ngpu_memory = \"4 GiB\"\n[[case]]\nname = \"two\"\ncommand = [\"x\"]\ngpus = 2\n";
+        let suite = crate::suite::parse(text, Path::new("s.toml"), Path::new(".")).expect("suite");
+        let lock_with = |method: GpuMethod| {
+            let mut locked = LockedCase::empty();
+            locked.gpu_peak_bytes = Some(10 * GIB);
+            locked.gpu_peak_method = Some(method);
+            Lock {
+                version: crate::baseline::LOCK_VERSION,
+                suite: "s".into(),
+                locked_at: "t".into(),
+                environment: Default::default(),
+                cases: [("c".to_string(), locked)].into(),
+                testbeds: Default::default(),
+            }
+        };
+        let sampled = GpuMethod::Sampled { interval_ms: 50 };
+        let margin = |peak: u64| peak + schedule::pack_margin(peak);
+        // (pool, pack, lock's method, case, alone, gpus, reserved)
+        let table = [
+            (false, true, Some(sampled), 0, false, 0, None),
+            (true, false, Some(sampled), 0, false, 1, None),
+            (
+                true,
+                true,
+                Some(sampled),
+                0,
+                false,
+                1,
+                Some(margin(10 * GIB)),
+            ),
+            (
+                true,
+                true,
+                Some(GpuMethod::DeviceDelta),
+                0,
+                false,
+                1,
+                Some(margin(4 * GIB)),
+            ),
+            (true, true, None, 0, false, 1, Some(margin(4 * GIB))),
+            // A retry runs alone; a case of two GPUs takes them whole.
+            (true, true, Some(sampled), 0, true, 1, None),
+            (true, true, Some(sampled), 1, false, 2, None),
+        ];
+        for (pool, pack, method, case, alone, gpus, reserved) in table {
+            let conductor = Conductor {
+                suite: &suite,
+                baseline: BaselineSetup {
+                    lock: method.map(|m| (PathBuf::from("s.lock"), lock_with(m))),
+                    require: false,
+                    compare_across_gpus: false,
+                    testbed: None,
+                },
+                baseline_info: None,
+                environment: Environment::default(),
+                partition: None,
+                schedule: crate::run::Schedule {
+                    pool: pool.then(|| vec![pool_gpu()]),
+                    pack,
+                    ..Default::default()
+                },
+                fault: None,
+                faulted: Default::default(),
+            };
+            let demand = conductor.demand(&suite.cases[case], alone);
+            let row = format!("pool {pool} pack {pack} {method:?} case {case} alone {alone}");
+            assert_eq!(demand.gpus, gpus, "{row}");
+            assert_eq!(demand.packed_bytes, reserved, "{row}");
+        }
+    }
+}

@@ -21,6 +21,7 @@ use crate::judge::StopReason;
 use crate::measure::HostMeter;
 use crate::measure::gpu::CaseGpu;
 use crate::suite::{Case, Ready, Server};
+use crate::vocabulary::Exit;
 
 /// A case's server while the case runs.
 pub(super) struct ServerSide<'c, 'g> {
@@ -105,33 +106,70 @@ impl<'c, 'g> ServerSide<'c, 'g> {
     /// Look at the server `at` (since the case started): has it exited,
     /// is it ready, has its time to get ready passed?
     pub(super) fn look(&mut self, at: Duration) -> Seen {
-        if let Some(exit) = self.instance.poll() {
-            self.exited_on_its_own = true;
-            self.readiness = None;
-            return Seen::Stop(StopReason::ServerExited {
-                exit,
-                at,
-                ready: self.ready_at.is_some(),
-            });
+        let exit = self.instance.poll();
+        let ready = self.readiness.as_ref().is_some_and(Readiness::is_ready);
+        match state(
+            exit,
+            self.ready_at.is_some(),
+            ready,
+            at,
+            self.spec.ready_timeout,
+        ) {
+            State::Exited(exit) => {
+                self.exited_on_its_own = true;
+                self.readiness = None;
+                Seen::Stop(StopReason::ServerExited {
+                    exit,
+                    at,
+                    ready: self.ready_at.is_some(),
+                })
+            }
+            State::Ready => Seen::Ready,
+            State::BecameReady => {
+                self.ready_at = Some(at);
+                self.readiness = None;
+                Seen::BecameReady
+            }
+            State::NotReady => {
+                let last = self.readiness.as_ref().and_then(Readiness::last_failure);
+                self.readiness = None;
+                Seen::Stop(StopReason::ServerNotReady {
+                    after: self.spec.ready_timeout,
+                    target: self.ready.describe(),
+                    last,
+                })
+            }
+            State::Starting => Seen::Starting,
         }
-        if self.ready_at.is_some() {
-            return Seen::Ready;
-        }
-        if self.readiness.as_ref().is_some_and(Readiness::is_ready) {
-            self.ready_at = Some(at);
-            self.readiness = None;
-            return Seen::BecameReady;
-        }
-        if at >= self.spec.ready_timeout {
-            let last = self.readiness.as_ref().and_then(Readiness::last_failure);
-            self.readiness = None;
-            return Seen::Stop(StopReason::ServerNotReady {
-                after: self.spec.ready_timeout,
-                target: self.ready.describe(),
-                last,
-            });
-        }
-        Seen::Starting
+    }
+}
+
+/// Where a server stands at one look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Exited(Exit),
+    Ready,
+    BecameReady,
+    NotReady,
+    Starting,
+}
+
+/// A server's state `at` (since the case started): its exit first (one
+/// that ended is why its clients fail, ready or not), then whether it was
+/// ready, is ready now, or has run out of `ready_timeout`.
+fn state(
+    exit: Option<Exit>,
+    was_ready: bool,
+    ready_now: bool,
+    at: Duration,
+    ready_timeout: Duration,
+) -> State {
+    match exit {
+        Some(exit) => State::Exited(exit),
+        None if was_ready => State::Ready,
+        None if ready_now => State::BecameReady,
+        None if at >= ready_timeout => State::NotReady,
+        None => State::Starting,
     }
 }
 
@@ -162,3 +200,37 @@ pub(super) const SERVER_DELTA_NOTE: &str = "a device rise: it includes the load 
 /// Why the client's own figure is never a device rise.
 pub(super) const CLIENT_DELTA_REASON: &str =
     "a device rise is its server's and its load client's together: it is not the client's alone";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exit_outranks_readiness_and_readiness_outranks_the_timeout() {
+        let second = Duration::from_secs(1);
+        let timeout = 30 * second;
+        let exited = Some(Exit::Code(1));
+        // (exit, was ready, ready now, at, state)
+        let table = [
+            (exited, true, true, second, State::Exited(Exit::Code(1))),
+            (
+                exited,
+                false,
+                false,
+                60 * second,
+                State::Exited(Exit::Code(1)),
+            ),
+            (None, true, false, 60 * second, State::Ready),
+            (None, false, true, 30 * second, State::BecameReady),
+            (None, false, false, 30 * second, State::NotReady),
+            (None, false, false, 29 * second, State::Starting),
+        ];
+        for (exit, was, now, at, expected) in table {
+            assert_eq!(
+                state(exit, was, now, at, timeout),
+                expected,
+                "{exit:?} {was} {now} {at:?}"
+            );
+        }
+    }
+}

@@ -46,3 +46,55 @@ impl SoakPeaks {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_soak_ends_its_length_after_it_starts_or_at_the_deadline_on_overflow() {
+        let start = Instant::now();
+        let deadline = start + Duration::from_secs(60);
+        let ten = Duration::from_secs(10);
+        assert_eq!(soak_end(None, start, deadline), None);
+        assert_eq!(soak_end(Some(ten), start, deadline), Some(start + ten));
+        assert_eq!(
+            soak_end(Some(Duration::MAX), start, deadline),
+            Some(deadline)
+        );
+    }
+
+    #[test]
+    fn the_gpu_series_is_judged_when_the_case_holds_gpu_memory_else_the_hosts() {
+        // (each run's samples as (gpu, host), the series judged)
+        type Runs = &'static [&'static [(Option<u64>, Option<u64>)]];
+        let table: [(Runs, &[u64]); 3] = [
+            (
+                &[
+                    &[(Some(1), Some(10)), (Some(3), Some(12))],
+                    &[(Some(2), Some(11))],
+                ],
+                &[3, 2],
+            ),
+            (
+                &[
+                    &[(None, Some(10)), (Some(0), Some(30))],
+                    &[(None, Some(20))],
+                ],
+                &[30, 20],
+            ),
+            // A run no tick saw keeps its place, as 0.
+            (&[&[(None, Some(10))], &[]], &[10, 0]),
+        ];
+        for (runs, series) in table {
+            let mut peaks = SoakPeaks::default();
+            for run in runs {
+                for (gpu, host) in *run {
+                    peaks.sample(*gpu, *host);
+                }
+                peaks.next_run();
+            }
+            assert_eq!(peaks.series(), series, "{runs:?}");
+        }
+    }
+}

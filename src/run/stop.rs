@@ -133,10 +133,13 @@ impl CaseRunner<'_, '_> {
             ));
             // A supervisor staying with leftovers ends with the last of
             // them: counted until then, and collected by its instance.
-            if self.live_descendants(&[]) == 0
-                || Instant::now() >= grace_end
-                || self.shared.interrupt.insisted()
-            {
+            let live = self.live_descendants(&[]);
+            if grace_over(
+                live,
+                Instant::now(),
+                grace_end,
+                self.shared.interrupt.insisted(),
+            ) {
                 break;
             }
             thread::sleep(STOP_POLL);
@@ -174,5 +177,38 @@ impl CaseRunner<'_, '_> {
             instance.abandon();
         }
         (stuck, maxrss)
+    }
+}
+
+/// Whether the grace after the stop signal is over: nothing of the case is
+/// left alive, its time is up, or a second Ctrl-C insisted.
+fn grace_over(live: usize, now: Instant, grace_end: Instant, insisted: bool) -> bool {
+    live == 0 || now >= grace_end || insisted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grace_ends_when_nothing_is_left_its_time_is_up_or_ctrl_c_insists() {
+        let start = Instant::now();
+        let end = start + Duration::from_secs(10);
+        let later = end + Duration::from_millis(1);
+        // (live, now, insisted, over)
+        let table = [
+            (3, start, false, false),
+            (0, start, false, true),
+            (3, end, false, true),
+            (3, later, false, true),
+            (3, start, true, true),
+        ];
+        for (live, now, insisted, over) in table {
+            assert_eq!(
+                grace_over(live, now, end, insisted),
+                over,
+                "{live} {insisted}"
+            );
+        }
     }
 }

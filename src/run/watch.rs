@@ -37,6 +37,7 @@ use crate::probe::ProbeReader;
 use crate::process;
 use crate::suite::Case;
 use crate::units::{Bytes, format_duration};
+use crate::vocabulary::Exit;
 
 /// How long processes a workload left running get to end by themselves
 /// after its command exited before they are stopped and reported as
@@ -234,10 +235,7 @@ impl CaseRunner<'_, '_> {
             if let Some(reason) = self.tick(watch) {
                 return Step::Stop(reason);
             }
-            watch.next_tick += self.shared.suite.sample_interval;
-            if watch.next_tick <= now {
-                watch.next_tick = now + self.shared.suite.sample_interval;
-            }
+            watch.next_tick = next_tick(watch.next_tick, now, self.shared.suite.sample_interval);
         }
         // The server first: one that ended is why its clients fail.
         if let Some(server) = watch.server.as_mut() {
@@ -633,15 +631,12 @@ impl CaseRunner<'_, '_> {
 
     /// Ctrl-C, or the case's time is up: the reason to stop it now.
     fn stop_now(&self, case: &Case, deadline: Instant) -> Option<StopReason> {
-        if self.shared.interrupt.requested() {
-            Some(StopReason::Interrupted)
-        } else if Instant::now() >= deadline {
-            Some(StopReason::TimedOut {
-                after: case.timeout,
-            })
-        } else {
-            None
-        }
+        stop_now(
+            self.shared.interrupt.requested(),
+            Instant::now(),
+            deadline,
+            case.timeout,
+        )
     }
 
     /// Launch every instance (in the cgroup of `host`); the reason to
@@ -690,34 +685,151 @@ impl CaseRunner<'_, '_> {
             if let Some(bytes) = instance.maxrss_bytes {
                 host.record_rusage(bytes, start.elapsed());
             }
-            if !exit.success() {
-                return Some(StopReason::InstanceFailed {
-                    index: instance.index,
-                });
-            }
-            if soak_until.is_some_and(|until| Instant::now() < until) {
-                let marker = format!(
-                    "\n[oomgate] soak: run {} of instance {} starts at +{}\n",
-                    instance.runs + 1,
-                    instance.index,
-                    format_duration(start.elapsed())
-                );
-                for path in [&instance.logs.stdout, &instance.logs.stderr] {
-                    if let Err(fault) = append(path, &marker) {
-                        marker_fault.get_or_insert(fault);
+            match after_exit(exit, soak_until, Instant::now()) {
+                AfterExit::Failed => {
+                    return Some(StopReason::InstanceFailed {
+                        index: instance.index,
+                    });
+                }
+                AfterExit::Ended => {}
+                AfterExit::Relaunch => {
+                    let marker = format!(
+                        "\n[oomgate] soak: run {} of instance {} starts at +{}\n",
+                        instance.runs + 1,
+                        instance.index,
+                        format_duration(start.elapsed())
+                    );
+                    for path in [&instance.logs.stdout, &instance.logs.stderr] {
+                        if let Err(fault) = append(path, &marker) {
+                            marker_fault.get_or_insert(fault);
+                        }
                     }
-                }
-                if let Some(fault) = marker_fault.take() {
-                    self.record_fault(fault);
-                }
-                if let Err(LaunchError(message)) =
-                    self.start_instance(instance, case, case_dir, procs.as_ref())
-                {
-                    return Some(StopReason::LaunchFailed { message });
+                    if let Some(fault) = marker_fault.take() {
+                        self.record_fault(fault);
+                    }
+                    if let Err(LaunchError(message)) =
+                        self.start_instance(instance, case, case_dir, procs.as_ref())
+                    {
+                        return Some(StopReason::LaunchFailed { message });
+                    }
                 }
             }
         }
         distrust_cgroup_if_not_joined(instances, host);
         None
+    }
+}
+
+/// When the tick after one due at `due` is due, at `now`, every
+/// `interval`: on the beat, unless the loop fell behind it, then an
+/// interval from now (ticks missed are not made up in a burst).
+fn next_tick(due: Instant, now: Instant, interval: Duration) -> Instant {
+    let next = due + interval;
+    match next <= now {
+        true => now + interval,
+        false => next,
+    }
+}
+
+/// Ctrl-C first, then the case's time: the reason to stop it `now`.
+fn stop_now(
+    interrupted: bool,
+    now: Instant,
+    deadline: Instant,
+    timeout: Duration,
+) -> Option<StopReason> {
+    if interrupted {
+        Some(StopReason::Interrupted)
+    } else if now >= deadline {
+        Some(StopReason::TimedOut { after: timeout })
+    } else {
+        None
+    }
+}
+
+/// What an instance's exit calls for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterExit {
+    /// It failed: the case stops, and this instance explains it.
+    Failed,
+    /// It ended well inside a soak: it runs again.
+    Relaunch,
+    /// It ended well, and its part is done.
+    Ended,
+}
+
+/// An instance ended with `exit` at `now`; `soak_until`: when relaunching
+/// ends (`None`: no soak, or relaunching is over — Ctrl-C, the deadline).
+fn after_exit(exit: Exit, soak_until: Option<Instant>, now: Instant) -> AfterExit {
+    if !exit.success() {
+        AfterExit::Failed
+    } else if soak_until.is_some_and(|until| now < until) {
+        AfterExit::Relaunch
+    } else {
+        AfterExit::Ended
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn ticks_keep_their_beat_and_a_late_loop_does_not_burst() {
+        let start = Instant::now();
+        let interval = 50 * MS;
+        // (due, now, next), in ms from the start
+        let table = [
+            (0, 0, 50),
+            (0, 49, 50),
+            (0, 50, 100),
+            (0, 180, 230),
+            (100, 120, 150),
+        ];
+        for (due, now, next) in table {
+            let got = next_tick(start + due * MS, start + now * MS, interval);
+            assert_eq!(got, start + next * MS, "due {due} now {now}");
+        }
+    }
+
+    #[test]
+    fn ctrl_c_outranks_the_timeout_and_the_deadline_is_inclusive() {
+        let start = Instant::now();
+        let deadline = start + 1000 * MS;
+        let timeout = Duration::from_secs(1);
+        let timed_out = Some(StopReason::TimedOut { after: timeout });
+        let table = [
+            (false, 999, None),
+            (false, 1000, timed_out.clone()),
+            (false, 5000, timed_out),
+            (true, 10, Some(StopReason::Interrupted)),
+            (true, 5000, Some(StopReason::Interrupted)),
+        ];
+        for (interrupted, now, stop) in table {
+            let got = stop_now(interrupted, start + now * MS, deadline, timeout);
+            assert_eq!(got, stop, "interrupted {interrupted} at {now} ms");
+        }
+    }
+
+    #[test]
+    fn a_failure_stops_the_case_and_a_success_relaunches_only_inside_its_soak() {
+        let start = Instant::now();
+        let until = Some(start + 1000 * MS);
+        let table = [
+            (Exit::Code(1), until, 10, AfterExit::Failed),
+            (Exit::Signal(9), None, 10, AfterExit::Failed),
+            (Exit::Code(0), until, 999, AfterExit::Relaunch),
+            (Exit::Code(0), until, 1000, AfterExit::Ended),
+            (Exit::Code(0), None, 10, AfterExit::Ended),
+        ];
+        for (exit, soak_until, now, after) in table {
+            assert_eq!(
+                after_exit(exit, soak_until, start + now * MS),
+                after,
+                "{exit:?} at {now} ms"
+            );
+        }
     }
 }
