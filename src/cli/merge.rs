@@ -55,7 +55,15 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
     }
     let mut parts = Vec::with_capacity(located.len());
     for part in &located {
-        parts.push(read_part(part)?);
+        let mut read = read_part(part)?;
+        // A file older than `failure_kind` (schema 2) says how its cases
+        // failed only in words: the judge names the kind from its data.
+        for case in &mut read.results.cases {
+            if case.failure_kind.is_none() {
+                case.failure_kind = crate::judge::failure_kind(case, None);
+            }
+        }
+        parts.push(read);
     }
     // A suite's pytest cases are those its parts collected (recorded in
     // each part's results): the merge job needs no test environment.
