@@ -124,31 +124,13 @@ enum ToleranceSource {
 /// line per check that failed, the environment's drift, and the
 /// tolerances used.
 pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffText {
-    use crate::results::{CheckKind, CheckOutcome};
-
-    let legacy_gpu_compared =
-        baseline::drift::same_gpus(&before.lock.environment, &after.lock.environment);
-    // Each entry of either side, by testbed and case: like is compared
-    // with like (a testbed's with the same testbed's, or a lock of before
-    // testbeds of the same GPU model).
-    let keys: std::collections::BTreeSet<(Option<&str>, &str)> = before
-        .lock
-        .entries()
-        .chain(after.lock.entries())
-        .map(|(testbed, id, _)| (testbed, id))
-        .collect();
-    let exact = |lock: &'_ Lock, testbed: Option<&str>, id: &str| -> Option<baseline::LockedCase> {
-        match testbed {
-            None => lock.cases.get(id).cloned(),
-            Some(t) => lock.testbeds.get(t).and_then(|b| b.cases.get(id)).cloned(),
-        }
-    };
-    let suite_case = |id: &str| suite.and_then(|s| s.cases.iter().find(|c| c.id == id));
-    let with_capacity = before
-        .lock
-        .entries()
-        .chain(after.lock.entries())
-        .any(|(_, _, c)| c.capacity.is_some());
+    let cases = diff_cases(before, after, suite);
+    let with_capacity = cases.iter().any(|c| {
+        [&c.before, &c.after]
+            .into_iter()
+            .flatten()
+            .any(|entry| entry.capacity.is_some())
+    });
     let mut header = vec![
         "CASE",
         "HOST BEFORE",
@@ -163,214 +145,8 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
         header.push("CAPACITY");
     }
     let mut rows = vec![header.into_iter().map(String::from).collect::<Vec<_>>()];
-    let mut failures: Vec<String> = Vec::new();
-    let mut sources = std::collections::BTreeSet::new();
-    let figure = |bytes: Option<u64>| bytes.map_or("-".to_string(), |b| Bytes(b).to_string());
-    for (testbed, id) in keys {
-        let b = exact(&after.lock, testbed, id);
-        let (a, gpu_compared) = match &b {
-            Some(_) => {
-                let found = before.lock.baseline_for(id, testbed, None);
-                let compared = match found.source {
-                    baseline::testbed::Source::Testbed(_) => true,
-                    baseline::testbed::Source::Legacy => legacy_gpu_compared,
-                };
-                (found.entry.cloned(), compared)
-            }
-            None => (exact(&before.lock, testbed, id), legacy_gpu_compared),
-        };
-        // An entry of the lock before that the lock after replaced with
-        // its testbed's is the same case, not a removed one.
-        if b.is_none() && testbed.is_none() && after.lock.has_case(id) {
-            continue;
-        }
-        let (a, b) = (a.as_ref(), b.as_ref());
-        let label = match testbed {
-            Some(t) => format!("{id} [{t}]"),
-            None => id.to_string(),
-        };
-        let id = &id.to_string();
-        let row_figures = |pick: fn(&baseline::LockedCase) -> Option<u64>| {
-            (figure(a.and_then(pick)), figure(b.and_then(pick)))
-        };
-        let (host_before, host_after) = row_figures(|c| c.host_peak_bytes);
-        let (gpu_before, gpu_after) = row_figures(|c| c.gpu_peak_bytes);
-        let (Some(a), Some(b)) = (a, b) else {
-            let word = if a.is_none() { "new case" } else { "removed" };
-            // A cell under every column, the working memory's too.
-            let mut row = vec![
-                label.clone(),
-                host_before,
-                host_after,
-                word.to_string(),
-                word.to_string(),
-                gpu_before,
-                gpu_after,
-                word.to_string(),
-            ];
-            if with_capacity {
-                row.push(word.to_string());
-            }
-            rows.push(row);
-            continue;
-        };
-        let (tolerances, source) = match suite_case(id) {
-            Some(case) => (crate::judge::tolerances(case), ToleranceSource::Suite),
-            None => match (b.tolerance, a.tolerance) {
-                (Some(t), _) => (t, ToleranceSource::After),
-                (None, Some(t)) => (t, ToleranceSource::Before),
-                (None, None) => (Tolerances::default().into(), ToleranceSource::Default),
-            },
-        };
-        sources.insert(source);
-        let now_case = after
-            .results
-            .as_ref()
-            .and_then(|r| r.cases.iter().find(|c| &c.id == id));
-        let now = crate::results::readback::CaseNowParts::new(b, now_case);
-        // A results file's search as it ran (a lock keeps no search that
-        // found nothing: the results do); a lock's, as it counts it.
-        let capacity = match now_case.and_then(|c| c.capacity.clone()) {
-            Some(capacity) => Some(capacity),
-            None => b.capacity_of.as_ref().map(|of| {
-                let (param, step) = crate::capacity::parse_counted_as(of);
-                crate::capacity::Capacity {
-                    param,
-                    step,
-                    value: b.capacity,
-                    complete: true,
-                    probes: Vec::new(),
-                }
-            }),
-        };
-        let found = capacity.as_ref().map(|capacity| crate::judge::Found {
-            capacity,
-            max: suite_case(id)
-                .and_then(|c| c.search.as_ref())
-                .map(|s| s.max),
-        });
-        let against = crate::judge::Against {
-            locked: Some(a),
-            lock_path: &before.path,
-            require: false,
-            gpu_compared,
-            testbed: None,
-        };
-        let (_, mut checks) = crate::judge::against_lock(against, now.view(), tolerances, found);
-        if after.results.is_none() {
-            // A lock leaves out what it could not take as the case's own
-            // (a tainted GPU figure): absent there, it is not compared,
-            // as the run that made the lock did not gate it.
-            for check in checks.iter_mut().filter(|c| {
-                matches!(c.kind, CheckKind::Baseline(_)) && c.outcome == Some(CheckOutcome::Unknown)
-            }) {
-                check.passed = true;
-                check.outcome = Some(CheckOutcome::NotCompared);
-                check.facts = Some(crate::results::Facts::Baseline {
-                    not_compared: Some(baseline::NotCompared::NotInLock),
-                    required: false,
-                    spread: None,
-                    floor_breach: None,
-                    anon_within: None,
-                });
-            }
-        }
-        for check in &mut checks {
-            check.message = crate::report::words::check_message(check);
-        }
-        let cell = |kind: CheckKind| -> String {
-            let Some(check) = checks.iter().find(|c| c.kind == kind) else {
-                return "-".to_string();
-            };
-            let change = check.delta_ratio().map_or(String::new(), |r| {
-                format!(" {}", baseline::compare::signed_percent(r))
-            });
-            match check.outcome {
-                Some(CheckOutcome::Breached) => format!("REGRESSED{change}"),
-                Some(CheckOutcome::Improved) => format!("improved{change}"),
-                Some(CheckOutcome::Within) => match &check.facts {
-                    Some(crate::results::Facts::Baseline {
-                        anon_within: Some(_),
-                        ..
-                    }) => format!("ok{change} (file pages only)"),
-                    _ => format!("ok{change}"),
-                },
-                Some(CheckOutcome::Unknown) => "UNKNOWN".to_string(),
-                Some(CheckOutcome::NotGated) => format!("not gated{change}"),
-                Some(CheckOutcome::NotCompared) => match &check.facts {
-                    Some(crate::results::Facts::Baseline {
-                        not_compared: Some(baseline::NotCompared::HostMethod { locked, now }),
-                        ..
-                    }) => format!("not compared ({locked} vs {now})"),
-                    Some(crate::results::Facts::Baseline {
-                        not_compared: Some(baseline::NotCompared::GpuModels),
-                        ..
-                    }) => "not compared (GPU models differ)".to_string(),
-                    Some(crate::results::Facts::Baseline {
-                        not_compared: Some(baseline::NotCompared::HostSource { locked, .. }),
-                        ..
-                    }) => format!("not compared (no {locked} figure)"),
-                    _ => "not compared".to_string(),
-                },
-                Some(CheckOutcome::NoBaseline) | None => "-".to_string(),
-            }
-        };
-        let mut row = vec![
-            label.clone(),
-            host_before,
-            host_after,
-            cell(CheckKind::Baseline(baseline::Figure::Host)),
-            cell(CheckKind::Baseline(baseline::Figure::Working)),
-            gpu_before,
-            gpu_after,
-            cell(CheckKind::Baseline(baseline::Figure::Gpu)),
-        ];
-        if with_capacity {
-            let capacity = checks.iter().find(|c| c.kind == CheckKind::Capacity);
-            row.push(match (a.capacity, b.capacity, capacity) {
-                (Some(old), Some(new), Some(check)) => {
-                    let mark = match check.outcome {
-                        Some(CheckOutcome::Breached) => " REGRESSED",
-                        Some(CheckOutcome::Improved) => " grew",
-                        Some(CheckOutcome::NotCompared) => " not compared",
-                        _ => " ok",
-                    };
-                    format!("{old} → {new}{mark}")
-                }
-                (_, Some(new), _) => format!("{new} (no capacity before)"),
-                (Some(old), None, Some(check)) if !check.passed => {
-                    format!("{old} → none FAILED")
-                }
-                (Some(old), None, _) => format!("{old} → none"),
-                (None, None, _) => "-".to_string(),
-            });
-        }
-        rows.push(row);
-        failures.extend(
-            checks
-                .iter()
-                .filter(|c| !c.passed)
-                .map(|c| format!("  {label}: {}", c.message)),
-        );
-        let growth = crate::judge::site_growth(
-            a.allocation_sites.as_ref(),
-            b.allocation_sites.as_ref(),
-            &checks,
-        );
-        let ranks = crate::judge::rank_growth(Some(&a.ranks), &b.ranks, &checks);
-        if let Some(change) = ranks {
-            failures.push(format!(
-                "  {label}: {}",
-                crate::report::words::rank_growth(&change)
-            ));
-        }
-        if let Some(growth) = growth {
-            failures.push(format!(
-                "  {label}: {}",
-                crate::report::words::site_growth(&growth)
-            ));
-        }
-    }
+    rows.extend(cases.iter().map(|case| case.row(with_capacity)));
+    let mut failures: Vec<String> = cases.iter().flat_map(DiffCase::failure_lines).collect();
     let drift = baseline::drift::drift(&before.lock.environment, &after.lock.environment);
     // The drift policy the later run was judged with (`--suite`'s first):
     // under `on_drift = "fail"` a drifted environment fails, as in `run`.
@@ -402,6 +178,284 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
             let _ = writeln!(out, "  {change}");
         }
     }
+    let sources: std::collections::BTreeSet<ToleranceSource> =
+        cases.iter().filter_map(|c| c.tolerances).collect();
+    if let Some(said) = tolerances_said(&sources, before, after) {
+        let _ = writeln!(out, "\ntolerances: each case's, {said}");
+    }
+    DiffText {
+        text: out,
+        failed: !failures.is_empty(),
+    }
+}
+
+/// One case of a diff: both entries, and the judge's checks of the later
+/// against the earlier (worded), with what grew.
+struct DiffCase {
+    /// The case, and its testbed when the entry is one's.
+    label: String,
+    before: Option<baseline::LockedCase>,
+    after: Option<baseline::LockedCase>,
+    checks: Vec<crate::results::Check>,
+    /// Where its tolerances came from; `None`: not compared (new or
+    /// removed).
+    tolerances: Option<ToleranceSource>,
+    rank_growth: Option<crate::measure::ranks::RankChange>,
+    site_growth: Option<crate::snapshot::SiteGrowth>,
+}
+
+/// Each entry of either side, by testbed and case, judged: like is
+/// compared with like (a testbed's with the same testbed's, or a lock of
+/// before testbeds of the same GPU model), through the run's own
+/// `judge::against_lock`.
+fn diff_cases(before: &Side, after: &Side, suite: Option<&Suite>) -> Vec<DiffCase> {
+    let legacy_gpu_compared =
+        baseline::drift::same_gpus(&before.lock.environment, &after.lock.environment);
+    let keys: std::collections::BTreeSet<(Option<&str>, &str)> = before
+        .lock
+        .entries()
+        .chain(after.lock.entries())
+        .map(|(testbed, id, _)| (testbed, id))
+        .collect();
+    let exact = |lock: &'_ Lock, testbed: Option<&str>, id: &str| -> Option<baseline::LockedCase> {
+        match testbed {
+            None => lock.cases.get(id).cloned(),
+            Some(t) => lock.testbeds.get(t).and_then(|b| b.cases.get(id)).cloned(),
+        }
+    };
+    let suite_case = |id: &str| suite.and_then(|s| s.cases.iter().find(|c| c.id == id));
+    let mut cases = Vec::new();
+    for (testbed, id) in keys {
+        let later = exact(&after.lock, testbed, id);
+        let (earlier, gpu_compared) = match &later {
+            Some(_) => {
+                let found = before.lock.baseline_for(id, testbed, None);
+                let compared = match found.source {
+                    baseline::testbed::Source::Testbed(_) => true,
+                    baseline::testbed::Source::Legacy => legacy_gpu_compared,
+                };
+                (found.entry.cloned(), compared)
+            }
+            None => (exact(&before.lock, testbed, id), legacy_gpu_compared),
+        };
+        // An entry of the lock before that the lock after replaced with
+        // its testbed's is the same case, not a removed one.
+        if later.is_none() && testbed.is_none() && after.lock.has_case(id) {
+            continue;
+        }
+        let label = match testbed {
+            Some(t) => format!("{id} [{t}]"),
+            None => id.to_string(),
+        };
+        let mut case = DiffCase {
+            label,
+            before: earlier,
+            after: later,
+            checks: Vec::new(),
+            tolerances: None,
+            rank_growth: None,
+            site_growth: None,
+        };
+        let (Some(a), Some(b)) = (&case.before, &case.after) else {
+            cases.push(case);
+            continue;
+        };
+        let (tolerances, source) = match suite_case(id) {
+            Some(case) => (crate::judge::tolerances(case), ToleranceSource::Suite),
+            None => match (b.tolerance, a.tolerance) {
+                (Some(t), _) => (t, ToleranceSource::After),
+                (None, Some(t)) => (t, ToleranceSource::Before),
+                (None, None) => (Tolerances::default().into(), ToleranceSource::Default),
+            },
+        };
+        let now_case = after
+            .results
+            .as_ref()
+            .and_then(|r| r.cases.iter().find(|c| c.id == id));
+        let now = crate::results::readback::CaseNowParts::new(b, now_case);
+        // A results file's search as it ran (a lock keeps no search that
+        // found nothing: the results do); a lock's, as it counts it.
+        let capacity = match now_case.and_then(|c| c.capacity.clone()) {
+            Some(capacity) => Some(capacity),
+            None => b.capacity_of.as_ref().map(|of| {
+                let (param, step) = crate::capacity::parse_counted_as(of);
+                crate::capacity::Capacity {
+                    param,
+                    step,
+                    value: b.capacity,
+                    complete: true,
+                    probes: Vec::new(),
+                }
+            }),
+        };
+        let found = capacity.as_ref().map(|capacity| crate::judge::Found {
+            capacity,
+            max: suite_case(id)
+                .and_then(|c| c.search.as_ref())
+                .map(|s| s.max),
+        });
+        let against = crate::judge::Against {
+            locked: Some(a),
+            lock_path: &before.path,
+            require: false,
+            gpu_compared,
+            testbed: None,
+            now_from_lock: after.results.is_none(),
+        };
+        let (_, mut checks) = crate::judge::against_lock(against, now.view(), tolerances, found);
+        for check in &mut checks {
+            check.message = crate::report::words::check_message(check);
+        }
+        case.site_growth = crate::judge::site_growth(
+            a.allocation_sites.as_ref(),
+            b.allocation_sites.as_ref(),
+            &checks,
+        );
+        case.rank_growth = crate::judge::rank_growth(Some(&a.ranks), &b.ranks, &checks);
+        case.checks = checks;
+        case.tolerances = Some(source);
+        cases.push(case);
+    }
+    cases
+}
+
+impl DiffCase {
+    /// Its row of the table.
+    fn row(&self, with_capacity: bool) -> Vec<String> {
+        let figure = |bytes: Option<u64>| bytes.map_or("-".to_string(), |b| Bytes(b).to_string());
+        let both = |pick: fn(&baseline::LockedCase) -> Option<u64>| {
+            (
+                figure(self.before.as_ref().and_then(pick)),
+                figure(self.after.as_ref().and_then(pick)),
+            )
+        };
+        let (host_before, host_after) = both(|c| c.host_peak_bytes);
+        let (gpu_before, gpu_after) = both(|c| c.gpu_peak_bytes);
+        use crate::results::CheckKind::Baseline;
+        let (host, working, gpu, capacity) = match (&self.before, &self.after) {
+            (Some(a), Some(b)) => (
+                cell(&self.checks, Baseline(baseline::Figure::Host)),
+                cell(&self.checks, Baseline(baseline::Figure::Working)),
+                cell(&self.checks, Baseline(baseline::Figure::Gpu)),
+                capacity_cell(a.capacity, b.capacity, &self.checks),
+            ),
+            // A cell under every column, the working memory's too.
+            (None, _) => ["new case"; 4].map(String::from).into(),
+            (_, None) => ["removed"; 4].map(String::from).into(),
+        };
+        let mut row = vec![
+            self.label.clone(),
+            host_before,
+            host_after,
+            host,
+            working,
+            gpu_before,
+            gpu_after,
+            gpu,
+        ];
+        if with_capacity {
+            row.push(capacity);
+        }
+        row
+    }
+
+    /// Its lines under `failed:`: each failed check in run's words, then
+    /// the rank and the sites that grew.
+    fn failure_lines(&self) -> Vec<String> {
+        let label = &self.label;
+        let failed = self
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.message.clone());
+        let ranks = self
+            .rank_growth
+            .as_ref()
+            .map(crate::report::words::rank_growth);
+        let sites = self
+            .site_growth
+            .as_ref()
+            .map(crate::report::words::site_growth);
+        failed
+            .chain(ranks)
+            .chain(sites)
+            .map(|line| format!("  {label}: {line}"))
+            .collect()
+    }
+}
+
+/// A figure's cell: `REGRESSED +12.0%`, `ok +1.2%`, `not compared (…)`.
+fn cell(checks: &[crate::results::Check], kind: crate::results::CheckKind) -> String {
+    use crate::results::{CheckOutcome, Facts};
+    let Some(check) = checks.iter().find(|c| c.kind == kind) else {
+        return "-".to_string();
+    };
+    let change = check.delta_ratio().map_or(String::new(), |r| {
+        format!(" {}", baseline::compare::signed_percent(r))
+    });
+    let not_compared = match &check.facts {
+        Some(Facts::Baseline { not_compared, .. }) => not_compared.as_ref(),
+        _ => None,
+    };
+    match check.outcome {
+        Some(CheckOutcome::Breached) => format!("REGRESSED{change}"),
+        Some(CheckOutcome::Improved) => format!("improved{change}"),
+        Some(CheckOutcome::Within) => match &check.facts {
+            Some(Facts::Baseline {
+                anon_within: Some(_),
+                ..
+            }) => format!("ok{change} (file pages only)"),
+            _ => format!("ok{change}"),
+        },
+        Some(CheckOutcome::Unknown) => "UNKNOWN".to_string(),
+        Some(CheckOutcome::NotGated) => format!("not gated{change}"),
+        Some(CheckOutcome::NotCompared) => match not_compared {
+            Some(baseline::NotCompared::HostMethod { locked, now }) => {
+                format!("not compared ({locked} vs {now})")
+            }
+            Some(baseline::NotCompared::GpuModels) => {
+                "not compared (GPU models differ)".to_string()
+            }
+            Some(baseline::NotCompared::HostSource { locked, .. }) => {
+                format!("not compared (no {locked} figure)")
+            }
+            _ => "not compared".to_string(),
+        },
+        Some(CheckOutcome::NoBaseline) | None => "-".to_string(),
+    }
+}
+
+/// The capacity's cell: `88 → 72 REGRESSED`, `96 (no capacity before)`.
+fn capacity_cell(
+    before: Option<u64>,
+    after: Option<u64>,
+    checks: &[crate::results::Check],
+) -> String {
+    use crate::results::{CheckKind, CheckOutcome};
+    let check = checks.iter().find(|c| c.kind == CheckKind::Capacity);
+    match (before, after, check) {
+        (Some(old), Some(new), Some(check)) => {
+            let mark = match check.outcome {
+                Some(CheckOutcome::Breached) => " REGRESSED",
+                Some(CheckOutcome::Improved) => " grew",
+                Some(CheckOutcome::NotCompared) => " not compared",
+                _ => " ok",
+            };
+            format!("{old} → {new}{mark}")
+        }
+        (_, Some(new), _) => format!("{new} (no capacity before)"),
+        (Some(old), None, Some(check)) if !check.passed => format!("{old} → none FAILED"),
+        (Some(old), None, _) => format!("{old} → none"),
+        (None, None, _) => "-".to_string(),
+    }
+}
+
+/// Where the tolerances came from, said once for every source used.
+fn tolerances_said(
+    sources: &std::collections::BTreeSet<ToleranceSource>,
+    before: &Side,
+    after: &Side,
+) -> Option<String> {
     let defaults = Tolerances::default();
     let default_text = format!(
         "oomgate's defaults (host {}, gpu {})",
@@ -412,22 +466,12 @@ pub fn render_diff(before: &Side, after: &Side, suite: Option<&Suite>) -> DiffTe
         .iter()
         .map(|source| match source {
             ToleranceSource::Suite => "the suite's (--suite)".to_string(),
-            ToleranceSource::After => {
-                format!("as recorded in {}", after.path.display())
-            }
-            ToleranceSource::Before => {
-                format!("as recorded in {}", before.path.display())
-            }
+            ToleranceSource::After => format!("as recorded in {}", after.path.display()),
+            ToleranceSource::Before => format!("as recorded in {}", before.path.display()),
             ToleranceSource::Default => format!("{default_text}, where neither file records them"),
         })
         .collect();
-    if !said.is_empty() {
-        let _ = writeln!(out, "\ntolerances: each case's, {}", said.join("; "));
-    }
-    DiffText {
-        text: out,
-        failed: !failures.is_empty(),
-    }
+    (!said.is_empty()).then(|| said.join("; "))
 }
 
 /// Rows as left-aligned columns.

@@ -41,6 +41,11 @@ pub struct Against<'a> {
     pub gpu_compared: bool,
     /// With no entry: the testbed the lock has none for.
     pub testbed: Option<&'a str>,
+    /// The figures compared are a lock's (`oomgate diff` of two locks): a
+    /// lock leaves out what its run could not take as the case's own (a
+    /// tainted GPU figure), so a figure absent from it was not gated, and
+    /// is not compared — never an unknown that fails.
+    pub now_from_lock: bool,
 }
 
 /// What a search found, as it is compared with a locked capacity.
@@ -91,6 +96,21 @@ pub fn against_lock(
     } else {
         for figure in comparison.figures() {
             checks.extend(figure_check(figure, against.require));
+        }
+    }
+    if against.now_from_lock {
+        for check in checks.iter_mut().filter(|c| {
+            matches!(c.kind, CheckKind::Baseline(_)) && c.outcome == Some(CheckOutcome::Unknown)
+        }) {
+            check.passed = true;
+            check.outcome = Some(CheckOutcome::NotCompared);
+            check.facts = Some(Facts::Baseline {
+                not_compared: Some(NotCompared::NotInLock),
+                required: false,
+                spread: None,
+                floor_breach: None,
+                anon_within: None,
+            });
         }
     }
     // Nor can a figure this probe could not measure, or one a required
@@ -150,6 +170,7 @@ pub fn capacity_alone(tolerances: CaseTolerances, found: Found<'_>) -> Option<Ch
         require: false,
         gpu_compared: true,
         testbed: None,
+        now_from_lock: false,
     };
     capacity_check(against, tolerances, found)
 }

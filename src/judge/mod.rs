@@ -274,6 +274,7 @@ fn compare(case: &Case, result: &mut CaseResult, capacity: Option<&Capacity>, ba
             crate::baseline::testbed::Source::Legacy => info.gpu_compared,
         },
         testbed: testbed_missing.as_deref(),
+        now_from_lock: false,
     };
     let found = capacity.map(|capacity| Found {
         capacity,

@@ -299,6 +299,7 @@ fn against(locked: &crate::baseline::LockedCase) -> Against<'_> {
         require: false,
         gpu_compared: true,
         testbed: None,
+        now_from_lock: false,
     }
 }
 
