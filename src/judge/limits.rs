@@ -12,7 +12,7 @@ use crate::measure::HostFigures;
 use crate::measure::gpu::{CaseGpu, GpuFigures};
 use crate::probe::ProbeSummary;
 use crate::results::{Check, CheckKind, CheckOutcome, Facts};
-use crate::suite::{Budget, Case, Leak};
+use crate::suite::{Budget, BudgetKind, Case, Leak};
 use crate::units::Bytes;
 
 use super::verdict::breaches;
@@ -26,7 +26,8 @@ pub fn headroom_limit(total: u64, fraction: f64) -> Bytes {
 /// Whether a figure measured so far is over its budget: the gated host peak
 /// so far (see `measure::host`), and this tick's GPU figures (a tick over
 /// budget stops the case, so earlier ones were within) without tainted
-/// device deltas, in total and as each device's share of its memory.
+/// device deltas, in total, per rank, and as each device's share of its
+/// memory. What the case leaves behind is only known after it.
 pub fn budget_breached(
     budget: &Budget,
     host_peak: Option<Bytes>,
@@ -36,22 +37,22 @@ pub fn budget_breached(
         (Some(limit), Some(peak)) => breaches(Bytes(peak), limit),
         _ => false,
     };
-    if over(budget.host, host_peak.map(Bytes::get))
-        || over(budget.gpu, gpu.and_then(CaseGpu::gated_total))
-        || over(
+    BudgetKind::ALL.into_iter().any(|kind| match kind {
+        BudgetKind::Host => over(budget.host, host_peak.map(Bytes::get)),
+        BudgetKind::Gpu => over(budget.gpu, gpu.and_then(CaseGpu::gated_total)),
+        BudgetKind::GpuRank => over(
             budget.gpu_rank,
             gpu.and_then(CaseGpu::largest_rank_now)
                 .map(|(_, bytes)| bytes),
-        )
-    {
-        return true;
-    }
-    match (budget.gpu_fraction, gpu) {
-        (Some(fraction), Some(gpu)) => gpu.gated_by_device().any(|(device, live)| {
-            breaches(Bytes(live), headroom_limit(device.usable_bytes(), fraction))
-        }),
-        _ => false,
-    }
+        ),
+        BudgetKind::GpuFraction => match (budget.gpu_fraction, gpu) {
+            (Some(fraction), Some(gpu)) => gpu.gated_by_device().any(|(device, live)| {
+                breaches(Bytes(live), headroom_limit(device.usable_bytes(), fraction))
+            }),
+            _ => false,
+        },
+        BudgetKind::GpuLeft => false,
+    })
 }
 
 /// What of a GPU figure a limit judges. A device-delta figure taken while a
@@ -173,82 +174,101 @@ pub fn headroom_check(
         })
 }
 
+/// The order a finished case's budget checks are listed in: the whole
+/// case's figures, then each device's headroom.
+const CHECKED_IN_ORDER: [BudgetKind; BudgetKind::COUNT] = BudgetKind::every_once([
+    BudgetKind::Host,
+    BudgetKind::Gpu,
+    BudgetKind::GpuRank,
+    BudgetKind::GpuLeft,
+    BudgetKind::GpuFraction,
+]);
+
 /// Every budget verdict of a finished case.
 pub fn budget_checks(budget: &Budget, host: &HostFigures, gpu: Option<&GpuFigures>) -> Vec<Check> {
     let mut checks = Vec::new();
-    if let Some(limit) = budget.host {
-        let how = match host.peak_source {
-            Some(source) => format!("{}, {}", source.as_str(), host.method),
-            None => host.method.to_string(),
-        };
-        checks.push(host_budget_check(host.peak_bytes.map(Bytes), &how, limit));
-    }
-    if let Some(limit) = budget.gpu {
-        checks.push(match gpu {
-            Some(gpu) => gpu_budget_check(
-                gpu.peak_bytes.map(Bytes),
-                &gpu.method.to_string(),
-                &gated(gpu),
-                limit,
-            ),
-            None => gpu_budget_check(None, "GPU memory was not measured", &Gated::Whole, limit),
-        });
-    }
-    if let Some(limit) = budget.gpu_rank {
-        // The rank with the largest GPU peak; unknown without ranks or
-        // without a GPU figure.
-        let ranks = gpu
-            .map(|g| g.ranks.peaks().collect::<Vec<_>>())
-            .unwrap_or_default();
-        let largest = ranks
-            .iter()
-            .max_by_key(|(rank, bytes, _)| (*bytes, std::cmp::Reverse(*rank)));
-        let method = match largest {
-            Some((rank, _, devices)) => format!(
-                "rank {rank}{}",
-                match devices.as_slice() {
-                    [] => String::new(),
-                    devices => format!(
-                        " on GPU {}",
-                        devices.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-                    ),
+    for kind in CHECKED_IN_ORDER {
+        match kind {
+            BudgetKind::Host => checks.extend(budget.host.map(|limit| {
+                let how = match host.peak_source {
+                    Some(source) => format!("{}, {}", source.as_str(), host.method),
+                    None => host.method.to_string(),
+                };
+                host_budget_check(host.peak_bytes.map(Bytes), &how, limit)
+            })),
+            BudgetKind::Gpu => checks.extend(budget.gpu.map(|limit| match gpu {
+                Some(gpu) => gpu_budget_check(
+                    gpu.peak_bytes.map(Bytes),
+                    &gpu.method.to_string(),
+                    &gated(gpu),
+                    limit,
+                ),
+                None => gpu_budget_check(None, "GPU memory was not measured", &Gated::Whole, limit),
+            })),
+            BudgetKind::GpuRank => {
+                checks.extend(budget.gpu_rank.map(|limit| rank_check(gpu, limit)))
+            }
+            BudgetKind::GpuLeft => checks.extend(budget.gpu_left.map(|limit| {
+                let facts = Facts::Budget {
+                    method: "after the case".to_string(),
+                    left_out: None,
+                    whole_bytes: None,
+                };
+                let left = gpu.and_then(|g| g.left_bytes).map(Bytes);
+                self::budget(CheckKind::Budget(kind), left, limit, facts)
+            })),
+            BudgetKind::GpuFraction => {
+                let devices = gpu.map(|g| g.devices.as_slice()).unwrap_or_default();
+                if let Some(fraction) = budget.gpu_fraction {
+                    checks.extend(devices.iter().map(|device| {
+                        headroom_check(
+                            device.index,
+                            &format!("GPU {} ({})", device.index, device.name),
+                            device.peak_bytes.map(Bytes),
+                            &device.method.to_string(),
+                            device.taint().as_deref(),
+                            DeviceMemory::of(device),
+                            fraction,
+                        )
+                    }));
                 }
-            ),
-            None => "no rank was seen: no process of the case has RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID".to_string(),
-        };
-        let facts = Facts::Budget {
-            method,
-            left_out: None,
-            whole_bytes: None,
-        };
-        let peak = largest
-            .map(|(_, bytes, _)| Bytes(*bytes))
-            .filter(|_| gpu.is_some_and(|g| g.peak_bytes.is_some()));
-        checks.push(self::budget(CheckKind::GpuRank, peak, limit, facts));
-    }
-    if let Some(limit) = budget.gpu_left {
-        let facts = Facts::Budget {
-            method: "after the case".to_string(),
-            left_out: None,
-            whole_bytes: None,
-        };
-        let left = gpu.and_then(|g| g.left_bytes).map(Bytes);
-        checks.push(self::budget(CheckKind::GpuLeft, left, limit, facts));
-    }
-    if let Some(fraction) = budget.gpu_fraction {
-        for device in gpu.map(|g| g.devices.as_slice()).unwrap_or_default() {
-            checks.push(headroom_check(
-                device.index,
-                &format!("GPU {} ({})", device.index, device.name),
-                device.peak_bytes.map(Bytes),
-                &device.method.to_string(),
-                device.taint().as_deref(),
-                DeviceMemory::of(device),
-                fraction,
-            ));
+            }
         }
     }
     checks
+}
+
+/// The rank budget's verdict: on the rank with the largest GPU peak;
+/// unknown without ranks or without a GPU figure.
+fn rank_check(gpu: Option<&GpuFigures>, limit: Bytes) -> Check {
+    let ranks = gpu
+        .map(|g| g.ranks.peaks().collect::<Vec<_>>())
+        .unwrap_or_default();
+    let largest = ranks
+        .iter()
+        .max_by_key(|(rank, bytes, _)| (*bytes, std::cmp::Reverse(*rank)));
+    let method = match largest {
+        Some((rank, _, devices)) => format!(
+            "rank {rank}{}",
+            match devices.as_slice() {
+                [] => String::new(),
+                devices => format!(
+                    " on GPU {}",
+                    devices.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                ),
+            }
+        ),
+        None => "no rank was seen: no process of the case has RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID".to_string(),
+    };
+    let facts = Facts::Budget {
+        method,
+        left_out: None,
+        whole_bytes: None,
+    };
+    let peak = largest
+        .map(|(_, bytes, _)| Bytes(*bytes))
+        .filter(|_| gpu.is_some_and(|g| g.peak_bytes.is_some()));
+    budget(CheckKind::GpuRank, peak, limit, facts)
 }
 
 /// What of the case's GPU figure its budget judges: all of it, unless some

@@ -12,6 +12,7 @@ use crate::baseline::compare::{describe_tolerance, signed_percent};
 use crate::baseline::{AnonWithin, FigureComparison, FloorBreach, NotCompared, SpreadBound};
 use crate::judge::{Cause, Verdict, Who};
 use crate::results::{CaseResult, Check, CheckKind, CheckOutcome, Facts};
+use crate::suite::{Budget, BudgetKind, BudgetValue};
 use crate::units::{Bytes, format_duration, format_figure};
 use crate::vocabulary::Exit;
 
@@ -229,7 +230,8 @@ pub fn case_message(
 }
 
 /// A check's sentence, from its data. A check read from results written
-/// before checks were data keeps the message it was written with.
+/// before checks were data keeps the message it was written with, and so
+/// does one whose facts are not of its kind (no oomgate writes such).
 pub fn check_message(check: &Check) -> String {
     let Some(facts) = &check.facts else {
         return check.message.clone();
@@ -239,23 +241,96 @@ pub fn check_message(check: &Check) -> String {
     } else {
         CheckOutcome::Breached
     });
-    match (&check.kind, facts) {
-        (CheckKind::Client(inner), _) => {
+    let written = || check.message.clone();
+    match &check.kind {
+        CheckKind::Client(inner) => {
             let inner = Check {
                 kind: (**inner).clone(),
                 ..check.clone()
             };
             format!("client {}", check_message(&inner))
         }
-        (CheckKind::HostBudget, Facts::Budget { method, .. }) => {
+        CheckKind::Budget(kind) => budget_message(*kind, check, outcome, facts),
+        CheckKind::GpuHeadroom { .. } => {
+            budget_message(BudgetKind::GpuFraction, check, outcome, facts)
+        }
+        CheckKind::HostOomKill => match facts {
+            Facts::OomKill { kills, method } => format!(
+                "the kernel's OOM killer killed {kills} process(es) of the case (counted by its memory cgroup, {method})"
+            ),
+            _ => written(),
+        },
+        CheckKind::Limit(key) => match facts {
+            Facts::Limit { text, value, bytes } => limit(key, text, *value, *bytes, outcome),
+            _ => written(),
+        },
+        CheckKind::Leak => match facts {
+            Facts::Leak {
+                what,
+                figures,
+                warmup,
+            } => leak(check, what.as_deref(), figures.as_ref(), *warmup),
+            _ => written(),
+        },
+        CheckKind::Baseline(figure) => match facts {
+            Facts::Baseline {
+                not_compared,
+                required,
+                spread,
+                floor_breach,
+                anon_within,
+            } => baseline_figure(
+                check,
+                figure.as_str(),
+                outcome,
+                not_compared.as_ref(),
+                *required,
+                (spread.as_ref(), *floor_breach, *anon_within),
+            ),
+            _ => written(),
+        },
+        CheckKind::BaselineMissing => match facts {
+            Facts::Missing {
+                lock,
+                required,
+                testbed,
+            } => {
+                let mut message = match (lock, testbed) {
+                    (Some(lock), Some(testbed)) => {
+                        format!("no baseline for testbed {testbed} in {}", lock.display())
+                    }
+                    (Some(lock), None) => {
+                        format!("no baseline for this case in {}", lock.display())
+                    }
+                    (None, _) => "no baseline: no lock file".to_string(),
+                };
+                if *required {
+                    message.push_str(" (--require-baseline)");
+                }
+                message
+            }
+            _ => written(),
+        },
+        CheckKind::Capacity => capacity(facts, outcome).unwrap_or_else(written),
+        CheckKind::EnvironmentDrift => match facts {
+            Facts::Drift { changes } => format!(
+                "the environment drifted from the baseline (on_drift = \"fail\"): {}",
+                changes.join(", ")
+            ),
+            _ => written(),
+        },
+    }
+}
+
+/// A budget's sentence, by its kind. Every kind has its words here: a
+/// kind added to `BudgetKind` does not compile until it has them.
+fn budget_message(kind: BudgetKind, check: &Check, outcome: CheckOutcome, facts: &Facts) -> String {
+    match (kind, facts) {
+        (BudgetKind::Host, Facts::Budget { method, .. }) => {
             budget("host", outcome, check, &format!(" ({method})"))
         }
-        (CheckKind::GpuLeft, _) => gpu_left(check, outcome),
-        (CheckKind::GpuRank, Facts::Budget { method, .. }) => {
-            budget("gpu rank", outcome, check, &format!(" ({method})"))
-        }
         (
-            _,
+            BudgetKind::Gpu,
             Facts::Budget {
                 method,
                 left_out,
@@ -275,8 +350,13 @@ pub fn check_message(check: &Check) -> String {
             ),
             (_, None) => budget("gpu", outcome, check, &format!(" ({method})")),
         },
+        (BudgetKind::GpuRank, Facts::Budget { method, .. }) => {
+            budget("gpu rank", outcome, check, &format!(" ({method})"))
+        }
+        // Its figure and limit say it all.
+        (BudgetKind::GpuLeft, _) => gpu_left(check, outcome),
         (
-            _,
+            BudgetKind::GpuFraction,
             Facts::Headroom {
                 device,
                 method,
@@ -292,142 +372,140 @@ pub fn check_message(check: &Check) -> String {
             (*total_bytes, *reserved_bytes),
             *fraction,
         ),
-        (_, Facts::OomKill { kills, method }) => format!(
-            "the kernel's OOM killer killed {kills} process(es) of the case (counted by its memory cgroup, {method})"
-        ),
-        (CheckKind::Limit(key), Facts::Limit { text, value, bytes }) => {
-            let shown = |value: f64| {
-                if *bytes {
-                    Bytes(value as u64).to_string()
-                } else {
-                    format_figure(value)
-                }
-            };
-            match (value, outcome) {
-                (Some(value), CheckOutcome::Within) => {
-                    format!("{key} = {} within limit {text}", shown(*value))
-                }
-                (Some(value), _) => format!("{key} = {} breaks limit {text}", shown(*value)),
-                (None, _) => {
-                    format!("{key} was not reported by the workload, so limit {text} is unverified")
-                }
-            }
+        // Facts of another kind: the words it came with.
+        (BudgetKind::Host | BudgetKind::Gpu | BudgetKind::GpuRank | BudgetKind::GpuFraction, _) => {
+            check.message.clone()
         }
-        (
-            _,
-            Facts::Leak {
-                what,
-                figures,
-                warmup,
-            },
-        ) => match (what, figures) {
-            (Some(what), Some(figures)) => {
-                let max = shown(check.limit_bytes);
-                let trend = crate::leak::describe(figures);
-                if check.passed {
-                    format!("no leak: {what} {trend}, within {max}")
-                } else {
-                    format!("leak: {what} {trend}, more than the {max} allowed")
-                }
-            }
-            _ => format!(
-                "leak not checked: fewer than 3 iterations after a warm-up of {warmup}, from probe steps or soak runs"
-            ),
-        },
-        (
-            CheckKind::Baseline(figure),
-            Facts::Baseline {
-                not_compared,
-                required,
-                spread,
-                floor_breach,
-                anon_within,
-            },
-        ) => baseline_figure(
-            check,
-            figure.as_str(),
-            outcome,
-            not_compared.as_ref(),
-            *required,
-            (spread.as_ref(), *floor_breach, *anon_within),
-        ),
-        (
-            _,
-            Facts::Missing {
-                lock,
-                required,
-                testbed,
-            },
-        ) => {
-            let mut message = match (lock, testbed) {
-                (Some(lock), Some(testbed)) => {
-                    format!("no baseline for testbed {testbed} in {}", lock.display())
-                }
-                (Some(lock), None) => format!("no baseline for this case in {}", lock.display()),
-                (None, _) => "no baseline: no lock file".to_string(),
-            };
-            if *required {
-                message.push_str(" (--require-baseline)");
-            }
-            message
-        }
-        (
-            _,
-            Facts::Capacity {
-                param,
-                value,
-                complete,
-                probes,
-                locked,
-                least_accepted,
-                tolerance,
-                lock_counts,
-                counts,
-                required,
-            },
-        ) => {
-            let found = match (value, complete) {
-                (Some(value), true) => value.to_string(),
-                (Some(value), false) => format!(">= {value} (the search was cut short)"),
-                (None, _) => "none".to_string(),
-            };
-            match (outcome, value, locked) {
-                (CheckOutcome::NotCompared, _, _) => format!(
-                    "capacity not compared: the lock's counts {}, this search {}; lock again to gate it",
-                    lock_counts.as_deref().unwrap_or("something else"),
-                    counts.as_deref().unwrap_or(param)
-                ),
-                (_, None, _) => format!(
-                    "no {param} fits: the smallest probed failed ({})",
-                    plural(*probes, "probe")
-                ),
-                (CheckOutcome::Breached, Some(_), Some(locked)) => format!(
-                    "capacity regressed: {param} {locked} → {found} (capacity_tolerance {tolerance} accepts {} and up)",
-                    least_accepted.unwrap_or(*locked)
-                ),
-                (CheckOutcome::Improved, Some(_), Some(locked)) => {
-                    format!("capacity grew: {param} {locked} → {found}; re-lock to keep it")
-                }
-                (_, Some(value), Some(locked)) if value < locked => format!(
-                    "capacity {param} {locked} → {found}, within capacity_tolerance {tolerance}"
-                ),
-                (_, Some(value), Some(locked)) if value > locked => {
-                    format!("capacity {param} {found}, at least the locked {locked}")
-                }
-                (_, Some(_), Some(_)) => format!("capacity {param} {found}, as locked"),
-                (_, Some(_), None) if *required => {
-                    "no locked capacity to compare with (--require-baseline)".to_string()
-                }
-                (_, Some(_), None) => "no locked capacity to compare with".to_string(),
-            }
-        }
-        (_, Facts::Drift { changes }) => format!(
-            "the environment drifted from the baseline (on_drift = \"fail\"): {}",
-            changes.join(", ")
-        ),
-        // Facts that do not belong to the kind: the words it came with.
-        _ => check.message.clone(),
     }
+}
+
+/// `metric.tokens_per_s = 1200 breaks limit >= 1500`
+fn limit(key: &str, text: &str, value: Option<f64>, bytes: bool, outcome: CheckOutcome) -> String {
+    let shown = |value: f64| {
+        if bytes {
+            Bytes(value as u64).to_string()
+        } else {
+            format_figure(value)
+        }
+    };
+    match (value, outcome) {
+        (Some(value), CheckOutcome::Within) => {
+            format!("{key} = {} within limit {text}", shown(value))
+        }
+        (Some(value), _) => format!("{key} = {} breaks limit {text}", shown(value)),
+        (None, _) => {
+            format!("{key} was not reported by the workload, so limit {text} is unverified")
+        }
+    }
+}
+
+/// `leak: allocated memory grows 8.00 MiB per iteration over ...`
+fn leak(
+    check: &Check,
+    what: Option<&str>,
+    figures: Option<&crate::leak::LeakFigures>,
+    warmup: u32,
+) -> String {
+    match (what, figures) {
+        (Some(what), Some(figures)) => {
+            let max = shown(check.limit_bytes);
+            let trend = crate::leak::describe(figures);
+            if check.passed {
+                format!("no leak: {what} {trend}, within {max}")
+            } else {
+                format!("leak: {what} {trend}, more than the {max} allowed")
+            }
+        }
+        _ => format!(
+            "leak not checked: fewer than 3 iterations after a warm-up of {warmup}, from probe steps or soak runs"
+        ),
+    }
+}
+
+/// `capacity regressed: batch 296 → 248 (capacity_tolerance ...)`;
+/// `None` for facts that are not a capacity's.
+fn capacity(facts: &Facts, outcome: CheckOutcome) -> Option<String> {
+    let Facts::Capacity {
+        param,
+        value,
+        complete,
+        probes,
+        locked,
+        least_accepted,
+        tolerance,
+        lock_counts,
+        counts,
+        required,
+    } = facts
+    else {
+        return None;
+    };
+    let found = match (value, complete) {
+        (Some(value), true) => value.to_string(),
+        (Some(value), false) => format!(">= {value} (the search was cut short)"),
+        (None, _) => "none".to_string(),
+    };
+    Some(match (outcome, value, locked) {
+        (CheckOutcome::NotCompared, _, _) => format!(
+            "capacity not compared: the lock's counts {}, this search {}; lock again to gate it",
+            lock_counts.as_deref().unwrap_or("something else"),
+            counts.as_deref().unwrap_or(param)
+        ),
+        (_, None, _) => format!(
+            "no {param} fits: the smallest probed failed ({})",
+            plural(*probes, "probe")
+        ),
+        (CheckOutcome::Breached, Some(_), Some(locked)) => format!(
+            "capacity regressed: {param} {locked} → {found} (capacity_tolerance {tolerance} accepts {} and up)",
+            least_accepted.unwrap_or(*locked)
+        ),
+        (CheckOutcome::Improved, Some(_), Some(locked)) => {
+            format!("capacity grew: {param} {locked} → {found}; re-lock to keep it")
+        }
+        (_, Some(value), Some(locked)) if value < locked => {
+            format!("capacity {param} {locked} → {found}, within capacity_tolerance {tolerance}")
+        }
+        (_, Some(value), Some(locked)) if value > locked => {
+            format!("capacity {param} {found}, at least the locked {locked}")
+        }
+        (_, Some(_), Some(_)) => format!("capacity {param} {found}, as locked"),
+        (_, Some(_), None) if *required => {
+            "no locked capacity to compare with (--require-baseline)".to_string()
+        }
+        (_, Some(_), None) => "no locked capacity to compare with".to_string(),
+    })
+}
+
+/// The order `oomgate list` names a case's budgets in.
+const LISTED_IN_ORDER: [BudgetKind; BudgetKind::COUNT] = BudgetKind::every_once([
+    BudgetKind::Host,
+    BudgetKind::Gpu,
+    BudgetKind::GpuRank,
+    BudgetKind::GpuFraction,
+    BudgetKind::GpuLeft,
+]);
+
+/// `oomgate list`'s words for the budgets set: `budget host 512.0 MiB`,
+/// `gpu headroom 90%`; for a load client's (`client`), listed after the
+/// word `budget`, without it: `host 512.0 MiB`.
+pub fn budget_settings(budget: &Budget, client: bool) -> Vec<String> {
+    let prefix = if client { "" } else { "budget " };
+    LISTED_IN_ORDER
+        .into_iter()
+        .filter_map(|kind| {
+            let value = budget.get(kind)?;
+            let size = match value {
+                BudgetValue::Size(bytes) => bytes.to_string(),
+                BudgetValue::Share(share) => format!("{:.0}%", share * 100.0),
+            };
+            Some(match kind {
+                BudgetKind::Host | BudgetKind::Gpu | BudgetKind::GpuRank | BudgetKind::GpuLeft => {
+                    format!("{prefix}{} {size}", kind.key())
+                }
+                BudgetKind::GpuFraction => format!("gpu headroom {size}"),
+            })
+        })
+        .collect()
 }
 
 fn shown(bytes: Option<u64>) -> String {

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::baseline::{AppliedTolerance, CaseTolerances, Figure, NotCompared};
 use crate::capacity;
+use crate::suite::BudgetKind;
 
 /// One verdict on one figure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -248,18 +249,14 @@ pub enum Facts {
 /// the name is only what files show.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CheckKind {
-    /// `budget.host`: the host peak against `budget.host`.
-    HostBudget,
-    /// `budget.gpu`: the GPU peak over all devices against `budget.gpu`.
-    GpuBudget,
+    /// `budget.<key>`: a figure of the case against its budget of that
+    /// kind (`budget.host`: the host peak; `budget.gpu`: the GPU peak over
+    /// all devices; `budget.gpu_left`: what its devices did not give back;
+    /// `budget.gpu_rank`: the largest rank's GPU memory). A headroom budget
+    /// is checked per device instead ([`CheckKind::GpuHeadroom`]).
+    Budget(BudgetKind),
     /// `budget.gpu_fraction.gpu<N>`: one device's peak against its share.
     GpuHeadroom { device: u32 },
-    /// `budget.gpu_left`: GPU memory the case's devices did not give back
-    /// after it, against `budget.gpu_left`.
-    GpuLeft,
-    /// `budget.gpu_rank`: the largest rank's GPU memory against
-    /// `budget.gpu_rank`.
-    GpuRank,
     /// `host.oom_kill`: the kernel's OOM killer killed a process of the case.
     HostOomKill,
     /// `limit.<key>`: a `limits` entry on a probe figure or metric.
@@ -282,7 +279,43 @@ pub enum CheckKind {
     Client(Box<CheckKind>),
 }
 
+#[allow(non_upper_case_globals)]
 impl CheckKind {
+    /// `budget.host`, by the name lookups and patterns use.
+    pub const HostBudget: CheckKind = CheckKind::Budget(BudgetKind::Host);
+    /// `budget.gpu`.
+    pub const GpuBudget: CheckKind = CheckKind::Budget(BudgetKind::Gpu);
+    /// `budget.gpu_left`.
+    pub const GpuLeft: CheckKind = CheckKind::Budget(BudgetKind::GpuLeft);
+    /// `budget.gpu_rank`.
+    pub const GpuRank: CheckKind = CheckKind::Budget(BudgetKind::GpuRank);
+
+    /// The budget it judges, headroom's per-device checks included.
+    pub fn budget(&self) -> Option<BudgetKind> {
+        match self {
+            CheckKind::Budget(kind) => Some(*kind),
+            CheckKind::GpuHeadroom { .. } => Some(BudgetKind::GpuFraction),
+            CheckKind::HostOomKill
+            | CheckKind::Limit(_)
+            | CheckKind::Leak
+            | CheckKind::BaselineMissing
+            | CheckKind::Baseline(_)
+            | CheckKind::Capacity
+            | CheckKind::EnvironmentDrift
+            | CheckKind::Client(_) => None,
+        }
+    }
+
+    /// A check `oomgate merge --suite` makes again from a part's figures
+    /// when the suite's limits changed: a budget measured once for the
+    /// whole run ([`BudgetKind::judged_again`]) or a probe limit.
+    pub fn judged_again(&self) -> bool {
+        match self {
+            CheckKind::Limit(_) => true,
+            kind => kind.budget().is_some_and(BudgetKind::judged_again),
+        }
+    }
+
     /// A comparison with the baseline (present or missing).
     pub fn is_baseline(&self) -> bool {
         matches!(
@@ -301,11 +334,10 @@ impl CheckKind {
 impl std::fmt::Display for CheckKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CheckKind::HostBudget => f.write_str("budget.host"),
-            CheckKind::GpuBudget => f.write_str("budget.gpu"),
-            CheckKind::GpuHeadroom { device } => write!(f, "budget.gpu_fraction.gpu{device}"),
-            CheckKind::GpuLeft => f.write_str("budget.gpu_left"),
-            CheckKind::GpuRank => f.write_str("budget.gpu_rank"),
+            CheckKind::Budget(kind) => f.write_str(kind.name()),
+            CheckKind::GpuHeadroom { device } => {
+                write!(f, "{}.gpu{device}", BudgetKind::GpuFraction.name())
+            }
             CheckKind::HostOomKill => f.write_str("host.oom_kill"),
             CheckKind::Limit(key) => write!(f, "limit.{key}"),
             CheckKind::Leak => f.write_str("leak"),
@@ -335,21 +367,20 @@ impl std::str::FromStr for CheckKind {
     /// A check's name as results.json writes it, back into its kind.
     fn from_str(name: &str) -> Result<Self, UnknownCheck> {
         let unknown = || UnknownCheck(name.to_string());
+        let headroom = format!("{}.gpu", BudgetKind::GpuFraction.name());
         Ok(match name {
-            "budget.host" => CheckKind::HostBudget,
-            "budget.gpu" => CheckKind::GpuBudget,
-            "budget.gpu_left" => CheckKind::GpuLeft,
-            "budget.gpu_rank" => CheckKind::GpuRank,
             "host.oom_kill" => CheckKind::HostOomKill,
             "leak" => CheckKind::Leak,
             "baseline" => CheckKind::BaselineMissing,
             "baseline.capacity" => CheckKind::Capacity,
             "environment.drift" => CheckKind::EnvironmentDrift,
             _ => {
-                if let Some(device) = name.strip_prefix("budget.gpu_fraction.gpu") {
+                if let Some(device) = name.strip_prefix(headroom.as_str()) {
                     CheckKind::GpuHeadroom {
                         device: device.parse().map_err(|_| unknown())?,
                     }
+                } else if let Some(key) = name.strip_prefix("budget.") {
+                    CheckKind::Budget(BudgetKind::from_key(key).ok_or_else(unknown)?)
                 } else if let Some(check) = name.strip_prefix("client.") {
                     CheckKind::Client(Box::new(check.parse().map_err(|_| unknown())?))
                 } else if let Some(key) = name.strip_prefix("limit.").filter(|k| !k.is_empty()) {
