@@ -193,7 +193,8 @@ fn judged_run() -> RunResults {
     });
     budget.result.checks = vec![judge::host_budget_check(
         Some(Bytes(612 * MIB)),
-        "vmhwm, cgroup-v1",
+        Some(crate::measure::host::HostFloor::Vmhwm),
+        HostMethod::CgroupV1,
         Bytes(512 * MIB),
     )];
     let mut oom = run(case("oom"), GIB, Some(79 * GIB), Exit::Code(1));

@@ -11,7 +11,13 @@
 use crate::baseline::compare::{describe_tolerance, signed_percent};
 use crate::baseline::{AnonWithin, FigureComparison, FloorBreach, NotCompared, SpreadBound};
 use crate::judge::{Cause, Verdict, Who};
-use crate::results::{CaseResult, Check, CheckKind, CheckOutcome, Facts};
+use std::borrow::Cow;
+
+use crate::leak::{LeakFigures, LeakSource};
+use crate::measure::gpu::{ForeignPid, GpuMethod};
+use crate::results::{
+    CaseResult, Check, CheckKind, CheckOutcome, Device, Facts, Measured, OrWritten, TaintedDevice,
+};
 use crate::suite::{Budget, BudgetKind, BudgetValue};
 use crate::units::{Bytes, format_duration, format_figure};
 use crate::vocabulary::Exit;
@@ -327,6 +333,7 @@ pub fn check_message(check: &Check) -> String {
 fn budget_message(kind: BudgetKind, check: &Check, outcome: CheckOutcome, facts: &Facts) -> String {
     match (kind, facts) {
         (BudgetKind::Host, Facts::Budget { method, .. }) => {
+            let method = measured(method);
             budget("host", outcome, check, &format!(" ({method})"))
         }
         (
@@ -336,21 +343,25 @@ fn budget_message(kind: BudgetKind, check: &Check, outcome: CheckOutcome, facts:
                 left_out,
                 whole_bytes,
             },
-        ) => match (outcome, left_out) {
-            (CheckOutcome::NotGated, Some(left_out)) => format!(
-                "gpu peak {} ({method}) not gated against budget {}: {left_out}, whose memory may be in it",
-                shown(whole_bytes.or(check.figure_bytes)),
-                shown(check.limit_bytes)
-            ),
-            (_, Some(left_out)) => budget(
-                "gpu",
-                outcome,
-                check,
-                &format!(" ({method}, without {left_out}: not gated)"),
-            ),
-            (_, None) => budget("gpu", outcome, check, &format!(" ({method})")),
-        },
+        ) => {
+            let method = measured(method);
+            match (outcome, left_out.as_ref().map(left_out_words)) {
+                (CheckOutcome::NotGated, Some(left_out)) => format!(
+                    "gpu peak {} ({method}) not gated against budget {}: {left_out}, whose memory may be in it",
+                    shown(whole_bytes.or(check.figure_bytes)),
+                    shown(check.limit_bytes)
+                ),
+                (_, Some(left_out)) => budget(
+                    "gpu",
+                    outcome,
+                    check,
+                    &format!(" ({method}, without {left_out}: not gated)"),
+                ),
+                (_, None) => budget("gpu", outcome, check, &format!(" ({method})")),
+            }
+        }
         (BudgetKind::GpuRank, Facts::Budget { method, .. }) => {
+            let method = measured(method);
             budget("gpu rank", outcome, check, &format!(" ({method})"))
         }
         // Its figure and limit say it all.
@@ -368,7 +379,11 @@ fn budget_message(kind: BudgetKind, check: &Check, outcome: CheckOutcome, facts:
         ) => headroom(
             check,
             outcome,
-            (device, method, taint.as_deref()),
+            (
+                &device_words(device),
+                *method,
+                taint.as_ref().map(taint_words),
+            ),
             (*total_bytes, *reserved_bytes),
             *fraction,
         ),
@@ -399,27 +414,124 @@ fn limit(key: &str, text: &str, value: Option<f64>, bytes: bool, outcome: CheckO
     }
 }
 
-/// `leak: allocated memory grows 8.00 MiB per iteration over ...`
-fn leak(
-    check: &Check,
-    what: Option<&str>,
-    figures: Option<&crate::leak::LeakFigures>,
-    warmup: u32,
-) -> String {
-    match (what, figures) {
-        (Some(what), Some(figures)) => {
+/// How a budget's figure was measured: `vmhwm, cgroup-v1`,
+/// `sampled@50ms`, `rank 3 on GPU 2,3`; a schema-4 file's words as they
+/// are.
+fn measured(method: &OrWritten<Measured>) -> Cow<'_, str> {
+    let measured = match method {
+        OrWritten::Written(words) => return Cow::Borrowed(words),
+        OrWritten::Data(measured) => measured,
+    };
+    Cow::Owned(match measured {
+        Measured::Host {
+            floor: Some(floor),
+            method,
+        } => format!("{}, {method}", floor.as_str()),
+        Measured::Host { floor: None, method } => method.to_string(),
+        Measured::Gpu {
+            method: Some(method),
+        } => method.to_string(),
+        Measured::Gpu { method: None } => "GPU memory was not measured".to_string(),
+        Measured::Rank {
+            rank: Some(rank),
+            devices,
+        } => match devices.as_slice() {
+            [] => format!("rank {rank}"),
+            devices => format!(
+                "rank {rank} on GPU {}",
+                devices
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        },
+        Measured::Rank { rank: None, .. } => "no rank was seen: no process of the case has RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID".to_string(),
+        Measured::AfterCase => "after the case".to_string(),
+    })
+}
+
+/// The devices left out of a judged GPU figure: `GPU 0 tainted by pid
+/// 4242 (sleep); GPU 2 tainted by pid 77`.
+fn left_out_words(left_out: &OrWritten<Vec<TaintedDevice>>) -> String {
+    match left_out {
+        OrWritten::Written(words) => words.clone(),
+        OrWritten::Data(devices) => devices
+            .iter()
+            .map(|device| format!("GPU {} {}", device.index, tainted_by(&device.by)))
+            .collect::<Vec<_>>()
+            .join("; "),
+    }
+}
+
+/// `GPU 0 (NVIDIA H100 80GB HBM3)`.
+fn device_words(device: &OrWritten<Device>) -> String {
+    match device {
+        OrWritten::Written(words) => words.clone(),
+        OrWritten::Data(device) => format!("GPU {} ({})", device.index, device.name),
+    }
+}
+
+fn taint_words(taint: &OrWritten<Vec<ForeignPid>>) -> String {
+    match taint {
+        OrWritten::Written(words) => words.clone(),
+        OrWritten::Data(pids) => tainted_by(pids),
+    }
+}
+
+/// `tainted by pid 4242 (sleep), pid 4243`: why a device-delta figure is
+/// not gated.
+pub fn tainted_by(pids: &[ForeignPid]) -> String {
+    let pids: Vec<String> = pids.iter().map(ToString::to_string).collect();
+    format!("tainted by {}", pids.join(", "))
+}
+
+/// `leak: allocated memory grows 8.00 MiB per iteration over ...`; `what`:
+/// a schema-4 file's words for the figure.
+fn leak(check: &Check, what: Option<&str>, figures: Option<&LeakFigures>, warmup: u32) -> String {
+    match figures {
+        Some(figures) => {
+            let what = what.unwrap_or(if figures.of_probe_steps() {
+                "allocated memory"
+            } else {
+                "the peak"
+            });
             let max = shown(check.limit_bytes);
-            let trend = crate::leak::describe(figures);
+            let trend = leak_trend(figures);
             if check.passed {
                 format!("no leak: {what} {trend}, within {max}")
             } else {
                 format!("leak: {what} {trend}, more than the {max} allowed")
             }
         }
-        _ => format!(
+        None => format!(
             "leak not checked: fewer than 3 iterations after a warm-up of {warmup}, from probe steps or soak runs"
         ),
     }
+}
+
+/// `grows 8.00 MiB per iteration over 27 probe steps (forward) after
+/// warm-up: 208.0 MiB (Theil–Sen slope)`
+pub fn leak_trend(figures: &LeakFigures) -> String {
+    let per = Bytes(figures.slope_bytes_per_iteration.abs() as u64);
+    let total = Bytes(figures.growth_bytes.abs() as u64);
+    let verb = if figures.slope_bytes_per_iteration >= 0.0 {
+        "grows"
+    } else {
+        "shrinks"
+    };
+    let iterations = match &figures.source {
+        OrWritten::Written(words) => words.clone(),
+        OrWritten::Data(LeakSource::ProbeSteps { phase: Some(phase) }) => {
+            format!("probe steps ({phase})")
+        }
+        OrWritten::Data(LeakSource::ProbeSteps { phase: None }) => "probe steps".to_string(),
+        OrWritten::Data(LeakSource::SoakRuns) => "soak runs".to_string(),
+    };
+    format!(
+        "{verb} {per} per iteration over {} {iterations} after warm-up: {total} (Theil–Sen slope)",
+        figures.iterations
+    )
 }
 
 /// `capacity regressed: batch 296 → 248 (capacity_tolerance ...)`;
@@ -557,7 +669,7 @@ fn gpu_left(check: &Check, outcome: CheckOutcome) -> String {
 fn headroom(
     check: &Check,
     outcome: CheckOutcome,
-    (device, method, taint): (&str, &str, Option<&str>),
+    (device, method, taint): (&str, GpuMethod, Option<String>),
     (total_bytes, reserved_bytes): (u64, Option<u64>),
     fraction: f64,
 ) -> String {
@@ -583,7 +695,7 @@ fn headroom(
             "{device} peak {} ({method}) is {:.1}% of its {total}, not gated against the {percent:.0}% headroom limit: {}, whose memory may be in it",
             Bytes(peak),
             share(peak),
-            taint.unwrap_or("another process was on it")
+            taint.as_deref().unwrap_or("another process was on it")
         ),
         (Some(peak), CheckOutcome::Breached) => format!(
             "{device} peak {} ({method}) is {:.1}% of its {total}, above the {percent:.0}% headroom limit ({})",

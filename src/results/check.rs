@@ -8,7 +8,9 @@
 //! fields, once, and every report reads that message, so a report can word
 //! a check its own way (the terminal's `88 → 72`) from the same data.
 //! Results written before checks were data have only the message: they
-//! still read, with `outcome` and `facts` absent.
+//! still read, with `outcome` and `facts` absent; those of schema 4, whose
+//! facts held some of the judge's words, read with those words
+//! ([`OrWritten::Written`]), shown as they were.
 
 use std::path::PathBuf;
 
@@ -16,7 +18,10 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::baseline::{AppliedTolerance, CaseTolerances, Figure, NotCompared};
 use crate::capacity;
+use crate::measure::gpu::{ForeignPid, GpuMethod};
+use crate::measure::host::{HostFloor, HostMethod};
 use crate::suite::BudgetKind;
+use crate::vocabulary::OrWritten;
 
 /// One verdict on one figure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,14 +141,16 @@ impl CheckOutcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Facts {
-    /// `budget.host`, `budget.gpu`.
+    /// `budget.<key>`: a figure of the case against its budget.
     Budget {
-        /// How the figure was measured: `vmhwm, cgroup-v1`, `sampled@50ms`.
-        method: String,
-        /// Devices whose figures were left out of the judged one, and why
-        /// (`GPU 0 tainted by pid 4242 (sleep)`).
+        /// How the figure was measured (schema 4: in words, `vmhwm,
+        /// cgroup-v1`).
+        method: OrWritten<Measured>,
+        /// Devices whose figures were left out of the judged one: device
+        /// deltas taken beside processes not of the case (schema 4: in
+        /// words, `GPU 0 tainted by pid 4242 (sleep)`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        left_out: Option<String>,
+        left_out: Option<OrWritten<Vec<TaintedDevice>>>,
         /// The whole figure, left-out devices included, when only the
         /// rest was judged (or nothing was).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,12 +158,14 @@ pub enum Facts {
     },
     /// `budget.gpu_fraction.gpu<N>`.
     Headroom {
-        /// `GPU 0 (H100)`.
-        device: String,
-        method: String,
-        /// Why the figure is not judged: `tainted by pid 4242 (sleep)`.
+        /// The device (schema 4: in words, `GPU 0 (H100)`).
+        device: OrWritten<Device>,
+        method: GpuMethod,
+        /// Why the figure is not judged: the processes not of the case
+        /// that were on the device (schema 4: in words, `tainted by pid
+        /// 4242 (sleep)`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        taint: Option<String>,
+        taint: Option<OrWritten<Vec<ForeignPid>>>,
         total_bytes: u64,
         /// What the driver reserves of it; the limit is a share of the
         /// rest. `None`: not reported (results before it was recorded).
@@ -164,8 +173,9 @@ pub enum Facts {
         reserved_bytes: Option<u64>,
         fraction: f64,
     },
-    /// `host.oom_kill`.
-    OomKill { kills: u64, method: String },
+    /// `host.oom_kill`: the kills, counted by the case's memory cgroup of
+    /// this method.
+    OomKill { kills: u64, method: HostMethod },
     /// `limit.<key>`.
     Limit {
         /// As written: `<= 40 GiB`.
@@ -177,7 +187,9 @@ pub enum Facts {
     },
     /// `leak`.
     Leak {
-        /// `allocated memory` (probe steps) or `the peak` (soak runs).
+        /// Schema 4 only: what the figure was, in words (`allocated
+        /// memory`, `the peak`); later results tell it by
+        /// `figures.source`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         what: Option<String>,
         /// The fitted trend; `None`: too few iterations to tell.
@@ -243,6 +255,51 @@ pub enum Facts {
     },
     /// `environment.drift`.
     Drift { changes: Vec<String> },
+}
+
+/// How a budget's figure was measured: what its sentence names beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Measured {
+    /// The gated host peak: the floor that set it (`None`: none told)
+    /// and the host method.
+    Host {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        floor: Option<HostFloor>,
+        method: HostMethod,
+    },
+    /// The case's GPU peak over its devices, by this method; `None`: GPU
+    /// memory was not measured.
+    Gpu {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        method: Option<GpuMethod>,
+    },
+    /// The rank with the largest GPU peak, and the devices it was on;
+    /// `None`: no process of the case had a rank.
+    Rank {
+        rank: Option<u32>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        devices: Vec<u32>,
+    },
+    /// What the case's devices held above their idle level once its
+    /// processes were gone.
+    AfterCase,
+}
+
+/// A device whose figure was left out of a judged one: a device delta
+/// taken while these processes, not of the case, were on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaintedDevice {
+    pub index: u32,
+    pub by: Vec<ForeignPid>,
+}
+
+/// A GPU as a check names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    pub index: u32,
+    /// NVML's name: `NVIDIA H100 80GB HBM3`.
+    pub name: String,
 }
 
 /// What a [`Check`] judges. Reports look checks up by kind, never by name;
