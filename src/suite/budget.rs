@@ -229,6 +229,16 @@ impl Budget {
         }
     }
 
+    /// Only the limits `oomgate merge --suite` judges again from recorded
+    /// figures ([`BudgetKind::judged_again`]).
+    pub fn judged_again(self) -> Budget {
+        let mut budget = self;
+        for kind in BudgetKind::ALL.into_iter().filter(|k| !k.judged_again()) {
+            budget.set(kind, None);
+        }
+        budget
+    }
+
     /// Each kind's limit from `self`, else from `under`.
     pub fn over(self, under: Budget) -> Budget {
         let mut budget = under;
@@ -264,6 +274,20 @@ mod tests {
             assert_eq!(budget.over(Budget::default()), budget);
         }
         assert_eq!(BudgetKind::from_key("vram"), None);
+        let every = BudgetKind::ALL
+            .into_iter()
+            .fold(Budget::default(), |mut b, kind| {
+                let value = match kind.takes() {
+                    Takes::Size => BudgetValue::Size(Bytes(7)),
+                    Takes::Share => BudgetValue::Share(0.5),
+                };
+                b.set(kind, Some(value));
+                b
+            });
+        let again = every.judged_again();
+        for kind in BudgetKind::ALL {
+            assert_eq!(again.get(kind).is_some(), kind.judged_again(), "{kind:?}");
+        }
     }
 
     /// A definition hashes `format!("{:?}", budget.get(kind))`: the same
