@@ -1,6 +1,7 @@
-//! The plain values a checked suite is made of: tolerances, budgets and
-//! limits, the environment to record, the policies, and the built-in
-//! defaults and bounds. They know nothing of cases, servers or pytest.
+//! The plain values a checked suite is made of: tolerances, probe limits
+//! and the leak rule, the environment to record, the policies, and the
+//! built-in defaults and bounds (budgets are `budget.rs`'s). They know
+//! nothing of cases, servers or pytest.
 
 use std::time::Duration;
 
