@@ -6,21 +6,34 @@
 //! peak). Two noisy points prove nothing, so the trend is a Theil–Sen
 //! slope: the median of the slopes between every pair of points, which
 //! shrugs off outliers (a checkpoint, a one-off spike). The growth judged is
-//! that slope over the iterations after warm-up.
+//! that slope over the iterations after warm-up. Its figures are data;
+//! `report::words` words them.
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::Bytes;
+use crate::vocabulary::OrWritten;
 
 /// Most points the slope is computed over; longer series are thinned
 /// evenly (the pairwise median is quadratic in the number of points).
 const MAX_POINTS: usize = 400;
 
+/// What the iterations of a leak's series are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeakSource {
+    /// The probe's steps, of one instance at one phase (`None`: the
+    /// workload named none); the figure is its allocated memory.
+    ProbeSteps { phase: Option<String> },
+    /// The soak's runs; the figure is each run's peak.
+    SoakRuns,
+}
+
 /// A leak verdict's figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LeakFigures {
-    /// `probe steps (forward)` or `soak runs`.
-    pub source: String,
+    /// What the iterations are (schema 4: `"probe steps (forward)"`,
+    /// `"soak runs"`).
+    pub source: OrWritten<LeakSource>,
     /// Iterations after warm-up that the slope was fitted on.
     pub iterations: usize,
     /// Theil–Sen slope, bytes per iteration.
@@ -32,6 +45,19 @@ pub struct LeakFigures {
     /// Where the fitted line crosses iteration 0 (the Theil–Sen intercept:
     /// the median of `y - slope·x`), so the trend can be drawn.
     pub intercept_bytes: f64,
+}
+
+impl LeakFigures {
+    /// Whether the iterations are the probe's steps (the figure its
+    /// allocated memory), not the soak's runs; a schema-4 file's words
+    /// for them start so.
+    pub fn of_probe_steps(&self) -> bool {
+        match &self.source {
+            OrWritten::Data(LeakSource::ProbeSteps { .. }) => true,
+            OrWritten::Data(LeakSource::SoakRuns) => false,
+            OrWritten::Written(words) => words.starts_with("probe"),
+        }
+    }
 }
 
 /// The Theil–Sen slope of `(x, y)` points: `None` with fewer than two
@@ -66,7 +92,7 @@ pub fn theil_sen(points: &[(f64, f64)]) -> Option<f64> {
 
 /// The growth of a per-iteration series after `warmup` iterations, or
 /// `None` when fewer than three iterations remain (not enough to tell).
-pub fn growth(series: &[u64], warmup: usize, source: &str) -> Option<LeakFigures> {
+pub fn growth(series: &[u64], warmup: usize, source: LeakSource) -> Option<LeakFigures> {
     let after: Vec<(f64, f64)> = series
         .iter()
         .enumerate()
@@ -82,28 +108,13 @@ pub fn growth(series: &[u64], warmup: usize, source: &str) -> Option<LeakFigures
     offsets.sort_by(f64::total_cmp);
     let intercept = offsets[offsets.len() / 2];
     Some(LeakFigures {
-        source: source.to_string(),
+        source: OrWritten::Data(source),
         iterations: after.len(),
         slope_bytes_per_iteration: slope,
         growth_bytes: slope * span,
         warmup,
         intercept_bytes: intercept,
     })
-}
-
-/// `grows 8.00 MiB per iteration over 27 probe steps (forward) after warm-up: 208.0 MiB`
-pub fn describe(figures: &LeakFigures) -> String {
-    let per = Bytes(figures.slope_bytes_per_iteration.abs() as u64);
-    let total = Bytes(figures.growth_bytes.abs() as u64);
-    let verb = if figures.slope_bytes_per_iteration >= 0.0 {
-        "grows"
-    } else {
-        "shrinks"
-    };
-    format!(
-        "{verb} {per} per iteration over {} {} after warm-up: {total} (Theil–Sen slope)",
-        figures.iterations, figures.source
-    )
 }
 
 #[cfg(test)]
@@ -131,19 +142,19 @@ mod tests {
         // Warm-up climbs fast, then 8 MiB per step.
         let mut series = vec![0, 500 * MIB, 900 * MIB];
         series.extend((0..20).map(|i| 1000 * MIB + i * 8 * MIB));
-        let figures = growth(&series, 3, "probe steps (forward)").expect("enough points");
+        let forward = || LeakSource::ProbeSteps {
+            phase: Some("forward".into()),
+        };
+        let figures = growth(&series, 3, forward()).expect("enough points");
         assert_eq!(figures.iterations, 20);
         assert!((figures.slope_bytes_per_iteration - (8 * MIB) as f64).abs() < 1.0);
         assert!((figures.growth_bytes - (19 * 8 * MIB) as f64).abs() < 1.0);
         // The fitted line passes through the points after warm-up.
         let at_3 = figures.intercept_bytes + 3.0 * figures.slope_bytes_per_iteration;
         assert!((at_3 - (1000 * MIB) as f64).abs() < 1.0, "{at_3}");
-        assert!(
-            describe(&figures)
-                .starts_with("grows 8.00 MiB per iteration over 20 probe steps (forward)")
-        );
+        assert_eq!(figures.source, OrWritten::Data(forward()));
         assert_eq!(
-            growth(&series[..5], 3, "x"),
+            growth(&series[..5], 3, LeakSource::SoakRuns),
             None,
             "two iterations after warm-up are not enough"
         );

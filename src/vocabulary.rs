@@ -1,5 +1,6 @@
 //! How a case and a process ended, the word for a case's kind of failure,
-//! and the version of the results schema: the leaf types that the results
+//! the version of the results schema, and a fact read from an older
+//! schema in its words ([`OrWritten`]): the leaf types that the results
 //! model, the diagnosis, the verdicts, the baselines and the runner all
 //! speak, so none of them has to import another for them.
 
@@ -14,8 +15,23 @@ use serde::{Deserialize, Serialize};
 /// tolerances it was judged with (`tolerance`), and `gpu_devices` carry
 /// each device's whole description: `oomgate diff` judges a results file
 /// with them, so one of an oomgate that ignored them would contradict the
-/// run.
-pub const SCHEMA_VERSION: u32 = 4;
+/// run. 5: the facts of a check are data, no longer the judge's words (how
+/// a budget's figure was measured, the devices and processes left out of
+/// it, a leak's iterations); a file of schema 4 still reads, each such
+/// fact as the words it was written with ([`OrWritten::Written`]).
+pub const SCHEMA_VERSION: u32 = 5;
+
+/// A fact of a check as data, or as results.json schema 4 wrote it, in
+/// words (`"vmhwm, cgroup-v1"`, `"GPU 0 tainted by pid 4242 (sleep)"`).
+/// Read untagged: the data's shape first, else the words. The reports
+/// show written words as they are, so a schema-4 file reads as it did;
+/// the judge only ever makes `Data`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OrWritten<T> {
+    Data(T),
+    Written(String),
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -381,7 +381,7 @@ fn parts_that_cannot_be_merged_exit_2_and_nothing_is_written() {
         t.replacen("\"name\": \"m\"", "\"name\": \"n\"", 1)
     });
     copy("1", "older", &|t| {
-        t.replacen("\"schema\": 4", "\"schema\": 3", 1)
+        t.replacen("\"schema\": 5", "\"schema\": 3", 1)
     });
     copy("1", "corrupt", &|t| {
         t.replacen("\"planned\": 1", "\"planned\": \"one\"", 1)
@@ -401,11 +401,11 @@ fn parts_that_cannot_be_merged_exit_2_and_nothing_is_written() {
         ),
         (
             vec!["shards/2", "shards/older"],
-            "shards/2 has results schema 4, shards/older schema 3",
+            "shards/2 has results schema 5, shards/older schema 3",
         ),
         (
             vec!["shards/corrupt"],
-            "part shards/corrupt: shards/corrupt/results.json: not readable as oomgate results (schema 4): invalid type: string \"one\", expected usize at line ",
+            "part shards/corrupt: shards/corrupt/results.json: not readable as oomgate results (schema 5): invalid type: string \"one\", expected usize at line ",
         ),
         (
             vec!["shards/truncated"],

@@ -533,21 +533,7 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
         if let Some(soak) = case.soak {
             limits.push(format!("soak {}", format_duration(soak)));
         }
-        if let Some(host) = case.budget.host {
-            limits.push(format!("budget host {host}"));
-        }
-        if let Some(gpu) = case.budget.gpu {
-            limits.push(format!("budget gpu {gpu}"));
-        }
-        if let Some(rank) = case.budget.gpu_rank {
-            limits.push(format!("budget gpu_rank {rank}"));
-        }
-        if let Some(fraction) = case.budget.gpu_fraction {
-            limits.push(format!("gpu headroom {:.0}%", fraction * 100.0));
-        }
-        if let Some(left) = case.budget.gpu_left {
-            limits.push(format!("budget gpu_left {left}"));
-        }
+        limits.extend(crate::report::words::budget_settings(&case.budget, false));
         if case.repeat > 1 {
             limits.push(format!("repeat {}", case.repeat));
         }
@@ -566,17 +552,7 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
                 server.stop_signal.name,
                 format_duration(server.kill_grace)
             );
-            let budget = &case.client_budget;
-            let client: Vec<String> = [
-                budget.host.map(|b| format!("host {b}")),
-                budget.gpu.map(|b| format!("gpu {b}")),
-                budget
-                    .gpu_fraction
-                    .map(|f| format!("gpu headroom {:.0}%", f * 100.0)),
-            ]
-            .into_iter()
-            .flatten()
-            .collect();
+            let client = crate::report::words::budget_settings(&case.client_budget, true);
             if !client.is_empty() {
                 let _ = writeln!(out, "  client:      budget {}", client.join(", "));
             }

@@ -8,12 +8,15 @@
 //! neighbour fail the case. An unknown figure fails its limit: a limit
 //! that cannot be verified must not pass.
 
+use crate::leak::LeakSource;
 use crate::measure::HostFigures;
-use crate::measure::gpu::{CaseGpu, GpuFigures};
+use crate::measure::gpu::{CaseGpu, ForeignPid, GpuFigures, GpuMethod};
+use crate::measure::host::{HostFloor, HostMethod};
 use crate::probe::ProbeSummary;
-use crate::results::{Check, CheckKind, CheckOutcome, Facts};
-use crate::suite::{Budget, Case, Leak};
+use crate::results::{Check, CheckKind, CheckOutcome, Device, Facts, Measured, TaintedDevice};
+use crate::suite::{Budget, BudgetKind, Case, Leak};
 use crate::units::Bytes;
+use crate::vocabulary::OrWritten;
 
 use super::verdict::breaches;
 
@@ -26,7 +29,8 @@ pub fn headroom_limit(total: u64, fraction: f64) -> Bytes {
 /// Whether a figure measured so far is over its budget: the gated host peak
 /// so far (see `measure::host`), and this tick's GPU figures (a tick over
 /// budget stops the case, so earlier ones were within) without tainted
-/// device deltas, in total and as each device's share of its memory.
+/// device deltas, in total, per rank, and as each device's share of its
+/// memory. What the case leaves behind is only known after it.
 pub fn budget_breached(
     budget: &Budget,
     host_peak: Option<Bytes>,
@@ -36,22 +40,22 @@ pub fn budget_breached(
         (Some(limit), Some(peak)) => breaches(Bytes(peak), limit),
         _ => false,
     };
-    if over(budget.host, host_peak.map(Bytes::get))
-        || over(budget.gpu, gpu.and_then(CaseGpu::gated_total))
-        || over(
+    BudgetKind::ALL.into_iter().any(|kind| match kind {
+        BudgetKind::Host => over(budget.host, host_peak.map(Bytes::get)),
+        BudgetKind::Gpu => over(budget.gpu, gpu.and_then(CaseGpu::gated_total)),
+        BudgetKind::GpuRank => over(
             budget.gpu_rank,
             gpu.and_then(CaseGpu::largest_rank_now)
                 .map(|(_, bytes)| bytes),
-        )
-    {
-        return true;
-    }
-    match (budget.gpu_fraction, gpu) {
-        (Some(fraction), Some(gpu)) => gpu.gated_by_device().any(|(device, live)| {
-            breaches(Bytes(live), headroom_limit(device.usable_bytes(), fraction))
-        }),
-        _ => false,
-    }
+        ),
+        BudgetKind::GpuFraction => match (budget.gpu_fraction, gpu) {
+            (Some(fraction), Some(gpu)) => gpu.gated_by_device().any(|(device, live)| {
+                breaches(Bytes(live), headroom_limit(device.usable_bytes(), fraction))
+            }),
+            _ => false,
+        },
+        BudgetKind::GpuLeft => false,
+    })
 }
 
 /// What of a GPU figure a limit judges. A device-delta figure taken while a
@@ -61,15 +65,15 @@ pub fn budget_breached(
 pub enum Gated {
     /// Nothing is tainted: the whole figure is judged.
     Whole,
-    /// Some devices are tainted (`left_out` names them and why, e.g.
-    /// `GPU 0 tainted by pid 4242 (sleep)`): the figure of the others,
-    /// `rest` (`None`: unknown), is judged.
+    /// Some devices are tainted (`left_out`: which, and by what
+    /// processes): the figure of the others, `rest` (`None`: unknown), is
+    /// judged.
     Rest {
         rest: Option<Bytes>,
-        left_out: String,
+        left_out: Vec<TaintedDevice>,
     },
     /// Every device that counts is tainted: nothing is judged.
-    Nothing { left_out: String },
+    Nothing { left_out: Vec<TaintedDevice> },
 }
 
 /// A budget against a figure (`None`: unknown, which fails).
@@ -85,23 +89,39 @@ fn budget(kind: CheckKind, peak: Option<Bytes>, limit: Bytes, facts: Facts) -> C
         .facts(facts)
 }
 
-/// The host budget verdict, on the gated host peak; `how` names the floor
-/// that set it and the method (`vmhwm, cgroup-v1`).
-pub fn host_budget_check(peak: Option<Bytes>, how: &str, limit: Bytes) -> Check {
-    let facts = Facts::Budget {
-        method: how.to_string(),
+/// Facts of a budget on a figure measured as `measured`.
+fn measured(measured: Measured) -> Facts {
+    Facts::Budget {
+        method: OrWritten::Data(measured),
         left_out: None,
         whole_bytes: None,
-    };
+    }
+}
+
+/// The host budget verdict, on the gated host peak; `floor` set it
+/// (`None`: not told), measured by `method`.
+pub fn host_budget_check(
+    peak: Option<Bytes>,
+    floor: Option<HostFloor>,
+    method: HostMethod,
+    limit: Bytes,
+) -> Check {
+    let facts = measured(Measured::Host { floor, method });
     budget(CheckKind::HostBudget, peak, limit, facts)
 }
 
 /// The GPU budget verdict, on the case's peak over all its devices (less
-/// what `gated` leaves out); `method` produced the figure.
-pub fn gpu_budget_check(peak: Option<Bytes>, method: &str, gated: &Gated, limit: Bytes) -> Check {
-    let facts = |left_out: Option<&String>| Facts::Budget {
-        method: method.to_string(),
-        left_out: left_out.cloned(),
+/// what `gated` leaves out); `method` produced the figure (`None`: GPU
+/// memory was not measured).
+pub fn gpu_budget_check(
+    peak: Option<Bytes>,
+    method: Option<GpuMethod>,
+    gated: &Gated,
+    limit: Bytes,
+) -> Check {
+    let facts = |left_out: Option<&Vec<TaintedDevice>>| Facts::Budget {
+        method: OrWritten::Data(Measured::Gpu { method }),
+        left_out: left_out.cloned().map(OrWritten::Data),
         whole_bytes: left_out.and(peak.map(Bytes::get)),
     };
     match gated {
@@ -135,17 +155,15 @@ impl DeviceMemory {
     }
 }
 
-/// The headroom verdict for one device (`index`, named `device`): the
-/// case's peak on it against a share of what processes can have of it,
-/// its total less what the driver reserves. `taint` (`tainted by pid 4242
-/// (sleep)`): the figure is a device delta with another process about,
-/// and is not judged.
+/// The headroom verdict for one device: the case's peak on it against a
+/// share of what processes can have of it, its total less what the
+/// driver reserves. `tainted_by` not empty: the figure is a device delta
+/// taken beside those processes, not of the case, and is not judged.
 pub fn headroom_check(
-    index: u32,
-    device: &str,
+    device: Device,
     peak: Option<Bytes>,
-    method: &str,
-    taint: Option<&str>,
+    method: GpuMethod,
+    tainted_by: &[ForeignPid],
     memory: DeviceMemory,
     fraction: f64,
 ) -> Check {
@@ -154,115 +172,123 @@ pub fn headroom_check(
         .get()
         .saturating_sub(memory.reserved.map_or(0, Bytes::get));
     let limit = headroom_limit(usable, fraction);
-    let (passed, outcome) = match (peak, taint) {
-        (Some(_), Some(_)) => (true, CheckOutcome::NotGated),
-        (Some(peak), None) if breaches(peak, limit) => (false, CheckOutcome::Breached),
-        (Some(_), None) => (true, CheckOutcome::Within),
-        (None, _) => (false, CheckOutcome::Unknown),
+    let tainted = !tainted_by.is_empty();
+    let (passed, outcome) = match peak {
+        Some(_) if tainted => (true, CheckOutcome::NotGated),
+        Some(peak) if breaches(peak, limit) => (false, CheckOutcome::Breached),
+        Some(_) => (true, CheckOutcome::Within),
+        None => (false, CheckOutcome::Unknown),
     };
+    let index = device.index;
     Check::new(CheckKind::GpuHeadroom { device: index }, passed, outcome)
         .figure(peak.map(Bytes::get))
         .limit(Some(limit.get()))
         .facts(Facts::Headroom {
-            device: device.to_string(),
-            method: method.to_string(),
-            taint: taint.map(str::to_string),
+            device: OrWritten::Data(device),
+            method,
+            taint: tainted.then(|| OrWritten::Data(tainted_by.to_vec())),
             total_bytes: memory.total.get(),
             reserved_bytes: memory.reserved.map(Bytes::get),
             fraction,
         })
 }
 
+/// The order a finished case's budget checks are listed in: the whole
+/// case's figures, then each device's headroom.
+const CHECKED_IN_ORDER: [BudgetKind; BudgetKind::COUNT] = BudgetKind::every_once([
+    BudgetKind::Host,
+    BudgetKind::Gpu,
+    BudgetKind::GpuRank,
+    BudgetKind::GpuLeft,
+    BudgetKind::GpuFraction,
+]);
+
 /// Every budget verdict of a finished case.
 pub fn budget_checks(budget: &Budget, host: &HostFigures, gpu: Option<&GpuFigures>) -> Vec<Check> {
     let mut checks = Vec::new();
-    if let Some(limit) = budget.host {
-        let how = match host.peak_source {
-            Some(source) => format!("{}, {}", source.as_str(), host.method),
-            None => host.method.to_string(),
-        };
-        checks.push(host_budget_check(host.peak_bytes.map(Bytes), &how, limit));
-    }
-    if let Some(limit) = budget.gpu {
-        checks.push(match gpu {
-            Some(gpu) => gpu_budget_check(
-                gpu.peak_bytes.map(Bytes),
-                &gpu.method.to_string(),
-                &gated(gpu),
-                limit,
-            ),
-            None => gpu_budget_check(None, "GPU memory was not measured", &Gated::Whole, limit),
-        });
-    }
-    if let Some(limit) = budget.gpu_rank {
-        // The rank with the largest GPU peak; unknown without ranks or
-        // without a GPU figure.
-        let ranks = gpu
-            .map(|g| g.ranks.peaks().collect::<Vec<_>>())
-            .unwrap_or_default();
-        let largest = ranks
-            .iter()
-            .max_by_key(|(rank, bytes, _)| (*bytes, std::cmp::Reverse(*rank)));
-        let method = match largest {
-            Some((rank, _, devices)) => format!(
-                "rank {rank}{}",
-                match devices.as_slice() {
-                    [] => String::new(),
-                    devices => format!(
-                        " on GPU {}",
-                        devices.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-                    ),
+    for kind in CHECKED_IN_ORDER {
+        match kind {
+            BudgetKind::Host => checks.extend(budget.host.map(|limit| {
+                let peak = host.peak_bytes.map(Bytes);
+                host_budget_check(peak, host.peak_source, host.method, limit)
+            })),
+            BudgetKind::Gpu => checks.extend(budget.gpu.map(|limit| match gpu {
+                Some(gpu) => gpu_budget_check(
+                    gpu.peak_bytes.map(Bytes),
+                    Some(gpu.method),
+                    &gated(gpu),
+                    limit,
+                ),
+                None => gpu_budget_check(None, None, &Gated::Whole, limit),
+            })),
+            BudgetKind::GpuRank => {
+                checks.extend(budget.gpu_rank.map(|limit| rank_check(gpu, limit)))
+            }
+            BudgetKind::GpuLeft => checks.extend(budget.gpu_left.map(|limit| {
+                let left = gpu.and_then(|g| g.left_bytes).map(Bytes);
+                let facts = measured(Measured::AfterCase);
+                self::budget(CheckKind::Budget(kind), left, limit, facts)
+            })),
+            BudgetKind::GpuFraction => {
+                let devices = gpu.map(|g| g.devices.as_slice()).unwrap_or_default();
+                if let Some(fraction) = budget.gpu_fraction {
+                    checks.extend(devices.iter().map(|device| {
+                        let name = Device {
+                            index: device.index,
+                            name: device.name.clone(),
+                        };
+                        headroom_check(
+                            name,
+                            device.peak_bytes.map(Bytes),
+                            device.method,
+                            &device.tainted_by,
+                            DeviceMemory::of(device),
+                            fraction,
+                        )
+                    }));
                 }
-            ),
-            None => "no rank was seen: no process of the case has RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID".to_string(),
-        };
-        let facts = Facts::Budget {
-            method,
-            left_out: None,
-            whole_bytes: None,
-        };
-        let peak = largest
-            .map(|(_, bytes, _)| Bytes(*bytes))
-            .filter(|_| gpu.is_some_and(|g| g.peak_bytes.is_some()));
-        checks.push(self::budget(CheckKind::GpuRank, peak, limit, facts));
-    }
-    if let Some(limit) = budget.gpu_left {
-        let facts = Facts::Budget {
-            method: "after the case".to_string(),
-            left_out: None,
-            whole_bytes: None,
-        };
-        let left = gpu.and_then(|g| g.left_bytes).map(Bytes);
-        checks.push(self::budget(CheckKind::GpuLeft, left, limit, facts));
-    }
-    if let Some(fraction) = budget.gpu_fraction {
-        for device in gpu.map(|g| g.devices.as_slice()).unwrap_or_default() {
-            checks.push(headroom_check(
-                device.index,
-                &format!("GPU {} ({})", device.index, device.name),
-                device.peak_bytes.map(Bytes),
-                &device.method.to_string(),
-                device.taint().as_deref(),
-                DeviceMemory::of(device),
-                fraction,
-            ));
+            }
         }
     }
     checks
 }
 
+/// The rank budget's verdict: on the rank with the largest GPU peak;
+/// unknown without ranks or without a GPU figure.
+fn rank_check(gpu: Option<&GpuFigures>, limit: Bytes) -> Check {
+    let ranks = gpu
+        .map(|g| g.ranks.peaks().collect::<Vec<_>>())
+        .unwrap_or_default();
+    let largest = ranks
+        .iter()
+        .max_by_key(|(rank, bytes, _)| (*bytes, std::cmp::Reverse(*rank)));
+    let facts = measured(Measured::Rank {
+        rank: largest.map(|(rank, _, _)| *rank),
+        devices: largest
+            .map(|(_, _, devices)| devices.clone())
+            .unwrap_or_default(),
+    });
+    let peak = largest
+        .map(|(_, bytes, _)| Bytes(*bytes))
+        .filter(|_| gpu.is_some_and(|g| g.peak_bytes.is_some()));
+    budget(CheckKind::GpuRank, peak, limit, facts)
+}
+
 /// What of the case's GPU figure its budget judges: all of it, unless some
 /// devices' figures are tainted device deltas, which are left out.
 fn gated(gpu: &GpuFigures) -> Gated {
-    let left_out: Vec<String> = gpu
+    let left_out: Vec<TaintedDevice> = gpu
         .devices
         .iter()
-        .filter_map(|d| Some(format!("GPU {} {}", d.index, d.taint()?)))
+        .filter(|d| !d.tainted_by.is_empty())
+        .map(|d| TaintedDevice {
+            index: d.index,
+            by: d.tainted_by.clone(),
+        })
         .collect();
     if left_out.is_empty() {
         return Gated::Whole;
     }
-    let left_out = left_out.join("; ");
     match gpu.untainted_peak_bytes() {
         // Only devices the case left alone remain.
         Some(0) => Gated::Nothing { left_out },
@@ -323,17 +349,13 @@ pub fn leak_check(
         .filter(|(_, series)| series.len() >= warmup + 3);
     let figures = match probe_series {
         Some(((_, phase), series)) => {
-            let source = if phase.is_empty() {
-                "probe steps".to_string()
-            } else {
-                format!("probe steps ({phase})")
-            };
-            crate::leak::growth(series, warmup, &source).map(|f| ("allocated memory", f))
+            let phase = (!phase.is_empty()).then(|| phase.clone());
+            crate::leak::growth(series, warmup, LeakSource::ProbeSteps { phase })
         }
-        None => crate::leak::growth(soak_peaks, warmup, "soak runs").map(|f| ("the peak", f)),
+        None => crate::leak::growth(soak_peaks, warmup, LeakSource::SoakRuns),
     };
     let (passed, outcome) = match &figures {
-        Some((_, figures)) if figures.growth_bytes > leak.max_growth.get() as f64 => {
+        Some(figures) if figures.growth_bytes > leak.max_growth.get() as f64 => {
             (false, CheckOutcome::Breached)
         }
         Some(_) => (true, CheckOutcome::Within),
@@ -342,11 +364,11 @@ pub fn leak_check(
     let check = Check::new(CheckKind::Leak, passed, outcome)
         .limit(Some(leak.max_growth.get()))
         .facts(Facts::Leak {
-            what: figures.as_ref().map(|(what, _)| what.to_string()),
-            figures: figures.as_ref().map(|(_, f)| f.clone()),
+            what: None,
+            figures: figures.clone(),
             warmup: leak.warmup,
         });
-    (check, figures.map(|(_, figures)| figures))
+    (check, figures)
 }
 
 /// A process of the case killed by the kernel's OOM killer fails it, even
@@ -357,7 +379,7 @@ pub fn oom_kill_check(host: &HostFigures) -> Option<Check> {
     Some(
         Check::new(CheckKind::HostOomKill, false, CheckOutcome::Breached).facts(Facts::OomKill {
             kills,
-            method: host.method.to_string(),
+            method: host.method,
         }),
     )
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 pub use crate::record::StopReason;
 use crate::results::{CaseResult, CaseStatus, Check, CheckKind, CheckOutcome};
+use crate::suite::BudgetKind;
 use crate::units::Bytes;
 use crate::vocabulary::{Exit, FailureType};
 
@@ -370,38 +371,66 @@ pub fn failure_kind_of(
         checks
             .iter()
             .filter(|check| !check.passed)
-            .map(|check| rank(&check.kind, check.outcome, check.figure_bytes.is_some()))
-            .min_by_key(|(rank, _)| *rank)
-            .map_or(FailureType::Crash, |(_, word)| word),
+            .map(|check| failure_of(&check.kind, check.outcome, check.figure_bytes.is_some()))
+            .min_by_key(|word| precedence(*word))
+            .unwrap_or(FailureType::Crash),
     )
 }
 
-/// A failed check's place in the failure kinds' precedence, and its word.
-/// `measured`: the check has a figure.
-fn rank(kind: &CheckKind, outcome: Option<CheckOutcome>, measured: bool) -> (u8, FailureType) {
+/// The failure word of a failed check. `measured`: the check has a
+/// figure.
+fn failure_of(kind: &CheckKind, outcome: Option<CheckOutcome>, measured: bool) -> FailureType {
     match kind {
-        CheckKind::HostOomKill => (0, FailureType::HostOom),
-        CheckKind::HostBudget | CheckKind::GpuBudget | CheckKind::GpuRank => {
-            (1, FailureType::Budget)
-        }
-        CheckKind::GpuHeadroom { .. } => (2, FailureType::Headroom),
-        CheckKind::GpuLeft => (3, FailureType::GpuLeft),
-        CheckKind::Leak => (4, FailureType::Leak),
-        CheckKind::Limit(_) => (5, FailureType::Limit),
+        CheckKind::HostOomKill => FailureType::HostOom,
+        // Each budget says its own (`budget`, `headroom`, `gpu-left`).
+        CheckKind::Budget(_) | CheckKind::GpuHeadroom { .. } => kind
+            .budget()
+            .map_or(FailureType::Budget, BudgetKind::failure),
+        CheckKind::Leak => FailureType::Leak,
+        CheckKind::Limit(_) => FailureType::Limit,
         // A figure measured against its baseline; without one (no
         // baseline, or none it can be compared with) it is the baseline
         // that failed, not the figure.
-        CheckKind::Baseline(_) if measured => (6, FailureType::Regression),
+        CheckKind::Baseline(_) if measured => FailureType::Regression,
         // A capacity that shrank is a regression; none to compare with
         // (`--require-baseline`) is the baseline's failure.
-        CheckKind::Capacity if outcome != Some(CheckOutcome::NoBaseline) => {
-            (6, FailureType::Regression)
+        CheckKind::Capacity if outcome != Some(CheckOutcome::NoBaseline) => FailureType::Regression,
+        CheckKind::Capacity | CheckKind::Baseline(_) | CheckKind::BaselineMissing => {
+            FailureType::Baseline
         }
-        CheckKind::Capacity => (7, FailureType::Baseline),
-        CheckKind::Baseline(_) | CheckKind::BaselineMissing => (7, FailureType::Baseline),
-        CheckKind::EnvironmentDrift => (8, FailureType::EnvironmentDrift),
+        CheckKind::EnvironmentDrift => FailureType::EnvironmentDrift,
         // A server case's load client: its checks are of the case's kinds.
-        CheckKind::Client(check) => rank(check, outcome, measured),
+        CheckKind::Client(check) => failure_of(check, outcome, measured),
+    }
+}
+
+/// Which failed check names a case's failure when several failed: the
+/// first of these (an OOM kill before a budget, a budget before a
+/// regression).
+fn precedence(word: FailureType) -> u8 {
+    match word {
+        FailureType::HostOom => 0,
+        FailureType::Budget => 1,
+        FailureType::Headroom => 2,
+        FailureType::GpuLeft => 3,
+        FailureType::Leak => 4,
+        FailureType::Limit => 5,
+        FailureType::Regression => 6,
+        FailureType::Baseline => 7,
+        FailureType::EnvironmentDrift => 8,
+        // Words no check gives.
+        FailureType::Interrupted
+        | FailureType::ForeignProcesses
+        | FailureType::LaunchError
+        | FailureType::GpuLost
+        | FailureType::GpuOom
+        | FailureType::HostOomSuspected
+        | FailureType::SupervisorKilled
+        | FailureType::CudaSetup
+        | FailureType::CudaFault
+        | FailureType::Timeout
+        | FailureType::Crash
+        | FailureType::OtherDefinition => 9,
     }
 }
 

@@ -336,9 +336,10 @@ pub const TAINTED_NOTE: &str = "tainted: a process not of the case was on the GP
 /// ` [tainted by pid 4242 (sleep): not gated]` after a tainted device's
 /// method, else nothing.
 pub fn taint_mark(device: &crate::measure::gpu::DeviceFigures) -> String {
-    device
-        .taint()
-        .map_or(String::new(), |taint| format!(" [{taint}: not gated]"))
+    match device.tainted_by.as_slice() {
+        [] => String::new(),
+        pids => format!(" [{}: not gated]", words::tainted_by(pids)),
+    }
 }
 
 /// `30.0 GiB (sampled@50ms)`, or why there is no figure.

@@ -12,7 +12,14 @@ use crate::baseline::compare::{describe_tolerance, signed_percent};
 use crate::baseline::{AnonWithin, FigureComparison, FloorBreach, NotCompared, SpreadBound};
 use crate::diagnose::{self, Diagnosis, FailureKind};
 use crate::judge::{Cause, Verdict, Who};
-use crate::results::{CaseResult, Check, CheckKind, CheckOutcome, Facts};
+use std::borrow::Cow;
+
+use crate::leak::{LeakFigures, LeakSource};
+use crate::measure::gpu::{ForeignPid, GpuMethod};
+use crate::results::{
+    CaseResult, Check, CheckKind, CheckOutcome, Device, Facts, Measured, OrWritten, TaintedDevice,
+};
+use crate::suite::{Budget, BudgetKind, BudgetValue};
 use crate::units::{Bytes, format_duration, format_figure};
 use crate::vocabulary::Exit;
 
@@ -302,7 +309,8 @@ pub fn case_message(
 }
 
 /// A check's sentence, from its data. A check read from results written
-/// before checks were data keeps the message it was written with.
+/// before checks were data keeps the message it was written with, and so
+/// does one whose facts are not of its kind (no oomgate writes such).
 pub fn check_message(check: &Check) -> String {
     let Some(facts) = &check.facts else {
         return check.message.clone();
@@ -312,44 +320,127 @@ pub fn check_message(check: &Check) -> String {
     } else {
         CheckOutcome::Breached
     });
-    match (&check.kind, facts) {
-        (CheckKind::Client(inner), _) => {
+    let written = || check.message.clone();
+    match &check.kind {
+        CheckKind::Client(inner) => {
             let inner = Check {
                 kind: (**inner).clone(),
                 ..check.clone()
             };
             format!("client {}", check_message(&inner))
         }
-        (CheckKind::HostBudget, Facts::Budget { method, .. }) => {
+        CheckKind::Budget(kind) => budget_message(*kind, check, outcome, facts),
+        CheckKind::GpuHeadroom { .. } => {
+            budget_message(BudgetKind::GpuFraction, check, outcome, facts)
+        }
+        CheckKind::HostOomKill => match facts {
+            Facts::OomKill { kills, method } => format!(
+                "the kernel's OOM killer killed {kills} process(es) of the case (counted by its memory cgroup, {method})"
+            ),
+            _ => written(),
+        },
+        CheckKind::Limit(key) => match facts {
+            Facts::Limit { text, value, bytes } => limit(key, text, *value, *bytes, outcome),
+            _ => written(),
+        },
+        CheckKind::Leak => match facts {
+            Facts::Leak {
+                what,
+                figures,
+                warmup,
+            } => leak(check, what.as_deref(), figures.as_ref(), *warmup),
+            _ => written(),
+        },
+        CheckKind::Baseline(figure) => match facts {
+            Facts::Baseline {
+                not_compared,
+                required,
+                spread,
+                floor_breach,
+                anon_within,
+            } => baseline_figure(
+                check,
+                figure.as_str(),
+                outcome,
+                not_compared.as_ref(),
+                *required,
+                (spread.as_ref(), *floor_breach, *anon_within),
+            ),
+            _ => written(),
+        },
+        CheckKind::BaselineMissing => match facts {
+            Facts::Missing {
+                lock,
+                required,
+                testbed,
+            } => {
+                let mut message = match (lock, testbed) {
+                    (Some(lock), Some(testbed)) => {
+                        format!("no baseline for testbed {testbed} in {}", lock.display())
+                    }
+                    (Some(lock), None) => {
+                        format!("no baseline for this case in {}", lock.display())
+                    }
+                    (None, _) => "no baseline: no lock file".to_string(),
+                };
+                if *required {
+                    message.push_str(" (--require-baseline)");
+                }
+                message
+            }
+            _ => written(),
+        },
+        CheckKind::Capacity => capacity(facts, outcome).unwrap_or_else(written),
+        CheckKind::EnvironmentDrift => match facts {
+            Facts::Drift { changes } => format!(
+                "the environment drifted from the baseline (on_drift = \"fail\"): {}",
+                changes.join(", ")
+            ),
+            _ => written(),
+        },
+    }
+}
+
+/// A budget's sentence, by its kind. Every kind has its words here: a
+/// kind added to `BudgetKind` does not compile until it has them.
+fn budget_message(kind: BudgetKind, check: &Check, outcome: CheckOutcome, facts: &Facts) -> String {
+    match (kind, facts) {
+        (BudgetKind::Host, Facts::Budget { method, .. }) => {
+            let method = measured(method);
             budget("host", outcome, check, &format!(" ({method})"))
         }
-        (CheckKind::GpuLeft, _) => gpu_left(check, outcome),
-        (CheckKind::GpuRank, Facts::Budget { method, .. }) => {
-            budget("gpu rank", outcome, check, &format!(" ({method})"))
-        }
         (
-            _,
+            BudgetKind::Gpu,
             Facts::Budget {
                 method,
                 left_out,
                 whole_bytes,
             },
-        ) => match (outcome, left_out) {
-            (CheckOutcome::NotGated, Some(left_out)) => format!(
-                "gpu peak {} ({method}) not gated against budget {}: {left_out}, whose memory may be in it",
-                shown(whole_bytes.or(check.figure_bytes)),
-                shown(check.limit_bytes)
-            ),
-            (_, Some(left_out)) => budget(
-                "gpu",
-                outcome,
-                check,
-                &format!(" ({method}, without {left_out}: not gated)"),
-            ),
-            (_, None) => budget("gpu", outcome, check, &format!(" ({method})")),
-        },
+        ) => {
+            let method = measured(method);
+            match (outcome, left_out.as_ref().map(left_out_words)) {
+                (CheckOutcome::NotGated, Some(left_out)) => format!(
+                    "gpu peak {} ({method}) not gated against budget {}: {left_out}, whose memory may be in it",
+                    shown(whole_bytes.or(check.figure_bytes)),
+                    shown(check.limit_bytes)
+                ),
+                (_, Some(left_out)) => budget(
+                    "gpu",
+                    outcome,
+                    check,
+                    &format!(" ({method}, without {left_out}: not gated)"),
+                ),
+                (_, None) => budget("gpu", outcome, check, &format!(" ({method})")),
+            }
+        }
+        (BudgetKind::GpuRank, Facts::Budget { method, .. }) => {
+            let method = measured(method);
+            budget("gpu rank", outcome, check, &format!(" ({method})"))
+        }
+        // Its figure and limit say it all.
+        (BudgetKind::GpuLeft, _) => gpu_left(check, outcome),
         (
-            _,
+            BudgetKind::GpuFraction,
             Facts::Headroom {
                 device,
                 method,
@@ -361,146 +452,245 @@ pub fn check_message(check: &Check) -> String {
         ) => headroom(
             check,
             outcome,
-            (device, method, taint.as_deref()),
+            (
+                &device_words(device),
+                *method,
+                taint.as_ref().map(taint_words),
+            ),
             (*total_bytes, *reserved_bytes),
             *fraction,
         ),
-        (_, Facts::OomKill { kills, method }) => format!(
-            "the kernel's OOM killer killed {kills} process(es) of the case (counted by its memory cgroup, {method})"
-        ),
-        (CheckKind::Limit(key), Facts::Limit { text, value, bytes }) => {
-            let shown = |value: f64| {
-                if *bytes {
-                    Bytes(value as u64).to_string()
-                } else {
-                    format_figure(value)
-                }
-            };
-            match (value, outcome) {
-                (Some(value), CheckOutcome::Within) => {
-                    format!("{key} = {} within limit {text}", shown(*value))
-                }
-                (Some(value), _) => format!("{key} = {} breaks limit {text}", shown(*value)),
-                (None, _) => {
-                    format!("{key} was not reported by the workload, so limit {text} is unverified")
-                }
-            }
+        // Facts of another kind: the words it came with.
+        (BudgetKind::Host | BudgetKind::Gpu | BudgetKind::GpuRank | BudgetKind::GpuFraction, _) => {
+            check.message.clone()
         }
-        (
-            _,
-            Facts::Leak {
-                what,
-                figures,
-                warmup,
-            },
-        ) => match (what, figures) {
-            (Some(what), Some(figures)) => {
-                let max = shown(check.limit_bytes);
-                let trend = crate::leak::describe(figures);
-                if check.passed {
-                    format!("no leak: {what} {trend}, within {max}")
-                } else {
-                    format!("leak: {what} {trend}, more than the {max} allowed")
-                }
-            }
-            _ => format!(
-                "leak not checked: fewer than 3 iterations after a warm-up of {warmup}, from probe steps or soak runs"
+    }
+}
+
+/// `metric.tokens_per_s = 1200 breaks limit >= 1500`
+fn limit(key: &str, text: &str, value: Option<f64>, bytes: bool, outcome: CheckOutcome) -> String {
+    let shown = |value: f64| {
+        if bytes {
+            Bytes(value as u64).to_string()
+        } else {
+            format_figure(value)
+        }
+    };
+    match (value, outcome) {
+        (Some(value), CheckOutcome::Within) => {
+            format!("{key} = {} within limit {text}", shown(value))
+        }
+        (Some(value), _) => format!("{key} = {} breaks limit {text}", shown(value)),
+        (None, _) => {
+            format!("{key} was not reported by the workload, so limit {text} is unverified")
+        }
+    }
+}
+
+/// How a budget's figure was measured: `vmhwm, cgroup-v1`,
+/// `sampled@50ms`, `rank 3 on GPU 2,3`; a schema-4 file's words as they
+/// are.
+fn measured(method: &OrWritten<Measured>) -> Cow<'_, str> {
+    let measured = match method {
+        OrWritten::Written(words) => return Cow::Borrowed(words),
+        OrWritten::Data(measured) => measured,
+    };
+    Cow::Owned(match measured {
+        Measured::Host {
+            floor: Some(floor),
+            method,
+        } => format!("{}, {method}", floor.as_str()),
+        Measured::Host { floor: None, method } => method.to_string(),
+        Measured::Gpu {
+            method: Some(method),
+        } => method.to_string(),
+        Measured::Gpu { method: None } => "GPU memory was not measured".to_string(),
+        Measured::Rank {
+            rank: Some(rank),
+            devices,
+        } => match devices.as_slice() {
+            [] => format!("rank {rank}"),
+            devices => format!(
+                "rank {rank} on GPU {}",
+                devices
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
             ),
         },
-        (
-            CheckKind::Baseline(figure),
-            Facts::Baseline {
-                not_compared,
-                required,
-                spread,
-                floor_breach,
-                anon_within,
-            },
-        ) => baseline_figure(
-            check,
-            figure.as_str(),
-            outcome,
-            not_compared.as_ref(),
-            *required,
-            (spread.as_ref(), *floor_breach, *anon_within),
-        ),
-        (
-            _,
-            Facts::Missing {
-                lock,
-                required,
-                testbed,
-            },
-        ) => {
-            let mut message = match (lock, testbed) {
-                (Some(lock), Some(testbed)) => {
-                    format!("no baseline for testbed {testbed} in {}", lock.display())
-                }
-                (Some(lock), None) => format!("no baseline for this case in {}", lock.display()),
-                (None, _) => "no baseline: no lock file".to_string(),
-            };
-            if *required {
-                message.push_str(" (--require-baseline)");
-            }
-            message
-        }
-        (
-            _,
-            Facts::Capacity {
-                param,
-                value,
-                complete,
-                probes,
-                locked,
-                least_accepted,
-                tolerance,
-                lock_counts,
-                counts,
-                required,
-            },
-        ) => {
-            let found = match (value, complete) {
-                (Some(value), true) => value.to_string(),
-                (Some(value), false) => format!(">= {value} (the search was cut short)"),
-                (None, _) => "none".to_string(),
-            };
-            match (outcome, value, locked) {
-                (CheckOutcome::NotCompared, _, _) => format!(
-                    "capacity not compared: the lock's counts {}, this search {}; lock again to gate it",
-                    lock_counts.as_deref().unwrap_or("something else"),
-                    counts.as_deref().unwrap_or(param)
-                ),
-                (_, None, _) => format!(
-                    "no {param} fits: the smallest probed failed ({})",
-                    plural(*probes, "probe")
-                ),
-                (CheckOutcome::Breached, Some(_), Some(locked)) => format!(
-                    "capacity regressed: {param} {locked} → {found} (capacity_tolerance {tolerance} accepts {} and up)",
-                    least_accepted.unwrap_or(*locked)
-                ),
-                (CheckOutcome::Improved, Some(_), Some(locked)) => {
-                    format!("capacity grew: {param} {locked} → {found}; re-lock to keep it")
-                }
-                (_, Some(value), Some(locked)) if value < locked => format!(
-                    "capacity {param} {locked} → {found}, within capacity_tolerance {tolerance}"
-                ),
-                (_, Some(value), Some(locked)) if value > locked => {
-                    format!("capacity {param} {found}, at least the locked {locked}")
-                }
-                (_, Some(_), Some(_)) => format!("capacity {param} {found}, as locked"),
-                (_, Some(_), None) if *required => {
-                    "no locked capacity to compare with (--require-baseline)".to_string()
-                }
-                (_, Some(_), None) => "no locked capacity to compare with".to_string(),
-            }
-        }
-        (_, Facts::Drift { changes }) => format!(
-            "the environment drifted from the baseline (on_drift = \"fail\"): {}",
-            changes.join(", ")
-        ),
-        // Facts that do not belong to the kind: the words it came with.
-        _ => check.message.clone(),
+        Measured::Rank { rank: None, .. } => "no rank was seen: no process of the case has RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID".to_string(),
+        Measured::AfterCase => "after the case".to_string(),
+    })
+}
+
+/// The devices left out of a judged GPU figure: `GPU 0 tainted by pid
+/// 4242 (sleep); GPU 2 tainted by pid 77`.
+fn left_out_words(left_out: &OrWritten<Vec<TaintedDevice>>) -> String {
+    match left_out {
+        OrWritten::Written(words) => words.clone(),
+        OrWritten::Data(devices) => devices
+            .iter()
+            .map(|device| format!("GPU {} {}", device.index, tainted_by(&device.by)))
+            .collect::<Vec<_>>()
+            .join("; "),
     }
+}
+
+/// `GPU 0 (NVIDIA H100 80GB HBM3)`.
+fn device_words(device: &OrWritten<Device>) -> String {
+    match device {
+        OrWritten::Written(words) => words.clone(),
+        OrWritten::Data(device) => format!("GPU {} ({})", device.index, device.name),
+    }
+}
+
+fn taint_words(taint: &OrWritten<Vec<ForeignPid>>) -> String {
+    match taint {
+        OrWritten::Written(words) => words.clone(),
+        OrWritten::Data(pids) => tainted_by(pids),
+    }
+}
+
+/// `tainted by pid 4242 (sleep), pid 4243`: why a device-delta figure is
+/// not gated.
+pub fn tainted_by(pids: &[ForeignPid]) -> String {
+    let pids: Vec<String> = pids.iter().map(ToString::to_string).collect();
+    format!("tainted by {}", pids.join(", "))
+}
+
+/// `leak: allocated memory grows 8.00 MiB per iteration over ...`; `what`:
+/// a schema-4 file's words for the figure.
+fn leak(check: &Check, what: Option<&str>, figures: Option<&LeakFigures>, warmup: u32) -> String {
+    match figures {
+        Some(figures) => {
+            let what = what.unwrap_or(if figures.of_probe_steps() {
+                "allocated memory"
+            } else {
+                "the peak"
+            });
+            let max = shown(check.limit_bytes);
+            let trend = leak_trend(figures);
+            if check.passed {
+                format!("no leak: {what} {trend}, within {max}")
+            } else {
+                format!("leak: {what} {trend}, more than the {max} allowed")
+            }
+        }
+        None => format!(
+            "leak not checked: fewer than 3 iterations after a warm-up of {warmup}, from probe steps or soak runs"
+        ),
+    }
+}
+
+/// `grows 8.00 MiB per iteration over 27 probe steps (forward) after
+/// warm-up: 208.0 MiB (Theil–Sen slope)`
+pub fn leak_trend(figures: &LeakFigures) -> String {
+    let per = Bytes(figures.slope_bytes_per_iteration.abs() as u64);
+    let total = Bytes(figures.growth_bytes.abs() as u64);
+    let verb = if figures.slope_bytes_per_iteration >= 0.0 {
+        "grows"
+    } else {
+        "shrinks"
+    };
+    let iterations = match &figures.source {
+        OrWritten::Written(words) => words.clone(),
+        OrWritten::Data(LeakSource::ProbeSteps { phase: Some(phase) }) => {
+            format!("probe steps ({phase})")
+        }
+        OrWritten::Data(LeakSource::ProbeSteps { phase: None }) => "probe steps".to_string(),
+        OrWritten::Data(LeakSource::SoakRuns) => "soak runs".to_string(),
+    };
+    format!(
+        "{verb} {per} per iteration over {} {iterations} after warm-up: {total} (Theil–Sen slope)",
+        figures.iterations
+    )
+}
+
+/// `capacity regressed: batch 296 → 248 (capacity_tolerance ...)`;
+/// `None` for facts that are not a capacity's.
+fn capacity(facts: &Facts, outcome: CheckOutcome) -> Option<String> {
+    let Facts::Capacity {
+        param,
+        value,
+        complete,
+        probes,
+        locked,
+        least_accepted,
+        tolerance,
+        lock_counts,
+        counts,
+        required,
+    } = facts
+    else {
+        return None;
+    };
+    let found = match (value, complete) {
+        (Some(value), true) => value.to_string(),
+        (Some(value), false) => format!(">= {value} (the search was cut short)"),
+        (None, _) => "none".to_string(),
+    };
+    Some(match (outcome, value, locked) {
+        (CheckOutcome::NotCompared, _, _) => format!(
+            "capacity not compared: the lock's counts {}, this search {}; lock again to gate it",
+            lock_counts.as_deref().unwrap_or("something else"),
+            counts.as_deref().unwrap_or(param)
+        ),
+        (_, None, _) => format!(
+            "no {param} fits: the smallest probed failed ({})",
+            plural(*probes, "probe")
+        ),
+        (CheckOutcome::Breached, Some(_), Some(locked)) => format!(
+            "capacity regressed: {param} {locked} → {found} (capacity_tolerance {tolerance} accepts {} and up)",
+            least_accepted.unwrap_or(*locked)
+        ),
+        (CheckOutcome::Improved, Some(_), Some(locked)) => {
+            format!("capacity grew: {param} {locked} → {found}; re-lock to keep it")
+        }
+        (_, Some(value), Some(locked)) if value < locked => {
+            format!("capacity {param} {locked} → {found}, within capacity_tolerance {tolerance}")
+        }
+        (_, Some(value), Some(locked)) if value > locked => {
+            format!("capacity {param} {found}, at least the locked {locked}")
+        }
+        (_, Some(_), Some(_)) => format!("capacity {param} {found}, as locked"),
+        (_, Some(_), None) if *required => {
+            "no locked capacity to compare with (--require-baseline)".to_string()
+        }
+        (_, Some(_), None) => "no locked capacity to compare with".to_string(),
+    })
+}
+
+/// The order `oomgate list` names a case's budgets in.
+const LISTED_IN_ORDER: [BudgetKind; BudgetKind::COUNT] = BudgetKind::every_once([
+    BudgetKind::Host,
+    BudgetKind::Gpu,
+    BudgetKind::GpuRank,
+    BudgetKind::GpuFraction,
+    BudgetKind::GpuLeft,
+]);
+
+/// `oomgate list`'s words for the budgets set: `budget host 512.0 MiB`,
+/// `gpu headroom 90%`; for a load client's (`client`), listed after the
+/// word `budget`, without it: `host 512.0 MiB`.
+pub fn budget_settings(budget: &Budget, client: bool) -> Vec<String> {
+    let prefix = if client { "" } else { "budget " };
+    LISTED_IN_ORDER
+        .into_iter()
+        .filter_map(|kind| {
+            let value = budget.get(kind)?;
+            let size = match value {
+                BudgetValue::Size(bytes) => bytes.to_string(),
+                BudgetValue::Share(share) => format!("{:.0}%", share * 100.0),
+            };
+            Some(match kind {
+                BudgetKind::Host | BudgetKind::Gpu | BudgetKind::GpuRank | BudgetKind::GpuLeft => {
+                    format!("{prefix}{} {size}", kind.key())
+                }
+                BudgetKind::GpuFraction => format!("gpu headroom {size}"),
+            })
+        })
+        .collect()
 }
 
 fn shown(bytes: Option<u64>) -> String {
@@ -552,7 +742,7 @@ fn gpu_left(check: &Check, outcome: CheckOutcome) -> String {
 fn headroom(
     check: &Check,
     outcome: CheckOutcome,
-    (device, method, taint): (&str, &str, Option<&str>),
+    (device, method, taint): (&str, GpuMethod, Option<String>),
     (total_bytes, reserved_bytes): (u64, Option<u64>),
     fraction: f64,
 ) -> String {
@@ -578,7 +768,7 @@ fn headroom(
             "{device} peak {} ({method}) is {:.1}% of its {total}, not gated against the {percent:.0}% headroom limit: {}, whose memory may be in it",
             Bytes(peak),
             share(peak),
-            taint.unwrap_or("another process was on it")
+            taint.as_deref().unwrap_or("another process was on it")
         ),
         (Some(peak), CheckOutcome::Breached) => format!(
             "{device} peak {} ({method}) is {:.1}% of its {total}, above the {percent:.0}% headroom limit ({})",

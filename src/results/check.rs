@@ -8,7 +8,9 @@
 //! fields, once, and every report reads that message, so a report can word
 //! a check its own way (the terminal's `88 → 72`) from the same data.
 //! Results written before checks were data have only the message: they
-//! still read, with `outcome` and `facts` absent.
+//! still read, with `outcome` and `facts` absent; those of schema 4, whose
+//! facts held some of the judge's words, read with those words
+//! ([`OrWritten::Written`]), shown as they were.
 
 use std::path::PathBuf;
 
@@ -16,6 +18,10 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::baseline::{AppliedTolerance, CaseTolerances, Figure, NotCompared};
 use crate::capacity;
+use crate::measure::gpu::{ForeignPid, GpuMethod};
+use crate::measure::host::{HostFloor, HostMethod};
+use crate::suite::BudgetKind;
+use crate::vocabulary::OrWritten;
 
 /// One verdict on one figure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -135,14 +141,16 @@ impl CheckOutcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Facts {
-    /// `budget.host`, `budget.gpu`.
+    /// `budget.<key>`: a figure of the case against its budget.
     Budget {
-        /// How the figure was measured: `vmhwm, cgroup-v1`, `sampled@50ms`.
-        method: String,
-        /// Devices whose figures were left out of the judged one, and why
-        /// (`GPU 0 tainted by pid 4242 (sleep)`).
+        /// How the figure was measured (schema 4: in words, `vmhwm,
+        /// cgroup-v1`).
+        method: OrWritten<Measured>,
+        /// Devices whose figures were left out of the judged one: device
+        /// deltas taken beside processes not of the case (schema 4: in
+        /// words, `GPU 0 tainted by pid 4242 (sleep)`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        left_out: Option<String>,
+        left_out: Option<OrWritten<Vec<TaintedDevice>>>,
         /// The whole figure, left-out devices included, when only the
         /// rest was judged (or nothing was).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,12 +158,14 @@ pub enum Facts {
     },
     /// `budget.gpu_fraction.gpu<N>`.
     Headroom {
-        /// `GPU 0 (H100)`.
-        device: String,
-        method: String,
-        /// Why the figure is not judged: `tainted by pid 4242 (sleep)`.
+        /// The device (schema 4: in words, `GPU 0 (H100)`).
+        device: OrWritten<Device>,
+        method: GpuMethod,
+        /// Why the figure is not judged: the processes not of the case
+        /// that were on the device (schema 4: in words, `tainted by pid
+        /// 4242 (sleep)`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        taint: Option<String>,
+        taint: Option<OrWritten<Vec<ForeignPid>>>,
         total_bytes: u64,
         /// What the driver reserves of it; the limit is a share of the
         /// rest. `None`: not reported (results before it was recorded).
@@ -163,8 +173,9 @@ pub enum Facts {
         reserved_bytes: Option<u64>,
         fraction: f64,
     },
-    /// `host.oom_kill`.
-    OomKill { kills: u64, method: String },
+    /// `host.oom_kill`: the kills, counted by the case's memory cgroup of
+    /// this method.
+    OomKill { kills: u64, method: HostMethod },
     /// `limit.<key>`.
     Limit {
         /// As written: `<= 40 GiB`.
@@ -176,7 +187,9 @@ pub enum Facts {
     },
     /// `leak`.
     Leak {
-        /// `allocated memory` (probe steps) or `the peak` (soak runs).
+        /// Schema 4 only: what the figure was, in words (`allocated
+        /// memory`, `the peak`); later results tell it by
+        /// `figures.source`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         what: Option<String>,
         /// The fitted trend; `None`: too few iterations to tell.
@@ -244,22 +257,63 @@ pub enum Facts {
     Drift { changes: Vec<String> },
 }
 
+/// How a budget's figure was measured: what its sentence names beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Measured {
+    /// The gated host peak: the floor that set it (`None`: none told)
+    /// and the host method.
+    Host {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        floor: Option<HostFloor>,
+        method: HostMethod,
+    },
+    /// The case's GPU peak over its devices, by this method; `None`: GPU
+    /// memory was not measured.
+    Gpu {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        method: Option<GpuMethod>,
+    },
+    /// The rank with the largest GPU peak, and the devices it was on;
+    /// `None`: no process of the case had a rank.
+    Rank {
+        rank: Option<u32>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        devices: Vec<u32>,
+    },
+    /// What the case's devices held above their idle level once its
+    /// processes were gone.
+    AfterCase,
+}
+
+/// A device whose figure was left out of a judged one: a device delta
+/// taken while these processes, not of the case, were on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaintedDevice {
+    pub index: u32,
+    pub by: Vec<ForeignPid>,
+}
+
+/// A GPU as a check names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    pub index: u32,
+    /// NVML's name: `NVIDIA H100 80GB HBM3`.
+    pub name: String,
+}
+
 /// What a [`Check`] judges. Reports look checks up by kind, never by name;
 /// the name is only what files show.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CheckKind {
-    /// `budget.host`: the host peak against `budget.host`.
-    HostBudget,
-    /// `budget.gpu`: the GPU peak over all devices against `budget.gpu`.
-    GpuBudget,
+    /// `budget.<key>`: a figure of the case against its budget of that
+    /// kind (`budget.host`: the host peak; `budget.gpu`: the GPU peak over
+    /// all devices; `budget.gpu_left`: what its devices did not give back;
+    /// `budget.gpu_rank`: the largest rank's GPU memory). A headroom budget
+    /// is checked per device instead ([`CheckKind::GpuHeadroom`]).
+    Budget(BudgetKind),
     /// `budget.gpu_fraction.gpu<N>`: one device's peak against its share.
     GpuHeadroom { device: u32 },
-    /// `budget.gpu_left`: GPU memory the case's devices did not give back
-    /// after it, against `budget.gpu_left`.
-    GpuLeft,
-    /// `budget.gpu_rank`: the largest rank's GPU memory against
-    /// `budget.gpu_rank`.
-    GpuRank,
     /// `host.oom_kill`: the kernel's OOM killer killed a process of the case.
     HostOomKill,
     /// `limit.<key>`: a `limits` entry on a probe figure or metric.
@@ -282,7 +336,43 @@ pub enum CheckKind {
     Client(Box<CheckKind>),
 }
 
+#[allow(non_upper_case_globals)]
 impl CheckKind {
+    /// `budget.host`, by the name lookups and patterns use.
+    pub const HostBudget: CheckKind = CheckKind::Budget(BudgetKind::Host);
+    /// `budget.gpu`.
+    pub const GpuBudget: CheckKind = CheckKind::Budget(BudgetKind::Gpu);
+    /// `budget.gpu_left`.
+    pub const GpuLeft: CheckKind = CheckKind::Budget(BudgetKind::GpuLeft);
+    /// `budget.gpu_rank`.
+    pub const GpuRank: CheckKind = CheckKind::Budget(BudgetKind::GpuRank);
+
+    /// The budget it judges, headroom's per-device checks included.
+    pub fn budget(&self) -> Option<BudgetKind> {
+        match self {
+            CheckKind::Budget(kind) => Some(*kind),
+            CheckKind::GpuHeadroom { .. } => Some(BudgetKind::GpuFraction),
+            CheckKind::HostOomKill
+            | CheckKind::Limit(_)
+            | CheckKind::Leak
+            | CheckKind::BaselineMissing
+            | CheckKind::Baseline(_)
+            | CheckKind::Capacity
+            | CheckKind::EnvironmentDrift
+            | CheckKind::Client(_) => None,
+        }
+    }
+
+    /// A check `oomgate merge --suite` makes again from a part's figures
+    /// when the suite's limits changed: a budget measured once for the
+    /// whole run ([`BudgetKind::judged_again`]) or a probe limit.
+    pub fn judged_again(&self) -> bool {
+        match self {
+            CheckKind::Limit(_) => true,
+            kind => kind.budget().is_some_and(BudgetKind::judged_again),
+        }
+    }
+
     /// A comparison with the baseline (present or missing).
     pub fn is_baseline(&self) -> bool {
         matches!(
@@ -301,11 +391,10 @@ impl CheckKind {
 impl std::fmt::Display for CheckKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CheckKind::HostBudget => f.write_str("budget.host"),
-            CheckKind::GpuBudget => f.write_str("budget.gpu"),
-            CheckKind::GpuHeadroom { device } => write!(f, "budget.gpu_fraction.gpu{device}"),
-            CheckKind::GpuLeft => f.write_str("budget.gpu_left"),
-            CheckKind::GpuRank => f.write_str("budget.gpu_rank"),
+            CheckKind::Budget(kind) => f.write_str(kind.name()),
+            CheckKind::GpuHeadroom { device } => {
+                write!(f, "{}.gpu{device}", BudgetKind::GpuFraction.name())
+            }
             CheckKind::HostOomKill => f.write_str("host.oom_kill"),
             CheckKind::Limit(key) => write!(f, "limit.{key}"),
             CheckKind::Leak => f.write_str("leak"),
@@ -335,21 +424,20 @@ impl std::str::FromStr for CheckKind {
     /// A check's name as results.json writes it, back into its kind.
     fn from_str(name: &str) -> Result<Self, UnknownCheck> {
         let unknown = || UnknownCheck(name.to_string());
+        let headroom = format!("{}.gpu", BudgetKind::GpuFraction.name());
         Ok(match name {
-            "budget.host" => CheckKind::HostBudget,
-            "budget.gpu" => CheckKind::GpuBudget,
-            "budget.gpu_left" => CheckKind::GpuLeft,
-            "budget.gpu_rank" => CheckKind::GpuRank,
             "host.oom_kill" => CheckKind::HostOomKill,
             "leak" => CheckKind::Leak,
             "baseline" => CheckKind::BaselineMissing,
             "baseline.capacity" => CheckKind::Capacity,
             "environment.drift" => CheckKind::EnvironmentDrift,
             _ => {
-                if let Some(device) = name.strip_prefix("budget.gpu_fraction.gpu") {
+                if let Some(device) = name.strip_prefix(headroom.as_str()) {
                     CheckKind::GpuHeadroom {
                         device: device.parse().map_err(|_| unknown())?,
                     }
+                } else if let Some(key) = name.strip_prefix("budget.") {
+                    CheckKind::Budget(BudgetKind::from_key(key).ok_or_else(unknown)?)
                 } else if let Some(check) = name.strip_prefix("client.") {
                     CheckKind::Client(Box::new(check.parse().map_err(|_| unknown())?))
                 } else if let Some(key) = name.strip_prefix("limit.").filter(|k| !k.is_empty()) {

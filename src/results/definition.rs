@@ -14,30 +14,23 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::redact;
-use crate::suite::{Case, fnv1a};
+use crate::suite::{BudgetKind, Case, fnv1a};
 
-/// The parts of a definition a merge judges again from the part's
-/// figures when only they differ: budgets measured once for the whole run
-/// (host, GPU, headroom, GPU left) and the probe's limits. The others —
-/// what runs, how often, for how long, a rank's budget, the tolerances
-/// against the baseline, the leak rule — cannot be judged again from
-/// what a part recorded.
-pub const JUDGED_AGAIN: [&str; 5] = [
-    "budget.host",
-    "budget.gpu",
-    "budget.gpu_fraction",
-    "budget.gpu_left",
-    "limits",
-];
+/// Whether a merge judges `part` of a definition again from the part's
+/// figures when only such parts differ: the budgets measured once for
+/// the whole run (each kind says: [`BudgetKind::judged_again`]) and the
+/// probe's limits. The others — what runs, how often, for how long, a
+/// rank's budget, the tolerances against the baseline, the leak rule —
+/// cannot be judged again from what a part recorded.
+pub fn judged_again(part: &str) -> bool {
+    part == "limits"
+        || BudgetKind::ALL
+            .into_iter()
+            .any(|kind| kind.name() == part && kind.judged_again())
+}
 
-/// The parts of a definition, in name order: a results.json names each
-/// with its hash (`"command": "5b5c98ef514dbfa5"`).
-pub const PARTS: [&str; 21] = [
-    "budget.gpu",
-    "budget.gpu_fraction",
-    "budget.gpu_left",
-    "budget.gpu_rank",
-    "budget.host",
+/// The parts of a definition besides one per budget kind (`budget.host`).
+const OTHER_PARTS: [&str; 16] = [
     "client_budget",
     "command",
     "concurrency",
@@ -56,8 +49,23 @@ pub const PARTS: [&str; 21] = [
     "tolerance",
 ];
 
+/// The parts of a definition, in name order: a results.json names each
+/// with its hash (`"command": "5b5c98ef514dbfa5"`).
+pub fn parts() -> &'static [&'static str] {
+    static PARTS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        let mut parts: Vec<&str> = BudgetKind::ALL
+            .into_iter()
+            .map(BudgetKind::name)
+            .chain(OTHER_PARTS)
+            .collect();
+        parts.sort_unstable();
+        parts
+    });
+    &PARTS
+}
+
 /// A case's definition as a run recorded it: one hash per part of
-/// [`PARTS`], in its order; empty when none was recorded (results of an
+/// [`parts`], in its order; empty when none was recorded (results of an
 /// older oomgate). Held as numbers (0 for a part not read), written as a
 /// map of hex strings: a run of 10,000 cases keeps one per case, 168
 /// bytes each.
@@ -80,7 +88,7 @@ impl serde::Serialize for Definition {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut map = serializer.serialize_map(None)?;
-        for (at, name) in PARTS.iter().enumerate() {
+        for (at, name) in parts().iter().enumerate() {
             if let Some(hash) = self.part(at) {
                 map.serialize_entry(name, &format!("{hash:016x}"))?;
             }
@@ -98,7 +106,7 @@ impl<'de> serde::Deserialize<'de> for Definition {
             return Ok(Definition::default());
         }
         Ok(Definition(
-            PARTS
+            parts()
                 .iter()
                 .map(|name| {
                     read.get(*name)
@@ -152,12 +160,9 @@ pub fn of(case: &Case, workdir: &Path) -> Definition {
     parts.push(("gpus", format!("{:?}", case.gpus)));
     parts.push(("search", format!("{:?}", case.search)));
     parts.push(("pytest", format!("{:?}", case.pytest)));
-    let budget = &case.budget;
-    parts.push(("budget.host", format!("{:?}", budget.host)));
-    parts.push(("budget.gpu", format!("{:?}", budget.gpu)));
-    parts.push(("budget.gpu_fraction", format!("{:?}", budget.gpu_fraction)));
-    parts.push(("budget.gpu_left", format!("{:?}", budget.gpu_left)));
-    parts.push(("budget.gpu_rank", format!("{:?}", budget.gpu_rank)));
+    for kind in BudgetKind::ALL {
+        parts.push((kind.name(), format!("{:?}", case.budget.get(kind))));
+    }
     parts.push(("client_budget", format!("{:?}", case.client_budget)));
     parts.push(("tolerance", format!("{:?}", case.tolerance)));
     let limits: Vec<String> = case
@@ -172,7 +177,7 @@ pub fn of(case: &Case, workdir: &Path) -> Definition {
         parts
             .iter()
             .map(|(name, _)| *name)
-            .eq(PARTS.iter().copied())
+            .eq(self::parts().iter().copied())
     );
     Definition(
         parts
@@ -185,7 +190,7 @@ pub fn of(case: &Case, workdir: &Path) -> Definition {
 /// The parts of two definitions that differ (one's part the other lacks
 /// among them), in name order.
 pub fn differences(ran: &Definition, now: &Definition) -> Vec<String> {
-    PARTS
+    parts()
         .iter()
         .enumerate()
         .filter(|&(at, _)| ran.part(at) != now.part(at))
@@ -205,9 +210,9 @@ mod tests {
         let text = "[suite]\nname = \"s\"\n[[case]]\nname = \"c\"\ncommand = [\"true\"]\n";
         let suite = crate::suite::parse(text, Path::new("s.toml"), Path::new("/w")).expect("suite");
         let defined = of(&suite.cases[0], Path::new("/w"));
-        assert_eq!(defined.0.len(), PARTS.len());
+        assert_eq!(defined.0.len(), parts().len());
         let json = serde_json::to_value(&defined).expect("json");
-        assert_eq!(json.as_object().map(|m| m.len()), Some(PARTS.len()));
+        assert_eq!(json.as_object().map(|m| m.len()), Some(parts().len()));
         assert!(
             json["command"].as_str().is_some_and(|h| h.len() == 16),
             "{json}"

@@ -117,7 +117,7 @@ pub struct SuiteCases<'a> {
 /// `workdir` the suite's; `suite` names it in words), before the parts are
 /// merged: a merge never passes a case its part ran under another
 /// definition. Where only limits a part's figures can be judged under
-/// differ ([`super::definition::JUDGED_AGAIN`]: budgets, probe limits), a case
+/// differ ([`super::definition::judged_again`]: budgets, probe limits), a case
 /// that passed is judged again under the suite's by `judge_again` (the
 /// caller's: `judge::judge_limits_again`, then its words — the model
 /// decides and words nothing);
@@ -162,9 +162,7 @@ pub fn hold_to_definitions(
                 format!("its {} {verb}", differ.join(", "))
             };
             let judged_again = !result.definition.is_empty()
-                && differ
-                    .iter()
-                    .all(|d| super::definition::JUDGED_AGAIN.contains(&d.as_str()));
+                && differ.iter().all(|d| super::definition::judged_again(d));
             if judged_again && result.status == CaseStatus::Passed {
                 judge_again(case, result);
                 notes.push(format!(

@@ -40,12 +40,15 @@ pub mod merge;
 pub mod readback;
 
 pub use check::{
-    AppliedTolerance, CaseTolerances, Check, CheckKind, CheckOutcome, Facts, NotCompared,
+    AppliedTolerance, CaseTolerances, Check, CheckKind, CheckOutcome, Device, Facts, Measured,
+    NotCompared, TaintedDevice,
 };
 
 pub use host::HostResult;
 
-pub use crate::vocabulary::{CaseStatus, Exit, FailureType, IN_FLIGHT_MESSAGE, SCHEMA_VERSION};
+pub use crate::vocabulary::{
+    CaseStatus, Exit, FailureType, IN_FLIGHT_MESSAGE, OrWritten, SCHEMA_VERSION,
+};
 
 /// Read back leniently (`#[serde(default)]`): a field a results.json of
 /// an older schema lacks takes its empty value, so every schema this

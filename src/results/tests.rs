@@ -45,6 +45,157 @@ fn check_names_are_stable() {
         assert_eq!(serde_json::to_value(&kind).ok(), Some(name.into()));
         assert_eq!(name.parse::<CheckKind>(), Ok(kind));
     }
+    // Every budget kind's check is named by its key.
+    for kind in crate::suite::BudgetKind::ALL {
+        let name = format!("budget.{}", kind.key());
+        assert_eq!(CheckKind::Budget(kind).to_string(), name);
+        assert_eq!(name.parse::<CheckKind>(), Ok(CheckKind::Budget(kind)));
+    }
+    assert!("budget.vram".parse::<CheckKind>().is_err());
+}
+
+/// Schema 5: a check's facts are data, each in the shape results.json
+/// documents (docs/baselines.md), and read back unchanged.
+#[test]
+fn facts_are_data_and_read_back() {
+    use crate::leak::{LeakFigures, LeakSource};
+    use crate::measure::gpu::{ForeignPid, GpuMethod};
+    use crate::measure::host::HostMethod;
+    use serde_json::json;
+    let sleep = ForeignPid {
+        pid: 4242,
+        name: Some("sleep".into()),
+    };
+    let table = [
+        (
+            Facts::Budget {
+                method: OrWritten::Data(Measured::Host {
+                    floor: Some(HostFloor::Vmhwm),
+                    method: HostMethod::CgroupV1,
+                }),
+                left_out: None,
+                whole_bytes: None,
+            },
+            json!({"budget": {"method": {"host": {"floor": "vmhwm", "method": "cgroup-v1"}}}}),
+        ),
+        (
+            Facts::Budget {
+                method: OrWritten::Data(Measured::Gpu {
+                    method: Some(GpuMethod::Mixed),
+                }),
+                left_out: Some(OrWritten::Data(vec![TaintedDevice {
+                    index: 0,
+                    by: vec![sleep.clone()],
+                }])),
+                whole_bytes: Some(7),
+            },
+            json!({"budget": {
+                "method": {"gpu": {"method": "mixed"}},
+                "left_out": [{"index": 0, "by": [{"pid": 4242, "name": "sleep"}]}],
+                "whole_bytes": 7
+            }}),
+        ),
+        (
+            Facts::Budget {
+                method: OrWritten::Data(Measured::Gpu { method: None }),
+                left_out: None,
+                whole_bytes: None,
+            },
+            json!({"budget": {"method": {"gpu": {}}}}),
+        ),
+        (
+            Facts::Budget {
+                method: OrWritten::Data(Measured::Rank {
+                    rank: Some(3),
+                    devices: vec![2, 3],
+                }),
+                left_out: None,
+                whole_bytes: None,
+            },
+            json!({"budget": {"method": {"rank": {"rank": 3, "devices": [2, 3]}}}}),
+        ),
+        (
+            Facts::Budget {
+                method: OrWritten::Data(Measured::Rank {
+                    rank: None,
+                    devices: Vec::new(),
+                }),
+                left_out: None,
+                whole_bytes: None,
+            },
+            json!({"budget": {"method": {"rank": {"rank": null}}}}),
+        ),
+        (
+            Facts::Budget {
+                method: OrWritten::Data(Measured::AfterCase),
+                left_out: None,
+                whole_bytes: None,
+            },
+            json!({"budget": {"method": "after-case"}}),
+        ),
+        (
+            Facts::Headroom {
+                device: OrWritten::Data(Device {
+                    index: 0,
+                    name: "H100".into(),
+                }),
+                method: GpuMethod::DeviceDelta,
+                taint: Some(OrWritten::Data(vec![sleep])),
+                total_bytes: 8,
+                reserved_bytes: Some(1),
+                fraction: 0.5,
+            },
+            json!({"headroom": {
+                "device": {"index": 0, "name": "H100"},
+                "method": "device-delta",
+                "taint": [{"pid": 4242, "name": "sleep"}],
+                "total_bytes": 8,
+                "reserved_bytes": 1,
+                "fraction": 0.5
+            }}),
+        ),
+        (
+            Facts::OomKill {
+                kills: 2,
+                method: HostMethod::CgroupV2,
+            },
+            json!({"oom-kill": {"kills": 2, "method": "cgroup-v2"}}),
+        ),
+        (
+            Facts::Leak {
+                what: None,
+                figures: Some(LeakFigures {
+                    source: OrWritten::Data(LeakSource::ProbeSteps {
+                        phase: Some("forward".into()),
+                    }),
+                    iterations: 5,
+                    slope_bytes_per_iteration: 1.5,
+                    growth_bytes: 7.5,
+                    warmup: 2,
+                    intercept_bytes: 0.25,
+                }),
+                warmup: 2,
+            },
+            json!({"leak": {
+                "figures": {
+                    "source": {"probe-steps": {"phase": "forward"}},
+                    "iterations": 5,
+                    "slope_bytes_per_iteration": 1.5,
+                    "growth_bytes": 7.5,
+                    "warmup": 2,
+                    "intercept_bytes": 0.25
+                },
+                "warmup": 2
+            }}),
+        ),
+    ];
+    for (facts, written) in table {
+        assert_eq!(serde_json::to_value(&facts).ok(), Some(written.clone()));
+        let back: Facts = serde_json::from_value(written).expect("read back");
+        assert_eq!(back, facts);
+    }
+    let soak: LeakSource = serde_json::from_value(json!("soak-runs")).expect("soak");
+    assert_eq!(soak, LeakSource::SoakRuns);
 }
 
 /// Every part of the model, filled in: what reading results.json back
@@ -242,7 +393,9 @@ fn everything() -> RunResults {
     );
     case.probe = Some(probe);
     case.leak = Some(crate::leak::LeakFigures {
-        source: "soak runs".into(),
+        source: crate::vocabulary::OrWritten::Data(crate::leak::LeakSource::ProbeSteps {
+            phase: Some("forward".into()),
+        }),
         iterations: 5,
         slope_bytes_per_iteration: 1.5,
         growth_bytes: 7.5,

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 
-use super::model::{Budget, Leak, Limit, Tolerances};
+use super::budget::Budget;
+use super::model::{Leak, Limit, Tolerances};
 use super::pytest::PytestTest;
 use super::server::{PORT, Server};
 use super::template::Templates;

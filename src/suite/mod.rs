@@ -10,6 +10,7 @@
 //! relative to the suite file's folder, `cwd` to the workdir, and a command
 //! whose first element contains `/` to the case's working directory.
 
+mod budget;
 mod case;
 mod checked;
 mod checker;
@@ -27,14 +28,15 @@ mod validate;
 
 use std::path::Path;
 
+pub use budget::{Budget, BudgetKind, BudgetValue, Takes};
 pub use case::Case;
 pub use checked::Suite;
 pub use located::{Diagnostic, Located, SuiteError};
 pub use model::{
-    Budget, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_SETTLE_TIMEOUT,
-    DEFAULT_SITES_DEPTH, DEFAULT_SPREAD_K, DEFAULT_TIMEOUT, DriftPolicy, EnvironmentSpec,
-    ForeignPolicy, GpuMode, Leak, Limit, LimitOp, MAX_CASE_BYTES, MAX_CASES, MAX_PLAN_BYTES,
-    MAX_SUITE_BYTES, RESERVED_ENV, Tolerance, Tolerances,
+    DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_SETTLE_TIMEOUT, DEFAULT_SITES_DEPTH,
+    DEFAULT_SPREAD_K, DEFAULT_TIMEOUT, DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Leak,
+    Limit, LimitOp, MAX_CASE_BYTES, MAX_CASES, MAX_PLAN_BYTES, MAX_SUITE_BYTES, RESERVED_ENV,
+    Tolerance, Tolerances,
 };
 pub use partition::{Partition, PartitionKind};
 pub use pytest::{

@@ -1,6 +1,7 @@
-//! The plain values a checked suite is made of: tolerances, budgets and
-//! limits, the environment to record, the policies, and the built-in
-//! defaults and bounds. They know nothing of cases, servers or pytest.
+//! The plain values a checked suite is made of: tolerances, probe limits
+//! and the leak rule, the environment to record, the policies, and the
+//! built-in defaults and bounds (budgets are `budget.rs`'s). They know
+//! nothing of cases, servers or pytest.
 
 use std::time::Duration;
 
@@ -143,26 +144,6 @@ impl LimitOp {
             LimitOp::AtLeast => figure >= value,
         }
     }
-}
-
-/// Hard limits; a breach stops the case at once.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Budget {
-    /// On the case's gated host peak: the largest of the kernel's floors
-    /// (the case cgroup's anon + shmem charge, the tree's PSS sum, the
-    /// largest VmHWM, reaped children's rusage; docs/host-measurement.md).
-    pub host: Option<Bytes>,
-    /// On the case's GPU peak, all its devices together.
-    pub gpu: Option<Bytes>,
-    /// Headroom: on each device, the case's peak may not exceed this share
-    /// of the device's memory less its driver's reserve (0 < f <= 1).
-    pub gpu_fraction: Option<f64>,
-    /// After the case: GPU memory its devices did not give back (above
-    /// their idle level once its processes are gone), checked once.
-    pub gpu_left: Option<Bytes>,
-    /// On any one rank of a distributed case: its processes' GPU memory
-    /// summed over its devices (see `measure::ranks`).
-    pub gpu_rank: Option<Bytes>,
 }
 
 /// Built-in values for keys neither the case nor `[defaults]` sets.

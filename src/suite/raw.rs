@@ -5,10 +5,86 @@
 //! `suite::validate` reads them, so that an error can name the line and
 //! column the user wrote them at. `deny_unknown_fields` everywhere: a typo in
 //! a key is an error, never a silently ignored limit.
+//!
+//! The keys a case shares with `[defaults]` (and a `[[pytest]]` table with
+//! its tests) are listed once, in [`settings_keys!`], and spelled into each
+//! table that holds them by a macro rather than by `#[serde(flatten)]`:
+//! with toml, a flattened struct loses every span (`Spanned` fails to
+//! read) and an unknown key's error its line and its list of valid keys.
+//! A budget's keys are the budget kinds' ([`crate::suite::BudgetKind`]).
 
 use indexmap::IndexMap;
 use serde::Deserialize;
 use toml::Spanned;
+
+use super::budget::BudgetKind;
+
+/// The keys a case shares with `[defaults]`, in the order serde lists
+/// them after a table's own: every one optional, each read as its type.
+/// Hands the list to `$then!`, after `$args`.
+macro_rules! settings_keys {
+    ($then:ident ! ($($args:tt)*)) => {
+        $then! {
+            ($($args)*)
+            cwd: Spanned<String>,
+            env: RawEnv,
+            timeout: Spanned<String>,
+            kill_grace: Spanned<String>,
+            concurrency: Spanned<i64>,
+            duration: Spanned<String>,
+            budget: Spanned<RawBudget>,
+            tolerance: Spanned<RawTolerance>,
+            repeat: Spanned<i64>,
+            limits: Spanned<RawLimits>,
+            leak: Spanned<RawLeak>,
+            gpus: Spanned<i64>,
+            gpu_memory: Spanned<toml::Value>,
+            settle_timeout: Spanned<String>,
+            sites: Spanned<RawSites>,
+        }
+    };
+}
+
+/// A table struct: its own fields as written, then the settings keys, and
+/// `settings()` to borrow those.
+macro_rules! with_settings {
+    (
+        (
+            $(#[$attr:meta])*
+            pub struct $name:ident { $($own:tt)* }
+        )
+        $($key:ident: $ty:ty,)*
+    ) => {
+        $(#[$attr])*
+        pub struct $name {
+            $($own)*
+            $(pub $key: Option<$ty>,)*
+        }
+
+        impl $name {
+            /// The keys it shares with `[defaults]`.
+            pub fn settings(&self) -> RawSettingsRef<'_> {
+                RawSettingsRef {
+                    $($key: self.$key.as_ref(),)*
+                }
+            }
+        }
+    };
+}
+
+/// [`RawSettingsRef`], from the settings keys.
+macro_rules! settings_ref {
+    (() $($key:ident: $ty:ty,)*) => {
+        /// Borrowed view of the shared keys, so defaults and a case are
+        /// read by one piece of code.
+        #[derive(Clone, Copy, Default)]
+        pub struct RawSettingsRef<'a> {
+            $(pub $key: Option<&'a $ty>,)*
+        }
+    };
+}
+
+settings_keys!(settings_ref!());
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -25,41 +101,28 @@ pub struct RawSuiteFile {
     pub pytests: Vec<Spanned<RawPytest>>,
 }
 
-/// `[[pytest]]`: where the tests are, how to run pytest, and any case key
-/// as a default for its tests.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawPytest {
-    pub paths: Spanned<Vec<Spanned<String>>>,
-    pub python: Option<Spanned<String>>,
-    pub args: Option<Vec<Spanned<String>>>,
-    /// `"test"` (default) or `"file"`.
-    pub granularity: Option<Spanned<String>>,
-    // The keys of a `[[case]]` that make no sense for a collected test:
-    // read so that each is refused with a reason, not as an unknown key.
-    pub name: Option<Spanned<toml::Value>>,
-    pub command: Option<Spanned<toml::Value>>,
-    pub matrix: Option<Spanned<toml::Value>>,
-    pub search: Option<Spanned<toml::Value>>,
-    pub capacity_tolerance: Option<Spanned<toml::Value>>,
-    pub server: Option<Spanned<toml::Value>>,
-    pub client_budget: Option<Spanned<toml::Value>>,
-    pub cwd: Option<Spanned<String>>,
-    pub env: Option<RawEnv>,
-    pub timeout: Option<Spanned<String>>,
-    pub kill_grace: Option<Spanned<String>>,
-    pub concurrency: Option<Spanned<i64>>,
-    pub duration: Option<Spanned<String>>,
-    pub budget: Option<Spanned<RawBudget>>,
-    pub tolerance: Option<Spanned<RawTolerance>>,
-    pub repeat: Option<Spanned<i64>>,
-    pub limits: Option<Spanned<RawLimits>>,
-    pub leak: Option<Spanned<RawLeak>>,
-    pub gpus: Option<Spanned<i64>>,
-    pub gpu_memory: Option<Spanned<toml::Value>>,
-    pub settle_timeout: Option<Spanned<String>>,
-    pub sites: Option<Spanned<RawSites>>,
-}
+settings_keys!(with_settings!(
+    /// `[[pytest]]`: where the tests are, how to run pytest, and any case key
+    /// as a default for its tests.
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct RawPytest {
+        pub paths: Spanned<Vec<Spanned<String>>>,
+        pub python: Option<Spanned<String>>,
+        pub args: Option<Vec<Spanned<String>>>,
+        /// `"test"` (default) or `"file"`.
+        pub granularity: Option<Spanned<String>>,
+        // The keys of a `[[case]]` that make no sense for a collected test:
+        // read so that each is refused with a reason, not as an unknown key.
+        pub name: Option<Spanned<toml::Value>>,
+        pub command: Option<Spanned<toml::Value>>,
+        pub matrix: Option<Spanned<toml::Value>>,
+        pub search: Option<Spanned<toml::Value>>,
+        pub capacity_tolerance: Option<Spanned<toml::Value>>,
+        pub server: Option<Spanned<toml::Value>>,
+        pub client_budget: Option<Spanned<toml::Value>>,
+    }
+));
 
 /// `[environment]`: what to record about the software the workloads use.
 #[derive(Debug, Deserialize)]
@@ -111,103 +174,32 @@ pub struct RawToleranceFigure {
     pub spread_k: Option<Spanned<toml::Value>>,
 }
 
-/// The keys a case shares with `[defaults]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawSettings {
-    pub cwd: Option<Spanned<String>>,
-    pub env: Option<RawEnv>,
-    pub timeout: Option<Spanned<String>>,
-    pub kill_grace: Option<Spanned<String>>,
-    pub concurrency: Option<Spanned<i64>>,
-    pub duration: Option<Spanned<String>>,
-    pub budget: Option<Spanned<RawBudget>>,
-    pub tolerance: Option<Spanned<RawTolerance>>,
-    pub repeat: Option<Spanned<i64>>,
-    pub limits: Option<Spanned<RawLimits>>,
-    pub leak: Option<Spanned<RawLeak>>,
-    pub gpus: Option<Spanned<i64>>,
-    pub gpu_memory: Option<Spanned<toml::Value>>,
-    pub settle_timeout: Option<Spanned<String>>,
-    pub sites: Option<Spanned<RawSites>>,
-}
+settings_keys!(with_settings!(
+    /// `[defaults]`: the keys a case shares with it.
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct RawSettings {}
+));
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawCase {
-    pub name: Spanned<String>,
-    pub command: Spanned<Vec<Spanned<String>>>,
-    pub matrix: Option<Spanned<RawMatrix>>,
-    /// Capacity search; a case's own key, never a default.
-    pub search: Option<Spanned<RawSearch>>,
-    /// How far below the locked capacity a search may land: steps, or a
-    /// share (`"5%"`).
-    pub capacity_tolerance: Option<Spanned<toml::Value>>,
-    /// The server the command loads; a case's own key.
-    pub server: Option<Spanned<RawServer>>,
-    /// Limits on the load client's figures, beside a server.
-    pub client_budget: Option<Spanned<RawBudget>>,
-    // Spelled out rather than `#[serde(flatten)] RawSettings`: serde's
-    // flatten disables both `deny_unknown_fields` and span tracking.
-    pub cwd: Option<Spanned<String>>,
-    pub env: Option<RawEnv>,
-    pub timeout: Option<Spanned<String>>,
-    pub kill_grace: Option<Spanned<String>>,
-    pub concurrency: Option<Spanned<i64>>,
-    pub duration: Option<Spanned<String>>,
-    pub budget: Option<Spanned<RawBudget>>,
-    pub tolerance: Option<Spanned<RawTolerance>>,
-    pub repeat: Option<Spanned<i64>>,
-    pub limits: Option<Spanned<RawLimits>>,
-    pub leak: Option<Spanned<RawLeak>>,
-    pub gpus: Option<Spanned<i64>>,
-    pub gpu_memory: Option<Spanned<toml::Value>>,
-    pub settle_timeout: Option<Spanned<String>>,
-    pub sites: Option<Spanned<RawSites>>,
-}
-
-/// Borrow the shared keys of a `RawCase` or `RawSettings` (same field names).
-macro_rules! settings_ref {
-    ($raw:expr) => {
-        RawSettingsRef {
-            cwd: $raw.cwd.as_ref(),
-            env: $raw.env.as_ref(),
-            timeout: $raw.timeout.as_ref(),
-            kill_grace: $raw.kill_grace.as_ref(),
-            concurrency: $raw.concurrency.as_ref(),
-            duration: $raw.duration.as_ref(),
-            budget: $raw.budget.as_ref(),
-            tolerance: $raw.tolerance.as_ref(),
-            repeat: $raw.repeat.as_ref(),
-            limits: $raw.limits.as_ref(),
-            leak: $raw.leak.as_ref(),
-            gpus: $raw.gpus.as_ref(),
-            gpu_memory: $raw.gpu_memory.as_ref(),
-            settle_timeout: $raw.settle_timeout.as_ref(),
-            sites: $raw.sites.as_ref(),
-        }
-    };
-}
-
-impl RawCase {
-    /// The keys this case shares with `[defaults]`.
-    pub fn settings(&self) -> RawSettingsRef<'_> {
-        settings_ref!(self)
+settings_keys!(with_settings!(
+    /// `[[case]]`: its own keys, then those it shares with `[defaults]`.
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct RawCase {
+        pub name: Spanned<String>,
+        pub command: Spanned<Vec<Spanned<String>>>,
+        pub matrix: Option<Spanned<RawMatrix>>,
+        /// Capacity search; a case's own key, never a default.
+        pub search: Option<Spanned<RawSearch>>,
+        /// How far below the locked capacity a search may land: steps, or a
+        /// share (`"5%"`).
+        pub capacity_tolerance: Option<Spanned<toml::Value>>,
+        /// The server the command loads; a case's own key.
+        pub server: Option<Spanned<RawServer>>,
+        /// Limits on the load client's figures, beside a server.
+        pub client_budget: Option<Spanned<RawBudget>>,
     }
-}
-
-impl RawPytest {
-    /// The keys this table gives its tests, over `[defaults]`.
-    pub fn settings(&self) -> RawSettingsRef<'_> {
-        settings_ref!(self)
-    }
-}
-
-impl RawSettings {
-    pub fn as_ref(&self) -> RawSettingsRef<'_> {
-        settings_ref!(self)
-    }
-}
+));
 
 /// `limits = { "probe.peak_allocated" = "<= 40 GiB", "metric.tokens_per_s" = ">= 1500" }`
 pub type RawLimits = IndexMap<Spanned<String>, Spanned<String>>;
@@ -261,39 +253,65 @@ pub type RawEnv = IndexMap<Spanned<String>, Spanned<String>>;
 /// `matrix = { key = [values...] }`, keys in file order.
 pub type RawMatrix = IndexMap<Spanned<String>, Spanned<Vec<Spanned<toml::Value>>>>;
 
-/// Borrowed view of the shared keys, so defaults and a case are read by one
-/// piece of code.
-#[derive(Clone, Copy, Default)]
-pub struct RawSettingsRef<'a> {
-    pub cwd: Option<&'a Spanned<String>>,
-    pub env: Option<&'a RawEnv>,
-    pub timeout: Option<&'a Spanned<String>>,
-    pub kill_grace: Option<&'a Spanned<String>>,
-    pub concurrency: Option<&'a Spanned<i64>>,
-    pub duration: Option<&'a Spanned<String>>,
-    pub budget: Option<&'a Spanned<RawBudget>>,
-    pub tolerance: Option<&'a Spanned<RawTolerance>>,
-    pub repeat: Option<&'a Spanned<i64>>,
-    pub limits: Option<&'a Spanned<RawLimits>>,
-    pub leak: Option<&'a Spanned<RawLeak>>,
-    pub gpus: Option<&'a Spanned<i64>>,
-    pub gpu_memory: Option<&'a Spanned<toml::Value>>,
-    pub settle_timeout: Option<&'a Spanned<String>>,
-    pub sites: Option<&'a Spanned<RawSites>>,
+/// `budget = { host = "512 MiB", gpu_fraction = 0.9 }`: each kind's value
+/// as written, by [`BudgetKind`]. Read key by key: a key that is no kind's
+/// is refused as serde refuses an unknown field, at the key, naming the
+/// valid ones.
+#[derive(Debug, Default)]
+pub struct RawBudget([Option<Spanned<toml::Value>>; BudgetKind::COUNT]);
+
+impl RawBudget {
+    /// The value written for `kind`.
+    pub fn get(&self, kind: BudgetKind) -> Option<&Spanned<toml::Value>> {
+        self.0[kind as usize].as_ref()
+    }
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawBudget {
-    /// A size: `"512 MiB"` or a number of bytes.
-    pub host: Option<Spanned<toml::Value>>,
-    /// A size, on the case's GPU peak over all its devices.
-    pub gpu: Option<Spanned<toml::Value>>,
-    /// Headroom: the peak on each device must stay within this share of
-    /// the device's total memory.
-    pub gpu_fraction: Option<Spanned<toml::Value>>,
-    /// A size: GPU memory the case's devices did not give back after it.
-    pub gpu_left: Option<Spanned<toml::Value>>,
-    /// A size, on any one rank's GPU memory.
-    pub gpu_rank: Option<Spanned<toml::Value>>,
+/// A budget's key: its kind.
+struct BudgetKey(BudgetKind);
+
+impl<'de> Deserialize<'de> for BudgetKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Key;
+        impl serde::de::Visitor<'_> for Key {
+            type Value = BudgetKey;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a budget's key")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<BudgetKey, E> {
+                BudgetKind::from_key(key)
+                    .map(BudgetKey)
+                    .ok_or_else(|| E::unknown_field(key, &BudgetKind::KEYS))
+            }
+        }
+        deserializer.deserialize_identifier(Key)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawBudget {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Table;
+        impl<'de> serde::de::Visitor<'de> for Table {
+            type Value = RawBudget;
+
+            // Serde's words for the struct this table was.
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("struct RawBudget")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawBudget, A::Error> {
+                let mut budget = RawBudget::default();
+                while let Some(BudgetKey(kind)) = map.next_key()? {
+                    budget.0[kind as usize] = Some(map.next_value()?);
+                }
+                Ok(budget)
+            }
+        }
+        deserializer.deserialize_map(Table)
+    }
 }

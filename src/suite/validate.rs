@@ -27,13 +27,14 @@ use toml::Spanned;
 
 use self::limits::{budget_keys, limits};
 use self::shared::{CaseInput, check_env, lexical_join};
+use super::budget::Budget;
 use super::case::Case;
 use super::checked::Suite;
 use super::checker::Checker;
 use super::located::Diagnostic;
 use super::model::{
-    Budget, DEFAULT_SAMPLE_INTERVAL, DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode,
-    MAX_CASES, Tolerances,
+    DEFAULT_SAMPLE_INTERVAL, DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, MAX_CASES,
+    Tolerances,
 };
 use super::raw::{RawCase, RawEnvironment, RawSettingsRef, RawSuiteFile};
 use super::search::search_spec;
@@ -117,7 +118,7 @@ pub(super) fn validate(
     let mut defaults = raw
         .defaults
         .as_ref()
-        .map(|d| d.get_ref().as_ref())
+        .map(|d| d.get_ref().settings())
         .unwrap_or_default();
     // `[suite] settle_timeout` is the layer under `[defaults]`.
     defaults.settle_timeout = defaults

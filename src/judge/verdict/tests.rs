@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::judge::limits::host_budget_check;
+use crate::measure::host::{HostFloor, HostMethod};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -21,7 +22,12 @@ fn regression() -> Check {
 #[test]
 fn a_judgement_ranks_below_how_the_run_ended() {
     let drift = Check::new(CheckKind::EnvironmentDrift, false, CheckOutcome::Breached);
-    let over = host_budget_check(Some(Bytes(2)), "vmhwm, cgroup-v1", Bytes(1));
+    let over = host_budget_check(
+        Some(Bytes(2)),
+        Some(HostFloor::Vmhwm),
+        HostMethod::CgroupV1,
+        Bytes(1),
+    );
     let ok = [Some(Exit::Code(0))];
     // A clean run judged against its baseline.
     let verdict = decide(&observed(None, &ok, None), &[regression(), drift]);
@@ -56,7 +62,7 @@ fn a_judgement_ranks_below_how_the_run_ended() {
         })
     );
     // Passing checks change nothing.
-    let passing = host_budget_check(Some(Bytes(1)), "x", Bytes(1));
+    let passing = host_budget_check(Some(Bytes(1)), None, HostMethod::CgroupV2, Bytes(1));
     assert_eq!(
         decide(&observed(None, &ok, None), &[passing]),
         Verdict {
@@ -83,7 +89,12 @@ fn a_server_that_ended_is_the_cause_after_the_cases_own_limits() {
         ),
         "not the clients it took down with it"
     );
-    let over = host_budget_check(Some(Bytes(2)), "vmhwm, cgroup-v1", Bytes(1));
+    let over = host_budget_check(
+        Some(Bytes(2)),
+        Some(HostFloor::Vmhwm),
+        HostMethod::CgroupV1,
+        Bytes(1),
+    );
     assert!(
         matches!(decide(&serving, &[over]).cause, Some(Cause::Limits { .. })),
         "a breach of the case's own budget comes first"
@@ -109,8 +120,18 @@ fn a_server_that_ended_is_the_cause_after_the_cases_own_limits() {
 #[test]
 fn status_priorities() {
     let ok = Some(Exit::Code(0));
-    let failing = host_budget_check(Some(Bytes(2)), "pss-sum, procfs-pss", Bytes(1));
-    let passing = host_budget_check(Some(Bytes(1)), "pss-sum, procfs-pss", Bytes(1));
+    let failing = host_budget_check(
+        Some(Bytes(2)),
+        Some(HostFloor::PssSum),
+        HostMethod::ProcfsPss,
+        Bytes(1),
+    );
+    let passing = host_budget_check(
+        Some(Bytes(1)),
+        Some(HostFloor::PssSum),
+        HostMethod::ProcfsPss,
+        Bytes(1),
+    );
     let budget_stop = StopReason::BudgetExceeded {
         at: Duration::from_millis(1200),
     };
@@ -349,7 +370,12 @@ fn a_lost_gpu_is_an_error_above_what_it_explains() {
         }
     }
     // A budget breach that stopped the case before the loss is its cause.
-    let breach = host_budget_check(Some(Bytes(2)), "vmhwm", Bytes(1));
+    let breach = host_budget_check(
+        Some(Bytes(2)),
+        Some(HostFloor::Vmhwm),
+        HostMethod::CgroupV1,
+        Bytes(1),
+    );
     let stopped = lost(
         Some(StopReason::BudgetExceeded {
             at: Duration::from_millis(1000),

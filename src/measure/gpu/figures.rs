@@ -158,17 +158,6 @@ impl std::ops::Deref for DeviceFigures {
     }
 }
 
-impl DeviceFigures {
-    /// `tainted by pid 4242 (sleep)`, for a tainted figure.
-    pub fn taint(&self) -> Option<String> {
-        if self.tainted_by.is_empty() {
-            return None;
-        }
-        let pids: Vec<String> = self.tainted_by.iter().map(ToString::to_string).collect();
-        Some(format!("tainted by {}", pids.join(", ")))
-    }
-}
-
 /// The GPU figures of one case.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuFigures {
@@ -464,11 +453,8 @@ mod tests {
     #[test]
     fn tainted_figures_are_named_and_left_out_of_the_untainted_sum() {
         let tainted = device(0, Some(500), &[4242, 7]);
-        assert_eq!(
-            tainted.taint().as_deref(),
-            Some("tainted by pid 4242 (sleep), pid 7")
-        );
-        assert_eq!(device(1, Some(300), &[]).taint(), None);
+        let named: Vec<String> = tainted.tainted_by.iter().map(ToString::to_string).collect();
+        assert_eq!(named, ["pid 4242 (sleep)", "pid 7"]);
         let figures = |devices: Vec<DeviceFigures>| GpuFigures {
             peak_bytes: None,
             method: GpuMethod::DeviceDelta,

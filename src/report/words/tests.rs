@@ -6,6 +6,8 @@ use crate::judge::{
     Against, Found, Gated, Observed, StopReason, against_lock, decide, gpu_budget_check,
     headroom_check, host_budget_check,
 };
+use crate::measure::gpu::{ForeignPid, GpuMethod};
+use crate::measure::host::{HostFloor, HostMethod};
 use crate::results::CaseTolerances;
 use crate::suite::{Tolerance, Tolerances};
 
@@ -28,32 +30,59 @@ fn observed(stop: Option<StopReason>, exits: &[Option<Exit>], peak: Option<u64>)
 #[test]
 fn budgets_word_their_figures_and_method() {
     let limit = Bytes(512 * MIB);
-    let over = host_budget_check(Some(Bytes(612 * MIB)), "vmhwm, cgroup-v1", limit);
+    let over = host_budget_check(
+        Some(Bytes(612 * MIB)),
+        Some(HostFloor::Vmhwm),
+        HostMethod::CgroupV1,
+        limit,
+    );
     assert_eq!(
         check_message(&over),
         "host peak 612.0 MiB (vmhwm, cgroup-v1) exceeded budget 512.0 MiB (by 100.0 MiB)"
     );
-    let within = host_budget_check(Some(limit), "vmhwm, cgroup-v1", limit);
+    let within = host_budget_check(
+        Some(limit),
+        Some(HostFloor::Vmhwm),
+        HostMethod::CgroupV1,
+        limit,
+    );
     assert!(within.passed);
     assert_eq!(
         check_message(&within),
         "host peak 512.0 MiB (vmhwm, cgroup-v1) within budget 512.0 MiB"
     );
-    let unknown = host_budget_check(None, "vmhwm, cgroup-v1", limit);
+    let unknown = host_budget_check(None, Some(HostFloor::Vmhwm), HostMethod::CgroupV1, limit);
     assert!(!unknown.passed);
     assert_eq!(
         check_message(&unknown),
         "host memory could not be measured, so budget 512.0 MiB is unverified"
     );
     // One byte over fails, exactly at the budget passes, zero is a budget.
-    assert!(!host_budget_check(Some(Bytes(512 * MIB + 1)), "x", limit).passed);
-    assert!(!host_budget_check(Some(Bytes(1)), "x", Bytes(0)).passed);
+    assert!(
+        !host_budget_check(
+            Some(Bytes(512 * MIB + 1)),
+            None,
+            HostMethod::CgroupV2,
+            limit
+        )
+        .passed
+    );
+    assert!(!host_budget_check(Some(Bytes(1)), None, HostMethod::CgroupV2, Bytes(0)).passed);
 }
 
 #[test]
 fn tainted_gpu_figures_are_reported_not_judged() {
     let limit = Bytes(512 * MIB);
-    let left_out = || "GPU 0 tainted by pid 4242 (sleep)".to_string();
+    let sleep = || ForeignPid {
+        pid: 4242,
+        name: Some("sleep".into()),
+    };
+    let left_out = || {
+        vec![crate::results::TaintedDevice {
+            index: 0,
+            by: vec![sleep()],
+        }]
+    };
     let table: &[(Option<u64>, Gated, bool, &str)] = &[
         (Some(513 * MIB), Gated::Whole, false, "exceeded budget"),
         (Some(512 * MIB), Gated::Whole, true, "within budget"),
@@ -105,7 +134,7 @@ fn tainted_gpu_figures_are_reported_not_judged() {
         ),
     ];
     for (peak, gated, passes, fragment) in table {
-        let check = gpu_budget_check(peak.map(Bytes), "device-delta", gated, limit);
+        let check = gpu_budget_check(peak.map(Bytes), Some(GpuMethod::DeviceDelta), gated, limit);
         let message = check_message(&check);
         assert_eq!(check.passed, *passes, "{gated:?}: {message}");
         assert!(
@@ -120,20 +149,23 @@ fn tainted_gpu_figures_are_reported_not_judged() {
         total,
         reserved: None,
     };
-    let headroom = |peak: Option<u64>, taint: Option<&str>| {
+    let h100 = || crate::results::Device {
+        index: 0,
+        name: "H100".into(),
+    };
+    let headroom = |peak: Option<u64>, taint: &[ForeignPid]| {
         headroom_check(
-            0,
-            "GPU 0 (H100)",
+            h100(),
             peak.map(Bytes),
-            "device-delta",
+            GpuMethod::DeviceDelta,
             taint,
             memory,
             0.5,
         )
     };
-    let taint = Some("tainted by pid 4242 (sleep)");
-    assert!(!headroom(Some(4096 * MIB + 1), None).passed);
-    assert!(headroom(Some(4096 * MIB), None).passed);
+    let taint = &[sleep()];
+    assert!(!headroom(Some(4096 * MIB + 1), &[]).passed);
+    assert!(headroom(Some(4096 * MIB), &[]).passed);
     let tainted = headroom(Some(8 * 1024 * MIB), taint);
     assert!(tainted.passed);
     assert_eq!(
@@ -146,11 +178,10 @@ fn tainted_gpu_figures_are_reported_not_judged() {
     // reserved 1 GiB is 3.5 GiB, so 3.6 GiB breaches it.
     let reserved = |peak: u64| {
         headroom_check(
-            0,
-            "GPU 0 (H100)",
+            h100(),
             Some(Bytes(peak)),
-            "sampled@50ms",
-            None,
+            GpuMethod::Sampled { interval_ms: 50 },
+            &[],
             crate::judge::DeviceMemory {
                 total,
                 reserved: Some(Bytes(1024 * MIB)),
@@ -171,7 +202,12 @@ fn tainted_gpu_figures_are_reported_not_judged() {
 #[test]
 fn a_cases_message_says_its_cause() {
     let ok = Some(Exit::Code(0));
-    let failing = host_budget_check(Some(Bytes(2)), "pss-sum, procfs-pss", Bytes(1));
+    let failing = host_budget_check(
+        Some(Bytes(2)),
+        Some(HostFloor::PssSum),
+        HostMethod::ProcfsPss,
+        Bytes(1),
+    );
     let table: Vec<(Observed, Vec<Check>, &str)> = vec![
         (
             observed(

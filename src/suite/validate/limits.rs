@@ -13,10 +13,11 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::shared::pick;
+use crate::suite::budget::{Budget, BudgetKind, BudgetValue, Takes};
 use crate::suite::checker::Checker;
 use crate::suite::model::{
-    Budget, DEFAULT_KILL_GRACE, DEFAULT_SETTLE_TIMEOUT, DEFAULT_TIMEOUT, Leak, Limit,
-    MAX_CASE_TIME, Tolerances,
+    DEFAULT_KILL_GRACE, DEFAULT_SETTLE_TIMEOUT, DEFAULT_TIMEOUT, Leak, Limit, MAX_CASE_TIME,
+    Tolerances,
 };
 use crate::suite::raw::{RawBudget, RawSettingsRef};
 use crate::units::Bytes;
@@ -181,21 +182,20 @@ pub(super) fn limits(
         );
     }
     if gpus == Some(0) {
-        for (key, set) in [
-            ("budget.gpu", budget.gpu.is_some()),
-            ("budget.gpu_fraction", budget.gpu_fraction.is_some()),
-            ("budget.gpu_left", budget.gpu_left.is_some()),
-            ("budget.gpu_rank", budget.gpu_rank.is_some()),
-        ] {
-            if set {
-                let span = pick(own.gpus, defaults.gpus)
-                    .map(|n| n.span())
-                    .unwrap_or_default();
-                check.error(
-                    span,
-                    format!("`gpus = 0` gives the case no GPU, yet it has a `{key}`"),
-                );
-            }
+        let on_a_gpu = BudgetKind::ALL
+            .into_iter()
+            .filter(|kind| kind.needs_gpu() && budget.get(*kind).is_some());
+        for kind in on_a_gpu {
+            let span = pick(own.gpus, defaults.gpus)
+                .map(|n| n.span())
+                .unwrap_or_default();
+            check.error(
+                span,
+                format!(
+                    "`gpus = 0` gives the case no GPU, yet it has a `{}`",
+                    kind.name()
+                ),
+            );
         }
     }
     let settle_timeout = match pick(own.settle_timeout, defaults.settle_timeout) {
@@ -244,6 +244,7 @@ pub(super) fn limits(
 }
 
 /// A budget's keys, later tables overriding earlier ones key by key.
+/// `key` names the table (`budget`, `client_budget`).
 pub(super) fn budget_keys<const N: usize>(
     check: &mut Checker,
     key: &str,
@@ -251,28 +252,20 @@ pub(super) fn budget_keys<const N: usize>(
 ) -> Budget {
     let mut budget = Budget::default();
     for raw_budget in tables.into_iter().flatten() {
-        let raw_budget = raw_budget.get_ref();
-        if let Some(host) = &raw_budget.host {
-            budget.host = check.size(&format!("{key}.host"), host);
-        }
-        if let Some(gpu) = &raw_budget.gpu {
-            budget.gpu = check.size(&format!("{key}.gpu"), gpu);
-        }
-        if let Some(fraction) = &raw_budget.gpu_fraction {
-            budget.gpu_fraction = check.fraction(&format!("{key}.gpu_fraction"), fraction);
-        }
-        if let Some(rank) = &raw_budget.gpu_rank {
-            budget.gpu_rank = check.size(&format!("{key}.gpu_rank"), rank);
-        }
-        if let Some(left) = &raw_budget.gpu_left {
-            if key == "client_budget" {
-                check.error(
-                    left.span(),
-                    "`gpu_left` is the case's: what its GPUs did not give back once the server and its client are gone; put it in `budget`",
-                );
-            } else {
-                budget.gpu_left = check.size(&format!("{key}.gpu_left"), left);
+        for kind in BudgetKind::ALL {
+            let Some(value) = raw_budget.get_ref().get(kind) else {
+                continue;
+            };
+            if let Some(why) = kind.not_for_a_client().filter(|_| key == "client_budget") {
+                check.error(value.span(), why);
+                continue;
             }
+            let name = format!("{key}.{}", kind.key());
+            let value = match kind.takes() {
+                Takes::Size => check.size(&name, value).map(BudgetValue::Size),
+                Takes::Share => check.fraction(&name, value).map(BudgetValue::Share),
+            };
+            budget.set(kind, value);
         }
     }
     budget

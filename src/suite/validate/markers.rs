@@ -2,30 +2,28 @@
 //!
 //! The markers that reach a test (closest first: function, class, module)
 //! merge keyword by keyword, the closest winning. Each keyword is a suite
-//! key: `host`, `gpu`, `gpu_fraction`, `gpu_left` are `budget.<key>`;
-//! `timeout`, `gpus`, `repeat`, `tolerance` the case key of that name. The
+//! key: every budget's key (`host`, `gpu`, ... : [`BudgetKind::KEYS`]) is
+//! `budget.<key>`; `timeout`, `gpus`, `repeat`, `tolerance` the case key of
+//! that name. The
 //! merged marker is written as the TOML of those keys and read by the same
 //! code that reads a `[[case]]`, so a marker's value means what it means
 //! in the suite and is refused for the same reasons.
 
 use super::limits::limits;
+use crate::suite::budget::BudgetKind;
 use crate::suite::case::Case;
 use crate::suite::checker::Checker;
 use crate::suite::pytest::CollectedMarker;
 use crate::suite::raw::{RawSettings, RawSettingsRef};
 
-/// The marker keywords, in the order the docs list them.
-pub const MARKER_KEYWORDS: [&str; 9] = [
-    "host",
-    "gpu",
-    "gpu_fraction",
-    "gpu_left",
-    "gpu_rank",
-    "timeout",
-    "gpus",
-    "repeat",
-    "tolerance",
-];
+/// The keywords that are case keys, after the budgets'.
+const CASE_KEYWORDS: [&str; 4] = ["timeout", "gpus", "repeat", "tolerance"];
+
+/// The marker keywords, in the order the docs list them: the budgets',
+/// then the case keys'.
+fn marker_keywords() -> impl Iterator<Item = &'static str> {
+    BudgetKind::KEYS.into_iter().chain(CASE_KEYWORDS)
+}
 
 /// Apply the markers (closest first) to `case`; what is wrong with them,
 /// one line each (the case is then left as it was).
@@ -58,7 +56,7 @@ pub(in crate::suite) fn apply_markers(
             }
         };
         match key {
-            "host" | "gpu" | "gpu_fraction" | "gpu_left" | "gpu_rank" => {
+            key if BudgetKind::from_key(key).is_some() => {
                 budget.insert(key.to_string(), value);
             }
             // A number of seconds, as Python code often writes a timeout.
@@ -77,7 +75,7 @@ pub(in crate::suite) fn apply_markers(
             }
             other => problems.push(format!(
                 "@pytest.mark.oomgate has no keyword `{other}`; it takes {}",
-                MARKER_KEYWORDS.join(", ")
+                marker_keywords().collect::<Vec<_>>().join(", ")
             )),
         }
     }
@@ -96,7 +94,7 @@ pub(in crate::suite) fn apply_markers(
         source: &text,
         problems: Vec::new(),
     };
-    let own = raw.as_ref();
+    let own = raw.settings();
     let set = limits(&mut check, own, RawSettingsRef::default(), case.tolerance);
     if !check.problems.is_empty() {
         return check
@@ -112,12 +110,7 @@ pub(in crate::suite) fn apply_markers(
             })
             .collect();
     }
-    let budget = &mut case.budget;
-    budget.host = set.budget.host.or(budget.host);
-    budget.gpu = set.budget.gpu.or(budget.gpu);
-    budget.gpu_fraction = set.budget.gpu_fraction.or(budget.gpu_fraction);
-    budget.gpu_left = set.budget.gpu_left.or(budget.gpu_left);
-    budget.gpu_rank = set.budget.gpu_rank.or(budget.gpu_rank);
+    case.budget = set.budget.over(case.budget);
     if let (Some(_), Some(timeout)) = (own.timeout, set.timeout) {
         case.timeout = timeout;
     }
@@ -159,4 +152,24 @@ fn to_toml(value: &serde_json::Value) -> Result<toml::Value, String> {
             toml::Value::Table(table)
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The pytest plugin lists the keywords too (in its marker's help):
+    /// the same ones, in the same order.
+    #[test]
+    fn the_plugin_lists_the_marker_keywords() {
+        let plugin = include_str!("../../../python/oomgate_probe/pytest_plugin.py");
+        let listed: Vec<String> = super::marker_keywords()
+            .map(|keyword| format!("\"{keyword}\""))
+            .collect();
+        let keywords = format!("KEYWORDS = ({})", listed.join(", "));
+        assert!(plugin.contains(&keywords), "the plugin's {keywords}");
+        let help: Vec<String> = super::marker_keywords()
+            .map(|keyword| format!("{keyword}="))
+            .collect();
+        let help = format!("oomgate({})", help.join(", "));
+        assert!(plugin.contains(&help), "the plugin's {help}");
+    }
 }

@@ -8,9 +8,10 @@ use toml::Spanned;
 
 use super::limits::limits;
 use super::shared::{check_env, lexical_join, merged_env, pick, resolve_program};
+use crate::suite::budget::Budget;
 use crate::suite::case::Case;
 use crate::suite::checker::Checker;
-use crate::suite::model::{Budget, Tolerances};
+use crate::suite::model::Tolerances;
 use crate::suite::pytest::{
     Collected, CollectedMarker, CollectedTest, Granularity, PYTEST_PLUGIN_MODULE, PytestTest,
 };

@@ -201,7 +201,7 @@ pub(in crate::report::html) fn probe_chart(case: &CaseResult, out_dir: &Path) ->
     let trend = case
         .leak
         .as_ref()
-        .filter(|leak| leak.source.starts_with("probe"))
+        .filter(|leak| leak.of_probe_steps())
         .zip(probe.longest_series())
         .and_then(|(leak, (_, values))| {
             let last = values.len().checked_sub(1)? as f64;
