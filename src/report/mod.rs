@@ -24,6 +24,8 @@ pub mod words;
 
 #[cfg(test)]
 mod snapshots;
+#[cfg(test)]
+mod snapshots_packed;
 
 use std::io;
 use std::time::Duration;
