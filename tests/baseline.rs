@@ -70,7 +70,11 @@ fn a_workload_made_20_percent_larger_fails_with_the_figures() {
     assert_eq!(mib(&gpu["figure_bytes"]), Some(1200), "{gpu:#}");
     assert_eq!(mib(&gpu["baseline_bytes"]), Some(1000), "{gpu:#}");
     assert_eq!(gpu["tolerance"]["relative"], 0.05, "{gpu:#}");
-    assert_eq!(mib(&gpu["tolerance"]["absolute_bytes"]), Some(64), "{gpu:#}");
+    assert_eq!(
+        mib(&gpu["tolerance"]["absolute_bytes"]),
+        Some(64),
+        "{gpu:#}"
+    );
     assert_eq!(case["baseline"]["gpu"]["outcome"], "regressed");
     assert_eq!(case["baseline"]["gpu"]["delta_ratio"], 0.2);
     assert_eq!(

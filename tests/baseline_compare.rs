@@ -164,7 +164,11 @@ fn a_locked_spread_keeps_a_noisy_figure_from_failing_an_unchanged_build() {
     assert_eq!(within["passed"], true, "{within:#}");
     assert_eq!(within["outcome"], "within", "{within:#}");
     assert_eq!(mib(&within["figure_bytes"]), Some(1200), "{within:#}");
-    assert_eq!(mib(&within["limit_bytes"]), Some(1080 + 3 * 80), "{within:#}");
+    assert_eq!(
+        mib(&within["limit_bytes"]),
+        Some(1080 + 3 * 80),
+        "{within:#}"
+    );
     spread_bound(&within, true);
 
     // 1400 MiB: beyond 3 × the spread too.
@@ -173,7 +177,11 @@ fn a_locked_spread_keeps_a_noisy_figure_from_failing_an_unchanged_build() {
     let run = project.run(&[]);
     run.assert_code(1);
     let beyond = assert_breached(&run.case("c"), "baseline.gpu");
-    assert_eq!(mib(&beyond["limit_bytes"]), Some(1080 + 3 * 80), "{beyond:#}");
+    assert_eq!(
+        mib(&beyond["limit_bytes"]),
+        Some(1080 + 3 * 80),
+        "{beyond:#}"
+    );
     spread_bound(&beyond, true);
 
     // With the spread turned off, 1200 MiB is a regression.

@@ -115,7 +115,11 @@ fn a_tainted_device_delta_is_reported_but_not_gated() {
     let budget = check(&case, "budget.gpu");
     assert_eq!(budget["passed"], true, "{budget:#}");
     assert_eq!(budget["outcome"], "not-gated", "{budget:#}");
-    assert_eq!(mib(&budget["figure_bytes"]), Some(1024 + 4096), "{budget:#}");
+    assert_eq!(
+        mib(&budget["figure_bytes"]),
+        Some(1024 + 4096),
+        "{budget:#}"
+    );
     assert_eq!(mib(&budget["limit_bytes"]), Some(2048), "{budget:#}");
     assert_eq!(
         budget["facts"]["budget"]["left_out"],
@@ -129,7 +133,10 @@ fn a_tainted_device_delta_is_reported_but_not_gated() {
         headroom["figure_bytes"].as_u64() > headroom["limit_bytes"].as_u64(),
         "{headroom:#}"
     );
-    assert_eq!(headroom["facts"]["headroom"]["taint"], taint, "{headroom:#}");
+    assert_eq!(
+        headroom["facts"]["headroom"]["taint"], taint,
+        "{headroom:#}"
+    );
     assert!(
         run.stderr
             .contains("gpu peak 5.00 GiB (device-delta, tainted)"),
@@ -174,7 +181,11 @@ fn an_untainted_device_delta_still_gates() {
     for (budget, name, limit) in [
         ("gpu = \"512 MiB\"", "budget.gpu", 512 * MIB),
         // A tenth of the device's 8 GiB, rounded down to a byte.
-        ("gpu_fraction = 0.1", "budget.gpu_fraction.gpu0", 8 * GIB / 10),
+        (
+            "gpu_fraction = 0.1",
+            "budget.gpu_fraction.gpu0",
+            8 * GIB / 10,
+        ),
     ] {
         let project = gpu_project(
             &gpu_suite(

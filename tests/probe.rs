@@ -166,8 +166,14 @@ fn limits_on_metrics_and_probe_figures() {
     let throughput = check(&run.case("train"), "limit.metric.tokens_per_s");
     assert_eq!(throughput["passed"], true, "{throughput:#}");
     assert_eq!(throughput["outcome"], "within", "{throughput:#}");
-    assert_eq!(throughput["facts"]["limit"]["value"], 1800.0, "{throughput:#}");
-    assert_eq!(throughput["facts"]["limit"]["text"], ">= 1500", "{throughput:#}");
+    assert_eq!(
+        throughput["facts"]["limit"]["value"], 1800.0,
+        "{throughput:#}"
+    );
+    assert_eq!(
+        throughput["facts"]["limit"]["text"], ">= 1500",
+        "{throughput:#}"
+    );
 
     // Throughput halved: a memory fix that costs this much is not a fix.
     let project = Project::new(&train_suite(
@@ -181,7 +187,10 @@ fn limits_on_metrics_and_probe_figures() {
     let throughput = check(&case, "limit.metric.tokens_per_s");
     assert_eq!(throughput["passed"], false, "{throughput:#}");
     assert_eq!(throughput["outcome"], "breached", "{throughput:#}");
-    assert_eq!(throughput["facts"]["limit"]["value"], 900.0, "{throughput:#}");
+    assert_eq!(
+        throughput["facts"]["limit"]["value"], 900.0,
+        "{throughput:#}"
+    );
     assert_eq!(
         case["checks"]
             .as_array()
@@ -324,7 +333,10 @@ fn a_leak_over_probe_steps_fails_and_a_steady_noisy_loop_does_not() {
     let steady = check(&run.case("train"), "leak");
     assert_eq!(steady["passed"], true, "{steady:#}");
     assert_eq!(steady["outcome"], "within", "{steady:#}");
-    assert_eq!(steady["facts"]["leak"]["what"], "allocated memory", "{steady:#}");
+    assert_eq!(
+        steady["facts"]["leak"]["what"], "allocated memory",
+        "{steady:#}"
+    );
 }
 
 #[test]

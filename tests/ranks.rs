@@ -97,7 +97,10 @@ fn a_rank_over_its_budget_fails_the_case_and_is_named() {
         rank["figure_bytes"], case["ranks"][3]["gpu_peak_bytes"],
         "rank 3's own figure: {case:#}"
     );
-    assert_eq!(rank["facts"]["budget"]["method"], "rank 3 on GPU 3", "{rank:#}");
+    assert_eq!(
+        rank["facts"]["budget"]["method"], "rank 3 on GPU 3",
+        "{rank:#}"
+    );
     let within = project_with_budget("2 GiB");
     within.run(&[]).assert_code(0);
 }

@@ -26,6 +26,8 @@ pub mod words;
 mod snapshots;
 #[cfg(test)]
 mod snapshots_packed;
+#[cfg(test)]
+mod snapshots_sentences;
 
 use std::io;
 use std::time::Duration;

@@ -224,7 +224,10 @@ pub fn assert_breached(case: &serde_json::Value, name: &str) -> serde_json::Valu
     let check = check(case, name);
     assert_eq!(check["passed"], false, "{check:#}");
     assert_eq!(check["outcome"], "breached", "{check:#}");
-    if let (Some(figure), Some(limit)) = (check["figure_bytes"].as_u64(), check["limit_bytes"].as_u64()) {
+    if let (Some(figure), Some(limit)) = (
+        check["figure_bytes"].as_u64(),
+        check["limit_bytes"].as_u64(),
+    ) {
         assert!(figure > limit, "{check:#}");
     }
     check
