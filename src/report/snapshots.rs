@@ -5,7 +5,8 @@
 //! capacity shrink, a budget breach that stopped its case, a GPU OOM.
 //! `snapshots_packed` renders a second run (a GPU budget, a server, a
 //! flaky case, a figure not compared, an interruption) with the helpers
-//! here; `diff`'s table is snapshotted beside them (`cli::inspect`).
+//! here, `snapshots_sentences` every check's and cause's sentence;
+//! `diff`'s table is snapshotted beside them (`cli::inspect`).
 //! Every figure and time is fixed, so the snapshots hold no noise; a
 //! change of wording is a reviewed diff (`cargo insta review`, or accept
 //! a `.snap.new` by renaming it).
