@@ -33,12 +33,8 @@ fn lock_then_an_unchanged_run_passes() {
     let project = project(1000, "");
     let locked = project.lock(&[]);
     locked.assert_code(0);
-    assert!(
-        locked.stderr.contains("locked 2 case(s) of suite `b`"),
-        "{}",
-        locked.stderr
-    );
     let text = std::fs::read_to_string(project.lock_path()).expect("lock written");
+    assert_eq!(locked_cases(&text), ["c", "h"], "{text}");
     assert!(text.contains("version = 4"), "{text}");
     assert!(text.contains("gpu_peak = \"1000.0 MiB\""), "{text}");
     assert!(
@@ -48,15 +44,16 @@ fn lock_then_an_unchanged_run_passes() {
 
     let run = project.run(&[]);
     run.assert_code(0);
-    assert!(run.stderr.contains("baseline: "), "{}", run.stderr);
+    let results = run.results();
+    assert_eq!(
+        results["baseline"]["path"],
+        project.lock_path().display().to_string(),
+        "{results:#}"
+    );
+    assert_eq!(results["baseline"]["drift"], serde_json::json!([]));
     let case = run.case("c");
     assert_eq!(case["baseline"]["gpu"]["outcome"], "within", "{case:#}");
     assert_eq!(case["baseline"]["gpu"]["delta_bytes"], 0);
-    assert!(
-        run.stderr.contains("environment unchanged"),
-        "{}",
-        run.stderr
-    );
 }
 
 #[test]
@@ -68,10 +65,18 @@ fn a_workload_made_20_percent_larger_fails_with_the_figures() {
     run.assert_code(1);
     let case = run.case("c");
     assert_eq!(case["status"], "failed");
+    assert_eq!(case["failure_kind"], "regression");
+    let gpu = assert_breached(&case, "baseline.gpu");
+    assert_eq!(mib(&gpu["figure_bytes"]), Some(1200), "{gpu:#}");
+    assert_eq!(mib(&gpu["baseline_bytes"]), Some(1000), "{gpu:#}");
+    assert_eq!(gpu["tolerance"]["relative"], 0.05, "{gpu:#}");
     assert_eq!(
-        message(&run, "c"),
-        "gpu peak 1.17 GiB > baseline 1000.0 MiB (+20.0%, tolerance 5% + 64.0 MiB)"
+        mib(&gpu["tolerance"]["absolute_bytes"]),
+        Some(64),
+        "{gpu:#}"
     );
+    assert_eq!(case["baseline"]["gpu"]["outcome"], "regressed");
+    assert_eq!(case["baseline"]["gpu"]["delta_ratio"], 0.2);
     assert_eq!(
         case["baseline"]["changes"][0],
         format!(
@@ -80,9 +85,15 @@ fn a_workload_made_20_percent_larger_fails_with_the_figures() {
             workload("gpu_alloc.py")
         )
     );
+    // JUnit's failure says what results.json says.
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
-    assert!(junit.contains("message=\"gpu peak 1.17 GiB &gt; baseline 1000.0 MiB (+20.0%, tolerance 5% + 64.0 MiB)\""), "{junit}");
-    assert!(junit.contains("type=\"regression\""), "{junit}");
+    let document = roxmltree::Document::parse(&junit).expect("valid XML");
+    let failure = document
+        .descendants()
+        .find(|n| n.has_tag_name("failure"))
+        .expect("a failure");
+    assert_eq!(failure.attribute("message"), case["message"].as_str());
+    assert_eq!(failure.attribute("type"), Some("regression"));
     assert_eq!(run.case("h")["status"], "passed");
 }
 
@@ -161,29 +172,31 @@ fn drift_is_listed_beside_a_regression_and_can_fail_the_run() {
     project.rewrite_suite(&suite(1200, ""));
     let run = project.run(&[]);
     run.assert_code(1);
-    assert!(
-        message(&run, "c")
-            .ends_with("; environment changes since the baseline: command marker one → two"),
-        "{}",
-        message(&run, "c")
-    );
+    let case = run.case("c");
+    assert_eq!(case["failure_kind"], "regression", "{case:#}");
+    assert_breached(&case, "baseline.gpu");
     assert!(
         run.stderr
             .contains("environment changes since the baseline"),
         "{}",
         run.stderr
     );
-    assert_eq!(
-        run.results()["baseline"]["drift"][0]["what"],
-        "command marker"
-    );
+    let drift = &run.results()["baseline"]["drift"];
+    assert_eq!(drift.as_array().map(Vec::len), Some(1), "{drift:#}");
+    assert_eq!(drift[0]["what"], "command marker");
+    assert_eq!(drift[0]["before"], "one");
+    assert_eq!(drift[0]["after"], "two");
 
     // on_drift = "fail": the unchanged workload now fails too.
     project.rewrite_suite(&suite(1000, "on_drift = \"fail\""));
     let run = project.run(&[]);
     run.assert_code(1);
-    assert_eq!(run.case("h")["status"], "failed");
-    assert!(message(&run, "h").contains("the environment drifted from the baseline (on_drift = \"fail\"): command marker one → two"), "{}", message(&run, "h"));
+    let h = run.case("h");
+    assert_eq!(h["status"], "failed");
+    assert_eq!(h["failure_kind"], "environment-drift", "{h:#}");
+    let drift = check(&h, "environment.drift");
+    assert_eq!(drift["passed"], false, "{drift:#}");
+    assert_eq!(drift["outcome"], "breached", "{drift:#}");
     // `diff` of the lock and that run exits as the run did: 1, naming the
     // drift; with a suite that only warns, 0.
     let diff = |suite: Option<&std::path::Path>| {
@@ -339,11 +352,9 @@ fn cases_without_baseline_pass_with_a_notice_unless_required() {
     );
     let run = project.run(&["--require-baseline"]);
     run.assert_code(1);
-    assert!(
-        message(&run, "new").contains("(--require-baseline)"),
-        "{}",
-        message(&run, "new")
-    );
+    let new = run.case("new");
+    assert_eq!(new["failure_kind"], "baseline", "{new:#}");
+    assert_eq!(check(&new, "baseline")["passed"], false, "{new:#}");
 }
 
 #[test]
@@ -450,8 +461,13 @@ fn a_locked_gpu_figure_that_cannot_be_measured_fails() {
     project.lock(&[]).assert_code(0);
     let run = project.run(&["--gpu", "off"]);
     run.assert_code(1);
-    let message = message(&run, "c");
-    assert!(message.contains("gpu peak unknown this run (baseline 1000.0 MiB): the regression gate cannot be verified"), "{message}");
+    let case = run.case("c");
+    assert_eq!(case["failure_kind"], "baseline", "{case:#}");
+    let gpu = check(&case, "baseline.gpu");
+    assert_eq!(gpu["passed"], false, "{gpu:#}");
+    assert_eq!(gpu["outcome"], "unknown", "{gpu:#}");
+    assert!(gpu["figure_bytes"].is_null(), "{gpu:#}");
+    assert_eq!(mib(&gpu["baseline_bytes"]), Some(1000), "{gpu:#}");
 }
 
 /// Regression: locking the results of a filtered run dropped the other
@@ -601,10 +617,10 @@ fn two_testbeds_share_one_lock_and_each_run_is_held_to_its_own() {
     run.assert_code(0);
     let case = run.case("c");
     assert_eq!(case["testbed"], "Fake A100 80GB ×2", "{case:#}");
-    assert!(
-        case["checks"]
-            .to_string()
-            .contains("no baseline for testbed Fake A100 80GB ×2"),
+    let missing = check(&case, "baseline");
+    assert_eq!(missing["passed"], true, "{case:#}");
+    assert_eq!(
+        missing["facts"]["missing"]["testbed"], "Fake A100 80GB ×2",
         "{case:#}"
     );
     assert!(

@@ -40,11 +40,10 @@ fn diff_judges_a_results_file_as_its_run_did() {
     project.rewrite_suite(&suite(1030, tight));
     let run = project.run(&[]);
     run.assert_code(1);
-    assert!(
-        message(&run, "c").contains("tolerance 1% + 1.00 MiB"),
-        "{}",
-        message(&run, "c")
-    );
+    // Judged with the suite's own tolerance.
+    let gpu = assert_breached(&run.case("c"), "baseline.gpu");
+    assert_eq!(gpu["tolerance"]["relative"], 0.01, "{gpu:#}");
+    assert_eq!(mib(&gpu["tolerance"]["absolute_bytes"]), Some(1), "{gpu:#}");
     let diff = |extra: &[&std::path::Path]| {
         let run = project.diff(&first_lock, &project.out().join("results.json"), extra);
         (run.code, run.stdout)
@@ -121,7 +120,7 @@ fn results_and_locks_of_older_oomgates_diff_and_lock() {
 
 /// `lock --repeat 3` keeps each figure's spread; a later run is a
 /// regression only beyond `max(tolerance, spread_k × spread)`, and the
-/// message says which bound applied. `spread_k = 0` turns it off.
+/// check records which bound applied. `spread_k = 0` turns it off.
 #[test]
 fn a_locked_spread_keeps_a_noisy_figure_from_failing_an_unchanged_build() {
     // Each launch allocates base + (n % 3) × 40 MiB: 1000, 1040, 1080 over
@@ -153,30 +152,37 @@ fn a_locked_spread_keeps_a_noisy_figure_from_failing_an_unchanged_build() {
     std::fs::write(project.path().join("base.txt"), "1200").expect("base");
     let run = project.run(&[]);
     run.assert_code(0);
-    let check = |run: &Run| {
-        run.case("c")["checks"]
-            .as_array()
-            .and_then(|checks| checks.iter().find(|c| c["name"] == "baseline.gpu").cloned())
-            .unwrap_or_default()
+    // The bound: the locked 1080 MiB plus the wider of 0% + 1 MiB and
+    // 3 × the 80 MiB spread.
+    let spread_bound = |check: &serde_json::Value, applied: bool| {
+        let spread = &check["facts"]["baseline"]["spread"];
+        assert_eq!(mib(&spread["spread_bytes"]), Some(80), "{check:#}");
+        assert_eq!(spread["applied"], applied, "{check:#}");
+        assert_eq!(mib(&check["baseline_bytes"]), Some(1080), "{check:#}");
     };
-    let within = check(&run);
+    let within = check(&run.case("c"), "baseline.gpu");
+    assert_eq!(within["passed"], true, "{within:#}");
+    assert_eq!(within["outcome"], "within", "{within:#}");
+    assert_eq!(mib(&within["figure_bytes"]), Some(1200), "{within:#}");
     assert_eq!(
-        within["message"],
-        "gpu peak 1.17 GiB vs baseline 1.05 GiB (+11.1%, within 3 × the locked spread of 80.0 MiB, wider than 0% + 1.00 MiB)",
+        mib(&within["limit_bytes"]),
+        Some(1080 + 3 * 80),
         "{within:#}"
     );
+    spread_bound(&within, true);
 
     // 1400 MiB: beyond 3 × the spread too.
     std::fs::write(project.path().join("n.txt"), "3").expect("counter");
     std::fs::write(project.path().join("base.txt"), "1400").expect("base");
     let run = project.run(&[]);
     run.assert_code(1);
-    assert!(
-        run.message("c")
-            .contains("tolerance 3 × the locked spread of 80.0 MiB, wider than 0% + 1.00 MiB"),
-        "{}",
-        run.message("c")
+    let beyond = assert_breached(&run.case("c"), "baseline.gpu");
+    assert_eq!(
+        mib(&beyond["limit_bytes"]),
+        Some(1080 + 3 * 80),
+        "{beyond:#}"
     );
+    spread_bound(&beyond, true);
 
     // With the spread turned off, 1200 MiB is a regression.
     std::fs::write(project.path().join("suite.toml"), suite(", spread_k = 0")).expect("suite");
@@ -184,10 +190,8 @@ fn a_locked_spread_keeps_a_noisy_figure_from_failing_an_unchanged_build() {
     std::fs::write(project.path().join("base.txt"), "1200").expect("base");
     let run = project.run(&[]);
     run.assert_code(1);
-    assert!(
-        run.message("c")
-            .contains("(+11.1%, tolerance 0% + 1.00 MiB)"),
-        "{}",
-        run.message("c")
-    );
+    let off = assert_breached(&run.case("c"), "baseline.gpu");
+    assert_eq!(mib(&off["figure_bytes"]), Some(1200), "{off:#}");
+    assert_eq!(mib(&off["limit_bytes"]), Some(1080 + 1), "{off:#}");
+    assert_eq!(off["tolerance"]["relative"], 0.0, "{off:#}");
 }

@@ -77,18 +77,18 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
         "the definition is unchanged: {changes}"
     );
 
-    // A shrink within `capacity_tolerance` passes and says so.
+    // A shrink within `capacity_tolerance` passes, within it.
     let tolerant = threshold_suite(290).replace("search = ", "capacity_tolerance = 1\nsearch = ");
     std::fs::write(project.suite(), tolerant).expect("suite");
     let run = project.run(&["--gpu", "off"]);
     run.assert_code(0);
-    assert!(
-        run.case("fits")["checks"]
-            .to_string()
-            .contains("capacity batch 296 → 288, within capacity_tolerance 1 step"),
-        "{:#}",
-        run.case("fits")
-    );
+    let within = check(&run.case("fits"), "baseline.capacity");
+    assert_eq!(within["passed"], true, "{within:#}");
+    assert_eq!(within["outcome"], "within", "{within:#}");
+    let facts = &within["facts"]["capacity"];
+    assert_eq!(facts["value"], 288, "{within:#}");
+    assert_eq!(facts["locked"], 296, "{within:#}");
+    assert_eq!(facts["least_accepted"], 288, "{within:#}");
 
     // A change that shrinks the capacity further is a regression naming both.
     std::fs::write(project.suite(), threshold_suite(250)).expect("suite");
@@ -96,12 +96,13 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     run.assert_code(1);
     let case = run.case("fits");
     assert_eq!(case["capacity"]["value"], 248);
-    assert!(
-        case["message"].as_str().unwrap_or_default().contains(
-            "capacity regressed: batch 296 → 248 (capacity_tolerance 0 steps accepts 296 and up)"
-        ),
-        "{case:#}"
-    );
+    let shrunk = check(&case, "baseline.capacity");
+    assert_eq!(shrunk["passed"], false, "{shrunk:#}");
+    assert_eq!(shrunk["outcome"], "breached", "{shrunk:#}");
+    let facts = &shrunk["facts"]["capacity"];
+    assert_eq!(facts["value"], 248, "{shrunk:#}");
+    assert_eq!(facts["locked"], 296, "{shrunk:#}");
+    assert_eq!(facts["least_accepted"], 296, "{shrunk:#}");
     // Regression: a shrink was `baseline` (a missing baseline's word), its
     // DELTA `+0.0%`, its phrase said three times, its TIME one probe's.
     assert_eq!(case["failure_kind"], "regression", "{case:#}");
@@ -158,7 +159,8 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     diff.assert_code(1);
     assert!(diff.stdout.contains("248 → none FAILED"), "{}", diff.stdout);
     assert!(diff.stdout.contains("no batch fits"), "{}", diff.stdout);
-    // A search of another step counts other things: not compared, said so.
+    // A search of another step counts other things: not compared, and
+    // what each counts recorded.
     std::fs::write(
         project.suite(),
         threshold_suite(250).replace("step = 8", "step = 16"),
@@ -166,12 +168,16 @@ fn the_largest_value_that_passes_is_found_locked_and_gated() {
     .expect("suite");
     let run = project.run(&["--gpu", "off"]);
     run.assert_code(0);
-    let checks = run.case("fits")["checks"].to_string();
-    assert!(
-        checks.contains(
-            "capacity not compared: the lock's counts batch, step 8, this search batch, step 16"
-        ),
-        "{checks}"
+    let other = check(&run.case("fits"), "baseline.capacity");
+    assert_eq!(other["passed"], true, "{other:#}");
+    assert_eq!(other["outcome"], "not-compared", "{other:#}");
+    assert_eq!(
+        other["facts"]["capacity"]["lock_counts"], "batch, step 8",
+        "{other:#}"
+    );
+    assert_eq!(
+        other["facts"]["capacity"]["counts"], "batch, step 16",
+        "{other:#}"
     );
 }
 
@@ -180,14 +186,12 @@ fn nothing_fitting_fails_and_a_broken_command_stops_the_search() {
     let project = Project::new(&threshold_suite(1));
     let run = project.run(&["--gpu", "off"]);
     run.assert_code(1);
-    // Without a lock the search's own check says it (the case's message
-    // is the failing probe's own: how it ended comes first).
-    let checks = run.case("fits")["checks"].to_string();
-    assert!(
-        checks.contains("no batch fits: the smallest probed failed"),
-        "{checks}"
-    );
+    // Without a lock the search's own check fails it: no value found.
     let case = run.case("fits");
+    let none = check(&case, "baseline.capacity");
+    assert_eq!(none["passed"], false, "{none:#}");
+    assert_eq!(none["outcome"], "unknown", "{none:#}");
+    assert!(none["facts"]["capacity"]["value"].is_null(), "{none:#}");
     assert_eq!(case["status"], "failed");
     assert_eq!(probed(&case), [8]);
     assert!(case["capacity"]["value"].is_null());
@@ -222,8 +226,23 @@ fn when_the_capacity_grows_the_larger_peaks_are_not_called_a_regression() {
     let run = project.run(&["--gpu", "off"]);
     run.assert_code(0);
     let case = run.case("grows");
-    let checks = case["checks"].to_string();
-    assert!(checks.contains("capacity grew: batch"), "{case:#}");
-    assert!(checks.contains("re-lock to keep it"), "{case:#}");
-    assert!(checks.contains("not gated: the capacity moved"), "{case:#}");
+    let grew = check(&case, "baseline.capacity");
+    assert_eq!(grew["passed"], true, "{grew:#}");
+    assert_eq!(grew["outcome"], "improved", "{grew:#}");
+    let (value, locked) = (
+        grew["facts"]["capacity"]["value"].as_u64(),
+        grew["facts"]["capacity"]["locked"].as_u64(),
+    );
+    assert!(value > locked, "{grew:#}");
+    let host = check(&case, "baseline.host");
+    assert_eq!(host["passed"], true, "{host:#}");
+    assert_eq!(host["outcome"], "not-gated", "{host:#}");
+    assert!(
+        host["figure_bytes"].as_u64() > host["limit_bytes"].as_u64(),
+        "far above the locked peak, and not a regression: {host:#}"
+    );
+    assert!(
+        host["facts"]["baseline"]["not_compared"]["capacity-moved"].is_object(),
+        "{host:#}"
+    );
 }

@@ -112,13 +112,12 @@ fn unavailable_memory_is_unknown_never_zero() {
     let case = run.case("c");
     assert!(case["gpu_peak_bytes"].is_null(), "{case:#}");
     assert_eq!(case["gpu_devices"][0]["method"], "unavailable");
-    assert!(
-        case["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("gpu memory could not be measured"),
-        "{case:#}"
-    );
+    // A budget that cannot be verified fails, its figure unknown.
+    assert_eq!(case["failure_kind"], "budget", "{case:#}");
+    let budget = check(&case, "budget.gpu");
+    assert_eq!(budget["passed"], false, "{budget:#}");
+    assert_eq!(budget["outcome"], "unknown", "{budget:#}");
+    assert!(budget["figure_bytes"].is_null(), "{budget:#}");
 }
 
 #[test]
@@ -163,12 +162,12 @@ fn headroom_breach_stops_the_case_early() {
     );
     let case = run.case("c");
     assert_eq!(case["status"], "failed");
-    let message = case["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("above the 50% headroom limit (4.00 GiB)"),
-        "{message}"
-    );
-    assert!(message.contains("stopped at"), "{message}");
+    assert_eq!(case["failure_kind"], "headroom", "{case:#}");
+    let headroom = assert_breached(&case, "budget.gpu_fraction.gpu0");
+    assert_eq!(mib(&headroom["limit_bytes"]), Some(4096), "{headroom:#}");
+    assert_eq!(headroom["facts"]["headroom"]["fraction"], 0.5);
+    // Stopped by oomgate, not ended on its own.
+    assert!(case["instances"][0]["exit"]["signal"].is_u64(), "{case:#}");
 }
 
 #[test]
@@ -183,13 +182,14 @@ fn gpu_budget_breach_names_the_figure_and_method() {
     );
     let run = project.run(&[]);
     run.assert_code(1);
-    let message = run.case("c")["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        message.contains("gpu peak 512.0 MiB (sampled@20ms) exceeded budget 256.0 MiB"),
-        "{message}"
+    let case = run.case("c");
+    assert_eq!(case["failure_kind"], "budget", "{case:#}");
+    let budget = assert_breached(&case, "budget.gpu");
+    assert_eq!(mib(&budget["figure_bytes"]), Some(512), "{budget:#}");
+    assert_eq!(mib(&budget["limit_bytes"]), Some(256), "{budget:#}");
+    assert_eq!(
+        budget["facts"]["budget"]["method"]["gpu"]["method"], "sampled@20ms",
+        "{budget:#}"
     );
 }
 
@@ -248,13 +248,7 @@ fn foreign_processes_fail_the_case_when_the_suite_says_so() {
     run.assert_code(1);
     let case = run.case("c");
     assert_eq!(case["status"], "error");
-    assert!(
-        case["message"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("not run: c: 1 process(es) not started by oomgate"),
-        "{case:#}"
-    );
+    assert_eq!(case["failure_kind"], "foreign-processes", "{case:#}");
     assert!(
         case["instances"][0]["exit"].is_null(),
         "the case must not have run"
@@ -470,13 +464,9 @@ fn an_unmappable_mig_device_makes_gpu_figures_unknown() {
     assert!(case["gpu_peak_bytes"].is_null(), "{case:#}");
     assert_eq!(case["gpu_peak_method"], "unavailable");
     assert!(run.stderr.contains("MIG instance"), "{}", run.stderr);
-    assert!(
-        case["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("could not be measured"),
-        "{case:#}"
-    );
+    let budget = check(&case, "budget.gpu");
+    assert_eq!(budget["passed"], false, "{budget:#}");
+    assert_eq!(budget["outcome"], "unknown", "{budget:#}");
 }
 
 #[test]
@@ -492,15 +482,22 @@ fn a_leak_across_soak_runs_on_the_fake_gpu_is_detected() {
     );
     let run = project.run(&[]);
     run.assert_code(1);
-    let message = run.case("c")["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        message.starts_with("leak: the peak grows 64.0 MiB per iteration over"),
-        "{message}"
+    let case = run.case("c");
+    assert_eq!(case["failure_kind"], "leak", "{case:#}");
+    let leak_check = check(&case, "leak");
+    assert_eq!(leak_check["passed"], false, "{leak_check:#}");
+    assert_eq!(leak_check["outcome"], "breached", "{leak_check:#}");
+    let trend = &case["leak"];
+    assert_eq!(trend["source"], "soak-runs", "{case:#}");
+    assert_eq!(
+        trend["slope_bytes_per_iteration"].as_f64(),
+        Some((64 * MIB) as f64),
+        "{case:#}"
     );
-    assert!(message.contains("soak runs after warm-up"), "{message}");
+    assert!(
+        trend["growth_bytes"].as_f64() > leak_check["limit_bytes"].as_f64(),
+        "{case:#}"
+    );
 
     // The same soak without growth passes.
     let project = gpu_project(

@@ -116,12 +116,9 @@ fn what_a_case_does_not_give_back_is_gated_by_gpu_left() {
     let case = run.case("c");
     assert_eq!(case["failure_kind"], "gpu-left", "{case:#}");
     assert_eq!(mib(&case["gpu_left_bytes"]), Some(2048), "{case:#}");
-    let message = run.message("c");
-    assert!(
-        message.contains("gpu memory not given back after the case 2.00 GiB")
-            && message.contains("exceeded budget 64.0 MiB"),
-        "{message}"
-    );
+    let left = assert_breached(&case, "budget.gpu_left");
+    assert_eq!(mib(&left["figure_bytes"]), Some(2048), "{left:#}");
+    assert_eq!(mib(&left["limit_bytes"]), Some(64), "{left:#}");
 }
 
 /// A GPU OOM on a GPU that had not settled may be the earlier case's

@@ -163,10 +163,16 @@ fn limits_on_metrics_and_probe_figures() {
     ));
     let run = project.run(&[]);
     run.assert_code(0);
-    let checks = run.case("train")["checks"].to_string();
-    assert!(
-        checks.contains("metric.tokens_per_s = 1800 within limit >= 1500"),
-        "{checks}"
+    let throughput = check(&run.case("train"), "limit.metric.tokens_per_s");
+    assert_eq!(throughput["passed"], true, "{throughput:#}");
+    assert_eq!(throughput["outcome"], "within", "{throughput:#}");
+    assert_eq!(
+        throughput["facts"]["limit"]["value"], 1800.0,
+        "{throughput:#}"
+    );
+    assert_eq!(
+        throughput["facts"]["limit"]["text"], ">= 1500",
+        "{throughput:#}"
     );
 
     // Throughput halved: a memory fix that costs this much is not a fix.
@@ -176,11 +182,22 @@ fn limits_on_metrics_and_probe_figures() {
     ));
     let run = project.run(&[]);
     run.assert_code(1);
-    let message = run.case("train")["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert_eq!(message, "metric.tokens_per_s = 900 breaks limit >= 1500");
+    let case = run.case("train");
+    assert_eq!(case["failure_kind"], "limit", "{case:#}");
+    let throughput = check(&case, "limit.metric.tokens_per_s");
+    assert_eq!(throughput["passed"], false, "{throughput:#}");
+    assert_eq!(throughput["outcome"], "breached", "{throughput:#}");
+    assert_eq!(
+        throughput["facts"]["limit"]["value"], 900.0,
+        "{throughput:#}"
+    );
+    assert_eq!(
+        case["checks"]
+            .as_array()
+            .map(|checks| checks.iter().filter(|c| c["passed"] == false).count()),
+        Some(1),
+        "only the throughput failed: {case:#}"
+    );
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(junit.contains("type=\"limit\""), "{junit}");
 
@@ -190,19 +207,24 @@ fn limits_on_metrics_and_probe_figures() {
     ));
     let run = project.run(&[]);
     run.assert_code(1);
-    let message = run.case("train")["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        message.contains("probe.peak_allocated = 1.67 GiB breaks limit <= 1 GiB"),
-        "{message}"
+    let case = run.case("train");
+    let allocated = check(&case, "limit.probe.peak_allocated");
+    assert_eq!(allocated["passed"], false, "{allocated:#}");
+    assert_eq!(allocated["outcome"], "breached", "{allocated:#}");
+    assert_eq!(
+        allocated["facts"]["limit"]["value"].as_f64(),
+        case["probe"]["peak_allocated"].as_f64(),
+        "{case:#}"
     );
     assert!(
-        message
-            .contains("metric.loss was not reported by the workload, so limit < 3 is unverified"),
-        "{message}"
+        allocated["facts"]["limit"]["value"].as_f64() > Some((1024 * MIB) as f64),
+        "{allocated:#}"
     );
+    // Never reported: unverified, which fails.
+    let loss = check(&case, "limit.metric.loss");
+    assert_eq!(loss["passed"], false, "{loss:#}");
+    assert_eq!(loss["outcome"], "unknown", "{loss:#}");
+    assert!(loss["facts"]["limit"]["value"].is_null(), "{loss:#}");
 }
 
 #[test]
@@ -269,13 +291,26 @@ fn a_leak_over_probe_steps_fails_and_a_steady_noisy_loop_does_not() {
     ));
     let run = project.run(&[]);
     run.assert_code(1);
-    let message = run.case("train")["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        message.starts_with("leak: allocated memory grows 8.00 MiB per iteration over 27 probe steps (forward) after warm-up: 208.0 MiB"),
-        "{message}"
+    let case = run.case("train");
+    assert_eq!(case["failure_kind"], "leak", "{case:#}");
+    let leak_check = check(&case, "leak");
+    assert_eq!(leak_check["passed"], false, "{leak_check:#}");
+    assert_eq!(leak_check["outcome"], "breached", "{leak_check:#}");
+    assert_eq!(
+        leak_check["facts"]["leak"]["figures"]["source"],
+        serde_json::json!({"probe-steps": {"phase": "forward"}}),
+        "{leak_check:#}"
+    );
+    assert_eq!(
+        case["leak"]["source"],
+        serde_json::json!({"probe-steps": {"phase": "forward"}}),
+        "{case:#}"
+    );
+    assert_eq!(case["leak"]["iterations"], 27, "{case:#}");
+    assert_eq!(
+        case["leak"]["growth_bytes"],
+        208.0 * 1024.0 * 1024.0,
+        "{case:#}"
     );
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(junit.contains("type=\"leak\""), "{junit}");
@@ -300,8 +335,14 @@ fn a_leak_over_probe_steps_fails_and_a_steady_noisy_loop_does_not() {
     ));
     let run = project.run(&[]);
     run.assert_code(0);
-    let checks = run.case("train")["checks"].to_string();
-    assert!(checks.contains("no leak: allocated memory"), "{checks}");
+    let steady = check(&run.case("train"), "leak");
+    assert_eq!(steady["passed"], true, "{steady:#}");
+    assert_eq!(steady["outcome"], "within", "{steady:#}");
+    assert_eq!(
+        steady["facts"]["leak"]["figures"]["source"],
+        serde_json::json!({"probe-steps": {"phase": "forward"}}),
+        "{steady:#}"
+    );
 }
 
 #[test]
@@ -351,16 +392,15 @@ fn the_baseline_compares_the_probes_allocated_peak() {
     .expect("suite");
     let run = project.run(&[]);
     run.assert_code(1);
-    let message = run.case("train")["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        message.starts_with(
-            "allocated peak 1.09 GiB > baseline 512.0 MiB (+117.2%, tolerance 5% + 64.0 MiB)"
-        ),
-        "{message}"
+    let case = run.case("train");
+    assert_eq!(case["failure_kind"], "regression", "{case:#}");
+    let allocated = assert_breached(&case, "baseline.allocated");
+    assert_eq!(allocated["baseline_bytes"], 512 * MIB, "{allocated:#}");
+    assert_eq!(
+        allocated["figure_bytes"], case["probe"]["peak_allocated"],
+        "{case:#}"
     );
+    assert_eq!(allocated["tolerance"]["relative"], 0.05, "{allocated:#}");
 }
 
 /// A workload reports its own allocator figures (another framework, or a
@@ -390,9 +430,14 @@ fn a_step_carries_the_figures_the_workload_gives() {
         "{given:#}"
     );
     assert_eq!(given["probe"]["peak_reserved"], 4 * 1024 * MIB, "{given:#}");
-    let message = given["message"].as_str().unwrap_or_default();
-    assert!(message.contains("probe.peak_allocated"), "{message}");
-    assert!(message.contains("3.00 GiB"), "{message}");
+    // The limit judges the figure the workload gave.
+    let limit = check(&given, "limit.probe.peak_allocated");
+    assert_eq!(limit["outcome"], "breached", "{limit:#}");
+    assert_eq!(
+        limit["facts"]["limit"]["value"],
+        (3 * 1024 * MIB) as f64,
+        "{limit:#}"
+    );
     let typo = run.case("typo");
     assert_eq!(typo["status"], "failed", "{typo:#}");
     let log =

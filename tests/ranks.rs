@@ -90,10 +90,13 @@ fn a_rank_over_its_budget_fails_the_case_and_is_named() {
     run.assert_code(1);
     let case = run.case("train");
     assert_eq!(case["failure_kind"], "budget", "{case:#}");
-    let message = run.message("train");
-    assert!(
-        message.contains("gpu rank peak 1.25 GiB (rank 3 on GPU 3) exceeded budget 1.00 GiB"),
-        "{message}"
+    let rank = assert_breached(&case, "budget.gpu_rank");
+    assert_eq!(mib(&rank["figure_bytes"]), Some(1280), "{rank:#}");
+    assert_eq!(mib(&rank["limit_bytes"]), Some(1024), "{rank:#}");
+    assert_eq!(
+        rank["facts"]["budget"]["method"],
+        serde_json::json!({"rank": {"rank": 3, "devices": [3]}}),
+        "{rank:#}"
     );
     let within = project_with_budget("2 GiB");
     within.run(&[]).assert_code(0);
@@ -114,11 +117,12 @@ fn a_regression_names_the_rank_that_grew() {
     grow_rank_2(&project, "");
     let run = project.run(&[]);
     run.assert_code(1);
-    let message = run.message("train");
-    assert!(
-        message.contains("rank 2 grew most: 1.00 GiB → 1.50 GiB"),
-        "{message}"
-    );
+    let case = run.case("train");
+    assert_eq!(case["failure_kind"], "regression", "{case:#}");
+    let growth = &case["rank_growth"];
+    assert_eq!(growth["rank"], 2, "{case:#}");
+    assert_eq!(mib(&growth["before"]), Some(1024), "{growth:#}");
+    assert_eq!(mib(&growth["after"]), Some(1536), "{growth:#}");
     let diff = project.diff_lock_and_results();
     assert!(diff.stdout.contains("rank 2 grew most"), "{}", diff.stdout);
 }

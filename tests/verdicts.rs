@@ -147,13 +147,18 @@ fn a_figure_the_lock_lacks_is_said_and_fails_when_required() {
         "{summary}"
     );
 
+    let uncompared = check(&run.case("held"), "baseline.working");
+    assert_eq!(uncompared["passed"], true, "{uncompared:#}");
+    assert_eq!(uncompared["outcome"], "no-baseline", "{uncompared:#}");
+
     let required = project.run(&["--require-baseline"]);
     required.assert_code(1);
-    assert!(
-        required
-            .message("held")
-            .contains("working peak: no baseline in the lock"),
-        "{}",
-        required.message("held")
+    let held = required.case("held");
+    let working = check(&held, "baseline.working");
+    assert_eq!(working["passed"], false, "{working:#}");
+    assert_eq!(working["outcome"], "no-baseline", "{working:#}");
+    assert_eq!(
+        working["facts"]["baseline"]["required"], true,
+        "{working:#}"
     );
 }

@@ -179,22 +179,14 @@ pub fn judge_limits_again(case: &Case, result: &mut CaseResult) -> Verdict {
         left_bytes: result.gpu_left_bytes,
         ranks: Default::default(),
     });
-    let budget = crate::suite::Budget {
-        gpu_rank: None,
-        ..case.budget
-    };
-    let mut checks = limits::budget_checks(&budget, &host, gpu.as_ref());
+    let mut checks = limits::budget_checks(&case.budget.judged_again(), &host, gpu.as_ref());
     checks.extend(limits::limit_checks(case, result.probe.as_ref()));
-    checks.extend(result.checks.drain(..).filter(|check| {
-        !matches!(
-            check.kind,
-            CheckKind::HostBudget
-                | CheckKind::GpuBudget
-                | CheckKind::GpuLeft
-                | CheckKind::GpuHeadroom { .. }
-                | CheckKind::Limit(_)
-        )
-    }));
+    checks.extend(
+        result
+            .checks
+            .drain(..)
+            .filter(|check| !check.kind.judged_again()),
+    );
     result.checks = checks;
     let observed = Observed {
         stop: None,

@@ -88,55 +88,69 @@ impl Reporter for Annotations {
 
 impl Annotations {
     fn annotate(&mut self, event: &Event<'_>) -> io::Result<()> {
+        let workspace = std::env::var_os("GITHUB_WORKSPACE").map(PathBuf::from);
+        let commands = commands(event, workspace.as_deref());
+        if commands.is_empty() {
+            return Ok(());
+        }
         let mut out = io::stdout().lock();
-        match event {
-            Event::CaseFinished { result, .. } => {
-                if result.status != CaseStatus::Passed {
-                    // The failure kind, as JUnit's type and results.json say it.
-                    let kind = result
-                        .failure_kind
-                        .map_or(result.status.as_str(), |kind| kind.as_str());
-                    let title = escape_property(&format!("oomgate {kind} {}", result.id));
-                    let message = result.message.as_deref().unwrap_or(result.status.as_str());
-                    let workspace = std::env::var_os("GITHUB_WORKSPACE").map(PathBuf::from);
-                    let place = place(result, workspace.as_deref());
-                    writeln!(out, "::error {place}title={title}::{}", escape(message))?;
-                } else if let Some(retried) =
-                    result.retried_alone.as_ref().filter(|_| result.flaky())
-                {
-                    let first = &retried.first_attempt;
-                    let title = escape_property(&format!("oomgate flaky {}", result.id));
-                    let message = format!(
-                        "failed with {}, passed when run again: {}",
-                        first.circumstance(),
-                        first.message.as_deref().unwrap_or(first.status.as_str())
-                    );
-                    writeln!(out, "::warning title={title}::{}", escape(&message))?;
-                } else if let Some(comparison) = &result.baseline {
-                    for figure in comparison.figures() {
-                        if figure.outcome == Outcome::Improved {
-                            let title = escape_property(&format!("oomgate improved {}", result.id));
-                            writeln!(out, "::notice title={title}::{}", escape(&figure.message))?;
-                        }
-                    }
-                }
-            }
-            Event::RunFinished { results } => {
-                if let Some(baseline) = &results.baseline {
-                    for change in &baseline.drift {
-                        let title = escape_property("oomgate environment drift");
-                        writeln!(
-                            out,
-                            "::warning title={title}::{}",
-                            escape(&change.to_string())
-                        )?;
-                    }
-                }
-            }
-            _ => {}
+        for command in &commands {
+            writeln!(out, "{command}")?;
         }
         out.flush()
     }
+}
+
+/// The workflow commands an event earns, one a line; `workspace`: the
+/// checkout a pytest case's file is named relative to.
+pub(super) fn commands(event: &Event<'_>, workspace: Option<&Path>) -> Vec<String> {
+    let mut commands = Vec::new();
+    match event {
+        Event::CaseFinished { result, .. } => {
+            if result.status != CaseStatus::Passed {
+                // The failure kind, as JUnit's type and results.json say it.
+                let kind = result
+                    .failure_kind
+                    .map_or(result.status.as_str(), |kind| kind.as_str());
+                let title = escape_property(&format!("oomgate {kind} {}", result.id));
+                let message = result.message.as_deref().unwrap_or(result.status.as_str());
+                let place = place(result, workspace);
+                commands.push(format!("::error {place}title={title}::{}", escape(message)));
+            } else if let Some(retried) = result.retried_alone.as_ref().filter(|_| result.flaky()) {
+                let first = &retried.first_attempt;
+                let title = escape_property(&format!("oomgate flaky {}", result.id));
+                let message = format!(
+                    "failed with {}, passed when run again: {}",
+                    first.circumstance(),
+                    first.message.as_deref().unwrap_or(first.status.as_str())
+                );
+                commands.push(format!("::warning title={title}::{}", escape(&message)));
+            } else if let Some(comparison) = &result.baseline {
+                for figure in comparison.figures() {
+                    if figure.outcome == Outcome::Improved {
+                        let title = escape_property(&format!("oomgate improved {}", result.id));
+                        commands.push(format!(
+                            "::notice title={title}::{}",
+                            escape(&figure.message)
+                        ));
+                    }
+                }
+            }
+        }
+        Event::RunFinished { results } => {
+            if let Some(baseline) = &results.baseline {
+                for change in &baseline.drift {
+                    let title = escape_property("oomgate environment drift");
+                    commands.push(format!(
+                        "::warning title={title}::{}",
+                        escape(&change.to_string())
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+    commands
 }
 
 #[cfg(test)]

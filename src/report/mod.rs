@@ -24,6 +24,10 @@ pub mod words;
 
 #[cfg(test)]
 mod snapshots;
+#[cfg(test)]
+mod snapshots_packed;
+#[cfg(test)]
+mod snapshots_sentences;
 
 use std::io;
 use std::time::Duration;

@@ -1,9 +1,12 @@
-//! Snapshot tests of what a reader sees: the terminal's lines and table,
-//! a case's details, JUnit, Markdown and report.html's text, for one run
-//! judged by the real judge and worded by `words` — a pass, a GPU
-//! regression with drift, a capacity shrink, a budget breach that stopped
-//! its case, a GPU OOM. `diff`'s table is snapshotted beside it
-//! (`cli::inspect`).
+//! Snapshot tests of what a reader sees: the terminal's lines, table and
+//! closing summary, a case's details, JUnit, Markdown, the GitHub
+//! annotations and report.html's text, for one run judged by the real
+//! judge and worded by `words` — a pass, a GPU regression with drift, a
+//! capacity shrink, a budget breach that stopped its case, a GPU OOM.
+//! `snapshots_packed` renders a second run (a GPU budget, a server, a
+//! flaky case, a figure not compared, an interruption) with the helpers
+//! here, `snapshots_sentences` every check's and cause's sentence;
+//! `diff`'s table is snapshotted beside them (`cli::inspect`).
 //! Every figure and time is fixed, so the snapshots hold no noise; a
 //! change of wording is a reviewed diff (`cargo insta review`, or accept
 //! a `.snap.new` by renaming it).
@@ -22,8 +25,8 @@ use crate::results::test_support::results_with_text;
 use crate::results::{BaselineInfo, CaseStatus, Exit, RunResults, Summary};
 use crate::suite::{Case, DriftPolicy};
 
-const MIB: u64 = 1024 * 1024;
-const GIB: u64 = 1024 * MIB;
+pub(super) const MIB: u64 = 1024 * 1024;
+pub(super) const GIB: u64 = 1024 * MIB;
 
 fn suite() -> crate::suite::Suite {
     let text = r#"
@@ -61,7 +64,7 @@ command = ["python3", "oom.py"]
     .expect("the snapshot suite")
 }
 
-fn run(case: &Case, host: u64, gpu: Option<u64>, exit: Exit) -> RunRecord {
+pub(super) fn run(case: &Case, host: u64, gpu: Option<u64>, exit: Exit) -> RunRecord {
     let mut run = RunRecord::ended(Some(host), &[Some(exit)]);
     run.started_at = "2026-12-04T10:00:00.000+00:00".into();
     run.wall_time = Duration::from_millis(12_500);
@@ -78,7 +81,12 @@ fn run(case: &Case, host: u64, gpu: Option<u64>, exit: Exit) -> RunRecord {
     run
 }
 
-fn locked(case: &Case, host: u64, gpu: Option<u64>, capacity: Option<u64>) -> LockedCase {
+pub(super) fn locked(
+    case: &Case,
+    host: u64,
+    gpu: Option<u64>,
+    capacity: Option<u64>,
+) -> LockedCase {
     let mut locked = LockedCase::empty();
     locked.command = case.command.clone();
     locked.host_peak_bytes = Some(host);
@@ -237,15 +245,23 @@ fn terminal_lines_and_table() {
     insta::assert_snapshot!(text);
 }
 
+/// What ends the run on the terminal: the table again between rules, the
+/// baseline's notes and the summary line, the run's time fixed.
+#[test]
+fn terminal_closing() {
+    let terminal = super::terminal::Terminal::new(super::terminal::Progress::None);
+    let lines = terminal.closing_lines(&judged_run(), RUN_TIME);
+    insta::assert_snapshot!(lines.join("\n"));
+}
+
 #[test]
 fn case_details() {
-    let results = judged_run();
-    let text: Vec<String> = results
-        .cases
-        .iter()
-        .map(|case| super::case_details(case, &results.measurement))
-        .collect();
-    insta::assert_snapshot!(text.join("\n"));
+    insta::assert_snapshot!(case_details_text(&judged_run()));
+}
+
+#[test]
+fn github_annotations() {
+    insta::assert_snapshot!(annotations_text(&judged_run()));
 }
 
 #[test]
@@ -259,7 +275,56 @@ fn markdown() {
     insta::assert_snapshot!(super::markdown::render(&judged_run()));
 }
 
-/// report.html as a reader sees it: its text, without markup, styles or
+/// How long every snapshot run took, for the summary line.
+const RUN_TIME: Duration = Duration::from_secs(70);
+
+/// The terminal as a CI log shows a run: a line (or a few) per finished
+/// case, then what ends the run.
+pub(super) fn terminal_text(results: &RunResults) -> String {
+    let terminal = super::terminal::Terminal::new(super::terminal::Progress::None);
+    let mut lines: Vec<String> = results
+        .cases
+        .iter()
+        .map(|case| terminal.finished_line(case))
+        .collect();
+    lines.extend(terminal.closing_lines(results, RUN_TIME));
+    lines.join("\n")
+}
+
+/// Every case's details block, as JUnit's bodies hold them.
+pub(super) fn case_details_text(results: &RunResults) -> String {
+    let text: Vec<String> = results
+        .cases
+        .iter()
+        .map(|case| super::case_details(case, &results.measurement))
+        .collect();
+    text.join("\n")
+}
+
+/// The workflow commands GitHub Actions reads, as each case finishes
+/// and as the run ends.
+pub(super) fn annotations_text(results: &RunResults) -> String {
+    let planned = results.summary.planned;
+    let mut commands = Vec::new();
+    for (index, result) in results.cases.iter().enumerate() {
+        commands.extend(super::github::commands(
+            &super::Event::CaseFinished {
+                result,
+                index,
+                planned,
+                results,
+            },
+            None,
+        ));
+    }
+    commands.extend(super::github::commands(
+        &super::Event::RunFinished { results },
+        None,
+    ));
+    commands.join("\n")
+}
+
+/// report.html as a reader sees it/// report.html as a reader sees it: its text, without markup, styles or
 /// the charts' drawing (their legends and titles are text, and kept).
 #[test]
 fn html_text() {
@@ -271,7 +336,7 @@ fn html_text() {
 /// The text of an HTML page, a line per block: `<style>` and SVG paths
 /// dropped, tags removed, entities for `&`, `<`, `>` and quotes read back,
 /// blank lines and runs of spaces collapsed.
-fn visible_text(page: &str) -> String {
+pub(super) fn visible_text(page: &str) -> String {
     let mut text = String::new();
     let mut rest = page;
     while let Some(open) = rest.find('<') {

@@ -431,6 +431,69 @@ impl Terminal {
         }
         out.join("\n")
     }
+
+    /// What ends a run, each a `line` of its own: a rule, the table of
+    /// every case and another rule, each repeated case's spread, the
+    /// baseline's notes, and the summary line with the run's `elapsed`
+    /// time.
+    pub(super) fn closing_lines(&self, results: &RunResults, elapsed: Duration) -> Vec<String> {
+        let mut lines = Vec::new();
+        let rule = "─".repeat(60);
+        lines.push(rule.clone());
+        if !results.cases.is_empty() || !results.not_run.is_empty() {
+            lines.push(self.final_table(results));
+            lines.push(rule);
+        }
+        for case in &results.cases {
+            if let Some(spread) = super::repeat_spread(case) {
+                lines.push(format!("{}: {spread}", clean(&case.id)));
+            }
+        }
+        if let Some(baseline) = &results.baseline {
+            lines.extend(baseline_notes(results, baseline));
+        }
+        let s = &results.summary;
+        let mut parts = super::summary_counts(s);
+        let uncompared = results
+            .cases
+            .iter()
+            .filter(|c| {
+                c.status == crate::results::CaseStatus::Passed
+                    && !super::uncompared_figures(c).is_empty()
+            })
+            .count();
+        if uncompared > 0 {
+            parts.push(format!("{uncompared} passed with a figure not compared"));
+        }
+        if !results.not_run.is_empty() {
+            parts.push(format!("{} not run", results.not_run.len()));
+        }
+        let label = if results.fault.is_some() {
+            "Stopped"
+        } else if results.interrupted {
+            "Interrupted"
+        } else {
+            "Summary"
+        };
+        let style = if s.not_passed() > 0 || results.interrupted || results.fault.is_some() {
+            AnsiColor::Red.on_default().bold()
+        } else {
+            AnsiColor::Green.on_default().bold()
+        };
+        lines.push(format!(
+            "{} [{:>8}] {} {} run: {}",
+            self.paint(style, &format!("{label:>12}")),
+            format_duration(elapsed),
+            results.cases.len(),
+            if results.cases.len() == 1 {
+                "case"
+            } else {
+                "cases"
+            },
+            parts.join(", ")
+        ));
+        lines
+    }
 }
 
 impl Default for Terminal {
@@ -641,63 +704,9 @@ impl Reporter for Terminal {
                 if let Some(bar) = self.bar.take() {
                     bar.finish_and_clear();
                 }
-                let rule = "─".repeat(60);
-                self.line(&rule);
-                if !results.cases.is_empty() || !results.not_run.is_empty() {
-                    self.line(&self.final_table(results));
-                    self.line(&rule);
+                for line in self.closing_lines(results, self.started.elapsed()) {
+                    self.line(&line);
                 }
-                for case in &results.cases {
-                    if let Some(spread) = super::repeat_spread(case) {
-                        self.line(&format!("{}: {spread}", clean(&case.id)));
-                    }
-                }
-                if let Some(baseline) = &results.baseline {
-                    for line in baseline_notes(results, baseline) {
-                        self.line(&line);
-                    }
-                }
-                let s = &results.summary;
-                let mut parts = super::summary_counts(s);
-                let uncompared = results
-                    .cases
-                    .iter()
-                    .filter(|c| {
-                        c.status == crate::results::CaseStatus::Passed
-                            && !super::uncompared_figures(c).is_empty()
-                    })
-                    .count();
-                if uncompared > 0 {
-                    parts.push(format!("{uncompared} passed with a figure not compared"));
-                }
-                if !results.not_run.is_empty() {
-                    parts.push(format!("{} not run", results.not_run.len()));
-                }
-                let label = if results.fault.is_some() {
-                    "Stopped"
-                } else if results.interrupted {
-                    "Interrupted"
-                } else {
-                    "Summary"
-                };
-                let style = if s.not_passed() > 0 || results.interrupted || results.fault.is_some()
-                {
-                    AnsiColor::Red.on_default().bold()
-                } else {
-                    AnsiColor::Green.on_default().bold()
-                };
-                self.line(&format!(
-                    "{} [{:>8}] {} {} run: {}",
-                    self.paint(style, &format!("{label:>12}")),
-                    format_duration(self.started.elapsed()),
-                    results.cases.len(),
-                    if results.cases.len() == 1 {
-                        "case"
-                    } else {
-                        "cases"
-                    },
-                    parts.join(", ")
-                ));
             }
         }
         Ok(())

@@ -33,3 +33,26 @@ impl Project {
 pub fn message(run: &Run, id: &str) -> String {
     run.message(id)
 }
+
+/// The ids of every case a lock's text holds a baseline for, over its
+/// testbeds and its top-level `cases`, sorted.
+pub fn locked_cases(lock: &str) -> Vec<String> {
+    let lock: toml::Table = toml::from_str(lock).expect("a lock");
+    let cases = |table: Option<&toml::Value>| {
+        table
+            .and_then(toml::Value::as_table)
+            .map(|cases| cases.keys().cloned().collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    let mut ids = cases(lock.get("cases"));
+    for testbed in lock
+        .get("testbeds")
+        .and_then(toml::Value::as_table)
+        .into_iter()
+        .flat_map(|testbeds| testbeds.values())
+    {
+        ids.extend(cases(testbed.get("cases")));
+    }
+    ids.sort();
+    ids
+}

@@ -206,6 +206,33 @@ impl Run {
     }
 }
 
+/// The check of `case` (a case of results.json) with this name
+/// (`budget.host`, `baseline.gpu`, `limit.metric.loss`): what a verdict is
+/// asserted on, its `passed`, `outcome`, `figure_bytes` and
+/// `limit_bytes`, rather than its words. Fails the test when the case has
+/// no such check.
+pub fn check(case: &serde_json::Value, name: &str) -> serde_json::Value {
+    case["checks"]
+        .as_array()
+        .and_then(|checks| checks.iter().find(|c| c["name"] == name).cloned())
+        .unwrap_or_else(|| panic!("no check {name} in the case:\n{case:#}"))
+}
+
+/// A failed check of `case` breached its bound, as results.json records
+/// it: not passed, outcome `breached`, and its figure above its limit.
+pub fn assert_breached(case: &serde_json::Value, name: &str) -> serde_json::Value {
+    let check = check(case, name);
+    assert_eq!(check["passed"], false, "{check:#}");
+    assert_eq!(check["outcome"], "breached", "{check:#}");
+    if let (Some(figure), Some(limit)) = (
+        check["figure_bytes"].as_u64(),
+        check["limit_bytes"].as_u64(),
+    ) {
+        assert!(figure > limit, "{check:#}");
+    }
+    check
+}
+
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
