@@ -154,6 +154,9 @@ fn a_figure_the_lock_lacks_is_said_and_fails_when_required() {
     let required = project.run(&["--require-baseline"]);
     required.assert_code(1);
     let held = required.case("held");
+    // The figure was measured; the lock has none to hold it to: the
+    // baseline failed, not the figure.
+    assert_eq!(held["failure_kind"], "baseline", "{held:#}");
     let working = check(&held, "baseline.working");
     assert_eq!(working["passed"], false, "{working:#}");
     assert_eq!(working["outcome"], "no-baseline", "{working:#}");

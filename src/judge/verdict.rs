@@ -371,15 +371,14 @@ pub fn failure_kind_of(
         checks
             .iter()
             .filter(|check| !check.passed)
-            .map(|check| failure_of(&check.kind, check.outcome, check.figure_bytes.is_some()))
+            .map(|check| failure_of(&check.kind, check.outcome))
             .min_by_key(|word| precedence(*word))
             .unwrap_or(FailureType::Crash),
     )
 }
 
-/// The failure word of a failed check. `measured`: the check has a
-/// figure.
-fn failure_of(kind: &CheckKind, outcome: Option<CheckOutcome>, measured: bool) -> FailureType {
+/// The failure word of a failed check.
+fn failure_of(kind: &CheckKind, outcome: Option<CheckOutcome>) -> FailureType {
     match kind {
         CheckKind::HostOomKill => FailureType::HostOom,
         // Each budget says its own (`budget`, `headroom`, `gpu-left`).
@@ -388,10 +387,13 @@ fn failure_of(kind: &CheckKind, outcome: Option<CheckOutcome>, measured: bool) -
             .map_or(FailureType::Budget, BudgetKind::failure),
         CheckKind::Leak => FailureType::Leak,
         CheckKind::Limit(_) => FailureType::Limit,
-        // A figure measured against its baseline; without one (no
-        // baseline, or none it can be compared with) it is the baseline
-        // that failed, not the figure.
-        CheckKind::Baseline(_) if measured => FailureType::Regression,
+        // A figure that grew beyond its baseline; without one it can be
+        // compared with (none locked, another method, a figure unknown,
+        // and `--require-baseline`) it is the baseline that failed, not
+        // the figure, even where the figure itself was measured.
+        CheckKind::Baseline(_) if outcome == Some(CheckOutcome::Breached) => {
+            FailureType::Regression
+        }
         // A capacity that shrank is a regression; none to compare with
         // (`--require-baseline`) is the baseline's failure.
         CheckKind::Capacity if outcome != Some(CheckOutcome::NoBaseline) => FailureType::Regression,
@@ -400,7 +402,7 @@ fn failure_of(kind: &CheckKind, outcome: Option<CheckOutcome>, measured: bool) -
         }
         CheckKind::EnvironmentDrift => FailureType::EnvironmentDrift,
         // A server case's load client: its checks are of the case's kinds.
-        CheckKind::Client(check) => failure_of(check, outcome, measured),
+        CheckKind::Client(check) => failure_of(check, outcome),
     }
 }
 
