@@ -10,8 +10,9 @@
 
 use crate::leak::LeakSource;
 use crate::measure::HostFigures;
-use crate::measure::gpu::{CaseGpu, ForeignPid, GpuFigures, GpuMethod};
+use crate::measure::gpu::{ForeignPid, GpuFigures, GpuMethod};
 use crate::measure::host::{HostFloor, HostMethod};
+use crate::measure::live::Live;
 use crate::probe::ProbeSummary;
 use crate::results::{Check, CheckKind, CheckOutcome, Device, Facts, Measured, TaintedDevice};
 use crate::suite::{Budget, BudgetKind, Case, Leak};
@@ -31,29 +32,23 @@ pub fn headroom_limit(total: u64, fraction: f64) -> Bytes {
 /// budget stops the case, so earlier ones were within) without tainted
 /// device deltas, in total, per rank, and as each device's share of its
 /// memory. What the case leaves behind is only known after it.
-pub fn budget_breached(
-    budget: &Budget,
-    host_peak: Option<Bytes>,
-    gpu: Option<&CaseGpu<'_>>,
-) -> bool {
+pub fn budget_breached(budget: &Budget, live: &Live) -> bool {
     let over = |limit: Option<Bytes>, peak: Option<u64>| match (limit, peak) {
         (Some(limit), Some(peak)) => breaches(Bytes(peak), limit),
         _ => false,
     };
     BudgetKind::ALL.into_iter().any(|kind| match kind {
-        BudgetKind::Host => over(budget.host, host_peak.map(Bytes::get)),
-        BudgetKind::Gpu => over(budget.gpu, gpu.and_then(CaseGpu::gated_total)),
-        BudgetKind::GpuRank => over(
-            budget.gpu_rank,
-            gpu.and_then(CaseGpu::largest_rank_now)
-                .map(|(_, bytes)| bytes),
-        ),
-        BudgetKind::GpuFraction => match (budget.gpu_fraction, gpu) {
-            (Some(fraction), Some(gpu)) => gpu.gated_by_device().any(|(device, live)| {
-                breaches(Bytes(live), headroom_limit(device.usable_bytes(), fraction))
-            }),
-            _ => false,
-        },
+        BudgetKind::Host => over(budget.host, live.host_peak.map(Bytes::get)),
+        BudgetKind::Gpu => over(budget.gpu, live.gpu_total),
+        BudgetKind::GpuRank => over(budget.gpu_rank, live.largest_rank),
+        BudgetKind::GpuFraction => budget.gpu_fraction.is_some_and(|fraction| {
+            live.devices.iter().any(|device| {
+                breaches(
+                    Bytes(device.live_bytes),
+                    headroom_limit(device.usable_bytes, fraction),
+                )
+            })
+        }),
         BudgetKind::GpuLeft => false,
     })
 }

@@ -567,3 +567,82 @@ fn a_run_is_diagnosed_from_what_its_explaining_process_left() {
         assert_eq!(judged.failure_kind, kind);
     }
 }
+
+/// The live stop: a figure so far over its budget stops the case; one
+/// not known this tick, or a tainted device's (left out of `Live`), never
+/// does; what a case leaves behind is judged after it.
+#[test]
+fn a_tick_over_a_budget_stops_the_case_and_an_unknown_figure_does_not() {
+    use crate::measure::live::{Live, LiveDevice};
+    let case = case(
+        "command = [\"x\"]\nbudget = { host = \"100 MiB\", gpu = \"1 GiB\", gpu_rank = \"512 MiB\", gpu_fraction = 0.5, gpu_left = \"1 MiB\" }",
+    );
+    let device = |live_mib: u64| LiveDevice {
+        usable_bytes: 1536 * MIB,
+        live_bytes: live_mib * MIB,
+    };
+    let quiet = Live {
+        host_peak: Some(crate::units::Bytes(50 * MIB)),
+        gpu_total: Some(600 * MIB),
+        largest_rank: Some(300 * MIB),
+        devices: vec![device(600)],
+    };
+    // (what this tick read, stopped)
+    let table = [
+        (quiet.clone(), false),
+        (Live::default(), false),
+        (
+            Live {
+                host_peak: Some(crate::units::Bytes(100 * MIB)),
+                ..quiet.clone()
+            },
+            false,
+        ),
+        (
+            Live {
+                host_peak: Some(crate::units::Bytes(100 * MIB + 1)),
+                ..quiet.clone()
+            },
+            true,
+        ),
+        (
+            Live {
+                gpu_total: Some(1024 * MIB + 1),
+                ..quiet.clone()
+            },
+            true,
+        ),
+        (
+            Live {
+                gpu_total: None,
+                ..quiet.clone()
+            },
+            false,
+        ),
+        (
+            Live {
+                largest_rank: Some(513 * MIB),
+                ..quiet.clone()
+            },
+            true,
+        ),
+        // Half of 1.5 GiB usable is 768 MiB.
+        (
+            Live {
+                devices: vec![device(600), device(769)],
+                ..quiet.clone()
+            },
+            true,
+        ),
+        (
+            Live {
+                devices: vec![device(768)],
+                ..quiet.clone()
+            },
+            false,
+        ),
+    ];
+    for (live, stopped) in table {
+        assert_eq!(budget_breached(&case.budget, &live), stopped, "{live:?}");
+    }
+}

@@ -7,13 +7,15 @@
 //! rusage) and the GPU meter (`gpu::CaseGpu`, which matches the pids
 //! against the processes NVML reports). The tree is scanned once and shared
 //! because both need the same pids. Meters return plain figures; they never
-//! judge or format them.
+//! judge or format them; what may stop a case at a tick is read out as a
+//! plain [`live::Live`], which the judge decides on.
 
 pub mod cgroup;
 pub mod cuda;
 pub mod gpu;
 pub mod host;
 pub mod inventory;
+pub mod live;
 pub mod nvml;
 pub mod procfs;
 pub mod ranks;

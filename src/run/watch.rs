@@ -32,6 +32,7 @@ use super::soak::{SoakPeaks, soak_end};
 use crate::judge::StopReason;
 use crate::judge::budget_breached;
 use crate::measure::gpu::{CaseGpu, ForeignProcess};
+use crate::measure::live::Live;
 use crate::measure::{HostMeter, ProcessTree, Sample, Timeline};
 use crate::probe::ProbeReader;
 use crate::process;
@@ -398,10 +399,13 @@ impl CaseRunner<'_, '_> {
         let case = watch.case;
         let breached = match &watch.server {
             Some(server) => {
-                budget_breached(&case.budget, host_peak, server.gpu.as_ref())
-                    || budget_breached(&case.client_budget, client_peak, watch.gpu.as_ref())
+                budget_breached(&case.budget, &Live::of(host_peak, server.gpu.as_ref()))
+                    || budget_breached(
+                        &case.client_budget,
+                        &Live::of(client_peak, watch.gpu.as_ref()),
+                    )
             }
-            None => budget_breached(&case.budget, host_peak, watch.gpu.as_ref()),
+            None => budget_breached(&case.budget, &Live::of(host_peak, watch.gpu.as_ref())),
         };
         breached.then_some(StopReason::BudgetExceeded { at: elapsed })
     }
