@@ -79,6 +79,29 @@ pub struct Testbed {
     pub cases: BTreeMap<String, LockedCase>,
 }
 
+#[cfg(test)]
+impl Lock {
+    /// A lock of suite `suite`, locked at `locked_at` in an empty
+    /// environment, holding `cases` and no testbed: for the tests.
+    pub(crate) fn of<'c>(
+        suite: &str,
+        locked_at: &str,
+        cases: impl IntoIterator<Item = (&'c str, LockedCase)>,
+    ) -> Lock {
+        Lock {
+            version: LOCK_VERSION,
+            suite: suite.into(),
+            locked_at: locked_at.into(),
+            environment: Default::default(),
+            cases: cases
+                .into_iter()
+                .map(|(id, locked)| (id.to_string(), locked))
+                .collect(),
+            testbeds: Default::default(),
+        }
+    }
+}
+
 /// One case as locked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LockedCase {

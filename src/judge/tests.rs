@@ -29,14 +29,7 @@ fn lock(host_mib: u64, capacity: Option<u64>) -> Lock {
     locked.host_peak_method = Some(HostMethod::CgroupV1);
     locked.capacity = capacity;
     locked.capacity_of = capacity.map(|_| crate::capacity::counted_as("batch", Some(8)));
-    Lock {
-        version: crate::baseline::LOCK_VERSION,
-        suite: "s".into(),
-        locked_at: "t".into(),
-        environment: Default::default(),
-        cases: [("c".to_string(), locked)].into(),
-        testbeds: Default::default(),
-    }
+    Lock::of("s", "t", [("c", locked)])
 }
 
 fn info(drift: Vec<Drift>, on_drift: DriftPolicy) -> BaselineInfo {

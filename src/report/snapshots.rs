@@ -108,12 +108,10 @@ fn judged_run() -> RunResults {
             .find(|c| c.id == id)
             .expect("a snapshot case")
     };
-    let lock = Lock {
-        version: crate::baseline::LOCK_VERSION,
-        suite: "train-gate".into(),
-        locked_at: "2026-12-01T09:00:00.000+00:00".into(),
-        environment: Default::default(),
-        cases: [
+    let lock = Lock::of(
+        "train-gate",
+        "2026-12-01T09:00:00.000+00:00",
+        [
             ("ok", locked(case("ok"), 60 * MIB, None, None)),
             (
                 "train",
@@ -123,12 +121,8 @@ fn judged_run() -> RunResults {
                 "fits",
                 locked(case("fits"), 3 * GIB, Some(70 * GIB), Some(88)),
             ),
-        ]
-        .into_iter()
-        .map(|(id, locked)| (id.to_string(), locked))
-        .collect(),
-        testbeds: Default::default(),
-    };
+        ],
+    );
     let info = BaselineInfo {
         path: PathBuf::from("train.lock"),
         locked_at: lock.locked_at.clone(),

@@ -133,21 +133,15 @@ fn packed_run() -> RunResults {
         }),
         ..locked(case("serve"), 6 * GIB, Some(30 * GIB), None)
     };
-    let lock = Lock {
-        version: crate::baseline::LOCK_VERSION,
-        suite: "serve-gate".into(),
-        locked_at: "2026-12-01T09:00:00.000+00:00".into(),
-        environment: Default::default(),
-        cases: [
+    let lock = Lock::of(
+        "serve-gate",
+        "2026-12-01T09:00:00.000+00:00",
+        [
             ("serve", serve_locked),
             ("eval", locked(case("eval"), GIB, Some(17 * GIB), None)),
             ("embed", embed_locked),
-        ]
-        .into_iter()
-        .map(|(id, locked)| (id.to_string(), locked))
-        .collect(),
-        testbeds: Default::default(),
-    };
+        ],
+    );
     let info = BaselineInfo {
         path: "serve.lock".into(),
         locked_at: lock.locked_at.clone(),

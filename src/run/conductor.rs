@@ -338,14 +338,7 @@ mod tests {
             let mut locked = LockedCase::empty();
             locked.gpu_peak_bytes = Some(10 * GIB);
             locked.gpu_peak_method = Some(method);
-            Lock {
-                version: crate::baseline::LOCK_VERSION,
-                suite: "s".into(),
-                locked_at: "t".into(),
-                environment: Default::default(),
-                cases: [("c".to_string(), locked)].into(),
-                testbeds: Default::default(),
-            }
+            Lock::of("s", "t", [("c", locked)])
         };
         let sampled = GpuMethod::Sampled { interval_ms: 50 };
         let margin = |peak: u64| peak + schedule::pack_margin(peak);
