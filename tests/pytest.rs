@@ -83,6 +83,29 @@ fn each_test_is_a_case_with_its_closest_markers() {
         "{}",
         list.stderr
     );
+    // A whole node id is that test; any other text, every test that
+    // holds it (both parametrizations, and `test_grows` beside them).
+    let listed = |filter: &str| {
+        let output = project
+            .oomgate()
+            .args([
+                "list",
+                &project.suite().display().to_string(),
+                "--filter",
+                filter,
+            ])
+            .output()
+            .expect("oomgate list");
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listed(FORWARD_BF16), [FORWARD_BF16]);
+    assert_eq!(
+        listed("tests/test_model.py::TestForward::test_"),
+        [FORWARD_BF16, FORWARD_FP32, GROWS]
+    );
     let check = inspect(&project, "check");
     check.assert_code(0);
     let text = &check.stdout;

@@ -161,7 +161,8 @@ pub struct BudgetsArgs {
     /// `toml`: a `budget = { ... }` line for any case.
     #[arg(long, value_enum, default_value = "marker")]
     pub format: BudgetFormat,
-    /// Only cases whose id contains this text; repeat to take the union.
+    /// Only cases whose id contains this text (a whole pytest node id:
+    /// that test alone); repeat to take the union.
     #[arg(long, value_name = "SUBSTRING")]
     pub filter: Vec<String>,
 }
@@ -186,7 +187,8 @@ fn parse_factor(text: &str) -> Result<f64, String> {
 pub struct PlanArgs {
     /// The suite file.
     pub suite: PathBuf,
-    /// Only cases whose id contains this text; repeat to take the union.
+    /// Only cases whose id contains this text (a whole pytest node id:
+    /// that test alone); repeat to take the union.
     #[arg(long, value_name = "SUBSTRING")]
     pub filter: Vec<String>,
     /// Only this shard of the cases (after --filter): count:M/N deals them
@@ -266,8 +268,9 @@ pub struct LockArgs {
     /// Lock this results.json (e.g. a CI artifact) instead of running the suite.
     #[arg(long, value_name = "RESULTS")]
     pub from: Option<PathBuf>,
-    /// Only cases whose id contains this text; the others keep their
-    /// locked baseline. Repeat to take the union.
+    /// Only cases whose id contains this text (a whole pytest node id:
+    /// that test alone); the others keep their locked baseline. Repeat to
+    /// take the union.
     #[arg(long, value_name = "SUBSTRING")]
     pub filter: Vec<String>,
     /// Write the lock here instead of <suite>.lock.

@@ -44,11 +44,71 @@ pub struct Suite {
 impl Suite {
     /// Cases whose id contains any of the substrings (all cases when none).
     pub fn filtered(&self, filters: &[String]) -> Vec<&Case> {
+        // A whole pytest node id names one test: `test_npv` must not also
+        // take `test_npv_decimal`. Any other text is a substring, so a
+        // case's name takes all its matrix rows.
+        let whole: Vec<&str> = filters
+            .iter()
+            .map(String::as_str)
+            .filter(|f| f.contains("::") && self.cases.iter().any(|c| c.id == *f))
+            .collect();
+        let matches = |case: &Case, filter: &str| match whole.contains(&filter) {
+            true => case.id == filter,
+            false => case.id.contains(filter),
+        };
         self.cases
             .iter()
-            .filter(|case| {
-                filters.is_empty() || filters.iter().any(|f| case.id.contains(f.as_str()))
-            })
+            .filter(|case| filters.is_empty() || filters.iter().any(|f| matches(case, f)))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_whole_node_id_selects_that_test_and_other_text_is_a_substring() {
+        let text = "[suite]\nname = \"s\"\n[[case]]\nname = \"train\"\ncommand = [\"x\"]\n[[case]]\nname = \"train-big\"\ncommand = [\"x\"]\n";
+        let mut suite = crate::suite::parse(
+            text,
+            std::path::Path::new("s.toml"),
+            std::path::Path::new("."),
+        )
+        .expect("a suite");
+        // As a [[pytest]] block's cases are named: by their node ids.
+        let template = suite.cases[0].clone();
+        for id in [
+            "t.py::test_npv",
+            "t.py::test_npv_decimal",
+            "t.py::test_npv[1]",
+        ] {
+            let mut case = template.clone();
+            case.id = id.into();
+            suite.cases.push(case);
+        }
+        let ids = |filters: &[&str]| -> Vec<String> {
+            let filters: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
+            suite
+                .filtered(&filters)
+                .iter()
+                .map(|c| c.id.clone())
+                .collect()
+        };
+        assert_eq!(ids(&["t.py::test_npv"]), ["t.py::test_npv"]);
+        assert_eq!(
+            ids(&["test_npv"]),
+            [
+                "t.py::test_npv",
+                "t.py::test_npv_decimal",
+                "t.py::test_npv[1]"
+            ]
+        );
+        // A node id no test has is a substring like any text.
+        assert_eq!(ids(&["t.py::test_npv_"]), ["t.py::test_npv_decimal"]);
+        assert_eq!(ids(&["train"]), ["train", "train-big"]);
+        assert_eq!(
+            ids(&["t.py::test_npv", "big"]),
+            ["train-big", "t.py::test_npv"]
+        );
+        assert_eq!(ids(&[]).len(), 5);
     }
 }
