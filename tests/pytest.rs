@@ -132,6 +132,45 @@ fn each_test_is_a_case_with_its_closest_markers() {
     }
 }
 
+/// A project whose addopts ask pytest-xdist for workers: each test still
+/// runs in the one process oomgate measures (`-n 0`), said once, and no
+/// xdist worker runs it.
+#[test]
+fn xdist_workers_from_the_projects_addopts_are_not_started_per_test() {
+    let in_the_measured_process = r#"
+import os
+
+def test_one():
+    assert "PYTEST_XDIST_WORKER" not in os.environ, "ran in an xdist worker"
+
+def test_two():
+    assert "PYTEST_XDIST_WORKER" not in os.environ, "ran in an xdist worker"
+"#;
+    let project = project(&[("test_workers.py", in_the_measured_process)], "");
+    std::fs::write(
+        project.path().join("pytest.ini"),
+        "[pytest]\naddopts = --strict-markers -n 2\n",
+    )
+    .expect("pytest.ini");
+    let run = project.run(&[]);
+    run.assert_code(0);
+    for test in ["test_one", "test_two"] {
+        let case = run.case(&format!("tests/test_workers.py::{test}"));
+        assert_eq!(case["status"], "passed", "{case:#}");
+        let command = case["command"].as_array().expect("a command");
+        let n = command
+            .iter()
+            .position(|a| a == "-n")
+            .expect("-n in the command");
+        assert_eq!(command[n + 1], "0", "{case:#}");
+    }
+    let said = run
+        .stderr
+        .matches("pytest-xdist is asked for `-n 2`")
+        .count();
+    assert_eq!(said, 1, "{}", run.stderr);
+}
+
 /// The test over its marker's budget fails, alone; the others pass; the
 /// JUnit report names them as pytest's own report does.
 #[test]

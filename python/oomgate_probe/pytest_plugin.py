@@ -125,6 +125,17 @@ def _test(item, invocation_dir):
     }
 
 
+def _xdist_workers(config):
+    """The workers pytest-xdist was asked for (``-n``, from the project's
+    addopts or the block's args), when it is loaded and asked for any."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return None
+    workers = getattr(config.option, "numprocesses", None)
+    if workers in (None, 0, "0"):
+        return None
+    return str(workers)
+
+
 def pytest_collection_finish(session):
     target = os.environ.get("OOMGATE_COLLECT")
     if not target:
@@ -135,6 +146,7 @@ def pytest_collection_finish(session):
         "python": sys.version.split()[0],
         "rootdir": str(session.config.rootpath),
         "invocation_dir": invocation_dir,
+        "xdist_workers": _xdist_workers(session.config),
         "tests": [_test(item, invocation_dir) for item in session.items],
     }
     with open(target, "w", encoding="utf-8") as out:

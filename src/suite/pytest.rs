@@ -31,6 +31,10 @@ pub struct Collected {
     /// pytest's version.
     pub pytest: String,
     pub rootdir: String,
+    /// The workers pytest-xdist was asked for (`-n 2`, `auto`), when it
+    /// is loaded and asked for any; `None` otherwise.
+    #[serde(default)]
+    pub xdist_workers: Option<String>,
     pub tests: Vec<CollectedTest>,
 }
 
