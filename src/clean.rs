@@ -12,7 +12,7 @@
 //! `\u{1b}`, `\u{202e}` — the text around it kept, so a reader sees what
 //! was there.
 //!
-//! [`line`] is for names and values that are one line: every unsafe
+//! [`line()`] is for names and values that are one line: every unsafe
 //! character escaped, newline and tab too. [`block`] is for a workload's
 //! output and other text of several lines: newline and tab kept, a CR
 //! before a newline dropped (a CRLF line end), the colour and cursor
@@ -84,7 +84,7 @@ pub fn block(text: &str) -> Cow<'_, str> {
 }
 
 /// A line oomgate composed for its terminal, its outside text already
-/// [cleaned](line) where it was put in: newline and tab kept, the colour
+/// [cleaned](fn@line) where it was put in: newline and tab kept, the colour
 /// sequences (`ESC [` digits and `;`, `m`) it paints with kept, every other
 /// unsafe character escaped, so that nothing missed can act on the
 /// terminal or start a line of its own but a newline.

@@ -228,10 +228,10 @@ pub struct RunArgs {
     /// plain lines in CI, on a 0x0 terminal or in a log), bar, lines, none.
     #[arg(long, value_enum, value_name = "STYLE", default_value = "auto")]
     pub progress: ProgressMode,
-    /// Compare with this lock instead of <suite>.lock.
+    /// Compare with this lock instead of `<suite>.lock`.
     #[arg(long, value_name = "PATH", conflicts_with = "no_baseline")]
     pub baseline: Option<PathBuf>,
-    /// Compare with no baseline, even if <suite>.lock exists.
+    /// Compare with no baseline, even if `<suite>.lock` exists.
     #[arg(long)]
     pub no_baseline: bool,
     /// Fail cases that have no baseline instead of passing them with a notice.
@@ -273,7 +273,7 @@ pub struct LockArgs {
     /// take the union.
     #[arg(long, value_name = "SUBSTRING")]
     pub filter: Vec<String>,
-    /// Write the lock here instead of <suite>.lock.
+    /// Write the lock here instead of `<suite>.lock`.
     #[arg(long, value_name = "PATH")]
     pub output: Option<PathBuf>,
     /// Folder for the run's reports (without --from).

@@ -14,7 +14,7 @@
 //! A case's files are opened one after another from the same folder (its
 //! logs, its timeline, its metrics, its logs again for their tails), so
 //! each thread keeps the last folder it walked to open, and uses it again
-//! while that folder's path still leads to it (see [`remembered`]).
+//! while that folder's path still leads to it (see `remembered`).
 //!
 //! The names of an instance's files in its case folder are here too
 //! ([`InstanceLogs`]): whoever runs a case, reports on it or merges it

@@ -10,7 +10,7 @@
 //! driver.
 //!
 //! Process lists are read raw, from every list the driver keeps, in the
-//! layout this driver writes ([`lists`]), into a buffer reused across
+//! layout this driver writes (`lists`), into a buffer reused across
 //! samples (the wrapper's methods allocate a vector per call and know one
 //! layout). Memory is read through `nvmlDeviceGetMemoryInfo_v2`, which
 //! says what the driver reserves for itself, or through version 1 on a

@@ -1,7 +1,7 @@
 //! `junit.xml`: one `<testcase>` per case, through quick-junit; and the
 //! log tails read back from one ([`read_tails`]) for `oomgate merge`.
 //!
-//! Every text is [cleaned](super::clean) before quick-junit escapes it:
+//! Every text is [cleaned](crate::clean) before quick-junit escapes it:
 //! a control, bidi or noncharacter (U+FFFE and U+FFFF, which XML 1.0
 //! forbids) in a workload's output, a frame name or a test's id is written
 //! as a visible escape (`\u{202e}`), colour sequences dropped. So the
@@ -32,7 +32,7 @@ pub fn render(results: &RunResults) -> io::Result<String> {
 /// quick-junit's escape stripping, a VT parser fed one character at a time,
 /// and a checkpoint of a run of thousands of cases spent most of its time
 /// there, once per case already written. A testcase is reused only while
-/// what it was built from is the same: its [fingerprint](fingerprint)
+/// what it was built from is the same: its fingerprint (`fingerprint`)
 /// covers every field of the case and the run's fields a testcase reads,
 /// so a case replaced (a finished case in place of its in-flight entry, a
 /// case retried alone) or changed in any way is built again.

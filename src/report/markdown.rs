@@ -94,9 +94,9 @@ fn bytes(value: Option<u64>) -> String {
 
 /// The summary of a run, as clean text: no control, bidi or noncharacter
 /// but newline and tab, whatever a workload printed or a snapshot or lock
-/// held ([`super::clean`], every output's one rule), so the job summary
+/// held (`super::clean`, every output's one rule), so the job summary
 /// GitHub shows holds no NUL, terminal escape or carriage return. Text
-/// oomgate did not write is a [code span](code) (or, for an exception, a
+/// oomgate did not write is a code span (`code`; or, for an exception, a
 /// fenced block), cleaned as it is written (before its backticks are
 /// chosen); the whole text once more.
 pub fn render(results: &RunResults) -> String {

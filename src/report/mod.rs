@@ -3,7 +3,7 @@
 //!
 //! The runner emits [`Event`]s; a [`FanOut`] hands each one to every
 //! [`Reporter`] in turn: the terminal display, the GitHub annotations, and
-//! [`files::ReportFiles`], the one reporter that writes files and decides
+//! `files::ReportFiles`, the one reporter that writes files and decides
 //! when each is due (results.json and junit.xml as checkpoints about once a
 //! second and at the end, summary.md and report.html once at the end). One
 //! file per format, nextest and hyperfine style: each format is a plain

@@ -1,4 +1,4 @@
-//! A run's measurement record (`crate::measurement`), from what the
+//! A run's measurement record (`crate::record`), from what the
 //! sampling loop observed: its timeline written to the case's folder, the
 //! torch snapshot it left summarised, the tails of the logs of the process
 //! that explains it read back (masked), with a scan of its error output.

@@ -4,12 +4,12 @@
 //!
 //! The [`Runner`] owns everything that lives for the whole run. What the
 //! cases share — NVML, the memory cgroup hierarchy, the interrupt counter,
-//! the environment — is [`Shared`], read by every case's thread; the main
-//! thread keeps the rest ([`Conductor`]: the schedule, the baseline, the
+//! the environment — is `Shared`, read by every case's thread; the main
+//! thread keeps the rest (`Conductor`: the schedule, the baseline, the
 //! first fault) and is the only one that talks to the reporters. A case's
-//! thread ([`CaseRunner`], in `case`) owns its /proc scanner, its cgroup,
+//! thread (`CaseRunner`, in `case`) owns its /proc scanner, its cgroup,
 //! its sampler and its supervisors, and sends what it sees to the main
-//! thread as [`Note`]s: warnings, progress ticks, faults and, last, its
+//! thread as `Note`s: warnings, progress ticks, faults and, last, its
 //! runs. `dispatch` is the main thread's loop, an event handler per note
 //! (`launch_next`, `on_progress`, `on_done`); `schedule` decides which case
 //! starts next and on which GPUs; `instance` and `launch` start a case's

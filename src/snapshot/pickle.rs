@@ -23,9 +23,9 @@
 //! past [`Limits::memory`]; the memo is dense where the pickle numbers its
 //! slots in turn (as Python's pickler does) and sparse elsewhere, so a
 //! slot number costs nothing; a list or dict is nested at most
-//! [`MAX_DEPTH`] deep, and once it is put inside another it can no longer
+//! `MAX_DEPTH` deep, and once it is put inside another it can no longer
 //! change, so no value contains itself; nothing walks the values
-//! recursively, dropping them included. Past [`Limits::deadline`] the
+//! recursively, dropping them included. Past `Limits::deadline` the
 //! read stops.
 
 use std::cell::{Cell, OnceCell, RefCell};
@@ -334,10 +334,10 @@ pub enum PickleError {
     Damaged { at: u64, why: String },
     #[error("it ends before its STOP opcode")]
     Truncated,
-    /// A bound of [`Limits`] or [`MAX_DEPTH`] reached.
+    /// A bound of `Limits` or `MAX_DEPTH` reached.
     #[error("{0}")]
     Bound(String),
-    /// [`Limits::deadline`] passed.
+    /// `Limits::deadline` passed.
     #[error("its deadline passed")]
     Late,
 }

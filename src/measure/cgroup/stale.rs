@@ -20,7 +20,7 @@ impl MemoryHierarchy {
     /// Clear the cgroups an oomgate that no longer runs left here: those
     /// named `oomgate-<pid>-<n>`, `-probe<n>` or `-self` (nothing else is
     /// read) whose owner may not run any more (see
-    /// [`MemoryHierarchy::owner_may_run`]). Whatever processes one still
+    /// `MemoryHierarchy::owner_may_run`). Whatever processes one still
     /// holds — a case of that oomgate's, which would hold its memory and
     /// GPUs into this run — get SIGKILL, again until none is left (for at
     /// most [`STALE_KILL_LIMIT`]), and the cgroup is removed. Returns one

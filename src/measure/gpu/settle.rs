@@ -9,7 +9,7 @@
 //! its idle level, taken when the run started, not counting what other
 //! tenants' processes hold (processes visible here that oomgate did not
 //! start: the `foreign_processes` policy is for them, and waiting on them
-//! could take forever). The wait polls every [`POLL`] and ends at
+//! could take forever). The wait polls every `POLL` and ends at
 //! `settle_timeout` or an interrupt; [`Settle`] records it.
 
 use std::time::{Duration, Instant};

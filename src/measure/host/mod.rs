@@ -94,7 +94,7 @@ const STILL_BYTES: u64 = 256 * 1024;
 /// the charge stays still the interval grows to [`WORKING_READ_STILL`].
 pub const WORKING_READ_INTERVAL: Duration = Duration::from_millis(2);
 /// The longest interval between two reads of a charge that stays still
-/// (moves by at most [`WORKING_STILL_BYTES`] from one read to the next).
+/// (moves by at most `WORKING_STILL_BYTES` from one read to the next).
 pub const WORKING_READ_STILL: Duration = Duration::from_millis(6);
 const WORKING_STILL_BYTES: u64 = 256 * 1024;
 

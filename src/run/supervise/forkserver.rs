@@ -230,7 +230,7 @@ fn process_state(pid: i32) -> Option<char> {
 }
 
 /// `oomgate __forkserver <oomgate-pid> <limits | ->`, its socket at
-/// [`SOCKET_FD`]. Returns its exit status; a supervisor it makes exits
+/// `SOCKET_FD`. Returns its exit status; a supervisor it makes exits
 /// with the supervisor's own.
 pub fn main(args: &[OsString]) -> i32 {
     let parsed = (|| {
