@@ -37,11 +37,11 @@ pub struct Observed {
     pub gpu_lost: Option<GpuLoss>,
 }
 
-/// A GPU that stopped answering NVML during a case: `GPU 0 (H100)`,
-/// when, and NVML's error.
+/// A GPU that stopped answering NVML during a case: which, when, and
+/// NVML's error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuLoss {
-    pub device: String,
+    pub device: crate::results::Device,
     pub at: Duration,
     pub reason: String,
 }
@@ -50,7 +50,10 @@ impl GpuLoss {
     /// The first device of `gpu` lost during the case, named.
     pub fn of(gpu: &crate::measure::gpu::GpuFigures) -> Option<GpuLoss> {
         gpu.lost().map(|(device, loss)| GpuLoss {
-            device: format!("GPU {} ({})", device.index, device.name),
+            device: crate::results::Device {
+                index: device.index,
+                name: device.name.clone(),
+            },
             at: Duration::from_secs_f64(loss.at_s.max(0.0)),
             reason: loss.reason.clone(),
         })

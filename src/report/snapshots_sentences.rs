@@ -405,7 +405,10 @@ fn every_causes_sentence() {
             host_peak: peak,
         },
         Cause::GpuLost(GpuLoss {
-            device: "GPU 0 (H100)".into(),
+            device: crate::results::Device {
+                index: 0,
+                name: "H100".into(),
+            },
             at: Duration::from_millis(1500),
             reason: "GPU is lost".into(),
         }),

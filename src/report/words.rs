@@ -250,8 +250,9 @@ pub fn case_message(
             )
         }
         Cause::GpuLost(loss) => format!(
-            "{} stopped answering NVML {} into the case ({}): its GPU figures are incomplete, so its GPU memory is unknown — check the driver (`nvidia-smi`, `dmesg` for Xid errors) before running it again",
-            loss.device,
+            "GPU {} ({}) stopped answering NVML {} into the case ({}): its GPU figures are incomplete, so its GPU memory is unknown — check the driver (`nvidia-smi`, `dmesg` for Xid errors) before running it again",
+            loss.device.index,
+            loss.device.name,
             format_duration(loss.at),
             loss.reason
         ),

@@ -334,7 +334,10 @@ fn failure_kinds_follow_their_precedence() {
 #[test]
 fn a_lost_gpu_is_an_error_above_what_it_explains() {
     let loss = GpuLoss {
-        device: "GPU 0 (H100)".into(),
+        device: crate::results::Device {
+            index: 0,
+            name: "H100".into(),
+        },
         at: Duration::from_millis(2300),
         reason: "GPU is lost".into(),
     };
