@@ -42,6 +42,36 @@ enum Line {
         name: String,
         value: f64,
     },
+    /// oomgate's pytest plugin: how the test of this process ended.
+    Pytest(PytestReport),
+}
+
+/// How a pytest test ended, as pytest's summary words it, with pytest's
+/// short message (an assertion's line, a skip's reason). The plugin writes
+/// it from inside the test's process, so it informs (what failed) and
+/// never decides: the exit status does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PytestReport {
+    pub nodeid: String,
+    pub outcome: TestOutcome,
+    /// The phase it ended in: `setup`, `call` or `teardown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// pytest's words for a test's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestOutcome {
+    Passed,
+    Failed,
+    /// Its setup or teardown failed.
+    Error,
+    Skipped,
+    Xfailed,
+    Xpassed,
 }
 
 /// The last step a workload reported: where an OOM interrupted it.
@@ -138,6 +168,10 @@ pub struct ProbeSummary {
     /// Largest `reserved` / `peak_reserved` reported (bytes).
     pub peak_reserved: Option<u64>,
     pub metrics: BTreeMap<String, MetricSeen>,
+    /// A pytest case: how its test ended, as oomgate's plugin reported it
+    /// (the last report, for a repeated test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pytest: Option<PytestReport>,
     /// `allocated` at each step, per (instance, phase), for leak detection;
     /// bounded (halved, keeping every other point, when full).
     #[serde(skip)]
@@ -231,6 +265,7 @@ impl ProbeSummary {
                 self.peak_allocated = max(self.peak_allocated, [allocated, peak_allocated]);
                 self.peak_reserved = max(self.peak_reserved, [reserved, peak_reserved]);
             }
+            Some(Line::Pytest(report)) => self.pytest = Some(report),
             Some(Line::Metric { name, value }) if value.is_finite() => {
                 let metric = self.metrics.entry(name).or_insert(MetricSeen {
                     last: value,

@@ -99,6 +99,8 @@ pub enum FailureType {
     CudaSetup,
     CudaFault,
     Timeout,
+    /// A pytest test failed as pytest says (an assertion): no crash.
+    TestFailed,
     Crash,
     Budget,
     Headroom,
@@ -114,7 +116,7 @@ pub enum FailureType {
 }
 
 impl FailureType {
-    pub const ALL: [FailureType; 21] = [
+    pub const ALL: [FailureType; 22] = [
         FailureType::Interrupted,
         FailureType::ForeignProcesses,
         FailureType::LaunchError,
@@ -126,6 +128,7 @@ impl FailureType {
         FailureType::CudaSetup,
         FailureType::CudaFault,
         FailureType::Timeout,
+        FailureType::TestFailed,
         FailureType::Crash,
         FailureType::Budget,
         FailureType::Headroom,
@@ -152,6 +155,7 @@ impl FailureType {
             FailureType::CudaSetup => "cuda-setup",
             FailureType::CudaFault => "cuda-fault",
             FailureType::Timeout => "timeout",
+            FailureType::TestFailed => "test-failed",
             FailureType::Crash => "crash",
             FailureType::Budget => "budget",
             FailureType::Headroom => "headroom",

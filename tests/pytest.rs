@@ -132,6 +132,65 @@ fn each_test_is_a_case_with_its_closest_markers() {
     }
 }
 
+/// A test's outcome as pytest words it: an assertion that failed is
+/// `test-failed` with pytest's message, not a crash; a skipped, an
+/// expected failure and an error in setup are told apart.
+#[test]
+fn outcomes_are_pytests_and_a_failed_assertion_is_no_crash() {
+    let outcomes = r#"
+import pytest
+
+def test_passes():
+    assert 1 + 1 == 2
+
+def test_asserts():
+    assert 1 + 1 == 3, "arithmetic is broken"
+
+def test_skips():
+    pytest.skip("needs a GPU")
+
+@pytest.mark.xfail(reason="known bug")
+def test_known_bug():
+    assert False
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("the fixture failed")
+
+def test_setup_fails(broken):
+    pass
+"#;
+    let project = project(&[("test_outcomes.py", outcomes)], "");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = |name: &str| run.case(&format!("tests/test_outcomes.py::{name}"));
+    // (test, status, failure kind, pytest's outcome)
+    let table = [
+        ("test_passes", "passed", None, "passed"),
+        ("test_asserts", "failed", Some("test-failed"), "failed"),
+        ("test_skips", "passed", None, "skipped"),
+        ("test_known_bug", "passed", None, "xfailed"),
+        ("test_setup_fails", "failed", Some("test-failed"), "error"),
+    ];
+    for (test, status, kind, outcome) in table {
+        let case = case(test);
+        assert_eq!(case["status"], status, "{case:#}");
+        assert_eq!(case["failure_kind"].as_str(), kind, "{case:#}");
+        assert_eq!(case["probe"]["pytest"]["outcome"], outcome, "{case:#}");
+    }
+    let asserts = case("test_asserts");
+    assert_eq!(asserts["diagnosis"]["kind"], "test-failed", "{asserts:#}");
+    let message = asserts["probe"]["pytest"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("arithmetic is broken"), "{asserts:#}");
+    assert_eq!(
+        case("test_skips")["probe"]["pytest"]["message"],
+        "needs a GPU"
+    );
+    assert_eq!(case("test_setup_fails")["probe"]["pytest"]["when"], "setup");
+}
+
 /// A project whose addopts ask pytest-xdist for workers: each test still
 /// runs in the one process oomgate measures (`-n 0`), said once, and no
 /// xdist worker runs it.

@@ -13,6 +13,11 @@ closest wins, keyword by keyword. It does three things:
   through this plugin (``OOMGATE_COLLECT`` names the file the collection is
   written to, as JSON), runs each test in its own process, and judges it by
   its own measurements; nothing is checked in-process then.
+- **Under oomgate, reports each test's outcome** as pytest words it
+  (passed, failed, error, skipped, xfailed, xpassed, with pytest's short
+  message) as one line of ``OOMGATE_METRICS``, for oomgate to say what
+  failed (an assertion is not a crash). The line informs; the test's exit
+  status decides.
 - **Under plain pytest** (no ``OOMGATE_METRICS``), a test marked with a
   ``gpu`` budget is checked in-process: ``torch.cuda.reset_peak_memory_stats()``
   before it, ``torch.cuda.max_memory_reserved()`` (every visible device,
@@ -208,3 +213,67 @@ def pytest_runtest_call(item):
             pytrace=False,
         )
     return result
+
+
+# Each phase's report of the test running in this process, by node id.
+_REPORTS = {}
+# A message is the workload's text: a few lines are plenty to say what
+# failed, and oomgate bounds what it reads anyway.
+_MESSAGE_LIMIT = 1000
+
+
+def pytest_runtest_logreport(report):
+    if os.environ.get("OOMGATE_METRICS"):
+        _REPORTS.setdefault(report.nodeid, []).append(report)
+
+
+def _message(report):
+    """pytest's own short message of a report: its crash line, or a skip's
+    reason."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        text = str(longrepr[2])
+    else:
+        crash = getattr(longrepr, "reprcrash", None)
+        text = getattr(crash, "message", None) or (str(longrepr) if longrepr else "")
+    text = text.strip()
+    if text.startswith("Skipped: "):
+        text = text[len("Skipped: "):]
+    return text[:_MESSAGE_LIMIT]
+
+
+def outcome_of(reports):
+    """``(outcome, phase, message)`` of a test from its phases' reports, as
+    pytest's summary words it."""
+    for report in reports:
+        if report.failed:
+            if report.when == "call":
+                return "failed", "call", _message(report)
+            return "error", report.when, _message(report)
+    for report in reports:
+        if report.skipped:
+            if hasattr(report, "wasxfail"):
+                return "xfailed", report.when, str(report.wasxfail or "")[:_MESSAGE_LIMIT]
+            return "skipped", report.when, _message(report)
+    for report in reports:
+        if report.when == "call" and hasattr(report, "wasxfail"):
+            return "xpassed", "call", str(report.wasxfail or "")[:_MESSAGE_LIMIT]
+    return "passed", "call", ""
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    target = os.environ.get("OOMGATE_METRICS")
+    reports = _REPORTS.pop(nodeid, None)
+    if not target or not reports:
+        return
+    outcome, when, message = outcome_of(reports)
+    line = {"event": "pytest", "nodeid": nodeid, "outcome": outcome, "when": when}
+    if message:
+        line["message"] = message
+    try:
+        with open(target, "a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+    except OSError:
+        # The probe's file is oomgate's to read; a test that cannot write
+        # it is judged by its exit status alone.
+        pass

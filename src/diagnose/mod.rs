@@ -41,6 +41,9 @@ pub enum FailureKind {
     CudaSetup,
     CudaFault,
     Timeout,
+    /// A pytest test failed (an assertion, an exception in the test, its
+    /// setup or teardown), as oomgate's plugin reported it: no crash.
+    TestFailed,
     ExitNonzero,
 }
 
@@ -55,6 +58,7 @@ impl FailureKind {
             FailureKind::CudaSetup => "cuda-setup",
             FailureKind::CudaFault => "cuda-fault",
             FailureKind::Timeout => "timeout",
+            FailureKind::TestFailed => "test-failed",
             FailureKind::ExitNonzero => "exit-nonzero",
         }
     }
@@ -371,6 +375,21 @@ pub fn with_supervisor_killed(diagnosis: Diagnosis) -> Diagnosis {
     }
 }
 
+/// The diagnosis of a pytest case that ended with pytest's "tests failed"
+/// (exit 1) and nothing worse in its output: its test failed, in pytest's
+/// words (`message`), which the plugin reported from inside the test's
+/// process. An OOM, a kill or a CUDA error it printed still explains it.
+pub fn with_test_failed(diagnosis: Diagnosis, message: Option<&str>) -> Diagnosis {
+    match diagnosis.kind {
+        FailureKind::ExitNonzero => Diagnosis {
+            kind: FailureKind::TestFailed,
+            exception: diagnosis.exception.or_else(|| message.map(str::to_string)),
+            ..diagnosis
+        },
+        _ => diagnosis,
+    }
+}
+
 /// Who refused a host allocation, in words.
 fn host_allocator(framework: &str) -> &'static str {
     match framework {
@@ -482,6 +501,14 @@ pub fn headline(
             let (_, first) = split_rank(first);
             let first: String = first.chars().take(200).collect();
             parts.push(format!("{}: {first}", diagnosis.kind.as_str()));
+        }
+        FailureKind::TestFailed => {
+            let message = diagnosis.exception.as_deref().unwrap_or_default();
+            let first: String = message.lines().next().unwrap_or_default().chars().take(200).collect();
+            parts.push(match first.is_empty() {
+                true => "test-failed: the test failed".to_string(),
+                false => format!("test-failed: {first}"),
+            });
         }
         FailureKind::Timeout | FailureKind::ExitNonzero => return None,
     }

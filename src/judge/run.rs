@@ -10,11 +10,15 @@ use super::limits::run_checks;
 use super::verdict::{GpuLoss, Observed, Verdict, decide, failure_kind_of};
 use crate::diagnose::{self, Diagnosis, Scan};
 use crate::leak::LeakFigures;
+use crate::probe::TestOutcome;
 use crate::record::{Focus, InstanceRecord, RunRecord, StopReason};
 use crate::results::{CaseResult, CaseStatus, Check};
 use crate::suite::Case;
 use crate::units::Bytes;
 use crate::vocabulary::{Exit, FailureType};
+
+/// pytest's exit status when a test failed (`pytest.ExitCode.TESTS_FAILED`).
+const PYTEST_TESTS_FAILED: i32 = 1;
 
 /// The judge's answer for one run.
 #[derive(Debug, Clone)]
@@ -171,10 +175,21 @@ fn diagnosis(
         oom_kills,
     )?;
     // Its supervisor killed from outside: the exit is the supervisor's.
-    Some(
-        match instance.is_some_and(|i| i.supervisor_lost) && !stopped_by_oomgate {
-            true => diagnose::with_supervisor_killed(diagnosis),
-            false => diagnosis,
-        },
-    )
+    let diagnosis = match instance.is_some_and(|i| i.supervisor_lost) && !stopped_by_oomgate {
+        true => diagnose::with_supervisor_killed(diagnosis),
+        false => diagnosis,
+    };
+    // A pytest test that failed as pytest says, with pytest's own exit
+    // for it: the test's failure, not a crash.
+    let failed_test = measured
+        .probe
+        .as_ref()
+        .and_then(|p| p.pytest.as_ref())
+        .filter(|r| matches!(r.outcome, TestOutcome::Failed | TestOutcome::Error));
+    Some(match (failed_test, exit) {
+        (Some(report), Some(Exit::Code(PYTEST_TESTS_FAILED))) => {
+            diagnose::with_test_failed(diagnosis, report.message.as_deref())
+        }
+        _ => diagnosis,
+    })
 }

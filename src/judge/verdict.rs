@@ -364,6 +364,7 @@ pub fn failure_kind_of(
             FailureKind::CudaSetup => FailureType::CudaSetup,
             FailureKind::CudaFault => FailureType::CudaFault,
             FailureKind::Timeout => FailureType::Timeout,
+            FailureKind::TestFailed => FailureType::TestFailed,
             FailureKind::ExitNonzero => FailureType::Crash,
         });
     }
@@ -434,6 +435,7 @@ fn precedence(word: FailureType) -> u8 {
         | FailureType::CudaSetup
         | FailureType::CudaFault
         | FailureType::Timeout
+        | FailureType::TestFailed
         | FailureType::Crash
         | FailureType::OtherDefinition => 9,
     }

@@ -41,13 +41,22 @@ impl CaseRunner<'_, '_> {
             foreign,
             cuda_visible_devices,
             settle,
-            probe,
+            mut probe,
             soak_peaks,
             sample_errors,
             leftovers,
             wall_time,
             server,
         } = outcome;
+        // A pytest test's message is the workload's text (an assertion may
+        // quote a token): masked as it enters the results.
+        if let Some(message) = probe
+            .as_mut()
+            .and_then(|p| p.pytest.as_mut())
+            .and_then(|r| r.message.as_mut())
+        {
+            *message = redact::active().mask(message).into_owned();
+        }
         // The allocator's own peak is a floor no sampling gap can miss:
         // the figure the budgets judge is never below it.
         let allocator_floor = gpu_figures.as_mut().and_then(|gpu| {
