@@ -61,6 +61,13 @@ pub struct PytestReport {
     pub message: Option<String>,
 }
 
+impl PytestReport {
+    /// The test failed, in its call or its setup or teardown.
+    pub fn failed(&self) -> bool {
+        matches!(self.outcome, TestOutcome::Failed | TestOutcome::Error)
+    }
+}
+
 /// pytest's words for a test's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -169,7 +176,8 @@ pub struct ProbeSummary {
     pub peak_reserved: Option<u64>,
     pub metrics: BTreeMap<String, MetricSeen>,
     /// A pytest case: how its test ended, as oomgate's plugin reported it
-    /// (the last report, for a repeated test).
+    /// (of a file run as one case, the first test that failed, else the
+    /// last).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pytest: Option<PytestReport>,
     /// `allocated` at each step, per (instance, phase), for leak detection;
@@ -265,7 +273,13 @@ impl ProbeSummary {
                 self.peak_allocated = max(self.peak_allocated, [allocated, peak_allocated]);
                 self.peak_reserved = max(self.peak_reserved, [reserved, peak_reserved]);
             }
-            Some(Line::Pytest(report)) => self.pytest = Some(report),
+            // A file run as one case reports each of its tests: the first
+            // that failed explains the case, else the last.
+            Some(Line::Pytest(report)) => {
+                if !self.pytest.as_ref().is_some_and(PytestReport::failed) {
+                    self.pytest = Some(report);
+                }
+            }
             Some(Line::Metric { name, value }) if value.is_finite() => {
                 let metric = self.metrics.entry(name).or_insert(MetricSeen {
                     last: value,
@@ -416,6 +430,45 @@ mod tests {
         for bad in ["probe.peak", "metric.", "tokens_per_s", ""] {
             assert!(bad.parse::<LimitKey>().is_err(), "{bad}");
         }
+    }
+
+    /// A pytest outcome line is kept as the plugin wrote it; of several
+    /// (a file run as one case), the first failure, else the last.
+    #[test]
+    fn a_pytest_outcome_keeps_the_first_failure() {
+        let line = |nodeid: &str, outcome: &str| {
+            format!(
+                r#"{{"event": "pytest", "nodeid": "{nodeid}", "outcome": "{outcome}", "when": "call"}}"#
+            )
+        };
+        // (outcomes in the order written, the node id kept)
+        let table: [(&[(&str, &str)], &str); 4] = [
+            (&[("t::a", "passed")], "t::a"),
+            (&[("t::a", "passed"), ("t::b", "skipped")], "t::b"),
+            (
+                &[("t::a", "failed"), ("t::b", "error"), ("t::c", "passed")],
+                "t::a",
+            ),
+            (
+                &[("t::a", "passed"), ("t::b", "error"), ("t::c", "failed")],
+                "t::b",
+            ),
+        ];
+        for (lines, kept) in table {
+            let mut summary = ProbeSummary::default();
+            for (nodeid, outcome) in lines {
+                summary.record(0, line(nodeid, outcome).as_bytes());
+            }
+            let report = summary.pytest.as_ref().expect("a report");
+            assert_eq!(report.nodeid, kept, "{lines:?}");
+            assert_eq!(summary.malformed, 0);
+        }
+        let mut summary = ProbeSummary::default();
+        summary.record(
+            0,
+            br#"{"event": "pytest", "nodeid": "t::a", "outcome": "exploded"}"#,
+        );
+        assert_eq!((summary.pytest, summary.malformed), (None, 1));
     }
 
     #[test]

@@ -10,7 +10,6 @@ use super::limits::run_checks;
 use super::verdict::{GpuLoss, Observed, Verdict, decide, failure_kind_of};
 use crate::diagnose::{self, Diagnosis, Scan};
 use crate::leak::LeakFigures;
-use crate::probe::TestOutcome;
 use crate::record::{Focus, InstanceRecord, RunRecord, StopReason};
 use crate::results::{CaseResult, CaseStatus, Check};
 use crate::suite::Case;
@@ -185,7 +184,7 @@ fn diagnosis(
         .probe
         .as_ref()
         .and_then(|p| p.pytest.as_ref())
-        .filter(|r| matches!(r.outcome, TestOutcome::Failed | TestOutcome::Error));
+        .filter(|r| r.failed());
     Some(match (failed_test, exit) {
         (Some(report), Some(Exit::Code(PYTEST_TESTS_FAILED))) => {
             diagnose::with_test_failed(diagnosis, report.message.as_deref())
