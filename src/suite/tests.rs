@@ -337,17 +337,20 @@ fn literal_braces_and_json_arguments_survive() {
     assert_eq!(suite.cases[0].command[2], "print({'a': 1}, '{x}')");
 }
 
+/// The ids `--filter` keeps, in the suite's order.
+fn filtered_ids(suite: &Suite, filters: &[&str]) -> Vec<String> {
+    let filters: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
+    suite
+        .filtered(&filters)
+        .iter()
+        .map(|c| c.id.clone())
+        .collect()
+}
+
 #[test]
 fn filter_matches_substrings() {
     let suite = parse_ok(FULL);
-    let ids = |filters: &[&str]| -> Vec<String> {
-        let filters: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
-        suite
-            .filtered(&filters)
-            .iter()
-            .map(|c| c.id.clone())
-            .collect()
-    };
+    let ids = |filters: &[&str]| filtered_ids(&suite, filters);
     assert_eq!(ids(&[]).len(), 3);
     assert_eq!(ids(&["256"]), ["alloc-256mib"]);
     assert_eq!(ids(&["64", "plain"]), ["alloc-64mib", "plain"]);
@@ -551,4 +554,39 @@ fn every_unknown_key_is_reported_at_once_with_the_other_problems() {
             (Some(17), "`concurrency` must be between 1 and 1024, not 0"),
         ]
     );
+}
+
+#[test]
+fn a_whole_node_id_selects_that_test_and_other_text_is_a_substring() {
+    let text = "[suite]\nname = \"s\"\n[[case]]\nname = \"train\"\ncommand = [\"x\"]\n[[case]]\nname = \"train-big\"\ncommand = [\"x\"]\n";
+    let mut suite = parse_ok(text);
+    // As a [[pytest]] block's cases are named: by their node ids.
+    let template = suite.cases[0].clone();
+    for id in [
+        "t.py::test_npv",
+        "t.py::test_npv_decimal",
+        "t.py::test_npv[1]",
+    ] {
+        let mut case = template.clone();
+        case.id = id.into();
+        suite.cases.push(case);
+    }
+    let ids = |filters: &[&str]| filtered_ids(&suite, filters);
+    assert_eq!(ids(&["t.py::test_npv"]), ["t.py::test_npv"]);
+    assert_eq!(
+        ids(&["test_npv"]),
+        [
+            "t.py::test_npv",
+            "t.py::test_npv_decimal",
+            "t.py::test_npv[1]"
+        ]
+    );
+    // A node id no test has is a substring like any text.
+    assert_eq!(ids(&["t.py::test_npv_"]), ["t.py::test_npv_decimal"]);
+    assert_eq!(ids(&["train"]), ["train", "train-big"]);
+    assert_eq!(
+        ids(&["t.py::test_npv", "big"]),
+        ["train-big", "t.py::test_npv"]
+    );
+    assert_eq!(ids(&[]).len(), 5);
 }
