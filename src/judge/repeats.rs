@@ -73,6 +73,7 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
             host_peak_bytes: r.host.peak_bytes,
             gpu_peak_bytes: r.gpu_peak_bytes,
             host_working_peak_bytes: r.host.working_peak_bytes,
+            host_method: Some(r.host.method),
         })
         .collect();
     // A figure's maximum over the runs; unknown in any run keeps it unknown.
@@ -100,7 +101,6 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
         .max_by_key(|&i| runs[i].host.peak_bytes)
         .unwrap_or(0);
     let from = &runs[host_run];
-    let methods_differ = runs.iter().any(|r| r.host.method != from.host.method);
     let host_figures = from.host.clone();
     let oom_kills = runs.iter().filter_map(|r| r.host.oom_kills).max();
     // A server case's load client: the figures (and client budget checks)
@@ -130,13 +130,6 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
     result.host = host_figures;
     result.host.peak_bytes = host;
     result.host.working_peak_bytes = working;
-    if methods_differ {
-        let note = "the repeats' host figures were measured by different methods";
-        result.host.note = Some(match result.host.note.take() {
-            Some(earlier) => format!("{earlier}; {note}"),
-            None => note.to_string(),
-        });
-    }
     result.host.oom_kills = oom_kills;
     result.gpu_peak_bytes = gpu;
     result.wall_time_s = wall;

@@ -35,6 +35,7 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, torch: Option<&str>
         // The rest of a headline is the suite's own text (its params).
         .map(|h| crate::redact::mask_suite(&h).into_owned());
     let headline = headline.as_deref();
+    say_repeat_methods(result);
     let hints = result.diagnosis.as_ref().map(|d| hints(result, d));
     if let (Some(diagnosis), Some(hints)) = (result.diagnosis.as_mut(), hints) {
         diagnosis.hints = hints;
@@ -88,6 +89,22 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, torch: Option<&str>
         (message, _) => message,
     };
     result.message = message.map(|m| crate::redact::mask(&m).into_owned());
+}
+
+/// Repeats whose host figures were measured by different methods (one
+/// with its cgroup, one without): the host note says so, once.
+fn say_repeat_methods(result: &mut CaseResult) {
+    const SAID: &str = "the repeats' host figures were measured by different methods";
+    let mut methods = result.repeats.iter().filter_map(|r| r.host_method);
+    let first = methods.next();
+    let differ = methods.any(|method| Some(method) != first);
+    let note = &mut result.host.note;
+    if differ && !note.as_deref().is_some_and(|n| n.contains(SAID)) {
+        *note = Some(match note.take() {
+            Some(earlier) => format!("{earlier}; {SAID}"),
+            None => SAID.to_string(),
+        });
+    }
 }
 
 /// A diagnosis's first line: what failed, where (the step the probe saw

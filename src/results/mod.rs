@@ -598,6 +598,10 @@ pub struct RepeatFigures {
     /// The working memory's peak (results before it was gated lack it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_working_peak_bytes: Option<u64>,
+    /// How its host figure was measured (results before it was recorded
+    /// lack it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_method: Option<HostMethod>,
 }
 
 /// A server case's server: how it ran. Its memory figures are the case's

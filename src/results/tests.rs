@@ -408,6 +408,7 @@ fn everything() -> RunResults {
         host_peak_bytes: None,
         gpu_peak_bytes: Some(1),
         host_working_peak_bytes: Some(2),
+        host_method: Some(HostMethod::CgroupV2),
     }];
     case.checks = [
         CheckKind::HostBudget,

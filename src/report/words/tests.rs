@@ -510,3 +510,46 @@ fn growth_in_file_pages_alone_is_worded_as_what_the_page_cache_held() {
         "host peak 900.0 MiB vs baseline 900.0 MiB (+0.0%), but its floor pss-sum (the tree's PSS summed) grew 300.0 MiB → 500.0 MiB (+66.7%, beyond 394.0 MiB)"
     );
 }
+
+/// Repeats measured by different host methods say so in the host note,
+/// once however often the case is worded (a merge words it again).
+#[test]
+fn repeats_measured_by_different_methods_say_so_once() {
+    use crate::results::{CaseStatus, RepeatFigures};
+    let repeat = |method| RepeatFigures {
+        status: CaseStatus::Passed,
+        wall_time_s: 1.0,
+        host_peak_bytes: Some(MIB),
+        gpu_peak_bytes: None,
+        host_working_peak_bytes: None,
+        host_method: Some(method),
+    };
+    let passed = Verdict {
+        status: CaseStatus::Passed,
+        cause: None,
+    };
+    let said = "the repeats' host figures were measured by different methods";
+    // (the repeats' methods, the note before, the note after)
+    let table = [
+        (vec![HostMethod::CgroupV1, HostMethod::CgroupV1], None, None),
+        (
+            vec![HostMethod::CgroupV1, HostMethod::ProcfsPss],
+            None,
+            Some(said.to_string()),
+        ),
+        (
+            vec![HostMethod::ProcfsPss, HostMethod::CgroupV1],
+            Some("no cgroup"),
+            Some(format!("no cgroup; {said}")),
+        ),
+    ];
+    for (methods, before, after) in table {
+        let mut result = CaseResult::unmeasured("c".into());
+        result.status = CaseStatus::Passed;
+        result.repeats = methods.iter().map(|m| repeat(*m)).collect();
+        result.host.note = before.map(String::from);
+        word_case(&mut result, &passed, None);
+        word_case(&mut result, &passed, None);
+        assert_eq!(result.host.note, after, "{methods:?}");
+    }
+}
