@@ -30,7 +30,8 @@ pub use limits::{
 };
 pub use limits::{host_budget_check, run_checks};
 pub use repeats::{merge_repeats, probe};
-pub use run::{RunJudgement, fill_result, focus, focused, judge_run, worth_scanning};
+use run::fill_result;
+pub use run::{RunJudgement, focus, judge_run, worth_scanning};
 pub use verdict::{
     CaseRun, Cause, GpuLoss, Observed, RunVerdict, StopReason, Verdict, Who, breaches, decide,
     failure_kind, run_verdict,

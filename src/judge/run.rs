@@ -72,7 +72,7 @@ pub fn judge_run(case: &Case, measured: &RunRecord) -> RunJudgement {
 
 /// A run's result: `result` (assembled from its measurement) with the
 /// judgement's checks, status, diagnosis and failure kind.
-pub fn fill_result(result: &mut CaseResult, judgement: RunJudgement) -> Observed {
+pub(super) fn fill_result(result: &mut CaseResult, judgement: RunJudgement) -> Observed {
     let RunJudgement {
         checks,
         leak,
@@ -133,7 +133,7 @@ pub fn worth_scanning(stop: Option<&StopReason>, exit: Option<Exit>) -> bool {
 }
 
 /// The record of the focused process.
-pub fn focused(measured: &RunRecord, focus: Focus) -> Option<&InstanceRecord> {
+fn focused(measured: &RunRecord, focus: Focus) -> Option<&InstanceRecord> {
     match focus {
         Focus::Server => measured.server.as_ref().map(|s| &s.instance),
         Focus::Instance(index) => measured.instances.iter().find(|i| i.index == index),
