@@ -18,8 +18,10 @@ use serde::{Deserialize, Serialize};
 /// run. 5: the facts of a check are data, no longer the judge's words (how
 /// a budget's figure was measured, the devices and processes left out of
 /// it, a leak's iterations); a file of schema 4 still reads, each such
-/// fact as the words it was written with ([`OrWritten::Written`]).
-pub const SCHEMA_VERSION: u32 = 5;
+/// fact as the words it was written with ([`OrWritten::Written`]). 6:
+/// the environment's drift in a check's facts is data (`what`, `before`,
+/// `after`), no longer a line each; older lines still read.
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// A fact of a check as data, or as results.json schema 4 wrote it, in
 /// words (`"vmhwm, cgroup-v1"`, `"GPU 0 tainted by pid 4242 (sleep)"`).

@@ -27,7 +27,7 @@ fn quickstart_suite_passes() {
     let run = Run::from(output, out.clone());
     run.assert_code(0);
     let results = run.results();
-    assert_eq!(results["schema"], 5);
+    assert_eq!(results["schema"], oomgate::results::SCHEMA_VERSION);
     assert_eq!(results["summary"]["passed"], 5, "{results:#}");
     assert!(results["finished_at"].is_string());
     let soak = run.case("soak");

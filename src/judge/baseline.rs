@@ -6,7 +6,9 @@ use std::path::Path;
 
 use crate::baseline::{self, CaseComparison, CaseNow, LockedCase, NotCompared, Outcome};
 use crate::capacity::Capacity;
-use crate::results::{BaselineInfo, CaseTolerances, Check, CheckKind, CheckOutcome, Facts};
+use crate::results::{
+    BaselineInfo, CaseTolerances, Check, CheckKind, CheckOutcome, Facts, OrWritten,
+};
 use crate::suite::DriftPolicy;
 
 /// What a run compares its cases with: the lock (`None`: there was no
@@ -307,7 +309,7 @@ pub fn drift_verdict(drift: &[crate::baseline::Drift], policy: DriftPolicy) -> O
     Some(
         Check::new(CheckKind::EnvironmentDrift, false, CheckOutcome::Breached).facts(
             Facts::Drift {
-                changes: drift.iter().map(ToString::to_string).collect(),
+                changes: drift.iter().cloned().map(OrWritten::Data).collect(),
             },
         ),
     )

@@ -115,7 +115,7 @@ pub fn judge_case(finished: Finished<'_>, baseline: &Baseline<'_>) -> Judgement 
             .iter()
             .any(|c| c.kind == CheckKind::EnvironmentDrift && !c.passed)
         {
-            *drift = info.drift.iter().map(ToString::to_string).collect();
+            drift.clone_from(&info.drift);
         }
     }
     result.status = verdict.status;

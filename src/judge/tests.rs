@@ -143,7 +143,7 @@ fn a_run_that_failed_on_its_own_is_not_blamed_on_the_baseline_and_drift_is_said_
         regressed.verdict.cause,
         Some(Cause::Judged {
             failed: vec![0],
-            drift: vec!["torch 2.4.0 → 2.5.1".into()]
+            drift: info.drift.clone()
         })
     );
     // With on_drift = "fail" the drift check lists it: not said twice.

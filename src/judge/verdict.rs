@@ -140,7 +140,7 @@ pub enum Cause {
     /// environment's changes since the baseline (said once per case).
     Judged {
         failed: Vec<usize>,
-        drift: Vec<String>,
+        drift: Vec<crate::baseline::Drift>,
     },
 }
 

@@ -1,4 +1,4 @@
-//! `results.json`: the results model as versioned JSON (`"schema": 5`).
+//! `results.json`: the results model as versioned JSON (`"schema": 6`).
 
 use std::io;
 

@@ -557,6 +557,9 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
     if let Some(note) = &case.host.note {
         let _ = writeln!(out, "host note:   {note}");
     }
+    if let Some(unsettled) = case.settle.as_ref().and_then(words::unsettled) {
+        let _ = writeln!(out, "gpu settle:  {unsettled}");
+    }
     for check in &case.checks {
         let verdict = if check.passed { "ok" } else { "FAILED" };
         let _ = writeln!(

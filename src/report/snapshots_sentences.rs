@@ -450,7 +450,11 @@ fn every_causes_sentence() {
         },
         Cause::Judged {
             failed: vec![0],
-            drift: vec!["torch 2.4.1 → 2.5.0".into()],
+            drift: vec![crate::baseline::Drift {
+                what: "torch".into(),
+                before: "2.4.1".into(),
+                after: "2.5.0".into(),
+            }],
         },
     ];
     let mut lines: Vec<String> = causes

@@ -318,7 +318,7 @@ pub fn case_message(
             if !drift.is_empty() {
                 message.push_str(&format!(
                     "; environment changes since the baseline: {}",
-                    drift.join(", ")
+                    joined_display(drift)
                 ));
             }
             message
@@ -412,7 +412,10 @@ pub fn check_message(check: &Check) -> String {
         CheckKind::EnvironmentDrift => match facts {
             Facts::Drift { changes } => format!(
                 "the environment drifted from the baseline (on_drift = \"fail\"): {}",
-                changes.join(", ")
+                joined_display(changes.iter().map(|change| match change {
+                    OrWritten::Data(drift) => drift.to_string(),
+                    OrWritten::Written(words) => words.clone(),
+                }))
             ),
             _ => written(),
         },
@@ -959,3 +962,46 @@ fn baseline_figure(
 
 #[cfg(test)]
 mod tests;
+
+/// `a, b, c` of anything displayable.
+fn joined_display<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
+    items
+        .into_iter()
+        .map(|item| item.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `GPU 0 still held 2.00 GiB above its idle level (pid 4242 (python3)) after
+/// waiting 30.0s for it to settle; the case started anyway`, for a wait
+/// that ran out; `None` when the GPUs settled.
+pub fn unsettled(settle: &crate::measure::gpu::settle::Settle) -> Option<String> {
+    use crate::measure::gpu::settle::SETTLED_WITHIN;
+    if settle.settled {
+        return None;
+    }
+    let held: Vec<String> = settle
+        .devices
+        .iter()
+        .filter(|d| d.above_idle_bytes.is_some_and(|b| b > SETTLED_WITHIN))
+        .map(|d| {
+            let who = match d.held_by.is_empty() {
+                true => "no process listed: memory the driver has not returned".to_string(),
+                false => joined_display(&d.held_by),
+            };
+            format!(
+                "GPU {} still held {} above its idle level ({who})",
+                d.index,
+                Bytes(d.above_idle_bytes.unwrap_or(0))
+            )
+        })
+        .collect();
+    let held = match held.is_empty() {
+        true => "the GPUs were not read back to their idle level".to_string(),
+        false => held.join("; "),
+    };
+    Some(format!(
+        "{held} after waiting {:.1}s for it to settle; the case started anyway",
+        settle.waited_s
+    ))
+}

@@ -253,8 +253,11 @@ pub enum Facts {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         required: bool,
     },
-    /// `environment.drift`.
-    Drift { changes: Vec<String> },
+    /// `environment.drift`: what changed since the baseline, each as
+    /// data (schema 5 and older: in words, `torch 2.3.1 → 2.4.0`).
+    Drift {
+        changes: Vec<OrWritten<crate::baseline::Drift>>,
+    },
 }
 
 /// How a budget's figure was measured: what its sentence names beside it.

@@ -559,3 +559,29 @@ fn status_names_match_results_json() {
         );
     }
 }
+
+#[test]
+fn drift_changes_are_data_and_older_words_still_read() {
+    let data = Facts::Drift {
+        changes: vec![OrWritten::Data(Drift {
+            what: "torch".into(),
+            before: "2.4.0".into(),
+            after: "2.5.1".into(),
+        })],
+    };
+    let written = serde_json::to_value(&data).expect("facts serialize");
+    assert_eq!(
+        written["drift"]["changes"][0],
+        serde_json::json!({"what": "torch", "before": "2.4.0", "after": "2.5.1"})
+    );
+    // schema 5 and older wrote each change as its line.
+    let older: Facts =
+        serde_json::from_value(serde_json::json!({"drift": {"changes": ["torch 2.4.0 → 2.5.1"]}}))
+            .expect("older facts read");
+    assert_eq!(
+        older,
+        Facts::Drift {
+            changes: vec![OrWritten::Written("torch 2.4.0 → 2.5.1".into())]
+        }
+    );
+}

@@ -298,7 +298,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
             // without a pool), whose memory is no leftover.
             if !case.settle_timeout.is_zero() && !selection.positions.is_empty() {
                 waited = self.settle(case, gpu, &selection.positions, settle::SETTLED_WITHIN);
-                if let Some(unsettled) = waited.as_ref().and_then(Settle::unsettled) {
+                if let Some(unsettled) = waited.as_ref().and_then(crate::report::words::unsettled) {
                     self.warn(format!("{}: {unsettled}", case.id));
                 }
             }

@@ -152,34 +152,4 @@ impl Settle {
             d.above_idle_bytes.map(|a| sum.saturating_add(a))
         })
     }
-
-    /// `GPU 0 still held 2.00 GiB above its idle level after 30.0s (pid
-    /// 4242 (python3))`, for a wait that ran out; `None` when it settled.
-    pub fn unsettled(&self) -> Option<String> {
-        if self.settled {
-            return None;
-        }
-        let held: Vec<String> = self
-            .devices
-            .iter()
-            .filter(|d| d.above_idle_bytes.is_some_and(|b| b > SETTLED_WITHIN))
-            .map(|d| {
-                let pids: Vec<String> = d.held_by.iter().map(ToString::to_string).collect();
-                let who = match pids.is_empty() {
-                    true => "no process listed: memory the driver has not returned".to_string(),
-                    false => pids.join(", "),
-                };
-                format!(
-                    "GPU {} still held {} above its idle level ({who})",
-                    d.index,
-                    crate::units::Bytes(d.above_idle_bytes.unwrap_or(0))
-                )
-            })
-            .collect();
-        Some(format!(
-            "{} after waiting {:.1}s for it to settle; the case started anyway",
-            held.join("; "),
-            self.waited_s
-        ))
-    }
 }

@@ -367,7 +367,11 @@ fn a_regression_names_figure_baseline_delta_and_tolerance_and_drift_once() {
     );
     let mut verdict = decide(&observed(None, &[Some(Exit::Code(0))], None), &checks);
     if let Some(crate::judge::Cause::Judged { drift, .. }) = &mut verdict.cause {
-        *drift = vec!["torch 2.4.0 → 2.5.1".into()];
+        *drift = vec![crate::baseline::Drift {
+            what: "torch".into(),
+            before: "2.4.0".into(),
+            after: "2.5.1".into(),
+        }];
     }
     assert_eq!(
         case_message(&verdict, &checks, false).as_deref(),
@@ -552,4 +556,41 @@ fn repeats_measured_by_different_methods_say_so_once() {
         word_case(&mut result, &passed, None);
         assert_eq!(result.host.note, after, "{methods:?}");
     }
+}
+
+#[test]
+fn a_wait_that_ran_out_names_each_device_still_held_and_by_whom() {
+    use crate::measure::gpu::settle::{Settle, SettledDevice};
+    let device = |index, above: Option<u64>, held_by: Vec<ForeignPid>| SettledDevice {
+        index,
+        uuid: format!("GPU-{index}"),
+        above_idle_bytes: above,
+        held_by,
+    };
+    let mut settle = Settle {
+        waited_s: 30.0,
+        settled: true,
+        devices: vec![
+            device(
+                0,
+                Some(2 << 30),
+                vec![ForeignPid {
+                    pid: 4242,
+                    name: Some("python3".into()),
+                }],
+            ),
+            device(1, Some(1 << 20), Vec::new()),
+            device(2, Some(1 << 30), Vec::new()),
+        ],
+    };
+    assert_eq!(super::unsettled(&settle), None);
+    settle.settled = false;
+    assert_eq!(
+        super::unsettled(&settle).as_deref(),
+        Some(
+            "GPU 0 still held 2.00 GiB above its idle level (pid 4242 (python3)); \
+             GPU 2 still held 1.00 GiB above its idle level (no process listed: memory the driver has not returned) \
+             after waiting 30.0s for it to settle; the case started anyway"
+        )
+    );
 }
