@@ -208,6 +208,8 @@ impl RunRecord {
                 pss_sweeps: 0,
                 note: None,
                 ranks: Default::default(),
+                start_bytes: None,
+                left_bytes: None,
             },
             gpu: None,
             allocator_floor: None,

@@ -582,10 +582,16 @@ def test_plant():
             f.write(data)
 "#;
     const FAILS: &str = "def test_fails():\n    assert 1 == 2\n";
+    const EXITS: &str = "import os\ndef test_exits():\n    os._exit(3)\n";
     let tmp = tempfile::tempdir().expect("a TMPDIR");
     let tmpdir = tmp.path().display().to_string();
     let first = project(
-        &[("test_a_plant.py", POISON), ("test_b_fails.py", FAILS)],
+        &[
+            ("test_a_plant.py", POISON),
+            ("test_b_fails.py", FAILS),
+            ("test_c_exits.py", EXITS),
+            ("test_d_fails.py", FAILS),
+        ],
         "",
     );
     let second = project(&[("test_fails.py", FAILS)], "");
@@ -599,13 +605,26 @@ def test_plant():
     let planted = run(&first);
     let plant = planted.case("tests/test_a_plant.py::test_plant");
     assert_eq!(plant["status"], "passed", "{plant:#}");
-    let same_run = planted.case("tests/test_b_fails.py::test_fails");
-    assert_ne!(same_run["status"], "passed", "{same_run:#}");
+    // The session that loaded the plugin before the plant keeps it: the
+    // next test fails as it does.
+    let same_session = planted.case("tests/test_b_fails.py::test_fails");
+    assert_eq!(same_session["status"], "failed", "{same_session:#}");
+    assert_eq!(
+        same_session["failure_kind"], "test-failed",
+        "{same_session:#}"
+    );
+    // A test that ends its session fails alone; the session after it
+    // would load the planted plugin, so it is not started, and why is said.
+    let exits = planted.case("tests/test_c_exits.py::test_exits");
+    assert_eq!(exits["status"], "failed", "{exits:#}");
+    assert_eq!(exits["instances"][0]["exit"]["code"], 3, "{exits:#}");
+    let after = planted.case("tests/test_d_fails.py::test_fails");
+    assert_ne!(after["status"], "passed", "{after:#}");
     assert!(
-        same_run["message"]
+        after["message"]
             .as_str()
             .is_some_and(|m| m.contains("pytest plugin")),
-        "the test after the poisoner is not started, and why is said: {same_run:#}"
+        "the test after the poisoner is not started, and why is said: {after:#}"
     );
     let later = run(&second);
     later.assert_code(1);
@@ -627,4 +646,215 @@ def test_plant():
 fn unsafe_uid() -> u32 {
     // SAFETY: geteuid takes nothing and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+/// The session folders a run left under `cases/`: one per session.
+fn sessions(run: &Run) -> usize {
+    std::fs::read_dir(run.out.join("cases"))
+        .expect("cases/")
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".pytest-session-")
+        })
+        .count()
+}
+
+const MIB: u64 = 1 << 20;
+
+/// Tests that keep, burst and fork, in one module.
+const SHARED: &str = r#"
+import subprocess, sys
+
+KEPT = []
+
+def test_a_keeps():
+    KEPT.append(b"\x01" * (150 << 20))
+
+def test_b_after_the_keeper():
+    assert sum(len(k) for k in KEPT) == 150 << 20
+
+def test_c_bursts():
+    burst = b"\x01" * (100 << 20)
+    assert len(burst) > 0
+    del burst
+
+def test_d_forks():
+    code = "import time; b = b'\\x01' * (80 << 20); time.sleep(0.3)"
+    subprocess.run([sys.executable, "-c", code], check=True)
+"#;
+
+/// The tests of a table share one pytest session, and each is measured
+/// by what it added over the session's memory at its start: a test that
+/// keeps 150 MiB fails its budget itself, not the tests after it, and
+/// says what it kept; a burst is seen though it is freed before the test
+/// ends; a child the test starts counts.
+#[test]
+fn tests_share_a_session_and_each_is_measured_by_what_it_added() {
+    let project = project(
+        &[("test_shared.py", SHARED)],
+        "budget = { host = \"120 MiB\" }",
+    );
+    let run = project.run(&[]);
+    run.assert_code(1);
+    assert_eq!(sessions(&run), 1, "{}", run.stderr);
+    let case = |name: &str| run.case(&format!("tests/test_shared.py::{name}"));
+    let bytes = |case: &serde_json::Value, key: &str| {
+        case[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key} in {case:#}"))
+    };
+    let keeps = case("test_a_keeps");
+    assert_eq!(keeps["host_method"], "pytest-session", "{keeps:#}");
+    assert_eq!(keeps["status"], "failed", "{keeps:#}");
+    assert_eq!(keeps["failure_kind"], "budget", "{keeps:#}");
+    assert!(bytes(&keeps, "host_peak_bytes") >= 145 * MIB, "{keeps:#}");
+    assert!(bytes(&keeps, "host_left_bytes") >= 145 * MIB, "{keeps:#}");
+
+    let after = case("test_b_after_the_keeper");
+    assert_eq!(after["status"], "passed", "{after:#}");
+    assert!(bytes(&after, "host_peak_bytes") < 20 * MIB, "{after:#}");
+    assert!(
+        bytes(&after, "host_start_bytes") >= bytes(&keeps, "host_start_bytes") + 145 * MIB,
+        "what the keeper kept is in the next test's start, not its figure: {after:#}"
+    );
+
+    let bursts = case("test_c_bursts");
+    assert!(bytes(&bursts, "host_peak_bytes") >= 95 * MIB, "{bursts:#}");
+    assert!(bytes(&bursts, "host_left_bytes") < 20 * MIB, "{bursts:#}");
+    assert_eq!(bursts["status"], "passed", "{bursts:#}");
+
+    let forks = case("test_d_forks");
+    assert_eq!(forks["host_peak_source"], "session-tree", "{forks:#}");
+    assert!(bytes(&forks, "host_peak_bytes") >= 70 * MIB, "{forks:#}");
+    assert_eq!(forks["status"], "passed", "{forks:#}");
+}
+
+/// A test that hangs past its timeout, or kills its session, fails alone;
+/// the tests after it run in a fresh session.
+#[test]
+fn a_test_that_hangs_or_kills_its_session_fails_alone() {
+    const ENDS: &str = r#"
+import os, signal, time
+import pytest
+
+def test_a_first():
+    pass
+
+@pytest.mark.oomgate(timeout="1s")
+def test_b_hangs():
+    time.sleep(60)
+
+def test_c_after_the_hang():
+    pass
+
+def test_d_segfaults():
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+def test_e_after_the_crash():
+    pass
+"#;
+    let project = project(&[("test_ends.py", ENDS)], "");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = |name: &str| run.case(&format!("tests/test_ends.py::{name}"));
+    assert_eq!(case("test_a_first")["status"], "passed");
+    let hangs = case("test_b_hangs");
+    assert_eq!(hangs["status"], "timed-out", "{hangs:#}");
+    assert_eq!(case("test_c_after_the_hang")["status"], "passed");
+    let crashed = case("test_d_segfaults");
+    assert_eq!(crashed["status"], "failed", "{crashed:#}");
+    assert_eq!(crashed["instances"][0]["exit"]["signal"], 11, "{crashed:#}");
+    assert_eq!(case("test_e_after_the_crash")["status"], "passed");
+    assert_eq!(sessions(&run), 3, "{}", run.stderr);
+}
+
+/// `isolate` (on the table or a test's marker) and the keys a session
+/// cannot apply run a test in a process of its own, as before; the
+/// latter said once.
+#[test]
+fn isolated_tests_run_in_a_process_of_their_own() {
+    const TESTS: &str = r#"
+import pytest
+
+def test_shared():
+    pass
+
+@pytest.mark.oomgate(isolate=True)
+def test_isolated():
+    pass
+
+@pytest.mark.oomgate(repeat=2)
+def test_repeated():
+    pass
+"#;
+    let project = project(&[("test_modes.py", TESTS)], "");
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let method =
+        |name: &str| run.case(&format!("tests/test_modes.py::{name}"))["host_method"].clone();
+    assert_eq!(method("test_shared"), "pytest-session");
+    assert_ne!(method("test_isolated"), "pytest-session");
+    assert_ne!(method("test_repeated"), "pytest-session");
+    assert!(
+        run.stderr
+            .contains("1 test(s) run in a process of their own")
+            && run.stderr.contains("test_repeated (repeat)"),
+        "{}",
+        run.stderr
+    );
+    let every = project_with_isolate(TESTS);
+    let run = every.run(&[]);
+    run.assert_code(0);
+    assert_eq!(sessions(&run), 0, "{}", run.stderr);
+}
+
+fn project_with_isolate(tests: &str) -> Project {
+    project(&[("test_modes.py", tests)], "isolate = true")
+}
+
+/// A session that cannot start fails each test of its table with
+/// pytest's words, tried once; a test the session's collection lacks is
+/// not run, and why is said.
+#[test]
+fn a_session_that_cannot_start_or_lacks_a_test_says_why() {
+    const CONFTEST: &str = r#"
+import os
+if os.environ.get("OOMGATE_SESSION"):
+    raise RuntimeError("this conftest refuses sessions")
+"#;
+    const TESTS: &str = "def test_one():\n    pass\n\ndef test_two():\n    pass\n";
+    let project = project(&[("conftest.py", CONFTEST), ("test_x.py", TESTS)], "");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    for name in ["test_one", "test_two"] {
+        let case = run.case(&format!("tests/test_x.py::{name}"));
+        assert_eq!(case["status"], "error", "{case:#}");
+        let message = case["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("this conftest refuses sessions"),
+            "{case:#}"
+        );
+    }
+    assert_eq!(sessions(&run), 1, "tried once: {}", run.stderr);
+
+    const DRIFTING: &str = r#"
+import os, pytest
+
+@pytest.mark.parametrize("where", ["session" if os.environ.get("OOMGATE_SESSION") else "collection"])
+def test_param(where):
+    pass
+"#;
+    let project = self::project(&[("test_drift.py", DRIFTING)], "");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("tests/test_drift.py::test_param[collection]");
+    assert_eq!(case["status"], "error", "{case:#}");
+    assert!(
+        case["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("did not collect")),
+        "{case:#}"
+    );
 }

@@ -2,7 +2,7 @@
 
     @pytest.mark.oomgate(host="2 GiB", gpu="8 GiB", gpu_fraction=0.9,
                          gpu_left="64 MiB", timeout="5m", gpus=2, repeat=3,
-                         tolerance={"relative": "5%"})
+                         tolerance={"relative": "5%"}, isolate=True)
     def test_forward(): ...
 
 The marker may stand on a test, a class or a module (``pytestmark``); the
@@ -11,8 +11,16 @@ closest wins, keyword by keyword. It does three things:
 - **Registers the marker**, so ``pytest --strict-markers`` accepts it.
 - **Under oomgate** (a suite's ``[[pytest]]``), oomgate collects the tests
   through this plugin (``OOMGATE_COLLECT`` names the file the collection is
-  written to, as JSON), runs each test in its own process, and judges it by
-  its own measurements; nothing is checked in-process then.
+  written to, as JSON) and judges each test by its own measurements;
+  nothing is checked in-process then. A test runs either in a shared
+  session or in a process of its own (isolated).
+- **In a shared session** (``OOMGATE_SESSION``: two descriptors, oomgate's
+  commands and this plugin's answers), the plugin takes over pytest's run
+  loop: it says it is ready once pytest has collected, then runs each test
+  oomgate names, one at a time, and answers with its outcome. Between two
+  tests it waits on oomgate, so oomgate reads the process's memory from
+  outside (``/proc``) while nothing runs: the kernel's high-water mark,
+  reset by oomgate at each test's start.
 - **Under oomgate, reports each test's outcome** as pytest words it
   (passed, failed, error, skipped, xfailed, xpassed, with pytest's short
   message) as one line of ``OOMGATE_METRICS``, for oomgate to say what
@@ -42,7 +50,7 @@ import pytest
 
 MARKER = "oomgate"
 # Keywords the marker takes; oomgate checks their values.
-KEYWORDS = ("host", "gpu", "gpu_fraction", "gpu_left", "gpu_rank", "timeout", "gpus", "repeat", "tolerance")
+KEYWORDS = ("host", "gpu", "gpu_fraction", "gpu_left", "gpu_rank", "timeout", "gpus", "repeat", "tolerance", "isolate")
 
 _UNITS = {
     "": 1,
@@ -65,7 +73,7 @@ _UNITS = {
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        "oomgate(host=, gpu=, gpu_fraction=, gpu_left=, gpu_rank=, timeout=, gpus=, repeat=, tolerance=): "
+        "oomgate(host=, gpu=, gpu_fraction=, gpu_left=, gpu_rank=, timeout=, gpus=, repeat=, tolerance=, isolate=): "
         "memory budgets and case settings for oomgate (https://github.com/oomgate/oomgate)",
     )
 
@@ -195,7 +203,8 @@ def _cuda():
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     # Under oomgate its own measurements judge the test.
-    budget = None if os.environ.get("OOMGATE_METRICS") else _gpu_budget(item)
+    under_oomgate = os.environ.get("OOMGATE_METRICS") or os.environ.get("OOMGATE_SESSION")
+    budget = None if under_oomgate else _gpu_budget(item)
     torch = _cuda() if budget is not None else None
     if torch is not None:
         for device in range(torch.cuda.device_count()):
@@ -223,7 +232,7 @@ _MESSAGE_LIMIT = 1000
 
 
 def pytest_runtest_logreport(report):
-    if os.environ.get("OOMGATE_METRICS"):
+    if os.environ.get("OOMGATE_METRICS") or _SESSION is not None:
         _REPORTS.setdefault(report.nodeid, []).append(report)
 
 
@@ -262,6 +271,9 @@ def outcome_of(reports):
 
 
 def pytest_runtest_logfinish(nodeid, location):
+    if _SESSION is not None:
+        # The session answers oomgate itself, test by test.
+        return
     target = os.environ.get("OOMGATE_METRICS")
     reports = _REPORTS.pop(nodeid, None)
     if not target or not reports:
@@ -277,3 +289,109 @@ def pytest_runtest_logfinish(nodeid, location):
         # The probe's file is oomgate's to read; a test that cannot write
         # it is judged by its exit status alone.
         pass
+
+
+# The shared session: oomgate's commands in, this plugin's answers out.
+_SESSION = None
+# What one answer may carry of a test's output: oomgate keeps a tail.
+_OUTPUT_LIMIT = 64 * 1024
+
+
+class _Session:
+    """The two descriptors ``OOMGATE_SESSION`` names (``"R,W"``)."""
+
+    def __init__(self, spec):
+        read_fd, write_fd = (int(part) for part in spec.split(","))
+        # Not handed on to what a test executes; a forked child still has
+        # them, and oomgate does not take its answers for the session's.
+        os.set_inheritable(read_fd, False)
+        os.set_inheritable(write_fd, False)
+        self.commands = os.fdopen(read_fd, "r", encoding="utf-8", newline="\n")
+        self.answers = os.fdopen(write_fd, "w", encoding="utf-8", newline="\n")
+
+    def say(self, message):
+        self.answers.write(json.dumps(message) + "\n")
+        self.answers.flush()
+
+    def next_test(self):
+        """The node id oomgate asks for next; None at the end."""
+        line = self.commands.readline()
+        if not line:
+            return None
+        return json.loads(line)["run"]
+
+
+def _tail(text):
+    text = text or ""
+    return text[-_OUTPUT_LIMIT:]
+
+
+def _answer(nodeid, reports):
+    outcome, when, message = outcome_of(reports)
+    # Each phase's report holds the output captured up to it: the last
+    # holds it all.
+    last = reports[-1] if reports else None
+    stdout = getattr(last, "capstdout", "") or ""
+    stderr = getattr(last, "capstderr", "") or ""
+    failure = "\n".join(r.longreprtext for r in reports if r.failed and r.longreprtext)
+    return {
+        "done": nodeid,
+        "outcome": outcome,
+        "when": when,
+        "message": message,
+        "stdout": _tail(stdout),
+        "stderr": _tail(stderr + (("\n" if stderr else "") + failure if failure else "")),
+    }
+
+
+def _open_session():
+    """Open oomgate's session channel, when there is one."""
+    global _SESSION
+    spec = os.environ.get("OOMGATE_SESSION")
+    if spec and _SESSION is None:
+        _SESSION = _Session(spec)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    _open_session()
+    if _SESSION is None:
+        return None
+    # As pytest's own loop: errors in collection end the session.
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        raise session.Interrupted(
+            "%d error%s during collection" % (session.testsfailed, "s" if session.testsfailed != 1 else "")
+        )
+    if session.config.option.collectonly:
+        return True
+    items = session.items
+    where = {item.nodeid: index for index, item in enumerate(items)}
+    setup = getattr(session, "_setupstate", None)
+    _SESSION.say({"ready": len(items), "pid": os.getpid()})
+    while True:
+        nodeid = _SESSION.next_test()
+        if nodeid is None:
+            break
+        index = where.get(nodeid)
+        if index is None:
+            _SESSION.say({"missing": nodeid})
+            continue
+        item = items[index]
+        # The fixtures of the test before that this one does not share
+        # are torn down first: the test after it in collection order was
+        # guessed as the next one, which keeps module and class fixtures
+        # alive while oomgate asks for the tests in that order.
+        if setup is not None:
+            try:
+                setup.teardown_exact(item)
+            except Exception as error:  # a fixture's teardown: said, not fatal
+                sys.stderr.write("oomgate: tearing down before %s: %r\n" % (nodeid, error))
+        guess = items[index + 1] if index + 1 < len(items) else None
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=guess if setup is not None else None)
+        _SESSION.say(_answer(nodeid, _REPORTS.pop(nodeid, [])))
+    if setup is not None:
+        try:
+            setup.teardown_exact(None)
+        except Exception as error:
+            sys.stderr.write("oomgate: tearing down at the session's end: %r\n" % (error,))
+    return True

@@ -380,6 +380,7 @@ fn floors(anon: u64, pss: u64, vmhwm: u64, maxrss: u64) -> HostFloors {
         vmhwm_bytes: mib(vmhwm),
         rusage_maxrss_bytes: mib(maxrss),
         pss_anon_shmem_bytes: mib(anon.saturating_sub(2)),
+        session_tree_bytes: None,
     }
 }
 
@@ -609,6 +610,7 @@ fn any_floors() -> impl proptest::strategy::Strategy<Value = HostFloors> {
         vmhwm_bytes: v.map(|m| m * MIB),
         rusage_maxrss_bytes: r.map(|m| m * MIB),
         pss_anon_shmem_bytes: pa.map(|m| m * MIB),
+        session_tree_bytes: None,
     })
 }
 

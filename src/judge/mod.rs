@@ -172,6 +172,8 @@ pub fn judge_limits_again(case: &Case, result: &mut CaseResult) -> Verdict {
         pss_sweeps: 0,
         note: host.note.clone(),
         ranks: BTreeMap::new(),
+        start_bytes: host.start_bytes,
+        left_bytes: host.left_bytes,
     };
     let gpu = result.gpu_peak_method.map(|method| GpuFigures {
         peak_bytes: result.gpu_peak_bytes,

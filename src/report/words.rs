@@ -62,7 +62,21 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, torch: Option<&str>
         .as_ref()
         .is_some_and(|d| d.kind == FailureKind::SupervisorKilled);
     let message = case_message(verdict, &result.checks, supervisor_killed);
+    // pytest's exit 1 is "a test failed": a failed test's own words say
+    // all of it.
+    let test_failed = result
+        .diagnosis
+        .as_ref()
+        .is_some_and(|d| d.kind == FailureKind::TestFailed)
+        && matches!(
+            verdict.cause,
+            Some(Cause::Exited {
+                exit: Exit::Code(1),
+                ..
+            })
+        );
     let message = match (headline, message) {
+        (Some(headline), Some(_)) if test_failed => Some(headline.to_string()),
         (Some(headline), Some(message)) => Some(format!("{headline} — {message}")),
         (_, message) => message,
     };

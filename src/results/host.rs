@@ -54,6 +54,17 @@ pub struct HostResult {
     /// Why these figures were not measured the way the run was, if not.
     #[serde(rename = "host_note")]
     pub note: Option<String>,
+    /// A test of a shared pytest session (`host_method` `pytest-session`):
+    /// the session's resident set when it started. Its `host_peak_bytes`
+    /// is what it added over this. Absent for a case in a process of its
+    /// own.
+    #[serde(rename = "host_start_bytes", skip_serializing_if = "Option::is_none")]
+    pub start_bytes: Option<u64>,
+    /// A test of a shared pytest session: what the session still held
+    /// when it ended beyond what it held at its start (what the test kept:
+    /// a cache, a leak).
+    #[serde(rename = "host_left_bytes", skip_serializing_if = "Option::is_none")]
+    pub left_bytes: Option<u64>,
 }
 
 impl HostResult {
@@ -96,6 +107,8 @@ impl From<HostFigures> for HostResult {
             charged_peak_bytes: host.charged_peak_bytes,
             oom_kills: host.oom_kills,
             note: host.note,
+            start_bytes: host.start_bytes,
+            left_bytes: host.left_bytes,
         }
     }
 }

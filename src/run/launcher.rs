@@ -45,24 +45,39 @@ impl Launcher for Processes {
         shared: &'s Shared<'_>,
         notes: Sender<(usize, Note)>,
     ) -> Box<dyn Worker + 's> {
+        static WORKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         Box::new(ProcessWorker {
             shared,
             notes,
             carried: None,
+            sessions: super::session::Sessions::default(),
+            serial: WORKERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 }
 
 /// A worker thread's process runner: its /proc scanner and spare cgroup
-/// go from case to case.
+/// go from case to case, and so does its shared pytest session.
 struct ProcessWorker<'s, 'a> {
     shared: &'s Shared<'a>,
     notes: Sender<(usize, Note)>,
     carried: Option<Carried>,
+    sessions: super::session::Sessions,
+    /// This worker among the run's, for its sessions' folders.
+    serial: usize,
 }
 
 impl Worker for ProcessWorker<'_, '_> {
     fn run(&mut self, job: &Job<'_>) -> (Vec<RunRecord>, Option<Capacity>) {
+        if let Some(spec) = job
+            .case
+            .pytest_session
+            .as_ref()
+            .filter(|_| self.shared.pytest_sessions)
+        {
+            let record = self.sessions.run(self.shared, job, spec, self.serial);
+            return (vec![record], None);
+        }
         let mut runner = CaseRunner::new(
             self.shared,
             job.number,

@@ -171,7 +171,7 @@ impl CaseRunner<'_, '_> {
 /// oomgate's own environment overlaid with the case's, and with a server's
 /// own — the server is what the case's figures measure (as recorded: a
 /// secret-named one by its hash).
-fn allocator_env(case: &Case) -> BTreeMap<String, String> {
+pub(super) fn allocator_env(case: &Case) -> BTreeMap<String, String> {
     let mut variables: BTreeMap<String, String> = std::env::vars()
         .filter(|(name, _)| is_allocator_variable(name))
         .collect();
@@ -199,7 +199,7 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()>
 
 /// What oomgate copies from the workload's output is masked (its logs stay
 /// its own bytes).
-fn masked_scan(mut scan: Scan) -> Scan {
+pub(super) fn masked_scan(mut scan: Scan) -> Scan {
     if let Some(exception) = scan.exception.as_mut() {
         *exception = redact::active().mask(exception).into_owned();
     }

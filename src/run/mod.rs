@@ -43,6 +43,7 @@ mod ready;
 mod repeat;
 pub mod schedule;
 mod serve;
+mod session;
 mod shared;
 mod soak;
 mod stop;
@@ -123,6 +124,7 @@ impl<'a> Runner<'a> {
         forkserver: Option<supervise::forkserver::Forkserver>,
     ) -> Self {
         let jobs = setup.schedule.jobs.max(1);
+        let pytest_sessions = setup.gpu.is_none();
         let faulted = Arc::new(AtomicBool::new(false));
         let gpu_idle = setup.gpu.as_ref().map_or(Vec::new(), |gpu| {
             (0..gpu.devices.len())
@@ -144,6 +146,7 @@ impl<'a> Runner<'a> {
                 faulted: Arc::clone(&faulted),
                 parallel: setup.schedule.parallel(),
                 open_files_each: process::open_file_limit() / jobs as u64,
+                pytest_sessions,
                 forkserver,
             },
             conductor: Conductor {

@@ -47,6 +47,10 @@ pub(super) struct Shared<'a> {
     /// Each GPU's use when the run started (by position in the device
     /// table): the level a case waits for its GPUs to settle back to.
     pub(super) gpu_idle: Vec<Option<u64>>,
+    /// Whether the tests of a `[[pytest]]` table may share a pytest
+    /// session: not while GPU memory is measured (a session's GPU figures
+    /// per test are not built), when each runs in a process of its own.
+    pub(super) pytest_sessions: bool,
     /// Makes the instances' supervisors (see `supervise::forkserver`);
     /// `None` where it could not start: each supervisor is executed.
     pub(super) forkserver: Option<supervise::forkserver::Forkserver>,

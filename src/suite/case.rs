@@ -75,6 +75,21 @@ pub struct Case {
     pub client_budget: Budget,
     /// A test of a `[[pytest]]`: how pytest names it.
     pub pytest: Option<PytestTest>,
+    /// A test that runs in its table's shared pytest session, not in a
+    /// process of its own (`command`, kept for when it cannot).
+    pub pytest_session: Option<PytestSession>,
+}
+
+/// Where a test runs in its table's shared pytest session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PytestSession {
+    /// Its table's place among the suite's `[[pytest]]`s: the tests of one
+    /// table share a session.
+    pub table: usize,
+    /// What starts the session: pytest over the table's paths.
+    pub command: Vec<String>,
+    /// The test's node id, as the session's collection names it.
+    pub nodeid: String,
 }
 
 impl Case {

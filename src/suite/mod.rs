@@ -29,7 +29,7 @@ mod validate;
 use std::path::Path;
 
 pub use budget::{Budget, BudgetKind, BudgetValue, Takes};
-pub use case::Case;
+pub use case::{Case, PytestSession};
 pub use checked::Suite;
 pub use located::{Diagnostic, Located, SuiteError};
 pub use model::{

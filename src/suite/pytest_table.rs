@@ -19,6 +19,10 @@ pub struct PytestSource {
     /// Extra pytest arguments, for the collection and every test.
     pub args: Vec<String>,
     pub granularity: Granularity,
+    /// `isolate = true`: every test in a process of its own; otherwise the
+    /// tests share one pytest session, but for those whose keys need
+    /// their own process.
+    pub isolate: bool,
     /// Every test's case before its node id and markers: `python -m
     /// pytest -p no:oomgate -p oomgate_pytest ARGS`, and the table's keys
     /// over `[defaults]`.
@@ -30,6 +34,16 @@ impl PytestSource {
     pub fn collect_command(&self) -> Vec<String> {
         let mut command = self.template.command.clone();
         command.extend(["--collect-only", "-q"].map(String::from));
+        command.extend(self.paths.iter().cloned());
+        command
+    }
+
+    /// The command of the table's shared session: pytest over the
+    /// table's paths, `extra` arguments after the table's; oomgate's
+    /// plugin then runs the tests oomgate names, one at a time.
+    pub fn session_command(&self, extra: &[&str]) -> Vec<String> {
+        let mut command = self.template.command.clone();
+        command.extend(extra.iter().map(|a| a.to_string()));
         command.extend(self.paths.iter().cloned());
         command
     }

@@ -112,6 +112,9 @@ settings_keys!(with_settings!(
         pub args: Option<Vec<Spanned<String>>>,
         /// `"test"` (default) or `"file"`.
         pub granularity: Option<Spanned<String>>,
+        /// Each test in a process of its own, not in the table's shared
+        /// session.
+        pub isolate: Option<Spanned<bool>>,
         // The keys of a `[[case]]` that make no sense for a collected test:
         // read so that each is refused with a reason, not as an unknown key.
         pub name: Option<Spanned<toml::Value>>,

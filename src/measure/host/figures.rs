@@ -15,6 +15,9 @@ pub enum HostMethod {
     CgroupV2,
     /// No cgroup: PSS + VmHWM + reaped rusage.
     ProcfsPss,
+    /// A test of a shared pytest session: what it added over the
+    /// session's memory at its start (`measure::host::session`).
+    PytestSession,
     /// The RSS summed over the tree (oomgate before per-case cgroups);
     /// only ever read back from old locks and results.
     ProcfsRss,
@@ -38,6 +41,7 @@ impl HostMethod {
             HostMethod::CgroupV1 => "cgroup-v1",
             HostMethod::CgroupV2 => "cgroup-v2",
             HostMethod::ProcfsPss => "procfs-pss",
+            HostMethod::PytestSession => "pytest-session",
             HostMethod::ProcfsRss => "procfs-rss",
             HostMethod::Unknown => "unknown",
         }
@@ -46,7 +50,8 @@ impl HostMethod {
     /// Whether figures of the two methods measure the same thing. Both
     /// cgroup versions take the same floors; without a cgroup, memory no
     /// process maps is not seen; the RSS sum counts shared pages per
-    /// process.
+    /// process; a test of a shared session is measured by what it added,
+    /// not by all its process held.
     pub fn comparable_with(self, other: HostMethod) -> bool {
         use HostMethod::{CgroupV1, CgroupV2, Unknown};
         match (self, other) {
@@ -85,16 +90,20 @@ pub enum HostFloor {
     Vmhwm,
     RusageMaxrss,
     PssAnonShmem,
+    /// A test of a shared pytest session: the session's growth plus its
+    /// children's private memory, read at ticks.
+    SessionTree,
 }
 
 impl HostFloor {
     /// In the order a tie is broken: the first wins.
-    pub const ALL: [HostFloor; 5] = [
+    pub const ALL: [HostFloor; 6] = [
         HostFloor::CgroupAnonShmem,
         HostFloor::PssSum,
         HostFloor::Vmhwm,
         HostFloor::RusageMaxrss,
         HostFloor::PssAnonShmem,
+        HostFloor::SessionTree,
     ];
 
     /// Whether the floor counts file pages, whose residence depends on
@@ -103,7 +112,7 @@ impl HostFloor {
     pub fn counts_file_pages(self) -> bool {
         matches!(
             self,
-            HostFloor::PssSum | HostFloor::Vmhwm | HostFloor::RusageMaxrss
+            HostFloor::PssSum | HostFloor::Vmhwm | HostFloor::RusageMaxrss | HostFloor::SessionTree
         )
     }
 
@@ -114,6 +123,7 @@ impl HostFloor {
             HostFloor::Vmhwm => "vmhwm",
             HostFloor::RusageMaxrss => "rusage-maxrss",
             HostFloor::PssAnonShmem => "pss-anon-shmem",
+            HostFloor::SessionTree => "session-tree",
         }
     }
 
@@ -125,6 +135,7 @@ impl HostFloor {
             HostFloor::Vmhwm => "a live process's VmHWM",
             HostFloor::RusageMaxrss => "an exited process's ru_maxrss",
             HostFloor::PssAnonShmem => "the tree's anonymous + shmem PSS summed",
+            HostFloor::SessionTree => "the session's growth with its children's private memory",
         }
     }
 
@@ -147,6 +158,9 @@ pub struct HostFloors {
     pub vmhwm_bytes: Option<u64>,
     pub rusage_maxrss_bytes: Option<u64>,
     pub pss_anon_shmem_bytes: Option<u64>,
+    /// Only of a test of a shared pytest session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_tree_bytes: Option<u64>,
 }
 
 impl HostFloors {
@@ -169,6 +183,7 @@ impl HostFloors {
                 HostFloor::Vmhwm => floors.vmhwm_bytes = value,
                 HostFloor::RusageMaxrss => floors.rusage_maxrss_bytes = value,
                 HostFloor::PssAnonShmem => floors.pss_anon_shmem_bytes = value,
+                HostFloor::SessionTree => floors.session_tree_bytes = value,
             }
         }
         floors
@@ -181,6 +196,7 @@ impl HostFloors {
             HostFloor::Vmhwm => self.vmhwm_bytes,
             HostFloor::RusageMaxrss => self.rusage_maxrss_bytes,
             HostFloor::PssAnonShmem => self.pss_anon_shmem_bytes,
+            HostFloor::SessionTree => self.session_tree_bytes,
         }
     }
 }
@@ -218,4 +234,8 @@ pub struct HostFigures {
     /// their largest VmHWM), not the case's cgroup.
     #[serde(skip)]
     pub ranks: std::collections::BTreeMap<u32, u64>,
+    /// A test of a shared session: the session's resident set at its
+    /// start, and what it held at its end beyond that. `None` otherwise.
+    pub start_bytes: Option<u64>,
+    pub left_bytes: Option<u64>,
 }

@@ -60,6 +60,7 @@ use super::timeline::Sample;
 use crate::units::Bytes;
 
 mod figures;
+pub mod session;
 
 pub use figures::{HostFigures, HostFloor, HostFloors, HostMethod};
 
@@ -523,6 +524,7 @@ impl HostMeter {
             vmhwm_bytes: floor(HostFloor::Vmhwm),
             rusage_maxrss_bytes: floor(HostFloor::RusageMaxrss),
             pss_anon_shmem_bytes: floor(HostFloor::PssAnonShmem),
+            session_tree_bytes: None,
         };
         HostFigures {
             method: self.method,
@@ -538,6 +540,8 @@ impl HostMeter {
             oom_kills,
             pss_sweeps: self.pss_sweeps,
             note,
+            start_bytes: None,
+            left_bytes: None,
             ranks: {
                 // Each rank's floors: its PSS summed, its largest VmHWM.
                 let mut ranks = std::collections::BTreeMap::new();

@@ -19,18 +19,37 @@ use crate::suite::raw::{RawSettings, RawSettingsRef};
 /// The keywords that are case keys, after the budgets'.
 const CASE_KEYWORDS: [&str; 4] = ["timeout", "gpus", "repeat", "tolerance"];
 
+/// `isolate`: the test in a process of its own, not in its table's
+/// shared session. No suite key: a `[[pytest]]` table says it for all.
+const ISOLATE: &str = "isolate";
+
 /// The marker keywords, in the order the docs list them: the budgets',
-/// then the case keys'.
+/// then the case keys', then `isolate`.
 fn marker_keywords() -> impl Iterator<Item = &'static str> {
-    BudgetKind::KEYS.into_iter().chain(CASE_KEYWORDS)
+    BudgetKind::KEYS
+        .into_iter()
+        .chain(CASE_KEYWORDS)
+        .chain([ISOLATE])
 }
 
-/// Apply the markers (closest first) to `case`; what is wrong with them,
-/// one line each (the case is then left as it was).
-pub(in crate::suite) fn apply_markers(
-    case: &mut Case,
-    markers: &[&CollectedMarker],
-) -> Vec<String> {
+/// What the markers of a test said beyond its case's settings.
+#[derive(Debug, Default)]
+pub(in crate::suite) struct Applied {
+    /// What is wrong with them, one line each (the case is then left as
+    /// it was).
+    pub problems: Vec<String>,
+    /// `isolate=True`.
+    pub isolate: bool,
+}
+
+/// Apply the markers (closest first) to `case`.
+pub(in crate::suite) fn apply_markers(case: &mut Case, markers: &[&CollectedMarker]) -> Applied {
+    let mut isolate = false;
+    let problems = apply(case, markers, &mut isolate);
+    Applied { problems, isolate }
+}
+
+fn apply(case: &mut Case, markers: &[&CollectedMarker], isolate: &mut bool) -> Vec<String> {
     let mut problems = Vec::new();
     let mut merged: indexmap::IndexMap<&str, &serde_json::Value> = indexmap::IndexMap::new();
     for marker in markers {
@@ -73,6 +92,12 @@ pub(in crate::suite) fn apply_markers(
             "gpus" | "repeat" | "tolerance" => {
                 table.insert(key.to_string(), value);
             }
+            ISOLATE => match value {
+                toml::Value::Boolean(b) => *isolate = b,
+                _ => problems.push(format!(
+                    "@pytest.mark.oomgate `{ISOLATE}` is True or False, not {value}"
+                )),
+            },
             other => problems.push(format!(
                 "@pytest.mark.oomgate has no keyword `{other}`; it takes {}",
                 marker_keywords().collect::<Vec<_>>().join(", ")
@@ -83,6 +108,9 @@ pub(in crate::suite) fn apply_markers(
         table.insert("budget".to_string(), toml::Value::Table(budget));
     }
     if !problems.is_empty() || table.is_empty() {
+        if !problems.is_empty() {
+            *isolate = false;
+        }
         return problems;
     }
     let text = table.to_string();

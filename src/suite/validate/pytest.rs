@@ -9,7 +9,7 @@ use toml::Spanned;
 use super::limits::limits;
 use super::shared::{check_env, lexical_join, merged_env, pick, resolve_program};
 use crate::suite::budget::Budget;
-use crate::suite::case::Case;
+use crate::suite::case::{Case, PytestSession};
 use crate::suite::checker::Checker;
 use crate::suite::model::Tolerances;
 use crate::suite::pytest::{
@@ -183,6 +183,7 @@ pub(super) fn source(
         server: None,
         client_budget: Budget::default(),
         pytest: None,
+        pytest_session: None,
     };
     Some(PytestSource {
         index,
@@ -190,6 +191,7 @@ pub(super) fn source(
         paths,
         args,
         granularity,
+        isolate: raw.isolate.as_ref().is_some_and(|i| *i.get_ref()),
         template,
     })
 }
@@ -233,7 +235,7 @@ impl PytestSource {
         let xdist_off: &[&str] = match &collected.xdist_workers {
             Some(workers) => {
                 expanded.warnings.push(format!(
-                    "{}: pytest-xdist is asked for `-n {}` (the project's addopts or the block's args); each test runs in a process of its own, so oomgate runs it with `-n 0`: workers would be counted as the test's own memory",
+                    "{}: pytest-xdist is asked for `-n {}` (the project's addopts or the block's args); oomgate runs pytest with `-n 0`, its tests in one measured process: workers would be counted as a test's own memory",
                     self.describe(),
                     crate::clean::line(workers)
                 ));
@@ -243,12 +245,27 @@ impl PytestSource {
         };
         match self.granularity {
             Granularity::Test => {
+                let session_command = self.session_command(xdist_off);
+                // Tests isolated for a key a session cannot apply, with it.
+                let mut isolated: Vec<(String, &str)> = Vec::new();
                 for test in tests {
                     let markers: Vec<&CollectedMarker> = test.markers.iter().collect();
                     let identity = PytestTest::of_test(test);
                     let mut case = self.case_of(&test.nodeid, &test.arg, identity, xdist_off);
-                    let problems = super::markers::apply_markers(&mut case, &markers);
+                    let applied = super::markers::apply_markers(&mut case, &markers);
+                    let problems = applied.problems;
                     if problems.is_empty() {
+                        match (self.isolate || applied.isolate, needs_own_process(&case)) {
+                            (true, _) => {}
+                            (false, Some(key)) => isolated.push((test.nodeid.clone(), key)),
+                            (false, None) => {
+                                case.pytest_session = Some(PytestSession {
+                                    table: self.index,
+                                    command: session_command.clone(),
+                                    nodeid: test.nodeid.clone(),
+                                });
+                            }
+                        }
                         expanded.cases.push(case);
                     } else {
                         expanded.errors.extend(
@@ -257,6 +274,9 @@ impl PytestSource {
                                 .map(|p| format!("{}: {}", test.located(), crate::clean::line(&p))),
                         );
                     }
+                }
+                if !isolated.is_empty() {
+                    expanded.warnings.push(self.isolated_warning(&isolated));
                 }
             }
             Granularity::File => {
@@ -287,7 +307,8 @@ impl PytestSource {
                     }
                     let identity = PytestTest::of_file(first);
                     let mut case = self.case_of(module, &first.file, identity, xdist_off);
-                    let problems = super::markers::apply_markers(&mut case, &module_markers);
+                    let problems =
+                        super::markers::apply_markers(&mut case, &module_markers).problems;
                     if problems.is_empty() {
                         expanded.cases.push(case);
                     } else {
@@ -299,6 +320,27 @@ impl PytestSource {
             }
         }
         expanded
+    }
+
+    /// `[[pytest]] at suite line 12 (tests): 3 tests run in a process of
+    /// their own, for keys a shared session cannot apply: a::t1 (repeat),
+    /// ...`.
+    fn isolated_warning(&self, isolated: &[(String, &str)]) -> String {
+        const SHOWN: usize = 5;
+        let mut named: Vec<String> = isolated
+            .iter()
+            .take(SHOWN)
+            .map(|(nodeid, key)| format!("{} ({key})", crate::clean::line(nodeid)))
+            .collect();
+        if isolated.len() > SHOWN {
+            named.push(format!("and {} more", isolated.len() - SHOWN));
+        }
+        format!(
+            "{}: {} test(s) run in a process of their own, for keys a shared pytest session cannot apply: {}",
+            self.describe(),
+            isolated.len(),
+            named.join(", ")
+        )
     }
 
     /// The case of one test (or file), `extra` arguments before its own.
@@ -315,4 +357,34 @@ impl PytestSource {
         case.pytest = Some(identity);
         case
     }
+}
+
+/// The key that keeps a test out of its table's shared session, if one
+/// does: what a session cannot apply to one test among others (its own
+/// runs, instances, duration, GPUs, a leak over its iterations, limits on
+/// its probe's figures), and, until a session measures GPU memory per
+/// test, a GPU budget.
+pub(in crate::suite) fn needs_own_process(case: &Case) -> Option<&'static str> {
+    if case.repeat > 1 {
+        return Some("repeat");
+    }
+    if case.concurrency > 1 {
+        return Some("concurrency");
+    }
+    if case.soak.is_some() {
+        return Some("duration");
+    }
+    if case.gpus.is_some() {
+        return Some("gpus");
+    }
+    if case.leak.is_some() {
+        return Some("leak");
+    }
+    if !case.limits.is_empty() {
+        return Some("limits");
+    }
+    crate::suite::BudgetKind::ALL
+        .into_iter()
+        .find(|kind| kind.needs_gpu() && case.budget.get(*kind).is_some())
+        .map(crate::suite::BudgetKind::key)
 }

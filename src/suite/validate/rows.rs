@@ -152,6 +152,7 @@ pub(super) fn expand_rows(
             server,
             client_budget,
             pytest: None,
+            pytest_session: None,
         });
     }
     cases

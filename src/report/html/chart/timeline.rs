@@ -122,6 +122,7 @@ pub(in crate::report::html) fn peak_drawn(
         Some(HostFloor::CgroupAnonShmem) => "cgroup",
         Some(HostFloor::PssSum) => "PSS",
         Some(HostFloor::PssAnonShmem) => "PSS anon+shmem",
+        Some(HostFloor::SessionTree) => "session tree",
         None => "not a sample",
     };
     let about = source.map_or(

@@ -1,0 +1,278 @@
+//! One test's host figures inside a shared pytest session, read from
+//! outside the process (`/proc`) while the session waits between tests.
+//!
+//! A session runs many tests in one process, so a test's figures are what
+//! it **added** over the memory the process held when it started:
+//!
+//! - `vmhwm` (growth): the kernel's high-water mark of the session
+//!   process, reset at the test's start by writing `5` to
+//!   `/proc/PID/clear_refs` (the mark is then the process's resident set),
+//!   read at its end, less the resident set at its start. Exact for the
+//!   process: no burst between two reads escapes it.
+//! - `session-tree`: the process's resident set now, less the one at the
+//!   start, plus the private memory (`Private_Clean + Private_Dirty` of
+//!   `smaps_rollup`) of every process it started that is alive, read every
+//!   tick of the test and at its end. Pages a forked child shares with the
+//!   session are not counted again; a child that lives and dies between two
+//!   reads is not seen.
+//!
+//! The gated figure is the larger of the two. `start_bytes` is the
+//! resident set at the test's start and `left_bytes` what the process
+//! held at its end beyond it: what the test kept (a cache, a leak).
+//!
+//! Both are read while the plugin waits for oomgate's next command, so
+//! nothing of the next test is in them; a thread an earlier test left
+//! running is (the docs say so).
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use super::figures::{HostFigures, HostFloor, HostFloors, HostMethod};
+
+/// The figures of one test, gathered from its start to its end.
+#[derive(Debug)]
+pub struct TestWindow {
+    pid: i32,
+    started: Instant,
+    /// The session's resident set at the test's start.
+    start_rss: Option<u64>,
+    /// Why the high-water mark could not be reset: then it is no figure of
+    /// the test.
+    not_reset: Option<String>,
+    /// The largest `session-tree` reading so far, and when.
+    tree: Option<(u64, Duration)>,
+    reads: u64,
+}
+
+impl TestWindow {
+    /// Read the session's memory and reset its high-water mark: the test
+    /// starts now.
+    pub fn open(pid: i32) -> TestWindow {
+        let start_rss = status_fields(pid).and_then(|s| s.rss);
+        let not_reset = reset_hwm(pid).err().map(|e| {
+            format!("the session's VmHWM could not be reset (/proc/{pid}/clear_refs: {e})")
+        });
+        TestWindow {
+            pid,
+            started: Instant::now(),
+            start_rss,
+            not_reset,
+            tree: None,
+            reads: 0,
+        }
+    }
+
+    /// One reading while the test runs.
+    pub fn tick(&mut self) {
+        let rss = status_fields(self.pid).and_then(|s| s.rss);
+        self.read_tree(rss);
+    }
+
+    fn read_tree(&mut self, rss: Option<u64>) {
+        let (Some(start), Some(rss)) = (self.start_rss, rss) else {
+            return;
+        };
+        self.reads += 1;
+        let children: u64 = descendants(self.pid)
+            .into_iter()
+            .filter_map(private_bytes)
+            .sum();
+        let tree = rss.saturating_sub(start).saturating_add(children);
+        let at = self.started.elapsed();
+        if self.tree.is_none_or(|(peak, _)| tree > peak) {
+            self.tree = Some((tree, at));
+        }
+    }
+
+    /// How many readings were taken (the end's included, once closed).
+    pub fn reads(&self) -> u64 {
+        self.reads
+    }
+
+    /// The test has ended (the session waits again): its figures. Read
+    /// after the process died, they are what was seen before.
+    pub fn close(mut self) -> HostFigures {
+        let end = status_fields(self.pid);
+        let rss = end.as_ref().and_then(|s| s.rss);
+        self.read_tree(rss);
+        let growth = match (&self.not_reset, self.start_rss, end.and_then(|s| s.hwm)) {
+            (None, Some(start), Some(hwm)) => Some(hwm.saturating_sub(start)),
+            _ => None,
+        };
+        let tree = self.tree.map(|(bytes, _)| bytes);
+        let floors = HostFloors {
+            vmhwm_bytes: growth,
+            session_tree_bytes: tree,
+            ..HostFloors::default()
+        };
+        let peak = [(HostFloor::Vmhwm, growth), (HostFloor::SessionTree, tree)]
+            .into_iter()
+            .filter_map(|(floor, bytes)| Some((floor, bytes?)))
+            .fold(
+                None,
+                |best: Option<(HostFloor, u64)>, (floor, bytes)| match best {
+                    Some((_, b)) if b >= bytes => best,
+                    _ => Some((floor, bytes)),
+                },
+            );
+        let peak_at_ms = match peak {
+            Some((HostFloor::SessionTree, _)) => self.tree.map(|(_, at)| at),
+            // The mark says how high, not when: by the end at the latest.
+            _ => Some(self.started.elapsed()),
+        }
+        .map(|at| u64::try_from(at.as_millis()).unwrap_or(u64::MAX));
+        HostFigures {
+            method: HostMethod::PytestSession,
+            peak_bytes: peak.map(|(_, bytes)| bytes),
+            peak_at_ms: peak.and(peak_at_ms),
+            peak_source: peak.map(|(floor, _)| floor),
+            floors,
+            working_peak_bytes: None,
+            charged_peak_bytes: None,
+            charged_peak_source: None,
+            oom_kills: None,
+            pss_sweeps: 0,
+            note: self.not_reset,
+            ranks: Default::default(),
+            start_bytes: self.start_rss,
+            left_bytes: self
+                .start_rss
+                .zip(rss)
+                .map(|(start, end)| end.saturating_sub(start)),
+        }
+    }
+}
+
+/// `VmRSS` and `VmHWM` of a process, in bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Status {
+    rss: Option<u64>,
+    hwm: Option<u64>,
+}
+
+fn status_fields(pid: i32) -> Option<Status> {
+    let text = std::fs::read(format!("/proc/{pid}/status")).ok()?;
+    Some(Status {
+        rss: super::kib_field(&text, "VmRSS:"),
+        hwm: super::kib_field(&text, "VmHWM:"),
+    })
+}
+
+/// `echo 5 > /proc/PID/clear_refs`: the process's high-water mark becomes
+/// its resident set now.
+fn reset_hwm(pid: i32) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{pid}/clear_refs"))?
+        .write_all(b"5")
+}
+
+/// Every process below `pid` now, from each thread's `children` list.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    let mut queue = vec![pid];
+    while let Some(parent) = queue.pop() {
+        let Ok(threads) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
+            continue;
+        };
+        for thread in threads.flatten() {
+            let Ok(list) = std::fs::read_to_string(thread.path().join("children")) else {
+                continue;
+            };
+            for child in list.split_ascii_whitespace().filter_map(|c| c.parse().ok()) {
+                // A bound on a tree that forks without end.
+                if found.len() < MAX_DESCENDANTS && !found.contains(&child) {
+                    found.push(child);
+                    queue.push(child);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The most descendants of a session one reading follows.
+const MAX_DESCENDANTS: usize = 4096;
+
+/// A process's private memory: the pages no other process maps.
+fn private_bytes(pid: i32) -> Option<u64> {
+    let text = std::fs::read(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let clean = super::kib_field(&text, "Private_Clean:")?;
+    let dirty = super::kib_field(&text, "Private_Dirty:")?;
+    Some(clean.saturating_add(dirty))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child that holds `mib` MiB once it says so on stdout, then waits
+    /// for its stdin to close.
+    fn holder(mib: usize) -> std::process::Child {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("python3")
+            .args([
+                "-c",
+                &format!(
+                    "import sys; b = bytearray({mib} << 20); print('held', flush=True); sys.stdin.read()"
+                ),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.as_mut().expect("stdout"))
+            .read_line(&mut line)
+            .expect("held");
+        child
+    }
+
+    #[test]
+    fn a_test_that_allocates_is_measured_by_its_growth_and_what_it_kept() {
+        // This test's own process is the session: it allocates and keeps
+        // 64 MiB between open and close, touching every page.
+        let window = TestWindow::open(std::process::id() as i32);
+        let kept = vec![1u8; 64 << 20];
+        std::hint::black_box(&kept);
+        let figures = window.close();
+        let mib = 1 << 20;
+        assert_eq!(figures.method, HostMethod::PytestSession);
+        assert!(figures.start_bytes.is_some_and(|s| s > 0));
+        let growth = figures.floors.vmhwm_bytes.expect("the mark was reset");
+        // Other tests' threads run in this process too: a floor, and not
+        // far above.
+        assert!(growth >= 60 * mib, "{figures:?}");
+        assert!(figures.peak_bytes >= Some(growth));
+        assert!(
+            figures.left_bytes.is_some_and(|l| l >= 60 * mib),
+            "{figures:?}"
+        );
+        drop(kept);
+    }
+
+    #[test]
+    fn a_child_started_by_the_test_counts_by_its_private_memory() {
+        let window = TestWindow::open(std::process::id() as i32);
+        let mut child = holder(48);
+        let figures = window.close();
+        drop(child.stdin.take());
+        child.wait().ok();
+        let tree = figures.floors.session_tree_bytes.expect("read at the end");
+        assert!(tree >= 40 << 20, "{figures:?}");
+        assert!(figures.peak_source.is_some());
+    }
+
+    #[test]
+    fn a_process_that_is_gone_leaves_no_figure() {
+        let mut child = holder(1);
+        let pid = child.id() as i32;
+        let window = TestWindow::open(pid);
+        drop(child.stdin.take());
+        child.wait().expect("wait");
+        let figures = window.close();
+        assert_eq!(figures.peak_bytes, None);
+        assert_eq!(figures.floors.vmhwm_bytes, None);
+        assert_eq!(figures.left_bytes, None);
+    }
+}
