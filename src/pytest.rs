@@ -17,7 +17,20 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::suite::{Case, Collected, PytestSource, Suite};
+use crate::suite::{Case, Collected, Granularity, PytestSession, PytestSource, Suite};
+
+pub mod session;
+
+/// How a suite's tests are collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collecting {
+    /// `--collect-only`: to list or check them.
+    Only,
+    /// To run them: a table whose tests share a session is collected by
+    /// that session, which then waits for the run (`Suite::pytest_sessions`),
+    /// so pytest collects once.
+    Session,
+}
 
 /// The plugin, as the wheel ships it.
 pub const PLUGIN_SOURCE: &str = include_str!("../python/oomgate_probe/pytest_plugin.py");
@@ -64,7 +77,7 @@ pub enum CollectError {
 /// Collect every `[[pytest]]` of `suite` and add its tests to
 /// `suite.cases`, after the `[[case]]` cases, in the tables' order. What
 /// is worth saying (markers ignored) is returned.
-pub fn collect(suite: &mut Suite) -> Result<Vec<String>, CollectError> {
+pub fn collect(suite: &mut Suite, how: Collecting) -> Result<Vec<String>, CollectError> {
     if suite.pytest.is_empty() {
         return Ok(Vec::new());
     }
@@ -81,7 +94,17 @@ pub fn collect(suite: &mut Suite) -> Result<Vec<String>, CollectError> {
     let mut ids: std::collections::HashSet<String> =
         suite.cases.iter().map(|c| c.id.clone()).collect();
     for source in &suite.pytest {
-        let collected = run_collection(source, &plugin)?;
+        let shares = how == Collecting::Session
+            && !source.isolate
+            && source.granularity == Granularity::Test;
+        let collected = match shares {
+            true => {
+                let (collected, session) = collect_in_session(source, &plugin)?;
+                suite.pytest_sessions.park(session);
+                collected
+            }
+            false => run_collection(source, &plugin)?,
+        };
         let expanded = source.cases(&collected);
         warnings.extend(expanded.warnings);
         errors.extend(expanded.errors);
@@ -131,6 +154,62 @@ fn put_plugin_on_path(case: &mut Case, plugin: &Path) {
     };
     case.env.insert("PYTHONPATH".to_string(), value.clone());
     case.templates.env.insert("PYTHONPATH".to_string(), value);
+}
+
+/// Start the table's shared session, which collects its tests: they, as
+/// the plugin wrote them, and the session, waiting for the run.
+fn collect_in_session(
+    source: &PytestSource,
+    plugin: &Path,
+) -> Result<(Collected, session::Session), CollectError> {
+    let table = source.describe();
+    let command = source.session_command(&[]);
+    let shown = crate::suite::shell_join(&command);
+    let report = tempfile::Builder::new()
+        .prefix("collect-")
+        .suffix(".json")
+        .tempfile_in(plugin.parent().unwrap_or(plugin))
+        .map_err(|e| CollectError::Plugin {
+            dir: plugin.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    let mut case = source.template.clone();
+    put_plugin_on_path(&mut case, plugin);
+    let spec = PytestSession {
+        table: source.index,
+        command,
+        nodeid: String::new(),
+    };
+    let session =
+        session::Session::start(&case, &spec, Some(report.path()), COLLECT_TIMEOUT, &|| {
+            false
+        })
+        .map_err(|not| {
+            let lines: Vec<&str> = not.output.trim_end().lines().collect();
+            let said = lines[lines.len().saturating_sub(OUTPUT_TAIL_LINES)..].join("\n");
+            match not.exit {
+                // pytest's exit 5: nothing collected (a wrong path, `-m`
+                // that selects nothing).
+                Some(crate::vocabulary::Exit::Code(5)) => CollectError::Empty {
+                    table: table.clone(),
+                    command: shown.clone(),
+                    output: if said.is_empty() {
+                        String::new()
+                    } else {
+                        format!(":\n{said}")
+                    },
+                },
+                _ => CollectError::Failed {
+                    table: table.clone(),
+                    command: shown.clone(),
+                    how: not.how,
+                    output: said,
+                },
+            }
+        })?;
+    let said = session.output_since(0);
+    let collected = read_collection(&table, &shown, report.path(), said.trim_end())?;
+    Ok((collected, session))
 }
 
 /// Run one table's collection; its tests as the plugin wrote them.
@@ -231,15 +310,23 @@ fn run_collection(source: &PytestSource, plugin: &Path) -> Result<Collected, Col
             output: said,
         });
     }
-    let text = crate::files::read_input(
-        report.path(),
-        crate::files::MAX_RESULTS_BYTES,
-        "a collection",
-    )
-    .map_err(|e| CollectError::Report {
-        table: table.clone(),
-        reason: e.to_string(),
-    })?;
+    read_collection(&table, &shown, report.path(), &said)
+}
+
+/// The collection the plugin wrote to `report`; `said`, the last of what
+/// pytest printed, for the errors.
+fn read_collection(
+    table: &str,
+    shown: &str,
+    report: &Path,
+    said: &str,
+) -> Result<Collected, CollectError> {
+    let table = table.to_string();
+    let text = crate::files::read_input(report, crate::files::MAX_RESULTS_BYTES, "a collection")
+        .map_err(|e| CollectError::Report {
+            table: table.clone(),
+            reason: e.to_string(),
+        })?;
     if text.is_empty() {
         return Err(CollectError::Report {
             table,
@@ -262,7 +349,7 @@ fn run_collection(source: &PytestSource, plugin: &Path) -> Result<Collected, Col
     if collected.tests.is_empty() {
         return Err(CollectError::Empty {
             table,
-            command: shown,
+            command: shown.to_string(),
             output: String::new(),
         });
     }

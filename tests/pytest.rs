@@ -814,21 +814,57 @@ fn project_with_isolate(tests: &str) -> Project {
     project(&[("test_modes.py", tests)], "isolate = true")
 }
 
-/// A session that cannot start fails each test of its table with
+/// The session that collects is the one that runs: one that cannot
+/// collect is bad input, with pytest's words. A session started after a
+/// test ended the first that cannot start fails each test left with
 /// pytest's words, tried once; a test the session's collection lacks is
 /// not run, and why is said.
 #[test]
 fn a_session_that_cannot_start_or_lacks_a_test_says_why() {
-    const CONFTEST: &str = r#"
+    const REFUSES: &str = r#"
 import os
 if os.environ.get("OOMGATE_SESSION"):
     raise RuntimeError("this conftest refuses sessions")
 "#;
     const TESTS: &str = "def test_one():\n    pass\n\ndef test_two():\n    pass\n";
-    let project = project(&[("conftest.py", CONFTEST), ("test_x.py", TESTS)], "");
+    let project = project(&[("conftest.py", REFUSES), ("test_x.py", TESTS)], "");
+    let run = project.run(&[]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("this conftest refuses sessions"),
+        "{}",
+        run.stderr
+    );
+
+    // The first session collects and runs test_a, which ends it; the
+    // conftest refuses every session after (and counts its refusals).
+    const REFUSES_LATER: &str = r#"
+import os, pathlib
+HERE = pathlib.Path(__file__).parent
+if os.environ.get("OOMGATE_SESSION") and (HERE / "ended").exists():
+    with open(HERE / "refusals", "a") as f:
+        f.write("refused\n")
+    raise RuntimeError("this conftest refuses sessions")
+"#;
+    const ENDS: &str = r#"
+import os, pathlib
+
+def test_a_ends_its_session():
+    (pathlib.Path(__file__).parent / "ended").touch()
+    os._exit(3)
+
+def test_b():
+    pass
+
+def test_c():
+    pass
+"#;
+    let project = self::project(&[("conftest.py", REFUSES_LATER), ("test_x.py", ENDS)], "");
     let run = project.run(&[]);
     run.assert_code(1);
-    for name in ["test_one", "test_two"] {
+    let ended = run.case("tests/test_x.py::test_a_ends_its_session");
+    assert_eq!(ended["status"], "failed", "{ended:#}");
+    for name in ["test_b", "test_c"] {
         let case = run.case(&format!("tests/test_x.py::{name}"));
         assert_eq!(case["status"], "error", "{case:#}");
         let message = case["message"].as_str().unwrap_or_default();
@@ -837,19 +873,28 @@ if os.environ.get("OOMGATE_SESSION"):
             "{case:#}"
         );
     }
-    assert_eq!(sessions(&run), 1, "tried once: {}", run.stderr);
+    let refusals =
+        std::fs::read_to_string(project.path().join("tests/refusals")).expect("refusals");
+    assert_eq!(refusals.lines().count(), 1, "tried once: {}", run.stderr);
 
+    // A parameter drawn at collection: the session after the first
+    // collects another one.
     const DRIFTING: &str = r#"
-import os, pytest
+import os, pathlib, pytest
+ENDED = pathlib.Path(__file__).parent / "ended"
 
-@pytest.mark.parametrize("where", ["session" if os.environ.get("OOMGATE_SESSION") else "collection"])
-def test_param(where):
+def test_a_ends_its_session():
+    ENDED.touch()
+    os._exit(3)
+
+@pytest.mark.parametrize("when", ["later" if ENDED.exists() else "first"])
+def test_param(when):
     pass
 "#;
     let project = self::project(&[("test_drift.py", DRIFTING)], "");
     let run = project.run(&[]);
     run.assert_code(1);
-    let case = run.case("tests/test_drift.py::test_param[collection]");
+    let case = run.case("tests/test_drift.py::test_param[first]");
     assert_eq!(case["status"], "error", "{case:#}");
     assert!(
         case["message"]

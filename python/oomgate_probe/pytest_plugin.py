@@ -143,10 +143,26 @@ def _xdist_workers(config):
     addopts or the block's args), when it is loaded and asked for any."""
     if not config.pluginmanager.hasplugin("xdist"):
         return None
-    workers = getattr(config.option, "numprocesses", None)
+    workers = getattr(config, "_oomgate_xdist_workers", None)
+    if workers is None:
+        workers = getattr(config.option, "numprocesses", None)
     if workers in (None, 0, "0"):
         return None
     return str(workers)
+
+
+def pytest_load_initial_conftests(early_config, parser, args):
+    # A shared session is one process oomgate measures: pytest-xdist's
+    # workers (``-n`` from the project's addopts or the block's args) would
+    # run the tests elsewhere. ``-n 0`` after every other argument wins
+    # when the options are parsed, which is after this hook; what was
+    # asked is still reported with the collection.
+    if not os.environ.get("OOMGATE_SESSION") or not early_config.pluginmanager.hasplugin("xdist"):
+        return
+    asked = getattr(early_config.known_args_namespace, "numprocesses", None)
+    if asked not in (None, 0, "0"):
+        early_config._oomgate_xdist_workers = asked
+        args.extend(["-n", "0"])
 
 
 def pytest_collection_finish(session):

@@ -30,7 +30,7 @@ enum BaselineChoice {
 
 /// `oomgate run`: load, plan, run, judge.
 pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
-    let suite = super::shared::load_collected(&args.plan.suite)?;
+    let suite = super::shared::load_to_run(&args.plan.suite)?;
     let cases = shard(&suite, &args.plan.filter, args.plan.partition)?;
     let choice = match (&args.baseline, args.no_baseline) {
         (_, true) => BaselineChoice::None,
@@ -99,7 +99,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     // Results to lock (`--from`) name their pytest cases: no collection.
     let mut suite = match args.from {
         Some(_) => super::shared::load_suite(&args.suite)?,
-        None => super::shared::load_collected(&args.suite)?,
+        None => super::shared::load_to_run(&args.suite)?,
     };
     if let Some(repeat) = args.repeat {
         for case in &mut suite.cases {

@@ -73,26 +73,35 @@ impl CliError {
 /// masked in everything written from here on (see `crate::redact`). Its
 /// warnings are said here, once.
 pub(super) fn load_suite(path: &std::path::Path) -> Result<Suite, CliError> {
-    load(path, false)
+    load(path, None)
 }
 
 /// Load a suite as [`load_suite`] does, and collect its `[[pytest]]` tests
 /// into cases (imports the test modules: pytest runs).
 pub(super) fn load_collected(path: &std::path::Path) -> Result<Suite, CliError> {
-    load(path, true)
+    load(path, Some(crate::pytest::Collecting::Only))
 }
 
-fn load(path: &std::path::Path, collect: bool) -> Result<Suite, CliError> {
+/// Load a suite to run it: a `[[pytest]]` whose tests share a session is
+/// collected by that session, which then runs them.
+pub(super) fn load_to_run(path: &std::path::Path) -> Result<Suite, CliError> {
+    load(path, Some(crate::pytest::Collecting::Session))
+}
+
+fn load(
+    path: &std::path::Path,
+    collect: Option<crate::pytest::Collecting>,
+) -> Result<Suite, CliError> {
     let mut suite = crate::suite::load(path)?;
     let mut notes = Vec::new();
-    if collect {
+    if let Some(how) = collect {
         // The suite's own secrets are masked in what pytest says, too.
         crate::redact::install(&crate::suite::suite_secrets(
             &suite.name,
             &suite.cases,
             &suite.redact,
         ));
-        notes = crate::pytest::collect(&mut suite).map_err(|e| match e {
+        notes = crate::pytest::collect(&mut suite, how).map_err(|e| match e {
             crate::pytest::CollectError::Plugin { .. } => CliError::Infrastructure(e.to_string()),
             _ => CliError::BadInput(format!("{}: {e}", suite.path.display())),
         })?;

@@ -142,7 +142,7 @@ pub struct Scanner {
     /// the tree.
     scope_changed: bool,
     /// A process no tree holds (see [`Scanner::hide`]).
-    hidden: Option<i32>,
+    hidden: Vec<i32>,
 }
 
 /// At most this many members' `stat` files stay open by default (well
@@ -177,7 +177,7 @@ impl Scanner {
             member_pids: HashSet::new(),
             scope: None,
             scope_changed: false,
-            hidden: None,
+            hidden: Vec::new(),
         }
     }
 
@@ -207,11 +207,12 @@ impl Scanner {
         }
     }
 
-    /// Leave `pid` and its descendants out of every tree: oomgate's fork
-    /// server, its child but no process of any case.
-    pub fn hide(&mut self, pid: i32) {
-        if self.hidden != Some(pid) {
-            self.hidden = Some(pid);
+    /// Leave `pids` and their descendants out of every tree: oomgate's
+    /// fork server and its shared pytest sessions, its children but no
+    /// process of any case.
+    pub fn hide(&mut self, pids: &[i32]) {
+        if self.hidden != pids {
+            self.hidden = pids.to_vec();
             self.scope_changed = true;
         }
     }
@@ -310,7 +311,7 @@ impl Scanner {
             for child in &self.all[start..end] {
                 // A pid can only appear once, so no cycle; the check guards
                 // against a root that is its own parent (pid 0 quirks).
-                if child.pid != root && Some(child.pid) != self.hidden {
+                if child.pid != root && !self.hidden.contains(&child.pid) {
                     self.tree.members.push(*child);
                     self.queue.push(child.pid);
                 }

@@ -137,9 +137,11 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                 SpareCgroup::default(),
             ),
         };
-        if let Some(pid) = shared.forkserver_pid() {
-            scanner.hide(pid);
-        }
+        // oomgate's own children that are no case's: its fork server, and
+        // the shared pytest sessions (parked, or a worker's between tests).
+        let mut hidden = crate::pytest::session::running();
+        hidden.extend(shared.forkserver_pid());
+        scanner.hide(&hidden);
         CaseRunner {
             shared,
             scanner,

@@ -324,12 +324,9 @@ where
                 &self.conductor.judge_baseline(),
             );
             let mut result = judgement.result;
-            crate::report::words::word_case(
-                &mut result,
-                &judgement.verdict,
-                self.shared.environment.torch_version(),
-            );
+            let torch = self.shared.environment.torch_version();
             if let Some(retry) = judgement.retry {
+                crate::report::words::word_case(&mut result, &judgement.verdict, torch);
                 let message = match retry {
                     judge::Retry::Shared => format!(
                         "{}: failed while sharing its GPU with {}; retried alone",
@@ -358,6 +355,12 @@ where
                 self.live.insert(number, done);
                 return;
             }
+            // Settled: the next case starts before this one is worded and
+            // reported, so its thread runs while this one does that (a
+            // short test of a shared session takes about as long as the
+            // wording and the reports of the test before it).
+            self.launch_next(reporter);
+            crate::report::words::word_case(&mut result, &judgement.verdict, torch);
             result
         };
         result.gpus = self

@@ -39,7 +39,10 @@ pub(super) fn in_flight(shared: &Shared<'_>, case: &Case, case_dir: &Path) -> Ca
 
 /// A fresh `cases/<folder>`, with every instance's log files: logs of an
 /// earlier run in the same out dir must not be mistaken for this run's,
-/// and a case whose output cannot be kept is not launched.
+/// and a case whose output cannot be kept is not launched. A test of a
+/// shared pytest session gets its folder only if it has output to keep
+/// (`run::session`): making a folder and two files costs more than a
+/// short test runs.
 pub(super) fn prepare_case_dir(shared: &Shared<'_>, case: &Case) -> Result<PathBuf, WriteFault> {
     let path = case_dir(shared, case);
     own_cases(shared)?;
@@ -48,8 +51,16 @@ pub(super) fn prepare_case_dir(shared: &Shared<'_>, case: &Case) -> Result<PathB
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(case_file_fault(&path, e)),
     }
+    if in_session(shared, case) {
+        return Ok(path);
+    }
     make_case_dir(case, &path)?;
     space_left(path)
+}
+
+/// Whether `case` runs in its table's shared pytest session.
+fn in_session(shared: &Shared<'_>, case: &Case) -> bool {
+    shared.pytest_sessions && case.pytest_session.is_some()
 }
 
 fn case_dir(shared: &Shared<'_>, case: &Case) -> PathBuf {
@@ -143,7 +154,7 @@ impl Ahead {
     /// Make case `number`'s folder now, unless one is made already. A
     /// failure is left for the case's own start to meet and report.
     pub(super) fn make(&mut self, shared: &Shared<'_>, number: usize, case: &Case) {
-        if self.made.is_some() || own_cases(shared).is_err() {
+        if self.made.is_some() || in_session(shared, case) || own_cases(shared).is_err() {
             return;
         }
         let path = case_dir(shared, case);

@@ -238,6 +238,7 @@ pub(super) fn validate(
             cases,
             pytest,
             pytest_plugin: None,
+            pytest_sessions: Default::default(),
             warnings: warnings
                 .into_iter()
                 .map(|w| super::located::Located::resolve(source, w))

@@ -245,7 +245,10 @@ impl PytestSource {
         };
         match self.granularity {
             Granularity::Test => {
-                let session_command = self.session_command(xdist_off);
+                // In a session the plugin turns xdist off itself (before xdist
+                // reads `-n`), and the session that collected is the one
+                // that runs: no `-n 0` on its command.
+                let session_command = self.session_command(&[]);
                 // Tests isolated for a key a session cannot apply, with it.
                 let mut isolated: Vec<(String, &str)> = Vec::new();
                 for test in tests {
