@@ -128,7 +128,6 @@ pub fn collect(suite: &mut Suite, how: Collecting) -> Result<Vec<String>, Collec
                 );
             }
             taken.insert(case.folder.clone(), case.id.clone());
-            put_plugin_on_path(&mut case, &plugin);
             suite.cases.push(case);
         }
     }
@@ -139,21 +138,45 @@ pub fn collect(suite: &mut Suite, how: Collecting) -> Result<Vec<String>, Collec
 }
 
 /// `PYTHONPATH` with the plugin's folder first: the case's own value (its
-/// env), else the one oomgate was started with.
+/// env), else the one oomgate was started with. Only the launched copy of
+/// a case gets it: what a case records is its env as written, the same
+/// from run to run (the folder is new each run).
 fn put_plugin_on_path(case: &mut Case, plugin: &Path) {
-    let inherited = case
-        .env
-        .get("PYTHONPATH")
-        .cloned()
+    let value = plugin_path(case.env.get("PYTHONPATH").map(String::as_str), plugin);
+    case.env.insert("PYTHONPATH".to_string(), value);
+}
+
+/// `PYTHONPATH` for a process of a pytest case: the plugin's folder, then
+/// `own` (the case's value), else the one oomgate was started with.
+pub fn plugin_path(own: Option<&str>, plugin: &Path) -> String {
+    let inherited = own
+        .map(str::to_string)
         .or_else(|| std::env::var("PYTHONPATH").ok())
         .filter(|p| !p.is_empty());
     let first = plugin.display().to_string();
-    let value = match inherited {
+    match inherited {
         Some(rest) => format!("{first}:{rest}"),
         None => first,
-    };
-    case.env.insert("PYTHONPATH".to_string(), value.clone());
-    case.templates.env.insert("PYTHONPATH".to_string(), value);
+    }
+}
+
+/// This process's copy of the plugin, once installed (one per oomgate
+/// process, see [`install_plugin`]): what a pytest case's processes get
+/// first on their `PYTHONPATH`.
+static INSTALLED: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// The folder of this process's copy of the plugin, if installed.
+pub fn installed_plugin() -> Option<PathBuf> {
+    INSTALLED.lock().ok()?.clone()
+}
+
+/// A pytest case as launched: its `PYTHONPATH` with the plugin first.
+pub fn launched(case: &Case) -> Case {
+    let mut launched = case.clone();
+    if let Some(plugin) = installed_plugin() {
+        put_plugin_on_path(&mut launched, &plugin);
+    }
+    launched
 }
 
 /// Start the table's shared session, which collects its tests: they, as
@@ -399,10 +422,16 @@ pub fn install_plugin() -> Result<crate::files::SealedDir, CollectError> {
     remove_shared_plugins(&base);
     let files = plugin_files();
     let files: Vec<(&str, &[u8])> = files.iter().map(|(n, c)| (n.as_str(), *c)).collect();
-    crate::files::SealedDir::create(&base, "pytest-", &files).map_err(|e| CollectError::Plugin {
-        dir: base.clone(),
-        reason: e.to_string(),
-    })
+    let sealed = crate::files::SealedDir::create(&base, "pytest-", &files).map_err(|e| {
+        CollectError::Plugin {
+            dir: base.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    if let Ok(mut installed) = INSTALLED.lock() {
+        *installed = Some(sealed.path().to_path_buf());
+    }
+    Ok(sealed)
 }
 
 /// Whether `dir` still holds the plugin as [`install_plugin`] wrote it.

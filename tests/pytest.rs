@@ -508,6 +508,33 @@ fn budgets_are_proposed_from_a_run_and_the_lock_gates_pytest_cases() {
         "compared with the lock: {:#}",
         again.case(FORWARD_BF16)
     );
+    // The plugin's folder is new each run, and no part of a test's
+    // definition: nothing "changed since the baseline".
+    assert!(
+        !again.stderr.contains("changed since the baseline"),
+        "{}",
+        again.stderr
+    );
+}
+
+/// A lock taken with every test in a process of its own gates a run in
+/// the shared session without a false regression: the figures measure
+/// different things (all the test's process held, against what the test
+/// added), so they are not compared, and the run passes.
+#[test]
+fn a_change_of_mode_is_not_compared_and_not_a_regression() {
+    const TESTS: &str = "def test_holds():\n    data = b'\\x01' * (40 << 20)\n    assert data\n";
+    let isolated = project(&[("test_mode.py", TESTS)], "isolate = true");
+    isolated.run(&[]).assert_code(0);
+    isolated.lock_from_results().assert_code(0);
+    let suite = std::fs::read_to_string(isolated.suite()).expect("the suite");
+    std::fs::write(isolated.suite(), suite.replace("isolate = true", "")).expect("the suite");
+    let shared = isolated.run(&[]);
+    shared.assert_code(0);
+    let case = shared.case("tests/test_mode.py::test_holds");
+    assert_eq!(case["host_method"], "pytest-session", "{case:#}");
+    assert_eq!(case["status"], "passed", "{case:#}");
+    assert_eq!(case["baseline"]["host"]["outcome"], "skipped", "{case:#}");
 }
 
 /// Under plain pytest the wheel's plugin registers the marker (no warning,

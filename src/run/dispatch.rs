@@ -123,8 +123,13 @@ where
         let worker = self.idle.pop().unwrap_or_else(|| {
             let (jobs, queue) = mpsc::channel::<Job<'env>>();
             let (launcher, shared, notes) = (self.launcher, self.shared, self.notes.clone());
-            self.scope
-                .spawn(move || work(launcher, shared, &queue, &notes));
+            // Named, for a profiler's and a debugger's sake.
+            let named = std::thread::Builder::new()
+                .name(format!("oomgate-worker-{}", self.workers.len()))
+                .spawn_scoped(self.scope, move || work(launcher, shared, &queue, &notes));
+            if let Err(e) = named {
+                panic!("cannot start a worker thread: {e}");
+            }
             self.workers.push(jobs);
             self.workers.len() - 1
         });

@@ -81,15 +81,16 @@ const START_TIMEOUT_MS: i32 = 30_000;
 /// as the same user), and a changed plugin could report a failure as a
 /// pass. So it is checked before each test starts, and a test is not
 /// started with a plugin that is not the one built in.
-fn check_pytest_plugin(case: &Case) -> Result<(), LaunchError> {
-    let dir = case
-        .env
-        .get("PYTHONPATH")
-        .and_then(|path| path.split(':').next())
-        .unwrap_or_default();
-    crate::pytest::check_plugin(Path::new(dir)).map_err(|why| {
+pub(super) fn check_pytest_plugin() -> Result<(), LaunchError> {
+    let Some(dir) = crate::pytest::installed_plugin() else {
+        return Err(LaunchError(
+            "not started: oomgate's pytest plugin was never installed (the suite was not collected)".into(),
+        ));
+    };
+    crate::pytest::check_plugin(&dir).map_err(|why| {
         LaunchError(format!(
-            "not started: oomgate's pytest plugin in {dir} is not as oomgate wrote it ({why}): a test of this run changed it, and a changed plugin could report a failed test as passed"
+            "not started: oomgate's pytest plugin in {} is not as oomgate wrote it ({why}): a test of this run changed it, and a changed plugin could report a failed test as passed",
+            dir.display()
         ))
     })
 }
@@ -105,7 +106,7 @@ pub fn launch(spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
         )));
     }
     if case.pytest.is_some() {
-        check_pytest_plugin(case)?;
+        check_pytest_plugin()?;
     }
     let env = environment(spec);
     let program = resolve(case, &env)?;
@@ -442,6 +443,14 @@ fn environment(spec: &LaunchSpec<'_>) -> Vec<(OsString, OsString)> {
     };
     for (key, value) in &case.env {
         set(key, value.into());
+    }
+    // A pytest case loads oomgate's plugin from this process's copy.
+    if let (Some(_), Some(plugin)) = (&case.pytest, crate::pytest::installed_plugin()) {
+        let own = case.env.get("PYTHONPATH").map(String::as_str);
+        set(
+            "PYTHONPATH",
+            crate::pytest::plugin_path(own, &plugin).into(),
+        );
     }
     if let Some(gpus) = spec.gpus {
         // UUIDs, not indices: CUDA's fastest-first numbering cannot move

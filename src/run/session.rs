@@ -22,7 +22,7 @@
 //! host figures what it added over the session's memory at its start.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::shared::{Job, Shared, now_rfc3339};
@@ -220,26 +220,21 @@ fn begin(shared: &Shared<'_>, case: &Case, spec: &PytestSession) -> Result<Sessi
         return Ok(session);
     }
     let shown = crate::suite::shell_join(&spec.command);
-    if let Some(plugin) = case
-        .env
-        .get("PYTHONPATH")
-        .and_then(|path| path.split(':').next())
-    {
-        crate::pytest::check_plugin(Path::new(plugin)).map_err(|why| {
-            format!(
-                "not started: oomgate's pytest plugin in {plugin} is not as oomgate wrote it ({why}): a test of this run changed it, and a changed plugin could report a failed test as passed"
-            )
-        })?;
-    }
+    super::launch::check_pytest_plugin().map_err(|e| e.0)?;
     if !case.cwd.is_dir() {
         return Err(format!(
             "cannot start the shared pytest session `{shown}`: working directory {} does not exist",
             case.cwd.display()
         ));
     }
-    Session::start(case, spec, None, crate::pytest::COLLECT_TIMEOUT, &|| {
-        shared.interrupt.requested()
-    })
+    let launched = crate::pytest::launched(case);
+    Session::start(
+        &launched,
+        spec,
+        None,
+        crate::pytest::COLLECT_TIMEOUT,
+        &|| shared.interrupt.requested(),
+    )
     .map_err(|not| {
         format!(
             "the shared pytest session `{shown}` {} before it ran a test:\n{}",
