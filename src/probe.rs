@@ -81,6 +81,20 @@ pub enum TestOutcome {
     Xpassed,
 }
 
+impl TestOutcome {
+    /// pytest's word: `passed`, `xfailed`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestOutcome::Passed => "passed",
+            TestOutcome::Failed => "failed",
+            TestOutcome::Error => "error",
+            TestOutcome::Skipped => "skipped",
+            TestOutcome::Xfailed => "xfailed",
+            TestOutcome::Xpassed => "xpassed",
+        }
+    }
+}
+
 /// The last step a workload reported: where an OOM interrupted it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepSeen {

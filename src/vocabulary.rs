@@ -20,7 +20,9 @@ use serde::{Deserialize, Serialize};
 /// it, a leak's iterations); a file of schema 4 still reads, each such
 /// fact as the words it was written with ([`OrWritten::Written`]). 6:
 /// the environment's drift in a check's facts is data (`what`, `before`,
-/// `after`), no longer a line each; older lines still read.
+/// `after`), no longer a line each; older lines still read; a pytest test
+/// pytest skipped or expected to fail has status `skipped`, counted in
+/// the summary's `skipped` (older files: `passed`).
 pub const SCHEMA_VERSION: u32 = 6;
 
 /// A fact of a check as data, or as results.json schema 4 wrote it, in
@@ -39,6 +41,12 @@ pub enum OrWritten<T> {
 #[serde(rename_all = "kebab-case")]
 pub enum CaseStatus {
     Passed,
+    /// A pytest test pytest skipped (`skip`, `skipif`, a skip in its
+    /// fixture) or whose failure was expected (`xfail`), and whose run
+    /// broke none of oomgate's limits: it did not pass, and did not fail.
+    /// Its figures are of the skip: never compared with a lock, never
+    /// locked. `probe.pytest` says which.
+    Skipped,
     /// A check failed, or the workload exited non-zero or was killed.
     Failed,
     TimedOut,
@@ -62,6 +70,7 @@ impl CaseStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             CaseStatus::Passed => "passed",
+            CaseStatus::Skipped => "skipped",
             CaseStatus::Failed => "failed",
             CaseStatus::TimedOut => "timed-out",
             CaseStatus::Interrupted => "interrupted",
@@ -74,12 +83,18 @@ impl CaseStatus {
     pub fn label(self) -> &'static str {
         match self {
             CaseStatus::Passed => "PASS",
+            CaseStatus::Skipped => "SKIP",
             CaseStatus::Failed => "FAIL",
             CaseStatus::TimedOut => "TIMEOUT",
             CaseStatus::Interrupted => "INTERRUPTED",
             CaseStatus::Error => "ERROR",
             CaseStatus::Running => "RUNNING",
         }
+    }
+
+    /// Whether the case stands: it passed, or pytest skipped it.
+    pub fn ok(self) -> bool {
+        matches!(self, CaseStatus::Passed | CaseStatus::Skipped)
     }
 }
 

@@ -133,8 +133,10 @@ fn each_test_is_a_case_with_its_closest_markers() {
 }
 
 /// A test's outcome as pytest words it: an assertion that failed is
-/// `test-failed` with pytest's message, not a crash; a skipped, an
-/// expected failure and an error in setup are told apart.
+/// `test-failed` with pytest's message, not a crash; a skipped test and
+/// an expected failure are `skipped` (and JUnit's `<skipped>`, typed as
+/// pytest's own junitxml types them), an unexpected pass passes, an error
+/// in setup is told apart.
 #[test]
 fn outcomes_are_pytests_and_a_failed_assertion_is_no_crash() {
     let outcomes = r#"
@@ -153,6 +155,10 @@ def test_skips():
 def test_known_bug():
     assert False
 
+@pytest.mark.xfail(reason="fixed since")
+def test_fixed_bug():
+    assert True
+
 @pytest.fixture
 def broken():
     raise RuntimeError("the fixture failed")
@@ -168,8 +174,9 @@ def test_setup_fails(broken):
     let table = [
         ("test_passes", "passed", None, "passed"),
         ("test_asserts", "failed", Some("test-failed"), "failed"),
-        ("test_skips", "passed", None, "skipped"),
-        ("test_known_bug", "passed", None, "xfailed"),
+        ("test_skips", "skipped", None, "skipped"),
+        ("test_known_bug", "skipped", None, "xfailed"),
+        ("test_fixed_bug", "passed", None, "xpassed"),
         ("test_setup_fails", "failed", Some("test-failed"), "error"),
     ];
     for (test, status, kind, outcome) in table {
@@ -189,6 +196,86 @@ def test_setup_fails(broken):
         "needs a GPU"
     );
     assert_eq!(case("test_setup_fails")["probe"]["pytest"]["when"], "setup");
+    assert_eq!(case("test_skips")["message"], "skipped: needs a GPU");
+    let summary = &run.results()["summary"];
+    assert_eq!(
+        (&summary["passed"], &summary["skipped"], &summary["failed"]),
+        (&2.into(), &2.into(), &2.into()),
+        "{summary:#}"
+    );
+    assert!(
+        run.stderr.contains("2 passed, 2 skipped, 2 failed"),
+        "{}",
+        run.stderr
+    );
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit.xml");
+    for skipped in [
+        r#"<skipped message="needs a GPU" type="pytest.skip"/>"#,
+        r#"<skipped message="known bug" type="pytest.xfail"/>"#,
+    ] {
+        assert!(junit.contains(skipped), "{skipped} in\n{junit}");
+    }
+}
+
+/// A skip is added to what oomgate measured, never over it: a skipped
+/// test over its budget fails. A skipped test is not locked (its figures
+/// are of the skip), and a test locked when it ran is not compared while
+/// it is skipped: its baseline stays.
+#[test]
+fn a_skip_never_hides_a_breach_and_is_neither_locked_nor_compared() {
+    const TESTS: &str = r#"
+import os, pytest
+
+@pytest.mark.oomgate(host="32 MiB")
+def test_skips_after_a_burst():
+    data = b"\x01" * (64 << 20)
+    pytest.skip("too late")
+
+def test_sometimes():
+    if os.environ.get("SKIP_IT"):
+        pytest.skip("not today")
+    data = b"\x01" * (48 << 20)
+    assert data
+"#;
+    let project = project(&[("test_skip.py", TESTS)], "");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let burst = run.case("tests/test_skip.py::test_skips_after_a_burst");
+    assert_eq!(burst["status"], "failed", "{burst:#}");
+    assert_eq!(burst["failure_kind"], "budget", "{burst:#}");
+    assert_eq!(burst["probe"]["pytest"]["outcome"], "skipped", "{burst:#}");
+
+    let ran = project.run(&["--filter", "test_sometimes"]);
+    ran.assert_code(0);
+    project.lock_from_results().assert_code(0);
+    let mut skipping = project.run_command();
+    skipping
+        .args(["--filter", "test_sometimes"])
+        .env("SKIP_IT", "1");
+    let skipped = project.finish(skipping);
+    skipped.assert_code(0);
+    let case = skipped.case("tests/test_skip.py::test_sometimes");
+    assert_eq!(case["status"], "skipped", "{case:#}");
+    assert!(case["baseline"].is_null(), "not compared: {case:#}");
+    // Locking the skipped run keeps the baseline of the run that ran.
+    let lock_before = std::fs::read_to_string(project.lock_path()).expect("the lock");
+    let relock = project.lock_from_results();
+    relock.assert_code(0);
+    assert!(
+        relock
+            .stderr
+            .contains("skipped by pytest, so not locked (their previous baseline was kept)"),
+        "{}",
+        relock.stderr
+    );
+    let lock_after = std::fs::read_to_string(project.lock_path()).expect("the lock");
+    let figure = |lock: &str| {
+        lock.lines()
+            .find(|l| l.trim_start().starts_with("host_peak_bytes"))
+            .map(str::to_string)
+    };
+    assert_eq!(figure(&lock_before), figure(&lock_after));
+    assert!(figure(&lock_after).is_some(), "{lock_after}");
 }
 
 /// A project whose addopts ask pytest-xdist for workers: each test still

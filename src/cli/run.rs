@@ -129,6 +129,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
         baseline::read(&output)?;
     }
     let mut accepted = Vec::new();
+    let skipped;
     // Held from the run to the lock file, when the lock comes of a run.
     let mut _claim = None;
     let (lock, outcome, tainted) = match &args.from {
@@ -168,6 +169,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             }
             refuse_results_not_of(&suite, &view, results_path)?;
             accepted = crate::results::readback::accepted_changes(&view);
+            skipped = crate::results::readback::skipped(&view);
             (
                 crate::results::readback::lock_from_results(&view),
                 Outcome::Passed,
@@ -197,6 +199,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 BaselineSetup::default(),
             )?;
             _claim = Some(claim);
+            skipped = crate::results::readback::skipped(&results);
             (
                 crate::results::readback::lock_from_results(&results),
                 judge(&results),
@@ -283,6 +286,21 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             "warning: not in these results, their previous baseline was kept: {}",
             kept.join(", ")
         ));
+    }
+    // A skipped test's figures are of the skip: not locked.
+    let (skipped_kept, skipped_new): (Vec<&String>, Vec<&String>) =
+        skipped.iter().partition(|id| lock.has_case(id));
+    for (ids, what) in [
+        (&skipped_kept, "their previous baseline was kept"),
+        (&skipped_new, "they have no baseline"),
+    ] {
+        if !ids.is_empty() {
+            let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+            write_stderr(&format!(
+                "warning: skipped by pytest, so not locked ({what}): {}",
+                ids.join(", ")
+            ));
+        }
     }
     if !missing.is_empty() {
         write_stderr(&format!(

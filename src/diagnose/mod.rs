@@ -310,8 +310,10 @@ pub fn diagnose(
     // stopped the case or the workload itself succeeded: a recovered OOM in
     // its log is not the cause.
     let exited_well = exit.is_some_and(Exit::success);
-    if matches!(status, CaseStatus::Passed | CaseStatus::Interrupted)
-        || (check_failed && (stopped_by_oomgate || exited_well))
+    if matches!(
+        status,
+        CaseStatus::Passed | CaseStatus::Skipped | CaseStatus::Interrupted
+    ) || (check_failed && (stopped_by_oomgate || exited_well))
     {
         return None;
     }

@@ -101,7 +101,11 @@ pub fn judge_case(finished: Finished<'_>, baseline: &Baseline<'_>) -> Judgement 
         observed,
     } = merge_repeats(runs);
     result.tolerance = Some(tolerances(case));
-    compare(case, &mut result, capacity.as_ref(), baseline);
+    // A skipped test's figures are of the skip: nothing to hold against
+    // its baseline (which stays in the lock as it was).
+    if !observed.skipped {
+        compare(case, &mut result, capacity.as_ref(), baseline);
+    }
     if let Some(capacity) = &capacity {
         // The case took the whole search, not only its chosen probe.
         result.wall_time_s = capacity.probes.iter().map(|p| p.wall_time_s).sum();
@@ -123,7 +127,9 @@ pub fn judge_case(finished: Finished<'_>, baseline: &Baseline<'_>) -> Judgement 
     let unsettled_oom = result.failure_kind == Some(crate::vocabulary::FailureType::GpuOom)
         && result.settle.as_ref().is_some_and(|s| !s.settled);
     let retry = match (first_attempt.is_none() && !stopping, result.status) {
-        (false, _) | (_, CaseStatus::Passed | CaseStatus::Interrupted) => None,
+        (false, _) | (_, CaseStatus::Passed | CaseStatus::Skipped | CaseStatus::Interrupted) => {
+            None
+        }
         _ if shared => Some(Retry::Shared),
         _ if unsettled_oom => Some(Retry::Unsettled),
         _ => None,
@@ -197,6 +203,7 @@ pub fn judge_limits_again(case: &Case, result: &mut CaseResult) -> Verdict {
         host_peak: result.host.peak_bytes.map(crate::units::Bytes),
         serving: result.server.is_some(),
         gpu_lost: None,
+        skipped: result.status == CaseStatus::Skipped,
     };
     let verdict = decide(&observed, &result.checks);
     result.status = verdict.status;

@@ -56,6 +56,7 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
                 host_peak: None,
                 serving: false,
                 gpu_lost: None,
+                skipped: false,
             }
         });
         return CaseRun {

@@ -97,6 +97,16 @@ fn observed(measured: &RunRecord) -> Observed {
         host_peak: measured.host.peak_bytes.map(Bytes),
         serving: measured.server.is_some(),
         gpu_lost: measured.gpu.as_ref().and_then(GpuLoss::of),
+        skipped: measured
+            .probe
+            .as_ref()
+            .and_then(|p| p.pytest.as_ref())
+            .is_some_and(|p| {
+                matches!(
+                    p.outcome,
+                    crate::probe::TestOutcome::Skipped | crate::probe::TestOutcome::Xfailed
+                )
+            }),
     }
 }
 

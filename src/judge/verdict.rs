@@ -35,6 +35,9 @@ pub struct Observed {
     pub serving: bool,
     /// A GPU of the case was lost, or refused NVML, while it ran.
     pub gpu_lost: Option<GpuLoss>,
+    /// pytest skipped the test, or its failure was expected (its report
+    /// said so): what would pass is `skipped`.
+    pub skipped: bool,
 }
 
 /// A GPU that stopped answering NVML during a case: which, when, and
@@ -74,6 +77,7 @@ impl Observed {
             host_peak: peak.map(Bytes),
             serving: false,
             gpu_lost: None,
+            skipped: false,
         }
     }
 }
@@ -173,7 +177,7 @@ pub fn run_verdict(results: &crate::results::RunResults) -> RunVerdict {
         RunVerdict::Faulted
     } else if results.interrupted {
         RunVerdict::Interrupted
-    } else if results.cases.iter().any(|c| c.status != CaseStatus::Passed)
+    } else if results.cases.iter().any(|c| !c.status.ok())
         || !results.not_run.is_empty()
         || results.finished_at.is_none()
     {
@@ -309,7 +313,10 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> Verdict {
         return verdict(CaseStatus::Failed, cause);
     }
     Verdict {
-        status: CaseStatus::Passed,
+        status: match observed.skipped {
+            true => CaseStatus::Skipped,
+            false => CaseStatus::Passed,
+        },
         cause: None,
     }
 }
@@ -346,7 +353,7 @@ pub fn failure_kind_of(
 ) -> Option<FailureType> {
     use crate::diagnose::FailureKind;
     match status {
-        CaseStatus::Passed => return None,
+        CaseStatus::Passed | CaseStatus::Skipped => return None,
         CaseStatus::Interrupted | CaseStatus::Running => return Some(FailureType::Interrupted),
         CaseStatus::Error if matches!(stop, Some(StopReason::ForeignProcesses { .. })) => {
             return Some(FailureType::ForeignProcesses);

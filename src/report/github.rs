@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 
 use super::{Event, Reporter};
 use crate::baseline::Outcome;
-use crate::results::CaseStatus;
 
 pub struct Annotations {
     enabled: bool,
@@ -107,7 +106,7 @@ pub(super) fn commands(event: &Event<'_>, workspace: Option<&Path>) -> Vec<Strin
     let mut commands = Vec::new();
     match event {
         Event::CaseFinished { result, .. } => {
-            if result.status != CaseStatus::Passed {
+            if !result.status.ok() {
                 // The failure kind, as JUnit's type and results.json say it.
                 let kind = result
                     .failure_kind

@@ -195,6 +195,19 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     let details = case_details(case, &results.measurement);
     let status = match case.status {
         CaseStatus::Passed => TestCaseStatus::success(),
+        // As pytest's own junitxml writes a skip and an expected failure.
+        CaseStatus::Skipped => {
+            let mut status = TestCaseStatus::skipped();
+            let pytest = case.probe.as_ref().and_then(|p| p.pytest.as_ref());
+            let xfail = pytest.is_some_and(|p| p.outcome == crate::probe::TestOutcome::Xfailed);
+            status.set_type(if xfail { "pytest.xfail" } else { "pytest.skip" });
+            status.set_message(line(
+                pytest
+                    .and_then(|p| p.message.as_deref())
+                    .unwrap_or(if xfail { "expected to fail" } else { "skipped" }),
+            ));
+            status
+        }
         other => {
             let kind = match other {
                 CaseStatus::Failed | CaseStatus::TimedOut => NonSuccessKind::Failure,
@@ -215,7 +228,7 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     if let Some(retried) = case
         .retried_alone
         .as_ref()
-        .filter(|r| r.flaky || case.status != CaseStatus::Passed)
+        .filter(|r| r.flaky || !case.status.ok())
     {
         // The attempt that shared its GPU, as JUnit records a rerun:
         // `<flakyFailure>` beside a pass, `<rerunFailure>` beside a failure.

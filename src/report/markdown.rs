@@ -36,6 +36,7 @@ pub fn append_step_summary(path: &Path, summary: &str) -> io::Result<()> {
 fn icon(status: CaseStatus) -> &'static str {
     match status {
         CaseStatus::Passed => "✅ passed",
+        CaseStatus::Skipped => "⏭️ skipped",
         CaseStatus::Failed => "❌ failed",
         CaseStatus::TimedOut => "⏱️ timed out",
         CaseStatus::Interrupted => "⚠️ interrupted",
@@ -263,11 +264,7 @@ fn render_markdown(results: &RunResults) -> String {
             None => server,
         })
     });
-    let failures: Vec<&CaseResult> = results
-        .cases
-        .iter()
-        .filter(|c| c.status != CaseStatus::Passed)
-        .collect();
+    let failures: Vec<&CaseResult> = results.cases.iter().filter(|c| !c.status.ok()).collect();
     if !failures.is_empty() {
         let _ = writeln!(out, "\n### Failures\n");
         for case in failures {

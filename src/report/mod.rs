@@ -275,7 +275,11 @@ pub fn summary_counts(s: &crate::results::Summary) -> Vec<String> {
         0 => format!("{} passed", s.passed),
         flaky => format!("{} passed ({flaky} flaky)", s.passed),
     };
-    let mut counts = vec![passed, format!("{} failed", s.failed)];
+    let mut counts = vec![passed];
+    if s.skipped > 0 {
+        counts.push(format!("{} skipped", s.skipped));
+    }
+    counts.push(format!("{} failed", s.failed));
     for (count, word) in [
         (s.timed_out, "timed out"),
         (s.error, "errored"),

@@ -227,7 +227,7 @@ impl Terminal {
     fn status_style(status: CaseStatus) -> Style {
         match status {
             CaseStatus::Passed => AnsiColor::Green.on_default().bold(),
-            CaseStatus::Interrupted => AnsiColor::Yellow.on_default().bold(),
+            CaseStatus::Interrupted | CaseStatus::Skipped => AnsiColor::Yellow.on_default().bold(),
             _ => AnsiColor::Red.on_default().bold(),
         }
     }
@@ -304,9 +304,15 @@ impl Terminal {
                 clean(first.message.as_deref().unwrap_or(first.status.label()))
             ));
         }
-        if let Some(message) = &case.message {
+        // A skip's reason is in results.json and JUnit, as pytest keeps it
+        // to `-rs`; the line says SKIP.
+        if let Some(message) = case
+            .message
+            .as_ref()
+            .filter(|_| case.status != CaseStatus::Skipped)
+        {
             text.push_str(&format!("\n{:>12}   {}", "", clean(message)));
-            if case.status != CaseStatus::Passed {
+            if !case.status.ok() {
                 for hint in case.diagnosis.iter().flat_map(|d| &d.hints) {
                     text.push_str(&format!("\n{:>12}   hint: {}", "", clean(hint)));
                 }
@@ -399,9 +405,7 @@ impl Terminal {
             let cells: Vec<&str> = row.iter().map(String::as_str).collect();
             let text = render(&cells);
             out.push(match status {
-                Some(status) if *status != CaseStatus::Passed => {
-                    self.paint(Self::status_style(*status), &text)
-                }
+                Some(status) if !status.ok() => self.paint(Self::status_style(*status), &text),
                 _ => text,
             });
         }

@@ -102,6 +102,20 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, torch: Option<&str>
         (Some(message), Some(growth)) => Some(format!("{message} — {}", site_growth(&growth))),
         (message, _) => message,
     };
+    // A skipped test: pytest's outcome and reason (`skipped: needs a GPU`).
+    let message = match (result.status, message) {
+        (crate::results::CaseStatus::Skipped, None) => result
+            .probe
+            .as_ref()
+            .and_then(|p| p.pytest.as_ref())
+            .map(
+                |pytest| match pytest.message.as_deref().filter(|m| !m.is_empty()) {
+                    Some(reason) => format!("{}: {reason}", pytest.outcome.as_str()),
+                    None => pytest.outcome.as_str().to_string(),
+                },
+            ),
+        (_, message) => message,
+    };
     result.message = message.map(|m| crate::redact::mask(&m).into_owned());
 }
 

@@ -240,6 +240,9 @@ pub struct HostCgroup {
 pub struct Summary {
     pub planned: usize,
     pub passed: usize,
+    /// pytest tests pytest skipped or expected to fail.
+    #[serde(default)]
+    pub skipped: usize,
     pub failed: usize,
     pub timed_out: usize,
     pub interrupted: usize,
@@ -262,6 +265,7 @@ impl Summary {
     pub fn count(&mut self, status: CaseStatus) {
         match status {
             CaseStatus::Passed => self.passed += 1,
+            CaseStatus::Skipped => self.skipped += 1,
             CaseStatus::Failed => self.failed += 1,
             CaseStatus::TimedOut => self.timed_out += 1,
             CaseStatus::Interrupted => self.interrupted += 1,

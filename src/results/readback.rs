@@ -82,6 +82,16 @@ pub fn failed_only_against_the_baseline(case: &CaseResult) -> bool {
         && case.failed_checks().all(|c| c.kind.is_judgement())
 }
 
+/// The cases pytest skipped (or expected to fail): never locked.
+pub fn skipped(results: &RunResults) -> Vec<String> {
+    results
+        .cases
+        .iter()
+        .filter(|c| c.status == CaseStatus::Skipped)
+        .map(|c| c.id.clone())
+        .collect()
+}
+
 /// Whether the GPU figure includes a device delta tainted by another
 /// process (see docs/gpu-measurement.md): never locked, never compared.
 pub fn gpu_tainted(case: &CaseResult) -> bool {
@@ -158,7 +168,7 @@ pub fn lock_from_results(results: &RunResults) -> Result<Lock, NotLockable> {
     let failed: Vec<String> = results
         .cases
         .iter()
-        .filter(|c| c.status != CaseStatus::Passed && !failed_only_against_the_baseline(c))
+        .filter(|c| !c.status.ok() && !failed_only_against_the_baseline(c))
         .map(|c| {
             format!(
                 "{} ({})",
@@ -215,6 +225,9 @@ pub fn lock_of(results: &RunResults) -> Lock {
     let cases: Vec<(Option<String>, String, LockedCase)> = results
         .cases
         .iter()
+        // A skipped test's figures are of the skip: its previous baseline,
+        // if any, is kept.
+        .filter(|case| case.status != CaseStatus::Skipped)
         .map(|case| {
             // What a committed file may hold: redacted whatever the results
             // file held (one from an older oomgate held everything).

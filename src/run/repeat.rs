@@ -75,7 +75,7 @@ pub(super) fn run_repeats(
         // One failing repeat decides; more runs only cost time. The
         // last needs no judging here: the main thread judges them all.
         let more = repeat + 1 < case.repeat;
-        let failed = more && judge::judge_run(case, &run).verdict.status != CaseStatus::Passed;
+        let failed = more && !judge::judge_run(case, &run).verdict.status.ok();
         runs.push(run);
         if failed {
             break;

@@ -52,11 +52,7 @@ fn escape(text: &str) -> String {
 }
 
 fn status_class(status: CaseStatus) -> &'static str {
-    if status == CaseStatus::Passed {
-        "pass"
-    } else {
-        "fail"
-    }
+    if status.ok() { "pass" } else { "fail" }
 }
 
 /// The whole page.
@@ -222,6 +218,7 @@ fn table_row(page: &mut String, case: &CaseResult, results: &RunResults, charted
     // wraps): beyond the chart cap it has no section of its own.
     let why = match (&case.message, case.status) {
         (Some(message), status) if status != CaseStatus::Passed => {
+            // A skipped test's message is pytest's reason.
             format!("<br><span class=\"why\">{}</span>", escape(message))
         }
         _ => String::new(),

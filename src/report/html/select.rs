@@ -10,7 +10,7 @@
 //! ([`Candidate`]), so it is tested without building whole results.
 
 use crate::baseline::Outcome;
-use crate::results::{CaseResult, CaseStatus};
+use crate::results::CaseResult;
 
 /// The most cases report.html charts.
 pub const CHART_CAP: usize = 50;
@@ -31,7 +31,7 @@ pub struct Candidate {
 impl Candidate {
     pub fn of(case: &CaseResult) -> Self {
         Candidate {
-            passed: case.status == CaseStatus::Passed,
+            passed: case.status.ok(),
             regressed: case
                 .baseline
                 .as_ref()

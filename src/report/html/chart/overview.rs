@@ -13,7 +13,7 @@ use super::labels::text_width_at;
 use super::{BASELINE_COLOUR, HOST_COLOUR, RED, gpu_matters, limit};
 use crate::baseline::{Figure, Outcome};
 use crate::report::html::escape;
-use crate::results::{CaseResult, CaseStatus, CheckKind};
+use crate::results::{CaseResult, CheckKind};
 use crate::units::Bytes;
 
 /// Narrower than the other charts' SVG, so its text reads larger.
@@ -82,7 +82,7 @@ impl Row {
                 Figure::Host => limit(case, CheckKind::HostBudget),
                 Figure::Working | Figure::Allocated => None,
             },
-            bad: case.status != CaseStatus::Passed || regressed,
+            bad: !case.status.ok() || regressed,
         }
     }
 
@@ -226,6 +226,7 @@ fn draw_row(svg: &mut String, row: &Row, y: f64) {
 mod tests {
     use super::*;
     use crate::baseline::CaseComparison;
+    use crate::results::CaseStatus;
 
     const MIB: u64 = 1024 * 1024;
 

@@ -20,7 +20,7 @@ use super::{
 use crate::baseline::{FigureComparison, Outcome};
 use crate::measure::gpu::GpuMethod;
 use crate::measure::host::HostFloor;
-use crate::results::{CaseResult, CaseStatus, CheckKind};
+use crate::results::{CaseResult, CheckKind};
 use crate::units::Bytes;
 
 /// The largest timeline.json a chart is drawn from: oomgate writes a few
@@ -366,7 +366,7 @@ pub(in crate::report::html) fn chart(case: &CaseResult, out_dir: &Path) -> Optio
         .diagnosis
         .as_ref()
         .is_some_and(|d| d.kind == crate::diagnose::FailureKind::GpuOom);
-    if one_run && (oom || case.status != CaseStatus::Passed) {
+    if one_run && (oom || !case.status.ok()) {
         let label = if oom {
             format!("OOM at {:.2} s", case.wall_time_s)
         } else {
