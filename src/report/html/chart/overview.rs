@@ -1,7 +1,11 @@
 //! The run at a glance, at the top of report.html: a row per charted case
 //! with its peak — GPU where the case uses a GPU, else host — as a bar
 //! from 0, its baseline and its budget as marks across the bar, red for a
-//! case that failed or regressed. Each row has its own scale (from 0 to
+//! case that failed or regressed. The rows that failed or regressed come
+//! first, then the largest changes against the baseline, then the rest in
+//! run order; each name links to the case's section. A pytest test is
+//! named by its own name (`TestA::test_x[bf16]`) under a heading of its
+//! file, which the rows of that file share. Each row has its own scale (from 0 to
 //! its largest figure): cases of 64 MiB and of 40 GiB sit in one suite,
 //! and the question a row answers is how its peak stands against its own
 //! baseline and budget. A figure never observed has no bar, never a bar
@@ -31,6 +35,11 @@ const BAR_HEIGHT: f64 = 14.0;
 #[derive(Debug, Clone, PartialEq)]
 pub(in crate::report::html) struct Row {
     pub(in crate::report::html) id: String,
+    /// What the row is called: the case's id, or a pytest test's name
+    /// within its file.
+    pub(in crate::report::html) label: String,
+    /// A pytest test's file: the heading over its rows.
+    pub(in crate::report::html) group: Option<String>,
     /// `GPU`, `host`, `working` or `allocated`: the compared figure that
     /// failed the gate, else the case's main one.
     pub(in crate::report::html) figure: &'static str,
@@ -63,8 +72,19 @@ impl Row {
             Figure::Host => case.host.peak_bytes,
             Figure::Working | Figure::Allocated => comparison.and_then(|c| c.new_bytes),
         };
+        // A test's node id less its file: `TestA::test_x[bf16]`.
+        let within_file = case.pytest.as_ref().and_then(|_| {
+            let (file, rest) = case.id.split_once("::")?;
+            Some((file.to_string(), rest.to_string()))
+        });
+        let (group, label) = match within_file {
+            Some((file, rest)) => (Some(file), rest),
+            None => (None, case.id.clone()),
+        };
         Row {
             id: case.id.clone(),
+            label,
+            group,
             figure: match figure {
                 Figure::Gpu => "GPU",
                 Figure::Host => "host",
@@ -115,13 +135,18 @@ pub(in crate::report::html) fn overview(cases: &[&CaseResult]) -> Option<String>
     if cases.is_empty() {
         return None;
     }
-    let rows: Vec<Row> = cases.iter().map(|c| Row::of(c)).collect();
+    let rows = ordered(cases.iter().map(|c| Row::of(c)).collect());
+    let headings = rows
+        .iter()
+        .enumerate()
+        .filter(|(i, row)| row.group.is_some() && (*i == 0 || rows[i - 1].group != row.group))
+        .count();
     let bad: Vec<&str> = rows
         .iter()
         .filter(|r| r.bad)
         .map(|r| r.id.as_str())
         .collect();
-    let height = TOP * 2.0 + ROW * rows.len() as f64;
+    let height = TOP * 2.0 + ROW * (rows.len() + headings) as f64;
     let title = "Each case's peak against its baseline and budget";
     let description = match bad.len() {
         0 => format!("{} cases; none failed or regressed.", rows.len()),
@@ -148,18 +173,49 @@ pub(in crate::report::html) fn overview(cases: &[&CaseResult]) -> Option<String>
     let _ = write!(
         html,
         "<rect class=\"plot-area\" x=\"{BAR_LEFT}\" y=\"{TOP}\" width=\"{BAR_WIDTH}\" height=\"{}\" fill=\"none\"/>",
-        ROW * rows.len() as f64
+        ROW * (rows.len() + headings) as f64
     );
+    let mut y = TOP;
     for (i, row) in rows.iter().enumerate() {
-        draw_row(&mut html, row, TOP + ROW * i as f64);
+        if let Some(group) = row
+            .group
+            .as_ref()
+            .filter(|_| i == 0 || rows[i - 1].group != row.group)
+        {
+            let _ = write!(
+                html,
+                "<text class=\"group\" x=\"4\" y=\"{:.1}\" font-weight=\"bold\" fill=\"#222\">{}</text>",
+                y + ROW / 2.0 + 5.0,
+                escape(&fitted_to(group, TEXT_LEFT - 8.0))
+            );
+            y += ROW;
+        }
+        draw_row(&mut html, row, y);
+        y += ROW;
     }
     html.push_str("</svg></figure>");
     Some(html)
 }
 
+/// The rows in the order a reader wants them: what failed or regressed
+/// first, then the largest changes against the baseline, then the rest,
+/// each kept in run order among its equals.
+fn ordered(mut rows: Vec<Row>) -> Vec<Row> {
+    rows.sort_by(|a, b| {
+        let change = |row: &Row| row.delta.map_or(0.0, f64::abs);
+        b.bad.cmp(&a.bad).then(change(b).total_cmp(&change(a)))
+    });
+    rows
+}
+
 /// The row's name cut to its column, whole in its title.
 fn fitted(name: &str) -> String {
-    let room = ((NAME_RIGHT - 4.0) / text_width_at("m", FONT)) as usize;
+    fitted_to(name, NAME_RIGHT - 4.0)
+}
+
+/// `name` cut to `width` at the overview's font, with `…` where cut.
+fn fitted_to(name: &str, width: f64) -> String {
+    let room = (width / text_width_at("m", FONT)) as usize;
     if name.chars().count() <= room {
         name.to_string()
     } else {
@@ -187,7 +243,7 @@ fn draw_row(svg: &mut String, row: &Row, y: f64) {
         escape(&row.id),
         middle + 5.0,
         if row.bad { RED } else { "#1a0dab" },
-        escape(&fitted(&row.id)),
+        escape(&fitted(&row.label)),
         middle - BAR_HEIGHT / 2.0
     );
     if let Some(peak) = row.peak {
@@ -284,5 +340,59 @@ mod tests {
         let row = Row::of(&gpu);
         assert_eq!(row.words(), "GPU 1.37 GiB · budget 3.00 GiB");
         assert!(!row.bad);
+    }
+
+    #[test]
+    fn failures_come_first_then_the_largest_changes_and_tests_sit_under_their_file() {
+        let changed = |id: &str, delta: f64| {
+            let mut case = case(id, CaseStatus::Passed, Some(10 * MIB));
+            let mut comparison = CaseComparison::default();
+            comparison.host.outcome = Outcome::Within;
+            comparison.host.baseline_bytes = Some(10 * MIB);
+            comparison.host.delta_ratio = Some(delta);
+            case.baseline = Some(comparison);
+            case
+        };
+        let test = |mut case: CaseResult| {
+            case.pytest = Some(crate::suite::PytestTest::default());
+            case
+        };
+        let quiet = test(changed("tests/a.py::test_quiet", 0.01));
+        let moved = test(changed("tests/b.py::TestB::test_moved[x]", -0.08));
+        let failed = test(case(
+            "tests/a.py::test_failed",
+            CaseStatus::Failed,
+            Some(MIB),
+        ));
+        let plain = case("plain-case", CaseStatus::Passed, Some(MIB));
+        let rows = ordered(
+            [&quiet, &moved, &plain, &failed]
+                .into_iter()
+                .map(Row::of)
+                .collect(),
+        );
+        let labels: Vec<(&str, Option<&str>)> = rows
+            .iter()
+            .map(|r| (r.label.as_str(), r.group.as_deref()))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                ("test_failed", Some("tests/a.py")),
+                ("TestB::test_moved[x]", Some("tests/b.py")),
+                ("test_quiet", Some("tests/a.py")),
+                ("plain-case", None),
+            ]
+        );
+        let html = overview(&[&quiet, &moved, &plain, &failed]).expect("an overview");
+        // A heading each time the file changes; links still by the whole id.
+        assert_eq!(html.matches("class=\"group\"").count(), 3, "{html}");
+        assert!(
+            html.contains("href=\"#case-tests/a.py::test_failed\""),
+            "{html}"
+        );
+        let first = html.find(">test_failed<").expect("the failed row");
+        let next = html.find(">TestB::test_moved[x]<").expect("the moved row");
+        assert!(first < next, "{html}");
     }
 }
