@@ -65,14 +65,12 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
         escape(&title),
         escape(&title)
     );
-    let s = &results.summary;
+    // The counts the terminal and summary.md say, in the same words.
+    let counts = crate::report::summary_counts(&results.summary).join(", ");
     let _ = writeln!(
         page,
-        "<p class=\"meta\">{} passed, {} failed, {} timed out, {} errored · started {} on {} · oomgate {}</p>",
-        s.passed,
-        s.failed,
-        s.timed_out,
-        s.error,
+        "<p class=\"meta\">{} · started {} on {} · oomgate {}</p>",
+        escape(&counts),
         escape(&results.started_at),
         escape(&results.host),
         escape(&results.oomgate_version)
@@ -322,6 +320,8 @@ section{border-top:1px solid #ddd;margin-top:24px}\
 figure.chart{margin:8px 0 16px}figure.chart svg{display:block;width:100%;height:auto}\
 ul.legend{display:flex;flex-wrap:wrap;gap:4px 20px;list-style:none;margin:0 0 6px;padding:0;font-size:15px}\
 ul.legend li{display:flex;align-items:center;gap:6px}ul.legend li.note{color:#555;font-style:italic}\
+label.scale{font-size:15px;color:#333}#one-scale:checked~svg .bar{width:var(--one)}\
+#one-scale:checked~svg line.baseline,#one-scale:checked~svg line.budget{transform:translateX(var(--shift))}\
 .swatch{display:inline-block;width:26px;height:0}.swatch.dot{width:12px;height:12px;border-radius:50%}\
 .swatch.box{width:14px;height:14px}.swatch.tick{width:0;height:16px}\
 .why{color:#444;font-size:90%}";

@@ -5,7 +5,9 @@
 //! first, then the largest changes against the baseline, then the rest in
 //! run order; each name links to the case's section. A pytest test is
 //! named by its own name (`TestA::test_x[bf16]`) under a heading of its
-//! file, which the rows of that file share. Each row has its own scale (from 0 to
+//! file, which the rows of that file share. A checkbox above the rows
+//! draws them all on one scale instead (CSS only: each bar carries its
+//! width on the common scale, each mark its shift, the page no script). Each row has its own scale (from 0 to
 //! its largest figure): cases of 64 MiB and of 40 GiB sit in one suite,
 //! and the question a row answers is how its peak stands against its own
 //! baseline and budget. A figure never observed has no bar, never a bar
@@ -163,7 +165,8 @@ pub(in crate::report::html) fn overview(cases: &[&CaseResult]) -> Option<String>
 <li><span class=\"swatch box\" style=\"background:{RED}\"></span>failed or regressed</li>\
 <li><span class=\"swatch tick\" style=\"border-left:3px solid {BASELINE_COLOUR}\"></span>baseline</li>\
 <li><span class=\"swatch tick\" style=\"border-left:3px dashed {RED}\"></span>budget</li>\
-<li class=\"note\">each row from 0 to its own largest figure</li></ul>"
+<li class=\"note\">each row from 0 to its own largest figure</li></ul>\
+<input type=\"checkbox\" id=\"one-scale\"><label class=\"scale\" for=\"one-scale\"> one scale for all rows</label>"
     );
     let _ = write!(
         html,
@@ -175,6 +178,14 @@ pub(in crate::report::html) fn overview(cases: &[&CaseResult]) -> Option<String>
         "<rect class=\"plot-area\" x=\"{BAR_LEFT}\" y=\"{TOP}\" width=\"{BAR_WIDTH}\" height=\"{}\" fill=\"none\"/>",
         ROW * (rows.len() + headings) as f64
     );
+    // The common scale: the largest figure of any row.
+    let common = rows
+        .iter()
+        .flat_map(|r| [r.peak, r.baseline, r.budget])
+        .flatten()
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
     let mut y = TOP;
     for (i, row) in rows.iter().enumerate() {
         if let Some(group) = row
@@ -190,7 +201,7 @@ pub(in crate::report::html) fn overview(cases: &[&CaseResult]) -> Option<String>
             );
             y += ROW;
         }
-        draw_row(&mut html, row, y);
+        draw_row(&mut html, row, y, common);
         y += ROW;
     }
     html.push_str("</svg></figure>");
@@ -224,7 +235,10 @@ fn fitted_to(name: &str, width: f64) -> String {
     }
 }
 
-fn draw_row(svg: &mut String, row: &Row, y: f64) {
+/// One row, on its own scale; `common`, the largest figure of all rows,
+/// is the scale the bar's `--one` width and each mark's `--shift` give
+/// for "one scale for all rows".
+fn draw_row(svg: &mut String, row: &Row, y: f64, common: f64) {
     let scale = [row.peak, row.baseline, row.budget]
         .into_iter()
         .flatten()
@@ -232,6 +246,7 @@ fn draw_row(svg: &mut String, row: &Row, y: f64) {
         .unwrap_or(0)
         .max(1) as f64;
     let at = |bytes: u64| BAR_LEFT + bytes as f64 / scale * BAR_WIDTH;
+    let at_common = |bytes: u64| BAR_LEFT + bytes as f64 / common * BAR_WIDTH;
     let colour = if row.bad { RED } else { HOST_COLOUR };
     let middle = y + ROW / 2.0;
     let _ = write!(
@@ -249,9 +264,10 @@ fn draw_row(svg: &mut String, row: &Row, y: f64) {
     if let Some(peak) = row.peak {
         let _ = write!(
             svg,
-            "<rect class=\"bar\" x=\"{BAR_LEFT}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{BAR_HEIGHT}\" fill=\"{colour}\"/>",
+            "<rect class=\"bar\" x=\"{BAR_LEFT}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{BAR_HEIGHT}\" fill=\"{colour}\" style=\"--one:{:.1}px\"/>",
             middle - BAR_HEIGHT / 2.0,
-            at(peak) - BAR_LEFT
+            at(peak) - BAR_LEFT,
+            at_common(peak) - BAR_LEFT
         );
     }
     // A tick across the bar: the baseline solid, the budget dashed.
@@ -264,9 +280,10 @@ fn draw_row(svg: &mut String, row: &Row, y: f64) {
         let x = at(bytes);
         let _ = write!(
             svg,
-            "<line class=\"{class}\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"{colour}\" stroke-width=\"3\"{dash}/>",
+            "<line class=\"{class}\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"{colour}\" stroke-width=\"3\"{dash} style=\"--shift:{:.1}px\"/>",
             middle - 11.0,
-            middle + 11.0
+            middle + 11.0,
+            at_common(bytes) - x
         );
     }
     let _ = write!(
@@ -394,5 +411,36 @@ mod tests {
         let first = html.find(">test_failed<").expect("the failed row");
         let next = html.find(">TestB::test_moved[x]<").expect("the moved row");
         assert!(first < next, "{html}");
+    }
+
+    #[test]
+    fn one_scale_for_all_rows_is_a_checkbox_away() {
+        let small = case("small", CaseStatus::Passed, Some(10 * MIB));
+        let mut large = case("large", CaseStatus::Passed, Some(40 * MIB));
+        large.checks.push(
+            crate::results::Check::new(
+                CheckKind::HostBudget,
+                true,
+                crate::results::CheckOutcome::Within,
+            )
+            .limit(Some(80 * MIB)),
+        );
+        let html = overview(&[&small, &large]).expect("an overview");
+        assert!(
+            html.contains("<input type=\"checkbox\" id=\"one-scale\">"),
+            "{html}"
+        );
+        // Each on its own scale, the small bar is full; on the common one
+        // (80 MiB, the budget), an eighth of the width.
+        let full = format!("width=\"{BAR_WIDTH:.1}\"");
+        let bars: Vec<&str> = html.split("class=\"bar\"").skip(1).collect();
+        assert!(bars[0].contains(&full), "{html}");
+        assert!(
+            bars[0].contains(&format!("--one:{:.1}px", BAR_WIDTH / 8.0)),
+            "{html}"
+        );
+        // The budget tick is at the end of its own row's scale and of the
+        // common one: no shift.
+        assert!(html.contains("--shift:0.0px"), "{html}");
     }
 }
