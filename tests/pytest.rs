@@ -904,6 +904,33 @@ def test_repeated():
     pass
 "#;
     let project = project(&[("test_modes.py", TESTS)], "");
+    // `check` says where each test runs, and why.
+    let check = inspect(&project, "check");
+    check.assert_code(0);
+    let runs_in = |test: &str| {
+        check
+            .stdout
+            .split("\n\n")
+            .find(|b| b.starts_with(&format!("tests/test_modes.py::{test}")))
+            .and_then(|b| b.lines().find(|l| l.trim_start().starts_with("runs in:")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        runs_in("test_shared").contains("shared pytest session"),
+        "{}",
+        check.stdout
+    );
+    assert!(
+        runs_in("test_isolated").contains("`isolate`"),
+        "{}",
+        check.stdout
+    );
+    assert!(
+        runs_in("test_repeated").contains("`repeat`"),
+        "{}",
+        check.stdout
+    );
     let run = project.run(&[]);
     run.assert_code(0);
     let method =

@@ -495,6 +495,19 @@ pub(super) fn table(rows: &[Vec<String>]) -> String {
     out
 }
 
+/// Where a pytest case runs: its table's shared session, or a process of
+/// its own and why (a run measuring GPU memory isolates every test too).
+fn pytest_mode(case: &Case) -> String {
+    if case.pytest_session.is_some() {
+        return "its table's shared pytest session (a process of its own while GPU memory is measured)"
+            .to_string();
+    }
+    match crate::suite::needs_own_process(case) {
+        Some(key) => format!("a process of its own (`{key}`: a shared session cannot apply it)"),
+        None => "a process of its own (`isolate`, or `granularity = \"file\"`)".to_string(),
+    }
+}
+
 /// The text `oomgate check` prints.
 pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
     let mut out = String::new();
@@ -538,6 +551,9 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
             limits.push(format!("repeat {}", case.repeat));
         }
         let _ = writeln!(out, "  limits:      {}", limits.join(", "));
+        if case.pytest.is_some() {
+            let _ = writeln!(out, "  runs in:     {}", pytest_mode(case));
+        }
         if let Some(server) = &case.server {
             let _ = writeln!(
                 out,

@@ -50,6 +50,7 @@ pub use server::{
     tcp_target,
 };
 pub use template::{Templates, fnv1a, folder_name, shell_join};
+pub use validate::needs_own_process;
 
 pub fn load(path: &Path) -> Result<Suite, SuiteError> {
     let read_error = |source| SuiteError::Read {

@@ -14,6 +14,7 @@ mod markers;
 mod matrix;
 mod placeholders;
 mod pytest;
+pub use pytest::needs_own_process;
 mod rows;
 mod shared;
 mod size;

@@ -367,7 +367,7 @@ impl PytestSource {
 /// runs, instances, duration, GPUs, a leak over its iterations, limits on
 /// its probe's figures), and, until a session measures GPU memory per
 /// test, a GPU budget.
-pub(in crate::suite) fn needs_own_process(case: &Case) -> Option<&'static str> {
+pub fn needs_own_process(case: &Case) -> Option<&'static str> {
     if case.repeat > 1 {
         return Some("repeat");
     }
