@@ -256,6 +256,12 @@ impl Session {
         }
     }
 
+    /// Whether its process is still running (it may have died between
+    /// two tests, by a thread a test left behind).
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// The `[[pytest]]` table it runs the tests of.
     pub fn table(&self) -> usize {
         self.table

@@ -316,11 +316,15 @@ impl Terminal {
                 for hint in case.diagnosis.iter().flat_map(|d| &d.hints) {
                     text.push_str(&format!("\n{:>12}   hint: {}", "", clean(hint)));
                 }
-                text.push_str(&format!(
-                    "\n{:>12}   logs: {}",
-                    "",
-                    clean(&case.dir.display().to_string())
-                ));
+                // A test of a shared session that printed nothing has no
+                // folder.
+                if !case.dir.as_os_str().is_empty() {
+                    text.push_str(&format!(
+                        "\n{:>12}   logs: {}",
+                        "",
+                        clean(&case.dir.display().to_string())
+                    ));
+                }
             }
         }
         text

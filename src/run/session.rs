@@ -83,10 +83,13 @@ impl Sessions {
         let case = job.case;
         let started_at = now_rfc3339();
         let start = Instant::now();
+        // Another table's session, or one that died after its last test
+        // answered (a thread that test left): a new one, the test not
+        // blamed.
         if self
             .live
-            .as_ref()
-            .is_some_and(|live| live.session.table() != spec.table)
+            .as_mut()
+            .is_some_and(|live| live.session.table() != spec.table || !live.session.alive())
         {
             self.close();
         }
