@@ -1044,3 +1044,35 @@ def test_param(when):
         "{case:#}"
     );
 }
+
+/// `--jobs 2`: each worker runs its tests in a session of its own, the
+/// collection's and a second; every test is measured in the one that ran
+/// it.
+#[test]
+fn each_worker_has_a_session_of_its_own() {
+    const TESTS: &str = r#"
+def test_a():
+    data = b"\x01" * (32 << 20)
+    assert data
+
+def test_b():
+    data = b"\x01" * (32 << 20)
+    assert data
+
+def test_c():
+    pass
+
+def test_d():
+    pass
+"#;
+    let project = project(&[("test_jobs.py", TESTS)], "");
+    let run = project.run(&["--jobs", "2"]);
+    run.assert_code(0);
+    assert_eq!(sessions(&run), 2, "{}", run.stderr);
+    for name in ["test_a", "test_b"] {
+        let case = run.case(&format!("tests/test_jobs.py::{name}"));
+        assert_eq!(case["host_method"], "pytest-session", "{case:#}");
+        let peak = case["host_peak_bytes"].as_u64().unwrap_or_default();
+        assert!((30 * MIB..40 * MIB).contains(&peak), "{case:#}");
+    }
+}

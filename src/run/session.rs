@@ -82,7 +82,6 @@ impl Sessions {
     ) -> RunRecord {
         let case = job.case;
         let started_at = now_rfc3339();
-        let start = Instant::now();
         // Another table's session, or one that died after its last test
         // answered (a thread that test left): a new one, the test not
         // blamed.
@@ -115,6 +114,10 @@ impl Sessions {
         let Some(live) = self.live.as_mut() else {
             return not_started(shared, job, started_at, "no session".into());
         };
+        // The test's time and its timeout start now, the session ready: a
+        // new session's start-up and collection are not the test's.
+        let start = Instant::now();
+        let started_at = now_rfc3339();
         let session = &mut live.session;
         let offset = session.output_len();
         let mut window = TestWindow::open(session.pid());
