@@ -27,8 +27,8 @@ pub enum Collecting {
     /// `--collect-only`: to list or check them.
     Only,
     /// To run them: a table whose tests share a session is collected by
-    /// that session, which then waits for the run (`Suite::pytest_sessions`),
-    /// so pytest collects once.
+    /// that session, which then waits, parked, for the run
+    /// (`run::RunSetup::pytest_sessions`), so pytest collects once.
     Session,
 }
 
@@ -76,10 +76,15 @@ pub enum CollectError {
 
 /// Collect every `[[pytest]]` of `suite` and add its tests to
 /// `suite.cases`, after the `[[case]]` cases, in the tables' order. What
-/// is worth saying (markers ignored) is returned.
-pub fn collect(suite: &mut Suite, how: Collecting) -> Result<Vec<String>, CollectError> {
+/// is worth saying (markers ignored) is returned, and the sessions that
+/// collected (with [`Collecting::Session`]), parked for the run.
+pub fn collect(
+    suite: &mut Suite,
+    how: Collecting,
+) -> Result<(Vec<String>, session::Parked), CollectError> {
+    let parked = session::Parked::default();
     if suite.pytest.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), parked));
     }
     let installed = std::sync::Arc::new(install_plugin()?);
     let plugin = installed.path().to_path_buf();
@@ -100,7 +105,7 @@ pub fn collect(suite: &mut Suite, how: Collecting) -> Result<Vec<String>, Collec
         let collected = match shares {
             true => {
                 let (collected, session) = collect_in_session(source, &plugin)?;
-                suite.pytest_sessions.park(session);
+                parked.park(session);
                 collected
             }
             false => run_collection(source, &plugin)?,
@@ -134,7 +139,7 @@ pub fn collect(suite: &mut Suite, how: Collecting) -> Result<Vec<String>, Collec
     if !errors.is_empty() {
         return Err(CollectError::Tests(errors));
     }
-    Ok(warnings)
+    Ok((warnings, parked))
 }
 
 /// `PYTHONPATH` with the plugin's folder first: the case's own value (its
@@ -188,14 +193,7 @@ fn collect_in_session(
     let table = source.describe();
     let command = source.session_command(&[]);
     let shown = crate::suite::shell_join(&command);
-    let report = tempfile::Builder::new()
-        .prefix("collect-")
-        .suffix(".json")
-        .tempfile_in(plugin.parent().unwrap_or(plugin))
-        .map_err(|e| CollectError::Plugin {
-            dir: plugin.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+    let report = collection_file(plugin)?;
     let mut case = source.template.clone();
     put_plugin_on_path(&mut case, plugin);
     let spec = PytestSession {
@@ -235,19 +233,25 @@ fn collect_in_session(
     Ok((collected, session))
 }
 
-/// Run one table's collection; its tests as the plugin wrote them.
-fn run_collection(source: &PytestSource, plugin: &Path) -> Result<Collected, CollectError> {
-    let table = source.describe();
-    let argv = source.collect_command();
-    let shown = crate::suite::shell_join(&argv);
-    let report = tempfile::Builder::new()
+/// A fresh file beside the plugin's folder for the plugin to write a
+/// collection to.
+fn collection_file(plugin: &Path) -> Result<tempfile::NamedTempFile, CollectError> {
+    tempfile::Builder::new()
         .prefix("collect-")
         .suffix(".json")
         .tempfile_in(plugin.parent().unwrap_or(plugin))
         .map_err(|e| CollectError::Plugin {
             dir: plugin.to_path_buf(),
             reason: e.to_string(),
-        })?;
+        })
+}
+
+/// Run one table's collection; its tests as the plugin wrote them.
+fn run_collection(source: &PytestSource, plugin: &Path) -> Result<Collected, CollectError> {
+    let table = source.describe();
+    let argv = source.collect_command();
+    let shown = crate::suite::shell_join(&argv);
+    let report = collection_file(plugin)?;
     let mut output = tempfile::tempfile().map_err(|e| CollectError::Plugin {
         dir: plugin.to_path_buf(),
         reason: e.to_string(),

@@ -164,6 +164,53 @@ pub enum StopReason {
     },
 }
 
+impl RunRecord {
+    /// A run of these instances, in `dir`, with these host figures, and
+    /// nothing else observed: no timeline, no GPU, no probe, no server. The
+    /// start of a record a runner fills in (`run::session`'s tests of a
+    /// shared session), and of the tests'.
+    pub fn bare(
+        started_at: String,
+        wall_time: Duration,
+        dir: PathBuf,
+        instances: Vec<InstanceRecord>,
+        host: HostFigures,
+    ) -> RunRecord {
+        RunRecord {
+            repeat: 0,
+            probe_value: None,
+            concurrency: instances.len() as u32,
+            started_at,
+            wall_time,
+            stop: None,
+            instances,
+            server: None,
+            samples: 0,
+            server_phases: None,
+            timeline_file: PathBuf::new(),
+            dir,
+            host,
+            gpu: None,
+            allocator_floor: None,
+            foreign: Vec::new(),
+            cuda_visible_devices: None,
+            settle: None,
+            probe: None,
+            soak_peaks: Vec::new(),
+            sample_errors: 0,
+            leftovers: 0,
+            allocation_sites: None,
+            allocator_env: BTreeMap::new(),
+            focus: FocusLogs {
+                focus: Focus::Instance(0),
+                stdout_tail: String::new(),
+                stderr_tail: String::new(),
+                scan: None,
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 impl RunRecord {
     /// A run of one process per exit, whose host peak was `host_peak`
@@ -183,51 +230,18 @@ impl RunRecord {
             })
             .collect();
         RunRecord {
-            repeat: 0,
-            probe_value: None,
-            concurrency: exits.len() as u32,
-            started_at: "2026-12-06T00:00:00.000+00:00".into(),
-            wall_time: Duration::from_secs(1),
-            stop: None,
-            instances,
-            server: None,
             samples: 1,
-            server_phases: None,
             timeline_file: PathBuf::from("c/timeline.json"),
-            dir: PathBuf::from("c"),
-            host: HostFigures {
-                method: HostMethod::CgroupV1,
-                peak_bytes: host_peak,
-                peak_at_ms: None,
-                peak_source: None,
-                floors: Default::default(),
-                working_peak_bytes: None,
-                charged_peak_bytes: None,
-                charged_peak_source: None,
-                oom_kills: None,
-                pss_sweeps: 0,
-                note: None,
-                ranks: Default::default(),
-                start_bytes: None,
-                left_bytes: None,
-            },
-            gpu: None,
-            allocator_floor: None,
-            foreign: Vec::new(),
-            cuda_visible_devices: None,
-            settle: None,
-            probe: None,
-            soak_peaks: Vec::new(),
-            sample_errors: 0,
-            leftovers: 0,
-            allocation_sites: None,
-            allocator_env: BTreeMap::new(),
-            focus: FocusLogs {
-                focus: Focus::Instance(0),
-                stdout_tail: String::new(),
-                stderr_tail: String::new(),
-                scan: None,
-            },
+            ..RunRecord::bare(
+                "2026-12-06T00:00:00.000+00:00".into(),
+                Duration::from_secs(1),
+                PathBuf::from("c"),
+                instances,
+                HostFigures {
+                    peak_bytes: host_peak,
+                    ..HostFigures::unmeasured(HostMethod::CgroupV1)
+                },
+            )
         }
     }
 }

@@ -30,7 +30,7 @@ enum BaselineChoice {
 
 /// `oomgate run`: load, plan, run, judge.
 pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
-    let suite = super::shared::load_to_run(&args.plan.suite)?;
+    let (suite, parked) = super::shared::load_to_run(&args.plan.suite)?;
     let cases = shard(&suite, &args.plan.filter, args.plan.partition)?;
     let choice = match (&args.baseline, args.no_baseline) {
         (_, true) => BaselineChoice::None,
@@ -80,6 +80,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
             progress: args.progress,
             partition: args.plan.partition,
             schedule: &args.schedule,
+            pytest_sessions: parked,
         },
         setup,
     )?;
@@ -97,8 +98,11 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
 /// `oomgate lock`: lock a passing run, fresh or from a results file.
 pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     // Results to lock (`--from`) name their pytest cases: no collection.
-    let mut suite = match args.from {
-        Some(_) => super::shared::load_suite(&args.suite)?,
+    let (mut suite, parked) = match args.from {
+        Some(_) => (
+            super::shared::load_suite(&args.suite)?,
+            crate::pytest::session::Parked::default(),
+        ),
         None => super::shared::load_to_run(&args.suite)?,
     };
     if let Some(repeat) = args.repeat {
@@ -195,6 +199,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                     progress: args.progress,
                     partition: None,
                     schedule: &args.schedule,
+                    pytest_sessions: parked.clone(),
                 },
                 BaselineSetup::default(),
             )?;
@@ -435,6 +440,8 @@ struct Modes<'a> {
     /// The shard this run is, recorded in its results.
     partition: Option<crate::suite::Partition>,
     schedule: &'a super::pool::ScheduleArgs,
+    /// The shared pytest sessions the collection left, by table.
+    pytest_sessions: crate::pytest::session::Parked,
 }
 
 /// The shared pipeline of `run` and `lock`: prepare outputs, open the GPU,
@@ -518,6 +525,7 @@ fn execute(
         baseline,
         partition: modes.partition,
         schedule,
+        pytest_sessions: modes.pytest_sessions,
     };
     let results = Runner::new(suite, &out_dir, setup).run(cases, &mut reporter);
     super::outputs::say_replaced_links();

@@ -2,6 +2,7 @@
 //! errors that end it (`CliError`, each mapped to its code here and only
 //! here), loading a suite and its plan, printing.
 
+use crate::pytest::session::Parked;
 use std::process::ExitCode;
 
 use crate::baseline::LockError;
@@ -73,27 +74,28 @@ impl CliError {
 /// masked in everything written from here on (see `crate::redact`). Its
 /// warnings are said here, once.
 pub(super) fn load_suite(path: &std::path::Path) -> Result<Suite, CliError> {
-    load(path, None)
+    load(path, None).map(|(suite, _)| suite)
 }
 
 /// Load a suite as [`load_suite`] does, and collect its `[[pytest]]` tests
 /// into cases (imports the test modules: pytest runs).
 pub(super) fn load_collected(path: &std::path::Path) -> Result<Suite, CliError> {
-    load(path, Some(crate::pytest::Collecting::Only))
+    load(path, Some(crate::pytest::Collecting::Only)).map(|(suite, _)| suite)
 }
 
 /// Load a suite to run it: a `[[pytest]]` whose tests share a session is
-/// collected by that session, which then runs them.
-pub(super) fn load_to_run(path: &std::path::Path) -> Result<Suite, CliError> {
+/// collected by that session, which then runs them: the sessions, parked.
+pub(super) fn load_to_run(path: &std::path::Path) -> Result<(Suite, Parked), CliError> {
     load(path, Some(crate::pytest::Collecting::Session))
 }
 
 fn load(
     path: &std::path::Path,
     collect: Option<crate::pytest::Collecting>,
-) -> Result<Suite, CliError> {
+) -> Result<(Suite, Parked), CliError> {
     let mut suite = crate::suite::load(path)?;
     let mut notes = Vec::new();
+    let mut parked = Parked::default();
     if let Some(how) = collect {
         // The suite's own secrets are masked in what pytest says, too.
         crate::redact::install(&crate::suite::suite_secrets(
@@ -101,7 +103,7 @@ fn load(
             &suite.cases,
             &suite.redact,
         ));
-        notes = crate::pytest::collect(&mut suite, how).map_err(|e| match e {
+        (notes, parked) = crate::pytest::collect(&mut suite, how).map_err(|e| match e {
             crate::pytest::CollectError::Plugin { .. } => CliError::Infrastructure(e.to_string()),
             _ => CliError::BadInput(format!("{}: {e}", suite.path.display())),
         })?;
@@ -117,7 +119,7 @@ fn load(
     for note in notes {
         write_stderr(&format!("warning: {note}"));
     }
-    Ok(suite)
+    Ok((suite, parked))
 }
 
 /// Print to stdout; a closed pipe (`oomgate list s.toml | head -1`) is not

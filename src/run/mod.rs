@@ -91,6 +91,8 @@ pub struct RunSetup {
     pub partition: Option<crate::suite::Partition>,
     /// The GPU pool, `--jobs`, packing, and past wall times.
     pub schedule: Schedule,
+    /// The shared pytest sessions the collection started, by table.
+    pub pytest_sessions: crate::pytest::session::Parked,
 }
 
 pub struct Runner<'a> {
@@ -147,6 +149,7 @@ impl<'a> Runner<'a> {
                 parallel: setup.schedule.parallel(),
                 open_files_each: process::open_file_limit() / jobs as u64,
                 pytest_sessions,
+                parked: setup.pytest_sessions,
                 forkserver,
             },
             conductor: Conductor {
@@ -186,7 +189,7 @@ impl<'a> Runner<'a> {
             .filter(|_| shared.pytest_sessions)
             .map(|session| session.table)
             .collect();
-        shared.suite.pytest_sessions.keep_only(&in_sessions);
+        shared.parked.keep_only(&in_sessions);
         let mut results = conductor.new_results(shared, cases.len());
         // Every checkpoint names the cases planned, so that one left by a
         // killed oomgate says which it never reached.

@@ -1,13 +1,12 @@
 //! The tests of a `[[pytest]]` table in one shared pytest session.
 //!
-//! A worker thread keeps one session alive for the tests it is handed: a
-//! pytest process over the table's paths, started with oomgate's plugin
-//! and two pipes (`OOMGATE_SESSION`). Once pytest has collected, the
-//! plugin says it is ready; then oomgate names one test at a time and the
-//! plugin runs it and answers with pytest's outcome and the output pytest
-//! captured. Between two tests the plugin waits on oomgate, and oomgate
-//! reads the test's memory from `/proc` (`measure::host::session`): the
-//! kernel's high-water mark, reset at the test's start.
+//! A worker thread keeps one session (`crate::pytest::session`) alive for
+//! the tests it is handed: the one the collection started and parked, or
+//! one it starts. It names one test at a time and waits for the plugin's
+//! answer, pytest's outcome and the output pytest captured; meanwhile, and
+//! around it, it reads the test's memory from `/proc`
+//! (`measure::host::session`): the kernel's high-water mark, reset at the
+//! test's start, and the children's private memory at ticks.
 //!
 //! A test that hangs past its `timeout`, a session that dies under a test
 //! (a segfault, `os._exit`, the OOM killer) or Ctrl-C ends the session:
@@ -31,7 +30,7 @@ use crate::files::case::InstanceLogs;
 use crate::measure::host::session::TestWindow;
 use crate::probe::{ProbeSummary, PytestReport, TestOutcome};
 use crate::pytest::session::{Answer, Heard, Session};
-use crate::record::{Focus, FocusLogs, InstanceRecord, RunRecord, StopReason};
+use crate::record::{InstanceRecord, RunRecord, StopReason};
 use crate::redact;
 use crate::suite::{Case, PytestSession};
 use crate::vocabulary::Exit;
@@ -222,7 +221,7 @@ impl Drop for Sessions {
 /// The session of `spec`'s table: the one its collection started, parked
 /// for the run, else a new one. Why not, as a test's message.
 fn begin(shared: &Shared<'_>, case: &Case, spec: &PytestSession) -> Result<Session, String> {
-    if let Some(session) = shared.suite.pytest_sessions.take(spec.table) {
+    if let Some(session) = shared.parked.take(spec.table) {
         return Ok(session);
     }
     let shown = crate::suite::shell_join(&spec.command);
@@ -301,46 +300,19 @@ fn base_record(
         .unwrap_or(&job.dir)
         .to_path_buf();
     let logs = InstanceLogs::for_instance(&dir, 0);
+    let instance = InstanceRecord {
+        index: 0,
+        runs: 1,
+        exit: None,
+        stdout_log: logs.stdout,
+        stderr_log: logs.stderr,
+        supervisor_lost: false,
+    };
+    // A test of a session has no timeline: its window is read at its ends
+    // (and at ticks, for its children), not drawn.
     RunRecord {
-        repeat: 0,
-        probe_value: None,
-        concurrency: 1,
-        started_at,
-        wall_time,
-        stop: None,
-        instances: vec![InstanceRecord {
-            index: 0,
-            runs: 1,
-            exit: None,
-            stdout_log: logs.stdout,
-            stderr_log: logs.stderr,
-            supervisor_lost: false,
-        }],
-        server: None,
-        samples: 0,
-        server_phases: None,
-        // A test of a session has no timeline: its window is read at its
-        // ends (and at ticks, for its children), not drawn.
-        timeline_file: PathBuf::new(),
-        dir,
-        host,
-        gpu: None,
-        allocator_floor: None,
-        foreign: Vec::new(),
-        cuda_visible_devices: None,
-        settle: None,
-        probe: None,
-        soak_peaks: Vec::new(),
-        sample_errors: 0,
-        leftovers: 0,
-        allocation_sites: None,
         allocator_env: super::measured::allocator_env(case),
-        focus: FocusLogs {
-            focus: Focus::Instance(0),
-            stdout_tail: String::new(),
-            stderr_tail: String::new(),
-            scan: None,
-        },
+        ..RunRecord::bare(started_at, wall_time, dir, vec![instance], host)
     }
 }
 
@@ -361,19 +333,26 @@ fn keep_logs(record: &mut RunRecord, job: &Job<'_>, stdout: &[u8], stderr: &[u8]
     }
     let logs = InstanceLogs::for_instance(&job.dir, 0);
     let relative = InstanceLogs::for_instance(&record.dir, 0);
-    for (text, path, named) in [
-        (stdout, &logs.stdout, &mut instance.stdout_log),
-        (stderr, &logs.stderr, &mut instance.stderr_log),
+    for (text, path, named, log) in [
+        (
+            stdout,
+            logs.stdout,
+            relative.stdout,
+            &mut instance.stdout_log,
+        ),
+        (
+            stderr,
+            logs.stderr,
+            relative.stderr,
+            &mut instance.stderr_log,
+        ),
     ] {
-        let written = crate::files::case::create(path).and_then(|mut file| {
+        let written = crate::files::case::create(&path).and_then(|mut file| {
             use std::io::Write;
             file.write_all(text)
         });
         if written.is_ok() {
-            *named = match path == &logs.stdout {
-                true => relative.stdout.clone(),
-                false => relative.stderr.clone(),
-            };
+            *log = named;
         }
     }
 }
@@ -413,22 +392,8 @@ fn answered(
 /// A test that did not run: its table's session could not start, or the
 /// session did not know it.
 fn not_started(shared: &Shared<'_>, job: &Job<'_>, started_at: String, why: String) -> RunRecord {
-    let host = crate::measure::HostFigures {
-        method: crate::measure::host::HostMethod::PytestSession,
-        peak_bytes: None,
-        peak_at_ms: None,
-        peak_source: None,
-        floors: Default::default(),
-        working_peak_bytes: None,
-        charged_peak_bytes: None,
-        charged_peak_source: None,
-        oom_kills: None,
-        pss_sweeps: 0,
-        note: None,
-        ranks: Default::default(),
-        start_bytes: None,
-        left_bytes: None,
-    };
+    let host =
+        crate::measure::HostFigures::unmeasured(crate::measure::host::HostMethod::PytestSession);
     let mut record = base_record(shared, job, started_at, Duration::ZERO, host);
     record.instances[0].runs = 0;
     record.stop = Some(StopReason::LaunchFailed { message: why });

@@ -51,6 +51,8 @@ pub(super) struct Shared<'a> {
     /// session: not while GPU memory is measured (a session's GPU figures
     /// per test are not built), when each runs in a process of its own.
     pub(super) pytest_sessions: bool,
+    /// The sessions the collection started, until a worker takes each.
+    pub(super) parked: crate::pytest::session::Parked,
     /// Makes the instances' supervisors (see `supervise::forkserver`);
     /// `None` where it could not start: each supervisor is executed.
     pub(super) forkserver: Option<supervise::forkserver::Forkserver>,

@@ -36,9 +36,6 @@ pub struct Suite {
     /// oomgate's copy of its pytest plugin, once the tests are collected:
     /// held for as long as the suite is, removed after.
     pub pytest_plugin: Option<std::sync::Arc<crate::files::SealedDir>>,
-    /// The shared pytest sessions `run`'s collection started, by table,
-    /// until a worker takes each (`crate::pytest::session`).
-    pub pytest_sessions: crate::pytest::session::Parked,
     /// What is worth saying about the suite but does not stop it
     /// (`file:line:col: warning: …`), printed when it is loaded.
     pub warnings: Vec<Located>,

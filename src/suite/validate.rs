@@ -239,7 +239,6 @@ pub(super) fn validate(
             cases,
             pytest,
             pytest_plugin: None,
-            pytest_sessions: Default::default(),
             warnings: warnings
                 .into_iter()
                 .map(|w| super::located::Located::resolve(source, w))

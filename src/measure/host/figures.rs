@@ -239,3 +239,25 @@ pub struct HostFigures {
     pub start_bytes: Option<u64>,
     pub left_bytes: Option<u64>,
 }
+
+impl HostFigures {
+    /// Nothing observed, to be measured by `method`.
+    pub fn unmeasured(method: HostMethod) -> Self {
+        HostFigures {
+            method,
+            peak_bytes: None,
+            peak_at_ms: None,
+            peak_source: None,
+            floors: HostFloors::default(),
+            working_peak_bytes: None,
+            charged_peak_bytes: None,
+            charged_peak_source: None,
+            oom_kills: None,
+            pss_sweeps: 0,
+            note: None,
+            ranks: Default::default(),
+            start_bytes: None,
+            left_bytes: None,
+        }
+    }
+}

@@ -195,6 +195,7 @@ fn run(
                 .collect(),
             ..Schedule::default()
         },
+        pytest_sessions: Default::default(),
     };
     let mut heard = Heard::default();
     let cases: Vec<&crate::suite::Case> = suite.cases.iter().collect();
