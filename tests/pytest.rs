@@ -868,6 +868,18 @@ def test_d_segfaults():
 
 def test_e_after_the_crash():
     pass
+
+@pytest.mark.oomgate(timeout="2m")
+def test_f_exits_leaving_a_child():
+    # The forked child keeps the session's pipes open: its parent's death
+    # is seen all the same, not at the timeout.
+    if os.fork() == 0:
+        time.sleep(60)
+        os._exit(0)
+    os._exit(3)
+
+def test_g_after_that():
+    pass
 "#;
     let project = project(&[("test_ends.py", ENDS)], "");
     let run = project.run(&[]);
@@ -881,7 +893,11 @@ def test_e_after_the_crash():
     assert_eq!(crashed["status"], "failed", "{crashed:#}");
     assert_eq!(crashed["instances"][0]["exit"]["signal"], 11, "{crashed:#}");
     assert_eq!(case("test_e_after_the_crash")["status"], "passed");
-    assert_eq!(sessions(&run), 3, "{}", run.stderr);
+    let exits = case("test_f_exits_leaving_a_child");
+    assert_eq!(exits["status"], "failed", "{exits:#}");
+    assert_eq!(exits["instances"][0]["exit"]["code"], 3, "{exits:#}");
+    assert_eq!(case("test_g_after_that")["status"], "passed");
+    assert_eq!(sessions(&run), 4, "{}", run.stderr);
 }
 
 /// `isolate` (on the table or a test's marker) and the keys a session

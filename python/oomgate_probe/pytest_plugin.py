@@ -318,8 +318,10 @@ class _Session:
 
     def __init__(self, spec):
         read_fd, write_fd = (int(part) for part in spec.split(","))
-        # Not handed on to what a test executes; a forked child still has
-        # them, and oomgate does not take its answers for the session's.
+        # Not handed on to what a test executes. A child a test forks still
+        # has them, as any inherited descriptor: oomgate watches the
+        # session's own process, so a child keeping them open does not
+        # hide the session's death.
         os.set_inheritable(read_fd, False)
         os.set_inheritable(write_fd, False)
         self.commands = os.fdopen(read_fd, "r", encoding="utf-8", newline="\n")

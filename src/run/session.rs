@@ -267,6 +267,9 @@ fn wait(
             return Ended::TimedOut;
         }
         match session.answer(nodeid, left.min(TICK)) {
+            // A child the test forked may hold the answers open: the
+            // session's own death is looked for too.
+            Heard::Quiet if !session.alive() => return Ended::Died,
             Heard::Quiet => window.tick(),
             Heard::Answer(answer) => return Ended::Answered(answer),
             Heard::Ended => return Ended::Died,
