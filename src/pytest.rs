@@ -220,6 +220,19 @@ fn collect_in_session(
                         format!(":\n{said}")
                     },
                 },
+                // pytest ended well without the plugin's word: the plugin
+                // was not loaded (pytest then ran the tests itself).
+                Some(crate::vocabulary::Exit::Code(0)) => {
+                    match read_collection(&table, &shown, report.path(), &said) {
+                        Err(refused) => refused,
+                        Ok(_) => CollectError::Failed {
+                            table: table.clone(),
+                            command: shown.clone(),
+                            how: "ended before oomgate's plugin said it was ready".into(),
+                            output: said,
+                        },
+                    }
+                }
                 _ => CollectError::Failed {
                     table: table.clone(),
                     command: shown.clone(),

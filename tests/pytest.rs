@@ -395,6 +395,20 @@ fn collection_errors_and_bad_markers_are_bad_input() {
     let run = empty.run(&[]);
     run.assert_code(2);
     assert!(run.stderr.contains("collected no test"), "{}", run.stderr);
+
+    // The plugin kept out by the table's own args: said, never a run
+    // that measured nothing.
+    let unplugged = project(
+        &[("test_a.py", "def test_a():\n    pass\n")],
+        "args = [\"-p\", \"no:oomgate_pytest\"]",
+    );
+    let run = unplugged.run(&[]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("oomgate's plugin wrote nothing"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// A test file whose name holds a newline and ESC (pytest cannot be given
