@@ -44,7 +44,7 @@ pub enum Command {
         "  oomgate run suites/train.toml --gpus all       # cases at once, each on its own GPU(s)\n",
         "  oomgate run suites/serve.toml --gpus 0,1 --pack  # small cases share a GPU\n\n",
         "Writes OUT/results.json, OUT/junit.xml, OUT/summary.md, OUT/report.html and OUT/cases/<case>/{stdout.log,stderr.log,timeline.json}.\n",
-        "A suite with [[pytest]] is collected first (`pytest --collect-only`), one case per test (docs/pytest.md).\n\n",
+        "A suite with [[pytest]]: one case per test, collected and run in one shared pytest session per table, each test judged by the memory it added; `isolate = true` runs each in a process of its own (docs/pytest.md).\n\n",
         "Exit codes:\n",
         "  0    every case passed\n",
         "  1    at least one case failed (budget exceeded, non-zero exit, timeout, killed)\n",
