@@ -176,7 +176,7 @@ pub fn judge_limits_again(case: &Case, result: &mut CaseResult) -> Verdict {
         charged_peak_source: None,
         oom_kills: host.oom_kills,
         pss_sweeps: 0,
-        note: host.note.clone(),
+        notes: Vec::new(),
         ranks: BTreeMap::new(),
         start_bytes: host.start_bytes,
         left_bytes: host.left_bytes,

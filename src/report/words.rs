@@ -35,6 +35,15 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, torch: Option<&str>
         // The rest of a headline is the suite's own text (its params).
         .map(|h| crate::redact::mask_suite(&h).into_owned());
     let headline = headline.as_deref();
+    // The host notes, from the measurement's data (a result read back
+    // keeps the words it was written with).
+    let hosts =
+        std::iter::once(&mut result.host).chain(result.client.as_mut().map(|c| &mut c.host));
+    for host in hosts {
+        if let Some(note) = host_notes(&host.notes) {
+            host.note = Some(note);
+        }
+    }
     say_repeat_methods(result);
     let hints = result.diagnosis.as_ref().map(|d| hints(result, d));
     if let (Some(diagnosis), Some(hints)) = (result.diagnosis.as_mut(), hints) {
@@ -1032,4 +1041,36 @@ pub fn unsettled(settle: &crate::measure::gpu::settle::Settle) -> Option<String>
         "{held} after waiting {:.1}s for it to settle; the case started anyway",
         settle.waited_s
     ))
+}
+
+/// A run's host notes, one sentence each, joined; `None` without any.
+pub fn host_notes(notes: &[crate::measure::host::HostNote]) -> Option<String> {
+    use crate::measure::host::HostNote;
+    let said: Vec<String> = notes
+        .iter()
+        .map(|note| match note {
+            HostNote::NoCgroup { whose, error } => {
+                format!("cannot create {whose} memory cgroup ({error}); measured from /proc")
+            }
+            HostNote::NotJoined { instance, error } => {
+                format!("{instance} could not join its memory cgroup ({error}); measured from /proc")
+            }
+            HostNote::SweptEvery {
+                tree,
+                gap,
+                cpu_share,
+            } => format!(
+                "a tree of more than {tree} processes was swept for PSS and VmHWM only every {:.1} s, to keep the sweeps within {}% of a core: a plateau shorter than that may be missing from those floors",
+                gap.as_secs_f64(),
+                cpu_share * 100.0
+            ),
+            HostNote::CgroupNotRemoved { error } => {
+                format!("the case cgroup could not be removed: {error}")
+            }
+            HostNote::HwmNotReset { pid, error } => format!(
+                "the session's VmHWM could not be reset (/proc/{pid}/clear_refs: {error})"
+            ),
+        })
+        .collect();
+    (!said.is_empty()).then(|| said.join("; "))
 }

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::measure::host::{HostFigures, HostFloor, HostFloors, HostMethod};
+use crate::measure::host::{HostFigures, HostFloor, HostFloors, HostMethod, HostNote};
 use crate::units::Bytes;
 
 /// The host figures of a case (or its load client). Read back leniently:
@@ -51,9 +51,14 @@ pub struct HostResult {
     /// `None` without one.
     #[serde(rename = "host_oom_kills")]
     pub oom_kills: Option<u64>,
-    /// Why these figures were not measured the way the run was, if not.
+    /// Why these figures were not measured the way the run was, if not,
+    /// and what they cannot promise: `notes` worded by `report::words`
+    /// when the case is settled (a file read back keeps its words).
     #[serde(rename = "host_note")]
     pub note: Option<String>,
+    /// The notes as data, from the measurement; not in results.json.
+    #[serde(skip)]
+    pub notes: Vec<HostNote>,
     /// A test of a shared pytest session (`host_method` `pytest-session`):
     /// the session's resident set when it started. Its `host_peak_bytes`
     /// is what it added over this. Absent for a case in a process of its
@@ -106,7 +111,8 @@ impl From<HostFigures> for HostResult {
             working_peak_bytes: host.working_peak_bytes,
             charged_peak_bytes: host.charged_peak_bytes,
             oom_kills: host.oom_kills,
-            note: host.note,
+            note: None,
+            notes: host.notes,
             start_bytes: host.start_bytes,
             left_bytes: host.left_bytes,
         }

@@ -353,9 +353,10 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                 Ok(cgroup) => HostMeter::new(Some(cgroup), None),
                 Err(e) => HostMeter::new(
                     None,
-                    Some(format!(
-                        "cannot create {whose} memory cgroup ({e}); measured from /proc"
-                    )),
+                    Some(crate::measure::host::HostNote::NoCgroup {
+                        whose: whose.to_string(),
+                        error: e.to_string(),
+                    }),
                 ),
             },
             None => HostMeter::new(None, None),

@@ -330,9 +330,9 @@ pub(super) fn distrust_cgroup_if_not_joined(instances: &[Instance], host: &mut H
         .iter()
         .find_map(|i| i.cgroup_error.map(|e| (i.name(), e)))
     {
-        host.distrust_cgroup(format!(
-            "{name} could not join its memory cgroup ({}); measured from /proc",
-            std::io::Error::from_raw_os_error(errno)
-        ));
+        host.distrust_cgroup(crate::measure::host::HostNote::NotJoined {
+            instance: name.to_string(),
+            error: std::io::Error::from_raw_os_error(errno).to_string(),
+        });
     }
 }

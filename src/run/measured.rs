@@ -88,10 +88,13 @@ impl CaseRunner<'_, '_> {
                 case.id
             ));
         }
-        if let Some(note) = &host.note {
+        if let Some(note) = crate::report::words::host_notes(&host.notes) {
             self.warn(format!("{}: {note}", case.id));
         }
-        if let Some(note) = server.as_ref().and_then(|s| s.client_host.note.as_ref()) {
+        let client_notes = server
+            .as_ref()
+            .map_or(&[][..], |s| &s.client_host.notes[..]);
+        if let Some(note) = crate::report::words::host_notes(client_notes) {
             self.warn(format!("{}: load client: {note}", case.id));
         }
 

@@ -201,6 +201,31 @@ impl HostFloors {
     }
 }
 
+/// What a run's host figures cannot promise, or why they were not taken
+/// the way the run takes them, as data; `report::words::host_notes`
+/// words it (results.json's `host_note`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostNote {
+    /// `whose` memory cgroup (`the case's`, `the load client's`) could not
+    /// be made: measured from /proc.
+    NoCgroup { whose: String, error: String },
+    /// An instance could not join the case's cgroup: measured from /proc.
+    NotJoined { instance: String, error: String },
+    /// A tree of more than `tree` processes was swept for PSS and VmHWM
+    /// only every `gap`, to keep the sweeps within `cpu_share` of a core.
+    SweptEvery {
+        tree: usize,
+        gap: std::time::Duration,
+        cpu_share: f64,
+    },
+    /// The case cgroup could not be removed (a process stuck in the
+    /// kernel).
+    CgroupNotRemoved { error: String },
+    /// A test of a shared session: the session's VmHWM could not be reset,
+    /// so it is no figure of the test.
+    HwmNotReset { pid: i32, error: String },
+}
+
 /// The host figures of one run of a case.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HostFigures {
@@ -228,8 +253,10 @@ pub struct HostFigures {
     pub oom_kills: Option<u64>,
     /// PSS/VmHWM sweeps made (they are paced).
     pub pss_sweeps: u64,
-    /// Why this case was not measured the way the run was, if it was not.
-    pub note: Option<String>,
+    /// Why this case was not measured the way the run was, and what its
+    /// figures cannot promise.
+    #[serde(skip)]
+    pub notes: Vec<HostNote>,
     /// Each rank's host peak: its own processes' floors (their PSS summed,
     /// their largest VmHWM), not the case's cgroup.
     #[serde(skip)]
@@ -254,7 +281,7 @@ impl HostFigures {
             charged_peak_source: None,
             oom_kills: None,
             pss_sweeps: 0,
-            note: None,
+            notes: Vec::new(),
             ranks: Default::default(),
             start_bytes: None,
             left_bytes: None,

@@ -62,7 +62,7 @@ use crate::units::Bytes;
 mod figures;
 pub mod session;
 
-pub use figures::{HostFigures, HostFloor, HostFloors, HostMethod};
+pub use figures::{HostFigures, HostFloor, HostFloors, HostMethod, HostNote};
 
 /// Sweeps asked for by a new high of a cheap figure keep within this share
 /// of one core, over the case, with [`SWEEP_BURST`] to start with (so the
@@ -137,7 +137,7 @@ impl Pace {
 #[derive(Debug)]
 pub struct HostMeter {
     method: HostMethod,
-    note: Option<String>,
+    notes: Vec<HostNote>,
     cgroup: Option<CaseCgroup>,
     /// False once some process of the case could not join the cgroup: it
     /// then holds part of the case, still a floor, but its charged peak is
@@ -237,12 +237,12 @@ impl Steer {
 
 impl HostMeter {
     /// `cgroup`: the case's cgroup, or `None` and why (`note`).
-    pub fn new(cgroup: Option<CaseCgroup>, note: Option<String>) -> Self {
+    pub fn new(cgroup: Option<CaseCgroup>, note: Option<HostNote>) -> Self {
         HostMeter {
             method: cgroup
                 .as_ref()
                 .map_or(HostMethod::ProcfsPss, |c| HostMethod::of_cgroup(c.version)),
-            note,
+            notes: note.into_iter().collect(),
             pace: if cgroup.is_some() {
                 Pace::WITH_CGROUP
             } else {
@@ -282,14 +282,14 @@ impl HostMeter {
     /// part of the case at most. Its charge stays a floor and its OOM kills
     /// stay certain, but the case is measured as `procfs-pss`, and why is
     /// said.
-    pub fn distrust_cgroup(&mut self, why: String) {
+    pub fn distrust_cgroup(&mut self, why: HostNote) {
         if self.cgroup.is_none() || !self.cgroup_whole {
             return;
         }
         self.cgroup_whole = false;
         self.method = HostMethod::ProcfsPss;
         self.pace = Pace::WITHOUT_CGROUP;
-        self.note = Some(why);
+        self.notes.push(why);
     }
 
     /// Read this tick's figures. `exclude`: pids of the tree that are not
@@ -497,23 +497,19 @@ impl HostMeter {
         if !self.cgroup_whole {
             charged = None;
         }
-        let mut note = self.note.take();
-        let mut add_note = |text: String| {
-            note = Some(match note.take() {
-                Some(note) => format!("{note}; {text}"),
-                None => text,
-            });
-        };
+        let mut notes = std::mem::take(&mut self.notes);
         if let Some(gap) = self.steer.unguarded_gap {
-            add_note(format!(
-                "a tree of more than {PLATEAU_TREE} processes was swept for PSS and VmHWM only every {:.1} s, to keep the sweeps within {}% of a core: a plateau shorter than that may be missing from those floors",
-                gap.as_secs_f64(),
-                self.pace.cpu_share * 100.0
-            ));
+            notes.push(HostNote::SweptEvery {
+                tree: PLATEAU_TREE,
+                gap,
+                cpu_share: self.pace.cpu_share,
+            });
         }
         if let Some(cgroup) = self.cgroup.take() {
             if let Err(e) = cgroup.remove() {
-                add_note(format!("the case cgroup could not be removed: {e}"));
+                notes.push(HostNote::CgroupNotRemoved {
+                    error: e.to_string(),
+                });
             }
         }
         let peak = self.peak();
@@ -539,7 +535,7 @@ impl HostMeter {
             charged_peak_source: charged.map(|(_, source)| source),
             oom_kills,
             pss_sweeps: self.pss_sweeps,
-            note,
+            notes,
             start_bytes: None,
             left_bytes: None,
             ranks: {

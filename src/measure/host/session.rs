@@ -38,7 +38,7 @@ pub struct TestWindow {
     start_rss: Option<u64>,
     /// Why the high-water mark could not be reset: then it is no figure of
     /// the test.
-    not_reset: Option<String>,
+    not_reset: Option<super::HostNote>,
     /// The largest `session-tree` reading so far, and when.
     tree: Option<(u64, Duration)>,
     reads: u64,
@@ -49,8 +49,9 @@ impl TestWindow {
     /// starts now.
     pub fn open(pid: i32) -> TestWindow {
         let start_rss = status_fields(pid).and_then(|s| s.rss);
-        let not_reset = reset_hwm(pid).err().map(|e| {
-            format!("the session's VmHWM could not be reset (/proc/{pid}/clear_refs: {e})")
+        let not_reset = reset_hwm(pid).err().map(|e| super::HostNote::HwmNotReset {
+            pid,
+            error: e.to_string(),
         });
         TestWindow {
             pid,
@@ -132,7 +133,7 @@ impl TestWindow {
             charged_peak_source: None,
             oom_kills: None,
             pss_sweeps: 0,
-            note: self.not_reset,
+            notes: self.not_reset.into_iter().collect(),
             ranks: Default::default(),
             start_bytes: self.start_rss,
             left_bytes: self

@@ -594,3 +594,43 @@ fn a_wait_that_ran_out_names_each_device_still_held_and_by_whom() {
         )
     );
 }
+
+#[test]
+fn each_host_note_is_worded_and_they_are_joined() {
+    use crate::measure::host::HostNote;
+    assert_eq!(super::host_notes(&[]), None);
+    let notes = [
+        HostNote::NoCgroup {
+            whose: "the case's".into(),
+            error: "Permission denied (os error 13)".into(),
+        },
+        HostNote::NotJoined {
+            instance: "instance 1".into(),
+            error: "No space left on device (os error 28)".into(),
+        },
+        HostNote::SweptEvery {
+            tree: 200,
+            gap: std::time::Duration::from_millis(2500),
+            cpu_share: 0.05,
+        },
+        HostNote::CgroupNotRemoved {
+            error: "Device or resource busy (os error 16)".into(),
+        },
+        HostNote::HwmNotReset {
+            pid: 42,
+            error: "Permission denied (os error 13)".into(),
+        },
+    ];
+    let said = super::host_notes(&notes).expect("words");
+    assert_eq!(
+        said,
+        [
+            "cannot create the case's memory cgroup (Permission denied (os error 13)); measured from /proc",
+            "instance 1 could not join its memory cgroup (No space left on device (os error 28)); measured from /proc",
+            "a tree of more than 200 processes was swept for PSS and VmHWM only every 2.5 s, to keep the sweeps within 5% of a core: a plateau shorter than that may be missing from those floors",
+            "the case cgroup could not be removed: Device or resource busy (os error 16)",
+            "the session's VmHWM could not be reset (/proc/42/clear_refs: Permission denied (os error 13))",
+        ]
+        .join("; ")
+    );
+}
