@@ -104,6 +104,13 @@ impl Sessions {
                     ));
                     self.live = Some(Live { session, log });
                 }
+                // Ctrl-C while the session started: the test is interrupted,
+                // the table not broken.
+                Err(_) if shared.interrupt.requested() => {
+                    let mut record = not_started(shared, job, started_at, String::new());
+                    record.stop = Some(StopReason::Interrupted);
+                    return record;
+                }
                 Err(why) => {
                     self.broken.insert(spec.table, why.clone());
                     return not_started(shared, job, started_at, why);
