@@ -241,7 +241,7 @@ fn collect_in_session(
                 },
             }
         })?;
-    let said = session.output_since(0);
+    let said = session.output_since(0, "the session's output");
     let collected = read_collection(&table, &shown, report.path(), said.trim_end())?;
     Ok((collected, session))
 }

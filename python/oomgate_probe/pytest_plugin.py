@@ -309,8 +309,9 @@ def pytest_runtest_logfinish(nodeid, location):
 
 # The shared session: oomgate's commands in, this plugin's answers out.
 _SESSION = None
-# What one answer may carry of a test's output: oomgate keeps a tail.
-_OUTPUT_LIMIT = 64 * 1024
+# What one answer may carry of a test's output: oomgate keeps the last
+# 64 KiB, masked with the 16 KiB before them in view.
+_OUTPUT_LIMIT = 80 * 1024
 
 
 class _Session:

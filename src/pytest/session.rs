@@ -212,7 +212,7 @@ impl Session {
                         (true, None) => "ended".to_string(),
                     },
                     exit,
-                    output: session.output_since(0),
+                    output: session.output_since(0, "the session's output"),
                 })
             }
         }
@@ -316,12 +316,15 @@ impl Session {
     }
 
     /// The last 64 KiB of what the session printed after `offset`,
-    /// masked.
-    pub fn output_since(&self, offset: u64) -> String {
+    /// masked (`Redactor::masked_tail`); `whole`: where all of it is, for
+    /// the note on what was left out.
+    pub fn output_since(&self, offset: u64, whole: &str) -> String {
         const KEEP: u64 = 64 * 1024;
-        let from = offset.max(self.output_len().saturating_sub(KEEP));
-        let bytes = self.output_bytes(from, KEEP);
-        crate::redact::mask_written(&String::from_utf8_lossy(&bytes)).into_owned()
+        let redactor = crate::redact::active();
+        let context = redactor.context() as u64;
+        let from = offset.max(self.output_len().saturating_sub(KEEP + context));
+        let bytes = self.output_bytes(from, KEEP + context);
+        redactor.masked_tail(&bytes, from - offset, KEEP, whole)
     }
 
     /// At most `most` bytes of the output from `from`. Read at an offset:

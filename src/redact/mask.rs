@@ -340,6 +340,43 @@ impl Redactor {
         apply(text, &spans, 0..text.len())
     }
 
+    /// The last `limit` bytes of a workload's output as text (invalid UTF-8
+    /// replaced), masked. `bytes` is the end of the whole output, `earlier`
+    /// bytes of it before them, and it holds up to [`Redactor::context`]
+    /// more than is kept: the masking sees them, so a secret that crosses
+    /// the cut is masked up to it and leaves no part of itself. When
+    /// anything is left out, the partial first line (or, on one long line,
+    /// the partial first word) is dropped too and a note says how much came
+    /// before, and where it is (`whole`).
+    pub fn masked_tail(&self, bytes: &[u8], earlier: u64, limit: u64, whole: &str) -> String {
+        // Where the kept part would start, then the cut: after the first
+        // newline from there, else after the first blank, else right there.
+        let from = bytes
+            .len()
+            .saturating_sub(usize::try_from(limit).unwrap_or(usize::MAX));
+        if earlier == 0 && from == 0 {
+            return self.mask(&String::from_utf8_lossy(bytes)).into_owned();
+        }
+        let after = |stop: &dyn Fn(u8) -> bool| {
+            bytes[from..]
+                .iter()
+                .position(|b| stop(*b))
+                .map(|i| from + i + 1)
+        };
+        let cut = after(&|b| b == b'\n')
+            .or_else(|| after(&|b| b == b' ' || b == b'\t' || b == b'\r'))
+            .unwrap_or(from);
+        // Each side decoded on its own, so the kept part starts where its
+        // bytes do whatever the cut split.
+        let before = String::from_utf8_lossy(&bytes[..cut]);
+        let text = format!("{before}{}", String::from_utf8_lossy(&bytes[cut..]));
+        let kept = self.mask_range(&text, before.len()..text.len());
+        format!(
+            "[oomgate: {} earlier bytes are in {whole}]\n{kept}",
+            earlier + cut as u64
+        )
+    }
+
     /// Mask a workload's text and keep only `keep` of it (moved out to
     /// character boundaries): every secret is looked for with the whole
     /// text in view, so one that crosses an edge of `keep` is masked up

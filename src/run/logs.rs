@@ -34,36 +34,11 @@ pub fn read_tail(path: &Path, limit: u64, redactor: &Redactor) -> io::Result<Str
     file.seek(SeekFrom::Start(start))?;
     let mut bytes = Vec::new();
     file.take(limit + context).read_to_end(&mut bytes)?;
-    // Where the kept part would start, then the cut: after the first
-    // newline from there, else after the first blank, else right there.
-    let from = bytes
-        .len()
-        .saturating_sub(usize::try_from(limit).unwrap_or(usize::MAX));
-    if start == 0 && from == 0 {
-        return Ok(redactor.mask(&String::from_utf8_lossy(&bytes)).into_owned());
-    }
-    let after = |stop: &dyn Fn(u8) -> bool| {
-        bytes[from..]
-            .iter()
-            .position(|b| stop(*b))
-            .map(|i| from + i + 1)
-    };
-    let cut = after(&|b| b == b'\n')
-        .or_else(|| after(&|b| b == b' ' || b == b'\t' || b == b'\r'))
-        .unwrap_or(from);
-    // Each side decoded on its own, so the kept part starts where its
-    // bytes do whatever the cut split.
-    let before = String::from_utf8_lossy(&bytes[..cut]);
-    let text = format!("{before}{}", String::from_utf8_lossy(&bytes[cut..]));
-    let kept = redactor.mask_range(&text, before.len()..text.len());
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
-    Ok(format!(
-        "[oomgate: {} earlier bytes are in {name}]\n{kept}",
-        start + cut as u64
-    ))
+    Ok(redactor.masked_tail(&bytes, start, limit, &name))
 }
 
 #[cfg(test)]

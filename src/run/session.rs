@@ -200,12 +200,14 @@ impl Sessions {
             None => Duration::from_secs(1),
         };
         record.instances[0].exit = live.session.end(grace);
-        let said = live.session.output_bytes(offset, KEPT_OUTPUT);
+        // Its last KEPT_OUTPUT since the test started: where the error is.
+        let from = offset.max(live.session.output_len().saturating_sub(KEPT_OUTPUT));
+        let said = live.session.output_bytes(from, KEPT_OUTPUT);
         keep_logs(record, job, b"", &said);
-        record.focus.stderr_tail = live.session.output_since(offset);
+        record.focus.stderr_tail = live.session.output_since(offset, "stderr.log");
         record.focus.scan = stop
             .is_none()
-            .then(|| masked_scan(diagnose::scan(said.as_slice())));
+            .then(|| super::measured::masked_scan(diagnose::scan(said.as_slice())));
         record.stop = stop;
         keep_output(&live);
     }
@@ -393,10 +395,16 @@ fn answered(
         pytest: Some(report),
         ..ProbeSummary::default()
     });
-    let mask = |text: &str| redact::active().mask(text).into_owned();
-    record.focus.stdout_tail = mask(last(&stdout));
-    record.focus.stderr_tail = mask(last(&stderr));
-    record.focus.scan = failed.then(|| masked_scan(diagnose::scan(stderr.as_bytes())));
+    // The plugin sends the end of each output with some before it in view
+    // of the masking: a secret the cut crosses leaves no part.
+    let redactor = redact::active();
+    let tail = |text: &str, log: &str| {
+        redactor.masked_tail(text.as_bytes(), 0, super::logs::TAIL_BYTES, log)
+    };
+    record.focus.stdout_tail = tail(&stdout, "stdout.log");
+    record.focus.stderr_tail = tail(&stderr, "stderr.log");
+    record.focus.scan =
+        failed.then(|| super::measured::masked_scan(diagnose::scan(stderr.as_bytes())));
 }
 
 /// A test that did not run: its table's session could not start, or the
@@ -408,19 +416,4 @@ fn not_started(shared: &Shared<'_>, job: &Job<'_>, started_at: String, why: Stri
     record.instances[0].runs = 0;
     record.stop = Some(StopReason::LaunchFailed { message: why });
     record
-}
-
-/// The last [`super::logs::TAIL_BYTES`] of a test's output, cut at a
-/// character.
-fn last(text: &str) -> &str {
-    let keep = usize::try_from(super::logs::TAIL_BYTES).unwrap_or(usize::MAX);
-    let mut from = text.len().saturating_sub(keep);
-    while !text.is_char_boundary(from) {
-        from += 1;
-    }
-    &text[from..]
-}
-
-fn masked_scan(scan: diagnose::Scan) -> diagnose::Scan {
-    super::measured::masked_scan(scan)
 }
