@@ -53,6 +53,9 @@ pub(super) struct Sessions {
     broken: HashMap<usize, String>,
     /// Sessions this worker had, for their logs' names.
     had: u64,
+    /// The allocator variables of each table's tests (one env per table:
+    /// a marker sets none), read once rather than per test.
+    allocator_env: HashMap<usize, std::collections::BTreeMap<String, String>>,
 }
 
 /// The worker's session, and where its output is kept once it ends.
@@ -73,6 +76,22 @@ enum Ended {
 impl Sessions {
     /// Run one test of `spec`'s table in the worker's session.
     pub(super) fn run(
+        &mut self,
+        shared: &Shared<'_>,
+        job: &Job<'_>,
+        spec: &PytestSession,
+        worker: usize,
+    ) -> RunRecord {
+        let mut record = self.run_test(shared, job, spec, worker);
+        record.allocator_env = self
+            .allocator_env
+            .entry(spec.table)
+            .or_insert_with(|| super::measured::allocator_env(job.case))
+            .clone();
+        record
+    }
+
+    fn run_test(
         &mut self,
         shared: &Shared<'_>,
         job: &Job<'_>,
@@ -305,7 +324,6 @@ fn base_record(
     wall_time: Duration,
     host: crate::measure::HostFigures,
 ) -> RunRecord {
-    let case = job.case;
     let dir = job
         .dir
         .strip_prefix(shared.out_dir)
@@ -322,10 +340,7 @@ fn base_record(
     };
     // A test of a session has no timeline: its window is read at its ends
     // (and at ticks, for its children), not drawn.
-    RunRecord {
-        allocator_env: super::measured::allocator_env(case),
-        ..RunRecord::bare(started_at, wall_time, dir, vec![instance], host)
-    }
+    RunRecord::bare(started_at, wall_time, dir, vec![instance], host)
 }
 
 /// The test's output, in its folder, made now: a test that printed
