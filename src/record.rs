@@ -124,6 +124,40 @@ pub struct FocusLogs {
     pub scan: Option<Scan>,
 }
 
+/// What a case's run tells its reader while it runs, as data: a line of
+/// the run's warnings each, worded by `report::words::warning` (which
+/// names the case before it).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Warning {
+    /// How the case's `CUDA_VISIBLE_DEVICES` was read.
+    Selection(crate::measure::visible::SelectionNote),
+    /// Its GPUs had not settled back to their idle level when it started.
+    Unsettled(Settle),
+    /// Processes oomgate did not start already ran on its GPUs.
+    Foreign(Vec<ForeignProcess>),
+    /// A torch memory snapshot's own note (`snapshot` words its notes).
+    Snapshot(String),
+    /// Processes of the case still ran after its command exited, and
+    /// oomgate stopped them.
+    Leftovers(usize),
+    /// The host measurement's notes (`client`: the load client's).
+    Host {
+        client: bool,
+        notes: Vec<crate::measure::host::HostNote>,
+    },
+    /// Pids that did not exit even after SIGKILL (stuck in the kernel).
+    Stuck(Vec<i32>),
+    /// oomgate's fork server was stopped from outside, so it was killed
+    /// and each supervisor is executed from this case on.
+    ForkserverSetAside {
+        pid: i32,
+        /// Stopped under a tracer, not by a signal.
+        traced: bool,
+        /// The case it started last, whose processes could have done it.
+        after: Option<String>,
+    },
+}
+
 /// Why oomgate itself stopped a case before its instances finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
@@ -142,7 +176,7 @@ pub enum StopReason {
     /// The case was not started: its GPUs run processes oomgate did not
     /// start, and the suite says `foreign_processes = "fail"`.
     ForeignProcesses {
-        message: String,
+        processes: Vec<ForeignProcess>,
     },
     /// An instance (or a soak relaunch) could not be started.
     LaunchFailed {

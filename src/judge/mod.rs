@@ -224,7 +224,10 @@ pub fn tolerances(case: &Case) -> CaseTolerances {
 /// could not be told from a neighbour's, which is no flakiness but a
 /// figure first measured alone.
 fn retried_alone(result: &CaseResult, first: CaseResult) -> RetriedAlone {
-    let unmeasurable = first.gpu_devices.iter().any(|d| d.note.is_some())
+    let unmeasurable = first
+        .gpu_devices
+        .iter()
+        .any(|d| d.delta_note.as_ref().is_some_and(|n| n.refused()))
         && first.failed_checks().next().is_some()
         && first.failed_checks().all(|c| {
             matches!(c.kind, CheckKind::GpuBudget | CheckKind::GpuHeadroom { .. })

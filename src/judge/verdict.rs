@@ -104,10 +104,14 @@ pub enum Cause {
     Interrupted {
         host_peak: Option<Bytes>,
     },
-    /// Not started, or not started beside another's processes: the
-    /// runner's own words.
+    /// Not started: the launcher's error.
     NotStarted {
         message: String,
+    },
+    /// Not started beside processes oomgate did not start on its GPUs
+    /// (`foreign_processes = "fail"`).
+    Foreign {
+        processes: Vec<crate::measure::gpu::ForeignProcess>,
     },
     TimedOut {
         after: Duration,
@@ -205,9 +209,13 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> Verdict {
         Some(StopReason::Interrupted) => {
             return verdict(CaseStatus::Interrupted, Cause::Interrupted { host_peak });
         }
-        Some(StopReason::LaunchFailed { message } | StopReason::ForeignProcesses { message }) => {
+        Some(StopReason::LaunchFailed { message }) => {
             let message = message.clone();
             return verdict(CaseStatus::Error, Cause::NotStarted { message });
+        }
+        Some(StopReason::ForeignProcesses { processes }) => {
+            let processes = processes.clone();
+            return verdict(CaseStatus::Error, Cause::Foreign { processes });
         }
         _ => {}
     }

@@ -28,10 +28,11 @@ pub mod settle;
 
 use std::collections::{BTreeMap, HashSet};
 
-use figures::{DeviceEnd, device_figure};
 pub use figures::{
-    DeviceFigures, DeviceLoss, ForeignPid, ForeignProcess, GpuFigures, GpuMethod, concurrent_peak,
+    DeltaNote, DeviceFigures, DeviceLoss, ForeignPid, ForeignProcess, GpuFigures, GpuMethod,
+    concurrent_peak,
 };
+use figures::{DeviceEnd, device_figure};
 
 use super::nvml::{AccountingRecord, Gpu, GpuProcess, epoch_us};
 use super::procfs::ProcessTree;
@@ -100,7 +101,7 @@ pub struct CaseGpu<'g> {
     /// more this case's than theirs.
     crowding: Option<Crowding>,
     /// Said of a device delta this case reports: what else it may hold.
-    delta_note: Option<String>,
+    delta_note: Option<DeltaNote>,
     /// A process of this case, or of its twin's part (see [`Self::twin`]),
     /// was seen on a device: NVML's pids are this machine's, so a part
     /// none of whose processes appear holds nothing there.
@@ -121,10 +122,10 @@ pub struct CaseGpu<'g> {
 
 /// Whether another case of the run has shared a case's GPUs, raised by
 /// the scheduler (on another thread) when a neighbour starts on them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Crowding {
     /// Why a device delta is then refused, for the figure's note.
-    pub reason: String,
+    pub reason: DeltaNote,
     pub seen: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -141,7 +142,7 @@ impl<'g> CaseGpu<'g> {
     /// started. `shared`: why a device's rise is not this part's alone,
     /// which refuses it as this part's figure (its per-process figures
     /// stand).
-    pub fn twin(&mut self, shared: String) -> CaseGpu<'g> {
+    pub fn twin(&mut self, shared: DeltaNote) -> CaseGpu<'g> {
         self.twinned = true;
         CaseGpu {
             gpu: self.gpu,
@@ -178,7 +179,7 @@ impl<'g> CaseGpu<'g> {
 
     /// Say `note` of a device delta this meter reports (what else the
     /// device's rise may hold).
-    pub fn note_delta(&mut self, note: String) {
+    pub fn note_delta(&mut self, note: DeltaNote) {
         self.delta_note = Some(note);
     }
 
@@ -216,9 +217,12 @@ impl<'g> CaseGpu<'g> {
             unmapped,
             gated_now: None,
             crowding,
-            delta_note: gpu.foreign_pids.as_ref().map(|why| {
-                format!("in a container: {why}, so the figure is the device's rise during the case, including anyone else's")
-            }),
+            delta_note: gpu
+                .foreign_pids
+                .as_ref()
+                .map(|namespace| DeltaNote::Container {
+                    namespace: namespace.clone(),
+                }),
             pids_seen: std::sync::Arc::default(),
             pids_unmatchable: gpu.foreign_pids.is_some(),
             twinned: false,
@@ -495,7 +499,8 @@ impl<'g> CaseGpu<'g> {
                 sampled_peak_bytes: sampled.filter(|_| state.tree_seen),
                 accounting_peak_bytes: accounting,
                 tainted_by,
-                note,
+                delta_note: note,
+                note: None,
                 lost,
             });
         }

@@ -423,11 +423,7 @@ const INITIAL_PID_NAMESPACE: &str = "pid:[4026531836]";
 pub fn own_pid_namespace() -> Option<String> {
     let namespace = std::fs::read_link("/proc/self/ns/pid").ok()?;
     let namespace = namespace.to_string_lossy();
-    (namespace != INITIAL_PID_NAMESPACE).then(|| {
-        format!(
-            "oomgate runs in a pid namespace of its own ({namespace}, a container): NVML reports the host's pids, which cannot be matched to the case's processes"
-        )
-    })
+    (namespace != INITIAL_PID_NAMESPACE).then(|| namespace.into_owned())
 }
 
 /// Microseconds since the epoch now, the clock the driver's accounting

@@ -31,11 +31,57 @@ pub struct Selection {
     pub cuda_visible_devices: Option<String>,
     /// Positions in the device table, in CUDA's order.
     pub positions: Vec<usize>,
-    /// What the user should know: ignored entries, index-order caveats.
-    pub notes: Vec<String>,
+    /// What the user should know: ignored entries, index-order caveats
+    /// (worded by `report::words::selection_note`).
+    pub notes: Vec<SelectionNote>,
     /// The case sees a device oomgate cannot map (a MIG instance), so its
     /// GPU figures are unknown.
     pub unmapped: bool,
+}
+
+/// What a selection says to its reader, as data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum SelectionNote {
+    /// A GPU in MIG mode is measured through its first instance, the one
+    /// a CUDA process uses.
+    MigFirstInstance { gpu: u32, instance: String },
+    /// A GPU in MIG mode none of whose instances could be opened: its
+    /// figures are unknown, never the GPU's own (which hold every slice).
+    /// `entry`: the variable's entry that named it, if one did.
+    MigUnopened { gpu: u32, entry: Option<String> },
+    /// A `MIG-…` entry NVML does not list here (or oomgate could not open).
+    MigUnlisted { entry: String },
+    /// An entry names a device an earlier one named: CUDA ignores it and
+    /// every entry after it.
+    Repeated { position: usize },
+    /// An entry CUDA cannot use: it and every entry after it are ignored.
+    Ignored { entry: String, why: Unusable },
+    /// Indices are matched in PCI bus order on a machine whose models
+    /// differ, where CUDA's default order may not be.
+    IndexOrder,
+    /// CUDA (asked through libcuda) shows a device NVML does not list.
+    CudaUnlisted { uuid: String },
+    /// CUDA shows the case these devices (UUIDs), where the variable read
+    /// in PCI bus order would give `by_rules`.
+    CudaOrder {
+        cuda: Vec<String>,
+        by_rules: Vec<String>,
+    },
+}
+
+/// Why CUDA cannot use a `CUDA_VISIBLE_DEVICES` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unusable {
+    /// An index past the usable devices (`count` of them).
+    NoDevice {
+        count: usize,
+    },
+    NoUuid,
+    SeveralUuids,
+    /// Neither an index nor a UUID.
+    Malformed,
 }
 
 /// A device as `select` needs it: NVML index, UUID, model name, and for a
@@ -87,7 +133,7 @@ impl<'a> From<&'a crate::measure::nvml::GpuInfo> for DeviceId<'a> {
 pub(crate) fn through_mig(
     position: usize,
     devices: &[DeviceId<'_>],
-    notes: &mut Vec<String>,
+    notes: &mut Vec<SelectionNote>,
 ) -> Option<usize> {
     let device = &devices[position];
     if device.mig_parent.is_some() || !device.in_mig_mode(devices) {
@@ -96,10 +142,10 @@ pub(crate) fn through_mig(
     let first = devices
         .iter()
         .position(|d| d.mig_parent == Some(device.uuid))?;
-    notes.push(format!(
-        "GPU {} is in MIG mode: a CUDA process uses one MIG device, its first instance {}, which is what is measured",
-        device.index, devices[first].uuid
-    ));
+    notes.push(SelectionNote::MigFirstInstance {
+        gpu: device.index,
+        instance: devices[first].uuid.to_string(),
+    });
     Some(first)
 }
 
@@ -126,10 +172,10 @@ pub fn select(
                 Some(shown) => selection.positions.push(shown),
                 None => {
                     selection.unmapped = true;
-                    selection.notes.push(format!(
-                        "GPU {} is in MIG mode and none of its instances could be opened: GPU figures are unknown, never the GPU's own, which hold every slice",
-                        devices[position].index
-                    ));
+                    selection.notes.push(SelectionNote::MigUnopened {
+                        gpu: devices[position].index,
+                        entry: None,
+                    });
                 }
             }
         }
@@ -145,12 +191,7 @@ pub fn select(
                     .position(|d| {
                         d.mig_parent.is_none() && usize::try_from(d.index).is_ok_and(|i| i == index)
                     })
-                    .ok_or_else(|| {
-                        format!(
-                            "entry `{entry}` names no usable device (there are {})",
-                            uuids.len()
-                        )
-                    })
+                    .ok_or(Unusable::NoDevice { count: uuids.len() })
             }
             Err(_) if entry.starts_with("GPU-") || entry.starts_with("MIG-") => {
                 let matches: Vec<usize> = uuids
@@ -163,43 +204,42 @@ pub fn select(
                     [one] => Ok(*one),
                     [] if entry.starts_with("MIG-") => {
                         selection.unmapped = true;
-                        selection.notes.push(format!(
-                            "CUDA_VISIBLE_DEVICES entry `{entry}` is a MIG instance NVML does not list here (or oomgate could not open): GPU figures are unknown, never its GPU's, which hold every slice"
-                        ));
+                        selection.notes.push(SelectionNote::MigUnlisted {
+                            entry: entry.to_string(),
+                        });
                         break;
                     }
-                    [] => Err(format!("entry `{entry}` matches no device UUID")),
-                    _ => Err(format!("entry `{entry}` matches several device UUIDs")),
+                    [] => Err(Unusable::NoUuid),
+                    _ => Err(Unusable::SeveralUuids),
                 }
             }
             Err(_) if entry.is_empty() && value.trim().is_empty() => return selection,
-            Err(_) => Err(format!(
-                "entry `{entry}` is neither a device index nor a GPU UUID"
-            )),
+            Err(_) => Err(Unusable::Malformed),
         };
+        let named = found.as_ref().ok().map(|&p| devices[p].index);
         let found = match found.map(|p| through_mig(p, devices, &mut selection.notes)) {
             Ok(Some(position)) => Ok(position),
             Ok(None) => {
                 selection.unmapped = true;
-                selection.notes.push(format!(
-                    "CUDA_VISIBLE_DEVICES entry `{entry}` is a GPU in MIG mode none of whose instances could be opened: GPU figures are unknown, never the GPU's own, which hold every slice"
-                ));
+                selection.notes.push(SelectionNote::MigUnopened {
+                    gpu: named.unwrap_or_default(),
+                    entry: Some(entry.to_string()),
+                });
                 break;
             }
             Err(why) => Err(why),
         };
         match found {
             Ok(position) if selection.positions.contains(&position) => {
-                selection.notes.push(format!(
-                    "CUDA_VISIBLE_DEVICES lists device {position} twice; CUDA ignores it and every entry after it"
-                ));
+                selection.notes.push(SelectionNote::Repeated { position });
                 break;
             }
             Ok(position) => selection.positions.push(position),
             Err(why) => {
-                selection.notes.push(format!(
-                    "CUDA_VISIBLE_DEVICES {why}; CUDA ignores it and every entry after it"
-                ));
+                selection.notes.push(SelectionNote::Ignored {
+                    entry: entry.to_string(),
+                    why,
+                });
                 break;
             }
         }
@@ -208,9 +248,7 @@ pub fn select(
     // bus order between different models.
     let mixed_models = devices.iter().any(|d| d.name != devices[0].name);
     if used_an_index && mixed_models && device_order != Some("PCI_BUS_ID") {
-        selection.notes.push(
-            "indices in CUDA_VISIBLE_DEVICES are matched in PCI bus order (as nvidia-smi); set CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers devices the same way, or use GPU UUIDs".to_string(),
-        );
+        selection.notes.push(SelectionNote::IndexOrder);
     }
     selection
 }
@@ -274,22 +312,18 @@ mod tests {
     #[test]
     fn ignored_entries_are_explained() {
         let selection = select(Some("0,7,1"), Some("PCI_BUS_ID"), &SAME);
-        assert_eq!(selection.notes.len(), 1);
-        assert!(
-            selection.notes[0].contains("entry `7` names no usable device"),
-            "{:?}",
-            selection.notes
+        assert_eq!(
+            selection.notes,
+            [SelectionNote::Ignored {
+                entry: "7".into(),
+                why: Unusable::NoDevice { count: 3 }
+            }]
         );
     }
 
     #[test]
     fn index_order_caveat_only_when_it_matters() {
-        let caveat = |selection: Selection| {
-            selection
-                .notes
-                .iter()
-                .any(|n| n.contains("CUDA_DEVICE_ORDER"))
-        };
+        let caveat = |selection: Selection| selection.notes.contains(&SelectionNote::IndexOrder);
         assert!(caveat(select(Some("1"), None, &MIXED)));
         assert!(
             !caveat(select(Some("1"), None, &SAME)),
@@ -303,10 +337,11 @@ mod tests {
     fn a_mig_instance_nvml_does_not_list_makes_figures_unknown() {
         let selection = select(Some("MIG-1234"), None, &SAME);
         assert!(selection.unmapped);
-        assert!(
-            selection.notes[0].contains("MIG instance"),
-            "{:?}",
-            selection.notes
+        assert_eq!(
+            selection.notes,
+            [SelectionNote::MigUnlisted {
+                entry: "MIG-1234".into()
+            }]
         );
         assert!(!select(Some("0,7"), None, &SAME).unmapped);
     }
@@ -349,10 +384,12 @@ mod tests {
             assert!(!selection.unmapped, "{value:?}");
         }
         let by_index = select(Some("0"), Some("PCI_BUS_ID"), &MIG);
-        assert!(
-            by_index.notes[0].contains("MIG mode"),
-            "{:?}",
-            by_index.notes
+        assert_eq!(
+            by_index.notes,
+            [SelectionNote::MigFirstInstance {
+                gpu: 0,
+                instance: MIG[2].uuid.into()
+            }]
         );
         // GPU 0 is in MIG mode, but its instances could not be opened:
         // unknown, never GPU 0's own figures.

@@ -21,6 +21,16 @@ pub fn render_json(inventory: &Inventory) -> io::Result<String> {
         nvml: serde_json::json!({ "available": true }),
         inventory,
     };
+    let mut document = serde_json::to_value(&document).map_err(io::Error::other)?;
+    // The selection's notes as the text shows them.
+    if let Some(notes) = document.pointer_mut("/visible/notes") {
+        *notes = inventory
+            .visible
+            .notes
+            .iter()
+            .map(super::words::selection_note)
+            .collect();
+    }
     let mut text = serde_json::to_string_pretty(&document).map_err(io::Error::other)?;
     text.push('\n');
     Ok(text)
@@ -118,7 +128,7 @@ pub fn render_text(inventory: &Inventory) -> String {
         }
     );
     for note in &inventory.visible.notes {
-        let _ = writeln!(out, "  note: {note}");
+        let _ = writeln!(out, "  note: {}", super::words::selection_note(note));
     }
     out
 }

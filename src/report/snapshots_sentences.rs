@@ -25,6 +25,139 @@ const SAMPLED: GpuMethod = GpuMethod::Sampled { interval_ms: 50 };
 const VMHWM: Option<HostFloor> = Some(HostFloor::Vmhwm);
 const CGROUP_V1: HostMethod = HostMethod::CgroupV1;
 
+/// Two processes oomgate did not start on GPU 0, one whose name and
+/// memory are unknown.
+fn foreign_processes() -> Vec<crate::measure::gpu::ForeignProcess> {
+    let process = |pid, name: Option<&str>, used| crate::measure::gpu::ForeignProcess {
+        pid,
+        name: name.map(str::to_string),
+        device_index: 0,
+        device_uuid: "GPU-aaaaaaaa".into(),
+        used_bytes: used,
+    };
+    vec![
+        process(4242, Some("python3"), Some(2 * GIB)),
+        process(4343, None, None),
+    ]
+}
+
+/// Every warning a case's run can give, and every note on how
+/// `CUDA_VISIBLE_DEVICES` was read or on a device's rise, as the terminal
+/// shows them.
+#[test]
+fn every_warnings_sentence() {
+    use crate::measure::gpu::DeltaNote;
+    use crate::measure::gpu::settle::{Settle, SettledDevice};
+    use crate::measure::host::HostNote;
+    use crate::measure::visible::{SelectionNote, Unusable};
+    use crate::record::Warning;
+    let uuid = |c: char| format!("GPU-{}", c.to_string().repeat(8));
+    let selections = [
+        SelectionNote::MigFirstInstance {
+            gpu: 0,
+            instance: "MIG-11111111".into(),
+        },
+        SelectionNote::MigUnopened {
+            gpu: 1,
+            entry: None,
+        },
+        SelectionNote::MigUnopened {
+            gpu: 1,
+            entry: Some("1".into()),
+        },
+        SelectionNote::MigUnlisted {
+            entry: "MIG-3333".into(),
+        },
+        SelectionNote::Repeated { position: 0 },
+        SelectionNote::Ignored {
+            entry: "7".into(),
+            why: Unusable::NoDevice { count: 2 },
+        },
+        SelectionNote::Ignored {
+            entry: "GPU-ffff".into(),
+            why: Unusable::NoUuid,
+        },
+        SelectionNote::Ignored {
+            entry: "GPU-b".into(),
+            why: Unusable::SeveralUuids,
+        },
+        SelectionNote::Ignored {
+            entry: "x".into(),
+            why: Unusable::Malformed,
+        },
+        SelectionNote::IndexOrder,
+        SelectionNote::CudaUnlisted {
+            uuid: "cccccccc".into(),
+        },
+        SelectionNote::CudaOrder {
+            cuda: vec![uuid('b'), uuid('a')],
+            by_rules: vec![uuid('a'), uuid('b')],
+        },
+        SelectionNote::CudaOrder {
+            cuda: vec![uuid('b')],
+            by_rules: Vec::new(),
+        },
+    ];
+    let mut warnings: Vec<Warning> = selections.into_iter().map(Warning::Selection).collect();
+    warnings.extend([
+        Warning::Unsettled(Settle {
+            settled: false,
+            waited_s: 30.0,
+            devices: vec![SettledDevice {
+                index: 0,
+                uuid: uuid('a'),
+                above_idle_bytes: Some(2 * GIB),
+                held_by: Vec::new(),
+            }],
+        }),
+        Warning::Foreign(foreign_processes()),
+        Warning::Snapshot("not a torch memory snapshot".into()),
+        Warning::Leftovers(2),
+        Warning::Host {
+            client: false,
+            notes: vec![HostNote::NoCgroup {
+                client: false,
+                error: "Permission denied (os error 13)".into(),
+            }],
+        },
+        Warning::Host {
+            client: true,
+            notes: vec![HostNote::CgroupNotRemoved {
+                error: "Device or resource busy (os error 16)".into(),
+            }],
+        },
+        Warning::Stuck(vec![4242, 4243]),
+        Warning::ForkserverSetAside {
+            pid: 99,
+            traced: false,
+            after: Some("train".into()),
+        },
+        Warning::ForkserverSetAside {
+            pid: 99,
+            traced: true,
+            after: None,
+        },
+    ]);
+    let mut lines: Vec<String> = warnings
+        .iter()
+        .map(|warning| super::words::warning("case", warning))
+        .collect();
+    lines.extend(
+        [
+            DeltaNote::Crowded { jobs: None },
+            DeltaNote::Crowded { jobs: Some(4) },
+            DeltaNote::ServersClient,
+            DeltaNote::WithClient,
+            DeltaNote::Container {
+                namespace: "pid:[4026532198]".into(),
+            },
+        ]
+        .iter()
+        .map(super::words::delta_note),
+    );
+    insta::assert_snapshot!(lines.join("\n"));
+}
+
 /// The probe's steps in its `forward` phase.
 fn probe_steps() -> LeakSource {
     LeakSource::ProbeSteps {
@@ -392,7 +525,10 @@ fn every_causes_sentence() {
     let causes = [
         Cause::Interrupted { host_peak: peak },
         Cause::NotStarted {
-            message: "not run: c: 1 process(es) not started by oomgate on its GPUs".into(),
+            message: "cannot start `python3`: No such file or directory (os error 2)".into(),
+        },
+        Cause::Foreign {
+            processes: foreign_processes(),
         },
         Cause::TimedOut {
             after: Duration::from_secs(3),

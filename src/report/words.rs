@@ -44,6 +44,17 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, torch: Option<&str>
             host.note = Some(note);
         }
     }
+    let devices = result.gpu_devices.iter_mut().chain(
+        result
+            .client
+            .iter_mut()
+            .flat_map(|client| &mut client.gpu_devices),
+    );
+    for device in devices {
+        if let Some(note) = &device.delta_note {
+            device.note = Some(delta_note(note));
+        }
+    }
     say_repeat_methods(result);
     let hints = result.diagnosis.as_ref().map(|d| hints(result, d));
     if let (Some(diagnosis), Some(hints)) = (result.diagnosis.as_mut(), hints) {
@@ -283,6 +294,10 @@ pub fn case_message(
             format!("interrupted before it finished; {} so far", peak(host_peak))
         }
         Cause::NotStarted { message } => message.clone(),
+        Cause::Foreign { processes } => format!(
+            "not run: {} (foreign_processes = \"fail\")",
+            foreign_processes(processes)
+        ),
         Cause::TimedOut { after, host_peak } => format!(
             "timed out after {}; stopped with its whole process tree; {}",
             format_duration(*after),
@@ -1009,6 +1024,150 @@ fn joined_display<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> S
         .join(", ")
 }
 
+/// `2 process(es) not started by oomgate already run on its GPUs: pid 7
+/// (python3) on GPU 0 using 2.00 GiB, …; its GPU figures share the device
+/// with them`.
+pub fn foreign(processes: &[crate::measure::gpu::ForeignProcess]) -> String {
+    format!(
+        "{}; its GPU figures share the device with them",
+        foreign_processes(processes)
+    )
+}
+
+/// `2 process(es) not started by oomgate already run on its GPUs: pid 7
+/// (python3) on GPU 0 using 2.00 GiB, …`.
+fn foreign_processes(processes: &[crate::measure::gpu::ForeignProcess]) -> String {
+    let list: Vec<String> = processes
+        .iter()
+        .map(|p| {
+            let name = p
+                .name
+                .as_deref()
+                .map_or(String::new(), |n| format!(" ({})", crate::clean::line(n)));
+            let used = p
+                .used_bytes
+                .map_or("unknown memory".to_string(), |b| Bytes(b).to_string());
+            format!("pid {}{name} on GPU {} using {used}", p.pid, p.device_index)
+        })
+        .collect();
+    format!(
+        "{} process(es) not started by oomgate already run on its GPUs: {}",
+        processes.len(),
+        list.join(", ")
+    )
+}
+
+/// A warning a case's run gave, as the terminal's warnings show it (the
+/// case's id before it, where it is of the case).
+pub fn warning(case: &str, warning: &crate::record::Warning) -> String {
+    use crate::record::Warning;
+    let said = match warning {
+        Warning::Selection(note) => selection_note(note),
+        Warning::Unsettled(settle) => {
+            unsettled(settle).unwrap_or_else(|| "its GPUs settled late".to_string())
+        }
+        Warning::Foreign(processes) => foreign(processes),
+        Warning::Snapshot(note) => format!("memory snapshot: {note}"),
+        Warning::Leftovers(count) => format!(
+            "{count} process(es) were still running after the command exited; oomgate stopped them"
+        ),
+        Warning::Host { client, notes } => {
+            let note = host_notes(notes).unwrap_or_default();
+            match client {
+                true => format!("load client: {note}"),
+                false => note,
+            }
+        }
+        Warning::Stuck(pids) => format!(
+            "pid(s) {pids:?} did not exit even after SIGKILL (stuck in the kernel, e.g. a hung file system or GPU driver); oomgate leaves them"
+        ),
+        Warning::ForkserverSetAside { pid, traced, after } => {
+            let how = match traced {
+                true => "stopped under a tracer",
+                false => "stopped by a signal",
+            };
+            let after = after.as_deref().map_or(String::new(), |last| {
+                format!(" after it started `{last}`, whose processes could have done it")
+            });
+            return format!(
+                "oomgate's fork server (pid {pid}) was {how} from outside oomgate{after}; it was killed, and from `{case}` on each supervisor is executed instead (about 1.5 ms more per launch)"
+            );
+        }
+    };
+    format!("{case}: {said}")
+}
+
+/// What a device's rise says of the case (`measure::gpu::DeltaNote`).
+pub fn delta_note(note: &crate::measure::gpu::DeltaNote) -> String {
+    use crate::measure::gpu::DeltaNote;
+    match note {
+        DeltaNote::Crowded { jobs: None } => {
+            "device-delta not used: another case ran on this GPU meanwhile (--pack)".to_string()
+        }
+        DeltaNote::Crowded { jobs: Some(jobs) } => format!(
+            "device-delta not used: another case ran on this GPU meanwhile (--jobs {jobs} without a --gpus pool)"
+        ),
+        DeltaNote::ServersClient => "a device rise is its server's and its load client's together: it is not the client's alone".to_string(),
+        DeltaNote::WithClient => "a device rise: it includes the load client's GPU memory, if the client holds any (per-process figures keep them apart)".to_string(),
+        DeltaNote::Container { namespace } => format!(
+            "in a container: oomgate runs in a pid namespace of its own ({namespace}): NVML reports the host's pids, which cannot be matched to the case's processes, so the figure is the device's rise during the case, including anyone else's"
+        ),
+    }
+}
+
+/// How a case's (or this shell's) `CUDA_VISIBLE_DEVICES` was read.
+pub fn selection_note(note: &crate::measure::visible::SelectionNote) -> String {
+    use crate::measure::visible::{SelectionNote, Unusable};
+    const UNKNOWN: &str = "GPU figures are unknown, never the GPU's own, which hold every slice";
+    match note {
+        SelectionNote::MigFirstInstance { gpu, instance } => format!(
+            "GPU {gpu} is in MIG mode: a CUDA process uses one MIG device, its first instance {instance}, which is what is measured"
+        ),
+        SelectionNote::MigUnopened { gpu, entry: None } => {
+            format!("GPU {gpu} is in MIG mode and none of its instances could be opened: {UNKNOWN}")
+        }
+        SelectionNote::MigUnopened {
+            entry: Some(entry), ..
+        } => format!(
+            "CUDA_VISIBLE_DEVICES entry `{entry}` is a GPU in MIG mode none of whose instances could be opened: {UNKNOWN}"
+        ),
+        SelectionNote::MigUnlisted { entry } => format!(
+            "CUDA_VISIBLE_DEVICES entry `{entry}` is a MIG instance NVML does not list here (or oomgate could not open): GPU figures are unknown, never its GPU's, which hold every slice"
+        ),
+        SelectionNote::Repeated { position } => format!(
+            "CUDA_VISIBLE_DEVICES lists device {position} twice; CUDA ignores it and every entry after it"
+        ),
+        SelectionNote::Ignored { entry, why } => {
+            let why = match why {
+                Unusable::NoDevice { count } => {
+                    format!("names no usable device (there are {count})")
+                }
+                Unusable::NoUuid => "matches no device UUID".to_string(),
+                Unusable::SeveralUuids => "matches several device UUIDs".to_string(),
+                Unusable::Malformed => "is neither a device index nor a GPU UUID".to_string(),
+            };
+            format!(
+                "CUDA_VISIBLE_DEVICES entry `{entry}` {why}; CUDA ignores it and every entry after it"
+            )
+        }
+        SelectionNote::IndexOrder => "indices in CUDA_VISIBLE_DEVICES are matched in PCI bus order (as nvidia-smi); set CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers devices the same way, or use GPU UUIDs".to_string(),
+        SelectionNote::CudaUnlisted { uuid } => {
+            format!("CUDA shows a device ({uuid}) NVML does not list here: GPU figures are unknown")
+        }
+        SelectionNote::CudaOrder { cuda, by_rules } => {
+            let name = |uuids: &[String]| match uuids.is_empty() {
+                true => "none".to_string(),
+                false => uuids.join(", "),
+            };
+            format!(
+                "CUDA shows the case {} (asked of libcuda); CUDA_VISIBLE_DEVICES read in PCI bus order would give {}: set CUDA_DEVICE_ORDER=PCI_BUS_ID or use UUIDs",
+                name(cuda),
+                name(by_rules)
+            )
+        }
+    }
+}
+
 /// `GPU 0 still held 2.00 GiB above its idle level (pid 4242 (python3)) after
 /// waiting 30.0s for it to settle; the case started anyway`, for a wait
 /// that ran out; `None` when the GPUs settled.
@@ -1049,7 +1208,11 @@ pub fn host_notes(notes: &[crate::measure::host::HostNote]) -> Option<String> {
     let said: Vec<String> = notes
         .iter()
         .map(|note| match note {
-            HostNote::NoCgroup { whose, error } => {
+            HostNote::NoCgroup { client, error } => {
+                let whose = match client {
+                    true => "the load client's",
+                    false => "the case's",
+                };
                 format!("cannot create {whose} memory cgroup ({error}); measured from /proc")
             }
             HostNote::NotJoined { instance, error } => {
@@ -1070,6 +1233,12 @@ pub fn host_notes(notes: &[crate::measure::host::HostNote]) -> Option<String> {
             HostNote::HwmNotReset { pid, error } => format!(
                 "the session's VmHWM could not be reset (/proc/{pid}/clear_refs: {error})"
             ),
+            HostNote::ClientNotStarted {
+                server_started: false,
+            } => "never started: its server did not start".to_string(),
+            HostNote::ClientNotStarted {
+                server_started: true,
+            } => "never started: its server was not ready".to_string(),
         })
         .collect();
     (!said.is_empty()).then(|| said.join("; "))

@@ -109,10 +109,9 @@ pub fn assemble(case: &Case, measured: RunRecord) -> CaseResult {
                     true => server.client_host.into(),
                     false => HostResult {
                         oom_kills: server.client_host.oom_kills,
-                        note: Some(match server.instance.runs {
-                            0 => "never started: its server did not start".into(),
-                            _ => "never started: its server was not ready".into(),
-                        }),
+                        notes: vec![crate::measure::host::HostNote::ClientNotStarted {
+                            server_started: server.instance.runs > 0,
+                        }],
                         ..HostResult::unmeasured(server.client_host.method)
                     },
                 },

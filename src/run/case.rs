@@ -25,13 +25,13 @@ use super::serve::{self, ServerSide};
 use super::shared::{GpuAccess, Note, Shared, now_rfc3339};
 use crate::measure::cgroup::{CaseCgroup, MemoryHierarchy};
 use crate::measure::gpu::settle::{self, Settle};
-use crate::measure::gpu::{CaseGpu, ForeignProcess, GpuFigures};
+use crate::measure::gpu::{CaseGpu, DeltaNote, ForeignProcess, GpuFigures};
 use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
 use crate::measure::{HostFigures, HostMeter, Timeline};
 use crate::probe::ProbeSummary;
 use crate::process;
-use crate::record::StopReason;
+use crate::record::{StopReason, Warning};
 use crate::suite::{Case, ForeignPolicy};
 
 /// What the preflight found out before anything was launched.
@@ -201,8 +201,8 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         self.notes.send((self.number, note)).ok();
     }
 
-    pub(super) fn warn(&self, message: String) {
-        self.note(Note::Warning(message));
+    pub(super) fn warn(&self, warning: Warning) {
+        self.note(Note::Warning(warning));
     }
 
     /// A file could not be written: no case or repeat starts after this
@@ -293,15 +293,15 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         let mut case_gpu = gpu.map(|gpu| {
             let selection = super::gpu::selection(gpu, case, self.access.visible.as_deref());
             for note in &selection.notes {
-                self.warn(format!("{}: {note}", case.id));
+                self.warn(Warning::Selection(note.clone()));
             }
             // Its GPUs back to their idle level first — unless another
             // case of the run may be on them now (`--pack`, cases at once
             // without a pool), whose memory is no leftover.
             if !case.settle_timeout.is_zero() && !selection.positions.is_empty() {
                 waited = self.settle(case, gpu, &selection.positions, settle::SETTLED_WITHIN);
-                if let Some(unsettled) = waited.as_ref().and_then(crate::report::words::unsettled) {
-                    self.warn(format!("{}: {unsettled}", case.id));
+                if let Some(unsettled) = waited.as_ref().filter(|settle| !settle.settled) {
+                    self.warn(Warning::Unsettled(unsettled.clone()));
                 }
             }
             cuda_visible_devices = selection.cuda_visible_devices;
@@ -321,17 +321,16 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                 foreign = case_gpu.foreign_processes(tree);
             }
             if !foreign.is_empty() {
-                let message = super::gpu::describe_foreign(&case.id, &foreign);
                 if self.shared.suite.foreign_processes == ForeignPolicy::Fail {
                     stop = Some(StopReason::ForeignProcesses {
-                        message: format!("not run: {message} (foreign_processes = \"fail\")"),
+                        processes: foreign.clone(),
                     });
                 } else {
-                    self.warn(message);
+                    self.warn(Warning::Foreign(foreign.clone()));
                 }
             }
         }
-        let host = self.host_meter("the case's");
+        let host = self.host_meter(false);
         Preflight {
             gpu: case_gpu,
             foreign,
@@ -342,9 +341,9 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         }
     }
 
-    /// A host meter with a memory cgroup of its own (`whose`: for the
-    /// message when it cannot be made).
-    fn host_meter(&self, whose: &str) -> HostMeter {
+    /// A host meter with a memory cgroup of its own (`client`: the load
+    /// client's, for the note when it cannot be made).
+    fn host_meter(&self, client: bool) -> HostMeter {
         if let Some(spare) = self.spare_cgroup.take().0.take() {
             return HostMeter::new(Some(spare), None);
         }
@@ -354,7 +353,7 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
                 Err(e) => HostMeter::new(
                     None,
                     Some(crate::measure::host::HostNote::NoCgroup {
-                        whose: whose.to_string(),
+                        client,
                         error: e.to_string(),
                     }),
                 ),
@@ -378,13 +377,11 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         }
         let port = serve::free_port(&self.shared.ports)
             .map_err(|e| format!("no free port for the server: {e}"))?;
-        let server_host = std::mem::replace(host, self.host_meter("the load client's"));
-        let client_gpu = gpu
-            .as_mut()
-            .map(|g| g.twin(serve::CLIENT_DELTA_REASON.to_string()));
+        let server_host = std::mem::replace(host, self.host_meter(true));
+        let client_gpu = gpu.as_mut().map(|g| g.twin(DeltaNote::ServersClient));
         let mut server_gpu = std::mem::replace(gpu, client_gpu);
         if let Some(server_gpu) = server_gpu.as_mut() {
-            server_gpu.note_delta(serve::SERVER_DELTA_NOTE.to_string());
+            server_gpu.note_delta(DeltaNote::WithClient);
         }
         Ok(ServerSide::new(
             case,

@@ -14,7 +14,7 @@ use super::shared::{GpuAccess, Shared, now_rfc3339};
 use crate::baseline::Lock;
 use crate::environment::Environment;
 use crate::judge;
-use crate::measure::gpu::{Crowding, GpuMethod};
+use crate::measure::gpu::{Crowding, DeltaNote, GpuMethod};
 use crate::report::{Event, Reporter};
 use crate::results::{
     BaselineInfo, GpuEnvironment, RunResults, SCHEMA_VERSION, Scheduling, SharedGpu, SuiteInfo,
@@ -222,18 +222,16 @@ impl Conductor<'_> {
                         .join(","),
                 ),
                 crowding: placement.packed().then(|| Crowding {
-                    reason: "device-delta not used: another case ran on this GPU meanwhile (--pack)"
-                        .to_string(),
+                    reason: DeltaNote::Crowded { jobs: None },
                     seen: Arc::default(),
                 }),
             },
             None => GpuAccess {
                 visible: None,
                 crowding: (shared.parallel && shared.gpu.is_some()).then(|| Crowding {
-                    reason: format!(
-                        "device-delta not used: another case ran on this GPU meanwhile (--jobs {} without a --gpus pool)",
-                        self.schedule.jobs
-                    ),
+                    reason: DeltaNote::Crowded {
+                        jobs: Some(self.schedule.jobs),
+                    },
                     seen: Arc::default(),
                 }),
             },

@@ -252,7 +252,8 @@ where
     /// What a case's thread said.
     pub(super) fn on_note(&mut self, number: usize, note: Note, reporter: &mut dyn Reporter) {
         match note {
-            Note::Warning(message) => {
+            Note::Warning(warning) => {
+                let message = crate::report::words::warning(&self.cases[number].id, &warning);
                 reporter.handle(&Event::Warning { message }).ok();
             }
             Note::Fault(fault) => self.conductor.record_fault(fault, reporter),

@@ -2,11 +2,9 @@
 //! already running on them before it starts.
 
 use crate::measure::cuda;
-use crate::measure::gpu::ForeignProcess;
 use crate::measure::nvml::Gpu;
-use crate::measure::visible::{self, Selection};
+use crate::measure::visible::{self, Selection, SelectionNote};
 use crate::suite::Case;
-use crate::units::Bytes;
 
 /// The devices a case sees: `CUDA_VISIBLE_DEVICES` (and
 /// `CUDA_DEVICE_ORDER`) as the pool set it (`pool`), else from the case's
@@ -77,51 +75,23 @@ fn as_cuda_sees_it(
             Some(Some(position)) => selection.positions.push(position),
             Some(None) | None => {
                 selection.unmapped = true;
-                selection.notes.push(format!(
-                    "CUDA shows a device ({uuid}) NVML does not list here: GPU figures are unknown"
-                ));
+                selection
+                    .notes
+                    .push(SelectionNote::CudaUnlisted { uuid: uuid.clone() });
             }
         }
     }
     if selection.positions != by_rules.positions && !selection.unmapped {
-        let name = |positions: &[usize]| -> String {
-            let names: Vec<&str> = positions
+        let uuids = |positions: &[usize]| -> Vec<String> {
+            positions
                 .iter()
-                .map(|&p| gpu.devices[p].uuid.as_str())
-                .collect();
-            if names.is_empty() {
-                "none".into()
-            } else {
-                names.join(", ")
-            }
+                .map(|&p| gpu.devices[p].uuid.clone())
+                .collect()
         };
-        selection.notes.push(format!(
-            "CUDA shows the case {} (asked of libcuda); CUDA_VISIBLE_DEVICES read in PCI bus order would give {}: set CUDA_DEVICE_ORDER=PCI_BUS_ID or use UUIDs",
-            name(&selection.positions),
-            name(&by_rules.positions)
-        ));
+        selection.notes.push(SelectionNote::CudaOrder {
+            cuda: uuids(&selection.positions),
+            by_rules: uuids(&by_rules.positions),
+        });
     }
     selection
-}
-
-/// One line per foreign process, for warnings and failure messages.
-pub fn describe_foreign(case_id: &str, foreign: &[ForeignProcess]) -> String {
-    let list: Vec<String> = foreign
-        .iter()
-        .map(|p| {
-            let name = p
-                .name
-                .as_deref()
-                .map_or(String::new(), |n| format!(" ({n})"));
-            let used = p
-                .used_bytes
-                .map_or("unknown memory".to_string(), |b| Bytes(b).to_string());
-            format!("pid {}{name} on GPU {} using {used}", p.pid, p.device_index)
-        })
-        .collect();
-    format!(
-        "{case_id}: {} process(es) not started by oomgate already run on its GPUs: {}; its GPU figures share the device with them",
-        foreign.len(),
-        list.join(", ")
-    )
 }

@@ -16,7 +16,7 @@ use super::logs::{TAIL_BYTES, read_tail};
 use crate::diagnose::{self, Scan};
 use crate::environment::is_allocator_variable;
 use crate::judge;
-use crate::record::{Focus, FocusLogs, InstanceRecord, RunRecord, ServerRecord};
+use crate::record::{Focus, FocusLogs, InstanceRecord, RunRecord, ServerRecord, Warning};
 use crate::redact;
 use crate::suite::{Case, server_env};
 
@@ -80,22 +80,22 @@ impl CaseRunner<'_, '_> {
             crate::snapshot::read_case(case_dir, case.sites_depth as usize, &case.cwd)
                 .map(masked_sites);
         for note in allocation_sites.iter().flat_map(|s| &s.notes) {
-            self.warn(format!("{}: memory snapshot: {note}", case.id));
+            self.warn(Warning::Snapshot(note.clone()));
         }
         if leftovers > 0 {
-            self.warn(format!(
-                "{}: {leftovers} process(es) were still running after the command exited; oomgate stopped them",
-                case.id
-            ));
+            self.warn(Warning::Leftovers(leftovers));
         }
-        if let Some(note) = crate::report::words::host_notes(&host.notes) {
-            self.warn(format!("{}: {note}", case.id));
+        if !host.notes.is_empty() {
+            self.warn(Warning::Host {
+                client: false,
+                notes: host.notes.clone(),
+            });
         }
-        let client_notes = server
-            .as_ref()
-            .map_or(&[][..], |s| &s.client_host.notes[..]);
-        if let Some(note) = crate::report::words::host_notes(client_notes) {
-            self.warn(format!("{}: load client: {note}", case.id));
+        if let Some(client) = server.as_ref().filter(|s| !s.client_host.notes.is_empty()) {
+            self.warn(Warning::Host {
+                client: true,
+                notes: client.client_host.notes.clone(),
+            });
         }
 
         let relative = |path: &Path| -> PathBuf {

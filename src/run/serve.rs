@@ -193,14 +193,6 @@ pub(super) fn free_port(given: &Mutex<HashSet<u16>>) -> std::io::Result<u16> {
     ))
 }
 
-/// The note on a device rise taken as the server's figure (no per-process
-/// figure): its load client's GPU memory is in it too, if it holds any.
-pub(super) const SERVER_DELTA_NOTE: &str = "a device rise: it includes the load client's GPU memory, if the client holds any (per-process figures keep them apart)";
-
-/// Why the client's own figure is never a device rise.
-pub(super) const CLIENT_DELTA_REASON: &str =
-    "a device rise is its server's and its load client's together: it is not the client's alone";
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,7 +60,7 @@ pub(super) struct Shared<'a> {
 
 /// What a case's thread tells the main thread.
 pub(super) enum Note {
-    Warning(String),
+    Warning(crate::record::Warning),
     /// One sampling tick.
     Progress {
         elapsed: Duration,

@@ -36,6 +36,7 @@ use crate::measure::live::Live;
 use crate::measure::{HostMeter, ProcessTree, Sample, Timeline};
 use crate::probe::ProbeReader;
 use crate::process;
+use crate::record::Warning;
 use crate::suite::Case;
 use crate::units::{Bytes, format_duration};
 use crate::vocabulary::Exit;
@@ -489,10 +490,7 @@ impl CaseRunner<'_, '_> {
             );
         }
         if !stuck.is_empty() {
-            self.warn(format!(
-                "{}: pid(s) {stuck:?} did not exit even after SIGKILL (stuck in the kernel, e.g. a hung file system or GPU driver); oomgate leaves them",
-                case.id
-            ));
+            self.warn(Warning::Stuck(stuck));
         }
         timeline.finish();
         let own_gpu = server.as_ref().and_then(|side| side.gpu.as_ref());

@@ -319,7 +319,7 @@ fn failure_kinds_follow_their_precedence() {
     assert_eq!(failure_kind(&oom, None), Some(FailureType::GpuOom));
     let refused = case(CaseStatus::Error, vec![]);
     let stop = StopReason::ForeignProcesses {
-        message: String::new(),
+        processes: Vec::new(),
     };
     assert_eq!(
         failure_kind(&refused, Some(&stop)),

@@ -131,14 +131,44 @@ pub struct DeviceFigures {
     /// may be in the figure, so it is reported but no budget or headroom
     /// limit is checked against it. Empty for every other method.
     pub tainted_by: Vec<ForeignPid>,
-    /// Why the figure is unknown when oomgate refused the one it had: a
-    /// device delta on a GPU other cases of the run may use meanwhile.
+    /// Why the figure is unknown when oomgate refused the device delta it
+    /// had, or what a reported one may hold besides: as data, worded into
+    /// `note` by `report::words::delta_note` (a figure read back from
+    /// results.json has only the words).
+    #[serde(skip)]
+    pub delta_note: Option<DeltaNote>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// The device was lost, or refused NVML, while the case ran: its
     /// figure is incomplete, so it is unknown (`peak_bytes` null).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost: Option<DeviceLoss>,
+}
+
+/// What a device's rise during a case says of the case, where it is not
+/// plainly the case's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeltaNote {
+    /// Refused: another case of the run ran on the GPU meanwhile (`--pack`,
+    /// or `--jobs N` without a `--gpus` pool: `jobs`).
+    Crowded { jobs: Option<usize> },
+    /// Refused: a server's load client is measured on its server's
+    /// devices, so a rise is both parts' together.
+    ServersClient,
+    /// Reported: a server's rise includes its load client's memory, if
+    /// the client holds any.
+    WithClient,
+    /// Reported: oomgate runs in a pid namespace of its own (`namespace`,
+    /// a container), so NVML's pids cannot be matched to the case's and
+    /// the figure is the device's rise, anyone else's included.
+    Container { namespace: String },
+}
+
+impl DeltaNote {
+    /// The device delta was refused, so the figure is unknown.
+    pub fn refused(&self) -> bool {
+        matches!(self, DeltaNote::Crowded { .. } | DeltaNote::ServersClient)
+    }
 }
 
 /// When, and why, a device stopped answering NVML during a case.
@@ -445,6 +475,7 @@ mod tests {
                     name: (pid == 4242).then(|| "sleep".to_string()),
                 })
                 .collect(),
+            delta_note: None,
             note: None,
             lost: None,
         }

@@ -206,9 +206,9 @@ impl HostFloors {
 /// words it (results.json's `host_note`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum HostNote {
-    /// `whose` memory cgroup (`the case's`, `the load client's`) could not
-    /// be made: measured from /proc.
-    NoCgroup { whose: String, error: String },
+    /// The memory cgroup of the case (`client`: of its load client) could
+    /// not be made: measured from /proc.
+    NoCgroup { client: bool, error: String },
     /// An instance could not join the case's cgroup: measured from /proc.
     NotJoined { instance: String, error: String },
     /// A tree of more than `tree` processes was swept for PSS and VmHWM
@@ -224,6 +224,9 @@ pub enum HostNote {
     /// A test of a shared session: the session's VmHWM could not be reset,
     /// so it is no figure of the test.
     HwmNotReset { pid: i32, error: String },
+    /// A server case's load client never started: its server did not
+    /// start (`server_started` false) or was not ready.
+    ClientNotStarted { server_started: bool },
 }
 
 /// The host figures of one run of a case.

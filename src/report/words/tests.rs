@@ -601,7 +601,7 @@ fn each_host_note_is_worded_and_they_are_joined() {
     assert_eq!(super::host_notes(&[]), None);
     let notes = [
         HostNote::NoCgroup {
-            whose: "the case's".into(),
+            client: false,
             error: "Permission denied (os error 13)".into(),
         },
         HostNote::NotJoined {

@@ -10,7 +10,7 @@ use super::super::launcher::{Launcher, Worker};
 use super::super::shared::{Job, Note, Shared};
 use super::super::{BaselineSetup, Interrupt, RunSetup, Runner, Schedule};
 use crate::capacity::Capacity;
-use crate::record::{RunRecord, StopReason};
+use crate::record::{RunRecord, StopReason, Warning};
 use crate::report::{Event, Reporter};
 use crate::results::{CaseStatus, Exit, FailureType, RunResults};
 
@@ -90,7 +90,7 @@ impl Worker for Played<'_> {
                 (vec![run], None)
             }
             Act::Warns(message) => {
-                let warning = Note::Warning(format!("{id}: {message}"));
+                let warning = Note::Warning(Warning::Snapshot(message.to_string()));
                 self.notes.send((job.number, warning)).ok();
                 (vec![passed(10)], None)
             }
@@ -323,14 +323,14 @@ fn an_oom_on_a_gpu_not_yet_settled_is_retried_once_and_judged_by_the_retry() {
 #[test]
 fn a_workers_warnings_reach_the_reporters_before_its_case_finishes() {
     let acts = vec![
-        ("a", vec![Act::Warns("the snapshot could not be read")]),
+        ("a", vec![Act::Warns("not a torch memory snapshot")]),
         ("b", vec![Act::Runs(vec![passed(10)])]),
         ("c", vec![Act::Runs(vec![passed(10)])]),
     ];
     let (_, events, _) = run(acts, &[]);
     let warned = events
         .iter()
-        .position(|e| e == "warning a: the snapshot could not be read")
+        .position(|e| e == "warning a: memory snapshot: not a torch memory snapshot")
         .expect("the warning");
     let finished = events
         .iter()

@@ -46,6 +46,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::process;
+use crate::record::Warning;
 
 /// The hidden first argument that makes `oomgate` a fork server.
 pub const ARG: &str = "__forkserver";
@@ -85,7 +86,7 @@ pub struct Forkserver {
     /// The case it was last asked to start an instance of.
     last_case: Mutex<Option<String>>,
     /// Why it was set aside, until said ([`Forkserver::take_note`]).
-    note: Mutex<Option<String>>,
+    note: Mutex<Option<Warning>>,
 }
 
 impl Forkserver {
@@ -155,21 +156,12 @@ impl Forkserver {
             // make no supervisor later; collected when dropped.
             process::signal_group(self.pid, libc::SIGKILL);
             *socket = None;
-            let how = if state == 'T' {
-                "stopped by a signal"
-            } else {
-                "stopped under a tracer"
-            };
-            let after = last_case
-                .as_deref()
-                .map(|case| {
-                    format!(" after it started `{case}`, whose processes could have done it")
-                })
-                .unwrap_or_default();
-            *self.note.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
-                "oomgate's fork server (pid {}) was {how} from outside oomgate{after}; it was killed, and from `{case}` on each supervisor is executed instead (about 1.5 ms more per launch)",
-                self.pid
-            ));
+            *self.note.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(Warning::ForkserverSetAside {
+                    pid: self.pid,
+                    traced: state == 't',
+                    after: last_case.clone(),
+                });
             return false;
         }
         *last_case = Some(case.to_string());
@@ -182,7 +174,7 @@ impl Forkserver {
     }
 
     /// Why it was set aside, once: the caller says it.
-    pub fn take_note(&self) -> Option<String> {
+    pub fn take_note(&self) -> Option<Warning> {
         self.note.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
