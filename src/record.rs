@@ -158,6 +158,20 @@ pub enum Warning {
     },
 }
 
+/// Why a case was not run, where no launch failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotRun {
+    /// Its table's shared pytest session did not collect this test (its
+    /// collection differs from oomgate's).
+    NotCollected { nodeid: String },
+    /// The shared pytest session answered with a line that is not the
+    /// plugin's (the session is then replaced).
+    Garbled { nodeid: String, line: String },
+    /// The case was run no times: an internal error, said rather than a
+    /// panic.
+    NoRuns,
+}
+
 /// Why oomgate itself stopped a case before its instances finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
@@ -178,10 +192,14 @@ pub enum StopReason {
     ForeignProcesses {
         processes: Vec<ForeignProcess>,
     },
-    /// An instance (or a soak relaunch) could not be started.
+    /// An instance (or a soak relaunch) could not be started: the
+    /// launcher's error (for a test of a shared session, pytest's words
+    /// when the session could not start).
     LaunchFailed {
         message: String,
     },
+    /// Not run, for a reason of oomgate's own.
+    NotRun(NotRun),
     /// The case's server exited on its own: before it was ready, or
     /// under load. `at`: since the case started.
     ServerExited {

@@ -49,9 +49,7 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
             // `runs` is never empty (`repeat` is at least 1); should
             // that ever change, a result saying so beats a panic.
             Observed {
-                stop: Some(StopReason::LaunchFailed {
-                    message: "oomgate ran this case no times (an internal error)".into(),
-                }),
+                stop: Some(StopReason::NotRun(crate::record::NotRun::NoRuns)),
                 exits: Vec::new(),
                 host_peak: None,
                 serving: false,

@@ -108,6 +108,8 @@ pub enum Cause {
     NotStarted {
         message: String,
     },
+    /// Not run, for a reason of oomgate's own.
+    NotRun(crate::record::NotRun),
     /// Not started beside processes oomgate did not start on its GPUs
     /// (`foreign_processes = "fail"`).
     Foreign {
@@ -212,6 +214,9 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> Verdict {
         Some(StopReason::LaunchFailed { message }) => {
             let message = message.clone();
             return verdict(CaseStatus::Error, Cause::NotStarted { message });
+        }
+        Some(StopReason::NotRun(why)) => {
+            return verdict(CaseStatus::Error, Cause::NotRun(why.clone()));
         }
         Some(StopReason::ForeignProcesses { processes }) => {
             let processes = processes.clone();

@@ -530,6 +530,14 @@ fn every_causes_sentence() {
         Cause::Foreign {
             processes: foreign_processes(),
         },
+        Cause::NotRun(crate::record::NotRun::NotCollected {
+            nodeid: "tests/test_a.py::test_random[0.4170]".into(),
+        }),
+        Cause::NotRun(crate::record::NotRun::Garbled {
+            nodeid: "tests/test_a.py::test_one".into(),
+            line: "hello".into(),
+        }),
+        Cause::NotRun(crate::record::NotRun::NoRuns),
         Cause::TimedOut {
             after: Duration::from_secs(3),
             host_peak: peak,

@@ -294,6 +294,18 @@ pub fn case_message(
             format!("interrupted before it finished; {} so far", peak(host_peak))
         }
         Cause::NotStarted { message } => message.clone(),
+        Cause::NotRun(crate::record::NotRun::NotCollected { nodeid }) => format!(
+            "not run: the shared pytest session did not collect {} (its collection differs from oomgate's: a test made at collection time, or a random parameter); `isolate = true` runs it in a process of its own",
+            crate::clean::line(nodeid)
+        ),
+        Cause::NotRun(crate::record::NotRun::Garbled { nodeid, line }) => format!(
+            "the shared pytest session said what is not oomgate's plugin's answer for {}: {}",
+            crate::clean::line(nodeid),
+            crate::clean::line(line)
+        ),
+        Cause::NotRun(crate::record::NotRun::NoRuns) => {
+            "oomgate ran this case no times (an internal error)".to_string()
+        }
         Cause::Foreign { processes } => format!(
             "not run: {} (foreign_processes = \"fail\")",
             foreign_processes(processes)

@@ -30,7 +30,7 @@ use crate::files::case::InstanceLogs;
 use crate::measure::host::session::TestWindow;
 use crate::probe::{ProbeSummary, PytestReport, TestOutcome};
 use crate::pytest::session::{Answer, Heard, Session};
-use crate::record::{InstanceRecord, RunRecord, StopReason};
+use crate::record::{InstanceRecord, NotRun, RunRecord, StopReason};
 use crate::redact;
 use crate::suite::{Case, PytestSession};
 use crate::vocabulary::Exit;
@@ -168,22 +168,16 @@ impl Sessions {
                 stderr,
             }) => answered(&mut record, job, (outcome, when, message), stdout, stderr),
             Ended::Answered(Answer::Missing) => {
-                record.stop = Some(StopReason::LaunchFailed {
-                    message: format!(
-                        "not run: the shared pytest session did not collect {} (its collection differs from oomgate's: a test made at collection time, or a random parameter); `isolate = true` runs it in a process of its own",
-                        crate::clean::line(&spec.nodeid)
-                    ),
-                });
+                record.stop = Some(StopReason::NotRun(NotRun::NotCollected {
+                    nodeid: spec.nodeid.clone(),
+                }));
             }
             Ended::Answered(Answer::Other(line)) => {
                 self.lost(job, &mut record, offset, None);
-                record.stop = Some(StopReason::LaunchFailed {
-                    message: format!(
-                        "the shared pytest session said what is not oomgate's plugin's answer for {}: {}",
-                        crate::clean::line(&spec.nodeid),
-                        crate::clean::line(&line)
-                    ),
-                });
+                record.stop = Some(StopReason::NotRun(NotRun::Garbled {
+                    nodeid: spec.nodeid.clone(),
+                    line,
+                }));
             }
             Ended::Died => self.lost(job, &mut record, offset, None),
             Ended::TimedOut => self.lost(
