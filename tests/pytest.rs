@@ -1106,3 +1106,177 @@ def test_d():
         assert!((30 * MIB..40 * MIB).contains(&peak), "{case:#}");
     }
 }
+
+/// Tests that use torch on a GPU, in one session: each writes what NVML
+/// would say of the session (the CUDA context and all the allocator
+/// holds, whichever test put it there) where the fake driver reads it,
+/// and sets the stand-in torch's allocator figures.
+const ALLOCATOR: &str = r#"
+import os
+import time
+
+import torch
+
+MIB = 1 << 20
+
+
+def nvml(used):
+    state = os.environ["FAKE_NVML_STATE"]
+    os.makedirs(state, exist_ok=True)
+    path = os.path.join(state, str(os.getpid()))
+    with open(path + ".tmp", "w") as out:
+        out.write(f"owner={os.getpid()} device={os.environ['FAKE_GPU_UUID']} used={used} max={used}\n")
+    os.replace(path + ".tmp", path)
+
+
+def test_first():
+    # CUDA's context (300 MiB) and 200 MiB the allocator keeps cached.
+    torch.cuda.set_usage(200 * MIB, 200 * MIB)
+    nvml(500 * MIB)
+    time.sleep(0.3)
+    torch.cuda.set_usage(0, 200 * MIB)
+
+
+def test_reuses_the_cache():
+    # 150 MiB at once, served from the cache: nothing more from the driver.
+    torch.cuda.set_usage(150 * MIB, 200 * MIB)
+    time.sleep(0.3)
+    torch.cuda.set_usage(0, 200 * MIB)
+
+
+def test_grows():
+    # 700 MiB at once: the allocator takes 500 MiB more from the driver.
+    torch.cuda.set_usage(700 * MIB, 700 * MIB)
+    nvml(1000 * MIB)
+    time.sleep(0.3)
+    torch.cuda.set_usage(0, 700 * MIB)
+
+
+def test_no_gpu():
+    pass
+"#;
+
+/// In a session, NVML's figure of the process is the session's since it
+/// started: the CUDA context of whichever test used CUDA first, and the
+/// allocator's cache every earlier test left. Each test is judged by what
+/// it added to torch's allocator at its peak, reported by the plugin, and
+/// NVML's figure is kept beside it: a test served from the cache is
+/// judged by its own allocations, the one that grew fails its budget
+/// alone, and a test that used no GPU adds nothing.
+#[test]
+fn a_session_judges_each_test_by_what_it_added_to_the_allocator() {
+    let project = gpu_session_project(ALLOCATOR, "budget = { gpu = \"600 MiB\" }");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let figures = |name: &str| {
+        let case = run.case(&format!("tests/test_gpu.py::{name}"));
+        assert_eq!(case["host_method"], "pytest-session", "{case:#}");
+        let device = &case["gpu_devices"][0];
+        (
+            case["status"].as_str().unwrap_or_default().to_string(),
+            case["gpu_peak_method"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            case["gpu_peak_bytes"].as_u64().map(|b| b >> 20),
+            device["sampled_peak_bytes"].as_u64().map(|b| b >> 20),
+        )
+    };
+    let allocator = "torch-allocator".to_string();
+    assert_eq!(
+        figures("test_first"),
+        ("passed".into(), allocator.clone(), Some(200), Some(500))
+    );
+    assert_eq!(
+        figures("test_reuses_the_cache"),
+        ("passed".into(), allocator.clone(), Some(150), Some(500))
+    );
+    assert_eq!(
+        figures("test_grows"),
+        ("failed".into(), allocator.clone(), Some(700), Some(1000))
+    );
+    assert_eq!(
+        figures("test_no_gpu"),
+        ("passed".into(), allocator, Some(0), Some(1000))
+    );
+    let grows = run.case("tests/test_gpu.py::test_grows");
+    let budget = assert_breached(&grows, "budget.gpu");
+    assert_eq!(
+        budget["figure_bytes"].as_u64(),
+        Some(700 << 20),
+        "{budget:#}"
+    );
+    assert!(
+        grows["gpu_devices"][0]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("torch's allocator")),
+        "{grows:#}"
+    );
+}
+
+/// A project whose `[[pytest]]` runs `tests/test_gpu.py` (`tests`) on one
+/// fake GPU, with the stand-in torch importable and the fake driver's
+/// state folder and device named in `FAKE_NVML_STATE` and `FAKE_GPU_UUID`.
+fn gpu_session_project(tests: &str, extra: &str) -> Project {
+    use common::fake_nvml::{GIB, UUID_0, Variant, device};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let project = project(&[("test_gpu.py", tests)], "");
+    let env = format!(
+        "{extra}\nenv = {{ PYTHONPATH = {}, FAKE_NVML_STATE = {}, FAKE_GPU_UUID = \"{UUID_0}\" }}",
+        toml_str(&root.join("fixtures/python").display().to_string()),
+        toml_str(&project.fake_gpu_state().display().to_string()),
+    );
+    let suite = std::fs::read_to_string(project.suite()).expect("the suite");
+    std::fs::write(project.suite(), format!("{suite}{env}\n")).expect("the suite");
+    project.with_fake_gpus(
+        &format!(
+            "driver 550.54.15\ncuda 12040\n{}",
+            device(UUID_0, 8 * GIB, 256 << 20, false, "Fake H100 80GB")
+        ),
+        Variant::Complete,
+    )
+}
+
+/// A test whose session holds GPU memory torch did not report (another
+/// library's, or torch never initialised CUDA) has an unknown GPU figure,
+/// never the session's cumulative one and never 0: its budget fails as
+/// unknown, and its note says to isolate it. A test of the same session
+/// that used no GPU before it is 0.
+#[test]
+fn gpu_memory_outside_torch_in_a_session_is_unknown_not_the_sessions() {
+    let tests = ALLOCATOR
+        .split("\ndef test_first")
+        .next()
+        .unwrap_or_default()
+        .to_string()
+        + r#"
+
+def test_before():
+    pass
+
+
+def test_other_library():
+    nvml(300 * MIB)
+    time.sleep(0.3)
+"#;
+    let project = gpu_session_project(&tests, "budget = { gpu = \"1 GiB\" }");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let before = run.case("tests/test_gpu.py::test_before");
+    assert_eq!(before["gpu_peak_bytes"].as_u64(), Some(0), "{before:#}");
+    let other = run.case("tests/test_gpu.py::test_other_library");
+    assert!(other["gpu_peak_bytes"].is_null(), "{other:#}");
+    assert_eq!(other["gpu_peak_method"], "unavailable", "{other:#}");
+    assert_eq!(
+        other["gpu_devices"][0]["sampled_peak_bytes"].as_u64(),
+        Some(300 << 20),
+        "{other:#}"
+    );
+    assert!(
+        other["gpu_devices"][0]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("isolate")),
+        "{other:#}"
+    );
+    assert_eq!(other["status"], "failed", "{other:#}");
+}

@@ -20,7 +20,13 @@ closest wins, keyword by keyword. It does three things:
   oomgate names, one at a time, and answers with its outcome. Between two
   tests it waits on oomgate, so oomgate reads the process's memory from
   outside (``/proc``) while nothing runs: the kernel's high-water mark,
-  reset by oomgate at each test's start.
+  reset by oomgate at each test's start. Where the process has imported
+  torch and initialised CUDA, the plugin resets the allocator's peaks
+  before each test (``torch.cuda.reset_peak_memory_stats``) and answers
+  with each device's ``max_memory_reserved`` and ``max_memory_allocated``
+  after it, and what the allocator held at its start: NVML's figure of the
+  session holds what earlier tests left in the allocator's cache, so
+  oomgate judges the test by what it added to these.
 - **Under oomgate, reports each test's outcome** as pytest words it
   (passed, failed, error, skipped, xfailed, xpassed, with pytest's short
   message) as one line of ``OOMGATE_METRICS``, for oomgate to say what
@@ -363,6 +369,58 @@ def _answer(nodeid, reports):
     }
 
 
+def _torch_cuda():
+    """torch.cuda, where the test process has imported torch and
+    initialised CUDA (never imported here: that takes seconds, and a test
+    that does not use torch has no allocator figure)."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        return cuda if cuda is not None and cuda.is_initialized() else None
+    except Exception:
+        return None
+
+
+def _reset_allocator_peaks():
+    """Start a test's allocator peaks at what the allocator holds now, and
+    say what that is (per device); None where torch has no CUDA
+    initialised (a test that initialises it starts from nothing)."""
+    cuda = _torch_cuda()
+    if cuda is None:
+        return None
+    try:
+        start = {"reserved": [], "allocated": []}
+        for device in range(cuda.device_count()):
+            cuda.reset_peak_memory_stats(device)
+            start["reserved"].append(int(cuda.memory_reserved(device)))
+            start["allocated"].append(int(cuda.memory_allocated(device)))
+        return start
+    except Exception as error:  # said, and the test runs on
+        sys.stderr.write("oomgate: torch.cuda.reset_peak_memory_stats: %r\n" % (error,))
+        return None
+
+
+def _allocator_peaks(start):
+    """torch's allocator peaks since the test started, per device in
+    CUDA's order, with what it held at the start (`start`); None where
+    torch has no CUDA initialised."""
+    cuda = _torch_cuda()
+    if cuda is None:
+        return None
+    try:
+        devices = range(cuda.device_count())
+        start = start or {}
+        return {
+            "reserved": [int(cuda.max_memory_reserved(d)) for d in devices],
+            "allocated": [int(cuda.max_memory_allocated(d)) for d in devices],
+            "reserved_start": start.get("reserved", [0 for _ in devices]),
+            "allocated_start": start.get("allocated", [0 for _ in devices]),
+        }
+    except Exception as error:
+        sys.stderr.write("oomgate: torch.cuda.max_memory_reserved: %r\n" % (error,))
+        return None
+
+
 def _open_session():
     """Open oomgate's session channel, when there is one."""
     global _SESSION
@@ -406,8 +464,11 @@ def pytest_runtestloop(session):
             except Exception as error:  # a fixture's teardown: said, not fatal
                 sys.stderr.write("oomgate: tearing down before %s: %r\n" % (nodeid, error))
         guess = items[index + 1] if index + 1 < len(items) else None
+        start = _reset_allocator_peaks()
         item.config.hook.pytest_runtest_protocol(item=item, nextitem=guess if setup is not None else None)
-        _SESSION.say(_answer(nodeid, _REPORTS.pop(nodeid, [])))
+        answer = _answer(nodeid, _REPORTS.pop(nodeid, []))
+        answer["gpu"] = _allocator_peaks(start)
+        _SESSION.say(answer)
     if setup is not None:
         try:
             setup.teardown_exact(None)

@@ -496,10 +496,10 @@ pub(super) fn table(rows: &[Vec<String>]) -> String {
 }
 
 /// Where a pytest case runs: its table's shared session, or a process of
-/// its own and why (a run measuring GPU memory isolates every test too).
+/// its own and why (a run on a pool of GPUs isolates every test too).
 fn pytest_mode(case: &Case) -> String {
     if case.pytest_session.is_some() {
-        return "its table's shared pytest session (a process of its own while GPU memory is measured)"
+        return "its table's shared pytest session (a process of its own with a --gpus pool)"
             .to_string();
     }
     match crate::suite::needs_own_process(case) {

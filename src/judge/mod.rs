@@ -227,7 +227,7 @@ fn retried_alone(result: &CaseResult, first: CaseResult) -> RetriedAlone {
     let unmeasurable = first
         .gpu_devices
         .iter()
-        .any(|d| d.delta_note.as_ref().is_some_and(|n| n.refused()))
+        .any(|d| d.device_note.as_ref().is_some_and(|n| n.refused()))
         && first.failed_checks().next().is_some()
         && first.failed_checks().all(|c| {
             matches!(c.kind, CheckKind::GpuBudget | CheckKind::GpuHeadroom { .. })

@@ -29,8 +29,8 @@ pub mod settle;
 use std::collections::{BTreeMap, HashSet};
 
 pub use figures::{
-    DeltaNote, DeviceFigures, DeviceLoss, ForeignPid, ForeignProcess, GpuFigures, GpuMethod,
-    concurrent_peak,
+    AllocatorPeaks, DeviceFigures, DeviceLoss, DeviceNote, ForeignPid, ForeignProcess, GpuFigures,
+    GpuMethod, concurrent_peak,
 };
 use figures::{DeviceEnd, device_figure};
 
@@ -101,7 +101,7 @@ pub struct CaseGpu<'g> {
     /// more this case's than theirs.
     crowding: Option<Crowding>,
     /// Said of a device delta this case reports: what else it may hold.
-    delta_note: Option<DeltaNote>,
+    delta_note: Option<DeviceNote>,
     /// A process of this case, or of its twin's part (see [`Self::twin`]),
     /// was seen on a device: NVML's pids are this machine's, so a part
     /// none of whose processes appear holds nothing there.
@@ -125,7 +125,7 @@ pub struct CaseGpu<'g> {
 #[derive(Debug, Clone)]
 pub struct Crowding {
     /// Why a device delta is then refused, for the figure's note.
-    pub reason: DeltaNote,
+    pub reason: DeviceNote,
     pub seen: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -142,7 +142,7 @@ impl<'g> CaseGpu<'g> {
     /// started. `shared`: why a device's rise is not this part's alone,
     /// which refuses it as this part's figure (its per-process figures
     /// stand).
-    pub fn twin(&mut self, shared: DeltaNote) -> CaseGpu<'g> {
+    pub fn twin(&mut self, shared: DeviceNote) -> CaseGpu<'g> {
         self.twinned = true;
         CaseGpu {
             gpu: self.gpu,
@@ -179,7 +179,7 @@ impl<'g> CaseGpu<'g> {
 
     /// Say `note` of a device delta this meter reports (what else the
     /// device's rise may hold).
-    pub fn note_delta(&mut self, note: DeltaNote) {
+    pub fn note_delta(&mut self, note: DeviceNote) {
         self.delta_note = Some(note);
     }
 
@@ -220,7 +220,7 @@ impl<'g> CaseGpu<'g> {
             delta_note: gpu
                 .foreign_pids
                 .as_ref()
-                .map(|namespace| DeltaNote::Container {
+                .map(|namespace| DeviceNote::Container {
                     namespace: namespace.clone(),
                 }),
             pids_seen: std::sync::Arc::default(),
@@ -499,7 +499,7 @@ impl<'g> CaseGpu<'g> {
                 sampled_peak_bytes: sampled.filter(|_| state.tree_seen),
                 accounting_peak_bytes: accounting,
                 tainted_by,
-                delta_note: note,
+                device_note: note,
                 note: None,
                 lost,
             });

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::measure::gpu::AllocatorPeaks;
 use crate::probe::TestOutcome;
 use crate::suite::{Case, PytestSession};
 use crate::vocabulary::Exit;
@@ -79,6 +80,9 @@ pub enum Answer {
         message: String,
         stdout: String,
         stderr: String,
+        /// torch's allocator peaks during the test, where torch had CUDA
+        /// initialised at its end.
+        allocator: Option<AllocatorPeaks>,
     },
     /// Its collection has no test of that node id.
     Missing,
@@ -127,10 +131,24 @@ enum Said {
         stdout: String,
         #[serde(default)]
         stderr: String,
+        #[serde(default)]
+        gpu: Option<SaidGpu>,
     },
     Missing {
         missing: String,
     },
+}
+
+/// torch's allocator peaks, per device in CUDA's order.
+#[derive(Debug, Deserialize)]
+struct SaidGpu {
+    reserved: Vec<u64>,
+    #[serde(default)]
+    allocated: Vec<u64>,
+    #[serde(default)]
+    reserved_start: Vec<u64>,
+    #[serde(default)]
+    allocated_start: Vec<u64>,
 }
 
 impl Session {
@@ -298,12 +316,19 @@ impl Session {
                 message,
                 stdout,
                 stderr,
+                gpu,
             }) if done == nodeid => Answer::Ran {
                 outcome,
                 when,
                 message,
                 stdout,
                 stderr,
+                allocator: gpu.map(|gpu| AllocatorPeaks {
+                    reserved: gpu.reserved,
+                    allocated: gpu.allocated,
+                    reserved_start: gpu.reserved_start,
+                    allocated_start: gpu.allocated_start,
+                }),
             },
             Ok(Said::Missing { missing }) if missing == nodeid => Answer::Missing,
             _ => Answer::Other(String::from_utf8_lossy(&line).into_owned()),

@@ -46,7 +46,7 @@ fn foreign_processes() -> Vec<crate::measure::gpu::ForeignProcess> {
 /// shows them.
 #[test]
 fn every_warnings_sentence() {
-    use crate::measure::gpu::DeltaNote;
+    use crate::measure::gpu::DeviceNote;
     use crate::measure::gpu::settle::{Settle, SettledDevice};
     use crate::measure::host::HostNote;
     use crate::measure::visible::{SelectionNote, Unusable};
@@ -144,16 +144,16 @@ fn every_warnings_sentence() {
         .collect();
     lines.extend(
         [
-            DeltaNote::Crowded { jobs: None },
-            DeltaNote::Crowded { jobs: Some(4) },
-            DeltaNote::ServersClient,
-            DeltaNote::WithClient,
-            DeltaNote::Container {
+            DeviceNote::Crowded { jobs: None },
+            DeviceNote::Crowded { jobs: Some(4) },
+            DeviceNote::ServersClient,
+            DeviceNote::WithClient,
+            DeviceNote::Container {
                 namespace: "pid:[4026532198]".into(),
             },
         ]
         .iter()
-        .map(super::words::delta_note),
+        .map(super::words::device_note),
     );
     insta::assert_snapshot!(lines.join("\n"));
 }

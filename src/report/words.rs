@@ -51,8 +51,8 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, torch: Option<&str>
             .flat_map(|client| &mut client.gpu_devices),
     );
     for device in devices {
-        if let Some(note) = &device.delta_note {
-            device.note = Some(delta_note(note));
+        if let Some(note) = &device.device_note {
+            device.note = Some(device_note(note));
         }
     }
     say_repeat_methods(result);
@@ -1109,19 +1109,21 @@ pub fn warning(case: &str, warning: &crate::record::Warning) -> String {
     format!("{case}: {said}")
 }
 
-/// What a device's rise says of the case (`measure::gpu::DeltaNote`).
-pub fn delta_note(note: &crate::measure::gpu::DeltaNote) -> String {
-    use crate::measure::gpu::DeltaNote;
+/// What a device's figure says of the case (`measure::gpu::DeviceNote`).
+pub fn device_note(note: &crate::measure::gpu::DeviceNote) -> String {
+    use crate::measure::gpu::DeviceNote;
     match note {
-        DeltaNote::Crowded { jobs: None } => {
+        DeviceNote::Crowded { jobs: None } => {
             "device-delta not used: another case ran on this GPU meanwhile (--pack)".to_string()
         }
-        DeltaNote::Crowded { jobs: Some(jobs) } => format!(
+        DeviceNote::Crowded { jobs: Some(jobs) } => format!(
             "device-delta not used: another case ran on this GPU meanwhile (--jobs {jobs} without a --gpus pool)"
         ),
-        DeltaNote::ServersClient => "a device rise is its server's and its load client's together: it is not the client's alone".to_string(),
-        DeltaNote::WithClient => "a device rise: it includes the load client's GPU memory, if the client holds any (per-process figures keep them apart)".to_string(),
-        DeltaNote::Container { namespace } => format!(
+        DeviceNote::ServersClient => "a device rise is its server's and its load client's together: it is not the client's alone".to_string(),
+        DeviceNote::WithClient => "a device rise: it includes the load client's GPU memory, if the client holds any (per-process figures keep them apart)".to_string(),
+        DeviceNote::SessionAllocator => "a test of a shared pytest session: the figure is what the test added to torch's allocator at its peak (max_memory_reserved and max_memory_allocated, reset at its start, less what the allocator held then; the CUDA context and memory outside torch are not in it); NVML's figure of the session (sampled) holds what the session kept from earlier tests".to_string(),
+        DeviceNote::SessionUnreported => "a test of a shared pytest session: the session holds GPU memory, but torch's allocator reported none for this test (torch not imported, CUDA not initialised, or memory outside torch), so its figure is unknown; `isolate` it to measure it through NVML".to_string(),
+        DeviceNote::Container { namespace } => format!(
             "in a container: oomgate runs in a pid namespace of its own ({namespace}): NVML reports the host's pids, which cannot be matched to the case's processes, so the figure is the device's rise during the case, including anyone else's"
         ),
     }

@@ -285,7 +285,7 @@ fn everything() -> RunResults {
             pid: 42,
             name: Some("sleep".into()),
         }],
-        delta_note: None,
+        device_note: None,
         note: None,
         lost: Some(crate::measure::gpu::DeviceLoss {
             at_s: 2.5,

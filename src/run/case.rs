@@ -25,7 +25,7 @@ use super::serve::{self, ServerSide};
 use super::shared::{GpuAccess, Note, Shared, now_rfc3339};
 use crate::measure::cgroup::{CaseCgroup, MemoryHierarchy};
 use crate::measure::gpu::settle::{self, Settle};
-use crate::measure::gpu::{CaseGpu, DeltaNote, ForeignProcess, GpuFigures};
+use crate::measure::gpu::{CaseGpu, DeviceNote, ForeignProcess, GpuFigures};
 use crate::measure::nvml::Gpu;
 use crate::measure::procfs::Scanner;
 use crate::measure::{HostFigures, HostMeter, Timeline};
@@ -378,10 +378,10 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         let port = serve::free_port(&self.shared.ports)
             .map_err(|e| format!("no free port for the server: {e}"))?;
         let server_host = std::mem::replace(host, self.host_meter(true));
-        let client_gpu = gpu.as_mut().map(|g| g.twin(DeltaNote::ServersClient));
+        let client_gpu = gpu.as_mut().map(|g| g.twin(DeviceNote::ServersClient));
         let mut server_gpu = std::mem::replace(gpu, client_gpu);
         if let Some(server_gpu) = server_gpu.as_mut() {
-            server_gpu.note_delta(DeltaNote::WithClient);
+            server_gpu.note_delta(DeviceNote::WithClient);
         }
         Ok(ServerSide::new(
             case,

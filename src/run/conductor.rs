@@ -14,7 +14,7 @@ use super::shared::{GpuAccess, Shared, now_rfc3339};
 use crate::baseline::Lock;
 use crate::environment::Environment;
 use crate::judge;
-use crate::measure::gpu::{Crowding, DeltaNote, GpuMethod};
+use crate::measure::gpu::{Crowding, DeviceNote, GpuMethod};
 use crate::report::{Event, Reporter};
 use crate::results::{
     BaselineInfo, GpuEnvironment, RunResults, SCHEMA_VERSION, Scheduling, SharedGpu, SuiteInfo,
@@ -222,14 +222,14 @@ impl Conductor<'_> {
                         .join(","),
                 ),
                 crowding: placement.packed().then(|| Crowding {
-                    reason: DeltaNote::Crowded { jobs: None },
+                    reason: DeviceNote::Crowded { jobs: None },
                     seen: Arc::default(),
                 }),
             },
             None => GpuAccess {
                 visible: None,
                 crowding: (shared.parallel && shared.gpu.is_some()).then(|| Crowding {
-                    reason: DeltaNote::Crowded {
+                    reason: DeviceNote::Crowded {
                         jobs: Some(self.schedule.jobs),
                     },
                     seen: Arc::default(),

@@ -126,7 +126,9 @@ impl<'a> Runner<'a> {
         forkserver: Option<supervise::forkserver::Forkserver>,
     ) -> Self {
         let jobs = setup.schedule.jobs.max(1);
-        let pytest_sessions = setup.gpu.is_none();
+        // A pool gives each case its GPUs through its environment, which a
+        // session started with one environment cannot follow.
+        let pytest_sessions = setup.gpu.is_none() || setup.schedule.pool.is_none();
         let faulted = Arc::new(AtomicBool::new(false));
         let gpu_idle = setup.gpu.as_ref().map_or(Vec::new(), |gpu| {
             (0..gpu.devices.len())
@@ -209,7 +211,7 @@ impl<'a> Runner<'a> {
             .count();
         if isolated > 0 {
             let message = format!(
-                "GPU memory is measured in this run: {isolated} pytest test(s) each run in a process of their own, not in their table's shared session, whose GPU figures per test oomgate does not take yet"
+                "this run places cases on a pool of GPUs (--gpus): {isolated} pytest test(s) each run in a process of their own, not in their table's shared session, which cannot move between the pool's GPUs"
             );
             reporter.handle(&Event::Warning { message }).ok();
         }

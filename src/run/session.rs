@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 use super::shared::{Job, Shared, now_rfc3339};
 use crate::diagnose;
 use crate::files::case::InstanceLogs;
+use crate::measure::gpu::{AllocatorPeaks, CaseGpu, GpuFigures};
 use crate::measure::host::session::TestWindow;
+use crate::measure::procfs::Scanner;
 use crate::probe::{ProbeSummary, PytestReport, TestOutcome};
 use crate::pytest::session::{Answer, Heard, Session};
 use crate::record::{InstanceRecord, NotRun, RunRecord, StopReason};
@@ -56,6 +58,74 @@ pub(super) struct Sessions {
     /// The allocator variables of each table's tests (one env per table:
     /// a marker sets none), read once rather than per test.
     allocator_env: HashMap<usize, std::collections::BTreeMap<String, String>>,
+    /// Reads the session's process tree for its GPU figures (made at the
+    /// first test a GPU is measured for).
+    scanner: Option<Scanner>,
+}
+
+/// A test's GPU figures in its session: NVML's figures of the session's
+/// process tree, sampled every `sample_interval` while the test runs and
+/// at its ends; judged per test by torch's allocator peak where the plugin
+/// reports one (`GpuFigures::per_test`).
+struct GpuWindow<'g, 'x> {
+    meter: CaseGpu<'g>,
+    scanner: &'x mut Scanner,
+    every: Duration,
+    next: Instant,
+    started: Instant,
+}
+
+impl<'g, 'x> GpuWindow<'g, 'x> {
+    fn open(
+        gpu: &'g crate::measure::nvml::Gpu,
+        case: &Case,
+        pid: i32,
+        scanner: &'x mut Scanner,
+        interval_ms: u64,
+    ) -> Self {
+        let selection = super::gpu::selection(gpu, case, None);
+        let meter = CaseGpu::begin(
+            gpu,
+            selection.positions,
+            interval_ms,
+            selection.unmapped,
+            None,
+        );
+        // The session and what it started: a test's child that uses a GPU
+        // is the test's too.
+        scanner.limit_to(Some(&[pid]));
+        let mut window = GpuWindow {
+            meter,
+            scanner,
+            every: Duration::from_millis(interval_ms.max(1)),
+            next: Instant::now(),
+            started: Instant::now(),
+        };
+        window.sample();
+        window
+    }
+
+    fn tick(&mut self) {
+        if Instant::now() >= self.next {
+            self.sample();
+        }
+    }
+
+    fn sample(&mut self) {
+        self.next = Instant::now() + self.every;
+        let mut sample = crate::measure::Sample {
+            at: self.started.elapsed(),
+            ..Default::default()
+        };
+        if let Ok(tree) = self.scanner.descendants_of(crate::process::self_pid()) {
+            self.meter.sample(tree, &mut sample);
+        }
+    }
+
+    fn close(mut self, allocator: Option<&AllocatorPeaks>) -> GpuFigures {
+        self.sample();
+        self.meter.finish().per_test(allocator)
+    }
 }
 
 /// The worker's session, and where its output is kept once it ends.
@@ -146,6 +216,11 @@ impl Sessions {
         let session = &mut live.session;
         let offset = session.output_len();
         let mut window = TestWindow::open(session.pid());
+        let mut gpu = shared.gpu.as_ref().map(|gpu| {
+            let scanner = self.scanner.get_or_insert_with(Scanner::new);
+            let interval = shared.measurement.sample_interval_ms;
+            GpuWindow::open(gpu, case, session.pid(), scanner, interval)
+        });
         let ended = match session.ask(&spec.nodeid) {
             Err(_) => Ended::Died,
             Ok(()) => wait(
@@ -153,12 +228,18 @@ impl Sessions {
                 session,
                 &spec.nodeid,
                 start + case.timeout,
-                &mut window,
+                (&mut window, gpu.as_mut()),
             ),
         };
         let host = window.close();
+        let allocator = match &ended {
+            Ended::Answered(Answer::Ran { allocator, .. }) => allocator.as_ref(),
+            _ => None,
+        };
+        let gpu = gpu.map(|gpu| gpu.close(allocator));
         let wall_time = start.elapsed();
         let mut record = base_record(shared, job, started_at, wall_time, host);
+        record.gpu = gpu;
         match ended {
             Ended::Answered(Answer::Ran {
                 outcome,
@@ -166,6 +247,7 @@ impl Sessions {
                 message,
                 stdout,
                 stderr,
+                ..
             }) => answered(&mut record, job, (outcome, when, message), stdout, stderr),
             Ended::Answered(Answer::Missing) => {
                 record.stop = Some(StopReason::NotRun(NotRun::NotCollected {
@@ -278,7 +360,7 @@ fn wait(
     session: &mut Session,
     nodeid: &str,
     deadline: Instant,
-    window: &mut TestWindow,
+    (window, mut gpu): (&mut TestWindow, Option<&mut GpuWindow<'_, '_>>),
 ) -> Ended {
     loop {
         if shared.interrupt.requested() {
@@ -292,7 +374,12 @@ fn wait(
             // A child the test forked may hold the answers open: the
             // session's own death is looked for too.
             Heard::Quiet if !session.alive() => return Ended::Died,
-            Heard::Quiet => window.tick(),
+            Heard::Quiet => {
+                window.tick();
+                if let Some(gpu) = gpu.as_mut() {
+                    gpu.tick();
+                }
+            }
             Heard::Answer(answer) => return Ended::Answered(answer),
             Heard::Ended => return Ended::Died,
         }

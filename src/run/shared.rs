@@ -48,8 +48,8 @@ pub(super) struct Shared<'a> {
     /// table): the level a case waits for its GPUs to settle back to.
     pub(super) gpu_idle: Vec<Option<u64>>,
     /// Whether the tests of a `[[pytest]]` table may share a pytest
-    /// session: not while GPU memory is measured (a session's GPU figures
-    /// per test are not built), when each runs in a process of its own.
+    /// session: not when cases are placed on a pool of GPUs (a session
+    /// has one environment), when each runs in a process of its own.
     pub(super) pytest_sessions: bool,
     /// The sessions the collection started, until a worker takes each.
     pub(super) parked: crate::pytest::session::Parked,

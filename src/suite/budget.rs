@@ -108,6 +108,18 @@ impl BudgetKind {
         }
     }
 
+    /// Whether a test of a shared pytest session can be judged by it: its
+    /// figure is the test's alone there (the host's growth; torch's
+    /// allocator peak during the test, and the device's size for a
+    /// fraction). Not `gpu_left`: the session keeps the allocator's cache
+    /// after the test. Not `gpu_rank`: ranks are processes of their own.
+    pub fn judged_in_a_session(self) -> bool {
+        match self {
+            BudgetKind::Host | BudgetKind::Gpu | BudgetKind::GpuFraction => true,
+            BudgetKind::GpuLeft | BudgetKind::GpuRank => false,
+        }
+    }
+
     /// Why a server case's `client_budget` may not have it; `None`: it
     /// may (the client's own figure is judged).
     pub fn not_for_a_client(self) -> Option<&'static str> {

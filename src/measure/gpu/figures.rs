@@ -25,6 +25,12 @@ pub enum GpuMethod {
     DriverAccounting,
     /// The device's rise during the case: no process of the case was seen.
     DeviceDelta,
+    /// The peak torch's caching allocator reserved during a test of a
+    /// shared pytest session (`torch.cuda.max_memory_reserved`, reset at
+    /// the test's start), as the session's plugin reported it: NVML's
+    /// figure of a session is the session's since it started. The CUDA
+    /// context and memory outside torch's allocator are not in it.
+    Allocator,
     /// The total's method when its devices used different ones.
     Mixed,
     /// Unknown: NVML could not tell (or the device is not mapped).
@@ -37,6 +43,7 @@ impl fmt::Display for GpuMethod {
             GpuMethod::Sampled { interval_ms } => write!(f, "sampled@{interval_ms}ms"),
             GpuMethod::DriverAccounting => f.write_str("driver-accounting"),
             GpuMethod::DeviceDelta => f.write_str("device-delta"),
+            GpuMethod::Allocator => f.write_str("torch-allocator"),
             GpuMethod::Mixed => f.write_str("mixed"),
             GpuMethod::Unavailable => f.write_str("unavailable"),
         }
@@ -62,6 +69,7 @@ impl std::str::FromStr for GpuMethod {
         Ok(match name {
             "driver-accounting" => GpuMethod::DriverAccounting,
             "device-delta" => GpuMethod::DeviceDelta,
+            "torch-allocator" => GpuMethod::Allocator,
             "mixed" => GpuMethod::Mixed,
             "unavailable" => GpuMethod::Unavailable,
             _ => GpuMethod::Sampled {
@@ -133,10 +141,10 @@ pub struct DeviceFigures {
     pub tainted_by: Vec<ForeignPid>,
     /// Why the figure is unknown when oomgate refused the device delta it
     /// had, or what a reported one may hold besides: as data, worded into
-    /// `note` by `report::words::delta_note` (a figure read back from
+    /// `note` by `report::words::device_note` (a figure read back from
     /// results.json has only the words).
     #[serde(skip)]
-    pub delta_note: Option<DeltaNote>,
+    pub device_note: Option<DeviceNote>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// The device was lost, or refused NVML, while the case ran: its
@@ -145,10 +153,10 @@ pub struct DeviceFigures {
     pub lost: Option<DeviceLoss>,
 }
 
-/// What a device's rise during a case says of the case, where it is not
-/// plainly the case's.
+/// What a device's figure says of the case, where it is not plainly the
+/// case's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeltaNote {
+pub enum DeviceNote {
     /// Refused: another case of the run ran on the GPU meanwhile (`--pack`,
     /// or `--jobs N` without a `--gpus` pool: `jobs`).
     Crowded { jobs: Option<usize> },
@@ -162,12 +170,21 @@ pub enum DeltaNote {
     /// a container), so NVML's pids cannot be matched to the case's and
     /// the figure is the device's rise, anyone else's included.
     Container { namespace: String },
+    /// A test of a shared pytest session: its figure is torch's allocator
+    /// peak during the test; NVML's (`sampled_peak_bytes`) is the
+    /// session's since it started (the allocator's cache from earlier
+    /// tests, the CUDA context of whichever test first used CUDA).
+    SessionAllocator,
+    /// A test of a shared session whose process held GPU memory, but for
+    /// which torch's allocator reported nothing (torch not imported, or
+    /// CUDA not initialised, or memory outside torch): unknown.
+    SessionUnreported,
 }
 
-impl DeltaNote {
+impl DeviceNote {
     /// The device delta was refused, so the figure is unknown.
     pub fn refused(&self) -> bool {
-        matches!(self, DeltaNote::Crowded { .. } | DeltaNote::ServersClient)
+        matches!(self, DeviceNote::Crowded { .. } | DeviceNote::ServersClient)
     }
 }
 
@@ -206,7 +223,95 @@ pub struct GpuFigures {
     pub ranks: crate::measure::ranks::PerRank,
 }
 
+/// What a shared pytest session's plugin reported of torch's caching
+/// allocator for one test, per device in CUDA's order: its peaks since the
+/// test started (`max_memory_reserved`, `max_memory_allocated`, reset at
+/// the start) and what it held at the start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllocatorPeaks {
+    pub reserved: Vec<u64>,
+    pub allocated: Vec<u64>,
+    pub reserved_start: Vec<u64>,
+    pub allocated_start: Vec<u64>,
+}
+
+impl AllocatorPeaks {
+    /// What the test added on the device at `index` at its peak: the
+    /// larger of the allocator's growth (memory it took from the driver
+    /// during the test) and of the test's allocations at their peak, less
+    /// what earlier tests still held (memory the test needed at once, even
+    /// where the cache an earlier test left served it). `None`: the device
+    /// was not reported.
+    pub fn added(&self, index: usize) -> Option<u64> {
+        let at = |list: &[u64]| list.get(index).copied().unwrap_or(0);
+        let reserved = self.reserved.get(index)?;
+        let allocated = at(&self.allocated);
+        Some(
+            reserved
+                .saturating_sub(at(&self.reserved_start))
+                .max(allocated.saturating_sub(at(&self.allocated_start))),
+        )
+    }
+}
+
 impl GpuFigures {
+    /// A test of a shared session: NVML's figures of the session's
+    /// process tree during the test (which hold whatever the session kept
+    /// from earlier tests) become each device's `sampled_peak_bytes`, and
+    /// the figure judged is what the test added to the allocator at its
+    /// peak ([`AllocatorPeaks::added`]) where the plugin reported one. A device the session does not hold memory on
+    /// stays at 0; one it holds memory on without a report is unknown.
+    pub fn per_test(mut self, allocator: Option<&AllocatorPeaks>) -> GpuFigures {
+        for (cuda_index, device) in self.devices.iter_mut().enumerate() {
+            if device.lost.is_some() || device.method == GpuMethod::Unavailable {
+                continue;
+            }
+            let reported = allocator.and_then(|a| a.added(cuda_index));
+            // A device's rise during the test (in a container) is the
+            // test's, unless the allocator said more exactly.
+            if device.method == GpuMethod::DeviceDelta && reported.is_none() {
+                continue;
+            }
+            device.sampled_peak_bytes = device.sampled_peak_bytes.or(device.peak_bytes);
+            match (reported, device.sampled_peak_bytes) {
+                (Some(bytes), _) => {
+                    device.peak_bytes = Some(bytes);
+                    device.method = GpuMethod::Allocator;
+                    device.device_note = Some(DeviceNote::SessionAllocator);
+                }
+                (None, Some(0)) => {}
+                (None, _) => {
+                    device.peak_bytes = None;
+                    device.method = GpuMethod::Unavailable;
+                    device.device_note = Some(DeviceNote::SessionUnreported);
+                }
+            }
+        }
+        let lost = self.devices.iter().any(|d| d.lost.is_some());
+        self.peak_bytes = match lost {
+            true => None,
+            false => self
+                .devices
+                .iter()
+                .try_fold(0u64, |sum, d| d.peak_bytes.map(|p| sum.saturating_add(p))),
+        };
+        // Devices the test never touched do not decide the method.
+        let mut methods = self
+            .devices
+            .iter()
+            .filter(|d| d.peak_bytes != Some(0) || d.method == GpuMethod::Allocator)
+            .map(|d| d.method);
+        self.method = match (methods.next(), lost) {
+            (_, true) => GpuMethod::Unavailable,
+            (None, false) => self.method,
+            (Some(first), false) if methods.all(|m| m == first) => first,
+            (Some(_), false) => GpuMethod::Mixed,
+        };
+        // The ranks' sums are NVML's, the session's: no test's.
+        self.ranks = crate::measure::ranks::PerRank::default();
+        self
+    }
+
     /// Hold the figure to a floor the workload's own allocator reported
     /// (the probe's `peak_reserved`): memory a process of the case
     /// certainly held on a GPU at some moment. A floor above the measured
@@ -331,6 +436,7 @@ mod tests {
             (GpuMethod::Sampled { interval_ms: 1000 }, "sampled@1000ms"),
             (GpuMethod::DriverAccounting, "driver-accounting"),
             (GpuMethod::DeviceDelta, "device-delta"),
+            (GpuMethod::Allocator, "torch-allocator"),
             (GpuMethod::Mixed, "mixed"),
             (GpuMethod::Unavailable, "unavailable"),
         ];
@@ -475,7 +581,7 @@ mod tests {
                     name: (pid == 4242).then(|| "sleep".to_string()),
                 })
                 .collect(),
-            delta_note: None,
+            device_note: None,
             note: None,
             lost: None,
         }
@@ -516,6 +622,85 @@ mod tests {
                 "{devices:?}"
             );
         }
+    }
+
+    /// A test's share of the allocator: its growth, or its allocations at
+    /// their peak where the cache an earlier test left served them.
+    #[test]
+    fn a_test_adds_its_allocators_growth_or_its_own_allocations() {
+        let peaks = |reserved: u64, allocated: u64, start: (u64, u64)| AllocatorPeaks {
+            reserved: vec![reserved],
+            allocated: vec![allocated],
+            reserved_start: vec![start.0],
+            allocated_start: vec![start.1],
+        };
+        let table = [
+            // First use: everything is the test's.
+            (peaks(200, 200, (0, 0)), Some(200)),
+            // Served from a 200 cache: its 150 of allocations.
+            (peaks(200, 150, (200, 0)), Some(150)),
+            // An earlier test's tensor (50) still held: not this test's.
+            (peaks(200, 150, (200, 50)), Some(100)),
+            // The cache grew by 500, more than its 400 of allocations.
+            (peaks(700, 400, (200, 0)), Some(500)),
+            (peaks(200, 0, (200, 0)), Some(0)),
+        ];
+        for (peaks, added) in table {
+            assert_eq!(peaks.added(0), added, "{peaks:?}");
+        }
+        assert_eq!(peaks(1, 1, (0, 0)).added(1), None);
+    }
+
+    /// NVML's figure of a session becomes the sampled one; the figure
+    /// judged is the allocator's, or 0 where the session holds nothing
+    /// there, or unknown where it holds memory torch did not report.
+    #[test]
+    fn a_session_tests_figure_is_the_allocators_where_reported() {
+        let sampled = |index, bytes: u64| DeviceFigures {
+            method: SAMPLED,
+            sampled_peak_bytes: Some(bytes),
+            ..device(index, Some(bytes), &[])
+        };
+        let figures = |devices: Vec<DeviceFigures>| GpuFigures {
+            peak_bytes: None,
+            method: SAMPLED,
+            devices,
+            left_bytes: None,
+            ranks: Default::default(),
+        };
+        let reported = AllocatorPeaks {
+            reserved: vec![300, 0],
+            allocated: vec![250, 0],
+            reserved_start: vec![100, 0],
+            allocated_start: vec![0, 0],
+        };
+        let both = figures(vec![sampled(0, 900), sampled(1, 0)]).per_test(Some(&reported));
+        assert_eq!(both.peak_bytes, Some(250));
+        assert_eq!(both.method, GpuMethod::Allocator);
+        assert_eq!(both.devices[0].sampled_peak_bytes, Some(900));
+        assert_eq!(
+            both.devices[0].device_note,
+            Some(DeviceNote::SessionAllocator)
+        );
+        // torch not reported: a device the session does not use is 0, one
+        // it holds memory on is unknown.
+        let unreported = figures(vec![sampled(0, 900), sampled(1, 0)]).per_test(None);
+        assert_eq!(unreported.peak_bytes, None);
+        assert_eq!(unreported.method, GpuMethod::Unavailable);
+        assert_eq!(
+            unreported.devices[0].device_note,
+            Some(DeviceNote::SessionUnreported)
+        );
+        assert_eq!(unreported.devices[1].peak_bytes, Some(0));
+        let untouched = figures(vec![sampled(0, 0)]).per_test(None);
+        assert_eq!((untouched.peak_bytes, untouched.method), (Some(0), SAMPLED));
+        // In a container, a device's rise during the test stands unless
+        // the allocator said more exactly.
+        let delta = figures(vec![device(0, Some(400), &[])]).per_test(None);
+        assert_eq!(
+            (delta.peak_bytes, delta.method),
+            (Some(400), GpuMethod::DeviceDelta)
+        );
     }
 
     #[test]

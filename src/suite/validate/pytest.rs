@@ -365,8 +365,9 @@ impl PytestSource {
 /// The key that keeps a test out of its table's shared session, if one
 /// does: what a session cannot apply to one test among others (its own
 /// runs, instances, duration, GPUs, a leak over its iterations, limits on
-/// its probe's figures), and, until a session measures GPU memory per
-/// test, a GPU budget.
+/// its probe's figures), and the GPU budgets that are no figure of one
+/// test among others (`gpu_left`: the session keeps the allocator's
+/// cache; `gpu_rank`: ranks are processes of their own).
 pub fn needs_own_process(case: &Case) -> Option<&'static str> {
     if case.repeat > 1 {
         return Some("repeat");
@@ -388,6 +389,6 @@ pub fn needs_own_process(case: &Case) -> Option<&'static str> {
     }
     crate::suite::BudgetKind::ALL
         .into_iter()
-        .find(|kind| kind.needs_gpu() && case.budget.get(*kind).is_some())
+        .find(|kind| !kind.judged_in_a_session() && case.budget.get(*kind).is_some())
         .map(crate::suite::BudgetKind::key)
 }

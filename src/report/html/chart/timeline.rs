@@ -106,6 +106,10 @@ pub(in crate::report::html) fn peak_drawn(
                 "the device's rise during the case (no process of the case was seen)",
             ),
             Some(GpuMethod::Mixed) => level("mixed methods", "its devices' figures, summed"),
+            Some(GpuMethod::Allocator) => level(
+                "torch allocator",
+                "what the test added to torch's allocator at its peak",
+            ),
             _ => level("sampled", "the largest sample of another run"),
         };
     }
