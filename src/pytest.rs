@@ -110,6 +110,8 @@ pub fn collect(
             }
             false => run_collection(source, &plugin)?,
         };
+        let asked = collected.xdist_workers.as_deref().and_then(xdist_count);
+        suite.xdist_workers = suite.xdist_workers.max(asked);
         let expanded = source.cases(&collected);
         warnings.extend(expanded.warnings);
         errors.extend(expanded.errors);
@@ -162,6 +164,18 @@ pub fn plugin_path(own: Option<&str>, plugin: &Path) -> String {
     match inherited {
         Some(rest) => format!("{first}:{rest}"),
         None => first,
+    }
+}
+
+/// The workers `-n` asks pytest-xdist for: a count, or `auto` and
+/// `logical` as this machine's CPUs; `None` for none or what xdist would
+/// refuse.
+pub fn xdist_count(asked: &str) -> Option<usize> {
+    match asked.trim() {
+        "auto" | "logical" => std::thread::available_parallelism()
+            .ok()
+            .map(std::num::NonZeroUsize::get),
+        count => count.parse::<usize>().ok().filter(|&n| n > 0),
     }
 }
 

@@ -279,18 +279,27 @@ def test_sometimes():
 }
 
 /// A project whose addopts ask pytest-xdist for workers: each test still
-/// runs in the one process oomgate measures (`-n 0`), said once, and no
-/// xdist worker runs it.
+/// runs in a process oomgate measures (`-n 0`), said once, and no xdist
+/// worker runs it; the tests run that many at once instead, in sessions
+/// of their own (as `--jobs 2`), unless `--jobs` says otherwise.
 #[test]
 fn xdist_workers_from_the_projects_addopts_are_not_started_per_test() {
     let in_the_measured_process = r#"
 import os
+import time
+
+def ran(name):
+    with open(os.path.join(os.path.dirname(__file__), name + ".pid"), "w") as out:
+        out.write(str(os.getpid()))
+    time.sleep(0.3)
 
 def test_one():
     assert "PYTEST_XDIST_WORKER" not in os.environ, "ran in an xdist worker"
+    ran("one")
 
 def test_two():
     assert "PYTEST_XDIST_WORKER" not in os.environ, "ran in an xdist worker"
+    ran("two")
 "#;
     let project = project(&[("test_workers.py", in_the_measured_process)], "");
     std::fs::write(
@@ -315,6 +324,13 @@ def test_two():
         .matches("pytest-xdist is asked for `-n 2`")
         .count();
     assert_eq!(said, 1, "{}", run.stderr);
+    let pid = |name: &str| {
+        std::fs::read_to_string(project.path().join("tests").join(format!("{name}.pid")))
+            .expect("the test's pid")
+    };
+    assert_ne!(pid("one"), pid("two"), "two sessions at once, as `-n 2`");
+    project.run(&["--jobs", "1"]).assert_code(0);
+    assert_eq!(pid("one"), pid("two"), "`--jobs 1`: one session");
 }
 
 /// The test over its marker's budget fails, alone; the others pass; the

@@ -23,8 +23,10 @@ pub struct ScheduleArgs {
     #[arg(long, value_name = "GPUS", value_parser = parse_pool)]
     pub gpus: Option<PoolSpec>,
     /// Most cases running at once (default: the pool's size with --gpus,
-    /// as many as fit with --pack, else 1). Host-only suites run in parallel with it too; each case
-    /// keeps its own memory cgroup.
+    /// as many as fit with --pack, else the workers a `[[pytest]]` asks
+    /// pytest-xdist for with `-n`, else 1). Host-only suites run in
+    /// parallel with it too; each case keeps its own memory cgroup, each
+    /// worker its own pytest session.
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub jobs: Option<u16>,
     /// Let one-GPU cases share a pool GPU when their known peaks (the
@@ -86,7 +88,8 @@ pub fn parse_pool(value: &str) -> Result<PoolSpec, String> {
 }
 
 /// The schedule for a run: the pool resolved against the devices oomgate
-/// may use, `--jobs`, and past wall times for longest-first ordering.
+/// may use, `--jobs` (else the workers pytest-xdist was asked for,
+/// `xdist_workers`), and past wall times for longest-first ordering.
 /// `gpu`: the GPUs NVML opened, or why it opened none (said when `--gpus`
 /// needs them: nothing else has said it yet).
 pub fn schedule(
@@ -95,6 +98,7 @@ pub fn schedule(
     gpu: Result<&Gpu, &str>,
     cases: &[&Case],
     past_wall_s: HashMap<String, f64>,
+    xdist_workers: Option<usize>,
 ) -> Result<Schedule, CliError> {
     let pool = match &args.gpus {
         None => None,
@@ -137,7 +141,9 @@ pub fn schedule(
         (Some(jobs), _) => usize::from(jobs),
         (None, Some(_)) if args.pack => cases.len().max(1),
         (None, Some(pool)) => pool.len(),
-        (None, None) => 1,
+        // pytest-xdist's `-n`, turned off in each pytest process: the
+        // tests that many at once, each measured on its own.
+        (None, None) => xdist_workers.unwrap_or(1).max(1),
     };
     Ok(Schedule {
         pool,

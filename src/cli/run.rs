@@ -472,6 +472,7 @@ fn execute(
             .ok_or(no_gpu.as_deref().unwrap_or("NVML was not opened")),
         cases,
         past_wall_s,
+        suite.xdist_workers,
     )?;
     let (paths, claim) = prepare_outputs(outputs, &out_dir)?;
     let interrupt = Interrupt::install()

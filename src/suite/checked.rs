@@ -36,6 +36,11 @@ pub struct Suite {
     /// oomgate's copy of its pytest plugin, once the tests are collected:
     /// held for as long as the suite is, removed after.
     pub pytest_plugin: Option<std::sync::Arc<crate::files::SealedDir>>,
+    /// The most workers a `[[pytest]]` table asked pytest-xdist for (`-n
+    /// 4`; `auto` as this machine's CPUs), once collected: oomgate turns
+    /// xdist off and runs that many tests at once itself, when `--jobs`
+    /// does not say.
+    pub xdist_workers: Option<usize>,
     /// What is worth saying about the suite but does not stop it
     /// (`file:line:col: warning: …`), printed when it is loaded.
     pub warnings: Vec<Located>,

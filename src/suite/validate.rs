@@ -239,6 +239,7 @@ pub(super) fn validate(
             cases,
             pytest,
             pytest_plugin: None,
+            xdist_workers: None,
             warnings: warnings
                 .into_iter()
                 .map(|w| super::located::Located::resolve(source, w))

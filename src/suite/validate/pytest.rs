@@ -235,7 +235,7 @@ impl PytestSource {
         let xdist_off: &[&str] = match &collected.xdist_workers {
             Some(workers) => {
                 expanded.warnings.push(format!(
-                    "{}: pytest-xdist is asked for `-n {}` (the project's addopts or the block's args); oomgate runs pytest with `-n 0`, its tests in one measured process: workers would be counted as a test's own memory",
+                    "{}: pytest-xdist is asked for `-n {}` (the project's addopts or the block's args): oomgate turns xdist off (`-n 0`), whose workers would be counted as a test's own memory, and runs that many tests at once itself, each measured on its own (as `--jobs`, which overrides it)",
                     self.describe(),
                     crate::clean::line(workers)
                 ));
