@@ -118,6 +118,8 @@ pub enum FailureType {
     Timeout,
     /// A pytest test failed as pytest says (an assertion): no crash.
     TestFailed,
+    /// A pytest test's setup or teardown failed: pytest's `error`.
+    TestError,
     Crash,
     Budget,
     Headroom,
@@ -133,7 +135,7 @@ pub enum FailureType {
 }
 
 impl FailureType {
-    pub const ALL: [FailureType; 22] = [
+    pub const ALL: [FailureType; 23] = [
         FailureType::Interrupted,
         FailureType::ForeignProcesses,
         FailureType::LaunchError,
@@ -146,6 +148,7 @@ impl FailureType {
         FailureType::CudaFault,
         FailureType::Timeout,
         FailureType::TestFailed,
+        FailureType::TestError,
         FailureType::Crash,
         FailureType::Budget,
         FailureType::Headroom,
@@ -173,6 +176,7 @@ impl FailureType {
             FailureType::CudaFault => "cuda-fault",
             FailureType::Timeout => "timeout",
             FailureType::TestFailed => "test-failed",
+            FailureType::TestError => "test-error",
             FailureType::Crash => "crash",
             FailureType::Budget => "budget",
             FailureType::Headroom => "headroom",

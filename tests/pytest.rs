@@ -135,8 +135,9 @@ fn each_test_is_a_case_with_its_closest_markers() {
 /// A test's outcome as pytest words it: an assertion that failed is
 /// `test-failed` with pytest's message, not a crash; a skipped test and
 /// an expected failure are `skipped` (and JUnit's `<skipped>`, typed as
-/// pytest's own junitxml types them), an unexpected pass passes, an error
-/// in setup is told apart.
+/// pytest's own junitxml types them), an unexpected pass passes, and an
+/// error in setup is `error` (`test-error`), JUnit's `<error>` as pytest
+/// writes it.
 #[test]
 fn outcomes_are_pytests_and_a_failed_assertion_is_no_crash() {
     let outcomes = r#"
@@ -177,7 +178,7 @@ def test_setup_fails(broken):
         ("test_skips", "skipped", None, "skipped"),
         ("test_known_bug", "skipped", None, "xfailed"),
         ("test_fixed_bug", "passed", None, "xpassed"),
-        ("test_setup_fails", "failed", Some("test-failed"), "error"),
+        ("test_setup_fails", "error", Some("test-error"), "error"),
     ];
     for (test, status, kind, outcome) in table {
         let case = case(test);
@@ -195,18 +196,26 @@ def test_setup_fails(broken):
         case("test_skips")["probe"]["pytest"]["message"],
         "needs a GPU"
     );
-    assert_eq!(case("test_setup_fails")["probe"]["pytest"]["when"], "setup");
+    let setup = case("test_setup_fails");
+    assert_eq!(setup["probe"]["pytest"]["when"], "setup");
+    assert_eq!(setup["diagnosis"]["kind"], "test-error", "{setup:#}");
+    assert!(
+        setup["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("test-error") && m.contains("the fixture failed")),
+        "{setup:#}"
+    );
     assert_eq!(case("test_skips")["message"], "skipped: needs a GPU");
     let summary = &run.results()["summary"];
     assert_eq!(
-        (&summary["passed"], &summary["skipped"], &summary["failed"]),
-        (&2.into(), &2.into(), &2.into()),
+        (
+            &summary["passed"],
+            &summary["skipped"],
+            &summary["failed"],
+            &summary["error"]
+        ),
+        (&2.into(), &2.into(), &1.into(), &1.into()),
         "{summary:#}"
-    );
-    assert!(
-        run.stderr.contains("2 passed, 2 skipped, 2 failed"),
-        "{}",
-        run.stderr
     );
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit.xml");
     for skipped in [
@@ -215,6 +224,8 @@ def test_setup_fails(broken):
     ] {
         assert!(junit.contains(skipped), "{skipped} in\n{junit}");
     }
+    assert!(junit.contains(r#"type="test-error""#), "{junit}");
+    assert_eq!(junit.matches("<error ").count(), 1, "{junit}");
 }
 
 /// A skip is added to what oomgate measured, never over it: a skipped

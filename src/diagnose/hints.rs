@@ -99,7 +99,10 @@ pub fn case_hints(diagnosis: &Diagnosis, host_peak: Option<u64>) -> Vec<String> 
             "A CUDA fault is a bug, not a lack of memory: rerun with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel."
                 .to_string(),
         ),
-        FailureKind::Timeout | FailureKind::TestFailed | FailureKind::ExitNonzero => {}
+        FailureKind::Timeout
+        | FailureKind::TestFailed
+        | FailureKind::TestError
+        | FailureKind::ExitNonzero => {}
     }
     hints
 }

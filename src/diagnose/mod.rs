@@ -41,9 +41,12 @@ pub enum FailureKind {
     CudaSetup,
     CudaFault,
     Timeout,
-    /// A pytest test failed (an assertion, an exception in the test, its
-    /// setup or teardown), as oomgate's plugin reported it: no crash.
+    /// A pytest test failed (an assertion, an exception in the test), as
+    /// oomgate's plugin reported it: no crash.
     TestFailed,
+    /// A pytest test's setup or teardown failed (a fixture raised): pytest's
+    /// `error`, as the plugin reported it.
+    TestError,
     ExitNonzero,
 }
 
@@ -59,6 +62,7 @@ impl FailureKind {
             FailureKind::CudaFault => "cuda-fault",
             FailureKind::Timeout => "timeout",
             FailureKind::TestFailed => "test-failed",
+            FailureKind::TestError => "test-error",
             FailureKind::ExitNonzero => "exit-nonzero",
         }
     }
@@ -378,13 +382,17 @@ pub fn with_supervisor_killed(diagnosis: Diagnosis) -> Diagnosis {
 }
 
 /// The diagnosis of a pytest case that ended with pytest's "tests failed"
-/// (exit 1) and nothing worse in its output: its test failed, in pytest's
-/// words (`message`), which the plugin reported from inside the test's
-/// process. An OOM, a kill or a CUDA error it printed still explains it.
-pub fn with_test_failed(diagnosis: Diagnosis, message: Option<&str>) -> Diagnosis {
+/// (exit 1) and nothing worse in its output: its test failed (`errored`:
+/// in its setup or teardown), in pytest's words (`message`), which the
+/// plugin reported from inside the test's process. An OOM, a kill or a
+/// CUDA error it printed still explains it.
+pub fn with_test_failed(diagnosis: Diagnosis, message: Option<&str>, errored: bool) -> Diagnosis {
     match diagnosis.kind {
         FailureKind::ExitNonzero => Diagnosis {
-            kind: FailureKind::TestFailed,
+            kind: match errored {
+                true => FailureKind::TestError,
+                false => FailureKind::TestFailed,
+            },
             exception: diagnosis.exception.or_else(|| message.map(str::to_string)),
             ..diagnosis
         },
@@ -504,12 +512,14 @@ pub fn headline(
             let first: String = first.chars().take(200).collect();
             parts.push(format!("{}: {first}", diagnosis.kind.as_str()));
         }
-        FailureKind::TestFailed => {
+        FailureKind::TestFailed | FailureKind::TestError => {
             let message = diagnosis.exception.as_deref().unwrap_or_default();
             let first: String = message.lines().next().unwrap_or_default().chars().take(200).collect();
-            parts.push(match first.is_empty() {
-                true => "test-failed: the test failed".to_string(),
-                false => format!("test-failed: {first}"),
+            let kind = diagnosis.kind.as_str();
+            parts.push(match (first.is_empty(), diagnosis.kind) {
+                (true, FailureKind::TestError) => format!("{kind}: the test's setup or teardown failed"),
+                (true, _) => format!("{kind}: the test failed"),
+                (false, _) => format!("{kind}: {first}"),
             });
         }
         FailureKind::Timeout | FailureKind::ExitNonzero => return None,

@@ -204,6 +204,7 @@ pub fn judge_limits_again(case: &Case, result: &mut CaseResult) -> Verdict {
         serving: result.server.is_some(),
         gpu_lost: None,
         skipped: result.status == CaseStatus::Skipped,
+        errored: false,
     };
     let verdict = decide(&observed, &result.checks);
     result.status = verdict.status;

@@ -55,6 +55,7 @@ pub fn merge_repeats(runs: Vec<CaseRun>) -> CaseRun {
                 serving: false,
                 gpu_lost: None,
                 skipped: false,
+                errored: false,
             }
         });
         return CaseRun {

@@ -48,7 +48,13 @@ pub fn judge_run(case: &Case, measured: &RunRecord) -> RunJudgement {
     );
     let observed = observed(measured);
     let verdict = decide(&observed, &checks);
-    let diagnosis = diagnosis(verdict.status, &observed, &checks, measured);
+    // pytest's `error` is a test that ran and failed in its setup or
+    // teardown, diagnosed as a failure is (not as a case never started).
+    let diagnosed_as = match (verdict.status, observed.errored) {
+        (CaseStatus::Error, true) => CaseStatus::Failed,
+        (status, _) => status,
+    };
+    let diagnosis = diagnosis(diagnosed_as, &observed, &checks, measured);
     let gpu_lost = measured
         .gpu
         .as_ref()
@@ -91,22 +97,20 @@ pub(super) fn fill_result(result: &mut CaseResult, judgement: RunJudgement) -> O
 
 /// What the verdict is decided from.
 fn observed(measured: &RunRecord) -> Observed {
+    let pytest = measured.probe.as_ref().and_then(|p| p.pytest.as_ref());
     Observed {
         stop: measured.stop.clone(),
         exits: measured.instances.iter().map(|i| i.exit).collect(),
         host_peak: measured.host.peak_bytes.map(Bytes),
         serving: measured.server.is_some(),
         gpu_lost: measured.gpu.as_ref().and_then(GpuLoss::of),
-        skipped: measured
-            .probe
-            .as_ref()
-            .and_then(|p| p.pytest.as_ref())
-            .is_some_and(|p| {
-                matches!(
-                    p.outcome,
-                    crate::probe::TestOutcome::Skipped | crate::probe::TestOutcome::Xfailed
-                )
-            }),
+        skipped: pytest.is_some_and(|p| {
+            matches!(
+                p.outcome,
+                crate::probe::TestOutcome::Skipped | crate::probe::TestOutcome::Xfailed
+            )
+        }),
+        errored: pytest.is_some_and(|p| p.outcome == crate::probe::TestOutcome::Error),
     }
 }
 
@@ -197,7 +201,8 @@ fn diagnosis(
         .filter(|r| r.failed());
     Some(match (failed_test, exit) {
         (Some(report), Some(Exit::Code(PYTEST_TESTS_FAILED))) => {
-            diagnose::with_test_failed(diagnosis, report.message.as_deref())
+            let errored = report.outcome == crate::probe::TestOutcome::Error;
+            diagnose::with_test_failed(diagnosis, report.message.as_deref(), errored)
         }
         _ => diagnosis,
     })

@@ -38,6 +38,9 @@ pub struct Observed {
     /// pytest skipped the test, or its failure was expected (its report
     /// said so): what would pass is `skipped`.
     pub skipped: bool,
+    /// pytest's setup or teardown of the test failed (a fixture raised):
+    /// what failed is `error`, as pytest counts it.
+    pub errored: bool,
 }
 
 /// A GPU that stopped answering NVML during a case: which, when, and
@@ -78,6 +81,7 @@ impl Observed {
             serving: false,
             gpu_lost: None,
             skipped: false,
+            errored: false,
         }
     }
 }
@@ -315,7 +319,11 @@ pub fn decide(observed: &Observed, checks: &[Check]) -> Verdict {
             exit,
             host_peak,
         };
-        return verdict(CaseStatus::Failed, cause);
+        let status = match observed.errored {
+            true => CaseStatus::Error,
+            false => CaseStatus::Failed,
+        };
+        return verdict(status, cause);
     }
     let judged = failed(true);
     if !judged.is_empty() {
@@ -372,6 +380,9 @@ pub fn failure_kind_of(
             return Some(FailureType::ForeignProcesses);
         }
         CaseStatus::Error if gpu_lost => return Some(FailureType::GpuLost),
+        CaseStatus::Error if diagnosis.is_some_and(|d| d.kind == FailureKind::TestError) => {
+            return Some(FailureType::TestError);
+        }
         CaseStatus::Error => return Some(FailureType::LaunchError),
         CaseStatus::Failed | CaseStatus::TimedOut => {}
     }
@@ -385,6 +396,7 @@ pub fn failure_kind_of(
             FailureKind::CudaFault => FailureType::CudaFault,
             FailureKind::Timeout => FailureType::Timeout,
             FailureKind::TestFailed => FailureType::TestFailed,
+            FailureKind::TestError => FailureType::TestError,
             FailureKind::ExitNonzero => FailureType::Crash,
         });
     }
@@ -456,6 +468,7 @@ fn precedence(word: FailureType) -> u8 {
         | FailureType::CudaFault
         | FailureType::Timeout
         | FailureType::TestFailed
+        | FailureType::TestError
         | FailureType::Crash
         | FailureType::OtherDefinition => 9,
     }

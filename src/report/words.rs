@@ -87,7 +87,7 @@ pub fn word_case(result: &mut CaseResult, verdict: &Verdict, torch: Option<&str>
     let test_failed = result
         .diagnosis
         .as_ref()
-        .is_some_and(|d| d.kind == FailureKind::TestFailed)
+        .is_some_and(|d| matches!(d.kind, FailureKind::TestFailed | FailureKind::TestError))
         && matches!(
             verdict.cause,
             Some(Cause::Exited {
