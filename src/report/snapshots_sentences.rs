@@ -151,6 +151,8 @@ fn every_warnings_sentence() {
             DeviceNote::Container {
                 namespace: "pid:[4026532198]".into(),
             },
+            DeviceNote::SessionAllocator,
+            DeviceNote::SessionUnreported,
         ]
         .iter()
         .map(super::words::device_note),
