@@ -55,6 +55,13 @@ fn status_class(status: CaseStatus) -> &'static str {
     if status.ok() { "pass" } else { "fail" }
 }
 
+/// Past this many cases, the table shows those that did not pass or are
+/// charted, and folds the rest (see [`render`]).
+const FOLD_AFTER: usize = 500;
+
+/// The head of a table of cases.
+const CASES_TABLE: &str = "<table class=\"cases\"><colgroup><col class=\"case\"><col class=\"status\"><col span=\"5\"></colgroup><tr><th>case</th><th>status</th><th>GPU peak</th><th>baseline</th><th>delta</th><th>host peak</th><th>wall time</th></tr>\n";
+
 /// The whole page.
 pub fn render(results: &RunResults, out_dir: &Path) -> String {
     let mut page = String::new();
@@ -101,10 +108,19 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
         page.push_str(&overview);
         page.push('\n');
     }
-    chart_note(&mut page, &plan, results.cases.len());
-    page.push_str("<table class=\"cases\"><colgroup><col class=\"case\"><col class=\"status\"><col span=\"5\"></colgroup><tr><th>case</th><th>status</th><th>GPU peak</th><th>baseline</th><th>delta</th><th>host peak</th><th>wall time</th></tr>\n");
+    // A browser lays out a long table whole before it shows any of it:
+    // past FOLD_AFTER cases, those that passed (or were skipped) and are
+    // not charted wait in a closed `<details>`, which is laid out when
+    // opened (a link to a row, or a search of the page, opens it).
+    let fold = results.cases.len() + results.not_run.len() > FOLD_AFTER;
+    chart_note(&mut page, &plan, results.cases.len(), fold);
+    let folded =
+        |index: usize, case: &CaseResult| fold && case.status.ok() && plan.reason(index).is_none();
+    page.push_str(CASES_TABLE);
     for (index, case) in results.cases.iter().enumerate() {
-        table_row(&mut page, case, results, plan.reason(index).is_some());
+        if !folded(index, case) {
+            table_row(&mut page, case, results, plan.reason(index).is_some());
+        }
     }
     for id in &results.not_run {
         let _ = writeln!(
@@ -115,6 +131,25 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
         );
     }
     page.push_str("</table>\n");
+    let rest = results
+        .cases
+        .iter()
+        .enumerate()
+        .filter(|(index, case)| folded(*index, case))
+        .count();
+    if rest > 0 {
+        let _ = writeln!(
+            page,
+            "<details class=\"rest\"><summary>the other {rest} cases: passed or skipped, not charted</summary>"
+        );
+        page.push_str(CASES_TABLE);
+        for (index, case) in results.cases.iter().enumerate() {
+            if folded(index, case) {
+                table_row(&mut page, case, results, false);
+            }
+        }
+        page.push_str("</table>\n</details>\n");
+    }
     let no_part = super::parts::held_by_no_part(results);
     if !no_part.is_empty() {
         let _ = writeln!(
@@ -260,7 +295,7 @@ fn table_row(page: &mut String, case: &CaseResult, results: &RunResults, charted
 
 /// Above the table of a large suite: how many cases are charted and why,
 /// so a missing chart is never a mystery.
-fn chart_note(page: &mut String, plan: &ChartPlan, total: usize) {
+fn chart_note(page: &mut String, plan: &ChartPlan, total: usize, folded: bool) {
     if plan.count(Reason::Every) == total {
         return;
     }
@@ -291,9 +326,15 @@ fn chart_note(page: &mut String, plan: &ChartPlan, total: usize) {
     } else {
         format!(": {}", parts.join(", "))
     };
+    let table = match folded {
+        true => {
+            "The table lists every case with its figures, those that passed and have no chart folded after it"
+        }
+        false => "The table lists every case with its figures",
+    };
     let _ = write!(
         page,
-        "<p class=\"meta\" id=\"charted\">{charted} of {total} cases have a chart and a section below (at most {CHART_CAP}){why}. The table lists every case with its figures; results.json and each case's folder under <code>cases/</code> have the rest."
+        "<p class=\"meta\" id=\"charted\">{charted} of {total} cases have a chart and a section below (at most {CHART_CAP}){why}. {table}; results.json and each case's folder under <code>cases/</code> have the rest."
     );
     if plan.not_passed_uncharted > 0 {
         let _ = write!(
@@ -364,6 +405,47 @@ mod tests {
             "{table}"
         );
         assert!(!table.contains('…'), "{table}");
+    }
+
+    /// A suite of thousands: the cases that did not pass, and the charted,
+    /// are in the open table; the others fold into a closed `<details>`
+    /// (a browser lays a long table out whole before showing it). Every
+    /// case keeps one row, its anchor included.
+    #[test]
+    fn past_500_cases_the_passed_and_uncharted_fold() {
+        let one = crate::results::test_support::results_with_text("x");
+        let mut results = one.clone();
+        results.cases = (0..600)
+            .map(|i| {
+                let mut case = one.cases[0].clone();
+                case.id = format!("t{i:03}");
+                case.status = match i {
+                    7 => crate::results::CaseStatus::Failed,
+                    _ => crate::results::CaseStatus::Passed,
+                };
+                case
+            })
+            .collect();
+        let page = render(&results, Path::new("/nonexistent"));
+        let folded_at = page.find("<details class=\"rest\">").expect("a fold");
+        let (open, folded) = page.split_at(folded_at);
+        assert!(
+            open.contains("<a href=\"#case-t007\">t007</a>"),
+            "the failure"
+        );
+        let rows = |text: &str| text.matches("</td></tr>").count();
+        assert_eq!(rows(&page), 600);
+        assert!(rows(folded) > 500, "{}", rows(folded));
+        assert!(
+            folded.contains("the other"),
+            "the summary says what is folded"
+        );
+        assert!(!folded.contains("t007<"), "the failure is not folded");
+        // 500 cases or fewer: one table, nothing folded.
+        results.cases.truncate(500);
+        let page = render(&results, Path::new("/nonexistent"));
+        assert!(!page.contains("<details class=\"rest\">"));
+        assert_eq!(rows(&page), 500);
     }
 
     proptest::proptest! {
