@@ -886,6 +886,84 @@ fn tests_share_a_session_and_each_is_measured_by_what_it_added() {
     assert_eq!(forks["status"], "passed", "{forks:#}");
 }
 
+/// Tests whose children a session's read every 5 ms can miss: one that
+/// lives a moment, one the kernel's OOM killer kills (the test puts a
+/// limit on its own cgroup, the session's, and lifts it after).
+const CHILDREN: &str = r#"
+import subprocess, sys
+
+def memory_cgroup():
+    mount = next(
+        line.split()[1] for line in open("/proc/self/mounts")
+        if line.split()[2] == "cgroup" and "memory" in line.split()[3].split(",")
+    )
+    for line in open("/proc/self/cgroup"):
+        _, controllers, path = line.rstrip("\n").split(":", 2)
+        if "memory" in controllers.split(","):
+            return mount + path
+
+def test_a_brief_child():
+    subprocess.run([sys.executable, "-c", "b = b'\\x01' * (60 << 20)"], check=True)
+
+def test_b_quiet():
+    pass
+
+def test_c_child_oom_killed():
+    cgroup = memory_cgroup()
+    usage = int(open(cgroup + "/memory.usage_in_bytes").read())
+    with open(cgroup + "/memory.limit_in_bytes", "w") as limit:
+        limit.write(str(usage + (96 << 20)))
+    try:
+        child = subprocess.run([sys.executable, "-c", "b = b'\\x01' * (512 << 20)"])
+        assert child.returncode == -9, child.returncode
+    finally:
+        with open(cgroup + "/memory.limit_in_bytes", "w") as limit:
+            limit.write("-1")
+
+def test_d_after_the_kill():
+    pass
+"#;
+
+/// A session has a memory cgroup of its own, as an isolated test's
+/// process has: each test's charged peak is the kernel's, reset at its
+/// start, so a child that lived between two reads is in it; and an OOM
+/// kill in a test's window fails that test, `host-oom`, and not the next.
+#[test]
+fn a_sessions_cgroup_counts_each_tests_charge_and_oom_kills() {
+    if !common::cgroups::cgroups_available() {
+        eprintln!("skipped: no writable memory cgroup hierarchy here");
+        return;
+    }
+    let project = project(&[("test_children.py", CHILDREN)], "");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    assert_eq!(sessions(&run), 1, "{}", run.stderr);
+    let case = |name: &str| run.case(&format!("tests/test_children.py::{name}"));
+    let brief = case("test_a_brief_child");
+    assert_eq!(brief["status"], "passed", "{brief:#}");
+    assert!(
+        brief["host_charged_peak_bytes"]
+            .as_u64()
+            .is_some_and(|b| b >= 55 * MIB),
+        "{brief:#}"
+    );
+    assert_eq!(brief["host_oom_kills"], 0, "{brief:#}");
+    let quiet = case("test_b_quiet");
+    assert!(
+        quiet["host_charged_peak_bytes"]
+            .as_u64()
+            .is_some_and(|b| b < 20 * MIB),
+        "the peak starts again at each test: {quiet:#}"
+    );
+    let killed = case("test_c_child_oom_killed");
+    assert_eq!(killed["status"], "failed", "{killed:#}");
+    assert_eq!(killed["failure_kind"], "host-oom", "{killed:#}");
+    assert_eq!(killed["host_oom_kills"], 1, "{killed:#}");
+    let after = case("test_d_after_the_kill");
+    assert_eq!(after["status"], "passed", "{after:#}");
+    assert_eq!(after["host_oom_kills"], 0, "{after:#}");
+}
+
 /// A test that hangs past its timeout, or kills its session, fails alone;
 /// the tests after it run in a fresh session.
 #[test]

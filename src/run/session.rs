@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 use super::shared::{Job, Shared, now_rfc3339};
 use crate::diagnose;
 use crate::files::case::InstanceLogs;
+use crate::measure::cgroup::CaseCgroup;
 use crate::measure::gpu::{AllocatorPeaks, CaseGpu, GpuFigures};
+use crate::measure::host::HostNote;
 use crate::measure::host::session::TestWindow;
 use crate::measure::procfs::Scanner;
 use crate::probe::{ProbeSummary, PytestReport, TestOutcome};
@@ -128,10 +130,61 @@ impl<'g, 'x> GpuWindow<'g, 'x> {
     }
 }
 
-/// The worker's session, and where its output is kept once it ends.
+/// The worker's session, where its output is kept once it ends, and its
+/// memory cgroup (or why it has none).
 struct Live {
     session: Session,
     log: std::path::PathBuf,
+    cgroup: Result<Option<CaseCgroup>, HostNote>,
+}
+
+impl Live {
+    fn new(shared: &Shared<'_>, session: Session, log: std::path::PathBuf) -> Live {
+        let cgroup = session_cgroup(shared, session.pid());
+        Live {
+            session,
+            log,
+            cgroup,
+        }
+    }
+
+    /// The session has ended: its cgroup is removed once empty (one a
+    /// process left behind is removed by a later run, as a case's is).
+    fn remove_cgroup(&mut self) {
+        if let Ok(Some(cgroup)) = std::mem::replace(&mut self.cgroup, Ok(None)) {
+            cgroup.remove().ok();
+        }
+    }
+}
+
+/// A memory cgroup of the session's own, the session moved into it: every
+/// process its tests start is charged to it, and the kernel counts its
+/// OOM kills. `None` where the run has no memory cgroups (`--host-method`,
+/// none mounted); why not where one could not be made or joined.
+fn session_cgroup(shared: &Shared<'_>, pid: i32) -> Result<Option<CaseCgroup>, HostNote> {
+    let Some(hierarchy) = &shared.memory else {
+        return Ok(None);
+    };
+    let serial = shared
+        .cgroup_serial
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        + 1;
+    let cgroup = hierarchy
+        .create_case(serial)
+        .map_err(|e| HostNote::NoCgroup {
+            client: false,
+            error: e.to_string(),
+        })?;
+    match cgroup.join(pid) {
+        Ok(()) => Ok(Some(cgroup)),
+        Err(e) => {
+            cgroup.remove().ok();
+            Err(HostNote::NotJoined {
+                instance: "the shared pytest session".to_string(),
+                error: e.to_string(),
+            })
+        }
+    }
 }
 
 /// How a test's wait ended.
@@ -191,7 +244,7 @@ impl Sessions {
                         ".pytest-session-{}-{worker}-{}.log",
                         spec.table, self.had
                     ));
-                    self.live = Some(Live { session, log });
+                    self.live = Some(Live::new(shared, session, log));
                 }
                 // Ctrl-C while the session started: the test is interrupted,
                 // the table not broken.
@@ -215,7 +268,10 @@ impl Sessions {
         let started_at = now_rfc3339();
         let session = &mut live.session;
         let offset = session.output_len();
-        let mut window = TestWindow::open(session.pid());
+        let mut window = TestWindow::open(
+            session.pid(),
+            live.cgroup.as_mut().ok().and_then(Option::as_mut),
+        );
         let mut gpu = shared.gpu.as_ref().map(|gpu| {
             let scanner = self.scanner.get_or_insert_with(Scanner::new);
             let interval = shared.measurement.sample_interval_ms;
@@ -231,7 +287,10 @@ impl Sessions {
                 (&mut window, gpu.as_mut()),
             ),
         };
-        let host = window.close();
+        let mut host = window.close(live.cgroup.as_mut().ok().and_then(Option::as_mut));
+        if let Err(note) = &live.cgroup {
+            host.notes.push(note.clone());
+        }
         let allocator = match &ended {
             Ended::Answered(Answer::Ran { allocator, .. }) => allocator.as_ref(),
             _ => None,
@@ -295,6 +354,7 @@ impl Sessions {
             None => Duration::from_secs(1),
         };
         record.instances[0].exit = live.session.end(grace);
+        live.remove_cgroup();
         // Its last KEPT_OUTPUT since the test started: where the error is.
         let from = offset.max(live.session.output_len().saturating_sub(KEPT_OUTPUT));
         let said = live.session.output_bytes(from, KEPT_OUTPUT);
@@ -311,6 +371,7 @@ impl Sessions {
     fn close(&mut self) {
         if let Some(mut live) = self.live.take() {
             live.session.end(CLOSE_GRACE);
+            live.remove_cgroup();
             keep_output(&live);
         }
     }

@@ -176,6 +176,30 @@ impl CaseCgroup {
             .then_some((self.sampled_charge_peak, ChargedPeakSource::Sampled))
     }
 
+    /// Move a running process (`pid`, with all its threads) into the
+    /// cgroup. On v1 its charge moves with it (`move_charge_at_immigrate`),
+    /// so the cgroup holds what it held before; v2 moves no charge, and the
+    /// cgroup then counts what it takes from now on.
+    pub fn join(&self, pid: i32) -> io::Result<()> {
+        if self.version == CgroupVersion::V1 {
+            // Anonymous and file pages both; refused on a kernel without
+            // it, which then moves nothing (as v2).
+            fs::write(self.dir.join("memory.move_charge_at_immigrate"), "3").ok();
+        }
+        fs::write(self.dir.join("cgroup.procs"), pid.to_string())
+    }
+
+    /// Start the kernel's charged peak again from the charge now: v1's
+    /// `memory.max_usage_in_bytes` is reset by writing `0` to it. v2's
+    /// `memory.peak` is only reset per open file (Linux 6.12), which this
+    /// cgroup's files are not: unsupported there.
+    pub fn reset_peak(&mut self) -> io::Result<()> {
+        match self.version {
+            CgroupVersion::V1 => fs::write(self.dir.join("memory.max_usage_in_bytes"), "0"),
+            CgroupVersion::V2 => Err(io::ErrorKind::Unsupported.into()),
+        }
+    }
+
     /// Processes of the cgroup killed by the kernel's OOM killer.
     pub fn oom_kills(&mut self) -> Option<u64> {
         let text = self.read(Which::Events).ok()?;

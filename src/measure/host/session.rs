@@ -23,11 +23,19 @@
 //! Both are read while the plugin waits for oomgate's next command, so
 //! nothing of the next test is in them; a thread an earlier test left
 //! running is (the docs say so).
+//!
+//! Where the session has a memory cgroup of its own (it and every process
+//! its tests start are charged to it), the test's window also reads the
+//! kernel's count of OOM kills in it (the test's `oom_kills`) and, on
+//! cgroup v1, its charged peak, reset at the test's start (`charged`: page
+//! cache included, reported beside the gated figure as an isolated
+//! test's is; a child that lived between two reads is in it).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use super::figures::{HostFigures, HostFloor, HostFloors, HostMethod};
+use crate::measure::cgroup::{CaseCgroup, ChargedPeakSource};
 
 /// The figures of one test, gathered from its start to its end.
 #[derive(Debug)]
@@ -42,12 +50,23 @@ pub struct TestWindow {
     /// The largest `session-tree` reading so far, and when.
     tree: Option<(u64, Duration)>,
     reads: u64,
+    /// The session cgroup's charge and OOM kills at the test's start; the
+    /// charge `None` where its peak could not be reset.
+    cgroup: Option<(Option<u64>, Option<u64>)>,
 }
 
 impl TestWindow {
-    /// Read the session's memory and reset its high-water mark: the test
-    /// starts now.
-    pub fn open(pid: i32) -> TestWindow {
+    /// Read the session's memory and reset its high-water mark (and its
+    /// cgroup's charged peak): the test starts now.
+    pub fn open(pid: i32, cgroup: Option<&mut CaseCgroup>) -> TestWindow {
+        let cgroup = cgroup.map(|cgroup| {
+            let charged = cgroup
+                .reset_peak()
+                .and_then(|()| cgroup.now())
+                .ok()
+                .map(|now| now.charged_bytes);
+            (charged, cgroup.oom_kills())
+        });
         let start_rss = status_fields(pid).and_then(|s| s.rss);
         let not_reset = reset_hwm(pid).err().map(|e| super::HostNote::HwmNotReset {
             pid,
@@ -60,6 +79,7 @@ impl TestWindow {
             not_reset,
             tree: None,
             reads: 0,
+            cgroup,
         }
     }
 
@@ -91,8 +111,24 @@ impl TestWindow {
     }
 
     /// The test has ended (the session waits again): its figures. Read
-    /// after the process died, they are what was seen before.
-    pub fn close(mut self) -> HostFigures {
+    /// after the process died, they are what was seen before; `cgroup`:
+    /// the session's, as at [`TestWindow::open`].
+    pub fn close(mut self, cgroup: Option<&mut CaseCgroup>) -> HostFigures {
+        let (charged, oom_kills) = match (self.cgroup, cgroup) {
+            (Some((charged_start, kills_start)), Some(cgroup)) => {
+                let peak = cgroup
+                    .charged_peak()
+                    .filter(|(_, source)| *source == ChargedPeakSource::Kernel);
+                let charged = charged_start
+                    .zip(peak)
+                    .map(|(start, (peak, _))| peak.saturating_sub(start));
+                let kills = cgroup
+                    .oom_kills()
+                    .map(|kills| kills.saturating_sub(kills_start.unwrap_or(0)));
+                (charged, kills)
+            }
+            _ => (None, None),
+        };
         let end = status_fields(self.pid);
         let rss = end.as_ref().and_then(|s| s.rss);
         self.read_tree(rss);
@@ -129,9 +165,9 @@ impl TestWindow {
             peak_source: peak.map(|(floor, _)| floor),
             floors,
             working_peak_bytes: None,
-            charged_peak_bytes: None,
-            charged_peak_source: None,
-            oom_kills: None,
+            charged_peak_bytes: charged,
+            charged_peak_source: charged.map(|_| ChargedPeakSource::Kernel),
+            oom_kills,
             pss_sweeps: 0,
             notes: self.not_reset.into_iter().collect(),
             ranks: Default::default(),
@@ -233,10 +269,10 @@ mod tests {
     fn a_test_that_allocates_is_measured_by_its_growth_and_what_it_kept() {
         // This test's own process is the session: it allocates and keeps
         // 64 MiB between open and close, touching every page.
-        let window = TestWindow::open(std::process::id() as i32);
+        let window = TestWindow::open(std::process::id() as i32, None);
         let kept = vec![1u8; 64 << 20];
         std::hint::black_box(&kept);
-        let figures = window.close();
+        let figures = window.close(None);
         let mib = 1 << 20;
         assert_eq!(figures.method, HostMethod::PytestSession);
         assert!(figures.start_bytes.is_some_and(|s| s > 0));
@@ -254,9 +290,9 @@ mod tests {
 
     #[test]
     fn a_child_started_by_the_test_counts_by_its_private_memory() {
-        let window = TestWindow::open(std::process::id() as i32);
+        let window = TestWindow::open(std::process::id() as i32, None);
         let mut child = holder(48);
-        let figures = window.close();
+        let figures = window.close(None);
         drop(child.stdin.take());
         child.wait().ok();
         let tree = figures.floors.session_tree_bytes.expect("read at the end");
@@ -268,10 +304,10 @@ mod tests {
     fn a_process_that_is_gone_leaves_no_figure() {
         let mut child = holder(1);
         let pid = child.id() as i32;
-        let window = TestWindow::open(pid);
+        let window = TestWindow::open(pid, None);
         drop(child.stdin.take());
         child.wait().expect("wait");
-        let figures = window.close();
+        let figures = window.close(None);
         assert_eq!(figures.peak_bytes, None);
         assert_eq!(figures.floors.vmhwm_bytes, None);
         assert_eq!(figures.left_bytes, None);
