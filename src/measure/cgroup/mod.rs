@@ -75,6 +75,9 @@ pub struct CaseCgroup {
     /// sampled charge stands in, and says so.
     peak: Option<fs::File>,
     events: fs::File,
+    /// v1's `memory.max_usage_in_bytes` opened for writing, once a reset
+    /// was asked for ([`CaseCgroup::reset_peak`]).
+    reset: Option<fs::File>,
     sampled_charge_peak: u64,
     buffer: Vec<u8>,
 }
@@ -125,6 +128,7 @@ impl CaseCgroup {
             events,
             procs,
             dir,
+            reset: None,
             sampled_charge_peak: 0,
             buffer: vec![0; 8192],
         })
@@ -194,10 +198,23 @@ impl CaseCgroup {
     /// `memory.peak` is only reset per open file (Linux 6.12), which this
     /// cgroup's files are not: unsupported there.
     pub fn reset_peak(&mut self) -> io::Result<()> {
-        match self.version {
-            CgroupVersion::V1 => fs::write(self.dir.join("memory.max_usage_in_bytes"), "0"),
-            CgroupVersion::V2 => Err(io::ErrorKind::Unsupported.into()),
+        if self.version == CgroupVersion::V2 {
+            return Err(io::ErrorKind::Unsupported.into());
         }
+        let file = match &mut self.reset {
+            Some(file) => file,
+            None => self.reset.insert(
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open(self.dir.join("memory.max_usage_in_bytes"))?,
+            ),
+        };
+        file.write_at(b"0", 0).map(drop)
+    }
+
+    /// Everything charged now, page cache included (one read).
+    pub fn charged_now(&mut self) -> io::Result<u64> {
+        parse_number(self.read(Which::Current)?)
     }
 
     /// Processes of the cgroup killed by the kernel's OOM killer.

@@ -572,6 +572,13 @@ fn thread_cpu_time() -> Option<Duration> {
 }
 
 /// The value of a `Key:   1234 kB` line, in bytes.
+/// A plain number field of a `/proc` status file (`Threads:\t3`).
+fn number_field(text: &[u8], key: &str) -> Option<u64> {
+    let text = std::str::from_utf8(text).ok()?;
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    line[key.len()..].trim().parse().ok()
+}
+
 fn kib_field(text: &[u8], key: &str) -> Option<u64> {
     let text = std::str::from_utf8(text).ok()?;
     let line = text.lines().find(|l| l.starts_with(key))?;

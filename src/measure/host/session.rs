@@ -31,7 +31,6 @@
 //! cache included, reported beside the gated figure as an isolated
 //! test's is; a child that lived between two reads is in it).
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use super::figures::{HostFigures, HostFloor, HostFloors, HostMethod};
@@ -60,11 +59,7 @@ impl TestWindow {
     /// cgroup's charged peak): the test starts now.
     pub fn open(pid: i32, cgroup: Option<&mut CaseCgroup>) -> TestWindow {
         let cgroup = cgroup.map(|cgroup| {
-            let charged = cgroup
-                .reset_peak()
-                .and_then(|()| cgroup.now())
-                .ok()
-                .map(|now| now.charged_bytes);
+            let charged = cgroup.reset_peak().and_then(|()| cgroup.charged_now()).ok();
             (charged, cgroup.oom_kills())
         });
         let start_rss = status_fields(pid).and_then(|s| s.rss);
@@ -85,16 +80,17 @@ impl TestWindow {
 
     /// One reading while the test runs.
     pub fn tick(&mut self) {
-        let rss = status_fields(self.pid).and_then(|s| s.rss);
-        self.read_tree(rss);
+        let status = status_fields(self.pid);
+        self.read_tree(status);
     }
 
-    fn read_tree(&mut self, rss: Option<u64>) {
-        let (Some(start), Some(rss)) = (self.start_rss, rss) else {
+    fn read_tree(&mut self, status: Option<Status>) {
+        let (Some(start), Some(rss)) = (self.start_rss, status.and_then(|s| s.rss)) else {
             return;
         };
         self.reads += 1;
-        let children: u64 = descendants(self.pid)
+        let threads = status.and_then(|s| s.threads);
+        let children: u64 = descendants(self.pid, threads)
             .into_iter()
             .filter_map(private_bytes)
             .sum();
@@ -131,7 +127,7 @@ impl TestWindow {
         };
         let end = status_fields(self.pid);
         let rss = end.as_ref().and_then(|s| s.rss);
-        self.read_tree(rss);
+        self.read_tree(end);
         let growth = match (&self.not_reset, self.start_rss, end.and_then(|s| s.hwm)) {
             (None, Some(start), Some(hwm)) => Some(hwm.saturating_sub(start)),
             _ => None,
@@ -180,34 +176,128 @@ impl TestWindow {
     }
 }
 
-/// `VmRSS` and `VmHWM` of a process, in bytes.
+/// `VmRSS` and `VmHWM` of a process, in bytes, and its thread count.
 #[derive(Debug, Clone, Copy, Default)]
 struct Status {
     rss: Option<u64>,
     hwm: Option<u64>,
+    threads: Option<u64>,
+}
+
+/// A session's `/proc` files, kept open by the thread that reads them:
+/// a reading is one `pread` (a test of a millisecond is read three times
+/// or more), not an open, a stat, reads into a growing buffer and a
+/// close. Each worker thread reads one session at a time.
+struct ProcFiles {
+    pid: i32,
+    status: std::fs::File,
+    /// Why it could not be opened for writing, else the file.
+    clear_refs: std::io::Result<std::fs::File>,
+    /// The main thread's `children`: a one-thread session's whole list.
+    children: std::io::Result<std::fs::File>,
+    buffer: Vec<u8>,
+}
+
+thread_local! {
+    static FILES: std::cell::RefCell<Option<ProcFiles>> = const { std::cell::RefCell::new(None) };
+}
+
+impl ProcFiles {
+    fn open(pid: i32) -> std::io::Result<ProcFiles> {
+        let open = |name: &str| std::fs::File::open(format!("/proc/{pid}/{name}"));
+        Ok(ProcFiles {
+            pid,
+            status: open("status")?,
+            clear_refs: std::fs::OpenOptions::new()
+                .write(true)
+                .open(format!("/proc/{pid}/clear_refs")),
+            children: open(&format!("task/{pid}/children")),
+            buffer: vec![0; 8192],
+        })
+    }
+
+    fn read(&mut self, children: bool) -> std::io::Result<&[u8]> {
+        use std::os::unix::fs::FileExt;
+        let file = match children {
+            true => self.children.as_ref().map_err(clone_error)?,
+            false => &self.status,
+        };
+        let length = file.read_at(&mut self.buffer, 0)?;
+        Ok(&self.buffer[..length])
+    }
+}
+
+/// `f` on `pid`'s files, opened on first use and once more after an error
+/// (a session that ended, its pid since reused).
+fn with_files<T>(
+    pid: i32,
+    mut f: impl FnMut(&mut ProcFiles) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    FILES.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if let Some(files) = slot.as_mut().filter(|files| files.pid == pid) {
+            if let Ok(done) = f(files) {
+                return Ok(done);
+            }
+        }
+        *slot = None;
+        let files = slot.insert(ProcFiles::open(pid)?);
+        f(files)
+    })
 }
 
 fn status_fields(pid: i32) -> Option<Status> {
-    let text = std::fs::read(format!("/proc/{pid}/status")).ok()?;
-    Some(Status {
-        rss: super::kib_field(&text, "VmRSS:"),
-        hwm: super::kib_field(&text, "VmHWM:"),
+    with_files(pid, |files| {
+        let text = files.read(false)?;
+        Ok(Status {
+            rss: super::kib_field(text, "VmRSS:"),
+            hwm: super::kib_field(text, "VmHWM:"),
+            threads: super::number_field(text, "Threads:"),
+        })
     })
+    .ok()
 }
 
 /// `echo 5 > /proc/PID/clear_refs`: the process's high-water mark becomes
 /// its resident set now.
 fn reset_hwm(pid: i32) -> std::io::Result<()> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(format!("/proc/{pid}/clear_refs"))?
-        .write_all(b"5")
+    use std::os::unix::fs::FileExt;
+    with_files(pid, |files| {
+        let file = files.clear_refs.as_ref().map_err(clone_error)?;
+        file.write_at(b"5", 0).map(drop)
+    })
 }
 
-/// Every process below `pid` now, from each thread's `children` list.
-fn descendants(pid: i32) -> Vec<i32> {
+/// An error kept from opening a file, said again at each use.
+fn clone_error(error: &std::io::Error) -> std::io::Error {
+    match error.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::new(error.kind(), error.to_string()),
+    }
+}
+
+/// Every process below `pid` now, from each thread's `children` list; of
+/// a one-thread process (`threads`), from its own thread's list alone.
+fn descendants(pid: i32, threads: Option<u64>) -> Vec<i32> {
     let mut found = Vec::new();
     let mut queue = vec![pid];
+    if threads == Some(1) {
+        queue.clear();
+        let listed = with_files(pid, |files| {
+            Ok(files
+                .read(true)?
+                .split(u8::is_ascii_whitespace)
+                .filter_map(|c| std::str::from_utf8(c).ok()?.parse().ok())
+                .collect::<Vec<i32>>())
+        });
+        match listed {
+            Ok(children) => {
+                found.extend(children.iter().take(MAX_DESCENDANTS));
+                queue.extend(children.iter().take(MAX_DESCENDANTS));
+            }
+            Err(_) => queue.push(pid),
+        }
+    }
     while let Some(parent) = queue.pop() {
         let Ok(threads) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
             continue;
