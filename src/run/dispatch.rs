@@ -311,6 +311,18 @@ where
             self.scheduler.lost(&done.placement);
         }
         let sharing = self.conductor.sharing(&done.shared_with, self.cases);
+        // A case the judge cannot send back to run alone (it shared no
+        // GPU, and no GPU of it was unsettled, or it is that retry) frees
+        // its worker now: the next case starts before this one is judged,
+        // so a short test of a shared session waits on no judging.
+        let may_retry = done.first_attempt.is_none()
+            && (!sharing.is_empty()
+                || runs
+                    .iter()
+                    .any(|run| run.settle.as_ref().is_some_and(|s| !s.settled)));
+        if !may_retry {
+            self.launch_next(reporter);
+        }
         let mut result = if runs.is_empty() {
             case_error(
                 self.shared,
