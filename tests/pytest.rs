@@ -922,12 +922,18 @@ def test_c_child_oom_killed():
 
 def test_d_after_the_kill():
     pass
+
+def test_e_child_holds():
+    code = "import time; b = b'\\x01' * (80 << 20); time.sleep(0.3)"
+    subprocess.run([sys.executable, "-c", code], check=True)
 "#;
 
 /// A session has a memory cgroup of its own, as an isolated test's
 /// process has: each test's charged peak is the kernel's, reset at its
-/// start, so a child that lived between two reads is in it; and an OOM
-/// kill in a test's window fails that test, `host-oom`, and not the next.
+/// start, so a child that lived between two reads is in it; an OOM kill
+/// in a test's window fails that test, `host-oom`, and not the next; and
+/// the cgroup's working memory (anonymous + shmem) over the test is a
+/// floor of its figure.
 #[test]
 fn a_sessions_cgroup_counts_each_tests_charge_and_oom_kills() {
     if !common::cgroups::cgroups_available() {
@@ -962,6 +968,26 @@ fn a_sessions_cgroup_counts_each_tests_charge_and_oom_kills() {
     let after = case("test_d_after_the_kill");
     assert_eq!(after["status"], "passed", "{after:#}");
     assert_eq!(after["host_oom_kills"], 0, "{after:#}");
+    // The cgroup's working memory, read at each 5 ms reading, where the
+    // session's charge moved with it (kernels that still move it: 6.x
+    // refuses `memory.move_charge_at_immigrate`): the child's.
+    let holds = case("test_e_child_holds");
+    assert!(
+        holds["host_working_peak_bytes"]
+            .as_u64()
+            .is_none_or(|b| b >= 75 * MIB),
+        "{holds:#}"
+    );
+    assert!(
+        holds["host_charged_peak_bytes"]
+            .as_u64()
+            .is_some_and(|b| b >= 75 * MIB),
+        "{holds:#}"
+    );
+    assert_eq!(
+        holds["host_floors"]["cgroup_anon_shmem_bytes"], holds["host_working_peak_bytes"],
+        "{holds:#}"
+    );
 }
 
 /// A test that hangs past its timeout, or kills its session, fails alone;
@@ -1243,14 +1269,16 @@ def test_first():
 
 
 def test_reuses_the_cache():
-    # 150 MiB at once, served from the cache: nothing more from the driver.
+    # 150 MiB at once, served from the cache: nothing more from the driver;
+    # it keeps 50 MiB (a global tensor).
     torch.cuda.set_usage(150 * MIB, 200 * MIB)
     time.sleep(0.3)
-    torch.cuda.set_usage(0, 200 * MIB)
+    torch.cuda.set_usage(50 * MIB, 200 * MIB)
 
 
 def test_grows():
-    # 700 MiB at once: the allocator takes 500 MiB more from the driver.
+    # 700 MiB at once: the allocator takes 500 MiB more from the driver,
+    # and the test 650 MiB beyond the 50 MiB kept before it.
     torch.cuda.set_usage(700 * MIB, 700 * MIB)
     nvml(1000 * MIB)
     time.sleep(0.3)
@@ -1298,7 +1326,18 @@ fn a_session_judges_each_test_by_what_it_added_to_the_allocator() {
     );
     assert_eq!(
         figures("test_grows"),
-        ("failed".into(), allocator.clone(), Some(700), Some(1000))
+        ("failed".into(), allocator.clone(), Some(650), Some(1000))
+    );
+    let kept = |name: &str| {
+        run.case(&format!("tests/test_gpu.py::{name}"))["gpu_left_bytes"]
+            .as_u64()
+            .map(|b| b >> 20)
+    };
+    assert_eq!(kept("test_first"), Some(0));
+    assert_eq!(
+        kept("test_reuses_the_cache"),
+        Some(50),
+        "what it kept allocated"
     );
     assert_eq!(
         figures("test_no_gpu"),
@@ -1308,7 +1347,7 @@ fn a_session_judges_each_test_by_what_it_added_to_the_allocator() {
     let budget = assert_breached(&grows, "budget.gpu");
     assert_eq!(
         budget["figure_bytes"].as_u64(),
-        Some(700 << 20),
+        Some(650 << 20),
         "{budget:#}"
     );
     assert!(

@@ -413,6 +413,7 @@ def _allocator_peaks(start):
         return {
             "reserved": [int(cuda.max_memory_reserved(d)) for d in devices],
             "allocated": [int(cuda.max_memory_allocated(d)) for d in devices],
+            "allocated_end": [int(cuda.memory_allocated(d)) for d in devices],
             "reserved_start": start.get("reserved", [0 for _ in devices]),
             "allocated_start": start.get("allocated", [0 for _ in devices]),
         }

@@ -186,6 +186,10 @@ pub enum NotCompared {
     },
     /// The GPU models differ from the baseline's.
     GpuModels,
+    /// The GPU figure was locked as measured another way: torch's
+    /// allocator in a shared pytest session against NVML in a process of
+    /// its own (the CUDA context is in one and not the other).
+    GpuMethod { locked: String, now: String },
     /// A device delta taken beside another process.
     Tainted,
     /// `diff` of two locks: the later lock has no such figure (a lock

@@ -631,6 +631,18 @@ pub fn compare_case(
         gpu = gpu.not_compared(NotCompared::Tainted);
     } else if !compare_gpu && locked.is_some_and(|l| l.gpu_peak_bytes.is_some()) {
         gpu = gpu.not_compared(NotCompared::GpuModels);
+    } else if let Some((before, after)) = locked
+        .filter(|l| l.gpu_peak_bytes.is_some())
+        .and_then(|l| l.gpu_peak_method.zip(now.gpu_method))
+        .filter(|(before, after)| {
+            use crate::measure::gpu::GpuMethod::Allocator;
+            (*before == Allocator) != (*after == Allocator)
+        })
+    {
+        gpu = gpu.not_compared(NotCompared::GpuMethod {
+            locked: before.to_string(),
+            now: after.to_string(),
+        });
     }
     // Allocator figures are as stable as GPU figures, so GPU tolerance.
     let allocated = compare::compare(

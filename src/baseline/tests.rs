@@ -224,6 +224,49 @@ fn a_host_figure_of_another_method_is_not_compared() {
     );
 }
 
+/// torch's allocator in a shared pytest session and NVML in a process of
+/// its own measure different things (the CUDA context is in one only):
+/// one is never compared with the other; two NVML methods are.
+#[test]
+fn a_gpu_figure_of_the_allocator_is_not_compared_with_nvmls() {
+    use crate::measure::gpu::GpuMethod;
+    let command = vec!["python3".to_string(), "x.py".to_string()];
+    let empty = BTreeMap::new();
+    let env: BTreeMap<String, String> = [("A".to_string(), "1".to_string())].into();
+    let mut locked = lock().cases["a"].clone();
+    locked.gpu_peak_bytes = Some(1_000);
+    locked.gpu_peak_method = Some(GpuMethod::Sampled { interval_ms: 50 });
+    let now = |method| CaseNow {
+        host: Some(100),
+        host_method: HostMethod::CgroupV1,
+        host_source: None,
+        host_floors: HostFloors::default(),
+        working: None,
+        gpu: Some(900),
+        gpu_method: Some(method),
+        gpu_tainted: false,
+        allocated: None,
+        command: &command,
+        server: None,
+        params: &empty,
+        env: &env,
+        allocator_env: &empty,
+    };
+    let compared = |method| compare_case(Some(&locked), now(method), Tolerances::default(), true);
+    let session = compared(GpuMethod::Allocator);
+    assert_eq!(session.gpu.outcome, Outcome::Skipped);
+    assert_eq!(
+        session.gpu.not_compared,
+        Some(NotCompared::GpuMethod {
+            locked: "sampled@50ms".into(),
+            now: "torch-allocator".into()
+        })
+    );
+    let accounting = compared(GpuMethod::DriverAccounting);
+    assert_eq!(accounting.gpu.not_compared, None);
+    assert_ne!(accounting.gpu.outcome, Outcome::Skipped);
+}
+
 #[test]
 fn a_tainted_gpu_figure_is_not_compared() {
     let command = vec!["python3".to_string(), "x.py".to_string()];

@@ -416,6 +416,9 @@ fn cell(checks: &[crate::results::Check], kind: crate::results::CheckKind) -> St
             Some(baseline::NotCompared::GpuModels) => {
                 "not compared (GPU models differ)".to_string()
             }
+            Some(baseline::NotCompared::GpuMethod { locked, now }) => {
+                format!("not compared ({locked} vs {now})")
+            }
             Some(baseline::NotCompared::HostSource { locked, .. }) => {
                 format!("not compared (no {locked} figure)")
             }

@@ -82,7 +82,7 @@ pub enum Answer {
         stderr: String,
         /// torch's allocator peaks during the test, where torch had CUDA
         /// initialised at its end.
-        allocator: Option<AllocatorPeaks>,
+        allocator: Option<Box<AllocatorPeaks>>,
     },
     /// Its collection has no test of that node id.
     Missing,
@@ -132,7 +132,7 @@ enum Said {
         #[serde(default)]
         stderr: String,
         #[serde(default)]
-        gpu: Option<SaidGpu>,
+        gpu: Option<Box<SaidGpu>>,
     },
     Missing {
         missing: String,
@@ -149,6 +149,8 @@ struct SaidGpu {
     reserved_start: Vec<u64>,
     #[serde(default)]
     allocated_start: Vec<u64>,
+    #[serde(default)]
+    allocated_end: Vec<u64>,
 }
 
 impl Session {
@@ -323,11 +325,21 @@ impl Session {
                 message,
                 stdout,
                 stderr,
-                allocator: gpu.map(|gpu| AllocatorPeaks {
-                    reserved: gpu.reserved,
-                    allocated: gpu.allocated,
-                    reserved_start: gpu.reserved_start,
-                    allocated_start: gpu.allocated_start,
+                allocator: gpu.map(|gpu| {
+                    let SaidGpu {
+                        reserved,
+                        allocated,
+                        reserved_start,
+                        allocated_start,
+                        allocated_end,
+                    } = *gpu;
+                    Box::new(AllocatorPeaks {
+                        reserved,
+                        allocated,
+                        reserved_start,
+                        allocated_start,
+                        allocated_end,
+                    })
                 }),
             },
             Ok(Said::Missing { missing }) if missing == nodeid => Answer::Missing,

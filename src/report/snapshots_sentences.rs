@@ -468,6 +468,20 @@ fn checks() -> Vec<Check> {
             CheckOutcome::NotCompared,
             (Some(NotCompared::GpuModels), false, None),
         ),
+        baseline(
+            Figure::Gpu,
+            Some(2 * GIB),
+            3 * GIB,
+            CheckOutcome::NotCompared,
+            (
+                Some(NotCompared::GpuMethod {
+                    locked: "sampled@50ms".into(),
+                    now: "torch-allocator".into(),
+                }),
+                false,
+                None,
+            ),
+        ),
         file_pages,
         {
             let mut working = baseline(

@@ -899,6 +899,9 @@ fn baseline_figure(
                 locked.describe(),
                 now.map(|now| format!(" (its figure is {now})")).unwrap_or_default()
             ),
+            NotCompared::GpuMethod { locked, now } => format!(
+                "gpu peak not comparable: locked as measured by {locked}, measured by {now} now (torch's allocator in a shared pytest session, NVML in a process of its own: the CUDA context is in one only); re-lock (oomgate lock) to gate it again"
+            ),
             NotCompared::GpuModels => "gpu peak not compared: the GPU models differ from the baseline's (use --compare-across-gpus to compare anyway)".to_string(),
             NotCompared::Tainted => "gpu peak not compared: it is a device delta taken while another process was on the GPU, whose memory may be in it".to_string(),
             NotCompared::NotInLock => format!(

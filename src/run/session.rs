@@ -169,7 +169,7 @@ fn session_cgroup(shared: &Shared<'_>, pid: i32) -> Result<Option<CaseCgroup>, H
         .cgroup_serial
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         + 1;
-    let cgroup = hierarchy
+    let mut cgroup = hierarchy
         .create_case(serial)
         .map_err(|e| HostNote::NoCgroup {
             client: false,
@@ -284,7 +284,11 @@ impl Sessions {
                 session,
                 &spec.nodeid,
                 start + case.timeout,
-                (&mut window, gpu.as_mut()),
+                (
+                    &mut window,
+                    live.cgroup.as_mut().ok().and_then(Option::as_mut),
+                    gpu.as_mut(),
+                ),
             ),
         };
         let mut host = window.close(live.cgroup.as_mut().ok().and_then(Option::as_mut));
@@ -292,7 +296,7 @@ impl Sessions {
             host.notes.push(note.clone());
         }
         let allocator = match &ended {
-            Ended::Answered(Answer::Ran { allocator, .. }) => allocator.as_ref(),
+            Ended::Answered(Answer::Ran { allocator, .. }) => allocator.as_deref(),
             _ => None,
         };
         let gpu = gpu.map(|gpu| gpu.close(allocator));
@@ -421,7 +425,11 @@ fn wait(
     session: &mut Session,
     nodeid: &str,
     deadline: Instant,
-    (window, mut gpu): (&mut TestWindow, Option<&mut GpuWindow<'_, '_>>),
+    (window, mut cgroup, mut gpu): (
+        &mut TestWindow,
+        Option<&mut CaseCgroup>,
+        Option<&mut GpuWindow<'_, '_>>,
+    ),
 ) -> Ended {
     loop {
         if shared.interrupt.requested() {
@@ -436,7 +444,7 @@ fn wait(
             // session's own death is looked for too.
             Heard::Quiet if !session.alive() => return Ended::Died,
             Heard::Quiet => {
-                window.tick();
+                window.tick(cgroup.as_deref_mut());
                 if let Some(gpu) = gpu.as_mut() {
                     gpu.tick();
                 }

@@ -78,6 +78,10 @@ pub struct CaseCgroup {
     /// v1's `memory.max_usage_in_bytes` opened for writing, once a reset
     /// was asked for ([`CaseCgroup::reset_peak`]).
     reset: Option<fs::File>,
+    /// Everything its processes hold is charged to it: they were in it
+    /// from their start, or their charge moved with them
+    /// ([`CaseCgroup::join`]).
+    pub holds_all: bool,
     sampled_charge_peak: u64,
     buffer: Vec<u8>,
 }
@@ -129,6 +133,7 @@ impl CaseCgroup {
             procs,
             dir,
             reset: None,
+            holds_all: true,
             sampled_charge_peak: 0,
             buffer: vec![0; 8192],
         })
@@ -184,12 +189,11 @@ impl CaseCgroup {
     /// cgroup. On v1 its charge moves with it (`move_charge_at_immigrate`),
     /// so the cgroup holds what it held before; v2 moves no charge, and the
     /// cgroup then counts what it takes from now on.
-    pub fn join(&self, pid: i32) -> io::Result<()> {
-        if self.version == CgroupVersion::V1 {
-            // Anonymous and file pages both; refused on a kernel without
-            // it, which then moves nothing (as v2).
-            fs::write(self.dir.join("memory.move_charge_at_immigrate"), "3").ok();
-        }
+    pub fn join(&mut self, pid: i32) -> io::Result<()> {
+        // Anonymous and file pages both; refused on a kernel without it,
+        // which then moves nothing (as v2).
+        self.holds_all = self.version == CgroupVersion::V1
+            && fs::write(self.dir.join("memory.move_charge_at_immigrate"), "3").is_ok();
         fs::write(self.dir.join("cgroup.procs"), pid.to_string())
     }
 

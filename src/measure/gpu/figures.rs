@@ -233,9 +233,26 @@ pub struct AllocatorPeaks {
     pub allocated: Vec<u64>,
     pub reserved_start: Vec<u64>,
     pub allocated_start: Vec<u64>,
+    /// What it had allocated when the test ended.
+    pub allocated_end: Vec<u64>,
 }
 
 impl AllocatorPeaks {
+    /// What the test still had allocated when it ended beyond what was
+    /// allocated at its start, over every device: a tensor it kept (a
+    /// cache, a global, a leak). `None` where the end was not reported.
+    pub fn kept(&self) -> Option<u64> {
+        (!self.allocated_end.is_empty()).then(|| {
+            self.allocated_end
+                .iter()
+                .enumerate()
+                .map(|(i, end)| {
+                    end.saturating_sub(self.allocated_start.get(i).copied().unwrap_or(0))
+                })
+                .fold(0u64, u64::saturating_add)
+        })
+    }
+
     /// What the test added on the device at `index` at its peak: the
     /// larger of the allocator's growth (memory it took from the driver
     /// during the test) and of the test's allocations at their peak, less
@@ -309,6 +326,9 @@ impl GpuFigures {
         };
         // The ranks' sums are NVML's, the session's: no test's.
         self.ranks = crate::measure::ranks::PerRank::default();
+        // What a test of a session leaves is what it kept allocated; the
+        // device is not given back while the session lives.
+        self.left_bytes = allocator.and_then(AllocatorPeaks::kept);
         self
     }
 
@@ -633,6 +653,7 @@ mod tests {
             allocated: vec![allocated],
             reserved_start: vec![start.0],
             allocated_start: vec![start.1],
+            allocated_end: Vec::new(),
         };
         let table = [
             // First use: everything is the test's.
@@ -673,9 +694,11 @@ mod tests {
             allocated: vec![250, 0],
             reserved_start: vec![100, 0],
             allocated_start: vec![0, 0],
+            allocated_end: vec![64, 0],
         };
         let both = figures(vec![sampled(0, 900), sampled(1, 0)]).per_test(Some(&reported));
         assert_eq!(both.peak_bytes, Some(250));
+        assert_eq!(both.left_bytes, Some(64), "what the test kept allocated");
         assert_eq!(both.method, GpuMethod::Allocator);
         assert_eq!(both.devices[0].sampled_peak_bytes, Some(900));
         assert_eq!(
@@ -686,6 +709,7 @@ mod tests {
         // it holds memory on is unknown.
         let unreported = figures(vec![sampled(0, 900), sampled(1, 0)]).per_test(None);
         assert_eq!(unreported.peak_bytes, None);
+        assert_eq!(unreported.left_bytes, None);
         assert_eq!(unreported.method, GpuMethod::Unavailable);
         assert_eq!(
             unreported.devices[0].device_note,

@@ -52,12 +52,20 @@ pub struct TestWindow {
     /// The session cgroup's charge and OOM kills at the test's start; the
     /// charge `None` where its peak could not be reset.
     cgroup: Option<(Option<u64>, Option<u64>)>,
+    /// The cgroup's anonymous + shmem charge at the test's start and its
+    /// largest reading since, where the cgroup holds all of the session.
+    working: Option<(u64, u64)>,
 }
 
 impl TestWindow {
     /// Read the session's memory and reset its high-water mark (and its
     /// cgroup's charged peak): the test starts now.
-    pub fn open(pid: i32, cgroup: Option<&mut CaseCgroup>) -> TestWindow {
+    pub fn open(pid: i32, mut cgroup: Option<&mut CaseCgroup>) -> TestWindow {
+        let working = cgroup
+            .as_mut()
+            .filter(|cgroup| cgroup.holds_all)
+            .and_then(|cgroup| cgroup.anon_shmem_now().ok())
+            .map(|now| (now, now));
         let cgroup = cgroup.map(|cgroup| {
             let charged = cgroup.reset_peak().and_then(|()| cgroup.charged_now()).ok();
             (charged, cgroup.oom_kills())
@@ -75,13 +83,23 @@ impl TestWindow {
             tree: None,
             reads: 0,
             cgroup,
+            working,
         }
     }
 
-    /// One reading while the test runs.
-    pub fn tick(&mut self) {
+    /// One reading while the test runs (`cgroup`: the session's).
+    pub fn tick(&mut self, cgroup: Option<&mut CaseCgroup>) {
         let status = status_fields(self.pid);
         self.read_tree(status);
+        self.read_working(cgroup);
+    }
+
+    fn read_working(&mut self, cgroup: Option<&mut CaseCgroup>) {
+        if let (Some((_, peak)), Some(cgroup)) = (self.working.as_mut(), cgroup) {
+            if let Ok(now) = cgroup.anon_shmem_now() {
+                *peak = (*peak).max(now);
+            }
+        }
     }
 
     fn read_tree(&mut self, status: Option<Status>) {
@@ -109,7 +127,9 @@ impl TestWindow {
     /// The test has ended (the session waits again): its figures. Read
     /// after the process died, they are what was seen before; `cgroup`:
     /// the session's, as at [`TestWindow::open`].
-    pub fn close(mut self, cgroup: Option<&mut CaseCgroup>) -> HostFigures {
+    pub fn close(mut self, mut cgroup: Option<&mut CaseCgroup>) -> HostFigures {
+        self.read_working(cgroup.as_deref_mut());
+        let working = self.working.map(|(start, peak)| peak.saturating_sub(start));
         let (charged, oom_kills) = match (self.cgroup, cgroup) {
             (Some((charged_start, kills_start)), Some(cgroup)) => {
                 let peak = cgroup
@@ -134,20 +154,25 @@ impl TestWindow {
         };
         let tree = self.tree.map(|(bytes, _)| bytes);
         let floors = HostFloors {
+            cgroup_anon_shmem_bytes: working,
             vmhwm_bytes: growth,
             session_tree_bytes: tree,
             ..HostFloors::default()
         };
-        let peak = [(HostFloor::Vmhwm, growth), (HostFloor::SessionTree, tree)]
-            .into_iter()
-            .filter_map(|(floor, bytes)| Some((floor, bytes?)))
-            .fold(
-                None,
-                |best: Option<(HostFloor, u64)>, (floor, bytes)| match best {
-                    Some((_, b)) if b >= bytes => best,
-                    _ => Some((floor, bytes)),
-                },
-            );
+        let peak = [
+            (HostFloor::CgroupAnonShmem, working),
+            (HostFloor::Vmhwm, growth),
+            (HostFloor::SessionTree, tree),
+        ]
+        .into_iter()
+        .filter_map(|(floor, bytes)| Some((floor, bytes?)))
+        .fold(
+            None,
+            |best: Option<(HostFloor, u64)>, (floor, bytes)| match best {
+                Some((_, b)) if b >= bytes => best,
+                _ => Some((floor, bytes)),
+            },
+        );
         let peak_at_ms = match peak {
             Some((HostFloor::SessionTree, _)) => self.tree.map(|(_, at)| at),
             // The mark says how high, not when: by the end at the latest.
@@ -160,7 +185,7 @@ impl TestWindow {
             peak_at_ms: peak.and(peak_at_ms),
             peak_source: peak.map(|(floor, _)| floor),
             floors,
-            working_peak_bytes: None,
+            working_peak_bytes: working,
             charged_peak_bytes: charged,
             charged_peak_source: charged.map(|_| ChargedPeakSource::Kernel),
             oom_kills,
