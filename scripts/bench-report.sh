@@ -32,7 +32,6 @@ printf '[suite]\nname = "report-%s"\n\n[[pytest]]\npaths = ["tests"]\npython = "
 "$OOMGATE" run "$work/suite.toml" --out "$work/out" --no-baseline --gpu off >/dev/null 2>&1 || true
 printf '<!doctype html><title>small</title><p>small</p>\n' >"$work/small.html"
 ls -l "$work/out/report.html"
-open_page() {
-    echo "chromium --headless --no-sandbox --disable-gpu --window-size=1280,900 --screenshot=$work/shot.png file://$1"
-}
-farm-bench -n "$RUNS" --timeout 600 --vs "$(open_page "$work/small.html")" -- $(open_page "$work/out/report.html")
+browser=(chromium --headless --no-sandbox --disable-gpu "--window-size=1280,900" "--screenshot=$work/shot.png")
+farm-bench -n "$RUNS" --timeout 600 --vs "${browser[*]} file://$work/small.html" -- \
+    "${browser[@]}" "file://$work/out/report.html"
