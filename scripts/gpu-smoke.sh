@@ -76,7 +76,46 @@ set +e
 timeout 60 "$oomgate" run "$smoke_out/visible.toml" --out "$smoke_out/visible" --no-baseline
 set -e
 
-"$python" - "$smoke_out" "$code" <<'PY'
+# A pytest session's per-test GPU figure: what each test added to torch's
+# allocator (where this python has pytest; else said and skipped).
+session_ran=0
+if "$python" -c "import pytest" 2>/dev/null; then
+    mkdir -p "$smoke_out/session/tests"
+    cat > "$smoke_out/session/tests/test_gpu_session.py" <<'TESTS'
+import torch
+
+MIB = 1 << 20
+
+
+def hold(mib):
+    x = torch.empty(mib * MIB, dtype=torch.uint8, device="cuda")
+    x.fill_(1)
+    torch.cuda.synchronize()
+    del x
+
+
+def test_a_first():
+    hold(256)
+
+
+def test_b_from_the_cache():
+    hold(128)
+
+
+def test_c_grows():
+    hold(1024)
+TESTS
+    printf '[suite]\nname = "gpu-smoke-session"\ngpu = "auto"\n[[pytest]]\npaths = ["tests"]\npython = "%s"\n' "$python_path" > "$smoke_out/session/suite.toml"
+    echo "== a pytest session, per-test GPU figures"
+    set +e
+    timeout 120 "$oomgate" run "$smoke_out/session/suite.toml" --out "$smoke_out/session/out" --no-baseline
+    set -e
+    session_ran=1
+else
+    echo "gpu-smoke: $python has no pytest: the pytest session check is skipped"
+fi
+
+"$python" - "$smoke_out" "$code" "$session_ran" <<'PY'
 import json, os, sys
 
 out, code = sys.argv[1], int(sys.argv[2])
@@ -200,6 +239,24 @@ for case in visible["cases"]:
     print(f"| `{form}` | {seen} | {counts[0] if counts else 'none printed'} |")
     if not counts or counts[0] != seen:
         problems.append(f"CUDA_VISIBLE_DEVICES={form}: oomgate measured {seen} device(s), torch sees {counts}")
+
+if sys.argv[3] == "1":
+    session = json.load(open(os.path.join(out, "session", "out", "results.json")))
+    print()
+    print("| pytest test (one session) | method | figure | NVML of the session (sampled) |")
+    print("| --- | --- | --- | --- |")
+    # What each test added to torch's allocator: the first its 256 MiB,
+    # the second its 128 MiB though the cache served it, the third its GiB.
+    expected = {"test_a_first": 256 * MIB, "test_b_from_the_cache": 128 * MIB, "test_c_grows": 1024 * MIB}
+    for case in session["cases"]:
+        name = case["id"].split("::")[-1]
+        figure, method = case.get("gpu_peak_bytes"), case.get("gpu_peak_method")
+        sampled = sum(d.get("sampled_peak_bytes") or 0 for d in case.get("gpu_devices", []))
+        print(f"| {name} | {method} | {mib(figure)} | {mib(sampled)} |")
+        if method != "torch-allocator" or figure != expected.get(name):
+            problems.append(f"session {name}: {mib(figure)} by {method}, expected {mib(expected.get(name))} by torch-allocator")
+        elif sampled < figure + CONTEXT[0]:
+            problems.append(f"session {name}: NVML's {mib(sampled)} is below the allocator's {mib(figure)} plus a CUDA context")
 
 print()
 env = results.get("gpu") or {}
