@@ -111,7 +111,8 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
     // A browser lays out a long table whole before it shows any of it:
     // past FOLD_AFTER cases, those that passed (or were skipped) and are
     // not charted wait in a closed `<details>`, which is laid out when
-    // opened (a link to a row, or a search of the page, opens it).
+    // opened (Chromium opens it too for a link to one of its rows, or a
+    // search of the page).
     let fold = results.cases.len() + results.not_run.len() > FOLD_AFTER;
     chart_note(&mut page, &plan, results.cases.len(), fold);
     let folded =
