@@ -217,6 +217,12 @@ def test_setup_fails(broken):
         (&2.into(), &2.into(), &1.into(), &1.into()),
         "{summary:#}"
     );
+    assert!(
+        run.stderr
+            .contains("2 passed, 2 skipped, 1 failed, 1 errored"),
+        "{}",
+        run.stderr
+    );
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit.xml");
     for skipped in [
         r#"<skipped message="needs a GPU" type="pytest.skip"/>"#,

@@ -237,20 +237,9 @@ fn a_gpu_figure_of_the_allocator_is_not_compared_with_nvmls() {
     locked.gpu_peak_bytes = Some(1_000);
     locked.gpu_peak_method = Some(GpuMethod::Sampled { interval_ms: 50 });
     let now = |method| CaseNow {
-        host: Some(100),
-        host_method: HostMethod::CgroupV1,
-        host_source: None,
-        host_floors: HostFloors::default(),
-        working: None,
         gpu: Some(900),
         gpu_method: Some(method),
-        gpu_tainted: false,
-        allocated: None,
-        command: &command,
-        server: None,
-        params: &empty,
-        env: &env,
-        allocator_env: &empty,
+        ..run_of(HostFloors::default(), &command, &empty, &env)
     };
     let compared = |method| compare_case(Some(&locked), now(method), Tolerances::default(), true);
     let session = compared(GpuMethod::Allocator);
