@@ -51,6 +51,11 @@ pub enum Event<'a> {
         index: usize,
         planned: usize,
         results: &'a RunResults,
+        /// Another case's end is reported right after this start, in the
+        /// same turn of the run: a checkpoint due now waits for it (this
+        /// case, in flight, is in it all the same), so the case's worker
+        /// is not kept waiting while the files are written.
+        end_follows: bool,
     },
     /// Once per sampling tick while a case runs; `results` as for
     /// `CaseStarted`.

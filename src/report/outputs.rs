@@ -347,6 +347,13 @@ fn write_to(targets: &[ReportTarget], text: &str, last: bool) -> io::Result<()> 
 impl Reporter for ReportFiles {
     fn handle(&mut self, event: &Event<'_>) -> io::Result<()> {
         let moment = match event {
+            // Written with the end that follows, if due then.
+            Event::CaseStarted {
+                end_follows: true, ..
+            } => {
+                self.checkpoints.start_unwritten = true;
+                None
+            }
             Event::CaseStarted { results, .. } => Some((Moment::CaseStarted, *results)),
             Event::CaseProgress { results, .. } => Some((Moment::Tick, *results)),
             Event::CaseFinished { results, .. } => Some((Moment::CaseFinished, *results)),

@@ -49,6 +49,9 @@ pub(super) struct Dispatch<'d, 'a, 'scope, 'env> {
     pub(super) started: usize,
     /// The folder of the case to start next, made while others run.
     pub(super) ahead: Ahead,
+    /// A case's end is being settled, and reported once the cases it
+    /// freed room for have started (`Event::CaseStarted::end_follows`).
+    pub(super) ending: bool,
     pub(super) notes: mpsc::Sender<(usize, Note)>,
     pub(super) scope: &'scope std::thread::Scope<'scope, 'env>,
 }
@@ -182,6 +185,7 @@ where
             index: self.started,
             planned: self.cases.len(),
             results: self.results,
+            end_follows: self.ending,
         });
         if self.conductor.report_failed(case_started, reporter) {
             self.results.cases.pop();
@@ -321,7 +325,9 @@ where
                     .iter()
                     .any(|run| run.settle.as_ref().is_some_and(|s| !s.settled)));
         if !may_retry {
+            self.ending = true;
             self.launch_next(reporter);
+            self.ending = false;
         }
         let mut result = if runs.is_empty() {
             case_error(

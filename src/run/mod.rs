@@ -238,6 +238,7 @@ impl<'a> Runner<'a> {
                 idle: Vec::new(),
                 started: 0,
                 ahead: folder::Ahead::default(),
+                ending: false,
                 notes: sender,
                 scope,
             };
