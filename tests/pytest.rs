@@ -896,17 +896,22 @@ fn tests_share_a_session_and_each_is_measured_by_what_it_added() {
 /// lives a moment, one the kernel's OOM killer kills (the test puts a
 /// limit on its own cgroup, the session's, and lifts it after).
 const CHILDREN: &str = r#"
-import subprocess, sys
+import os, subprocess, sys
 
 def memory_cgroup():
-    mount = next(
-        line.split()[1] for line in open("/proc/self/mounts")
-        if line.split()[2] == "cgroup" and "memory" in line.split()[3].split(",")
-    )
+    """This process's cgroup v1 memory folder, from mountinfo (its mount's
+    root taken off the path, as in a container)."""
+    for line in open("/proc/self/mountinfo"):
+        before, after = line.split(" - ", 1)
+        fields, tail = before.split(), after.split()
+        if tail[0] == "cgroup" and "memory" in tail[2].split(","):
+            root, point = fields[3], fields[4]
+            break
     for line in open("/proc/self/cgroup"):
         _, controllers, path = line.rstrip("\n").split(":", 2)
         if "memory" in controllers.split(","):
-            return mount + path
+            relative = path if root == "/" else path[len(root):]
+            return point + "/" + relative.lstrip("/")
 
 def test_a_brief_child():
     subprocess.run([sys.executable, "-c", "b = b'\\x01' * (60 << 20)"], check=True)
@@ -917,14 +922,19 @@ def test_b_quiet():
 def test_c_child_oom_killed():
     cgroup = memory_cgroup()
     usage = int(open(cgroup + "/memory.usage_in_bytes").read())
-    with open(cgroup + "/memory.limit_in_bytes", "w") as limit:
-        limit.write(str(usage + (96 << 20)))
+    # With swap, memory and swap together (the limit first: memsw is never below it).
+    limits = ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]
+    limits = [name for name in limits if os.path.exists(cgroup + "/" + name)]
+    for name in limits:
+        with open(cgroup + "/" + name, "w") as limit:
+            limit.write(str(usage + (96 << 20)))
     try:
         child = subprocess.run([sys.executable, "-c", "b = b'\\x01' * (512 << 20)"])
         assert child.returncode == -9, child.returncode
     finally:
-        with open(cgroup + "/memory.limit_in_bytes", "w") as limit:
-            limit.write("-1")
+        for name in reversed(limits):
+            with open(cgroup + "/" + name, "w") as limit:
+                limit.write("-1")
 
 def test_d_after_the_kill():
     pass
@@ -942,8 +952,11 @@ def test_e_child_holds():
 /// floor of its figure.
 #[test]
 fn a_sessions_cgroup_counts_each_tests_charge_and_oom_kills() {
-    if !common::cgroups::cgroups_available() {
-        eprintln!("skipped: no writable memory cgroup hierarchy here");
+    // The OOM test sets a cgroup v1 limit (`memory.limit_in_bytes`).
+    let v1 = common::cgroups::own_memory_cgroup()
+        .is_some_and(|(_, file)| file == "memory.max_usage_in_bytes");
+    if !common::cgroups::cgroups_available() || !v1 {
+        eprintln!("skipped: no writable cgroup v1 memory hierarchy here");
         return;
     }
     let project = project(&[("test_children.py", CHILDREN)], "");
