@@ -360,20 +360,11 @@ fn run_of<'a>(
     empty: &'a BTreeMap<String, String>,
     env: &'a BTreeMap<String, String>,
 ) -> CaseNow<'a> {
-    let peak = HostFloor::ALL
-        .into_iter()
-        .filter_map(|f| Some((floors.get(f)?, f)))
-        .fold(
-            None,
-            |best: Option<(u64, HostFloor)>, (bytes, f)| match best {
-                Some((b, _)) if b >= bytes => best,
-                _ => Some((bytes, f)),
-            },
-        );
+    let peak = floors.largest();
     CaseNow {
-        host: peak.map(|(bytes, _)| bytes),
+        host: peak.map(|(_, bytes)| bytes),
         host_method: HostMethod::CgroupV1,
-        host_source: peak.map(|(_, f)| f),
+        host_source: peak.map(|(floor, _)| floor),
         host_floors: floors,
         working: floors.cgroup_anon_shmem_bytes,
         gpu: None,

@@ -189,6 +189,18 @@ impl HostFloors {
         floors
     }
 
+    /// The largest floor observed and its figure: the gated peak (the
+    /// first floor in [`HostFloor::ALL`] order wins a tie).
+    pub fn largest(&self) -> Option<(HostFloor, u64)> {
+        HostFloor::ALL
+            .into_iter()
+            .filter_map(|floor| Some((floor, self.get(floor)?)))
+            .fold(None, |best, (floor, bytes)| match best {
+                Some((_, b)) if b >= bytes => best,
+                _ => Some((floor, bytes)),
+            })
+    }
+
     pub fn get(&self, floor: HostFloor) -> Option<u64> {
         match floor {
             HostFloor::CgroupAnonShmem => self.cgroup_anon_shmem_bytes,

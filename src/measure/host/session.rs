@@ -159,20 +159,7 @@ impl TestWindow {
             session_tree_bytes: tree,
             ..HostFloors::default()
         };
-        let peak = [
-            (HostFloor::CgroupAnonShmem, working),
-            (HostFloor::Vmhwm, growth),
-            (HostFloor::SessionTree, tree),
-        ]
-        .into_iter()
-        .filter_map(|(floor, bytes)| Some((floor, bytes?)))
-        .fold(
-            None,
-            |best: Option<(HostFloor, u64)>, (floor, bytes)| match best {
-                Some((_, b)) if b >= bytes => best,
-                _ => Some((floor, bytes)),
-            },
-        );
+        let peak = floors.largest();
         let peak_at_ms = match peak {
             Some((HostFloor::SessionTree, _)) => self.tree.map(|(_, at)| at),
             // The mark says how high, not when: by the end at the latest.
