@@ -23,7 +23,7 @@ use super::fault::WriteFault;
 use super::instance::Instance;
 use super::serve::{self, ServerSide};
 use super::shared::{GpuAccess, Note, Shared, now_rfc3339};
-use crate::measure::cgroup::{CaseCgroup, MemoryHierarchy};
+use crate::measure::cgroup::CaseCgroup;
 use crate::measure::gpu::settle::{self, Settle};
 use crate::measure::gpu::{CaseGpu, DeviceNote, ForeignProcess, GpuFigures};
 use crate::measure::nvml::Gpu;
@@ -175,24 +175,15 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
     /// only when there is none. A cgroup that cannot be made now is tried
     /// again, and reported, when the next case asks for one; not before.
     pub(super) fn make_spare_cgroup(&self) {
-        let Some(hierarchy) = &self.shared.memory else {
-            return;
-        };
-        if self.spare_refused.get() {
+        if self.shared.memory.is_none() || self.spare_refused.get() {
             return;
         }
         let mut spare = self.spare_cgroup.take();
         if spare.0.is_none() {
-            spare.0 = self.new_cgroup(hierarchy).ok();
+            spare.0 = self.shared.new_cgroup().and_then(Result::ok);
             self.spare_refused.set(spare.0.is_none());
         }
         self.spare_cgroup.set(spare);
-    }
-
-    /// A fresh memory cgroup, named with the run's next serial.
-    fn new_cgroup(&self, hierarchy: &MemoryHierarchy) -> std::io::Result<CaseCgroup> {
-        let serial = self.shared.cgroup_serial.fetch_add(1, Ordering::Relaxed) + 1;
-        hierarchy.create_case(serial)
     }
 
     /// Tell the main thread. It listens until every case is done, so a
@@ -347,17 +338,15 @@ impl<'s, 'a> CaseRunner<'s, 'a> {
         if let Some(spare) = self.spare_cgroup.take().0.take() {
             return HostMeter::new(Some(spare), None);
         }
-        match &self.shared.memory {
-            Some(hierarchy) => match self.new_cgroup(hierarchy) {
-                Ok(cgroup) => HostMeter::new(Some(cgroup), None),
-                Err(e) => HostMeter::new(
-                    None,
-                    Some(crate::measure::host::HostNote::NoCgroup {
-                        client,
-                        error: e.to_string(),
-                    }),
-                ),
-            },
+        match self.shared.new_cgroup() {
+            Some(Ok(cgroup)) => HostMeter::new(Some(cgroup), None),
+            Some(Err(e)) => HostMeter::new(
+                None,
+                Some(crate::measure::host::HostNote::NoCgroup {
+                    client,
+                    error: e.to_string(),
+                }),
+            ),
             None => HostMeter::new(None, None),
         }
     }

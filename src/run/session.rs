@@ -131,58 +131,53 @@ impl<'g, 'x> GpuWindow<'g, 'x> {
 }
 
 /// The worker's session, where its output is kept once it ends, and its
-/// memory cgroup (or why it has none).
+/// memory cgroup or why it has none (said of each of its tests).
 struct Live {
     session: Session,
     log: std::path::PathBuf,
-    cgroup: Result<Option<CaseCgroup>, HostNote>,
+    cgroup: Option<CaseCgroup>,
+    no_cgroup: Option<HostNote>,
 }
 
 impl Live {
+    /// The session moved into a memory cgroup of its own: every process
+    /// its tests start is charged to it, and the kernel counts its OOM
+    /// kills. None where the run uses no memory cgroups.
     fn new(shared: &Shared<'_>, session: Session, log: std::path::PathBuf) -> Live {
-        let cgroup = session_cgroup(shared, session.pid());
+        let (cgroup, no_cgroup) = match shared.new_cgroup() {
+            None => (None, None),
+            Some(Err(e)) => (
+                None,
+                Some(HostNote::NoCgroup {
+                    client: false,
+                    error: e.to_string(),
+                }),
+            ),
+            Some(Ok(mut cgroup)) => match cgroup.join(session.pid()) {
+                Ok(()) => (Some(cgroup), None),
+                Err(e) => {
+                    cgroup.remove().ok();
+                    let note = HostNote::NotJoined {
+                        instance: "the shared pytest session".to_string(),
+                        error: e.to_string(),
+                    };
+                    (None, Some(note))
+                }
+            },
+        };
         Live {
             session,
             log,
             cgroup,
+            no_cgroup,
         }
     }
 
     /// The session has ended: its cgroup is removed once empty (one a
     /// process left behind is removed by a later run, as a case's is).
     fn remove_cgroup(&mut self) {
-        if let Ok(Some(cgroup)) = std::mem::replace(&mut self.cgroup, Ok(None)) {
+        if let Some(cgroup) = self.cgroup.take() {
             cgroup.remove().ok();
-        }
-    }
-}
-
-/// A memory cgroup of the session's own, the session moved into it: every
-/// process its tests start is charged to it, and the kernel counts its
-/// OOM kills. `None` where the run has no memory cgroups (`--host-method`,
-/// none mounted); why not where one could not be made or joined.
-fn session_cgroup(shared: &Shared<'_>, pid: i32) -> Result<Option<CaseCgroup>, HostNote> {
-    let Some(hierarchy) = &shared.memory else {
-        return Ok(None);
-    };
-    let serial = shared
-        .cgroup_serial
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        + 1;
-    let mut cgroup = hierarchy
-        .create_case(serial)
-        .map_err(|e| HostNote::NoCgroup {
-            client: false,
-            error: e.to_string(),
-        })?;
-    match cgroup.join(pid) {
-        Ok(()) => Ok(Some(cgroup)),
-        Err(e) => {
-            cgroup.remove().ok();
-            Err(HostNote::NotJoined {
-                instance: "the shared pytest session".to_string(),
-                error: e.to_string(),
-            })
         }
     }
 }
@@ -268,10 +263,7 @@ impl Sessions {
         let started_at = now_rfc3339();
         let session = &mut live.session;
         let offset = session.output_len();
-        let mut window = TestWindow::open(
-            session.pid(),
-            live.cgroup.as_mut().ok().and_then(Option::as_mut),
-        );
+        let mut window = TestWindow::open(session.pid(), live.cgroup.as_mut());
         let mut gpu = shared.gpu.as_ref().map(|gpu| {
             let scanner = self.scanner.get_or_insert_with(Scanner::new);
             let interval = shared.measurement.sample_interval_ms;
@@ -284,17 +276,11 @@ impl Sessions {
                 session,
                 &spec.nodeid,
                 start + case.timeout,
-                (
-                    &mut window,
-                    live.cgroup.as_mut().ok().and_then(Option::as_mut),
-                    gpu.as_mut(),
-                ),
+                (&mut window, live.cgroup.as_mut(), gpu.as_mut()),
             ),
         };
-        let mut host = window.close(live.cgroup.as_mut().ok().and_then(Option::as_mut));
-        if let Err(note) = &live.cgroup {
-            host.notes.push(note.clone());
-        }
+        let mut host = window.close(live.cgroup.as_mut());
+        host.notes.extend(live.no_cgroup.clone());
         let allocator = match &ended {
             Ended::Answered(Answer::Ran { allocator, .. }) => allocator.as_deref(),
             _ => None,

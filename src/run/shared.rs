@@ -15,7 +15,7 @@ use super::interrupt::Interrupt;
 use super::schedule::Placement;
 use super::supervise;
 use crate::environment::Environment;
-use crate::measure::cgroup::MemoryHierarchy;
+use crate::measure::cgroup::{CaseCgroup, MemoryHierarchy};
 use crate::measure::gpu::Crowding;
 use crate::measure::nvml::Gpu;
 use crate::record::RunRecord;
@@ -118,6 +118,14 @@ pub(super) struct Job<'c> {
 }
 
 impl Shared<'_> {
+    /// A fresh memory cgroup, named with the run's next serial; `None`
+    /// where the run uses none (`--host-method procfs`, none usable).
+    pub(super) fn new_cgroup(&self) -> Option<std::io::Result<CaseCgroup>> {
+        let hierarchy = self.memory.as_ref()?;
+        let serial = self.cgroup_serial.fetch_add(1, Ordering::Relaxed) + 1;
+        Some(hierarchy.create_case(serial))
+    }
+
     /// Whether a file could not be written: nothing more is started.
     pub(super) fn faulted(&self) -> bool {
         self.faulted.load(Ordering::Relaxed)
