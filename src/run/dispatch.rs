@@ -49,9 +49,6 @@ pub(super) struct Dispatch<'d, 'a, 'scope, 'env> {
     pub(super) started: usize,
     /// The folder of the case to start next, made while others run.
     pub(super) ahead: Ahead,
-    /// A case's end is being settled, and reported once the cases it
-    /// freed room for have started (`Event::CaseStarted::end_follows`).
-    pub(super) ending: bool,
     pub(super) notes: mpsc::Sender<(usize, Note)>,
     pub(super) scope: &'scope std::thread::Scope<'scope, 'env>,
 }
@@ -61,8 +58,9 @@ where
     'a: 'env,
 {
     /// Start every case the schedule allows now, unless the run is
-    /// stopping.
-    pub(super) fn launch_next(&mut self, reporter: &mut dyn Reporter) {
+    /// stopping. `end_follows`: a case's end is reported right after, in
+    /// this turn (`Event::CaseStarted::end_follows`).
+    pub(super) fn launch_next(&mut self, reporter: &mut dyn Reporter, end_follows: bool) {
         while !self.stopping() {
             let (cases, conductor) = (self.cases, &*self.conductor);
             let Some((number, placement, alone)) = self
@@ -71,7 +69,7 @@ where
             else {
                 break;
             };
-            if !self.launch(number, placement, alone, reporter) {
+            if !self.launch(number, placement, alone, reporter, end_follows) {
                 break;
             }
         }
@@ -103,6 +101,7 @@ where
         placement: super::schedule::Placement,
         alone: bool,
         reporter: &mut dyn Reporter,
+        end_follows: bool,
     ) -> bool {
         let case = self.cases[number];
         let mut first_attempt = None;
@@ -115,7 +114,7 @@ where
                 }
                 (earlier.dir, earlier.index)
             }
-            _ => match self.start(number, case, &placement, reporter) {
+            _ => match self.start(number, case, &placement, reporter, end_follows) {
                 Some(started) => started,
                 None => return false,
             },
@@ -168,6 +167,7 @@ where
         case: &Case,
         placement: &super::schedule::Placement,
         reporter: &mut dyn Reporter,
+        end_follows: bool,
     ) -> Option<(PathBuf, usize)> {
         let dir = match self.ahead.take(self.shared, number, case) {
             Ok(dir) => dir,
@@ -185,7 +185,7 @@ where
             index: self.started,
             planned: self.cases.len(),
             results: self.results,
-            end_follows: self.ending,
+            end_follows,
         });
         if self.conductor.report_failed(case_started, reporter) {
             self.results.cases.pop();
@@ -325,9 +325,7 @@ where
                     .iter()
                     .any(|run| run.settle.as_ref().is_some_and(|s| !s.settled)));
         if !may_retry {
-            self.ending = true;
-            self.launch_next(reporter);
-            self.ending = false;
+            self.launch_next(reporter, true);
         }
         let mut result = if runs.is_empty() {
             case_error(
@@ -383,7 +381,7 @@ where
             // reported, so its thread runs while this one does that (a
             // short test of a shared session takes about as long as the
             // wording and the reports of the test before it).
-            self.launch_next(reporter);
+            self.launch_next(reporter, true);
             crate::report::words::word_case(&mut result, &judgement.verdict, torch);
             result
         };

@@ -238,12 +238,11 @@ impl<'a> Runner<'a> {
                 idle: Vec::new(),
                 started: 0,
                 ahead: folder::Ahead::default(),
-                ending: false,
                 notes: sender,
                 scope,
             };
             loop {
-                dispatch.launch_next(reporter);
+                dispatch.launch_next(reporter, false);
                 if dispatch.scheduler.idle() {
                     break;
                 }
