@@ -132,25 +132,11 @@ enum Said {
         #[serde(default)]
         stderr: String,
         #[serde(default)]
-        gpu: Option<Box<SaidGpu>>,
+        gpu: Option<Box<AllocatorPeaks>>,
     },
     Missing {
         missing: String,
     },
-}
-
-/// torch's allocator peaks, per device in CUDA's order.
-#[derive(Debug, Deserialize)]
-struct SaidGpu {
-    reserved: Vec<u64>,
-    #[serde(default)]
-    allocated: Vec<u64>,
-    #[serde(default)]
-    reserved_start: Vec<u64>,
-    #[serde(default)]
-    allocated_start: Vec<u64>,
-    #[serde(default)]
-    allocated_end: Vec<u64>,
 }
 
 impl Session {
@@ -325,22 +311,7 @@ impl Session {
                 message,
                 stdout,
                 stderr,
-                allocator: gpu.map(|gpu| {
-                    let SaidGpu {
-                        reserved,
-                        allocated,
-                        reserved_start,
-                        allocated_start,
-                        allocated_end,
-                    } = *gpu;
-                    Box::new(AllocatorPeaks {
-                        reserved,
-                        allocated,
-                        reserved_start,
-                        allocated_start,
-                        allocated_end,
-                    })
-                }),
+                allocator: gpu,
             },
             Ok(Said::Missing { missing }) if missing == nodeid => Answer::Missing,
             _ => Answer::Other(String::from_utf8_lossy(&line).into_owned()),

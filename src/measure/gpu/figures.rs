@@ -226,14 +226,19 @@ pub struct GpuFigures {
 /// What a shared pytest session's plugin reported of torch's caching
 /// allocator for one test, per device in CUDA's order: its peaks since the
 /// test started (`max_memory_reserved`, `max_memory_allocated`, reset at
-/// the start) and what it held at the start.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// the start) and what it held at the start. Read from the plugin's answer
+/// as it writes it (`"gpu": {"reserved": [...], ...}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct AllocatorPeaks {
     pub reserved: Vec<u64>,
+    #[serde(default)]
     pub allocated: Vec<u64>,
+    #[serde(default)]
     pub reserved_start: Vec<u64>,
+    #[serde(default)]
     pub allocated_start: Vec<u64>,
     /// What it had allocated when the test ended.
+    #[serde(default)]
     pub allocated_end: Vec<u64>,
 }
 
@@ -274,10 +279,11 @@ impl AllocatorPeaks {
 impl GpuFigures {
     /// A test of a shared session: NVML's figures of the session's
     /// process tree during the test (which hold whatever the session kept
-    /// from earlier tests) become each device's `sampled_peak_bytes`, and
+    /// from earlier tests) stay each device's `sampled_peak_bytes`, and
     /// the figure judged is what the test added to the allocator at its
-    /// peak ([`AllocatorPeaks::added`]) where the plugin reported one. A device the session does not hold memory on
-    /// stays at 0; one it holds memory on without a report is unknown.
+    /// peak ([`AllocatorPeaks::added`]) where the plugin reported one. A
+    /// device the session does not hold memory on stays at 0; one it
+    /// holds memory on without a report is unknown.
     pub fn per_test(mut self, allocator: Option<&AllocatorPeaks>) -> GpuFigures {
         for (cuda_index, device) in self.devices.iter_mut().enumerate() {
             if device.lost.is_some() || device.method == GpuMethod::Unavailable {
@@ -289,8 +295,9 @@ impl GpuFigures {
             if device.method == GpuMethod::DeviceDelta && reported.is_none() {
                 continue;
             }
-            device.sampled_peak_bytes = device.sampled_peak_bytes.or(device.peak_bytes);
-            match (reported, device.sampled_peak_bytes) {
+            // What NVML saw the session hold there (its own figure, by
+            // the device's method).
+            match (reported, device.peak_bytes) {
                 (Some(bytes), _) => {
                     device.peak_bytes = Some(bytes);
                     device.method = GpuMethod::Allocator;
