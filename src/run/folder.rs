@@ -51,16 +51,11 @@ pub(super) fn prepare_case_dir(shared: &Shared<'_>, case: &Case) -> Result<PathB
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(case_file_fault(&path, e)),
     }
-    if in_session(shared, case) {
+    if shared.in_session(case) {
         return Ok(path);
     }
     make_case_dir(case, &path)?;
     space_left(path)
-}
-
-/// Whether `case` runs in its table's shared pytest session.
-fn in_session(shared: &Shared<'_>, case: &Case) -> bool {
-    shared.pytest_sessions && case.pytest_session.is_some()
 }
 
 fn case_dir(shared: &Shared<'_>, case: &Case) -> PathBuf {
@@ -154,7 +149,7 @@ impl Ahead {
     /// Make case `number`'s folder now, unless one is made already. A
     /// failure is left for the case's own start to meet and report.
     pub(super) fn make(&mut self, shared: &Shared<'_>, number: usize, case: &Case) {
-        if self.made.is_some() || in_session(shared, case) || own_cases(shared).is_err() {
+        if self.made.is_some() || shared.in_session(case) || own_cases(shared).is_err() {
             return;
         }
         let path = case_dir(shared, case);

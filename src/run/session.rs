@@ -218,6 +218,13 @@ impl Sessions {
     ) -> RunRecord {
         let case = job.case;
         let started_at = now_rfc3339();
+        // Ctrl-C before the test began (it was queued behind the one the
+        // interrupt ended): no session is started for it.
+        if shared.interrupt.requested() {
+            let mut record = not_started(shared, job, started_at, String::new());
+            record.stop = Some(StopReason::Interrupted);
+            return record;
+        }
         // Another table's session, or one that died after its last test
         // answered (a thread that test left): a new one, the test not
         // blamed.

@@ -126,6 +126,11 @@ impl Shared<'_> {
         Some(hierarchy.create_case(serial))
     }
 
+    /// Whether `case` runs in its table's shared pytest session.
+    pub(super) fn in_session(&self, case: &Case) -> bool {
+        self.pytest_sessions && case.pytest_session.is_some()
+    }
+
     /// Whether a file could not be written: nothing more is started.
     pub(super) fn faulted(&self) -> bool {
         self.faulted.load(Ordering::Relaxed)
