@@ -16,6 +16,7 @@ pub mod cli;
 pub mod diagnose;
 pub mod environment;
 pub mod files;
+pub mod history;
 pub mod judge;
 pub mod leak;
 pub mod measure;

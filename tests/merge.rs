@@ -76,7 +76,7 @@ fn read(path: &Path) -> String {
 /// A results.json without what only a merge or a partitioned run adds.
 fn without_merge_fields(mut results: serde_json::Value) -> serde_json::Value {
     if let Some(fields) = results.as_object_mut() {
-        for key in ["merged_from", "parts", "partition"] {
+        for key in ["merged_from", "parts", "partition", "run_id"] {
             fields.remove(key);
         }
     }
@@ -128,6 +128,9 @@ fn a_shard_merged_alone_is_that_shard() {
     let results = merged.results();
     assert_eq!(results["merged_from"], 1);
     assert_eq!(results["parts"][0]["dir"], "shards/all");
+    // The merge is a run of its own: its id is made of its parts'.
+    let shard_id = read_json(&shard.join("results.json"))["run_id"].clone();
+    assert!(results["run_id"].is_string() && results["run_id"] != shard_id);
     assert_eq!(
         without_merge_fields(results),
         without_merge_fields(read_json(&shard.join("results.json")))

@@ -130,6 +130,10 @@ pub enum Command {
         "Exit codes: 0 printed, 2 the file cannot be read, or holds no sites."
     ))]
     Sites(SitesArgs),
+    /// The run history: record past runs, show each case's figures over
+    /// time, prune old runs (docs/history.md).
+    #[command(subcommand)]
+    History(HistoryCommand),
 }
 
 #[derive(Debug, Args)]
@@ -207,6 +211,8 @@ pub struct RunArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub adopt: AdoptArgs,
+    #[command(flatten)]
+    pub record: RecordArgs,
     /// Also write the JUnit report here.
     #[arg(long, value_name = "PATH")]
     pub junit: Option<PathBuf>,
@@ -248,6 +254,26 @@ pub struct RunArgs {
     pub baseline_testbed: Option<String>,
 }
 
+/// Where a run is recorded, and where it came from (`run`, `lock`,
+/// `merge`, `history add`).
+#[derive(Debug, Args, Default)]
+pub struct RecordArgs {
+    /// Record the run in this history: `sqlite:PATH` or `postgres://…`
+    /// (else `OOMGATE_HISTORY`, else the suite's `[suite] history`).
+    #[arg(long, value_name = "LOCATION", conflicts_with = "no_history")]
+    pub history: Option<String>,
+    /// Record nothing, whatever `OOMGATE_HISTORY` or the suite says.
+    #[arg(long)]
+    pub no_history: bool,
+    /// The run's commit (else the CI's variables, else git where the
+    /// suite lives).
+    #[arg(long, value_name = "SHA")]
+    pub commit: Option<String>,
+    /// The run's branch (else the CI's variables, else git).
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+}
+
 /// `--adopt-out-dir`, for the commands that write an out dir (`run`,
 /// `lock`, `merge`).
 #[derive(Debug, Args)]
@@ -281,6 +307,10 @@ pub struct LockArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub adopt: AdoptArgs,
+    /// Where the run is recorded (without --from: a locked results.json
+    /// is recorded with `history add`).
+    #[command(flatten)]
+    pub record: RecordArgs,
     /// Run each case at least N times and lock each figure's spread (the
     /// largest less the smallest): later runs are a regression only beyond
     /// `max(tolerance, spread_k × spread)`. A case's own `repeat`, if
@@ -357,6 +387,107 @@ pub struct MergeArgs {
     /// and the cases follow its order.
     #[arg(long, value_name = "SUITE.toml")]
     pub suite: Option<PathBuf>,
+    /// Where the merged run is recorded (the shards record nothing).
+    #[command(flatten)]
+    pub record: RecordArgs,
+}
+
+/// `oomgate history`'s subcommands.
+#[derive(Debug, Subcommand)]
+pub enum HistoryCommand {
+    /// Record past runs from their results.json (CI artifacts), oldest
+    /// first or in any order: each run once, by its id.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate history add artifacts/*/results.json --history sqlite:oomgate-history.sqlite\n",
+        "  oomgate history add ci-out/results.json --commit 3f2a9c1 --branch main\n\n",
+        "A results.json written before run ids is recorded under a hash of its content, so adding\n",
+        "it twice keeps one. A shard's results (--partition) are refused: record the merge.\n\n",
+        "Exit codes: 0 recorded (or already there), 2 a file is not results or the location is\n",
+        "wrong, 3 the history cannot be opened or written."
+    ))]
+    Add(HistoryAddArgs),
+    /// Show each case's figure over the recorded runs, with a sparkline.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate history show --history sqlite:oomgate-history.sqlite\n",
+        "  oomgate history show --case train-bs64 --last 50 --figure host_peak_bytes\n",
+        "  oomgate history show --branch main --json | jq '.runs[-1].cases'\n\n",
+        "Exit codes: 0 shown, 2 bad input, 3 the history cannot be opened or read."
+    ))]
+    Show(HistoryShowArgs),
+    /// Remove runs older than a duration, with their cases and figures.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate history prune --older-than 180d --history sqlite:oomgate-history.sqlite\n\n",
+        "Exit codes: 0 pruned, 2 bad input, 3 the history cannot be opened or written."
+    ))]
+    Prune(HistoryPruneArgs),
+}
+
+/// The history a `history` subcommand reads.
+#[derive(Debug, Args)]
+pub struct HistoryAt {
+    /// The history: `sqlite:PATH` or `postgres://…` (else `OOMGATE_HISTORY`).
+    #[arg(long, value_name = "LOCATION")]
+    pub history: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryAddArgs {
+    /// results.json files (or out dirs holding one).
+    #[arg(required = true, value_name = "RESULTS")]
+    pub results: Vec<PathBuf>,
+    #[command(flatten)]
+    pub at: HistoryAt,
+    /// The runs' commit, when their CI's variables are gone.
+    #[arg(long, value_name = "SHA")]
+    pub commit: Option<String>,
+    /// The runs' branch.
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryShowArgs {
+    #[command(flatten)]
+    pub at: HistoryAt,
+    /// Only this suite's runs (its name).
+    #[arg(long, value_name = "NAME")]
+    pub suite: Option<String>,
+    /// Only this case (its id).
+    #[arg(long, value_name = "ID")]
+    pub case: Option<String>,
+    /// Only cases on this testbed (`"NVIDIA H100 80GB HBM3 ×1"`).
+    #[arg(long, value_name = "TESTBED")]
+    pub testbed: Option<String>,
+    /// Only runs of this branch.
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+    /// The newest N runs.
+    #[arg(long, value_name = "N", default_value = "30", value_parser = clap::value_parser!(u32).range(1..))]
+    pub last: u32,
+    /// The figure to draw: gpu_peak_bytes (the default where a case has
+    /// one, else host_peak_bytes), host_working_peak_bytes, capacity, ...
+    #[arg(long, value_name = "NAME")]
+    pub figure: Option<String>,
+    /// Print JSON: `runs`, one entry per run, oldest first.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryPruneArgs {
+    #[command(flatten)]
+    pub at: HistoryAt,
+    /// Remove the runs that started longer ago than this (`180d`, `12w`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_age)]
+    pub older_than: std::time::Duration,
+}
+
+fn parse_age(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("`{text}` is not a duration (180d, 12w, 720h): {e}"))
 }
 
 #[derive(Debug, Args)]

@@ -146,6 +146,15 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
         results.suite.name,
         args.out.display()
     ));
+    super::history::record(
+        &results,
+        &super::history::Recording {
+            args: &args.record,
+            suite_history: suite.as_ref().and_then(|s| s.history.as_ref()),
+            required: suite.as_ref().is_some_and(|s| s.history_required),
+            by: crate::history::RecordedBy::Merge,
+        },
+    )?;
     Ok(outcome(&results))
 }
 
@@ -425,7 +434,15 @@ mod tests {
             "{host:?}"
         );
 
-        let read = crate::results::readback::parse(&text).expect("diff and lock --from read it");
+        let mut read =
+            crate::results::readback::parse(&text).expect("diff and lock --from read it");
+        // A part without a run id is given its content's.
+        assert_eq!(read.run_id, None);
+        assert_eq!(
+            part.results.run_id,
+            Some(crate::results::run_id::of_content(text.as_bytes()))
+        );
+        read.run_id.clone_from(&part.results.run_id);
         let value = |results: &RunResults| serde_json::to_value(results).expect("json");
         assert_eq!(value(&read), value(&part.results));
         let _ = crate::results::readback::lock_of(&read);

@@ -16,6 +16,7 @@
 
 mod args;
 mod budgets;
+mod history;
 mod inspect;
 mod merge;
 mod outputs;
@@ -41,5 +42,6 @@ pub fn execute(cli: Cli) -> Result<Outcome, CliError> {
         Command::Merge(args) => merge::merge(&args),
         Command::Budgets(args) => budgets::budgets(&args),
         Command::Sites(args) => sites::sites(&args),
+        Command::History(command) => history::history(&command),
     }
 }

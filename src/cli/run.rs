@@ -81,8 +81,18 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
             partition: args.plan.partition,
             schedule: &args.schedule,
             pytest_sessions: parked,
+            origin: super::history::origin_now(&args.record, suite.path.parent()),
         },
         setup,
+    )?;
+    super::history::record(
+        &results,
+        &super::history::Recording {
+            args: &args.record,
+            suite_history: suite.history.as_ref(),
+            required: suite.history_required,
+            by: crate::history::RecordedBy::Run,
+        },
     )?;
     if first_run && results.summary.not_passed() == 0 && !results.cases.is_empty() {
         crate::report::terminal::to_stderr(&format!(
@@ -200,10 +210,20 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                     partition: None,
                     schedule: &args.schedule,
                     pytest_sessions: parked.clone(),
+                    origin: super::history::origin_now(&args.record, suite.path.parent()),
                 },
                 BaselineSetup::default(),
             )?;
             _claim = Some(claim);
+            super::history::record(
+                &results,
+                &super::history::Recording {
+                    args: &args.record,
+                    suite_history: suite.history.as_ref(),
+                    required: suite.history_required,
+                    by: crate::history::RecordedBy::Run,
+                },
+            )?;
             skipped = crate::results::readback::skipped(&results);
             (
                 crate::results::readback::lock_from_results(&results),
@@ -442,6 +462,8 @@ struct Modes<'a> {
     schedule: &'a super::pool::ScheduleArgs,
     /// The shared pytest sessions the collection left, by table.
     pytest_sessions: crate::pytest::session::Parked,
+    /// Where the run came from (commit, branch, CI run).
+    origin: crate::results::RunOrigin,
 }
 
 /// The shared pipeline of `run` and `lock`: prepare outputs, open the GPU,
@@ -527,6 +549,7 @@ fn execute(
         partition: modes.partition,
         schedule,
         pytest_sessions: modes.pytest_sessions,
+        origin: modes.origin,
     };
     let results = Runner::new(suite, &out_dir, setup).run(cases, &mut reporter);
     super::outputs::say_replaced_links();

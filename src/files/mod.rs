@@ -10,15 +10,17 @@
 //! shares, and their names), `sealed` (a read-only folder handed to
 //! workloads), `tree` (removing a folder whatever its depth), `lock`
 //! (files oomgate `flock`s), `paths` (errors that name their path, where a
-//! symlink chain ends).
+//! symlink chain ends), `history` (where a run history is).
 
 pub mod case;
+mod history;
 mod lock;
 mod outdir;
 mod paths;
 pub mod sealed;
 mod tree;
 
+pub use history::{HistoryLocation, LocationError};
 pub use lock::{open_lock_file, try_lock_exclusive};
 pub use outdir::{
     OUT_DIR_MARKER, OutDirClaim, OutDirError, claim_out_dir, held_out_dir_around, own_folder,

@@ -11,6 +11,7 @@
 //! how often a format is written is never the format's own decision.
 
 pub mod github;
+pub mod history;
 pub mod html;
 pub mod inventory;
 pub mod json;

@@ -52,12 +52,16 @@ pub enum PartError {
 /// (`readback::parse`); the error says why it cannot be one (with serde's
 /// line and column for a file that is not results).
 pub fn read_part(dir: PathBuf, text: &str) -> Result<Part, PartError> {
-    let results = super::readback::parse(text).map_err(|e| match e {
+    let mut results = super::readback::parse(text).map_err(|e| match e {
         super::readback::ReadError::Schema { found, known } => PartError::Schema { found, known },
         other => PartError::NotResults(other.to_string()),
     })?;
     if let Some(parts) = results.merged_from {
         return Err(PartError::Merged(parts));
+    }
+    // Results from before run ids: the id of their content.
+    if results.run_id.is_none() {
+        results.run_id = Some(super::run_id::of_content(text.as_bytes()));
     }
     Ok(Part {
         dir,
@@ -277,6 +281,7 @@ pub fn merge(parts: Vec<Part>, suite: Option<SuiteCases<'_>>) -> Result<RunResul
         .collect();
     check_parts(&parts, suite)?;
     let infos: Vec<PartInfo> = parts.iter().map(part_info).collect();
+    let run_id = super::run_id::of_parts(parts.iter().filter_map(|p| p.results.run_id.as_deref()));
     let mut parts = parts.into_iter();
     let Some(first) = parts.next() else {
         return Err(MergeError::NoParts);
@@ -335,6 +340,7 @@ pub fn merge(parts: Vec<Part>, suite: Option<SuiteCases<'_>>) -> Result<RunResul
     }
     merged.planned_cases = Vec::new();
     merged.schema = SCHEMA_VERSION;
+    merged.run_id = Some(run_id);
     merged.oomgate_version = env!("CARGO_PKG_VERSION").to_string();
     merged.summary = Summary {
         planned,

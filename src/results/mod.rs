@@ -38,6 +38,7 @@ pub mod definition;
 mod host;
 pub mod merge;
 pub mod readback;
+pub mod run_id;
 
 pub use check::{
     AppliedTolerance, CaseTolerances, Check, CheckKind, CheckOutcome, Device, Facts, Measured,
@@ -58,6 +59,16 @@ pub use crate::vocabulary::{
 #[serde(default)]
 pub struct RunResults {
     pub schema: u32,
+    /// This run's id: a random UUID made when it started (a merge's is
+    /// derived from its parts' ids, the same for the same parts). The
+    /// history records a run once by it. Absent from results written
+    /// before it was kept; the history then uses a hash of the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The run's commit, branch and CI run, as the history records them;
+    /// absent from results written before they were kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<RunOrigin>,
     pub oomgate_version: String,
     pub suite: SuiteInfo,
     pub host: String,
@@ -208,6 +219,27 @@ pub struct SuiteInfo {
     pub name: String,
     pub path: PathBuf,
     pub workdir: PathBuf,
+}
+
+/// Where a run came from (see `history::origin`): each `None` where
+/// neither the command line, the CI's variables nor git said.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunOrigin {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// For a pull (merge) request: the branch it would merge into.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_branch: Option<String>,
+    /// `github`, `gitlab`, `buildkite` or `jenkins`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci_system: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci_run_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci_run_url: Option<String>,
 }
 
 /// How figures were obtained in this run.

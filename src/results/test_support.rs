@@ -14,6 +14,8 @@ pub(crate) fn results_with_text(text: &str) -> RunResults {
     case.params.insert("p".into(), text.into());
     RunResults {
         schema: SCHEMA_VERSION,
+        run_id: None,
+        origin: None,
         oomgate_version: "0".into(),
         suite: SuiteInfo {
             name: "s".into(),

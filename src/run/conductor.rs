@@ -49,6 +49,8 @@ pub(super) struct Conductor<'a> {
     /// testbed before a case runs (packing, capacity).
     pub(super) environment: Environment,
     pub(super) partition: Option<crate::suite::Partition>,
+    /// Where the run came from (commit, branch, CI run), for its results.
+    pub(super) origin: crate::results::RunOrigin,
     pub(super) schedule: Schedule,
     /// The first file that could not be written: no case is launched
     /// after it.
@@ -120,6 +122,8 @@ impl Conductor<'_> {
         });
         RunResults {
             schema: SCHEMA_VERSION,
+            run_id: Some(crate::results::run_id::fresh()),
+            origin: Some(self.origin.clone()),
             oomgate_version: env!("CARGO_PKG_VERSION").to_string(),
             suite: SuiteInfo {
                 name: shared.suite.name.clone(),
@@ -379,6 +383,7 @@ mod tests {
                 baseline_info: None,
                 environment: Environment::default(),
                 partition: None,
+                origin: Default::default(),
                 schedule: crate::run::Schedule {
                     pool: pool.then(|| vec![pool_gpu()]),
                     pack,

@@ -89,6 +89,8 @@ pub struct RunSetup {
     pub baseline: BaselineSetup,
     /// The shard of the suite this run is (`--partition`).
     pub partition: Option<crate::suite::Partition>,
+    /// Where the run came from (commit, branch, CI run).
+    pub origin: crate::results::RunOrigin,
     /// The GPU pool, `--jobs`, packing, and past wall times.
     pub schedule: Schedule,
     /// The shared pytest sessions the collection started, by table.
@@ -160,6 +162,7 @@ impl<'a> Runner<'a> {
                 baseline_info: None,
                 environment: Environment::default(),
                 partition: setup.partition,
+                origin: setup.origin,
                 schedule: setup.schedule,
                 fault: None,
                 faulted,

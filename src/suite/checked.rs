@@ -27,6 +27,13 @@ pub struct Suite {
     /// `[suite] redact`: the suite's own secret patterns (regexes, checked),
     /// masked beside the built-in ones (see `crate::redact`).
     pub redact: Vec<String>,
+    /// `[suite] history`: where runs are recorded, a relative file
+    /// resolved against the suite's folder (`--history` and
+    /// `OOMGATE_HISTORY` come first).
+    pub history: Option<crate::files::HistoryLocation>,
+    /// `[suite] history_required`: a history that cannot be reached
+    /// fails the run (exit 3) instead of being said and passed over.
+    pub history_required: bool,
     /// The `[[case]]` cases, then (once collected, see `crate::pytest`)
     /// one per test of each `[[pytest]]`.
     pub cases: Vec<Case>,

@@ -154,6 +154,11 @@ pub struct RawSuiteTable {
     pub redact: Option<Vec<Spanned<String>>>,
     /// Every case's `settle_timeout`, under `[defaults]` and the case's.
     pub settle_timeout: Option<Spanned<String>>,
+    /// Where runs are recorded: `sqlite:PATH` (beside the suite when
+    /// relative) or `postgres://…`.
+    pub history: Option<Spanned<String>>,
+    /// A history that cannot be reached fails the run (exit 3).
+    pub history_required: Option<bool>,
 }
 
 /// `tolerance = { relative = "5%", absolute = "64 MiB", spread_k = 3, host = { ... }, gpu = { ... }, working = { ... } }`:

@@ -115,6 +115,17 @@ pub(super) fn validate(
         }
     }
     let environment = environment_spec(&mut check, raw.environment.as_ref().map(|e| e.get_ref()));
+    let history = suite_table.history.as_ref().and_then(|text| {
+        match crate::files::HistoryLocation::parse(text.get_ref()) {
+            Ok(location) => Some(location.relative_to(folder)),
+            Err(e) => {
+                check.error(text.span(), format!("`history`: {e}")).help = Some(
+                    "a history is `sqlite:PATH` (a file beside the suite when relative) or `postgres://HOST/DB` (docs/history.md)".into(),
+                );
+                None
+            }
+        }
+    });
 
     let mut defaults = raw
         .defaults
@@ -236,6 +247,8 @@ pub(super) fn validate(
             on_drift,
             environment,
             redact,
+            history,
+            history_required: suite_table.history_required.unwrap_or(false),
             cases,
             pytest,
             pytest_plugin: None,

@@ -27,7 +27,10 @@ pub fn workload(name: &str) -> String {
 pub fn oomgate() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_oomgate"));
     // Plain output, whatever the terminal of the person running the tests.
-    command.env("NO_COLOR", "1").env_remove("GITHUB_ACTIONS");
+    command
+        .env("NO_COLOR", "1")
+        .env_remove("GITHUB_ACTIONS")
+        .env_remove("OOMGATE_HISTORY");
     // A real CUDA driver on the machine running the tests knows none of
     // the fake NVML's devices: it is asked only where a test installs the
     // fake one (`Project::with_fake_cuda`).

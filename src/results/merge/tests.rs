@@ -178,9 +178,39 @@ fn one_part_merged_alone_is_that_part() {
     let plain = |mut results: RunResults| {
         results.merged_from = None;
         results.parts.clear();
+        // A merge is a run of its own, with its own id.
+        results.run_id = None;
         json(&results)
     };
     assert_eq!(plain(merged), plain(alone.results));
+}
+
+#[test]
+fn a_merge_is_one_run_whatever_the_order_of_its_parts() {
+    let with_id = |dir: &str, shard: u32, cases: &[&str], id: &str| {
+        let mut part = part(dir, shard, cases);
+        part.results.run_id = Some(id.into());
+        part
+    };
+    let one = merge(
+        vec![
+            with_id("shards/1", 1, &["a"], "id-1"),
+            with_id("shards/2", 2, &["b"], "id-2"),
+        ],
+        None,
+    )
+    .expect("merged");
+    let again = merge(
+        vec![
+            with_id("shards/2", 2, &["b"], "id-2"),
+            with_id("shards/1", 1, &["a"], "id-1"),
+        ],
+        None,
+    )
+    .expect("merged");
+    assert!(one.run_id.is_some());
+    assert_eq!(one.run_id, again.run_id);
+    assert_ne!(one.run_id.as_deref(), Some("id-1"));
 }
 
 #[test]

@@ -188,6 +188,7 @@ fn run(
             testbed: None,
         },
         partition: None,
+        origin: Default::default(),
         schedule: Schedule {
             past_wall_s: past_wall_s
                 .iter()

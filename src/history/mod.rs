@@ -1,0 +1,141 @@
+//! The ledger: every run kept in a history, so that a figure is held
+//! against its own past and not only against the lock.
+//!
+//! A history is a database: an SQLite file (the default: one file, SQLite
+//! built into oomgate) or, for a fleet of runners writing one history,
+//! PostgreSQL. Both hold the same schema ([`schema`]), versioned with
+//! forward migrations applied under a lock, and both sit behind one
+//! trait, [`Store`]. What a run records is a [`entry::RunEntry`], made from
+//! its results; where it came from (commit, branch, CI run) is
+//! [`origin`]'s. A history that cannot be reached never changes a run's
+//! verdict (see docs/history.md).
+
+pub mod entry;
+pub mod origin;
+mod schema;
+mod sqlite;
+
+pub use crate::files::HistoryLocation as Location;
+pub use entry::{CaseEntry, Figure, RecordedBy, RunEntry};
+pub use schema::KNOWN as SCHEMA_VERSION;
+
+/// Why a history cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("{0}")]
+    Location(#[from] crate::files::LocationError),
+    #[error("{location}: {why}; oomgate never writes into a file that is not its own history")]
+    Foreign { location: String, why: String },
+    #[error(
+        "{location}: the history's schema is version {found}, newer than this oomgate's {known}; record with the newer oomgate that migrated it"
+    )]
+    Newer {
+        location: String,
+        found: u32,
+        known: u32,
+    },
+    #[error("{location}: {message}")]
+    Database { location: String, message: String },
+    #[error(
+        "{location}: PostgreSQL histories are not built into this oomgate yet; use sqlite:PATH (docs/history.md)"
+    )]
+    NotBuilt { location: String },
+}
+
+/// Whether a run was new to the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    New,
+    /// A run with its id was there already: nothing was changed.
+    Already,
+}
+
+/// Which runs to read.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// Only runs of this suite.
+    pub suite: Option<String>,
+    /// Only runs of this branch.
+    pub branch: Option<String>,
+    /// Only this case (its id, exactly).
+    pub case: Option<String>,
+    /// Only cases on this testbed (`""`: those that ran on no GPU).
+    pub testbed: Option<String>,
+    /// The newest N runs (all of them: `None`).
+    pub last: Option<usize>,
+    /// With each case's tolerances and checks (read only when asked: a
+    /// table of figures needs neither).
+    pub details: bool,
+}
+
+/// Some figures of some cases over the runs a [`Query`] chose, compactly:
+/// what `history show` draws and what a figure is held against, without
+/// each run's whole entry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Series {
+    /// The runs, oldest first.
+    pub runs: Vec<RunHead>,
+    /// Each case and testbed (`None`: no GPU), in the order first seen.
+    pub cases: Vec<(String, Option<String>)>,
+    /// The figures asked for, by name.
+    pub figures: Vec<String>,
+    /// Every value: in which run, of which case, which figure (indices
+    /// into the lists above), and whether the case passed in that run.
+    pub points: Vec<Point>,
+}
+
+/// A run of a [`Series`]: when, from where, and whether it passed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RunHead {
+    pub run_id: String,
+    pub started_at: String,
+    pub started_ms: i64,
+    pub commit: Option<String>,
+    pub branch: Option<String>,
+    pub passed: bool,
+}
+
+/// One value of a [`Series`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    pub run: u32,
+    pub case: u32,
+    pub figure: u16,
+    pub value: f64,
+    /// The case passed (or was skipped) in that run.
+    pub passed: bool,
+}
+
+/// A history, whatever holds it.
+pub trait Store {
+    /// Where it is, for messages.
+    fn location(&self) -> String;
+    /// Record a run; a run whose id is there already is left as it is.
+    fn record(&mut self, run: &RunEntry) -> Result<Recorded, HistoryError>;
+    /// The runs `query` selects, oldest first, each with the cases it
+    /// selects.
+    fn runs(&mut self, query: &Query) -> Result<Vec<RunEntry>, HistoryError>;
+    /// `figures` of the cases and runs `query` selects (its `details` is
+    /// not read).
+    fn series(&mut self, query: &Query, figures: &[&str]) -> Result<Series, HistoryError>;
+    /// Remove the runs that started before `before_ms` (milliseconds
+    /// since the epoch); how many.
+    fn prune(&mut self, before_ms: i64) -> Result<usize, HistoryError>;
+    /// The schema version the history is at.
+    fn schema_version(&mut self) -> Result<u32, HistoryError>;
+}
+
+/// Open the history at `location`, migrated to this oomgate's schema;
+/// `create`: make it where there is none (to record), else a history that
+/// does not exist is an error (to read).
+pub fn open(location: &Location, create: bool) -> Result<Box<dyn Store>, HistoryError> {
+    match location {
+        Location::Sqlite(path) => Ok(Box::new(sqlite::SqliteStore::open(path, create)?)),
+        Location::Postgres(_) => Err(HistoryError::NotBuilt {
+            location: location.describe(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,328 @@
+//! The run history end to end, with the real binary and a real SQLite
+//! file: a run records itself (once, with its commit and branch), `history
+//! show` draws it, `history add` backfills results and keeps each run
+//! once, a shard records nothing and its merge records the run, a history
+//! that cannot be reached changes no verdict (unless the suite requires
+//! it), a file that is no history is refused and left as it is, four
+//! processes recording at once lose no run, and no secret is stored.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+fn suite(extra_suite_keys: &str) -> String {
+    format!(
+        "[suite]\nname = \"h\"\nsample_interval = \"20ms\"\n{extra_suite_keys}\n\
+         [[case]]\nname = \"small\"\ncommand = [\"python3\", {}, \"--mib\", \"8\", \"--hold\", \"50ms\"]\n\n\
+         [[case]]\nname = \"bigger\"\ncommand = [\"python3\", {}, \"--mib\", \"24\", \"--hold\", \"50ms\"]\n",
+        toml_str(&workload("alloc.py")),
+        toml_str(&workload("alloc.py")),
+    )
+}
+
+fn show_json(project: &Project, history: &Path, extra: &[&str]) -> serde_json::Value {
+    let output = project
+        .oomgate()
+        .args(["history", "show", "--json", "--history"])
+        .arg(history)
+        .args(extra)
+        .output()
+        .expect("history show");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+#[test]
+fn a_run_records_itself_once_and_history_show_draws_it() {
+    let project = Project::new(&suite("history = \"runs.sqlite\""));
+    let history = project.path().join("runs.sqlite");
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let run = project.run(&[
+            "--no-baseline",
+            "--gpu",
+            "off",
+            "--branch",
+            "main",
+            "--commit",
+            "abc1234",
+        ]);
+        run.assert_code(0);
+        assert!(
+            run.stderr.contains("history: recorded run"),
+            "{}",
+            run.stderr
+        );
+        ids.push(
+            run.results()["run_id"]
+                .as_str()
+                .expect("a run id")
+                .to_string(),
+        );
+    }
+    assert_ne!(ids[0], ids[1]);
+    let shown = show_json(&project, &history, &[]);
+    let runs = shown["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[1]["run_id"], ids[1].as_str());
+    assert_eq!(runs[1]["commit"], "abc1234");
+    assert_eq!(runs[1]["branch"], "main");
+    assert_eq!(runs[1]["recorded_by"], "run");
+    let small = runs[1]["cases"]
+        .as_array()
+        .and_then(|cases| cases.iter().find(|c| c["id"] == "small"))
+        .expect("the case");
+    let host = &small["figures"]["host_peak_bytes"];
+    assert!(host["value"].as_f64().expect("a figure") > 8.0 * MIB as f64);
+    assert!(host["method"].as_str().is_some());
+    assert_eq!(small["status"], "passed");
+    // Its checks are kept as results.json holds them.
+    assert!(small["checks"].as_array().is_some());
+
+    let table = project
+        .oomgate()
+        .args(["history", "show", "--history"])
+        .arg(&history)
+        .output()
+        .expect("history show");
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("2 runs"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("bigger"))
+        .unwrap_or_else(|| panic!("no row for bigger:\n{text}"));
+    assert!(
+        row.contains("host_peak_bytes") && row.contains(" 2 "),
+        "{row}"
+    );
+
+    // The same results added again: the run is there already.
+    let again = project
+        .oomgate()
+        .args(["history", "add", "--history"])
+        .arg(&history)
+        .arg(project.out())
+        .output()
+        .expect("history add");
+    let said = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        said.contains("recorded 0 run(s); 1 already there"),
+        "{said}"
+    );
+    assert_eq!(
+        show_json(&project, &history, &[])["runs"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+}
+
+#[test]
+fn results_without_a_run_id_are_added_once_under_their_content() {
+    let project = Project::new(&suite(""));
+    let old = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/results/schema-4-facts.json");
+    let history = project.path().join("backfill.sqlite");
+    for expected in ["recorded 1 run(s)", "recorded 0 run(s); 1 already there"] {
+        let output = project
+            .oomgate()
+            .args([
+                "history",
+                "add",
+                "--commit",
+                "0ld",
+                "--branch",
+                "main",
+                "--history",
+            ])
+            .arg(format!("sqlite:{}", history.display()))
+            .arg(&old)
+            .output()
+            .expect("history add");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let said = String::from_utf8_lossy(&output.stdout);
+        assert!(said.contains(expected), "{said}");
+    }
+    let runs = show_json(&project, &history, &[])["runs"].clone();
+    assert_eq!(runs.as_array().map(Vec::len), Some(1));
+    assert_eq!(runs[0]["recorded_by"], "add");
+    assert_eq!(runs[0]["commit"], "0ld");
+    let id = runs[0]["run_id"].as_str().expect("an id");
+    assert_eq!(id.len(), 36, "a UUID: {id}");
+}
+
+#[test]
+fn a_shard_records_nothing_and_its_merge_records_the_run_once() {
+    let project = Project::new(&suite(""));
+    let history = project.path().join("fleet.sqlite");
+    let location = format!("sqlite:{}", history.display());
+    let shard = project.run(&[
+        "--no-baseline",
+        "--gpu",
+        "off",
+        "--partition",
+        "count:1/1",
+        "--history",
+        &location,
+    ]);
+    shard.assert_code(0);
+    assert!(
+        shard.stderr.contains("a shard records nothing"),
+        "{}",
+        shard.stderr
+    );
+    assert!(!history.exists());
+    for expected in ["history: recorded run", "was already recorded"] {
+        let merged = project
+            .oomgate()
+            .arg("merge")
+            .arg(project.out())
+            .arg("--out")
+            .arg(project.path().join("merged"))
+            .args(["--history", &location])
+            .output()
+            .expect("merge");
+        let stderr = String::from_utf8_lossy(&merged.stderr);
+        assert!(merged.status.success(), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+    }
+    let runs = show_json(&project, &history, &[])["runs"].clone();
+    assert_eq!(runs.as_array().map(Vec::len), Some(1));
+    assert_eq!(runs[0]["recorded_by"], "merge");
+}
+
+#[test]
+fn a_history_out_of_reach_changes_no_verdict_unless_the_suite_requires_it() {
+    let unreachable = "history = \"/nonexistent-oomgate-folder/h.sqlite\"";
+    let project = Project::new(&suite(unreachable));
+    let run = project.run(&["--no-baseline", "--gpu", "off"]);
+    run.assert_code(0);
+    assert!(
+        run.stderr
+            .contains("warning: history: this run was not recorded"),
+        "{}",
+        run.stderr
+    );
+
+    let required = Project::new(&suite(&format!("{unreachable}\nhistory_required = true")));
+    let run = required.run(&["--no-baseline", "--gpu", "off"]);
+    run.assert_code(3);
+    assert!(
+        run.stderr.contains("history_required = true"),
+        "{}",
+        run.stderr
+    );
+    // The reports were written all the same.
+    assert_eq!(run.results()["summary"]["passed"], 2);
+
+    // --no-history records nothing, whatever the suite says.
+    let run = required.run(&["--no-baseline", "--gpu", "off", "--no-history"]);
+    run.assert_code(0);
+}
+
+#[test]
+fn a_file_that_is_no_history_is_refused_and_left_as_it_is() {
+    let project = Project::new(&suite(""));
+    let notes = project.path().join("notes.txt");
+    std::fs::write(&notes, "not a database\n").expect("written");
+    let run = project.run(&[
+        "--no-baseline",
+        "--gpu",
+        "off",
+        "--history",
+        &format!("sqlite:{}", notes.display()),
+    ]);
+    run.assert_code(0);
+    assert!(
+        run.stderr.contains("not an SQLite database"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(&notes).expect("read"),
+        "not a database\n"
+    );
+    let shown = project
+        .oomgate()
+        .args(["history", "show", "--history"])
+        .arg(format!("sqlite:{}", notes.display()))
+        .output()
+        .expect("show");
+    assert_eq!(shown.status.code(), Some(3));
+    let bad = project
+        .oomgate()
+        .args(["history", "show", "--history", "mysql://db/h"])
+        .output()
+        .expect("show");
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn four_processes_recording_into_one_file_at_once_lose_no_run() {
+    let project = Project::new(&suite(""));
+    let template: serde_json::Value = read_json(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/results/schema-4-facts.json"),
+    );
+    let history = project.path().join("shared.sqlite");
+    let mut children = Vec::new();
+    for writer in 0..4 {
+        let mut files = Vec::new();
+        for n in 0..5 {
+            let mut results = template.clone();
+            results["run_id"] =
+                serde_json::json!(format!("00000000-0000-4000-8000-0000000{writer}{n:04}"));
+            let path = project.path().join(format!("r{writer}-{n}.json"));
+            std::fs::write(&path, results.to_string()).expect("written");
+            files.push(path);
+        }
+        let mut command: Command = project.oomgate();
+        command
+            .args(["history", "add", "--history"])
+            .arg(format!("sqlite:{}", history.display()))
+            .args(&files);
+        children.push(command.spawn().expect("history add"));
+    }
+    for mut child in children {
+        assert!(child.wait().expect("waited").success());
+    }
+    let runs = show_json(&project, &history, &["--last", "100"])["runs"].clone();
+    assert_eq!(runs.as_array().map(Vec::len), Some(20));
+}
+
+#[test]
+fn no_secret_reaches_the_history() {
+    let secret = "hx7-Q2w9-zL4p-secret-value";
+    let mut project = Project::new(&suite(""));
+    project.env.push(("DEPLOY_TOKEN".into(), secret.into()));
+    let history = project.path().join("s.sqlite");
+    let run = project.run(&[
+        "--no-baseline",
+        "--gpu",
+        "off",
+        "--branch",
+        &format!("fix-{secret}"),
+        "--history",
+        &format!("sqlite:{}", history.display()),
+    ]);
+    run.assert_code(0);
+    let shown = show_json(&project, &history, &[]).to_string();
+    assert!(!shown.contains(secret), "{shown}");
+    assert!(shown.contains("fix-"), "{shown}");
+    for file in ["s.sqlite", "s.sqlite-wal"] {
+        let path = project.path().join(file);
+        if let Ok(bytes) = std::fs::read(&path) {
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(!text.contains(secret), "{file} holds the secret");
+        }
+    }
+}
