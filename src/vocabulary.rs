@@ -127,6 +127,9 @@ pub enum FailureType {
     Leak,
     Limit,
     Regression,
+    /// A figure grew past its creep limit over its ratchet in the run
+    /// history.
+    Creep,
     Baseline,
     EnvironmentDrift,
     /// A merged part ran another definition of the case than the suite's
@@ -135,7 +138,7 @@ pub enum FailureType {
 }
 
 impl FailureType {
-    pub const ALL: [FailureType; 23] = [
+    pub const ALL: [FailureType; 24] = [
         FailureType::Interrupted,
         FailureType::ForeignProcesses,
         FailureType::LaunchError,
@@ -156,6 +159,7 @@ impl FailureType {
         FailureType::Leak,
         FailureType::Limit,
         FailureType::Regression,
+        FailureType::Creep,
         FailureType::Baseline,
         FailureType::EnvironmentDrift,
         FailureType::OtherDefinition,
@@ -184,6 +188,7 @@ impl FailureType {
             FailureType::Leak => "leak",
             FailureType::Limit => "limit",
             FailureType::Regression => "regression",
+            FailureType::Creep => "creep",
             FailureType::Baseline => "baseline",
             FailureType::EnvironmentDrift => "environment-drift",
             FailureType::OtherDefinition => "other-definition",

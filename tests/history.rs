@@ -326,3 +326,162 @@ fn no_secret_reaches_the_history() {
         }
     }
 }
+
+/// A suite whose one case holds `mib` MiB, with a creep limit.
+fn growing(mib: u32, extra_suite_keys: &str) -> String {
+    format!(
+        "[suite]\nname = \"creeping\"\nsample_interval = \"20ms\"\nhistory = \"h.sqlite\"\n{extra_suite_keys}\n\
+         [[case]]\nname = \"grow\"\ncommand = [\"python3\", {}, \"--mib\", \"{mib}\", \"--hold\", \"50ms\"]\n",
+        toml_str(&workload("alloc.py")),
+    )
+}
+
+fn run_at(project: &Project, mib: u32, extra: &str, args: &[&str]) -> Run {
+    std::fs::write(project.suite(), growing(mib, extra)).expect("suite");
+    let mut all = vec!["--gpu", "off", "--branch", "main"];
+    all.extend_from_slice(args);
+    project.run(&all)
+}
+
+fn check_named(run: &Run, name: &str) -> Option<serde_json::Value> {
+    run.case("grow")["checks"]
+        .as_array()
+        .and_then(|checks| checks.iter().find(|c| c["name"] == name).cloned())
+}
+
+#[test]
+fn creep_that_a_relock_after_each_step_hides_fails_against_the_ratchet() {
+    // Steps of about +3% under a 10% tolerance, re-locked after each:
+    // the lock never sees red; the ratchet does, past +10% in all (the
+    // workload's interpreter adds about 14 MiB to each).
+    let creep = "creep = { limit = \"10%\", window = \"30d\" }\ntolerance = { relative = \"10%\", absolute = \"0 MiB\" }";
+    let project = Project::new(&growing(200, creep));
+    for _ in 0..3 {
+        run_at(&project, 200, creep, &["--no-baseline"]).assert_code(0);
+    }
+    project.lock_from_results().assert_code(0);
+    let mut last = None;
+    for mib in [206, 212, 218, 224] {
+        let run = run_at(&project, mib, creep, &[]);
+        let against_lock = check_named(&run, "baseline.host").expect("a baseline check");
+        assert_eq!(against_lock["passed"], true, "{against_lock:#}");
+        if mib < 224 {
+            run.assert_code(0);
+            project.lock_from_results().assert_code(0);
+        }
+        last = Some(run);
+    }
+    let run = last.expect("runs");
+    run.assert_code(1);
+    let creep = check_named(&run, "creep.host").expect("a creep check");
+    assert_eq!(creep["passed"], false, "{creep:#}");
+    assert_eq!(creep["outcome"], "breached");
+    let message = creep["message"].as_str().unwrap_or_default();
+    assert!(message.contains("over its ratchet"), "{message}");
+    assert!(message.contains("creep limit 10%"), "{message}");
+    assert_eq!(run.case("grow")["failure_kind"], "creep");
+    // The run is recorded all the same, red.
+    let shown = show_json(&project, &project.path().join("h.sqlite"), &[]);
+    assert_eq!(shown["runs"].as_array().map(Vec::len), Some(7));
+    assert_eq!(shown["runs"][6]["passed"], false);
+}
+
+#[test]
+fn accepted_growth_moves_the_ratchet_and_a_step_is_named() {
+    let creep = "creep = { limit = \"10%\" }";
+    let project = Project::new(&growing(200, creep));
+    for _ in 0..3 {
+        run_at(&project, 200, creep, &["--no-baseline"]).assert_code(0);
+    }
+    let grown = run_at(&project, 300, creep, &["--no-baseline"]);
+    grown.assert_code(1);
+    let step = check_named(&grown, "step.host").expect("a step");
+    assert_eq!(step["passed"], true, "a step is a notice: {step:#}");
+    assert!(
+        step["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("stepped +"),
+        "{step:#}"
+    );
+
+    let history = project.path().join("h.sqlite");
+    let accepted = project
+        .oomgate()
+        .args([
+            "history",
+            "accept",
+            "grow",
+            "--reason",
+            "a bigger buffer, on purpose",
+            "--by",
+            "ada",
+            "--branch",
+            "main",
+            "--history",
+        ])
+        .arg(format!("sqlite:{}", history.display()))
+        .output()
+        .expect("accept");
+    assert!(
+        accepted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&accepted.stderr)
+    );
+    let said = String::from_utf8_lossy(&accepted.stdout);
+    assert!(said.contains("accepted grow host_peak_bytes"), "{said}");
+
+    let after = run_at(&project, 300, creep, &["--no-baseline"]);
+    after.assert_code(0);
+    let creep_check = check_named(&after, "creep.host").expect("a creep check");
+    let message = creep_check["message"].as_str().unwrap_or_default();
+    assert!(message.contains("accepted on main"), "{message}");
+    assert!(message.contains("by ada"), "{message}");
+    // Another branch is held against its own runs only: none yet.
+    let elsewhere = {
+        std::fs::write(project.suite(), growing(300, creep)).expect("suite");
+        project.run(&["--gpu", "off", "--branch", "topic", "--no-baseline"])
+    };
+    elsewhere.assert_code(0);
+    assert!(check_named(&elsewhere, "creep.host").is_none());
+}
+
+#[test]
+fn a_creep_limit_is_checked_where_it_is_written() {
+    let project = Project::new(&growing(
+        10,
+        "creep = { limit = \"ten percent\", action = \"shout\" }",
+    ));
+    let run = project.run(&["--gpu", "off"]);
+    run.assert_code(2);
+    assert!(run.stderr.contains("creep.limit"), "{}", run.stderr);
+    assert!(run.stderr.contains("creep.action"), "{}", run.stderr);
+    assert!(run.stderr.contains("suite.toml:5:"), "{}", run.stderr);
+}
+
+#[test]
+fn a_creep_with_action_warn_passes_and_says_so() {
+    let creep = "creep = { limit = \"10%\", action = \"warn\" }";
+    let project = Project::new(&growing(200, creep));
+    for _ in 0..3 {
+        run_at(&project, 200, creep, &["--no-baseline"]).assert_code(0);
+    }
+    let run = run_at(&project, 300, creep, &["--no-baseline"]);
+    run.assert_code(0);
+    let creep_check = check_named(&run, "creep.host").expect("a creep check");
+    assert_eq!(
+        (
+            creep_check["passed"].clone(),
+            creep_check["outcome"].clone()
+        ),
+        (true.into(), "breached".into())
+    );
+    assert!(
+        run.stderr.contains("history: grow: host peak") && run.stderr.contains("a warning only"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("stepped +"), "{}", run.stderr);
+    let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary");
+    assert!(summary.contains("Against the run history"), "{summary}");
+}

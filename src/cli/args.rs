@@ -311,6 +311,10 @@ pub struct LockArgs {
     /// is recorded with `history add`).
     #[command(flatten)]
     pub record: RecordArgs,
+    /// Also accept the locked figures as each case's new ratchet in the
+    /// history, with this reason (a re-lock alone never moves one).
+    #[arg(long, value_name = "REASON")]
+    pub accept: Option<String>,
     /// Run each case at least N times and lock each figure's spread (the
     /// largest less the smallest): later runs are a regression only beyond
     /// `max(tolerance, spread_k × spread)`. A case's own `repeat`, if
@@ -416,6 +420,19 @@ pub enum HistoryCommand {
         "Exit codes: 0 shown, 2 bad input, 3 the history cannot be opened or read."
     ))]
     Show(HistoryShowArgs),
+    /// Accept a case's current figures as its new ratchet: growth so far is
+    /// intended (a bigger model), and creep is measured from here.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate history accept train-bs64 --reason \"batch 64 now keeps activations\" --history sqlite:h.sqlite\n",
+        "  oomgate history accept train-bs64 serve-c32 --reason \"torch 2.6\" --branch main\n\n",
+        "Each case's figures in its newest run on the branch (--branch, else the CI's or git's) become\n",
+        "its ratchet there, recorded with who (--by, else the CI's user, else $USER), when and why.\n",
+        "A re-lock alone never moves a ratchet; `oomgate lock --accept REASON` does both.\n\n",
+        "Exit codes: 0 accepted, 2 a case with no run in the history, or bad input, 3 the history\n",
+        "cannot be opened or written."
+    ))]
+    Accept(HistoryAcceptArgs),
     /// Remove runs older than a duration, with their cases and figures.
     #[command(after_help = concat!(
         "Examples:\n",
@@ -474,6 +491,27 @@ pub struct HistoryShowArgs {
     /// Print JSON: `runs`, one entry per run, oldest first.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryAcceptArgs {
+    /// The cases (their ids).
+    #[arg(required = true, value_name = "CASE")]
+    pub cases: Vec<String>,
+    /// Why the growth is intended: kept with the acceptance.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+    #[command(flatten)]
+    pub at: HistoryAt,
+    /// The suite (its name), where several suites have the case.
+    #[arg(long, value_name = "NAME")]
+    pub suite: Option<String>,
+    /// The branch whose ratchet moves (else the CI's, else git's).
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+    /// Who accepts (else the CI's user, else $USER).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -9,10 +9,11 @@
 use std::path::{Path, PathBuf};
 
 use super::args::{
-    HistoryAddArgs, HistoryAt, HistoryCommand, HistoryPruneArgs, HistoryShowArgs, RecordArgs,
+    HistoryAcceptArgs, HistoryAddArgs, HistoryAt, HistoryCommand, HistoryPruneArgs,
+    HistoryShowArgs, RecordArgs,
 };
 use super::shared::{CliError, Outcome, write_stderr};
-use crate::history::{self, Location, Query, Recorded, RecordedBy, RunEntry, origin};
+use crate::history::{self, Acceptance, Location, Query, Recorded, RecordedBy, RunEntry, origin};
 use crate::results::{RunOrigin, RunResults};
 
 /// The variable that names a history for every command.
@@ -24,6 +25,7 @@ pub fn history(command: &HistoryCommand) -> Result<Outcome, CliError> {
         HistoryCommand::Add(args) => add(args),
         HistoryCommand::Show(args) => show(args),
         HistoryCommand::Prune(args) => prune(args),
+        HistoryCommand::Accept(args) => accept(args),
     }
 }
 
@@ -80,6 +82,70 @@ fn infrastructure(error: history::HistoryError) -> CliError {
     match error {
         history::HistoryError::Location(e) => CliError::BadInput(e.to_string()),
         other => CliError::Infrastructure(other.to_string()),
+    }
+}
+
+/// Each case's past in the history the run records into, for the judge
+/// (creep, steps): on the run's branch (a pull request's base branch), in
+/// the widest creep window of its cases. `None`: no history named, none
+/// there yet, or one that cannot be read (said in one line; with
+/// `history_required`, exit 3).
+pub(super) fn pasts_for_run(
+    suite: &crate::suite::Suite,
+    cases: &[&crate::suite::Case],
+    args: &RecordArgs,
+    origin: &RunOrigin,
+) -> Result<Option<crate::history::pasts::Pasts>, CliError> {
+    let Some(location) = chosen(
+        args.history.as_deref(),
+        args.no_history,
+        suite.history.as_ref(),
+    )?
+    else {
+        return Ok(None);
+    };
+    if let Location::Sqlite(path) = &location {
+        if !path.exists() {
+            return Ok(None);
+        }
+    }
+    let window = cases
+        .iter()
+        .filter_map(|c| c.creep.map(|creep| creep.window))
+        .max()
+        .unwrap_or(crate::suite::DEFAULT_CREEP_WINDOW);
+    let since_ms = chrono::Utc::now().timestamp_millis()
+        - i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+    let branch = origin.base_branch.clone().or_else(|| origin.branch.clone());
+    let read = history::open(&location, false).and_then(|mut store| {
+        let series = store.series(
+            &Query {
+                suite: Some(suite.name.clone()),
+                branch: branch.clone(),
+                since_ms: Some(since_ms),
+                ..Query::default()
+            },
+            &crate::history::pasts::JUDGED,
+        )?;
+        let acceptances = store.acceptances(&suite.name, branch.as_deref())?;
+        Ok((series, acceptances))
+    });
+    match read {
+        Ok((series, acceptances)) => Ok(Some(crate::history::pasts::Pasts::new(
+            series,
+            acceptances,
+            branch,
+            since_ms,
+        ))),
+        Err(error) if suite.history_required => Err(CliError::Infrastructure(format!(
+            "history: cannot read the runs to hold this one against ({error}); the suite says history_required = true"
+        ))),
+        Err(error) => {
+            write_stderr(&format!(
+                "warning: history: no figure is held against its past in this run: {error}"
+            ));
+            Ok(None)
+        }
     }
 }
 
@@ -213,6 +279,7 @@ fn show(args: &HistoryShowArgs) -> Result<Outcome, CliError> {
         testbed: args.testbed.clone(),
         last: Some(args.last as usize),
         details: true,
+        since_ms: None,
     };
     if args.json {
         let runs = store.runs(&query).map_err(infrastructure)?;
@@ -267,4 +334,162 @@ fn prune(args: &HistoryPruneArgs) -> Result<Outcome, CliError> {
         before.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     );
     Ok(Outcome::Passed)
+}
+
+/// Who accepts: `--by`, else the CI's user, else `$USER`.
+fn accepter(by: Option<&str>) -> String {
+    if let Some(by) = by {
+        return by.to_string();
+    }
+    [
+        "GITHUB_ACTOR",
+        "GITLAB_USER_LOGIN",
+        "BUILDKITE_BUILD_CREATOR",
+        "BUILD_USER_ID",
+        "USER",
+    ]
+    .iter()
+    .find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
+    .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// The acceptances of `case`'s figures in `run` (each judged figure it
+/// has), on `branch`.
+fn acceptances_of(
+    run: &RunEntry,
+    case: &history::CaseEntry,
+    branch: Option<&str>,
+    by: &str,
+    reason: &str,
+) -> Vec<Acceptance> {
+    let now = chrono::Local::now();
+    crate::history::pasts::JUDGED
+        .iter()
+        .filter_map(|name| {
+            let figure = case.figures.get(*name)?;
+            Some(Acceptance {
+                suite: run.suite.clone(),
+                case_id: case.id.clone(),
+                testbed: case.testbed.clone(),
+                branch: branch.map(str::to_string),
+                figure: name.to_string(),
+                level: figure.value,
+                accepted_ms: now.timestamp_millis(),
+                accepted_at: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, false),
+                accepted_by: crate::redact::mask_written(by).into_owned(),
+                reason: crate::redact::mask_written(reason).into_owned(),
+                run_id: Some(run.run_id.clone()),
+            })
+        })
+        .collect()
+}
+
+fn accept(args: &HistoryAcceptArgs) -> Result<Outcome, CliError> {
+    let location = required(&args.at)?;
+    let branch = args
+        .branch
+        .clone()
+        .or_else(|| origin_now(&RecordArgs::default(), Some(Path::new("."))).branch);
+    let by = accepter(args.by.as_deref());
+    let mut store = history::open(&location, false).map_err(infrastructure)?;
+    let mut accepted = Vec::new();
+    for case_id in &args.cases {
+        // The newest run on the branch that has the case.
+        let runs = store
+            .runs(&Query {
+                suite: args.suite.clone(),
+                branch: branch.clone(),
+                case: Some(case_id.clone()),
+                ..Query::default()
+            })
+            .map_err(infrastructure)?;
+        let suites: std::collections::BTreeSet<&str> = runs
+            .iter()
+            .filter(|r| !r.cases.is_empty())
+            .map(|r| r.suite.as_str())
+            .collect();
+        if suites.len() > 1 {
+            return Err(CliError::BadInput(format!(
+                "case `{case_id}` is in runs of several suites ({}); name one with --suite",
+                suites.into_iter().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let Some((run, case)) = runs
+            .iter()
+            .rev()
+            .find_map(|run| run.cases.first().map(|case| (run, case)))
+        else {
+            return Err(CliError::BadInput(format!(
+                "case `{case_id}` has no run in {}{}",
+                location.describe(),
+                branch
+                    .as_deref()
+                    .map(|b| format!(" on branch {b}"))
+                    .unwrap_or_default()
+            )));
+        };
+        let these = acceptances_of(run, case, branch.as_deref(), &by, &args.reason);
+        if these.is_empty() {
+            return Err(CliError::BadInput(format!(
+                "case `{case_id}` has no figure to accept in its newest run ({})",
+                run.run_id
+            )));
+        }
+        accepted.extend(these);
+    }
+    store.accept(&accepted).map_err(infrastructure)?;
+    for a in &accepted {
+        println!(
+            "{}",
+            crate::report::history::accepted_line(&location.describe(), a)
+        );
+    }
+    Ok(Outcome::Passed)
+}
+
+/// `lock --accept REASON`: the locked results' figures accepted as each
+/// case's ratchet, in the history the run records into. Said in one line
+/// when there is no history, or it cannot be written.
+pub(super) fn accept_locked(
+    results: &RunResults,
+    reason: &str,
+    args: &RecordArgs,
+    suite_history: Option<&Location>,
+) -> Result<(), CliError> {
+    let Some(location) = chosen(args.history.as_deref(), args.no_history, suite_history)? else {
+        write_stderr(
+            "warning: lock --accept: no history is named (--history, OOMGATE_HISTORY, [suite] history); nothing was accepted",
+        );
+        return Ok(());
+    };
+    let origin = results
+        .origin
+        .clone()
+        .unwrap_or_else(|| origin_now(args, None));
+    let branch = args.branch.clone().or(origin.branch.clone());
+    let run_id = results
+        .run_id
+        .clone()
+        .unwrap_or_else(crate::results::run_id::fresh);
+    let entry = RunEntry::of(results, &run_id, &origin, RecordedBy::Run);
+    let by = accepter(None);
+    let accepted: Vec<Acceptance> = entry
+        .cases
+        .iter()
+        .filter(|c| c.status == crate::vocabulary::CaseStatus::Passed.as_str())
+        .flat_map(|case| acceptances_of(&entry, case, branch.as_deref(), &by, reason))
+        .collect();
+    match history::open(&location, true).and_then(|mut store| store.accept(&accepted)) {
+        Ok(()) => {
+            write_stderr(&format!(
+                "history: accepted the locked figures of {} case(s) as their ratchet in {} (\"{reason}\")",
+                entry.cases.len(),
+                location.describe()
+            ));
+            Ok(())
+        }
+        Err(error) => Err(CliError::Infrastructure(format!(
+            "lock --accept: the lock was written, the acceptance was not: {error}"
+        ))),
+    }
 }

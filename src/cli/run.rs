@@ -57,11 +57,14 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
             )));
         }
     }
+    let origin = super::history::origin_now(&args.record, suite.path.parent());
+    let history = super::history::pasts_for_run(&suite, &cases, &args.record, &origin)?;
     let setup = BaselineSetup {
         lock,
         require: args.require_baseline,
         compare_across_gpus: args.compare_across_gpus,
         testbed: args.baseline_testbed.clone(),
+        history,
     };
     let outputs = Outputs {
         out: &args.out,
@@ -81,7 +84,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
             partition: args.plan.partition,
             schedule: &args.schedule,
             pytest_sessions: parked,
-            origin: super::history::origin_now(&args.record, suite.path.parent()),
+            origin,
         },
         setup,
     )?;
@@ -144,6 +147,8 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     }
     let mut accepted = Vec::new();
     let skipped;
+    // With --accept: the results whose figures become the ratchets.
+    let mut to_accept: Option<RunResults> = None;
     // Held from the run to the lock file, when the lock comes of a run.
     let mut _claim = None;
     let (lock, outcome, tainted) = match &args.from {
@@ -184,6 +189,9 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             refuse_results_not_of(&suite, &view, results_path)?;
             accepted = crate::results::readback::accepted_changes(&view);
             skipped = crate::results::readback::skipped(&view);
+            if args.accept.is_some() {
+                to_accept = Some(view.clone());
+            }
             (
                 crate::results::readback::lock_from_results(&view),
                 Outcome::Passed,
@@ -215,6 +223,9 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
                 BaselineSetup::default(),
             )?;
             _claim = Some(claim);
+            if args.accept.is_some() {
+                to_accept = Some(results.clone());
+            }
             super::history::record(
                 &results,
                 &super::history::Recording {
@@ -290,6 +301,9 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
         }
     }
     baseline::write(&output, &lock)?;
+    if let (Some(reason), Some(results)) = (&args.accept, &to_accept) {
+        super::history::accept_locked(results, reason, &args.record, suite.history.as_ref())?;
+    }
     if !accepted.is_empty() {
         write_stderr(&format!(
             "accepted what changed since the old baseline (these cases failed only against it):\n  {}",

@@ -12,8 +12,10 @@
 
 pub mod entry;
 pub mod origin;
+pub mod pasts;
 mod schema;
 mod sqlite;
+pub mod trend;
 
 pub use crate::files::HistoryLocation as Location;
 pub use entry::{CaseEntry, Figure, RecordedBy, RunEntry};
@@ -66,6 +68,28 @@ pub struct Query {
     /// With each case's tolerances and checks (read only when asked: a
     /// table of figures needs neither).
     pub details: bool,
+    /// Only runs that started at or after this (milliseconds since the
+    /// epoch).
+    pub since_ms: Option<i64>,
+}
+
+/// A level of a case's figure accepted as its new ratchet (`oomgate
+/// history accept`, `lock --accept`): who, when and why.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Acceptance {
+    pub suite: String,
+    pub case_id: String,
+    pub testbed: Option<String>,
+    /// The branch whose ratchet it moves (`None`: runs of no known branch).
+    pub branch: Option<String>,
+    pub figure: String,
+    pub level: f64,
+    pub accepted_ms: i64,
+    pub accepted_at: String,
+    pub accepted_by: String,
+    pub reason: String,
+    /// The run whose figure was accepted.
+    pub run_id: Option<String>,
 }
 
 /// Some figures of some cases over the runs a [`Query`] chose, compactly:
@@ -118,6 +142,14 @@ pub trait Store {
     /// `figures` of the cases and runs `query` selects (its `details` is
     /// not read).
     fn series(&mut self, query: &Query, figures: &[&str]) -> Result<Series, HistoryError>;
+    /// Record acceptances (each a figure's new ratchet).
+    fn accept(&mut self, acceptances: &[Acceptance]) -> Result<(), HistoryError>;
+    /// The acceptances of `suite` on `branch`, oldest first.
+    fn acceptances(
+        &mut self,
+        suite: &str,
+        branch: Option<&str>,
+    ) -> Result<Vec<Acceptance>, HistoryError>;
     /// Remove the runs that started before `before_ms` (milliseconds
     /// since the epoch); how many.
     fn prune(&mut self, before_ms: i64) -> Result<usize, HistoryError>;

@@ -85,6 +85,21 @@ CREATE TABLE figures (
     FOREIGN KEY (run_key, case_key) REFERENCES case_runs (run_key, case_key) ON DELETE CASCADE
 ){clustered};
 CREATE INDEX figures_by_case ON figures (case_key, figure);
+CREATE TABLE accepts (
+    accept_key {serial},
+    suite TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    testbed TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    figure TEXT NOT NULL,
+    level DOUBLE PRECISION NOT NULL,
+    accepted_ms BIGINT NOT NULL,
+    accepted_at TEXT NOT NULL,
+    accepted_by TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    run_id TEXT
+);
+CREATE INDEX accepts_by_case ON accepts (suite, case_id, testbed, branch, figure, accepted_ms);
 ";
 
 /// A migration's statements for one database: `{serial}` is its

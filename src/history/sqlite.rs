@@ -12,15 +12,23 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{
+    Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, named_params, params,
+};
 
 use super::entry::{CaseEntry, Figure, RecordedBy, RunEntry};
 use super::schema::{Dialect, KNOWN, MARKER_TABLE, MIGRATIONS, for_dialect};
-use super::{HistoryError, Point, Query, Recorded, RunHead, Series, Store};
+use super::{Acceptance, HistoryError, Point, Query, Recorded, RunHead, Series, Store};
 use crate::vocabulary::CaseStatus;
 
 /// How long a writer waits for another's lock before it gives up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The runs a query chooses, newest first (they are read oldest first).
+const CHOSEN_RUNS: &str = "SELECT run_key FROM runs
+     WHERE (:suite IS NULL OR suite = :suite) AND (:branch IS NULL OR branch = :branch)
+       AND (:since IS NULL OR started_ms >= :since)
+     ORDER BY started_ms DESC, run_id DESC LIMIT :limit";
 
 /// The first 16 bytes of every SQLite database file.
 const HEADER: &[u8; 16] = b"SQLite format 3\0";
@@ -387,10 +395,7 @@ impl Store for SqliteStore {
         let location = self.location();
         let fail = |e: rusqlite::Error| database(&location, &e);
         let limit: i64 = query.last.map_or(-1, |n| n as i64);
-        // The runs chosen, newest first (they are read oldest first).
-        const CHOSEN: &str = "SELECT run_key FROM runs
-             WHERE (?1 IS NULL OR suite = ?1) AND (?2 IS NULL OR branch = ?2)
-             ORDER BY started_ms DESC, run_id DESC LIMIT ?3";
+        const CHOSEN: &str = CHOSEN_RUNS;
         let transaction = self.connection.transaction().map_err(fail)?;
         let mut runs: Vec<RunEntry> = Vec::new();
         let mut at: HashMap<i64, usize> = HashMap::new();
@@ -406,7 +411,10 @@ impl Store for SqliteStore {
                 ))
                 .map_err(fail)?;
             let mut rows = statement
-                .query(params![query.suite, query.branch, limit])
+                .query(named_params! {
+                    ":suite": query.suite, ":branch": query.branch, ":limit": limit,
+                    ":since": query.since_ms,
+                })
                 .map_err(fail)?;
             while let Some(row) = rows.next().map_err(fail)? {
                 let key: i64 = row.get(0).map_err(fail)?;
@@ -427,18 +435,16 @@ impl Store for SqliteStore {
                         cr.failure_kind, cr.wall_time_s, {details}
                      FROM case_runs cr JOIN cases c ON c.case_key = cr.case_key
                      WHERE cr.run_key IN ({CHOSEN})
-                       AND (?4 IS NULL OR c.case_id = ?4) AND (?5 IS NULL OR c.testbed = ?5)
+                       AND (:case IS NULL OR c.case_id = :case)
+                       AND (:testbed IS NULL OR c.testbed = :testbed)
                      ORDER BY cr.rowid"
                 ))
                 .map_err(fail)?;
             let mut rows = statement
-                .query(params![
-                    query.suite,
-                    query.branch,
-                    limit,
-                    query.case,
-                    query.testbed
-                ])
+                .query(named_params! {
+                    ":suite": query.suite, ":branch": query.branch, ":limit": limit,
+                    ":since": query.since_ms, ":case": query.case, ":testbed": query.testbed,
+                })
                 .map_err(fail)?;
             while let Some(row) = rows.next().map_err(fail)? {
                 let run_key: i64 = row.get(0).map_err(fail)?;
@@ -467,14 +473,16 @@ impl Store for SqliteStore {
         {
             let mut statement = transaction
                 .prepare(&format!(
+                    // The cases read above are the ones kept.
                     "SELECT f.run_key, f.case_key, f.figure, f.value, f.method
-                     FROM figures f
-                     WHERE f.run_key IN ({CHOSEN})
-                       AND (?4 IS NULL OR f.case_key IN (SELECT case_key FROM cases WHERE case_id = ?4))"
+                     FROM figures f WHERE f.run_key IN ({CHOSEN})"
                 ))
                 .map_err(fail)?;
             let mut rows = statement
-                .query(params![query.suite, query.branch, limit, query.case])
+                .query(named_params! {
+                    ":suite": query.suite, ":branch": query.branch, ":limit": limit,
+                    ":since": query.since_ms,
+                })
                 .map_err(fail)?;
             while let Some(row) = rows.next().map_err(fail)? {
                 let key: (i64, i64) = (row.get(0).map_err(fail)?, row.get(1).map_err(fail)?);
@@ -498,9 +506,7 @@ impl Store for SqliteStore {
         let location = self.location();
         let fail = |e: rusqlite::Error| database(&location, &e);
         let limit: i64 = query.last.map_or(-1, |n| n as i64);
-        const CHOSEN: &str = "SELECT run_key FROM runs
-             WHERE (?1 IS NULL OR suite = ?1) AND (?2 IS NULL OR branch = ?2)
-             ORDER BY started_ms DESC, run_id DESC LIMIT ?3";
+        const CHOSEN: &str = CHOSEN_RUNS;
         let transaction = self.connection.transaction().map_err(fail)?;
         let mut series = Series {
             figures: figures.iter().map(|f| f.to_string()).collect(),
@@ -515,7 +521,10 @@ impl Store for SqliteStore {
                 ))
                 .map_err(fail)?;
             let mut rows = statement
-                .query(params![query.suite, query.branch, limit])
+                .query(named_params! {
+                    ":suite": query.suite, ":branch": query.branch, ":limit": limit,
+                    ":since": query.since_ms,
+                })
                 .map_err(fail)?;
             while let Some(row) = rows.next().map_err(fail)? {
                 run_at.insert(row.get(0).map_err(fail)?, series.runs.len() as u32);
@@ -540,12 +549,14 @@ impl Store for SqliteStore {
             let mut statement = transaction
                 .prepare(
                     "SELECT case_key, case_id, testbed FROM cases
-                     WHERE (?1 IS NULL OR suite = ?1) AND (?2 IS NULL OR case_id = ?2)
-                       AND (?3 IS NULL OR testbed = ?3)",
+                     WHERE (:suite IS NULL OR suite = :suite) AND (:case IS NULL OR case_id = :case)
+                       AND (:testbed IS NULL OR testbed = :testbed)",
                 )
                 .map_err(fail)?;
             let mut rows = statement
-                .query(params![query.suite, query.case, query.testbed])
+                .query(named_params! {
+                    ":suite": query.suite, ":case": query.case, ":testbed": query.testbed,
+                })
                 .map_err(fail)?;
             while let Some(row) = rows.next().map_err(fail)? {
                 let testbed: String = row.get(2).map_err(fail)?;
@@ -568,12 +579,15 @@ impl Store for SqliteStore {
                     "SELECT f.run_key, f.case_key, f.figure, f.value, f.passed
                      FROM figures f
                      WHERE f.run_key IN ({CHOSEN})
-                       AND f.figure IN (SELECT value FROM json_each(?4))
+                       AND f.figure IN (SELECT value FROM json_each(:figures))
                      ORDER BY f.run_key, f.case_key"
                 ))
                 .map_err(fail)?;
             let mut rows = statement
-                .query(params![query.suite, query.branch, limit, names])
+                .query(named_params! {
+                    ":suite": query.suite, ":branch": query.branch, ":limit": limit,
+                    ":since": query.since_ms, ":figures": names,
+                })
                 .map_err(fail)?;
             while let Some(row) = rows.next().map_err(fail)? {
                 let Some(&run) = run_at.get(&row.get::<_, i64>(0).map_err(fail)?) else {
@@ -607,6 +621,80 @@ impl Store for SqliteStore {
         }
         transaction.commit().map_err(fail)?;
         Ok(series)
+    }
+
+    fn accept(&mut self, acceptances: &[Acceptance]) -> Result<(), HistoryError> {
+        let location = self.location();
+        let fail = |e: rusqlite::Error| database(&location, &e);
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(fail)?;
+        {
+            let mut insert = transaction
+                .prepare(
+                    "INSERT INTO accepts (suite, case_id, testbed, branch, figure, level,
+                        accepted_ms, accepted_at, accepted_by, reason, run_id)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )
+                .map_err(fail)?;
+            for a in acceptances {
+                insert
+                    .execute(params![
+                        a.suite,
+                        a.case_id,
+                        a.testbed.as_deref().unwrap_or(""),
+                        a.branch.as_deref().unwrap_or(""),
+                        a.figure,
+                        a.level,
+                        a.accepted_ms,
+                        a.accepted_at,
+                        a.accepted_by,
+                        a.reason,
+                        a.run_id,
+                    ])
+                    .map_err(fail)?;
+            }
+        }
+        transaction.commit().map_err(fail)
+    }
+
+    fn acceptances(
+        &mut self,
+        suite: &str,
+        branch: Option<&str>,
+    ) -> Result<Vec<Acceptance>, HistoryError> {
+        let location = self.location();
+        let fail = |e: rusqlite::Error| database(&location, &e);
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT suite, case_id, testbed, branch, figure, level, accepted_ms, accepted_at,
+                    accepted_by, reason, run_id
+                 FROM accepts WHERE suite = ?1 AND branch = ?2
+                 ORDER BY accepted_ms, accept_key",
+            )
+            .map_err(fail)?;
+        let rows = statement
+            .query_map(params![suite, branch.unwrap_or("")], |row| {
+                let testbed: String = row.get(2)?;
+                let branch: String = row.get(3)?;
+                Ok(Acceptance {
+                    suite: row.get(0)?,
+                    case_id: row.get(1)?,
+                    testbed: (!testbed.is_empty()).then_some(testbed),
+                    branch: (!branch.is_empty()).then_some(branch),
+                    figure: row.get(4)?,
+                    level: row.get(5)?,
+                    accepted_ms: row.get(6)?,
+                    accepted_at: row.get(7)?,
+                    accepted_by: row.get(8)?,
+                    reason: row.get(9)?,
+                    run_id: row.get(10)?,
+                })
+            })
+            .map_err(fail)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(fail)
     }
 
     fn prune(&mut self, before_ms: i64) -> Result<usize, HistoryError> {

@@ -20,6 +20,9 @@ pub struct Baseline<'a> {
     pub info: Option<&'a BaselineInfo>,
     /// A case without a baseline fails instead of passing with a notice.
     pub require: bool,
+    /// Each case's past in the run history (creep, steps); `None`: no
+    /// history, or one that could not be read.
+    pub history: Option<&'a crate::history::pasts::Pasts>,
 }
 
 impl Baseline<'_> {
@@ -28,6 +31,7 @@ impl Baseline<'_> {
         lock: None,
         info: None,
         require: false,
+        history: None,
     };
 }
 

@@ -17,6 +17,7 @@
 //! that produced its figure.
 
 mod baseline;
+mod history;
 mod limits;
 mod repeats;
 mod run;
@@ -25,6 +26,7 @@ mod verdict;
 pub use baseline::{
     Against, Baseline, Found, against_lock, capacity_alone, drift_check, drift_verdict, missing,
 };
+pub use history::history_checks;
 pub use limits::{
     DeviceMemory, Gated, budget_breached, gpu_budget_check, headroom_check, headroom_limit,
 };
@@ -105,6 +107,14 @@ pub fn judge_case(finished: Finished<'_>, baseline: &Baseline<'_>) -> Judgement 
     // its baseline (which stays in the lock as it was).
     if !observed.skipped {
         compare(case, &mut result, capacity.as_ref(), baseline);
+    }
+    // Held against its own past only when it ran to its end on its own
+    // terms: a run that failed by itself has figures that say little.
+    if let Some(pasts) = baseline.history.filter(|_| !observed.skipped) {
+        if decide(&observed, &result.checks).status == CaseStatus::Passed {
+            let checks = history_checks(case, &result, pasts);
+            result.checks.extend(checks);
+        }
     }
     if let Some(capacity) = &capacity {
         // The case took the whole search, not only its chosen probe.

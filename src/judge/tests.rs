@@ -68,6 +68,7 @@ fn the_baseline_decides_a_clean_run_with_the_suites_tolerance() {
         lock: Some(&lock),
         info: Some(&info),
         require: false,
+        history: None,
     };
     // 100 MiB × 1.05 + 16 MiB = 121 MiB: at the bound passes, above fails.
     let table = [
@@ -129,6 +130,7 @@ fn a_run_that_failed_on_its_own_is_not_blamed_on_the_baseline_and_drift_is_said_
         lock: Some(&lock),
         info: Some(&info),
         require: false,
+        history: None,
     };
     let crashed = judge_case(finished(&case, vec![run(500, Exit::Code(3))]), &baseline);
     assert!(matches!(
@@ -220,6 +222,7 @@ fn a_capacity_shrink_is_a_regression_and_a_moved_capacity_ungates_the_peaks() {
         lock: Some(&lock),
         info: Some(&info),
         require: false,
+        history: None,
     };
     // 88 with one step of 8 accepted: 80 passes, 72 fails.
     let shrank = judge_case(searched(&case, 72, &[(72, true), (80, false)]), &baseline);
@@ -297,6 +300,7 @@ fn a_moved_capacity_ungates_an_unknown_figure_too() {
         lock: Some(&lock),
         info: Some(&info),
         require: false,
+        history: None,
     };
     // The GPU figure is unknown at 96 (the fixture's runs measure none).
     let grew = judge_case(searched(&case, 96, &[(96, true), (104, false)]), &baseline);
@@ -356,6 +360,7 @@ fn a_tainted_figure_never_fails_a_required_baseline() {
         lock: Some(&lock),
         info: Some(&info),
         require: true,
+        history: None,
     };
     let mut tainted = run(100, Exit::Code(0));
     let mut device: crate::measure::gpu::DeviceFigures =

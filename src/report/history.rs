@@ -40,6 +40,23 @@ pub fn recorded_line(location: &str, entry: &RunEntry, recorded: Recorded) -> St
     }
 }
 
+/// `history accept`'s line for one figure.
+pub fn accepted_line(location: &str, a: &crate::history::Acceptance) -> String {
+    let on = a
+        .branch
+        .as_deref()
+        .map(|b| format!(" on {b}"))
+        .unwrap_or_default();
+    format!(
+        "{location}: accepted {} {} = {} as its ratchet{on} (by {}: \"{}\")",
+        a.case_id,
+        a.figure,
+        figure_value(&a.figure, a.level),
+        a.accepted_by,
+        a.reason
+    )
+}
+
 /// `history add`'s line.
 pub fn added_line(location: &str, new: usize, already: usize) -> String {
     let mut line = format!("{location}: recorded {new} run(s)");

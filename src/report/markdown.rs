@@ -221,6 +221,13 @@ fn render_markdown(results: &RunResults) -> String {
             code(&improved.join(", "), false)
         );
     }
+    let notices = super::history_notices(results);
+    if !notices.is_empty() {
+        let _ = writeln!(out, "\nAgainst the run history:");
+        for notice in notices {
+            let _ = writeln!(out, "- {}", code(&notice, false));
+        }
+    }
     let uncompared = super::uncompared_in_run(results);
     if !uncompared.is_empty() {
         let _ = writeln!(

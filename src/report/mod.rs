@@ -233,6 +233,30 @@ pub fn improved_cases(results: &RunResults) -> Vec<&str> {
         .collect()
 }
 
+/// The history's notices of a run: each case's checks against its past
+/// that passed yet say something — a step this run, a creep past its
+/// limit with `action = "warn"` — as `case: sentence`.
+pub fn history_notices(results: &RunResults) -> Vec<String> {
+    use crate::results::{CheckKind, CheckOutcome};
+    results
+        .cases
+        .iter()
+        .flat_map(|case| {
+            case.checks
+                .iter()
+                .filter(|c| {
+                    c.passed
+                        && match c.kind {
+                            CheckKind::Step(_) => true,
+                            CheckKind::Creep(_) => c.outcome == Some(CheckOutcome::Breached),
+                            _ => false,
+                        }
+                })
+                .map(move |c| format!("{}: {}", case.id, words::check_message(c)))
+        })
+        .collect()
+}
+
 /// The figures of a locked case that were not compared with the lock,
 /// each with why: measured another way than locked, or not in the lock
 /// (a figure gated since it was locked). Another GPU model is said once

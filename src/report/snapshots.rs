@@ -140,6 +140,7 @@ fn judged_run() -> RunResults {
         lock: Some(&lock),
         info: Some(&info),
         require: false,
+        history: None,
     };
 
     let ok = run(case("ok"), 63 * MIB + MIB / 5, None, Exit::Code(0));

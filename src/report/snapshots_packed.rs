@@ -155,6 +155,7 @@ fn packed_run() -> RunResults {
         lock: Some(&lock),
         info: Some(&info),
         require: false,
+        history: None,
     };
     let sharing = |with: &[&str]| {
         vec![SharedGpu {

@@ -507,7 +507,85 @@ fn checks() -> Vec<Check> {
         capacity(CheckOutcome::Unknown, None, None, 0),
         moved,
         judge::drift_verdict(&[drift], DriftPolicy::Fail).expect("drift fails under `fail`"),
+        creep(
+            44 * GIB,
+            38 * GIB,
+            crate::results::HistoryMark::Run {
+                run_id: "6f1c".into(),
+                started_at: "2026-11-02T03:00:00.000+00:00".into(),
+                commit: Some("3f2a9c1d5e7f".into()),
+            },
+            (false, 5),
+        ),
+        creep(
+            44 * GIB,
+            43 * GIB,
+            crate::results::HistoryMark::Accepted {
+                accepted_at: "2026-11-20T10:00:00.000+00:00".into(),
+                by: "ada".into(),
+                reason: "batch 64 keeps activations".into(),
+            },
+            (false, 0),
+        ),
+        creep(
+            48 * GIB,
+            43 * GIB,
+            crate::results::HistoryMark::Accepted {
+                accepted_at: "2026-11-20T10:00:00.000+00:00".into(),
+                by: "ada".into(),
+                reason: "batch 64 keeps activations".into(),
+            },
+            (true, 1),
+        ),
+        {
+            let mut step = Check::new(
+                CheckKind::Step(crate::baseline::Figure::Host),
+                true,
+                CheckOutcome::Breached,
+            )
+            .facts(Facts::Step {
+                level_bytes: 200 * MIB,
+                runs: 5,
+                noise_bytes: 2 * MIB,
+                branch: Some("main".into()),
+            });
+            step.figure_bytes = Some(300 * MIB);
+            step
+        },
     ]
+}
+
+/// A `creep.gpu` check: `now` against a ratchet at `ratchet`, limit 10%;
+/// `(warn_only, steps)`.
+fn creep(
+    now: u64,
+    ratchet: u64,
+    since: crate::results::HistoryMark,
+    (warn_only, steps): (bool, u32),
+) -> Check {
+    let growth = (now as f64 - ratchet as f64) / ratchet as f64;
+    let breached = growth > 0.1;
+    let mut check = Check::new(
+        CheckKind::Creep(crate::baseline::Figure::Gpu),
+        !breached || warn_only,
+        if breached {
+            CheckOutcome::Breached
+        } else {
+            CheckOutcome::Within
+        },
+    )
+    .facts(Facts::Creep {
+        limit: 0.1,
+        growth,
+        warn_only,
+        since,
+        steps,
+        branch: Some("main".into()),
+        window_days: 30,
+    });
+    check.figure_bytes = Some(now);
+    check.limit_bytes = Some(ratchet);
+    check
 }
 
 #[test]

@@ -460,6 +460,9 @@ impl Terminal {
         if let Some(baseline) = &results.baseline {
             lines.extend(baseline_notes(results, baseline));
         }
+        for notice in super::history_notices(results) {
+            lines.push(format!("history: {}", clean(&notice)));
+        }
         let s = &results.summary;
         let mut parts = super::summary_counts(s);
         let uncompared = results
@@ -546,6 +549,7 @@ fn baseline_notes(results: &RunResults, baseline: &crate::results::BaselineInfo)
             clean(&improved.join(", "))
         ));
     }
+
     for case in &results.cases {
         if let Some(comparison) = &case.baseline {
             if !comparison.changes.is_empty() {

@@ -483,6 +483,120 @@ pub fn check_message(check: &Check) -> String {
             ),
             _ => written(),
         },
+        CheckKind::Creep(figure) => match facts {
+            Facts::Creep {
+                limit,
+                growth,
+                warn_only,
+                since,
+                steps,
+                branch,
+                window_days,
+            } => creep(
+                check,
+                figure.as_str(),
+                (*limit, *growth, *warn_only),
+                since,
+                *steps,
+                (branch.as_deref(), *window_days),
+            ),
+            _ => written(),
+        },
+        CheckKind::Step(figure) => match facts {
+            Facts::Step {
+                level_bytes,
+                runs,
+                noise_bytes,
+                branch,
+            } => {
+                let now = check
+                    .figure_bytes
+                    .map_or("?".to_string(), |b| Bytes(b).to_string());
+                let change = check
+                    .figure_bytes
+                    .filter(|_| *level_bytes > 0)
+                    .map(|b| (b as f64 - *level_bytes as f64) / *level_bytes as f64 * 100.0)
+                    .unwrap_or(0.0);
+                let on = branch
+                    .as_deref()
+                    .map(|b| format!(" on {b}"))
+                    .unwrap_or_default();
+                format!(
+                    "{} peak {now} stepped {change:+.1}% from {}, the level of the {runs} run(s) before it{on} (a step is a change of more than {}, this series' noise)",
+                    figure.as_str(),
+                    Bytes(*level_bytes),
+                    Bytes(*noise_bytes)
+                )
+            }
+            _ => written(),
+        },
+    }
+}
+
+/// `creep.<figure>`'s sentence: the figure, its growth over the
+/// ratchet, what set the ratchet, the limit.
+fn creep(
+    check: &Check,
+    figure: &str,
+    (limit, growth, warn_only): (f64, f64, bool),
+    since: &crate::results::HistoryMark,
+    steps: u32,
+    (branch, window_days): (Option<&str>, u32),
+) -> String {
+    use crate::results::HistoryMark;
+    let now = check
+        .figure_bytes
+        .map_or("?".to_string(), |b| Bytes(b).to_string());
+    let ratchet = check
+        .limit_bytes
+        .map_or("?".to_string(), |b| Bytes(b).to_string());
+    let on = branch.map(|b| format!(" on {b}")).unwrap_or_default();
+    let set_by = match since {
+        HistoryMark::Run {
+            started_at, commit, ..
+        } => {
+            let day = started_at.get(..10).unwrap_or(started_at);
+            let commit = commit
+                .as_deref()
+                .map(|c| format!(", commit {}", c.get(..10).unwrap_or(c)))
+                .unwrap_or_default();
+            format!(
+                "the lowest level of the runs that passed{on} in {window_days} days, since {day}{commit}"
+            )
+        }
+        HistoryMark::Accepted {
+            accepted_at,
+            by,
+            reason,
+        } => {
+            let day = accepted_at.get(..10).unwrap_or(accepted_at);
+            format!("accepted{on} on {day} by {by}: \"{reason}\"")
+        }
+    };
+    let steps = match steps {
+        0 => String::new(),
+        1 => "; 1 step since".to_string(),
+        n => format!("; {n} steps since"),
+    };
+    let verb = if growth > limit { "grew" } else { "is" };
+    let mut message = format!(
+        "{figure} peak {now} {verb} {:+.1}% over its ratchet {ratchet} ({set_by}{steps}); creep limit {}",
+        growth * 100.0,
+        percent_of(limit)
+    );
+    if growth > limit && warn_only {
+        message.push_str(", a warning only (creep action \"warn\")");
+    }
+    message
+}
+
+/// `10%`, `2.5%`.
+fn percent_of(fraction: f64) -> String {
+    let percent = fraction * 100.0;
+    if (percent - percent.round()).abs() < 1e-9 {
+        format!("{percent:.0}%")
+    } else {
+        format!("{percent:.1}%")
     }
 }
 

@@ -258,6 +258,55 @@ pub enum Facts {
     Drift {
         changes: Vec<OrWritten<crate::baseline::Drift>>,
     },
+    /// `creep.<figure>`: the figure against its ratchet in the history.
+    Creep {
+        /// The most growth allowed over the ratchet (0.1: 10%).
+        limit: f64,
+        /// The growth over the ratchet.
+        growth: f64,
+        /// `warn`: past the limit, the case passes all the same.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        warn_only: bool,
+        /// What set the ratchet: the first run of the lowest level, or
+        /// an acceptance.
+        since: HistoryMark,
+        /// Steps up since the ratchet's runs.
+        steps: u32,
+        /// The branch whose runs these are.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+        window_days: u32,
+    },
+    /// `step.<figure>`: this run left the level of the runs before it by
+    /// more than their noise (a notice: a creep limit fails, not a step).
+    Step {
+        /// The level of the runs before it.
+        level_bytes: u64,
+        /// How many runs that level is of.
+        runs: u32,
+        /// The smallest change that is a step in this series.
+        noise_bytes: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+    },
+}
+
+/// A point of the history a check names: a run (when it started, its
+/// commit) or an acceptance (when, by whom, why).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HistoryMark {
+    Run {
+        run_id: String,
+        started_at: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+    },
+    Accepted {
+        accepted_at: String,
+        by: String,
+        reason: String,
+    },
 }
 
 /// How a budget's figure was measured: what its sentence names beside it.
@@ -337,6 +386,12 @@ pub enum CheckKind {
     /// `client.<check>`: a server case's load client, judged on its own:
     /// `client.budget.host` (its `client_budget`), `client.host.oom_kill`.
     Client(Box<CheckKind>),
+    /// `creep.<figure>`: a figure against its ratchet in the run history
+    /// (its `creep` limit).
+    Creep(Figure),
+    /// `step.<figure>`: a figure that stepped away from its recent level
+    /// in the run history; a notice, never a failure.
+    Step(Figure),
 }
 
 #[allow(non_upper_case_globals)]
@@ -362,7 +417,9 @@ impl CheckKind {
             | CheckKind::Baseline(_)
             | CheckKind::Capacity
             | CheckKind::EnvironmentDrift
-            | CheckKind::Client(_) => None,
+            | CheckKind::Client(_)
+            | CheckKind::Creep(_)
+            | CheckKind::Step(_) => None,
         }
     }
 
@@ -387,7 +444,12 @@ impl CheckKind {
     /// A check of the judgement after the run (baseline, drift), rather
     /// than a limit the run itself had to hold.
     pub fn is_judgement(&self) -> bool {
-        self.is_baseline() || *self == CheckKind::EnvironmentDrift
+        self.is_baseline() || self.is_history() || *self == CheckKind::EnvironmentDrift
+    }
+
+    /// A check against the run history (creep, a step).
+    pub fn is_history(&self) -> bool {
+        matches!(self, CheckKind::Creep(_) | CheckKind::Step(_))
     }
 }
 
@@ -406,6 +468,8 @@ impl std::fmt::Display for CheckKind {
             CheckKind::Capacity => f.write_str("baseline.capacity"),
             CheckKind::EnvironmentDrift => f.write_str("environment.drift"),
             CheckKind::Client(check) => write!(f, "client.{check}"),
+            CheckKind::Creep(figure) => write!(f, "creep.{}", figure.as_str()),
+            CheckKind::Step(figure) => write!(f, "step.{}", figure.as_str()),
         }
     }
 }
@@ -447,6 +511,10 @@ impl std::str::FromStr for CheckKind {
                     CheckKind::Limit(key.to_string())
                 } else if let Some(figure) = name.strip_prefix("baseline.") {
                     CheckKind::Baseline(figure.parse().map_err(|_| unknown())?)
+                } else if let Some(figure) = name.strip_prefix("creep.") {
+                    CheckKind::Creep(figure.parse().map_err(|_| unknown())?)
+                } else if let Some(figure) = name.strip_prefix("step.") {
+                    CheckKind::Step(figure.parse().map_err(|_| unknown())?)
                 } else {
                     return Err(unknown());
                 }

@@ -41,8 +41,8 @@ pub mod readback;
 pub mod run_id;
 
 pub use check::{
-    AppliedTolerance, CaseTolerances, Check, CheckKind, CheckOutcome, Device, Facts, Measured,
-    NotCompared, TaintedDevice,
+    AppliedTolerance, CaseTolerances, Check, CheckKind, CheckOutcome, Device, Facts, HistoryMark,
+    Measured, NotCompared, TaintedDevice,
 };
 
 pub use host::HostResult;

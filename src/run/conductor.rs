@@ -36,6 +36,9 @@ pub struct BaselineSetup {
     pub compare_across_gpus: bool,
     /// `--baseline-testbed`: compare every case with this testbed's entries.
     pub testbed: Option<String>,
+    /// Each case's past in the run history, read before the run (creep,
+    /// steps); `None`: no history.
+    pub history: Option<crate::history::pasts::Pasts>,
 }
 
 /// The main thread's side of a run: which case starts when, the baseline,
@@ -67,6 +70,7 @@ impl Conductor<'_> {
             lock: self.baseline.lock.as_ref().map(|(_, lock)| lock),
             info: self.baseline_info.as_ref(),
             require: self.baseline.require,
+            history: self.baseline.history.as_ref(),
         }
     }
 
@@ -379,6 +383,7 @@ mod tests {
                     require: false,
                     compare_across_gpus: false,
                     testbed: None,
+                    history: None,
                 },
                 baseline_info: None,
                 environment: Environment::default(),

@@ -49,6 +49,8 @@ pub struct Case {
     pub limits: Vec<Limit>,
     /// Fail when a per-iteration figure keeps growing after warm-up.
     pub leak: Option<Leak>,
+    /// How far its figures may grow over their ratchet in the run history.
+    pub creep: Option<crate::suite::model::Creep>,
     /// Whole GPUs the case needs from a pool (`run --gpus`); `None`: one
     /// under a pool. 0: host-only (it sees no GPU under a pool).
     pub gpus: Option<u32>,

@@ -33,10 +33,10 @@ pub use case::{Case, PytestSession};
 pub use checked::Suite;
 pub use located::{Diagnostic, Located, SuiteError};
 pub use model::{
-    DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL, DEFAULT_SETTLE_TIMEOUT, DEFAULT_SITES_DEPTH,
-    DEFAULT_SPREAD_K, DEFAULT_TIMEOUT, DriftPolicy, EnvironmentSpec, ForeignPolicy, GpuMode, Leak,
-    Limit, LimitOp, MAX_CASE_BYTES, MAX_CASES, MAX_PLAN_BYTES, MAX_SUITE_BYTES, RESERVED_ENV,
-    Tolerance, Tolerances,
+    Creep, CreepAction, DEFAULT_CREEP_WINDOW, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL,
+    DEFAULT_SETTLE_TIMEOUT, DEFAULT_SITES_DEPTH, DEFAULT_SPREAD_K, DEFAULT_TIMEOUT, DriftPolicy,
+    EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, LimitOp, MAX_CASE_BYTES, MAX_CASES,
+    MAX_PLAN_BYTES, MAX_SUITE_BYTES, RESERVED_ENV, Tolerance, Tolerances,
 };
 pub use partition::{Partition, PartitionKind};
 pub use pytest::{

@@ -106,6 +106,30 @@ pub enum ForeignPolicy {
     Fail,
 }
 
+/// `creep = { limit = "10%", window = "30d", action = "fail" }`: how far
+/// a figure may grow over its ratchet in the run history (docs/history.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Creep {
+    /// The most growth over the ratchet, as a fraction (0.1: 10%).
+    pub limit: f64,
+    /// How far back the runs that set the ratchet go.
+    pub window: std::time::Duration,
+    pub action: CreepAction,
+}
+
+/// What growth past a creep limit does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreepAction {
+    /// The case fails (the default).
+    Fail,
+    /// The case passes, with a warning.
+    Warn,
+}
+
+/// A creep limit's window when none is written.
+pub const DEFAULT_CREEP_WINDOW: std::time::Duration =
+    std::time::Duration::from_secs(30 * 24 * 3600);
+
 /// `leak = { warmup = 3, max_growth = "64 MiB" }`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Leak {

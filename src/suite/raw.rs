@@ -41,6 +41,7 @@ macro_rules! settings_keys {
             gpu_memory: Spanned<toml::Value>,
             settle_timeout: Spanned<String>,
             sites: Spanned<RawSites>,
+            creep: Spanned<RawCreep>,
         }
     };
 }
@@ -159,6 +160,8 @@ pub struct RawSuiteTable {
     pub history: Option<Spanned<String>>,
     /// A history that cannot be reached fails the run (exit 3).
     pub history_required: Option<bool>,
+    /// Every case's `creep`, under `[defaults]` and the case's.
+    pub creep: Option<Spanned<RawCreep>>,
 }
 
 /// `tolerance = { relative = "5%", absolute = "64 MiB", spread_k = 3, host = { ... }, gpu = { ... }, working = { ... } }`:
@@ -243,6 +246,15 @@ pub struct RawServer {
 #[serde(deny_unknown_fields)]
 pub struct RawSites {
     pub depth: Option<Spanned<i64>>,
+}
+
+/// `creep = { limit = "10%", window = "30d", action = "fail" }`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCreep {
+    pub limit: Spanned<toml::Value>,
+    pub window: Option<Spanned<String>>,
+    pub action: Option<Spanned<String>>,
 }
 
 /// `leak = { warmup = 3, max_growth = "64 MiB" }`

@@ -136,6 +136,7 @@ pub(super) fn validate(
     defaults.settle_timeout = defaults
         .settle_timeout
         .or(suite_table.settle_timeout.as_ref());
+    defaults.creep = defaults.creep.or(suite_table.creep.as_ref());
     if raw.defaults.is_some() {
         // Checked on their own too, so a bad default is reported even when
         // every case overrides it (duplicates are dropped below).

@@ -186,6 +186,7 @@ fn run(
             require: false,
             compare_across_gpus: false,
             testbed: None,
+            history: None,
         },
         partition: None,
         origin: Default::default(),

@@ -16,8 +16,8 @@ use super::shared::pick;
 use crate::suite::budget::{Budget, BudgetKind, BudgetValue, Takes};
 use crate::suite::checker::Checker;
 use crate::suite::model::{
-    DEFAULT_KILL_GRACE, DEFAULT_SETTLE_TIMEOUT, DEFAULT_TIMEOUT, Leak, Limit, MAX_CASE_TIME,
-    Tolerances,
+    Creep, CreepAction, DEFAULT_CREEP_WINDOW, DEFAULT_KILL_GRACE, DEFAULT_SETTLE_TIMEOUT,
+    DEFAULT_TIMEOUT, Leak, Limit, MAX_CASE_TIME, Tolerances,
 };
 use crate::suite::raw::{RawBudget, RawSettingsRef};
 use crate::units::Bytes;
@@ -37,6 +37,7 @@ pub(super) struct Limits {
     pub(super) gpu_memory: Option<Bytes>,
     pub(super) settle_timeout: Duration,
     pub(super) sites_depth: u32,
+    pub(super) creep: Option<Creep>,
 }
 
 /// The most user frames that may name an allocation site.
@@ -226,7 +227,9 @@ pub(super) fn limits(
             }
         },
     };
+    let creep = pick(own.creep, defaults.creep).and_then(|raw| creep(check, raw.get_ref()));
     Limits {
+        creep,
         sites_depth,
         settle_timeout,
         timeout,
@@ -269,4 +272,35 @@ pub(super) fn budget_keys<const N: usize>(
         }
     }
     budget
+}
+
+/// The longest creep window: a ratchet older than this says little.
+const MAX_CREEP_WINDOW: Duration = Duration::from_secs(5 * 365 * 24 * 3600);
+
+/// `creep = { limit, window, action }`, checked.
+fn creep(check: &mut Checker, raw: &crate::suite::raw::RawCreep) -> Option<Creep> {
+    let limit = check.relative("creep.limit", &raw.limit);
+    if limit == Some(0.0) {
+        check.error(
+            raw.limit.span(),
+            "`creep.limit` is 0: any growth at all would fail; give the growth allowed over the ratchet, e.g. \"10%\"",
+        );
+        return None;
+    }
+    let window = match &raw.window {
+        None => DEFAULT_CREEP_WINDOW,
+        Some(text) => check
+            .bounded_duration("creep.window", text, MAX_CREEP_WINDOW)
+            .unwrap_or(DEFAULT_CREEP_WINDOW),
+    };
+    let action = check.choice(
+        "creep.action",
+        raw.action.as_ref(),
+        &[("fail", CreepAction::Fail), ("warn", CreepAction::Warn)],
+    );
+    Some(Creep {
+        limit: limit?,
+        window,
+        action,
+    })
 }

@@ -175,6 +175,7 @@ pub(super) fn source(
         repeat: limits.repeat,
         limits: limits.limits,
         leak: limits.leak,
+        creep: limits.creep,
         gpus: limits.gpus,
         gpu_memory: limits.gpu_memory,
         settle_timeout: limits.settle_timeout,

@@ -60,6 +60,7 @@ pub(super) fn expand_rows(
                 gpu_memory,
                 settle_timeout,
                 sites_depth,
+                creep,
                 ..
             },
         search,
@@ -143,6 +144,7 @@ pub(super) fn expand_rows(
             repeat,
             limits: probe_limits.clone(),
             leak,
+            creep,
             gpus,
             gpu_memory,
             settle_timeout,
