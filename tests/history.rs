@@ -485,3 +485,121 @@ fn a_creep_with_action_warn_passes_and_says_so() {
     let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary");
     assert!(summary.contains("Against the run history"), "{summary}");
 }
+
+/// A fresh history in the test PostgreSQL server (a schema of its own),
+/// or `None` without one: said, and a failure under `CI=true` or
+/// `OOMGATE_REQUIRE_POSTGRES=1` (as .ci/run sets).
+fn postgres_history() -> Option<String> {
+    let Some(url) = std::env::var("OOMGATE_TEST_POSTGRES")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        let required = std::env::var("CI").ok().as_deref() == Some("true")
+            || std::env::var("OOMGATE_REQUIRE_POSTGRES").ok().as_deref() == Some("1");
+        assert!(
+            !required,
+            "OOMGATE_TEST_POSTGRES is not set: .ci/run starts a PostgreSQL server for this test"
+        );
+        eprintln!(
+            "SKIPPED: OOMGATE_TEST_POSTGRES is not set (eval \"$(scripts/postgres-throwaway.sh start)\")"
+        );
+        return None;
+    };
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let mut config: postgres::Config = url.parse().expect("the URL");
+    if let Ok(password) = std::env::var("PGPASSWORD") {
+        config.password(password);
+    }
+    let mut client = config.connect(postgres::NoTls).expect("the test server");
+    client
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .expect("a schema");
+    let joiner = if url.contains('?') { '&' } else { '?' };
+    Some(format!("{url}{joiner}options=-csearch_path%3D{schema}"))
+}
+
+#[test]
+fn eight_processes_recording_into_one_postgres_history_lose_no_run() {
+    let Some(history) = postgres_history() else {
+        return;
+    };
+    let project = Project::new(&suite(""));
+    let template: serde_json::Value = read_json(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/results/schema-4-facts.json"),
+    );
+    let mut children = Vec::new();
+    for writer in 0..8 {
+        let mut files = Vec::new();
+        for n in 0..3 {
+            let mut results = template.clone();
+            results["run_id"] =
+                serde_json::json!(format!("00000000-0000-4000-8000-0000000{writer}{n:04}"));
+            let path = project.path().join(format!("p{writer}-{n}.json"));
+            std::fs::write(&path, results.to_string()).expect("written");
+            files.push(path);
+        }
+        let mut command: Command = project.oomgate();
+        command
+            .args(["history", "add", "--history", &history])
+            .args(&files);
+        children.push(command.spawn().expect("history add"));
+    }
+    for mut child in children {
+        assert!(child.wait().expect("waited").success());
+    }
+    let output = project
+        .oomgate()
+        .args([
+            "history",
+            "show",
+            "--json",
+            "--last",
+            "100",
+            "--history",
+            &history,
+        ])
+        .output()
+        .expect("show");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let shown: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(shown["runs"].as_array().map(Vec::len), Some(24));
+    // The password is never written: not in the URL, nor in what is shown.
+    if let Ok(password) = std::env::var("PGPASSWORD") {
+        assert!(!String::from_utf8_lossy(&output.stdout).contains(&password));
+    }
+}
+
+#[test]
+fn a_run_records_into_postgres_and_is_held_against_it() {
+    let Some(history) = postgres_history() else {
+        return;
+    };
+    let creep = "creep = { limit = \"10%\" }";
+    let project = Project::new(&growing(200, creep));
+    for _ in 0..3 {
+        run_at(
+            &project,
+            200,
+            creep,
+            &["--no-baseline", "--history", &history],
+        )
+        .assert_code(0);
+    }
+    let grown = run_at(
+        &project,
+        300,
+        creep,
+        &["--no-baseline", "--history", &history],
+    );
+    grown.assert_code(1);
+    assert_eq!(grown.case("grow")["failure_kind"], "creep");
+    assert!(
+        grown.stderr.contains("history: recorded run"),
+        "{}",
+        grown.stderr
+    );
+}

@@ -3,7 +3,7 @@
 //!
 //! A history is a database: an SQLite file (the default: one file, SQLite
 //! built into oomgate) or, for a fleet of runners writing one history,
-//! PostgreSQL. Both hold the same schema ([`schema`]), versioned with
+//! PostgreSQL. Both hold the same schema (`schema`), versioned with
 //! forward migrations applied under a lock, and both sit behind one
 //! trait, [`Store`]. What a run records is a [`entry::RunEntry`], made from
 //! its results; where it came from (commit, branch, CI run) is
@@ -13,12 +13,14 @@
 pub mod entry;
 pub mod origin;
 pub mod pasts;
+mod postgres;
 mod schema;
 mod sqlite;
 pub mod trend;
 
 pub use crate::files::HistoryLocation as Location;
 pub use entry::{CaseEntry, Figure, RecordedBy, RunEntry};
+pub use postgres::PASSWORD_FILE_VAR;
 pub use schema::KNOWN as SCHEMA_VERSION;
 
 /// Why a history cannot be used.
@@ -38,10 +40,6 @@ pub enum HistoryError {
     },
     #[error("{location}: {message}")]
     Database { location: String, message: String },
-    #[error(
-        "{location}: PostgreSQL histories are not built into this oomgate yet; use sqlite:PATH (docs/history.md)"
-    )]
-    NotBuilt { location: String },
 }
 
 /// Whether a run was new to the history.
@@ -163,9 +161,7 @@ pub trait Store {
 pub fn open(location: &Location, create: bool) -> Result<Box<dyn Store>, HistoryError> {
     match location {
         Location::Sqlite(path) => Ok(Box::new(sqlite::SqliteStore::open(path, create)?)),
-        Location::Postgres(_) => Err(HistoryError::NotBuilt {
-            location: location.describe(),
-        }),
+        Location::Postgres(url) => Ok(Box::new(postgres::PgStore::open(url, location.describe())?)),
     }
 }
 

@@ -74,10 +74,58 @@ fn at(dir: &tempfile::TempDir) -> Location {
     Location::Sqlite(dir.path().join("history.sqlite"))
 }
 
+/// The variable that names the test PostgreSQL server (`.ci/run` starts
+/// one: scripts/postgres-throwaway.sh).
+const POSTGRES_VAR: &str = "OOMGATE_TEST_POSTGRES";
+
+/// A fresh, empty history in the test server (a schema of its own), or
+/// `None` where there is no server: said loudly, and a failure under
+/// `CI=true`, where `.ci/run` starts one.
+fn postgres() -> Option<Location> {
+    let Some(url) = std::env::var(POSTGRES_VAR).ok().filter(|u| !u.is_empty()) else {
+        let required = std::env::var("CI").ok().as_deref() == Some("true")
+            || std::env::var("OOMGATE_REQUIRE_POSTGRES").ok().as_deref() == Some("1");
+        assert!(
+            !required,
+            "{POSTGRES_VAR} is not set under CI=true (or OOMGATE_REQUIRE_POSTGRES=1): .ci/run starts a PostgreSQL server for these tests"
+        );
+        eprintln!(
+            "SKIPPED the PostgreSQL half of this test: {POSTGRES_VAR} is not set (eval \"$(scripts/postgres-throwaway.sh start)\" starts a server)"
+        );
+        return None;
+    };
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let mut config: ::postgres::Config = url.parse().expect("the test server's URL");
+    if let Ok(password) = std::env::var("PGPASSWORD") {
+        config.password(password);
+    }
+    let mut client = config.connect(::postgres::NoTls).expect("the test server");
+    client
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .expect("a schema");
+    let joiner = if url.contains('?') { '&' } else { '?' };
+    Some(Location::Postgres(format!(
+        "{url}{joiner}options=-csearch_path%3D{schema}"
+    )))
+}
+
+/// Run `test` on a new SQLite history and, where there is a server, on a
+/// new PostgreSQL one.
+fn on_every_store(test: impl Fn(&Location)) {
+    let dir = tempfile::tempdir().expect("a folder");
+    test(&at(&dir));
+    if let Some(location) = postgres() {
+        test(&location);
+    }
+}
+
 #[test]
 fn a_run_is_read_back_as_recorded_and_recorded_once() {
-    let dir = tempfile::tempdir().expect("a folder");
-    let location = at(&dir);
+    on_every_store(read_back);
+}
+
+fn read_back(location: &Location) {
+    let location = location.clone();
     let mut store = open(&location, true).expect("a new history");
     let first = run("r1", 1_000, "main", 4e9);
     assert_eq!(store.record(&first).expect("recorded"), Recorded::New);
@@ -96,8 +144,11 @@ fn a_run_is_read_back_as_recorded_and_recorded_once() {
 
 #[test]
 fn runs_come_oldest_first_and_filter_by_branch_case_and_testbed() {
-    let dir = tempfile::tempdir().expect("a folder");
-    let mut store = open(&at(&dir), true).expect("a new history");
+    on_every_store(filters);
+}
+
+fn filters(location: &Location) {
+    let mut store = open(location, true).expect("a new history");
     for (id, ms, branch) in [
         ("b", 2_000, "main"),
         ("a", 1_000, "main"),
@@ -151,8 +202,11 @@ fn runs_come_oldest_first_and_filter_by_branch_case_and_testbed() {
 
 #[test]
 fn prune_removes_old_runs_with_their_cases_and_figures() {
-    let dir = tempfile::tempdir().expect("a folder");
-    let mut store = open(&at(&dir), true).expect("a new history");
+    on_every_store(prunes);
+}
+
+fn prunes(location: &Location) {
+    let mut store = open(location, true).expect("a new history");
     store
         .record(&run("old", 1_000, "main", 1e9))
         .expect("recorded");
@@ -276,8 +330,10 @@ fn a_newer_schema_is_refused_with_a_clear_error() {
 
 #[test]
 fn four_writers_at_once_lose_no_run() {
-    let dir = tempfile::tempdir().expect("a folder");
-    let location = at(&dir);
+    on_every_store(four_writers);
+}
+
+fn four_writers(location: &Location) {
     std::thread::scope(|scope| {
         for writer in 0..4 {
             let location = location.clone();
@@ -293,7 +349,7 @@ fn four_writers_at_once_lose_no_run() {
             });
         }
     });
-    let mut store = open(&location, false).expect("the history");
+    let mut store = open(location, false).expect("the history");
     assert_eq!(store.runs(&Query::default()).expect("runs").len(), 40);
 }
 
@@ -326,4 +382,53 @@ fn locations() {
             .ok(),
         Some(Location::Sqlite("/suites/h.sqlite".into()))
     );
+}
+
+#[test]
+fn a_postgres_database_with_tables_of_its_own_is_refused() {
+    let Some(location) = postgres() else {
+        return;
+    };
+    let Location::Postgres(url) = &location else {
+        unreachable!()
+    };
+    let mut config: ::postgres::Config = url.parse().expect("the URL");
+    if let Ok(password) = std::env::var("PGPASSWORD") {
+        config.password(password);
+    }
+    let mut client = config.connect(::postgres::NoTls).expect("the server");
+    client
+        .batch_execute("CREATE TABLE runs (id INTEGER); INSERT INTO runs VALUES (1)")
+        .expect("an application's table");
+    let error = open(&location, true).err().expect("refused");
+    assert!(error.to_string().contains("not oomgate's"), "{error}");
+    let rows: i64 = client
+        .query_one("SELECT count(*) FROM runs", &[])
+        .expect("its table is untouched")
+        .get(0);
+    assert_eq!(rows, 1);
+}
+
+#[test]
+fn a_newer_postgres_schema_is_refused() {
+    let Some(location) = postgres() else {
+        return;
+    };
+    drop(open(&location, true).expect("a new history"));
+    let Location::Postgres(url) = &location else {
+        unreachable!()
+    };
+    let mut config: ::postgres::Config = url.parse().expect("the URL");
+    if let Ok(password) = std::env::var("PGPASSWORD") {
+        config.password(password);
+    }
+    let mut client = config.connect(::postgres::NoTls).expect("the server");
+    client
+        .execute(
+            "INSERT INTO oomgate_history VALUES ($1, '9.9.9', 'later')",
+            &[&(SCHEMA_VERSION as i32 + 1)],
+        )
+        .expect("a newer version");
+    let error = open(&location, true).err().expect("refused");
+    assert!(matches!(error, HistoryError::Newer { .. }), "{error}");
 }

@@ -113,7 +113,7 @@ fn bucketed(values: &[Option<f64>], width: usize) -> Vec<Option<f64>> {
 }
 
 /// A sparkline of `values` (`None`: a run without the figure), from their
-/// smallest upward over their range, or over [`LEAST_SPAN`] of the
+/// smallest upward over their range, or over `LEAST_SPAN` (5%) of the
 /// largest when the range is smaller.
 pub fn sparkline(values: &[Option<f64>]) -> String {
     let seen: Vec<f64> = values.iter().flatten().copied().collect();
