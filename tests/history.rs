@@ -484,6 +484,17 @@ fn a_creep_with_action_warn_passes_and_says_so() {
     assert!(run.stderr.contains("stepped +"), "{}", run.stderr);
     let summary = std::fs::read_to_string(project.out().join("summary.md")).expect("summary");
     assert!(summary.contains("Against the run history"), "{summary}");
+    // A sparkline of the case's host peak over its 4 runs.
+    assert!(summary.contains("grow: ▁▁▁█ host peak"), "{summary}");
+    // report.html draws the case over its runs, the ratchet and the limit.
+    let page = std::fs::read_to_string(project.out().join("report.html")).expect("page");
+    assert!(page.contains("Over its last runs"), "no trend chart");
+    assert!(page.contains("creep limit"), "no creep limit drawn");
+    assert!(page.contains("step: this run"), "no step drawn");
+    assert_eq!(
+        run.case("grow")["trend"]["past"].as_array().map(Vec::len),
+        Some(3)
+    );
 }
 
 /// A fresh history in the test PostgreSQL server (a schema of its own),

@@ -51,13 +51,13 @@ pytestmark = pytest.mark.oomgate(host="512 MiB", timeout="2m")
 def hold(mib):
     return b"\x01" * (mib * 1024 * 1024)
 
-@pytest.mark.oomgate(host="256 MiB", repeat=2)
+@pytest.mark.oomgate(host="256 MiB", repeat=2, creep={"limit": "5%", "action": "warn"})
 class TestForward:
     @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
     def test_forward(self, dtype):
         assert len(hold(8)) > 0
 
-    @pytest.mark.oomgate(host="64 MiB")
+    @pytest.mark.oomgate(host="64 MiB", creep="15%")
     def test_grows(self):
         data = hold(160)
         assert len(data) > 0
@@ -126,6 +126,8 @@ fn each_test_is_a_case_with_its_closest_markers() {
         (FORWARD_BF16, "budget host 256.0 MiB", "class"),
         (UNMARKED, "budget host 512.0 MiB", "module"),
         (UNMARKED, "timeout 2m", "module"),
+        (GROWS, "creep 15% over 30days", "function"),
+        (FORWARD_BF16, "creep 5% over 30days (warn)", "class"),
     ] {
         let limits = limits_of(id);
         assert!(limits.contains(expected), "{id}: {layer}: {limits}");

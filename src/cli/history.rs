@@ -158,6 +158,23 @@ pub(super) struct Recording<'a> {
     pub by: RecordedBy,
 }
 
+/// Record a run of `suite` (by `run` or `lock`) in its history.
+pub(super) fn record_run(
+    results: &RunResults,
+    args: &RecordArgs,
+    suite: &crate::suite::Suite,
+) -> Result<(), CliError> {
+    record(
+        results,
+        &Recording {
+            args,
+            suite_history: suite.history.as_ref(),
+            required: suite.history_required,
+            by: RecordedBy::Run,
+        },
+    )
+}
+
 /// Record a finished run in its history, if it has one. A shard
 /// (`--partition`) records nothing: its merge does. A history that cannot
 /// be reached is said in one line; with `history_required` it is exit 3.
@@ -414,13 +431,29 @@ fn accept(args: &HistoryAcceptArgs) -> Result<Outcome, CliError> {
                 suites.into_iter().collect::<Vec<_>>().join(", ")
             )));
         }
-        let Some((run, case)) = runs
-            .iter()
-            .rev()
-            .find_map(|run| run.cases.first().map(|case| (run, case)))
-        else {
+        // A run that failed on its own (an OOM, a crash, a budget) has
+        // figures that say little; one that failed only against the
+        // lock or its ratchet is the growth being accepted.
+        let judged_only = |case: &&history::CaseEntry| {
+            case.status == crate::vocabulary::CaseStatus::Passed.as_str()
+                || case.failure_kind.as_deref().is_some_and(|kind| {
+                    [
+                        crate::vocabulary::FailureType::Creep,
+                        crate::vocabulary::FailureType::Regression,
+                        crate::vocabulary::FailureType::EnvironmentDrift,
+                    ]
+                    .iter()
+                    .any(|ok| ok.as_str() == kind)
+                })
+        };
+        let Some((run, case)) = runs.iter().rev().find_map(|run| {
+            run.cases
+                .first()
+                .filter(judged_only)
+                .map(|case| (run, case))
+        }) else {
             return Err(CliError::BadInput(format!(
-                "case `{case_id}` has no run in {}{}",
+                "case `{case_id}` has no run in {}{} that passed, or failed only against its lock or ratchet",
                 location.describe(),
                 branch
                     .as_deref()

@@ -553,6 +553,17 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
         if case.repeat > 1 {
             limits.push(format!("repeat {}", case.repeat));
         }
+        if let Some(creep) = case.creep {
+            limits.push(format!(
+                "creep {:.0}% over {}{}",
+                creep.limit * 100.0,
+                humantime::format_duration(creep.window),
+                match creep.action {
+                    crate::suite::CreepAction::Fail => "",
+                    crate::suite::CreepAction::Warn => " (warn)",
+                }
+            ));
+        }
         let _ = writeln!(out, "  limits:      {}", limits.join(", "));
         if case.pytest.is_some() {
             let _ = writeln!(out, "  runs in:     {}", pytest_mode(case));

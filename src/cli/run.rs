@@ -88,15 +88,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
         },
         setup,
     )?;
-    super::history::record(
-        &results,
-        &super::history::Recording {
-            args: &args.record,
-            suite_history: suite.history.as_ref(),
-            required: suite.history_required,
-            by: crate::history::RecordedBy::Run,
-        },
-    )?;
+    super::history::record_run(&results, &args.record, &suite)?;
     if first_run && results.summary.not_passed() == 0 && !results.cases.is_empty() {
         crate::report::terminal::to_stderr(&format!(
             "hint: no baseline yet ({} does not exist); to gate the next runs against this one: oomgate lock {} --from {}\n",
@@ -226,15 +218,7 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             if args.accept.is_some() {
                 to_accept = Some(results.clone());
             }
-            super::history::record(
-                &results,
-                &super::history::Recording {
-                    args: &args.record,
-                    suite_history: suite.history.as_ref(),
-                    required: suite.history_required,
-                    by: crate::history::RecordedBy::Run,
-                },
-            )?;
+            super::history::record_run(&results, &args.record, &suite)?;
             skipped = crate::results::readback::skipped(&results);
             (
                 crate::results::readback::lock_from_results(&results),

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{
-    Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, named_params, params,
+    Connection, OpenFlags, OptionalExtension, Row, ToSql, TransactionBehavior, named_params, params,
 };
 
 use super::entry::{CaseEntry, Figure, RecordedBy, RunEntry};
@@ -29,6 +29,16 @@ const CHOSEN_RUNS: &str = "SELECT run_key FROM runs
      WHERE (:suite IS NULL OR suite = :suite) AND (:branch IS NULL OR branch = :branch)
        AND (:since IS NULL OR started_ms >= :since)
      ORDER BY started_ms DESC, run_id DESC LIMIT :limit";
+
+/// The parameters of [`CHOSEN_RUNS`].
+fn chosen<'q>(query: &'q Query, limit: &'q i64) -> Vec<(&'static str, &'q dyn ToSql)> {
+    vec![
+        (":suite", &query.suite),
+        (":branch", &query.branch),
+        (":limit", limit),
+        (":since", &query.since_ms),
+    ]
+}
 
 /// The first 16 bytes of every SQLite database file.
 const HEADER: &[u8; 16] = b"SQLite format 3\0";
@@ -410,12 +420,7 @@ impl Store for SqliteStore {
                      ORDER BY started_ms, run_id"
                 ))
                 .map_err(fail)?;
-            let mut rows = statement
-                .query(named_params! {
-                    ":suite": query.suite, ":branch": query.branch, ":limit": limit,
-                    ":since": query.since_ms,
-                })
-                .map_err(fail)?;
+            let mut rows = statement.query(&*chosen(query, &limit)).map_err(fail)?;
             while let Some(row) = rows.next().map_err(fail)? {
                 let key: i64 = row.get(0).map_err(fail)?;
                 at.insert(key, runs.len());
@@ -441,10 +446,15 @@ impl Store for SqliteStore {
                 ))
                 .map_err(fail)?;
             let mut rows = statement
-                .query(named_params! {
-                    ":suite": query.suite, ":branch": query.branch, ":limit": limit,
-                    ":since": query.since_ms, ":case": query.case, ":testbed": query.testbed,
-                })
+                .query(
+                    &*chosen(query, &limit)
+                        .into_iter()
+                        .chain([
+                            (":case", &query.case as &dyn ToSql),
+                            (":testbed", &query.testbed as &dyn ToSql),
+                        ])
+                        .collect::<Vec<_>>(),
+                )
                 .map_err(fail)?;
             while let Some(row) = rows.next().map_err(fail)? {
                 let run_key: i64 = row.get(0).map_err(fail)?;
@@ -478,12 +488,7 @@ impl Store for SqliteStore {
                      FROM figures f WHERE f.run_key IN ({CHOSEN})"
                 ))
                 .map_err(fail)?;
-            let mut rows = statement
-                .query(named_params! {
-                    ":suite": query.suite, ":branch": query.branch, ":limit": limit,
-                    ":since": query.since_ms,
-                })
-                .map_err(fail)?;
+            let mut rows = statement.query(&*chosen(query, &limit)).map_err(fail)?;
             while let Some(row) = rows.next().map_err(fail)? {
                 let key: (i64, i64) = (row.get(0).map_err(fail)?, row.get(1).map_err(fail)?);
                 let Some(&(run, case)) = case_at.get(&key) else {
@@ -520,12 +525,7 @@ impl Store for SqliteStore {
                      FROM runs WHERE run_key IN ({CHOSEN}) ORDER BY started_ms, run_id"
                 ))
                 .map_err(fail)?;
-            let mut rows = statement
-                .query(named_params! {
-                    ":suite": query.suite, ":branch": query.branch, ":limit": limit,
-                    ":since": query.since_ms,
-                })
-                .map_err(fail)?;
+            let mut rows = statement.query(&*chosen(query, &limit)).map_err(fail)?;
             while let Some(row) = rows.next().map_err(fail)? {
                 run_at.insert(row.get(0).map_err(fail)?, series.runs.len() as u32);
                 series.runs.push(RunHead {
@@ -584,10 +584,12 @@ impl Store for SqliteStore {
                 ))
                 .map_err(fail)?;
             let mut rows = statement
-                .query(named_params! {
-                    ":suite": query.suite, ":branch": query.branch, ":limit": limit,
-                    ":since": query.since_ms, ":figures": names,
-                })
+                .query(
+                    &*chosen(query, &limit)
+                        .into_iter()
+                        .chain([(":figures", &names as &dyn ToSql)])
+                        .collect::<Vec<_>>(),
+                )
                 .map_err(fail)?;
             while let Some(row) = rows.next().map_err(fail)? {
                 let Some(&run) = run_at.get(&row.get::<_, i64>(0).map_err(fail)?) else {

@@ -9,6 +9,7 @@ use crate::history::entry::names;
 use crate::history::pasts::Pasts;
 use crate::history::trend::{self, Past, Steadiness};
 use crate::measure::gpu::GpuMethod;
+use crate::results::trend::{TREND_RUNS, Trend, TrendPoint};
 use crate::results::{CaseResult, Check, CheckKind, CheckOutcome, Facts, HistoryMark};
 use crate::suite::Case;
 use crate::suite::CreepAction;
@@ -160,4 +161,48 @@ fn step(
         noise_bytes: trend::step_threshold(&values, steadiness).round() as u64,
         branch: pasts.branch.clone(),
     }))
+}
+
+/// The case's main figure (its GPU peak where it has one, else its host
+/// peak) over its recent runs, for report.html: its past values, the
+/// ratchet and creep limit that held it, where it stepped. `None`
+/// without two past runs of it.
+pub fn trend(case: &Case, result: &CaseResult, pasts: &Pasts) -> Option<Trend> {
+    let [gpu, host, ..] = figures(result);
+    let (figure, name, now, steadiness) = if gpu.2.is_some() { gpu } else { host };
+    let now = now?;
+    let past = pasts.of(&case.id, result.testbed.as_deref(), name);
+    if past.len() < 2 {
+        return None;
+    }
+    let kept = &past[past.len().saturating_sub(TREND_RUNS)..];
+    let mut values: Vec<f64> = kept.iter().map(|(_, p)| p.value).collect();
+    values.push(now as f64);
+    let steps = trend::steps(&values, steadiness)
+        .iter()
+        .map(|s| s.at)
+        .collect();
+    let creep = result
+        .checks
+        .iter()
+        .find(|c| c.kind == CheckKind::Creep(figure));
+    Some(Trend {
+        figure: name.to_string(),
+        branch: pasts.branch.clone(),
+        past: kept
+            .iter()
+            .map(|(run, point)| {
+                let head = pasts.runs.get(*run as usize);
+                TrendPoint {
+                    started_at: head.map(|h| h.started_at.clone()).unwrap_or_default(),
+                    value_bytes: point.value.max(0.0).round() as u64,
+                    passed: point.passed,
+                    commit: head.and_then(|h| h.commit.clone()),
+                }
+            })
+            .collect(),
+        ratchet_bytes: creep.and_then(|c| c.limit_bytes),
+        creep_limit: case.creep.map(|c| c.limit),
+        steps,
+    })
 }

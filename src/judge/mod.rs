@@ -115,6 +115,7 @@ pub fn judge_case(finished: Finished<'_>, baseline: &Baseline<'_>) -> Judgement 
             let checks = history_checks(case, &result, pasts);
             result.checks.extend(checks);
         }
+        result.trend = history::trend(case, &result, pasts);
     }
     if let Some(capacity) = &capacity {
         // The case took the whole search, not only its chosen probe.

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::history::entry::names;
+use crate::history::trend::{Steadiness, steps};
 use crate::history::{Recorded, RunEntry, Series};
 use crate::units::Bytes;
 
@@ -136,7 +137,8 @@ pub fn sparkline(values: &[Option<f64>]) -> String {
 /// `oomgate history show`: a header, then a row per case and testbed: the
 /// figure (`asked`, else the GPU peak where the case has one, else the
 /// host peak), how many runs had it, its first and last value, the
-/// change, and a sparkline over the runs (oldest on the left). `series`
+/// change, its steps up and down (`history::trend`), and a sparkline over
+/// the runs (oldest on the left). `series`
 /// holds [`names::GPU_PEAK`] and [`names::HOST_PEAK`] unless a figure was
 /// asked for.
 pub fn table(location: &str, series: &Series, asked: Option<&str>) -> String {
@@ -173,6 +175,7 @@ pub fn table(location: &str, series: &Series, asked: Option<&str>) -> String {
         "first".to_string(),
         "last".to_string(),
         "change".to_string(),
+        "steps".to_string(),
         "trend".to_string(),
     ]];
     for ((id, testbed), figures) in series.cases.iter().zip(&values) {
@@ -192,6 +195,20 @@ pub fn table(location: &str, series: &Series, asked: Option<&str>) -> String {
             (Some(a), Some(b)) if a > 0.0 => percent((b - a) / a * 100.0),
             _ => "-".to_string(),
         };
+        // Steps up (+) and down (−), as the judge finds them.
+        let steadiness = if figure == names::PROBE_ALLOCATED {
+            Steadiness::Exact
+        } else {
+            Steadiness::Sampled
+        };
+        let found = steps(&seen, steadiness);
+        let up = found.iter().filter(|s| s.after > s.before).count();
+        let steps_cell = match (up, found.len() - up) {
+            (0, 0) => "-".to_string(),
+            (up, 0) => format!("+{up}"),
+            (0, down) => format!("−{down}"),
+            (up, down) => format!("+{up} −{down}"),
+        };
         rows.push([
             id.clone(),
             testbed.clone().unwrap_or_else(|| "-".into()),
@@ -200,10 +217,11 @@ pub fn table(location: &str, series: &Series, asked: Option<&str>) -> String {
             first.map_or("-".into(), |v| figure_value(figure, v)),
             last.map_or("-".into(), |v| figure_value(figure, v)),
             change,
+            steps_cell,
             sparkline(&bucketed(values, SPARK_WIDTH)),
         ]);
     }
-    let widths: Vec<usize> = (0..8)
+    let widths: Vec<usize> = (0..9)
         .map(|col| {
             rows.iter()
                 .map(|r| r[col].chars().count())
@@ -217,9 +235,9 @@ pub fn table(location: &str, series: &Series, asked: Option<&str>) -> String {
             let pad = widths[col].saturating_sub(cell.chars().count());
             // Numbers right-aligned, text left-aligned; the last column
             // is not padded.
-            if col == 7 {
+            if col == 8 {
                 line.push_str(cell);
-            } else if (3..=6).contains(&col) {
+            } else if (3..=7).contains(&col) {
                 let _ = write!(line, "{}{cell}  ", " ".repeat(pad));
             } else {
                 let _ = write!(line, "{cell}{}  ", " ".repeat(pad));

@@ -222,8 +222,12 @@ fn render_markdown(results: &RunResults) -> String {
         );
     }
     let notices = super::history_notices(results);
-    if !notices.is_empty() {
+    let trends = super::history_trends(results);
+    if !notices.is_empty() || !trends.is_empty() {
         let _ = writeln!(out, "\nAgainst the run history:");
+        for trend in trends {
+            let _ = writeln!(out, "- {}", code(&trend, false));
+        }
         for notice in notices {
             let _ = writeln!(out, "- {}", code(&notice, false));
         }

@@ -257,6 +257,58 @@ pub fn history_notices(results: &RunResults) -> Vec<String> {
         .collect()
 }
 
+/// A sparkline line per case whose figure changed against the run
+/// history (it stepped, or crept past its limit): `case: ▁▁▂▂█ host peak
+/// 214.2 MiB → 246.3 MiB (+15.0%) over 8 runs`.
+pub fn history_trends(results: &RunResults) -> Vec<String> {
+    use crate::results::{CheckKind, CheckOutcome};
+    results
+        .cases
+        .iter()
+        .filter_map(|case| {
+            let trend = case.trend.as_ref()?;
+            let changed = case.checks.iter().any(|c| match c.kind {
+                CheckKind::Step(_) => true,
+                CheckKind::Creep(_) => c.outcome == Some(CheckOutcome::Breached),
+                _ => false,
+            });
+            let now = if trend.figure.starts_with("gpu") {
+                case.gpu_peak_bytes
+            } else {
+                case.host.peak_bytes
+            }?;
+            let first = trend.past.first()?.value_bytes;
+            if !changed {
+                return None;
+            }
+            let mut values: Vec<Option<f64>> = trend
+                .past
+                .iter()
+                .map(|p| Some(p.value_bytes as f64))
+                .collect();
+            values.push(Some(now as f64));
+            let change = if first > 0 {
+                (now as f64 - first as f64) / first as f64 * 100.0
+            } else {
+                0.0
+            };
+            Some(format!(
+                "{}: {} {} {} → {} ({change:+.1}%) over {} runs",
+                case.id,
+                history::sparkline(&values),
+                if trend.figure.starts_with("gpu") {
+                    "GPU peak"
+                } else {
+                    "host peak"
+                },
+                crate::units::Bytes(first),
+                crate::units::Bytes(now),
+                values.len()
+            ))
+        })
+        .collect()
+}
+
 /// The figures of a locked case that were not compared with the lock,
 /// each with why: measured another way than locked, or not in the lock
 /// (a figure gated since it was locked). Another GPU model is said once

@@ -126,6 +126,7 @@ pub fn assemble(case: &Case, measured: RunRecord) -> CaseResult {
         testbed,
         ranks,
         rank_growth: None,
+        trend: None,
         env: recorded.env,
         allocator_env,
         tolerance: None,

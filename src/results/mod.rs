@@ -39,6 +39,7 @@ mod host;
 pub mod merge;
 pub mod readback;
 pub mod run_id;
+pub mod trend;
 
 pub use check::{
     AppliedTolerance, CaseTolerances, Check, CheckKind, CheckOutcome, Device, Facts, HistoryMark,
@@ -405,6 +406,10 @@ pub struct CaseResult {
     /// whose GPU peak grew most.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank_growth: Option<crate::measure::ranks::RankChange>,
+    /// Its figure over its recent runs in the run history, when the run
+    /// had one (`results::trend`): what report.html draws.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trend: Option<trend::Trend>,
     /// The GPU model and count the case ran on (`NVIDIA H100 80GB HBM3 ×1`),
     /// whose baseline it is compared with; `None`: it ran on no GPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -523,6 +528,7 @@ impl CaseResult {
             site_growth: None,
             ranks: Vec::new(),
             rank_growth: None,
+            trend: None,
             testbed: None,
             pytest: None,
             env: IndexMap::new(),

@@ -45,6 +45,9 @@ pub(super) fn case_section(
     if let Some(curve) = chart::capacity_chart(case) {
         chart_with_notes(page, Some("Peak memory against the searched value"), &curve);
     }
+    if let Some(trend) = chart::trend_chart(case) {
+        chart_with_notes(page, Some("Over its last runs (the run history)"), &trend);
+    }
     if let Some(svg) = sites::sites_chart(case) {
         let sites = case.allocation_sites.as_ref();
         let when = match sites.map(|s| s.from) {

@@ -3,7 +3,8 @@
 //! The markers that reach a test (closest first: function, class, module)
 //! merge keyword by keyword, the closest winning. Each keyword is a suite
 //! key: every budget's key (`host`, `gpu`, ... : [`BudgetKind::KEYS`]) is
-//! `budget.<key>`; `timeout`, `gpus`, `repeat`, `tolerance` the case key of
+//! `budget.<key>`; `timeout`, `gpus`, `repeat`, `tolerance`, `creep` (a limit
+//! alone, `creep="10%"`, or the whole table as a dict) the case key of
 //! that name. The
 //! merged marker is written as the TOML of those keys and read by the same
 //! code that reads a `[[case]]`, so a marker's value means what it means
@@ -17,7 +18,7 @@ use crate::suite::pytest::CollectedMarker;
 use crate::suite::raw::{RawSettings, RawSettingsRef};
 
 /// The keywords that are case keys, after the budgets'.
-const CASE_KEYWORDS: [&str; 4] = ["timeout", "gpus", "repeat", "tolerance"];
+const CASE_KEYWORDS: [&str; 5] = ["timeout", "gpus", "repeat", "tolerance", "creep"];
 
 /// `isolate`: the test in a process of its own, not in its table's
 /// shared session. No suite key: a `[[pytest]]` table says it for all.
@@ -92,6 +93,16 @@ fn apply(case: &mut Case, markers: &[&CollectedMarker], isolate: &mut bool) -> V
             "gpus" | "repeat" | "tolerance" => {
                 table.insert(key.to_string(), value);
             }
+            // `creep="10%"` is the limit alone; a dict is the whole table.
+            "creep" => {
+                let value = match value {
+                    toml::Value::Table(table) => toml::Value::Table(table),
+                    limit => {
+                        toml::Value::Table(toml::Table::from_iter([("limit".to_string(), limit)]))
+                    }
+                };
+                table.insert(key.to_string(), value);
+            }
             ISOLATE => match value {
                 toml::Value::Boolean(b) => *isolate = b,
                 _ => problems.push(format!(
@@ -147,6 +158,9 @@ fn apply(case: &mut Case, markers: &[&CollectedMarker], isolate: &mut bool) -> V
     }
     if own.repeat.is_some() {
         case.repeat = set.repeat;
+    }
+    if own.creep.is_some() {
+        case.creep = set.creep;
     }
     case.tolerance = set.tolerance;
     Vec::new()

@@ -3,7 +3,8 @@
 //! `overview`), a case's memory over time from its `timeline.json` with
 //! its gated peaks, budgets and baselines marked (`timeline`), a searched
 //! case's memory against the searched value beside the locked capacity
-//! (`capacity`), and what its probe reported per step (`probe`). Every
+//! (`capacity`), what its probe reported per step (`probe`), and its
+//! figure over its recent runs in the run history (`trend`). Every
 //! x–y chart is drawn the one way `plot` draws, on axes from 0 (`axis`).
 //!
 //! A timeline holds up to 2048 points per series, more than the chart has
@@ -19,10 +20,12 @@ pub(super) mod overview;
 mod plot;
 mod probe;
 mod timeline;
+mod trend;
 
 pub(super) use capacity::capacity_chart;
 pub(super) use probe::probe_chart;
 pub(super) use timeline::chart;
+pub(super) use trend::trend_chart;
 
 use crate::results::{CaseResult, CheckKind};
 
