@@ -421,3 +421,56 @@ fn the_report_reads_at_a_glance() {
         .expect("keep the page");
     eprintln!("report.html at 1400 px: {}", screenshot.display());
 }
+
+/// A case held against its run history: the "Over its last runs" chart
+/// draws the past runs, this run, the ratchet, the creep limit and the
+/// step, and reads at 1400 and 900 px with no label over the data or
+/// over another label.
+#[test]
+fn the_trend_chart_reads_at_both_widths() {
+    let suite = |mib: u32| {
+        format!(
+            "[suite]\nname = \"trend\"\nsample_interval = \"20ms\"\nhistory = \"h.sqlite\"\n\
+             creep = {{ limit = \"10%\", action = \"warn\" }}\n\n\
+             [[case]]\nname = \"grow\"\ncommand = [\"python3\", {}, \"--mib\", \"{mib}\", \"--hold\", \"50ms\"]\n",
+            toml_str(&workload("alloc.py"))
+        )
+    };
+    let project = Project::new(&suite(200));
+    for mib in [200, 201, 199, 260] {
+        std::fs::write(project.suite(), suite(mib)).expect("suite");
+        project
+            .run(&["--gpu", "off", "--no-baseline", "--branch", "main"])
+            .assert_code(0);
+    }
+    let html = std::fs::read_to_string(project.out().join("report.html")).expect("report");
+    let trend = figure_after(
+        section(&html, "grow"),
+        "Over its last runs (the run history)",
+    );
+    for drawn in ["ratchet", "creep limit", "this run:", "step: this run"] {
+        assert!(trend.contains(drawn), "{drawn} in {trend}");
+    }
+    let Some(browser_name) = chromium() else {
+        eprintln!("SKIPPED the browser half: no Chromium found (install Debian's `chromium`)");
+        return;
+    };
+    let checked = project.path().join("checked.html");
+    let page = html.replace("</body>", &format!("{LAYOUT_CHECK}</body>"));
+    std::fs::write(&checked, page).expect("write the checked copy");
+    for width in [1400, 900] {
+        let found = layout_at(browser_name, &checked, width);
+        let (scroll, window) = (found["scrollWidth"].as_f64(), found["innerWidth"].as_f64());
+        assert!(
+            scroll.is_some() && scroll <= window,
+            "{width} px: the page scrolls sideways: {found:#}"
+        );
+        for key in ["legendOverData", "labelClashes", "labelsInPlot"] {
+            assert_eq!(
+                found[key],
+                serde_json::json!([]),
+                "{width} px: {key}: {found:#}"
+            );
+        }
+    }
+}
