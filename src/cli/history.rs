@@ -114,8 +114,8 @@ pub(super) fn pasts_for_run(
         .filter_map(|c| c.creep.map(|creep| creep.window))
         .max()
         .unwrap_or(crate::suite::DEFAULT_CREEP_WINDOW);
-    let since_ms = chrono::Utc::now().timestamp_millis()
-        - i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let since_ms = now_ms.saturating_sub(i64::try_from(window.as_millis()).unwrap_or(i64::MAX));
     let branch = origin.base_branch.clone().or_else(|| origin.branch.clone());
     let read = history::open(&location, false).and_then(|mut store| {
         let series = store.series(
@@ -135,7 +135,7 @@ pub(super) fn pasts_for_run(
             series,
             acceptances,
             branch,
-            since_ms,
+            (since_ms, now_ms),
         ))),
         Err(error) if suite.history_required => Err(CliError::Infrastructure(format!(
             "history: cannot read the runs to hold this one against ({error}); the suite says history_required = true"

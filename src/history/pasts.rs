@@ -22,8 +22,12 @@ type CaseKey = (String, Option<String>);
 pub struct Pasts {
     /// The branch whose series these are (`None`: runs of any branch).
     pub branch: Option<String>,
-    /// When the runs start that count (milliseconds since the epoch).
+    /// When the widest window begins (milliseconds since the epoch):
+    /// no run before it was read.
     pub since_ms: i64,
+    /// When the run started, which each case's own window is counted
+    /// back from.
+    pub now_ms: i64,
     pub runs: Vec<RunHead>,
     series: HashMap<CaseKey, HashMap<String, Vec<(u32, Past)>>>,
     accepted: HashMap<(CaseKey, String), Acceptance>,
@@ -36,7 +40,7 @@ impl Pasts {
         series: Series,
         acceptances: Vec<Acceptance>,
         branch: Option<String>,
-        since_ms: i64,
+        (since_ms, now_ms): (i64, i64),
     ) -> Pasts {
         let mut by_case: HashMap<CaseKey, HashMap<String, Vec<(u32, Past)>>> = HashMap::new();
         for point in &series.points {
@@ -78,10 +82,18 @@ impl Pasts {
         Pasts {
             branch,
             since_ms,
+            now_ms,
             runs: series.runs,
             series: by_case,
             accepted,
         }
+    }
+
+    /// When a window of `window` back from the run begins, within what
+    /// was read.
+    pub fn since(&self, window: std::time::Duration) -> i64 {
+        let back = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+        self.now_ms.saturating_sub(back).max(self.since_ms)
     }
 
     /// A case's past values of `figure`, oldest first, each with its run

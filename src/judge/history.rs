@@ -68,7 +68,7 @@ pub fn history_checks(case: &Case, result: &CaseResult, pasts: &Pasts) -> Vec<Ch
         let values: Vec<Past> = past.iter().map(|(_, p)| *p).collect();
         let Some(ratchet) = trend::ratchet(
             &values,
-            pasts.since_ms,
+            pasts.since(limit.window),
             accepted.map(|a| (a.level, a.accepted_ms)),
         ) else {
             continue;

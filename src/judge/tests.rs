@@ -644,3 +644,69 @@ fn a_tick_over_a_budget_stops_the_case_and_an_unknown_figure_does_not() {
         assert_eq!(budget_breached(&case.budget, &live), stopped, "{live:?}");
     }
 }
+
+/// A case is held against the runs of its own creep window, within the
+/// widest one read: old low runs set a 60-day window's ratchet, not a
+/// 7-day one's.
+#[test]
+fn creep_holds_each_case_to_its_own_window() {
+    use crate::history::pasts::{HOST_PEAK, Pasts};
+    use crate::history::{Point, RunHead, Series};
+    const DAY: i64 = 86_400_000;
+    let now_ms = 100 * DAY;
+    // Three runs 40 days ago at 100 MiB, three a day ago at 130 MiB.
+    let starts = [60, 59, 58, 99, 99, 99];
+    let values = [100, 100, 100, 130, 130, 130];
+    let series = Series {
+        runs: starts
+            .iter()
+            .enumerate()
+            .map(|(i, day)| RunHead {
+                run_id: format!("r{i}"),
+                started_at: format!("day {day}"),
+                started_ms: day * DAY + i as i64,
+                commit: None,
+                branch: Some("main".into()),
+                passed: true,
+            })
+            .collect(),
+        cases: vec![("c".into(), None)],
+        figures: vec![HOST_PEAK.into()],
+        points: values
+            .iter()
+            .enumerate()
+            .map(|(i, mib)| Point {
+                run: i as u32,
+                case: 0,
+                figure: 0,
+                value: (mib * MIB) as f64,
+                passed: true,
+            })
+            .collect(),
+    };
+    let pasts = Pasts::new(series, Vec::new(), Some("main".into()), (0, now_ms));
+    for (window, passed) in [("7d", true), ("60d", false)] {
+        let case = case(&format!(
+            "command = [\"x\"]\ncreep = {{ limit = \"10%\", window = \"{window}\" }}"
+        ));
+        let baseline = Baseline {
+            history: Some(&pasts),
+            ..Baseline::NONE
+        };
+        let judged = judge_case(finished(&case, vec![run(135, Exit::Code(0))]), &baseline);
+        let creep = judged
+            .result
+            .checks
+            .iter()
+            .find(|c| c.kind == CheckKind::Creep(crate::baseline::Figure::Host))
+            .expect("a creep check");
+        assert_eq!(creep.passed, passed, "{window}: {creep:?}");
+        let ratchet = if passed { 130 } else { 100 };
+        assert_eq!(creep.limit_bytes, Some(ratchet * MIB), "{window}");
+        assert_eq!(
+            judged.result.failure_kind,
+            (!passed).then_some(FailureType::Creep),
+            "{window}"
+        );
+    }
+}
