@@ -22,8 +22,11 @@ use serde::{Deserialize, Serialize};
 /// the environment's drift in a check's facts is data (`what`, `before`,
 /// `after`), no longer a line each; older lines still read; a pytest test
 /// pytest skipped or expected to fail has status `skipped`, counted in
-/// the summary's `skipped` (older files: `passed`).
-pub const SCHEMA_VERSION: u32 = 6;
+/// the summary's `skipped` (older files: `passed`). 7: the run history —
+/// a run's `run_id` and `origin`, a case's `trend`, the checks
+/// `creep.<figure>` and `step.<figure>` and the failure kind `creep`,
+/// which an oomgate before them could not read; older files still read.
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// A fact of a check as data, or as results.json schema 4 wrote it, in
 /// words (`"vmhwm, cgroup-v1"`, `"GPU 0 tainted by pid 4242 (sleep)"`).

@@ -1,4 +1,4 @@
-//! `results.json`: the results model as versioned JSON (`"schema": 6`).
+//! `results.json`: the results model as versioned JSON (`"schema": 7`).
 
 use std::io;
 
