@@ -4,7 +4,8 @@
 # in a temporary folder, run as an unprivileged user, listening on
 # 127.0.0.1 only, with password authentication.
 #
-#   eval "$(scripts/postgres-throwaway.sh start)"   # exports OOMGATE_TEST_POSTGRES, PGTHROWAWAY
+#   eval "$(scripts/postgres-throwaway.sh start)"   # exports OOMGATE_TEST_POSTGRES, PGTHROWAWAY,
+#                                                    # OOMGATE_TEST_POSTGRES_TLS (1: the server speaks TLS)
 #   scripts/postgres-throwaway.sh stop "$PGTHROWAWAY"
 #
 # The password is for this cluster alone and dies with it; it is handed
@@ -40,6 +41,18 @@ start)
     chmod 600 "$dir/pwfile"
     runuser -u "$user" -- "$bin/initdb" -D "$dir/data" -U oomgate --auth=scram-sha-256 \
         --pwfile="$dir/pwfile" >"$dir/initdb.log" 2>&1
+    # TLS with a self-signed certificate, where the openssl command is
+    # there: a client that asks sslmode=require connects, one that asks
+    # verify-full refuses it.
+    tls=0
+    if command -v openssl >/dev/null 2>&1; then
+        openssl req -new -x509 -days 2 -nodes -subj "/CN=localhost" \
+            -keyout "$dir/data/server.key" -out "$dir/data/server.crt" >/dev/null 2>&1
+        chown "$user" "$dir/data/server.key" "$dir/data/server.crt"
+        chmod 600 "$dir/data/server.key"
+        echo "ssl = on" >>"$dir/data/postgresql.conf"
+        tls=1
+    fi
     port=$((20000 + RANDOM % 20000))
     runuser -u "$user" -- "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
         -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c fsync=off" \
@@ -48,6 +61,7 @@ start)
     echo "export PGTHROWAWAY='$dir'"
     echo "export OOMGATE_TEST_POSTGRES='postgres://oomgate@127.0.0.1:$port/oomgate_test?sslmode=disable'"
     echo "export PGPASSWORD='$password'"
+    echo "export OOMGATE_TEST_POSTGRES_TLS=$tls"
     ;;
 stop)
     dir=${2:?the folder start printed}

@@ -614,3 +614,35 @@ fn a_run_records_into_postgres_and_is_held_against_it() {
         grown.stderr
     );
 }
+
+/// TLS as the URL's `sslmode` says: `require` encrypts without checking
+/// the throwaway server's self-signed certificate; `verify-full` checks
+/// it against the system's roots and refuses it, saying why.
+#[test]
+fn postgres_tls_follows_the_sslmode() {
+    if std::env::var("OOMGATE_TEST_POSTGRES_TLS").ok().as_deref() != Some("1") {
+        eprintln!("SKIPPED: the test server speaks no TLS (OOMGATE_TEST_POSTGRES_TLS is not 1)");
+        return;
+    }
+    let Some(history) = postgres_history() else {
+        return;
+    };
+    let project = Project::new(&suite(""));
+    let show = |url: &str| {
+        project
+            .oomgate()
+            .args(["history", "show", "--history", url])
+            .output()
+            .expect("show")
+    };
+    let required = show(&history.replace("sslmode=disable", "sslmode=require"));
+    assert!(
+        required.status.success(),
+        "{}",
+        String::from_utf8_lossy(&required.stderr)
+    );
+    let verified = show(&history.replace("sslmode=disable", "sslmode=verify-full"));
+    assert_eq!(verified.status.code(), Some(3));
+    let said = String::from_utf8_lossy(&verified.stderr);
+    assert!(said.contains("invalid peer certificate"), "{said}");
+}

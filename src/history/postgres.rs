@@ -5,10 +5,11 @@
 //! - **Password**: the URL's, else `PGPASSWORD`, else the first line of
 //!   the file `OOMGATE_HISTORY_PASSWORD_FILE` names. It is never written:
 //!   messages name the history by its URL with the password masked.
-//! - **TLS** as the URL's `sslmode` says, with libpq's meanings:
-//!   `disable`; `prefer` (the default) and `require` encrypt without
-//!   checking the server's certificate; `verify-ca` checks it against the
-//!   system's roots; `verify-full` checks its host name too.
+//! - **TLS** (rustls, no system OpenSSL) as the URL's `sslmode` says,
+//!   with libpq's meanings: `disable`; `prefer` (the default) and
+//!   `require` encrypt without checking the server's certificate;
+//!   `verify-ca` checks it against the system's roots; `verify-full`
+//!   checks its host name too.
 //! - **Migrations** run in one transaction under an advisory lock
 //!   (`pg_advisory_xact_lock`): two writers never migrate at once.
 //! - A database that holds a table of the history's names (`runs`,
@@ -18,6 +19,9 @@ use std::collections::HashMap;
 use std::str::FromStr;
 
 use postgres::{Client, Transaction};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
 
 use super::entry::{CaseEntry, Figure, RecordedBy, RunEntry};
 use super::schema::{Dialect, KNOWN, MARKER_TABLE, MIGRATIONS, TABLES, for_dialect};
@@ -57,6 +61,137 @@ fn split_sslmode(url: &str) -> (String, Verify) {
     (url.to_string(), Verify::Nothing)
 }
 
+/// The TLS client a connection uses (whether it encrypts at all is the
+/// URL's `sslmode`): the server's certificate checked against the
+/// system's roots as `verify` says.
+fn tls_config(verify: Verify) -> Result<rustls::ClientConfig, rustls::Error> {
+    use std::sync::Arc;
+    // ring, not aws-lc-rs (rustls's default, which builds with cmake):
+    // rustls 0.23.48 marks ring's provider deprecated for its lack of
+    // post-quantum key exchange, which PostgreSQL servers do not offer.
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()?;
+    if verify == Verify::Nothing {
+        return Ok(builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Unchecked(provider)))
+            .with_no_client_auth());
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    let roots = Arc::new(roots);
+    if verify == Verify::CertificateAndHost {
+        return Ok(builder.with_root_certificates(roots).with_no_client_auth());
+    }
+    let checked = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
+        .build()
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+    Ok(builder
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyName(checked)))
+        .with_no_client_auth())
+}
+
+/// `prefer` and `require`, as libpq reads them: encrypted, the
+/// certificate not checked (its signature of the handshake still is).
+#[derive(Debug)]
+struct Unchecked(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for Unchecked {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `verify-ca`: the chain checked against the roots, not the host name.
+#[derive(Debug)]
+struct AnyName(std::sync::Arc<rustls::client::WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        use rustls::{CertificateError, Error};
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
 /// The password when the URL has none: `PGPASSWORD`, else the file's.
 fn password_from(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<String>, String> {
     if let Some(password) = var("PGPASSWORD").filter(|p| !p.is_empty()) {
@@ -85,12 +220,9 @@ impl PgStore {
                 config.password(password);
             }
         }
-        let mut tls = native_tls::TlsConnector::builder();
-        tls.danger_accept_invalid_certs(verify == Verify::Nothing)
-            .danger_accept_invalid_hostnames(verify != Verify::CertificateAndHost);
-        let connector = tls.build().map_err(|e| failed(format!("TLS: {e}")))?;
+        let tls = tls_config(verify).map_err(|e| failed(format!("TLS: {e}")))?;
         let client = config
-            .connect(postgres_native_tls::MakeTlsConnector::new(connector))
+            .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
             .map_err(|e| failed(format!("cannot connect: {}", describe(&e))))?;
         let mut store = PgStore { location, client };
         store.migrate()?;
@@ -661,6 +793,17 @@ impl Store for PgStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_tls_mode_builds_its_client() {
+        for verify in [
+            Verify::Nothing,
+            Verify::Certificate,
+            Verify::CertificateAndHost,
+        ] {
+            assert!(tls_config(verify).is_ok(), "{verify:?}");
+        }
+    }
 
     #[test]
     fn sslmodes_read_as_libpq_reads_them() {
