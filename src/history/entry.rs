@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::origin::Origin;
 use crate::results::{CaseResult, RunResults};
+use crate::vocabulary::CaseStatus;
 
 /// How a run came into the history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -116,6 +117,27 @@ pub mod names {
     }
 }
 
+/// Now, as the history writes a moment: RFC 3339 with milliseconds, in
+/// the local offset.
+pub fn now_text() -> String {
+    chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, false)
+}
+
+/// A value as the history stores JSON: its text.
+pub(super) fn json_text(value: &impl Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+}
+
+impl CaseEntry {
+    /// Whether the case stands in its run: it passed, or pytest skipped
+    /// it (`CaseStatus::ok`, from its status as results.json words it).
+    pub fn passed(&self) -> bool {
+        [CaseStatus::Passed, CaseStatus::Skipped]
+            .iter()
+            .any(|ok| ok.as_str() == self.status)
+    }
+}
+
 fn masked(text: &str) -> String {
     crate::redact::mask_written(text).into_owned()
 }
@@ -136,7 +158,7 @@ impl RunEntry {
             run_id: masked(run_id),
             started_at: results.started_at.clone(),
             started_ms: started.map_or(0, |t| t.timestamp_millis()),
-            recorded_at: chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, false),
+            recorded_at: now_text(),
             recorded_by: by,
             suite: masked(&results.suite.name),
             suite_fingerprint: fingerprint(results),

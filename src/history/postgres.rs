@@ -23,10 +23,9 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-use super::entry::{CaseEntry, Figure, RecordedBy, RunEntry};
+use super::entry::{CaseEntry, Figure, RecordedBy, RunEntry, json_text, now_text};
 use super::schema::{Dialect, KNOWN, MARKER_TABLE, MIGRATIONS, TABLES, for_dialect};
 use super::{Acceptance, HistoryError, Point, Query, Recorded, RunHead, Series, Store};
-use crate::vocabulary::CaseStatus;
 
 /// The advisory lock migrations hold ("oomgate" in ASCII).
 const MIGRATION_LOCK: i64 = 0x006f_6f6d_6761_7465;
@@ -287,7 +286,7 @@ impl PgStore {
             transaction
                 .execute(
                     "INSERT INTO oomgate_history (version, oomgate_version, applied_at) VALUES ($1, $2, $3)",
-                    &[&(at as i32 + 1), &env!("CARGO_PKG_VERSION"), &now()],
+                    &[&(at as i32 + 1), &env!("CARGO_PKG_VERSION"), &now_text()],
                 )
                 .map_err(fail)?;
         }
@@ -316,20 +315,6 @@ fn describe(error: &postgres::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-fn now() -> String {
-    chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, false)
-}
-
-fn json_text(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
-}
-
-fn case_passed(status: &str) -> bool {
-    [CaseStatus::Passed, CaseStatus::Skipped]
-        .iter()
-        .any(|ok| ok.as_str() == status)
 }
 
 /// The runs a query chooses, newest first: `$1` suite, `$2` branch, `$3`
@@ -500,7 +485,7 @@ impl Store for PgStore {
                     ],
                 )
                 .map_err(fail)?;
-            let passed = i32::from(case_passed(&case.status));
+            let passed = i32::from(case.passed());
             for (name, figure) in &case.figures {
                 transaction
                     .execute(

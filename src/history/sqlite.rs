@@ -16,10 +16,9 @@ use rusqlite::{
     Connection, OpenFlags, OptionalExtension, Row, ToSql, TransactionBehavior, named_params, params,
 };
 
-use super::entry::{CaseEntry, Figure, RecordedBy, RunEntry};
+use super::entry::{CaseEntry, Figure, RecordedBy, RunEntry, json_text, now_text};
 use super::schema::{Dialect, KNOWN, MARKER_TABLE, MIGRATIONS, for_dialect};
 use super::{Acceptance, HistoryError, Point, Query, Recorded, RunHead, Series, Store};
-use crate::vocabulary::CaseStatus;
 
 /// How long a writer waits for another's lock before it gives up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -192,7 +191,7 @@ fn migrate_once(connection: &mut Connection) -> rusqlite::Result<u32> {
         transaction.execute_batch(&for_dialect(statements, Dialect::Sqlite))?;
         transaction.execute(
             "INSERT INTO oomgate_history (version, oomgate_version, applied_at) VALUES (?1, ?2, ?3)",
-            params![at as u32 + 1, env!("CARGO_PKG_VERSION"), now()],
+            params![at as u32 + 1, env!("CARGO_PKG_VERSION"), now_text()],
         )?;
     }
     transaction.commit()?;
@@ -247,14 +246,6 @@ fn database(location: &str, error: &rusqlite::Error) -> HistoryError {
         location: location.to_string(),
         message,
     }
-}
-
-fn now() -> String {
-    chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, false)
-}
-
-fn json_text(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
 }
 
 impl Store for SqliteStore {
@@ -382,7 +373,7 @@ impl Store for SqliteStore {
                         json_text(&case.checks),
                     ])
                     .map_err(fail)?;
-                let passed = case_passed(&case.status);
+                let passed = case.passed();
                 for (name, figure) in &case.figures {
                     figure_insert
                         .execute(params![
@@ -712,13 +703,6 @@ impl Store for SqliteStore {
         transaction.commit().map_err(fail)?;
         Ok(removed)
     }
-}
-
-/// Whether a case with this status (as results.json words it) stands.
-fn case_passed(status: &str) -> bool {
-    [CaseStatus::Passed, CaseStatus::Skipped]
-        .iter()
-        .any(|ok| ok.as_str() == status)
 }
 
 /// A run's row (its columns from `run_key` on, as `runs` selects them),
