@@ -10,6 +10,7 @@
 //! layout). `docs/architecture.md` is the map.
 
 pub mod baseline;
+pub mod bisect;
 pub mod capacity;
 pub mod clean;
 pub mod cli;

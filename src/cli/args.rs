@@ -100,6 +100,30 @@ pub enum Command {
         "  3    infrastructure error: the out dir or a report cannot be written"
     ))]
     Merge(MergeArgs),
+    /// Find the commit, package version or set of package changes that made a case grow.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  oomgate bisect suite.toml --case train --good v1.4 --bad main --build 'make'\n",
+        "  oomgate bisect suite.toml --case train --package torch --good 2.9.1 --bad 2.10.0\n",
+        "  oomgate bisect suite.toml --case train --good-run good/results.json --bad-run bad/results.json\n",
+        "  git bisect run oomgate bisect suite.toml --case train --check --against good.lock\n\n",
+        "Commits run in worktrees of their own under --out (the checkout is never touched), package\n",
+        "versions in one virtual environment of the bisect's own. Both ends are run first (--repeat\n",
+        "times); each candidate is judged by `oomgate run` against a lock of the good end. A candidate\n",
+        "that does not build, install or start, or fails for a reason that is not memory, is skipped,\n",
+        "never blamed. Writes OUT/bisect.json, OUT/bisect.md, OUT/bisect.log and each step under\n",
+        "OUT/steps/ (docs/bisect.md).\n\n",
+        "Exit codes:\n",
+        "  0    the first bad candidate was found\n",
+        "  1    no answer: the ends do not differ here, or the first bad is one of several skipped\n",
+        "  2    bad input: unknown revision or version, an end that is not what it was said to be\n",
+        "  3    infrastructure: git or the out dir failed\n",
+        "  130  interrupted; worktrees and environment removed, the log kept (--resume continues)\n\n",
+        "With --check (for `git bisect run`): 0 good, 1 bad (memory), 125 cannot tell (no build,\n",
+        "a crash that is not memory, no such case at this commit), 128 bad input or a broken\n",
+        "environment (aborts git bisect)."
+    ))]
+    Bisect(BisectArgs),
     /// Compare two results.json or lock files, running nothing.
     #[command(after_help = concat!(
         "Examples:\n",
@@ -165,8 +189,8 @@ pub struct BudgetsArgs {
     /// `toml`: a `budget = { ... }` line for any case.
     #[arg(long, value_enum, default_value = "marker")]
     pub format: BudgetFormat,
-    /// Only cases whose id contains this text (a whole pytest node id:
-    /// that test alone); repeat to take the union.
+    /// Only cases whose id contains this text (`=ID`: that case alone; a
+    /// whole pytest node id: that test alone); repeat to take the union.
     #[arg(long, value_name = "SUBSTRING")]
     pub filter: Vec<String>,
 }
@@ -191,8 +215,8 @@ fn parse_factor(text: &str) -> Result<f64, String> {
 pub struct PlanArgs {
     /// The suite file.
     pub suite: PathBuf,
-    /// Only cases whose id contains this text (a whole pytest node id:
-    /// that test alone); repeat to take the union.
+    /// Only cases whose id contains this text (`=ID`: that case alone; a
+    /// whole pytest node id: that test alone); repeat to take the union.
     #[arg(long, value_name = "SUBSTRING")]
     pub filter: Vec<String>,
     /// Only this shard of the cases (after --filter): count:M/N deals them
@@ -200,6 +224,10 @@ pub struct PlanArgs {
     /// (stable when cases are added). Every shard computes the same split.
     #[arg(long, value_name = "count:M/N|hash:M/N")]
     pub partition: Option<crate::suite::Partition>,
+    /// Use this interpreter as the suite's `[environment] python` (and for
+    /// `[[pytest]]` tables that name none).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -234,6 +262,10 @@ pub struct RunArgs {
     /// plain lines in CI, on a 0x0 terminal or in a log), bar, lines, none.
     #[arg(long, value_enum, value_name = "STYLE", default_value = "auto")]
     pub progress: ProgressMode,
+    /// Run each case at least N times; the judge takes the repeat that
+    /// stands, as for a case's own `repeat` (which, if larger, stands).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=100))]
+    pub repeat: Option<u32>,
     /// Compare with this lock instead of `<suite>.lock`.
     #[arg(long, value_name = "PATH", conflicts_with = "no_baseline")]
     pub baseline: Option<PathBuf>,
@@ -288,20 +320,101 @@ pub struct AdoptArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct BisectArgs {
+    /// The suite file (for commits: its path in the repository).
+    pub suite: PathBuf,
+    /// The case to bisect: its whole id.
+    #[arg(long, value_name = "ID")]
+    pub case: String,
+    /// The good end: a commit (any git revision), or with --package a version.
+    #[arg(long, value_name = "REV|VERSION")]
+    pub good: Option<String>,
+    /// The bad end: a commit, or with --package a version.
+    #[arg(long, value_name = "REV|VERSION")]
+    pub bad: Option<String>,
+    /// A shell command run in each commit's worktree before the case
+    /// (with --check: here); one that fails skips the commit.
+    #[arg(long, value_name = "CMD")]
+    pub build: Option<String>,
+    /// Every commit of the range, not only those along first parents
+    /// (where a merge is one step).
+    #[arg(long)]
+    pub all_parents: bool,
+    /// Find every step in the range, not only the first.
+    #[arg(long)]
+    pub all_steps: bool,
+    /// Bisect this package's versions from --good to --bad.
+    #[arg(long, value_name = "NAME")]
+    pub package: Option<String>,
+    /// Bisect the package changes between this run's results.json
+    /// (good) and --bad-run's; with --package, pin the other packages
+    /// to this run's versions.
+    #[arg(long, value_name = "RESULTS")]
+    pub good_run: Option<PathBuf>,
+    /// The bad run's results.json (with --good-run).
+    #[arg(long, value_name = "RESULTS", requires = "good_run")]
+    pub bad_run: Option<PathBuf>,
+    /// Also look for packages in this folder (pip's --find-links).
+    #[arg(long, value_name = "DIR")]
+    pub find_links: Vec<PathBuf>,
+    /// Take packages from this index instead of pip's configured one.
+    #[arg(long, value_name = "URL")]
+    pub index_url: Option<String>,
+    /// No index: only --find-links.
+    #[arg(long)]
+    pub no_index: bool,
+    /// Pre-releases and nightlies count as versions.
+    #[arg(long)]
+    pub pre: bool,
+    /// Judge the case here, once, for `git bisect run` (exit 0 good, 1
+    /// bad, 125 cannot tell, 128 bad input).
+    #[arg(long, conflicts_with_all = ["good", "bad", "package", "good_run", "all_steps", "resume"])]
+    pub check: bool,
+    /// With --check: judge against this lock or good run's results.json
+    /// (else by the case's budgets and limits alone).
+    #[arg(long, value_name = "PATH", requires = "check")]
+    pub against: Option<PathBuf>,
+    /// Run each end and each candidate at least N times: a bad verdict
+    /// must pass the good end's spread.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=100))]
+    pub repeat: Option<u32>,
+    /// The bisect's folder (default: a new one in the system's temporary
+    /// directory, printed).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Also write bisect.json here.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Continue the bisect in --out: the steps it ran are taken, not run again.
+    #[arg(long, requires = "out")]
+    pub resume: bool,
+    /// GPU mode for each run; see `run --help`.
+    #[arg(long, value_name = "MODE", value_parser = pool::parse_gpu_mode)]
+    pub gpu: Option<GpuMode>,
+    /// Host memory method for each run; see `run --help`.
+    #[arg(long, value_enum, value_name = "METHOD")]
+    pub host_method: Option<HostMode>,
+}
+
+#[derive(Debug, Args)]
 pub struct LockArgs {
     /// The suite file.
     pub suite: PathBuf,
     /// Lock this results.json (e.g. a CI artifact) instead of running the suite.
     #[arg(long, value_name = "RESULTS")]
     pub from: Option<PathBuf>,
-    /// Only cases whose id contains this text (a whole pytest node id:
-    /// that test alone); the others keep their locked baseline. Repeat to
-    /// take the union.
+    /// Only cases whose id contains this text (`=ID`: that case alone; a
+    /// whole pytest node id: that test alone); the others keep their
+    /// locked baseline. Repeat to take the union.
     #[arg(long, value_name = "SUBSTRING")]
     pub filter: Vec<String>,
     /// Write the lock here instead of `<suite>.lock`.
     #[arg(long, value_name = "PATH")]
     pub output: Option<PathBuf>,
+    /// Use this interpreter as the suite's `[environment] python` (and for
+    /// `[[pytest]]` tables that name none).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<String>,
     /// Folder for the run's reports (without --from).
     #[arg(long, value_name = "DIR", default_value = "oomgate-out")]
     pub out: PathBuf,

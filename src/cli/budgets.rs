@@ -26,7 +26,13 @@ pub fn budgets(args: &BudgetsArgs) -> Result<Outcome, CliError> {
     let chosen: Vec<&CaseResult> = results
         .cases
         .iter()
-        .filter(|c| args.filter.is_empty() || args.filter.iter().any(|f| c.id.contains(f.as_str())))
+        .filter(|c| {
+            args.filter.is_empty()
+                || args
+                    .filter
+                    .iter()
+                    .any(|f| crate::suite::filter_matches(&c.id, f))
+        })
         .collect();
     if chosen.is_empty() {
         return Err(CliError::BadInput(format!(

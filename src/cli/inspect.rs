@@ -12,7 +12,7 @@ use crate::units::{Bytes, format_duration};
 
 /// `oomgate check`: the expanded plan, in full.
 pub fn check(args: &PlanArgs) -> Result<Outcome, CliError> {
-    let suite = super::shared::load_collected(&args.suite)?;
+    let suite = super::shared::load_collected(&args.suite, args.python.as_deref())?;
     let cases = shard(&suite, &args.filter, args.partition)?;
     write_stdout(&describe_plan(&suite, &cases));
     Ok(Outcome::Passed)
@@ -20,7 +20,7 @@ pub fn check(args: &PlanArgs) -> Result<Outcome, CliError> {
 
 /// `oomgate list`: one id per line.
 pub fn list(args: &PlanArgs) -> Result<Outcome, CliError> {
-    let suite = super::shared::load_collected(&args.suite)?;
+    let suite = super::shared::load_collected(&args.suite, args.python.as_deref())?;
     let ids: String = shard(&suite, &args.filter, args.partition)?
         .iter()
         .map(|case| format!("{}\n", case.id))
@@ -64,7 +64,7 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome, CliError> {
     let suite = args
         .suite
         .as_deref()
-        .map(super::shared::load_suite)
+        .map(|path| super::shared::load_suite(path, None))
         .transpose()?;
     let text = render_diff(&before, &after, suite.as_ref());
     write_stdout(&text.text);

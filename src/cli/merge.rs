@@ -39,7 +39,7 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
     let suite = args
         .suite
         .as_deref()
-        .map(super::shared::load_suite)
+        .map(|path| super::shared::load_suite(path, None))
         .transpose()?;
     let out_dir = std::path::absolute(&args.out).map_err(|e| {
         CliError::Infrastructure(format!("cannot resolve {}: {e}", args.out.display()))

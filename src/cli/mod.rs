@@ -10,11 +10,13 @@
 //! clap definitions, `shared` what every subcommand uses (the errors and
 //! their codes, loading a suite, printing); `run` holds the commands that
 //! run a suite (`run`, `lock`), `merge` the one that joins the results of
-//! a suite's shards, `inspect` those that only read (`check`, `list`,
+//! a suite's shards, `bisect` the one that finds what made a case grow,
+//! `inspect` those that only read (`check`, `list`,
 //! `gpus`, `diff`), `budgets` and `sites` theirs. This file only
 //! dispatches.
 
 mod args;
+mod bisect;
 mod budgets;
 mod history;
 mod inspect;
@@ -40,6 +42,7 @@ pub fn execute(cli: Cli) -> Result<Outcome, CliError> {
         Command::Gpus(args) => inspect::gpus(&args),
         Command::Diff(args) => inspect::diff(&args),
         Command::Merge(args) => merge::merge(&args),
+        Command::Bisect(args) => bisect::bisect(&args),
         Command::Budgets(args) => budgets::budgets(&args),
         Command::Sites(args) => sites::sites(&args),
         Command::History(command) => history::history(&command),

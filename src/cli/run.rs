@@ -30,7 +30,13 @@ enum BaselineChoice {
 
 /// `oomgate run`: load, plan, run, judge.
 pub fn run(args: &RunArgs) -> Result<Outcome, CliError> {
-    let (suite, parked) = super::shared::load_to_run(&args.plan.suite)?;
+    let (mut suite, parked) =
+        super::shared::load_to_run(&args.plan.suite, args.plan.python.as_deref())?;
+    if let Some(repeat) = args.repeat {
+        for case in &mut suite.cases {
+            case.repeat = case.repeat.max(repeat);
+        }
+    }
     let cases = shard(&suite, &args.plan.filter, args.plan.partition)?;
     let choice = match (&args.baseline, args.no_baseline) {
         (_, true) => BaselineChoice::None,
@@ -105,10 +111,10 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
     // Results to lock (`--from`) name their pytest cases: no collection.
     let (mut suite, parked) = match args.from {
         Some(_) => (
-            super::shared::load_suite(&args.suite)?,
+            super::shared::load_suite(&args.suite, args.python.as_deref())?,
             crate::pytest::session::Parked::default(),
         ),
-        None => super::shared::load_to_run(&args.suite)?,
+        None => super::shared::load_to_run(&args.suite, args.python.as_deref())?,
     };
     if let Some(repeat) = args.repeat {
         for case in &mut suite.cases {
@@ -159,8 +165,11 @@ pub fn lock(args: &LockArgs) -> Result<Outcome, CliError> {
             let mut view = crate::results::readback::parse(&text)
                 .map_err(|why| CliError::BadInput(format!("{}: {why}", results_path.display())))?;
             if !args.filter.is_empty() {
-                view.cases
-                    .retain(|c| args.filter.iter().any(|f| c.id.contains(f.as_str())));
+                view.cases.retain(|c| {
+                    args.filter
+                        .iter()
+                        .any(|f| crate::suite::filter_matches(&c.id, f))
+                });
                 if view.cases.is_empty() {
                     return Err(CliError::BadInput(format!(
                         "no case of {} matches --filter {}",

@@ -16,6 +16,11 @@ pub enum Outcome {
     CasesFailed = 1,
     BadInput = 2,
     Infrastructure = 3,
+    /// `bisect --check`: this commit cannot be judged (`git bisect`'s skip).
+    CannotTell = 125,
+    /// `bisect --check`: bad input or a broken environment, not the
+    /// figure's answer (`git bisect run` aborts).
+    BisectAbort = 128,
     Interrupted = 130,
 }
 
@@ -73,27 +78,34 @@ impl CliError {
 /// every env layer, its secret flags' values and its `redact` patterns are
 /// masked in everything written from here on (see `crate::redact`). Its
 /// warnings are said here, once.
-pub(super) fn load_suite(path: &std::path::Path) -> Result<Suite, CliError> {
-    load(path, None).map(|(suite, _)| suite)
+pub(super) fn load_suite(path: &std::path::Path, python: Option<&str>) -> Result<Suite, CliError> {
+    load(path, python, None).map(|(suite, _)| suite)
 }
 
 /// Load a suite as [`load_suite`] does, and collect its `[[pytest]]` tests
 /// into cases (imports the test modules: pytest runs).
-pub(super) fn load_collected(path: &std::path::Path) -> Result<Suite, CliError> {
-    load(path, Some(crate::pytest::Collecting::Only)).map(|(suite, _)| suite)
+pub(super) fn load_collected(
+    path: &std::path::Path,
+    python: Option<&str>,
+) -> Result<Suite, CliError> {
+    load(path, python, Some(crate::pytest::Collecting::Only)).map(|(suite, _)| suite)
 }
 
 /// Load a suite to run it: a `[[pytest]]` whose tests share a session is
 /// collected by that session, which then runs them: the sessions, parked.
-pub(super) fn load_to_run(path: &std::path::Path) -> Result<(Suite, Parked), CliError> {
-    load(path, Some(crate::pytest::Collecting::Session))
+pub(super) fn load_to_run(
+    path: &std::path::Path,
+    python: Option<&str>,
+) -> Result<(Suite, Parked), CliError> {
+    load(path, python, Some(crate::pytest::Collecting::Session))
 }
 
 fn load(
     path: &std::path::Path,
+    python: Option<&str>,
     collect: Option<crate::pytest::Collecting>,
 ) -> Result<(Suite, Parked), CliError> {
-    let mut suite = crate::suite::load(path)?;
+    let mut suite = crate::suite::load_with(path, python)?;
     let mut notes = Vec::new();
     let mut parked = Parked::default();
     if let Some(how) = collect {

@@ -10,6 +10,7 @@
 //! `render` of the results model, so adding one touches nothing else, and
 //! how often a format is written is never the format's own decision.
 
+pub mod bisect;
 pub mod github;
 pub mod history;
 pub mod html;

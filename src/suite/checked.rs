@@ -54,7 +54,8 @@ pub struct Suite {
 }
 
 impl Suite {
-    /// Cases whose id contains any of the substrings (all cases when none).
+    /// Cases whose id contains any of the substrings (all cases when none);
+    /// see [`filter_matches`] for `=ID` and whole pytest node ids.
     pub fn filtered(&self, filters: &[String]) -> Vec<&Case> {
         // A whole pytest node id names one test: `test_npv` must not also
         // take `test_npv_decimal`. Any other text is a substring, so a
@@ -66,11 +67,21 @@ impl Suite {
             .collect();
         let matches = |case: &Case, filter: &str| match whole.contains(&filter) {
             true => case.id == filter,
-            false => case.id.contains(filter),
+            false => filter_matches(&case.id, filter),
         };
         self.cases
             .iter()
             .filter(|case| filters.is_empty() || filters.iter().any(|f| matches(case, f)))
             .collect()
+    }
+}
+
+/// Whether a case id is taken by one `--filter`: `=ID` takes that id
+/// alone (nextest's `test(=name)`), any other text every id containing
+/// it.
+pub fn filter_matches(id: &str, filter: &str) -> bool {
+    match filter.strip_prefix('=') {
+        Some(whole) => id == whole,
+        None => id.contains(filter),
     }
 }

@@ -30,7 +30,7 @@ use std::path::Path;
 
 pub use budget::{Budget, BudgetKind, BudgetValue, Takes};
 pub use case::{Case, PytestSession};
-pub use checked::Suite;
+pub use checked::{Suite, filter_matches};
 pub use located::{Diagnostic, Located, SuiteError};
 pub use model::{
     Creep, CreepAction, DEFAULT_CREEP_WINDOW, DEFAULT_KILL_GRACE, DEFAULT_SAMPLE_INTERVAL,
@@ -53,6 +53,14 @@ pub use template::{Templates, fnv1a, folder_name, shell_join};
 pub use validate::needs_own_process;
 
 pub fn load(path: &Path) -> Result<Suite, SuiteError> {
+    load_with(path, None)
+}
+
+/// Load a suite as [`load`] does, with `python` (when given) as its
+/// `[environment] python` and the interpreter of `[[pytest]]` tables that
+/// name none (`--python`; `oomgate bisect` runs a case in an environment
+/// of its own this way).
+pub fn load_with(path: &Path, python: Option<&str>) -> Result<Suite, SuiteError> {
     let read_error = |source| SuiteError::Read {
         path: path.to_path_buf(),
         source,
@@ -73,7 +81,7 @@ pub fn load(path: &Path) -> Result<Suite, SuiteError> {
         source,
     })?;
     let folder = absolute.parent().unwrap_or(Path::new("/")).to_path_buf();
-    parse(&source, path, &folder)
+    parse_with(&source, path, &folder, python)
 }
 
 /// A suite that is not UTF-8 (TOML is): a located error at its first
@@ -104,6 +112,16 @@ fn not_utf8(path: &Path, error: std::string::FromUtf8Error) -> SuiteError {
 /// Validate suite text. `path` is only used in messages; relative paths in
 /// the suite resolve from `folder`.
 pub fn parse(source: &str, path: &Path, folder: &Path) -> Result<Suite, SuiteError> {
+    parse_with(source, path, folder, None)
+}
+
+/// [`parse`], with `python` as `[environment] python` (see [`load_with`]).
+fn parse_with(
+    source: &str,
+    path: &Path,
+    folder: &Path,
+    python: Option<&str>,
+) -> Result<Suite, SuiteError> {
     let invalid = |diagnostics: Vec<Diagnostic>| SuiteError::Invalid {
         path: path.to_path_buf(),
         problems: diagnostics
@@ -116,7 +134,7 @@ pub fn parse(source: &str, path: &Path, folder: &Path) -> Result<Suite, SuiteErr
     // Every unknown key at once: each is noted and taken out of the
     // document, and the rest is read again (serde stops at the first).
     let mut problems = Vec::new();
-    let raw = loop {
+    let mut raw = loop {
         use serde::Deserialize;
         match raw::RawSuiteFile::deserialize(toml::de::Deserializer::from(document.clone())) {
             Ok(raw) => break raw,
@@ -134,6 +152,9 @@ pub fn parse(source: &str, path: &Path, folder: &Path) -> Result<Suite, SuiteErr
             }
         }
     };
+    if let Some(python) = python {
+        override_python(&mut raw, python);
+    }
     match validate::validate(raw, source, path, folder) {
         Ok(suite) if problems.is_empty() => Ok(suite),
         Ok(_) => Err(invalid(problems)),
@@ -142,6 +163,24 @@ pub fn parse(source: &str, path: &Path, folder: &Path) -> Result<Suite, SuiteErr
             Err(invalid(problems))
         }
     }
+}
+
+/// Put `python` in the suite's `[environment]` (made when it has none),
+/// as if the file said it; its span is the table's, or the file's start.
+fn override_python(raw: &mut raw::RawSuiteFile, python: &str) {
+    let environment = raw.environment.get_or_insert_with(|| {
+        toml::Spanned::new(
+            0..0,
+            raw::RawEnvironment {
+                python: None,
+                packages: None,
+                freeze: None,
+                commands: None,
+            },
+        )
+    });
+    let span = environment.span();
+    environment.get_mut().python = Some(toml::Spanned::new(span, python.to_string()));
 }
 
 /// The most unknown keys reported from one suite (the rest are left to

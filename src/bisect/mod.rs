@@ -1,0 +1,219 @@
+//! `oomgate bisect`: which commit, which package version or which set of
+//! package changes made a case grow.
+//!
+//! Three axes, one way through: the candidates of an axis (`commits`:
+//! a git range, each in a worktree of its own; `versions`: one package's
+//! versions from the index, installed in turn into one virtual
+//! environment; `sets`: subsets of the package changes between two runs)
+//! are prepared one at a time and the case is run there by `oomgate run`
+//! itself (the same runner, the same judge), judged against a lock made
+//! from the good end's run. [`verdict::classify`] reads the judge's
+//! verdict as good, bad or cannot-tell; [`search`] chooses the next
+//! candidate (binary search, or delta debugging over a set). Both ends
+//! are proved first: a bad end that passes against the good end's lock
+//! stops the bisect as not reproducible here. The words of the answer
+//! live in `crate::report::bisect`; the command line in `crate::cli`.
+
+mod commits;
+mod drive;
+mod folder;
+pub mod git;
+mod packages;
+pub mod pip;
+pub mod search;
+mod spawn;
+pub mod verdict;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+pub use drive::{Progress, bisect, check, run_flags};
+pub use folder::{MARKER, TEMP_PREFIX};
+pub use search::Verdict;
+
+/// What a bisect is asked.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The suite, as the user named it.
+    pub suite: PathBuf,
+    /// The case's id (exactly).
+    pub case: String,
+    /// The bisect's folder: steps, logs, worktrees, the environment.
+    pub out: PathBuf,
+    /// Each candidate (and each end) at least this many times.
+    pub repeat: Option<u32>,
+    /// Take the steps a bisect in `out` already ran.
+    pub resume: bool,
+    /// Flags handed to each `oomgate run` (`--gpu`, `--host-method`).
+    pub run_flags: Vec<OsString>,
+}
+
+/// Where to look.
+#[derive(Debug, Clone)]
+pub enum Range {
+    /// The commits after `good` up to `bad`.
+    Commits {
+        good: String,
+        bad: String,
+        /// A shell command run in each candidate's worktree first.
+        build: Option<String>,
+        /// Every commit of the range, not only first parents.
+        all_parents: bool,
+        all_steps: bool,
+    },
+    /// One package's versions from `good` to `bad`.
+    Versions {
+        package: String,
+        good: String,
+        bad: String,
+        index: pip::Index,
+        /// Pin every other package as this run recorded it.
+        pins_from: Option<PathBuf>,
+        all_steps: bool,
+    },
+    /// The package changes between two runs' recorded environments.
+    Sets {
+        good_run: PathBuf,
+        bad_run: PathBuf,
+        index: pip::Index,
+    },
+}
+
+/// Which axis a bisect searched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Axis {
+    Commits,
+    Versions,
+    PackageSet,
+}
+
+/// What a step was in the search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    GoodEnd,
+    BadEnd,
+    Step,
+}
+
+/// One candidate: a commit, a version, a set of package changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Candidate {
+    /// Its full name: a commit's whole hash, a version, the set's pins
+    /// (`torch==2.10.0 triton==3.5.0`).
+    pub id: String,
+    /// As the terminal shows it: 12 characters of a hash, a version.
+    pub label: String,
+    /// A commit's subject line.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subject: String,
+}
+
+/// One run of a candidate, as the judge left it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub candidate: Candidate,
+    pub role: Role,
+    pub verdict: Verdict,
+    /// Why it is bad or cannot be told (the judge's words), or why it did
+    /// not run (does not build, install or start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub host_peak_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_peak_method: Option<String>,
+    pub gpu_peak_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_peak_method: Option<String>,
+    /// The case's folder of this run (logs, timeline, snapshots).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub case_folder: Option<PathBuf>,
+    /// Taken from the bisect that ran it before (`--resume`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
+    /// The run's case and environment, for the answer's why.
+    #[serde(skip)]
+    pub ran: Option<Box<Ran>>,
+}
+
+/// What a step's run left: its case's result, and the environment.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub case: crate::results::CaseResult,
+    pub environment: crate::environment::Environment,
+}
+
+/// A step found: the last good and first bad candidate, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub last_good: Step,
+    pub first_bad: Step,
+    /// Candidates between the two that could not be judged: when any,
+    /// the first bad is one of them or `first_bad`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub maybe_first_bad: Vec<Candidate>,
+    /// The environment's changes from one to the other.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<String>,
+    /// The allocation sites that grew, when the case writes torch
+    /// memory snapshots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sites: Option<String>,
+    /// What restores the good figure: a pin, for the package axes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restore: Option<String>,
+}
+
+/// How a bisect ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ending {
+    /// The first bad candidate is known.
+    Found,
+    /// The bad end does not fail against the good end here.
+    NotReproducible,
+    /// The first bad is one of several that could not be judged.
+    Undecided,
+    Interrupted,
+}
+
+/// A bisect's answer and its record.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bisected {
+    pub axis: Axis,
+    pub suite: PathBuf,
+    pub case: String,
+    /// The package bisected (the versions axis).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    pub ending: Ending,
+    /// Every step found (one without `--all-steps`), in order.
+    pub findings: Vec<Finding>,
+    /// Every run, in the order made (ends first).
+    pub steps: Vec<Step>,
+    /// Runs made by this bisect (steps taken from a resumed one are not).
+    pub runs: usize,
+    /// Candidates strictly between the ends.
+    pub candidates: usize,
+    /// ⌈log2⌉ of what a binary search had to tell apart: the most runs
+    /// between the ends it needs when nothing is skipped.
+    pub bound: u32,
+    pub out: PathBuf,
+}
+
+/// Why a bisect stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum BisectError {
+    /// The user's input is wrong, or the ends are not what they were
+    /// said to be: nothing to bisect.
+    #[error("{0}")]
+    BadInput(String),
+    /// oomgate's surroundings failed it: git, the out dir.
+    #[error("{0}")]
+    Infrastructure(String),
+    #[error("interrupted")]
+    Interrupted,
+}

@@ -1,0 +1,442 @@
+//! The package axes: one package's versions, or subsets of the package
+//! changes between two runs, installed in turn into one virtual
+//! environment of the bisect's own.
+
+use std::path::{Path, PathBuf};
+
+use super::drive::{Driver, Place, Prepare, PrepareLinear, Prepared};
+use super::pip::{self, Frozen, Index, Venv};
+use super::{BisectError, Candidate, Options};
+use crate::run::Interrupt;
+
+/// The environment a package bisect runs in: made once from the suite's
+/// interpreter's packages (or a run's), every pin but the bisected
+/// packages' held by a constraints file.
+pub(super) struct Environment {
+    venv: Venv,
+    index: Index,
+    /// `name==version` of every package that is not bisected.
+    constraints: PathBuf,
+}
+
+impl Environment {
+    /// Make the environment in `out/env`: the suite's interpreter's
+    /// packages, with `recorded` (a run's versions) over them, less
+    /// `bisected`.
+    fn make(
+        driver: &mut Driver<'_>,
+        index: Index,
+        recorded: &std::collections::BTreeMap<String, String>,
+        bisected: &[String],
+    ) -> Result<Environment, BisectError> {
+        let suite = crate::suite::load(&driver.options.suite)
+            .map_err(|e| BisectError::BadInput(e.to_string()))?;
+        let python = suite
+            .environment
+            .python
+            .clone()
+            .unwrap_or_else(|| "python3".into());
+        let folder = std::path::absolute(&driver.options.suite)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .unwrap_or_default();
+        let base = pip::interpreter(&python, &folder).map_err(BisectError::BadInput)?;
+        let frozen = pip::freeze(&base).map_err(|e| {
+            BisectError::BadInput(format!(
+                "cannot list the packages of {}: {e}",
+                base.display()
+            ))
+        })?;
+        let skip = |name: &str| bisected.iter().any(|b| pip::normalise(b) == name);
+        let mut pins: std::collections::BTreeMap<String, String> =
+            std::collections::BTreeMap::new();
+        let mut others = Vec::new();
+        for line in frozen {
+            match line {
+                Frozen::Pin { name, version } => {
+                    pins.insert(name, version);
+                }
+                Frozen::Other(line) => others.push(line),
+            }
+        }
+        for (name, version) in recorded {
+            let name = pip::normalise(name);
+            match version.as_str() {
+                crate::environment::ABSENT => pins.remove(&name),
+                _ => pins.insert(name, version.clone()),
+            };
+        }
+        pins.retain(|name, _| !skip(name));
+        let setup = driver.options.out.join("env-setup");
+        std::fs::create_dir_all(&setup).map_err(|e| {
+            BisectError::Infrastructure(format!("cannot make {}: {e}", setup.display()))
+        })?;
+        let log = setup.join("setup.log");
+        driver.progress.note(&format!(
+            "making the environment {} from {} ({} packages pinned)",
+            driver.options.out.join("env").display(),
+            base.display(),
+            pins.len()
+        ));
+        let fail = |e: pip::Failed| match e {
+            pip::Failed::Interrupted => BisectError::Interrupted,
+            pip::Failed::Said(why) => BisectError::BadInput(format!(
+                "cannot make the bisect's environment: {why} (log: {})",
+                log.display()
+            )),
+        };
+        let venv = Venv::create(
+            &base,
+            &driver.options.out.join("env"),
+            &log,
+            &driver.interrupt,
+        )
+        .map_err(fail)?;
+        let constraints = setup.join("constraints.txt");
+        let pinned: Vec<String> = pins.iter().map(|(n, v)| format!("{n}=={v}")).collect();
+        std::fs::write(&constraints, pinned.join("\n") + "\n").map_err(|e| {
+            BisectError::Infrastructure(format!("cannot write {}: {e}", constraints.display()))
+        })?;
+        let mut requirements = pinned;
+        requirements.extend(others);
+        let environment = Environment {
+            venv,
+            index,
+            constraints,
+        };
+        environment
+            .install(&requirements, false, true, &setup, &driver.interrupt)
+            .map_err(fail)?;
+        Ok(environment)
+    }
+
+    /// Install `requirements` (a requirements file's lines) in the
+    /// environment, logged in `folder/install.log`.
+    fn install(
+        &self,
+        requirements: &[String],
+        constrained: bool,
+        no_deps: bool,
+        folder: &Path,
+        interrupt: &Interrupt,
+    ) -> Result<(), pip::Failed> {
+        if requirements.is_empty() {
+            return Ok(());
+        }
+        let file = folder.join("requirements.txt");
+        std::fs::write(&file, requirements.join("\n") + "\n")
+            .map_err(|e| pip::Failed::Said(format!("cannot write {}: {e}", file.display())))?;
+        let lines = vec!["-r".to_string(), file.display().to_string()];
+        self.venv.install(
+            &lines,
+            constrained.then_some(self.constraints.as_path()),
+            no_deps,
+            &self.index,
+            &folder.join("install.log"),
+            interrupt,
+        )
+    }
+
+    fn place(&self, options: &Options) -> Place {
+        Place {
+            cwd: std::env::current_dir().unwrap_or_else(|_| options.out.clone()),
+            suite: options.suite.clone(),
+            python: Some(self.venv.python()),
+        }
+    }
+
+    fn clean_up(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.venv.dir);
+    }
+}
+
+/// The versions axis: one package's versions, installed in turn.
+pub(super) struct Versions {
+    env: Environment,
+    package: String,
+    candidates: Vec<Candidate>,
+    options: Options,
+}
+
+impl Versions {
+    pub(super) fn new(
+        driver: &mut Driver<'_>,
+        package: &str,
+        good: &str,
+        bad: &str,
+        index: Index,
+        pins_from: Option<&Path>,
+    ) -> Result<Versions, BisectError> {
+        let recorded = match pins_from {
+            Some(path) => recorded_packages(path)?.0,
+            None => Default::default(),
+        };
+        let env = Environment::make(driver, index, &recorded, &[package.to_string()])?;
+        let listed = env
+            .venv
+            .versions(package, &env.index)
+            .map_err(BisectError::BadInput)?;
+        let position = |version: &str| {
+            listed.iter().position(|v| v == version).ok_or_else(|| {
+                BisectError::BadInput(format!(
+                    "the index has no version {version} of {package} (it lists {}){}",
+                    listed.join(", "),
+                    if version.contains(|c: char| c.is_ascii_alphabetic()) {
+                        "; --pre lists pre-releases"
+                    } else {
+                        ""
+                    }
+                ))
+            })
+        };
+        let (g, b) = (position(good)?, position(bad)?);
+        if g == b {
+            return Err(BisectError::BadInput(format!(
+                "--good and --bad are both {good}"
+            )));
+        }
+        let versions: Vec<String> = match g < b {
+            true => listed[g..=b].to_vec(),
+            false => listed[b..=g].iter().rev().cloned().collect(),
+        };
+        let candidates = versions
+            .into_iter()
+            .map(|v| Candidate {
+                label: format!("{package}-{v}"),
+                id: v,
+                subject: String::new(),
+            })
+            .collect();
+        Ok(Versions {
+            env,
+            package: package.to_string(),
+            candidates,
+            options: driver.options.clone(),
+        })
+    }
+}
+
+impl Prepare for Versions {
+    fn prepare(
+        &mut self,
+        at: usize,
+        folder: &Path,
+        interrupt: &Interrupt,
+    ) -> Result<Prepared, BisectError> {
+        let requirement = format!("{}=={}", self.package, self.candidates[at].id);
+        match self
+            .env
+            .install(&[requirement], true, false, folder, interrupt)
+        {
+            Ok(()) => Ok(Prepared::Ready(self.env.place(&self.options))),
+            Err(pip::Failed::Interrupted) => Err(BisectError::Interrupted),
+            Err(pip::Failed::Said(why)) => Ok(Prepared::Skip(format!("does not install: {why}"))),
+        }
+    }
+
+    fn release(&mut self, _at: usize) {}
+
+    fn clean_up(&mut self) {
+        self.env.clean_up();
+    }
+}
+
+impl PrepareLinear for Versions {
+    fn candidates(&self) -> &[Candidate] {
+        &self.candidates
+    }
+    fn as_prepare(&mut self) -> &mut dyn Prepare {
+        self
+    }
+}
+
+/// One package's change between two runs; `None` where it is absent.
+#[derive(Debug, Clone)]
+pub(super) struct Change {
+    name: String,
+    good: Option<String>,
+    bad: Option<String>,
+}
+
+impl Change {
+    fn as_in(&self, bad: bool) -> Option<String> {
+        match bad {
+            true => self.bad.clone(),
+            false => self.good.clone(),
+        }
+    }
+
+    /// The pin that puts it back as the good run had it.
+    pub(super) fn restore(&self) -> String {
+        match &self.good {
+            Some(version) => format!("'{}=={version}'", self.name),
+            None => format!("(uninstall {})", self.name),
+        }
+    }
+
+    fn shown(&self, bad: bool) -> String {
+        match self.as_in(bad) {
+            Some(version) => format!("{}=={version}", self.name),
+            None => format!("{} absent", self.name),
+        }
+    }
+}
+
+/// The package-set axis: subsets of the changes between two runs.
+pub(super) struct Sets {
+    env: Environment,
+    pub(super) changes: Vec<Change>,
+    /// The subsets the current call to `prepare` chooses among.
+    pub(super) current: Vec<Vec<usize>>,
+    options: Options,
+}
+
+impl Sets {
+    pub(super) fn new(
+        driver: &mut Driver<'_>,
+        good_run: &Path,
+        bad_run: &Path,
+        index: Index,
+    ) -> Result<Sets, BisectError> {
+        let (good, good_case) = recorded_packages(good_run)?;
+        let (bad, bad_case) = recorded_packages(bad_run)?;
+        for (has, path) in [(good_case, good_run), (bad_case, bad_run)] {
+            if !has.contains(&driver.options.case) {
+                return Err(BisectError::BadInput(format!(
+                    "{} holds no case `{}`",
+                    path.display(),
+                    driver.options.case
+                )));
+            }
+        }
+        let names: std::collections::BTreeSet<&String> = good.keys().chain(bad.keys()).collect();
+        let present = |v: Option<&String>| {
+            v.filter(|v| v.as_str() != crate::environment::ABSENT)
+                .cloned()
+        };
+        let changes: Vec<Change> = names
+            .into_iter()
+            .map(|name| Change {
+                name: name.clone(),
+                good: present(good.get(name)),
+                bad: present(bad.get(name)),
+            })
+            .filter(|c| c.good != c.bad)
+            .collect();
+        if changes.is_empty() {
+            return Err(BisectError::BadInput(format!(
+                "{} and {} record the same package versions; record more with `[environment] packages` or `freeze = true`",
+                good_run.display(),
+                bad_run.display()
+            )));
+        }
+        let bisected: Vec<String> = changes.iter().map(|c| c.name.clone()).collect();
+        let env = Environment::make(driver, index, &good, &bisected)?;
+        Ok(Sets {
+            env,
+            changes,
+            current: Vec::new(),
+            options: driver.options.clone(),
+        })
+    }
+
+    /// A subset as a candidate: its pins, named by a hash of them.
+    pub(super) fn candidate(&self, subset: &[usize]) -> Candidate {
+        let id = match subset.is_empty() {
+            true => "the good run's packages".to_string(),
+            false => subset
+                .iter()
+                .map(|&i| self.changes[i].shown(true))
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        let label = match subset.len() {
+            0 => "good-packages".to_string(),
+            n if n == self.changes.len() => "bad-packages".to_string(),
+            _ => format!("set-{:08x}", crate::suite::fnv1a(id.as_bytes()) as u32),
+        };
+        Candidate {
+            id,
+            label,
+            subject: String::new(),
+        }
+    }
+
+    pub(super) fn candidates_now(&self) -> Vec<Candidate> {
+        self.current.iter().map(|s| self.candidate(s)).collect()
+    }
+}
+
+impl Prepare for Sets {
+    fn prepare(
+        &mut self,
+        at: usize,
+        folder: &Path,
+        interrupt: &Interrupt,
+    ) -> Result<Prepared, BisectError> {
+        let subset = self.current[at].clone();
+        let wanted: Vec<Option<String>> = (0..self.changes.len())
+            .map(|i| self.changes[i].as_in(subset.contains(&i)))
+            .collect();
+        let absent: Vec<String> = self
+            .changes
+            .iter()
+            .zip(&wanted)
+            .filter(|(_, v)| v.is_none())
+            .map(|(c, _)| c.name.clone())
+            .collect();
+        let install: Vec<String> = self
+            .changes
+            .iter()
+            .zip(&wanted)
+            .filter_map(|(c, v)| v.as_ref().map(|v| format!("{}=={v}", c.name)))
+            .collect();
+        let log = folder.join("install.log");
+        let result = self
+            .env
+            .venv
+            .uninstall(&absent, &log, interrupt)
+            .and_then(|()| self.env.install(&install, true, false, folder, interrupt));
+        match result {
+            Ok(()) => Ok(Prepared::Ready(self.env.place(&self.options))),
+            Err(pip::Failed::Interrupted) => Err(BisectError::Interrupted),
+            Err(pip::Failed::Said(why)) => Ok(Prepared::Skip(format!("does not install: {why}"))),
+        }
+    }
+
+    fn release(&mut self, _at: usize) {}
+
+    fn clean_up(&mut self) {
+        self.env.clean_up();
+    }
+}
+
+/// The package versions a run recorded (`[environment] packages`, and
+/// `pip freeze` when asked), normalised names; and its case ids.
+fn recorded_packages(
+    path: &Path,
+) -> Result<(std::collections::BTreeMap<String, String>, Vec<String>), BisectError> {
+    let text = crate::files::read_input(path, crate::files::MAX_RESULTS_BYTES, "a results file")
+        .map_err(|e| BisectError::BadInput(format!("cannot read {}: {e}", path.display())))?;
+    let results = crate::results::readback::parse(&text)
+        .map_err(|why| BisectError::BadInput(format!("{}: {why}", path.display())))?;
+    let Some(python) = &results.environment.python else {
+        return Err(BisectError::BadInput(format!(
+            "{} records no Python packages: the suite needs `[environment] packages` or `freeze = true`",
+            path.display()
+        )));
+    };
+    let mut packages = std::collections::BTreeMap::new();
+    for line in python.freeze.iter().flatten() {
+        if let Some((name, version)) = line.split_once("==") {
+            if !line.contains(" @ ") && !line.starts_with('-') {
+                packages.insert(pip::normalise(name), version.trim().to_string());
+            }
+        }
+    }
+    for (name, version) in &python.packages {
+        packages.insert(pip::normalise(name), version.clone());
+    }
+    let cases = results.cases.iter().map(|c| c.id.clone()).collect();
+    Ok((packages, cases))
+}

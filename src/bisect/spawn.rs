@@ -1,0 +1,122 @@
+//! The commands a bisect runs (git, a build, pip, oomgate itself), each
+//! in a process group of its own with its output in a log, stopped as a
+//! group when the bisect is interrupted: Ctrl-C or SIGTERM leaves no
+//! process behind.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::run::Interrupt;
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited with this code (a signal `s` reads as 128 + s).
+    Exited(i32),
+    /// The bisect was interrupted; the command was stopped.
+    Interrupted,
+}
+
+/// How long a stopped command gets between SIGTERM and SIGKILL: an
+/// oomgate run stops its case within its own grace period, and writes its
+/// results.
+const GRACE: Duration = Duration::from_secs(30);
+
+/// Run `command` with stdin closed and its output appended to `log`;
+/// how it ended. `Err` when it cannot be started or the log not written.
+pub fn run_logged(mut command: Command, log: &Path, interrupt: &Interrupt) -> io::Result<Ended> {
+    let file = File::options().create(true).append(true).open(log)?;
+    command
+        .stdin(Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .process_group(0);
+    // SAFETY: prctl is async-signal-safe and allocates nothing. A bisect
+    // that is killed outright (SIGKILL) cannot stop its command; the
+    // kernel asks it to stop then, and an oomgate run stops its case.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn()?;
+    let group = child.id() as libc::pid_t;
+    let mut stopping: Option<Instant> = None;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            // Whatever the command left running in its group goes too.
+            // SAFETY: kill takes no memory; a group that is gone is ESRCH.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+            if stopping.is_some() {
+                return Ok(Ended::Interrupted);
+            }
+            use std::os::unix::process::ExitStatusExt;
+            return Ok(Ended::Exited(
+                status
+                    .code()
+                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+            ));
+        }
+        if interrupt.requested() {
+            let signal = match stopping {
+                None => {
+                    stopping = Some(Instant::now());
+                    Some(libc::SIGTERM)
+                }
+                Some(since) if interrupt.insisted() || since.elapsed() > GRACE => {
+                    Some(libc::SIGKILL)
+                }
+                Some(_) => None,
+            };
+            if let Some(signal) = signal {
+                // SAFETY: as above.
+                unsafe { libc::kill(-group, signal) };
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Run `command` to its end and take its stdout (at most 16 MiB); its
+/// stderr's last lines in the error when it fails. For quick questions
+/// (git rev-parse, pip index) that are not worth a log.
+pub fn output(mut command: Command) -> Result<String, String> {
+    // Named by its program and first words only: an index URL may
+    // carry a password.
+    let shown: Vec<String> = std::iter::once(command.get_program())
+        .chain(command.get_args().take(3))
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let shown = format!("`{}`", shown.join(" "));
+    let out = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(format!(
+            "{shown} failed ({}): {}",
+            out.status,
+            crate::clean::line(&tail.join(" / "))
+        ));
+    }
+    let stdout = &out.stdout[..out.stdout.len().min(16 << 20)];
+    Ok(String::from_utf8_lossy(stdout).into_owned())
+}
+
+/// The last `lines` lines of a log, cleaned for a terminal; empty when
+/// it cannot be read.
+pub fn tail(log: &Path, lines: usize) -> String {
+    let text = std::fs::read(log).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text[text.len().saturating_sub(64 << 10)..]).into_owned();
+    let kept: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let from = kept.len().saturating_sub(lines);
+    crate::clean::line(&kept[from..].join(" / ")).into_owned()
+}

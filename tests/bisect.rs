@@ -1,0 +1,494 @@
+//! `oomgate bisect`, for real and offline: a git repository built here
+//! whose commit N makes a workload grow (with commits that do not build,
+//! and one whose suite lacks the case, where the search lands), driven
+//! by oomgate's own search and by `git bisect run`; a folder of wheels
+//! of a tiny package built here (one version allocates more, one cannot
+//! be installed) installed by pip from `--find-links` only; a pair of
+//! packages that only grow together.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{oomgate, read_json};
+
+/// `git` in `dir`, quiet, as a test user; panics when it fails.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .expect("git");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// The workload: holds as many MiB as `size.txt` says, touched.
+const WORK: &str = "mib = int(open('size.txt').read())\nbuf = bytearray(mib * 1024 * 1024)\nfor i in range(0, len(buf), 4096):\n    buf[i] = 1\n";
+
+fn suite(case: &str) -> String {
+    format!(
+        "[suite]\nname = \"grow\"\n[environment]\npython = \".venv/bin/python\"\n[[case]]\nname = \"{case}\"\ncommand = [\".venv/bin/python\", \"work.py\"]\ntimeout = \"60s\"\n[[case]]\nname = \"{case}-offload\"\ncommand = [\"python3\", \"-c\", \"pass\"]\n"
+    )
+}
+
+/// A repository with `commits` commits after a first one ("start"): the
+/// workload holds `sizes(i)` MiB at commit i (0 is "start"), `broken`
+/// commits fail the build (`test ! -e BROKEN`), and at `renamed` commits
+/// the suite has no case `train`. The interpreter the suite names,
+/// `.venv/bin/python`, is untracked (a link to python3), as a team's
+/// virtual environment is. Its commits' hashes, first to last.
+fn repository(
+    dir: &Path,
+    commits: usize,
+    sizes: impl Fn(usize) -> u32,
+    broken: &[usize],
+    renamed: &[usize],
+) -> Vec<String> {
+    git(dir, &["init", "-q", "-b", "main", "."]);
+    std::fs::create_dir_all(dir.join(".venv/bin")).expect("venv folder");
+    let python = which("python3");
+    std::os::unix::fs::symlink(&python, dir.join(".venv/bin/python")).expect("link python");
+    std::fs::write(dir.join(".gitignore"), ".venv/\n").expect("gitignore");
+    std::fs::write(dir.join("work.py"), WORK).expect("work.py");
+    let mut hashes = Vec::new();
+    for i in 0..=commits {
+        std::fs::write(dir.join("size.txt"), sizes(i).to_string()).expect("size");
+        let case = if renamed.contains(&i) {
+            "train-renamed"
+        } else {
+            "train"
+        };
+        std::fs::write(dir.join("suite.toml"), suite(case)).expect("suite");
+        if broken.contains(&i) {
+            std::fs::write(dir.join("BROKEN"), "").expect("broken");
+        } else {
+            let _ = std::fs::remove_file(dir.join("BROKEN"));
+        }
+        git(dir, &["add", "-A"]);
+        let message = if i == 0 {
+            "start".to_string()
+        } else {
+            format!("commit {i}")
+        };
+        git(dir, &["commit", "-q", "--allow-empty", "-m", &message]);
+        hashes.push(git(dir, &["rev-parse", "HEAD"]));
+    }
+    hashes
+}
+
+fn which(program: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{program} is not on PATH"))
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn bisect(dir: &Path, out: &Path, extra: &[&str]) -> Output {
+    oomgate()
+        .arg("bisect")
+        .arg(dir.join("suite.toml"))
+        .args(["--case", "train", "--out"])
+        .arg(out)
+        .args(extra)
+        .current_dir(dir)
+        .output()
+        .expect("oomgate bisect")
+}
+
+/// The checkout as the user left it: HEAD, the status, the worktrees.
+fn checkout_state(dir: &Path) -> (String, String, String) {
+    (
+        git(dir, &["rev-parse", "HEAD"]),
+        git(dir, &["status", "--porcelain", "--ignored"]),
+        git(dir, &["worktree", "list", "--porcelain"]),
+    )
+}
+
+#[test]
+fn commits_find_the_step_and_step_around_what_cannot_be_judged() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let dir = repo.path();
+    // 0..=12: the middle, 6, does not build; 7's suite lacks the case;
+    // 9 grows the workload from 20 to 90 MiB.
+    let hashes = repository(dir, 12, |i| if i >= 9 { 90 } else { 20 }, &[6], &[7]);
+    // A dirty checkout, left as it is.
+    std::fs::write(dir.join("untracked.txt"), "mine").expect("untracked");
+    std::fs::write(dir.join("work.py"), format!("{WORK}# my edit\n")).expect("edit");
+    let before = checkout_state(dir);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let out = scratch.path().join("bisect");
+    let output = bisect(
+        dir,
+        &out,
+        &[
+            "--good",
+            &hashes[0],
+            "--bad",
+            "main",
+            "--build",
+            "test ! -e BROKEN",
+        ],
+    );
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(&format!("first bad: {} \"commit 9\"", &hashes[9][..12])),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("last good: {} \"commit 8\"", &hashes[8][..12])),
+        "{said}"
+    );
+    let json = read_json(&out.join("bisect.json"));
+    assert_eq!(json["first_bad"], hashes[9].as_str(), "{json}");
+    assert_eq!(json["last_good"], hashes[8].as_str());
+    assert_eq!(json["ending"], "found");
+    // Both ends, then 6 (no build), 7 (no case), 5, 8, 10, 9.
+    assert_eq!(json["runs"], 7, "{json}");
+    assert_eq!(json["bound"], 4);
+    let skipped = json["skipped"].as_array().expect("skipped");
+    assert_eq!(skipped.len(), 2, "{json}");
+    assert_eq!(skipped[0]["candidate"], hashes[6].as_str());
+    assert!(
+        skipped[0]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("does not build"),
+        "{json}"
+    );
+    assert_eq!(skipped[1]["candidate"], hashes[7].as_str());
+    assert!(
+        skipped[1]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("bad input"),
+        "{json}"
+    );
+    // Why: both figures, and both runs' case folders, kept.
+    let finding = &json["findings"][0];
+    let good = finding["last_good"]["host_peak_bytes"]
+        .as_u64()
+        .expect("good figure");
+    let bad = finding["first_bad"]["host_peak_bytes"]
+        .as_u64()
+        .expect("bad figure");
+    assert!(bad > good + 60 * common::MIB, "{good} -> {bad}");
+    for side in ["last_good", "first_bad"] {
+        let folder = finding[side]["case_folder"].as_str().expect("case folder");
+        assert!(Path::new(folder).join("stdout.log").exists(), "{folder}");
+    }
+    let md = std::fs::read_to_string(out.join("bisect.md")).expect("bisect.md");
+    assert!(
+        md.contains(&format!("| first bad | `{}` commit 9 |", hashes[9])),
+        "{md}"
+    );
+    // The checkout is as it was; no worktree is left.
+    assert_eq!(checkout_state(dir), before);
+    assert!(!out.join("worktrees").exists());
+    assert!(out.join("bisect.log").exists());
+    // The untracked interpreter was borrowed from the checkout.
+    let linked =
+        std::fs::read_to_string(out.join("steps").join(&hashes[8][..12]).join("linked.txt"))
+            .expect("linked.txt");
+    assert!(linked.starts_with(".venv -> "), "{linked}");
+}
+
+#[test]
+fn every_step_of_a_creep_with_all_steps() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let dir = repo.path();
+    let hashes = repository(
+        dir,
+        8,
+        |i| match i {
+            0..=2 => 20,
+            3..=5 => 70,
+            _ => 150,
+        },
+        &[],
+        &[],
+    );
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let out = scratch.path().join("bisect");
+    let output = bisect(
+        dir,
+        &out,
+        &["--good", &hashes[0], "--bad", &hashes[8], "--all-steps"],
+    );
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    let json = read_json(&out.join("bisect.json"));
+    let firsts: Vec<&str> = json["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| f["first_bad"]["candidate"]["id"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        firsts,
+        vec![hashes[3].as_str(), hashes[6].as_str()],
+        "{said}"
+    );
+}
+
+#[test]
+fn ends_that_do_not_differ_are_not_bisected() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let dir = repo.path();
+    let hashes = repository(dir, 6, |_| 30, &[], &[]);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let out = scratch.path().join("bisect");
+    let output = bisect(dir, &out, &["--good", &hashes[0], "--bad", &hashes[6]]);
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(said.contains("not reproducible here"), "{said}");
+    let json = read_json(&out.join("bisect.json"));
+    assert_eq!(json["ending"], "not-reproducible");
+    assert_eq!(json["runs"], 2, "only the ends ran: {json}");
+    assert!(json["first_bad"].is_null());
+}
+
+#[test]
+fn bad_input_is_exit_2_and_touches_nothing() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let dir = repo.path();
+    let hashes = repository(dir, 2, |i| 20 + 60 * i as u32, &[], &[]);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    for (args, expected) in [
+        (
+            vec!["--good", "no-such-rev", "--bad", "main"],
+            "names no commit",
+        ),
+        (
+            vec!["--good", hashes[2].as_str(), "--bad", hashes[0].as_str()],
+            "not an ancestor",
+        ),
+        (vec!["--good", hashes[0].as_str()], "--good and --bad"),
+    ] {
+        let out = scratch.path().join("never");
+        let output = bisect(dir, &out, &args);
+        let said = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {said}");
+        assert!(said.contains(expected), "{args:?}: {said}");
+    }
+    // An out dir holding someone's files is refused, and left as it is.
+    let theirs = scratch.path().join("theirs");
+    std::fs::create_dir_all(&theirs).expect("dir");
+    std::fs::write(theirs.join("notes.txt"), "keep").expect("file");
+    let output = bisect(dir, &theirs, &["--good", &hashes[0], "--bad", &hashes[2]]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert_eq!(std::fs::read_dir(&theirs).expect("dir").count(), 1);
+}
+
+/// `bisect --check` in the checkout, as `git bisect run` calls it.
+fn check(dir: &Path, extra: &[&str]) -> Output {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    oomgate()
+        .arg("bisect")
+        .arg("suite.toml")
+        .args(["--case", "train", "--check", "--out"])
+        .arg(scratch.path().join("check"))
+        .args(extra)
+        .current_dir(dir)
+        .output()
+        .expect("oomgate bisect --check")
+}
+
+#[test]
+fn the_check_speaks_git_bisect_run_exit_codes() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let dir = repo.path();
+    let hashes = repository(dir, 10, |i| if i >= 7 { 90 } else { 20 }, &[4], &[]);
+    // The good end's lock, written outside the repository.
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let lock = scratch.path().join("good.lock");
+    git(dir, &["checkout", "-q", &hashes[0]]);
+    let locked = oomgate()
+        .args(["lock", "suite.toml", "--filter", "=train", "--output"])
+        .arg(&lock)
+        .arg("--out")
+        .arg(scratch.path().join("lock-out"))
+        .current_dir(dir)
+        .output()
+        .expect("lock");
+    assert!(locked.status.success(), "{}", text(&locked));
+    let against = [
+        "--against",
+        lock.to_str().expect("utf-8"),
+        "--build",
+        "test ! -e BROKEN",
+    ];
+    for (at, code) in [(2, 0), (8, 1), (4, 125)] {
+        git(dir, &["checkout", "-q", &hashes[at]]);
+        let output = check(dir, &against);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "commit {at}: {}",
+            text(&output)
+        );
+    }
+    // A reference that is not a lock aborts git bisect (128).
+    std::fs::write(scratch.path().join("garbage.lock"), "not toml [").expect("garbage");
+    let garbage = scratch.path().join("garbage.lock");
+    let output = check(dir, &["--against", garbage.to_str().expect("utf-8")]);
+    assert_eq!(output.status.code(), Some(128), "{}", text(&output));
+    // git drives it to the same answer.
+    git(dir, &["checkout", "-q", "main"]);
+    git(dir, &["bisect", "start", &hashes[10], &hashes[0]]);
+    let exe = env!("CARGO_BIN_EXE_oomgate");
+    let run = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "bisect",
+            "run",
+            exe,
+            "bisect",
+            "suite.toml",
+            "--case",
+            "train",
+            "--check",
+        ])
+        .args(against)
+        .env("NO_COLOR", "1")
+        .env("OOMGATE_LIBCUDA", "none")
+        .output()
+        .expect("git bisect run");
+    let said = text(&run);
+    assert!(
+        said.contains(&format!("{} is the first bad commit", hashes[7])),
+        "{said}"
+    );
+    git(dir, &["bisect", "reset"]);
+}
+
+#[test]
+fn an_interrupted_bisect_leaves_nothing_and_resumes() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let dir = repo.path();
+    let hashes = repository(dir, 8, |i| if i >= 5 { 90 } else { 20 }, &[], &[]);
+    // Each candidate's build takes a while: the interrupt lands in one.
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let out = scratch.path().join("bisect");
+    let child = oomgate()
+        .arg("bisect")
+        .arg(dir.join("suite.toml"))
+        .args(["--case", "train", "--out"])
+        .arg(&out)
+        .args([
+            "--good",
+            &hashes[0],
+            "--bad",
+            &hashes[8],
+            "--build",
+            "sleep 0.5",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("bisect");
+    // Wait for the first step after the ends.
+    let started = std::time::Instant::now();
+    while !out.join("steps").join(&hashes[4][..12]).exists() {
+        assert!(started.elapsed().as_secs() < 120, "no step started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().expect("wait");
+    assert_eq!(output.status.code(), Some(130), "{}", text(&output));
+    assert!(!out.join("worktrees").exists(), "no worktree is left");
+    assert_eq!(git(dir, &["worktree", "list"]).lines().count(), 1);
+    let json = read_json(&out.join("bisect.json"));
+    assert_eq!(json["ending"], "interrupted");
+    assert!(out.join("bisect.log").exists());
+    // --resume takes the ends from the first bisect and finishes.
+    let output = bisect(
+        dir,
+        &out,
+        &["--good", &hashes[0], "--bad", &hashes[8], "--resume"],
+    );
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    let json = read_json(&out.join("bisect.json"));
+    assert_eq!(json["first_bad"], hashes[5].as_str(), "{json}");
+    let reused = json["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter(|s| s["reused"] == true)
+        .count();
+    assert_eq!(reused, 2, "both ends reused: {said}");
+}
+
+#[test]
+fn a_killed_bisect_is_pruned_by_the_next() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let dir = repo.path();
+    let hashes = repository(dir, 4, |i| if i >= 2 { 90 } else { 20 }, &[], &[]);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let out = scratch.path().join("killed");
+    let child = oomgate()
+        .arg("bisect")
+        .arg(dir.join("suite.toml"))
+        .args(["--case", "train", "--out"])
+        .arg(&out)
+        .args([
+            "--good", &hashes[0], "--bad", &hashes[4], "--build", "sleep 30",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("bisect");
+    let started = std::time::Instant::now();
+    while git(dir, &["worktree", "list"]).lines().count() < 2 {
+        assert!(started.elapsed().as_secs() < 60, "no worktree made");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait_with_output();
+    assert_eq!(
+        git(dir, &["worktree", "list"]).lines().count(),
+        2,
+        "left behind"
+    );
+    let output = bisect(
+        dir,
+        &scratch.path().join("next"),
+        &["--good", &hashes[0], "--bad", &hashes[4]],
+    );
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(said.contains("left by a bisect that was killed"), "{said}");
+    assert_eq!(git(dir, &["worktree", "list"]).lines().count(), 1, "{said}");
+    assert!(!out.join("worktrees").exists());
+}
