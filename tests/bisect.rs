@@ -221,6 +221,107 @@ fn commits_find_the_step_and_step_around_what_cannot_be_judged() {
 }
 
 #[test]
+fn a_second_bisect_takes_every_step_from_the_history() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let dir = repo.path();
+    let hashes = repository(dir, 8, |i| if i >= 3 { 90 } else { 20 }, &[], &[]);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let history = format!("sqlite:{}", scratch.path().join("history.db").display());
+    let range = [
+        "--good",
+        &hashes[0],
+        "--bad",
+        &hashes[8],
+        "--history",
+        &history,
+    ];
+    let first = bisect(dir, &scratch.path().join("first"), &range);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let second = bisect(dir, &scratch.path().join("second"), &range);
+    let said = text(&second);
+    assert_eq!(second.status.code(), Some(0), "{said}");
+    let json = read_json(&scratch.path().join("second/bisect.json"));
+    assert_eq!(json["first_bad"], hashes[3].as_str(), "{said}");
+    assert_eq!(json["runs"], 0, "nothing run again: {said}");
+    assert!(said.contains("from the history"), "{said}");
+    // The suite's series holds none of them.
+    let shown = oomgate()
+        .args(["history", "show", "--history", &history, "--json"])
+        .output()
+        .expect("history show");
+    let runs = serde_json::from_slice::<serde_json::Value>(&shown.stdout).unwrap_or_default();
+    assert!(
+        runs["runs"].as_array().is_none_or(|r| r.is_empty()),
+        "{runs}"
+    );
+}
+
+#[test]
+fn a_pool_of_gpus_runs_commits_at_once() {
+    use common::fake_nvml::{GIB, Variant, device, library_dir};
+    let repo = tempfile::tempdir().expect("tempdir");
+    let dir = repo.path();
+    let hashes = repository(dir, 12, |i| if i >= 9 { 90 } else { 20 }, &[], &[]);
+    // Each run takes a while, so that runs at once overlap.
+    std::fs::write(
+        dir.join("work.py"),
+        format!("import time\n{WORK}time.sleep(0.6)\n"),
+    )
+    .expect("work.py");
+    git(dir, &["commit", "-qam", "slower"]);
+    let mut config = "driver 550.54.15\ncuda 12040\n".to_string();
+    for i in 0..3 {
+        let uuid = format!("GPU-{i}{i}{i}{i}{i}{i}{i}{i}-aaaa-bbbb-cccc-dddddddddddd");
+        config.push_str(&device(&uuid, 8 * GIB, 0, false, "Fake H100 80GB"));
+    }
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let config_path = scratch.path().join("fake-nvml.conf");
+    std::fs::write(&config_path, format!("{config}\nlisted listed\n")).expect("config");
+    let out = scratch.path().join("bisect");
+    let output = oomgate()
+        .arg("bisect")
+        .arg(dir.join("suite.toml"))
+        .args(["--case", "train", "--out"])
+        .arg(&out)
+        .args([
+            "--good",
+            &hashes[0],
+            "--bad",
+            &hashes[12],
+            "--gpus",
+            "0,1,2",
+        ])
+        .env("LD_LIBRARY_PATH", library_dir(Variant::Complete))
+        .env("OOMGATE_FAKE_NVML_CONFIG", &config_path)
+        .current_dir(dir)
+        .output()
+        .expect("oomgate bisect --gpus");
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    let json = read_json(&out.join("bisect.json"));
+    assert_eq!(json["first_bad"], hashes[9].as_str(), "{said}");
+    assert_eq!(json["slots"], 3);
+    // The ends, then rounds of three: 11 candidates in two rounds.
+    let rounds = json["rounds"].as_u64().expect("rounds");
+    assert!(rounds <= 4, "{rounds} rounds: {said}");
+    assert!(said.contains("round(s) of up to 3 at once"), "{said}");
+    // Each run had a GPU of its own.
+    let gpus: std::collections::BTreeSet<String> = json["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter_map(|s| s["case_folder"].as_str())
+        .filter_map(|folder| {
+            let results = Path::new(folder).join("../../results.json");
+            read_json(&results)["cases"][0]["cuda_visible_devices"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert!(gpus.len() >= 2, "{gpus:?}");
+}
+
+#[test]
 fn every_step_of_a_creep_with_all_steps() {
     let repo = tempfile::tempdir().expect("tempdir");
     let dir = repo.path();
@@ -444,7 +545,7 @@ fn an_interrupted_bisect_leaves_nothing_and_resumes() {
         .as_array()
         .expect("steps")
         .iter()
-        .filter(|s| s["reused"] == true)
+        .filter(|s| s["taken_from"] == "resumed")
         .count();
     assert_eq!(reused, 2, "both ends reused: {said}");
 }
@@ -491,4 +592,219 @@ fn a_killed_bisect_is_pruned_by_the_next() {
     assert!(said.contains("left by a bisect that was killed"), "{said}");
     assert_eq!(git(dir, &["worktree", "list"]).lines().count(), 1, "{said}");
     assert!(!out.join("worktrees").exists());
+}
+
+/// Source of a tiny package whose `run()` holds `mib` MiB, touched.
+fn holding(mib: &str) -> String {
+    format!(
+        "def run():\n    mib = {mib}\n    buf = bytearray(mib * 1024 * 1024)\n    for i in range(0, len(buf), 4096):\n        buf[i] = 1\n"
+    )
+}
+
+/// Write a wheel into `folder` (fixtures/bisect/make_wheel.py).
+fn wheel(folder: &Path, name: &str, version: &str, source: &str, requires: &[&str]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bisect/make_wheel.py");
+    let status = Command::new("python3")
+        .arg(script)
+        .arg(folder)
+        .args([name, version, source])
+        .args(requires)
+        .status()
+        .expect("make_wheel.py");
+    assert!(status.success());
+}
+
+/// A virtual environment at `dir/base` with these wheels installed from
+/// `wheels` only.
+fn base_environment(dir: &Path, wheels: &Path, install: &[&str]) -> PathBuf {
+    let base = dir.join("base");
+    let status = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&base)
+        .status()
+        .expect("venv");
+    assert!(status.success());
+    pip_install(&base, wheels, install);
+    base
+}
+
+fn pip_install(base: &Path, wheels: &Path, install: &[&str]) {
+    let output = Command::new(base.join("bin/python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-index",
+            "--find-links",
+        ])
+        .arg(wheels)
+        .args(install)
+        .output()
+        .expect("pip install");
+    assert!(output.status.success(), "{}", text(&output));
+}
+
+fn package_suite(dir: &Path, packages: &[&str], command: &str) {
+    let packages: Vec<String> = packages.iter().map(|p| format!("\"{p}\"")).collect();
+    std::fs::write(
+        dir.join("suite.toml"),
+        format!(
+            "[suite]\nname = \"pkgs\"\n[environment]\npython = \"base/bin/python\"\npackages = [{}]\n[[case]]\nname = \"train\"\ncommand = [\"python3\", \"-c\", \"{command}\"]\ntimeout = \"60s\"\n",
+            packages.join(", ")
+        ),
+    )
+    .expect("suite");
+}
+
+#[test]
+fn one_packages_versions_from_a_folder_of_wheels() {
+    let project = tempfile::tempdir().expect("tempdir");
+    let dir = project.path();
+    let wheels = dir.join("wheels");
+    std::fs::create_dir_all(&wheels).expect("wheels");
+    // 1.0 .. 1.9: from 1.6 on, 90 MiB instead of 20; 1.4 needs a package
+    // that exists nowhere, so it cannot be installed.
+    for minor in 0..10 {
+        let version = format!("1.{minor}");
+        let source = holding(if minor >= 6 { "90" } else { "20" });
+        let requires: &[&str] = if minor == 4 {
+            &["no-such-dependency-anywhere"]
+        } else {
+            &[]
+        };
+        wheel(&wheels, "tinypkg", &version, &source, requires);
+    }
+    base_environment(dir, &wheels, &["tinypkg==1.0"]);
+    package_suite(dir, &["tinypkg"], "import tinypkg; tinypkg.run()");
+    let out = dir.join("bisect");
+    let output = oomgate()
+        .arg("bisect")
+        .arg(dir.join("suite.toml"))
+        .args([
+            "--case",
+            "train",
+            "--package",
+            "tinypkg",
+            "--good",
+            "1.0",
+            "--bad",
+            "1.9",
+        ])
+        .arg("--find-links")
+        .arg(&wheels)
+        .arg("--no-index")
+        .arg("--out")
+        .arg(&out)
+        .current_dir(dir)
+        .output()
+        .expect("oomgate bisect --package");
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    let json = read_json(&out.join("bisect.json"));
+    assert_eq!(json["first_bad"], "1.6", "{said}");
+    assert_eq!(json["last_good"], "1.5");
+    assert_eq!(json["findings"][0]["restore"], "pip install 'tinypkg==1.5'");
+    // The ends, then 1.4 (does not install: no run), 1.5, 1.7, 1.6.
+    assert_eq!(json["runs"], 5, "{said}");
+    let skipped = json["skipped"].as_array().expect("skipped");
+    assert_eq!(skipped.len(), 1, "{json}");
+    assert_eq!(skipped[0]["candidate"], "1.4");
+    assert!(
+        skipped[0]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("does not install"),
+        "{json}"
+    );
+    // Each run recorded the version it ran with: the environment's drift.
+    let drift = json["findings"][0]["drift"].to_string();
+    assert!(drift.contains("tinypkg 1.5 → 1.6"), "{drift}");
+    // The environment is gone; the suite's own is as it was.
+    assert!(!out.join("env").exists());
+    let frozen = Command::new(dir.join("base/bin/python"))
+        .args(["-m", "pip", "freeze"])
+        .output()
+        .expect("freeze");
+    assert_eq!(
+        String::from_utf8_lossy(&frozen.stdout).trim(),
+        "tinypkg==1.0"
+    );
+}
+
+#[test]
+fn a_pair_of_packages_that_only_grow_together() {
+    let project = tempfile::tempdir().expect("tempdir");
+    let dir = project.path();
+    let wheels = dir.join("wheels");
+    std::fs::create_dir_all(&wheels).expect("wheels");
+    // pkga 2.0 holds 90 MiB only with pkgb 2.0's fused kernel; pkgc's
+    // bump changes nothing.
+    wheel(&wheels, "pkga", "1.0", &holding("20"), &[]);
+    wheel(
+        &wheels,
+        "pkga",
+        "2.0",
+        &holding("90 if getattr(__import__('pkgb'), 'FUSED', False) else 20"),
+        &[],
+    );
+    wheel(&wheels, "pkgb", "1.0", "", &[]);
+    wheel(&wheels, "pkgb", "2.0", "FUSED = True\n", &[]);
+    wheel(&wheels, "pkgc", "1.0", "", &[]);
+    wheel(&wheels, "pkgc", "2.0", "", &[]);
+    let base = base_environment(dir, &wheels, &["pkga==1.0", "pkgb==1.0", "pkgc==1.0"]);
+    package_suite(dir, &["pkga", "pkgb", "pkgc"], "import pkga; pkga.run()");
+    // The good run, then the same suite after the bump: both record
+    // their packages.
+    for (run, versions) in [("good", "1.0"), ("bad", "2.0")] {
+        let pins: Vec<String> = ["pkga", "pkgb", "pkgc"]
+            .iter()
+            .map(|p| format!("{p}=={versions}"))
+            .collect();
+        let pins: Vec<&str> = pins.iter().map(String::as_str).collect();
+        pip_install(&base, &wheels, &pins);
+        // As the team runs it: its environment first on PATH.
+        let path = std::env::join_paths(std::iter::once(base.join("bin")).chain(
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+        ))
+        .expect("PATH");
+        let output = oomgate()
+            .arg("run")
+            .arg(dir.join("suite.toml"))
+            .arg("--out")
+            .arg(dir.join(run))
+            .env("PATH", path)
+            .current_dir(dir)
+            .output()
+            .expect("run");
+        assert!(output.status.success(), "{}", text(&output));
+    }
+    let out = dir.join("bisect");
+    let output = oomgate()
+        .arg("bisect")
+        .arg(dir.join("suite.toml"))
+        .args(["--case", "train", "--good-run"])
+        .arg(dir.join("good/results.json"))
+        .arg("--bad-run")
+        .arg(dir.join("bad/results.json"))
+        .arg("--find-links")
+        .arg(&wheels)
+        .arg("--no-index")
+        .arg("--out")
+        .arg(&out)
+        .current_dir(dir)
+        .output()
+        .expect("oomgate bisect --good-run");
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    let json = read_json(&out.join("bisect.json"));
+    assert_eq!(json["first_bad"], "pkga==2.0 pkgb==2.0", "{said}");
+    assert_eq!(
+        json["findings"][0]["restore"],
+        "pip install 'pkga==1.0' 'pkgb==1.0'"
+    );
+    // The ends, then {b,c}, {a}... each subset once: within ddmin's bound.
+    let runs = json["runs"].as_u64().expect("runs");
+    assert!((4..=10).contains(&runs), "{runs} runs: {said}");
 }

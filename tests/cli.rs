@@ -94,6 +94,53 @@ fn list_prints_expanded_ids() {
 }
 
 #[test]
+fn an_equals_filter_takes_one_case_alone() {
+    let project = Project::new(
+        "[suite]\nname = \"s\"\n[[case]]\nname = \"train\"\ncommand = [\"true\"]\n[[case]]\nname = \"train-offload\"\ncommand = [\"true\"]\n",
+    );
+    let list = |filter: &str| {
+        let output = oomgate()
+            .arg("list")
+            .arg(project.suite())
+            .args(["--filter", filter])
+            .output()
+            .expect("run");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    assert_eq!(list("train"), (Some(0), "train\ntrain-offload\n".into()));
+    assert_eq!(list("=train"), (Some(0), "train\n".into()));
+    assert_eq!(list("=trai").0, Some(2), "a whole id, not a prefix");
+}
+
+#[test]
+fn python_stands_for_the_suites_interpreter() {
+    // The suite names an interpreter that does not exist; --python names
+    // one that does, and the environment records it.
+    let project = Project::new(
+        "[suite]\nname = \"s\"\n[environment]\npython = \"no-such-python\"\npackages = [\"pip\"]\n[[case]]\nname = \"a\"\ncommand = [\"true\"]\n",
+    );
+    let run = project.run(&["--python", "python3", "--repeat", "2"]);
+    run.assert_code(0);
+    let results = project.results();
+    let python = &results["environment"]["python"];
+    assert_eq!(python["interpreter"], "python3", "{python}");
+    assert!(
+        python["packages"]["pip"]
+            .as_str()
+            .is_some_and(|v| v != "absent"),
+        "{python}"
+    );
+    // --repeat: the case ran twice.
+    let repeats = results["cases"][0]["repeats"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(repeats, 2, "{}", results["cases"][0]);
+}
+
+#[test]
 fn check_prints_the_plan_and_runs_nothing() {
     let project = Project::new(VALID);
     let output = oomgate()

@@ -17,6 +17,9 @@ pub(super) struct Commits {
     worktrees: PathBuf,
     candidates: Vec<Candidate>,
     made: Vec<PathBuf>,
+    /// The user's suite, whose interpreter's packages are what every
+    /// commit runs with (asked only when a history keeps steps).
+    user_suite: PathBuf,
 }
 
 impl Commits {
@@ -82,6 +85,7 @@ impl Commits {
             worktrees: options.out.join("worktrees"),
             candidates,
             made: Vec::new(),
+            user_suite: options.suite.clone(),
         })
     }
 
@@ -164,6 +168,23 @@ fn lexical(path: &Path) -> PathBuf {
 }
 
 impl Prepare for Commits {
+    fn identity(&self, at: usize) -> String {
+        format!(
+            "commit {}\nsuite {}\nbuild {}",
+            self.candidates[at].id,
+            self.suite.display(),
+            self.build.as_deref().unwrap_or("")
+        )
+    }
+
+    fn environment(&self) -> String {
+        super::packages::interpreter_packages(&self.user_suite)
+    }
+
+    fn parallel(&self) -> bool {
+        true
+    }
+
     fn prepare(
         &mut self,
         at: usize,

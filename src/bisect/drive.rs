@@ -9,17 +9,18 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::cache::Cache;
 use super::commits::Commits;
 use super::folder::{claim, prune_stale};
 use super::git::Repo;
 use super::packages::{Sets, Versions};
-use super::search::{Bisection, Verdict, ddmin, log2_bound};
-use super::spawn::{Ended, run_logged, tail};
-use super::{
-    Axis, BisectError, Bisected, Candidate, Ending, Finding, Options, Ran, Range, Role, Step,
-};
+use super::spawn::{Ended, Running, run_logged, tail};
+use super::verdict::Why;
+use super::{Axis, BisectError, Bisected, Candidate, Options, Ran, Range, Role, Step, Taken};
 use crate::results::RunResults;
 use crate::run::Interrupt;
+
+mod searches;
 
 /// What a driver tells whoever watches: each step as it is judged, and
 /// short notes (a worktree made, a build that failed).
@@ -46,6 +47,16 @@ pub(super) enum Prepared {
 
 /// An axis's way of making a candidate ready, and of undoing it.
 pub(super) trait Prepare {
+    /// What candidate `at` is, for the history's key: a commit with its
+    /// suite and build, a version, a set of pins.
+    fn identity(&self, at: usize) -> String;
+    /// What every candidate runs in, for the history's key.
+    fn environment(&self) -> String;
+    /// Whether several candidates can be made ready at once (each
+    /// commit has its worktree; the package axes share one environment).
+    fn parallel(&self) -> bool {
+        false
+    }
     fn prepare(
         &mut self,
         at: usize,
@@ -64,6 +75,12 @@ pub(super) struct Driver<'p> {
     pub(super) progress: &'p mut dyn Progress,
     steps: Vec<Step>,
     runs: usize,
+    /// Rounds that ran something (a batch of a pool, or one run).
+    rounds: usize,
+    /// Where steps are kept for later bisects, if anywhere.
+    cache: Option<Cache>,
+    /// What the axis's candidates run in, for the cache's keys.
+    environment: String,
     /// Held for as long as the bisect runs: its owner's lock.
     _marker: File,
 }
@@ -74,6 +91,7 @@ pub(super) struct Driver<'p> {
 pub fn bisect(
     options: Options,
     range: Range,
+    cache: Option<Cache>,
     progress: &mut dyn Progress,
 ) -> Result<Bisected, BisectError> {
     let interrupt = Interrupt::install()
@@ -113,14 +131,25 @@ pub fn bisect(
         progress,
         steps: Vec::new(),
         runs: 0,
+        rounds: 0,
+        cache: None,
+        environment: String::new(),
         _marker: marker,
     };
+    if let Some(cache) = &cache {
+        driver.progress.note(&format!(
+            "steps are kept in, and taken from, the history {}",
+            cache.location()
+        ));
+    }
+    driver.cache = cache;
     let env = driver.options.out.join("env");
     match range {
         Range::Commits { all_steps, .. } => {
             let mut axis = commits
                 .take()
                 .ok_or_else(|| BisectError::Infrastructure("no commit range".into()))?;
+            driver.environment_of(&axis);
             let result = driver.linear(&mut axis, Axis::Commits, None, all_steps);
             axis.clean_up();
             result
@@ -142,6 +171,7 @@ pub fn bisect(
                 pins_from.as_deref(),
             );
             let mut axis = made(axis, &env)?;
+            driver.environment_of(&axis);
             let result = driver.linear(&mut axis, Axis::Versions, Some(package), all_steps);
             axis.clean_up();
             result
@@ -152,6 +182,7 @@ pub fn bisect(
             index,
         } => {
             let mut axis = made(Sets::new(&mut driver, &good_run, &bad_run, index), &env)?;
+            driver.environment_of(&axis);
             let result = driver.sets(&mut axis);
             axis.clean_up();
             result
@@ -193,6 +224,9 @@ pub fn check(
         progress,
         steps: Vec::new(),
         runs: 0,
+        rounds: 0,
+        cache: None,
+        environment: String::new(),
         _marker: marker,
     };
     let here = Candidate {
@@ -221,7 +255,15 @@ pub fn check(
         suite: driver.options.suite.clone(),
         python: None,
     };
-    let (step, _) = driver.run(&here, Role::Step, &place, lock_path.as_deref(), &folder)?;
+    let code = driver.launch(&here, &place, &folder)?;
+    let (step, _) = driver.judge_step(
+        &here,
+        Role::Step,
+        lock_path.as_deref(),
+        &folder,
+        Some(code),
+        None,
+    )?;
     Ok(step)
 }
 
@@ -255,7 +297,7 @@ impl Driver<'_> {
         if segment > 0 {
             name.push_str(&format!("s{}-", segment + 1));
         }
-        if role == Role::GoodEnd {
+        if role == Role::GoodEnd && !label.starts_with("good-") {
             name.push_str("good-");
         }
         name.extend(label.chars().map(|c| {
@@ -270,17 +312,8 @@ impl Driver<'_> {
 
     fn skipped(&mut self, candidate: &Candidate, role: Role, why: String) -> Step {
         let step = Step {
-            candidate: candidate.clone(),
-            role,
-            verdict: Verdict::Skip,
             reason: Some(why),
-            host_peak_bytes: None,
-            host_peak_method: None,
-            gpu_peak_bytes: None,
-            gpu_peak_method: None,
-            case_folder: None,
-            reused: false,
-            ran: None,
+            ..Step::unjudged(candidate, role)
         };
         let good = self.good_end().cloned();
         self.progress.step(&step, good.as_ref());
@@ -292,82 +325,95 @@ impl Driver<'_> {
         self.steps.iter().rev().find(|s| s.role == Role::GoodEnd)
     }
 
-    /// Run the case at `place`, judged against `lock` (none: its budgets
-    /// and limits alone); the step, and the run's results when it
-    /// finished.
-    fn run(
+    /// Run the case at `place` with `oomgate run` (its budgets and
+    /// limits judged there, the good end's lock here, after: a step taken
+    /// from an earlier bisect or the history is judged the same way);
+    /// its exit code.
+    fn launch(
+        &mut self,
+        candidate: &Candidate,
+        place: &Place,
+        folder: &Path,
+    ) -> Result<i32, BisectError> {
+        let command = self.command(place, folder, 0)?;
+        self.rounds += 1;
+        let log = folder.join("oomgate.log");
+        let ended = run_logged(command, &log, &self.interrupt).map_err(|e| {
+            BisectError::Infrastructure(format!("cannot run oomgate for {}: {e}", candidate.label))
+        })?;
+        self.runs += 1;
+        match ended {
+            Ended::Interrupted | Ended::Exited(130) => Err(BisectError::Interrupted),
+            Ended::Exited(code) => Ok(code),
+        }
+    }
+
+    /// The `oomgate run` of the case at `place`, writing into `folder`,
+    /// on the GPUs of pool slot `slot` (with `--gpus`).
+    fn command(&self, place: &Place, folder: &Path, slot: usize) -> Result<Command, BisectError> {
+        let out = folder.join("run");
+        if out.exists() {
+            // A step of an earlier bisect in this folder: ours.
+            std::fs::remove_dir_all(&out).map_err(|e| {
+                BisectError::Infrastructure(format!("cannot clear {}: {e}", out.display()))
+            })?;
+        }
+        std::fs::create_dir_all(folder).map_err(|e| {
+            BisectError::Infrastructure(format!("cannot make {}: {e}", folder.display()))
+        })?;
+        let mut command = Command::new(&self.exe);
+        command
+            .arg("run")
+            .arg(&place.suite)
+            .arg("--filter")
+            .arg(format!("={}", self.options.case))
+            .arg("--out")
+            .arg(&out)
+            .args(["--no-history", "--no-baseline", "--progress", "lines"]);
+        if let Some(gpus) = self.options.gpu_slots.get(slot) {
+            command.arg("--gpus").arg(gpus);
+        }
+        if let Some(repeat) = self.options.repeat.filter(|r| *r > 1) {
+            command.arg("--repeat").arg(repeat.to_string());
+        }
+        if let Some(python) = &place.python {
+            command.arg("--python").arg(python);
+            let mut path = vec![python.parent().unwrap_or(Path::new("/")).to_path_buf()];
+            path.extend(
+                std::env::var_os("PATH")
+                    .iter()
+                    .flat_map(std::env::split_paths),
+            );
+            if let Ok(joined) = std::env::join_paths(path) {
+                command.env("PATH", joined);
+            }
+            if let Some(venv) = python.parent().and_then(Path::parent) {
+                command.env("VIRTUAL_ENV", venv);
+            }
+        }
+        command
+            .args(&self.options.run_flags)
+            .current_dir(&place.cwd)
+            .env_remove("GITHUB_STEP_SUMMARY")
+            .env_remove("OOMGATE_HISTORY");
+        Ok(command)
+    }
+
+    /// The step of a run in `folder`: its case read back, judged against
+    /// `lock` (none: its budgets and limits alone) and classified, said
+    /// and recorded; with the run's results when it finished. `code`:
+    /// the exit code of a run made now.
+    fn judge_step(
         &mut self,
         candidate: &Candidate,
         role: Role,
-        place: &Place,
         lock: Option<&Path>,
         folder: &Path,
+        code: Option<i32>,
+        taken: Option<Taken>,
     ) -> Result<(Step, Option<RunResults>), BisectError> {
         let out = folder.join("run");
-        let results_path = out.join("results.json");
-        let reused = self.options.resume && finished(&results_path).is_some();
-        let code = if reused {
-            None
-        } else {
-            if out.exists() {
-                // A step of an earlier bisect in this folder: ours.
-                std::fs::remove_dir_all(&out).map_err(|e| {
-                    BisectError::Infrastructure(format!("cannot clear {}: {e}", out.display()))
-                })?;
-            }
-            std::fs::create_dir_all(folder).map_err(|e| {
-                BisectError::Infrastructure(format!("cannot make {}: {e}", folder.display()))
-            })?;
-            let mut command = Command::new(&self.exe);
-            command
-                .arg("run")
-                .arg(&place.suite)
-                .arg("--filter")
-                .arg(format!("={}", self.options.case))
-                .arg("--out")
-                .arg(&out)
-                .args(["--no-history", "--progress", "lines"]);
-            match lock {
-                Some(lock) => command.arg("--baseline").arg(lock),
-                None => command.arg("--no-baseline"),
-            };
-            if let Some(repeat) = self.options.repeat.filter(|r| *r > 1) {
-                command.arg("--repeat").arg(repeat.to_string());
-            }
-            if let Some(python) = &place.python {
-                command.arg("--python").arg(python);
-                let mut path = vec![python.parent().unwrap_or(Path::new("/")).to_path_buf()];
-                path.extend(
-                    std::env::var_os("PATH")
-                        .iter()
-                        .flat_map(std::env::split_paths),
-                );
-                if let Ok(joined) = std::env::join_paths(path) {
-                    command.env("PATH", joined);
-                }
-                if let Some(venv) = python.parent().and_then(Path::parent) {
-                    command.env("VIRTUAL_ENV", venv);
-                }
-            }
-            command
-                .args(&self.options.run_flags)
-                .current_dir(&place.cwd)
-                .env_remove("GITHUB_STEP_SUMMARY")
-                .env_remove("OOMGATE_HISTORY");
-            let log = folder.join("oomgate.log");
-            let ended = run_logged(command, &log, &self.interrupt).map_err(|e| {
-                BisectError::Infrastructure(format!(
-                    "cannot run oomgate for {}: {e}",
-                    candidate.label
-                ))
-            })?;
-            self.runs += 1;
-            match ended {
-                Ended::Interrupted | Ended::Exited(130) => return Err(BisectError::Interrupted),
-                Ended::Exited(code) => Some(code),
-            }
-        };
-        let results = finished(&results_path);
+        let results = finished(&out.join("results.json"));
         let found = results.as_ref().and_then(|r| {
             r.cases
                 .iter()
@@ -375,23 +421,32 @@ impl Driver<'_> {
                 .map(|c| (c.clone(), r.environment.clone()))
         });
         let mut step = Step {
-            candidate: candidate.clone(),
-            role,
-            verdict: Verdict::Skip,
-            reason: None,
-            host_peak_bytes: None,
-            host_peak_method: None,
-            gpu_peak_bytes: None,
-            gpu_peak_method: None,
-            case_folder: None,
-            reused,
-            ran: None,
+            taken_from: taken,
+            ..Step::unjudged(candidate, role)
+        };
+        let good_lock = match lock {
+            Some(path) => Some((
+                crate::baseline::read(path)
+                    .map_err(|e| BisectError::Infrastructure(e.to_string()))?,
+                path,
+            )),
+            None => None,
         };
         match found {
             Some((case, environment)) => {
-                let (verdict, reason) = super::verdict::classify(&case);
+                let against = match (&good_lock, &results) {
+                    (Some((lock, path)), Some(results)) => {
+                        super::verdict::against_good_end(lock, path, results, &case)
+                    }
+                    _ => Vec::new(),
+                };
+                let (verdict, why) = super::verdict::classify(&case, &against);
                 step.verdict = verdict;
-                step.reason = reason;
+                match why {
+                    Some(Why::Said(words)) => step.reason = Some(words),
+                    Some(Why::Check(check)) => step.check = Some(*check),
+                    None => {}
+                }
                 step.host_peak_bytes = case.host.peak_bytes;
                 step.host_peak_method = case.host.peak_bytes.map(|_| {
                     wire_name(&case.host.peak_source)
@@ -401,8 +456,9 @@ impl Driver<'_> {
                 step.gpu_peak_method = case
                     .gpu_peak_bytes
                     .and_then(|_| wire_name(&case.gpu_peak_method));
-                step.case_folder =
-                    Some(out.join("cases").join(crate::suite::folder_name(&case.id)));
+                // A step from the history has its figures, not its folder.
+                let case_folder = out.join("cases").join(crate::suite::folder_name(&case.id));
+                step.case_folder = case_folder.exists().then_some(case_folder);
                 step.ran = Some(Box::new(Ran { case, environment }));
             }
             None => {
@@ -422,7 +478,63 @@ impl Driver<'_> {
         Ok((step, results))
     }
 
-    /// Prepare, run and release one candidate of a linear axis.
+    /// A step's results.json from the history, written where its run
+    /// would have written it; `None` when the history has none (or
+    /// cannot be read: said once, and the history is no longer asked).
+    fn take_from_history(&mut self, key: &str, folder: &Path) -> Option<()> {
+        let cache = self.cache.as_mut()?;
+        let text = match cache.get(key) {
+            Ok(text) => text?,
+            Err(why) => {
+                let location = cache.location();
+                self.cache = None;
+                self.progress.note(&format!(
+                    "warning: the history {location} cannot be read ({why}); steps are run, not taken from it"
+                ));
+                return None;
+            }
+        };
+        let path = folder.join("run").join("results.json");
+        std::fs::create_dir_all(folder.join("run")).ok()?;
+        std::fs::write(&path, text).ok()?;
+        match finished(&path) {
+            Some(_) => Some(()),
+            None => {
+                let _ = std::fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    /// Keep a step's finished run in the history, for later bisects.
+    fn keep(&mut self, key: &str, candidate: &Candidate, folder: &Path) {
+        let Some(cache) = self.cache.as_mut() else {
+            return;
+        };
+        let path = folder.join("run").join("results.json");
+        let Ok(results) =
+            crate::files::read_input(&path, crate::files::MAX_RESULTS_BYTES, "a results file")
+        else {
+            return;
+        };
+        let step = crate::history::BisectStep {
+            key: key.to_string(),
+            suite: self.options.suite.display().to_string(),
+            case_id: self.options.case.clone(),
+            candidate: candidate.id.clone(),
+            results,
+        };
+        if let Err(why) = cache.keep(&step) {
+            let location = cache.location();
+            self.cache = None;
+            self.progress.note(&format!(
+                "warning: the history {location} cannot keep this bisect's steps ({why})"
+            ));
+        }
+    }
+
+    /// Prepare, run and release one candidate; or take its run from the
+    /// bisect resumed, or from the history.
     fn try_candidate(
         &mut self,
         axis: &mut dyn Prepare,
@@ -434,351 +546,180 @@ impl Driver<'_> {
     ) -> Result<(Step, Option<RunResults>), BisectError> {
         let candidate = &candidates[at];
         let folder = self.folder(role, &candidate.label, segment);
-        let results = folder.join("run").join("results.json");
-        if self.options.resume && finished(&results).is_some() {
-            let place = Place {
-                cwd: self.options.out.clone(),
-                suite: self.options.suite.clone(),
-                python: None,
-            };
-            return self.run(candidate, role, &place, lock, &folder);
+        if let Some(taken) = self.taken(axis, at, &folder) {
+            return self.judge_step(candidate, role, lock, &folder, None, Some(taken));
         }
+        let key = self.key(axis, at);
         std::fs::create_dir_all(&folder).map_err(|e| {
             BisectError::Infrastructure(format!("cannot make {}: {e}", folder.display()))
         })?;
         let prepared = axis.prepare(at, &folder, &self.interrupt);
         let outcome = match prepared {
-            Ok(Prepared::Ready(place)) => self.run(candidate, role, &place, lock, &folder),
+            Ok(Prepared::Ready(place)) => self
+                .launch(candidate, &place, &folder)
+                .and_then(|code| self.judge_step(candidate, role, lock, &folder, Some(code), None)),
             Ok(Prepared::Skip(why)) => Ok((self.skipped(candidate, role, why), None)),
             Err(e) => Err(e),
         };
         axis.release(at);
+        if let (Ok((_, Some(_))), Some(key)) = (&outcome, &key) {
+            self.keep(key, candidate, &folder);
+        }
         outcome
     }
 
-    /// Prove the good end: it passes on its own; its lock, written in its
-    /// folder.
-    fn prove_good(
+    /// What every candidate runs in, for the history's keys: asked of
+    /// the axis only when a history keeps steps (it may run pip).
+    fn environment_of(&mut self, axis: &dyn Prepare) {
+        if self.cache.is_some() {
+            self.environment = axis.environment();
+        }
+    }
+
+    /// Several candidates at once, each on its slot of the GPU pool: made
+    /// ready one after another, run together, judged in order. One
+    /// candidate is [`Self::try_candidate`].
+    fn try_batch(
         &mut self,
         axis: &mut dyn Prepare,
         candidates: &[Candidate],
-        at: usize,
+        ats: &[usize],
+        lock: Option<&Path>,
         segment: usize,
-    ) -> Result<PathBuf, BisectError> {
-        let (step, results) =
-            self.try_candidate(axis, candidates, at, Role::GoodEnd, None, segment)?;
-        let results = match (step.verdict, results) {
-            (Verdict::Good, Some(results)) => results,
-            _ => {
-                return Err(BisectError::BadInput(format!(
-                    "the good end {} is not good here: {}",
-                    candidates[at].label,
-                    step.reason.as_deref().unwrap_or("it failed")
-                )));
-            }
-        };
-        self.lock_of(
-            &results,
-            &self.folder(Role::GoodEnd, &candidates[at].label, segment),
-        )
-    }
-
-    /// A lock from a run's results, written as `good.lock` in `folder`.
-    fn lock_of(&self, results: &RunResults, folder: &Path) -> Result<PathBuf, BisectError> {
-        let lock = crate::results::readback::lock_from_results(results)
-            .map_err(|why| BisectError::BadInput(format!("its run cannot be locked: {why}")))?;
-        let path = folder.join("good.lock");
-        crate::baseline::write(&path, &lock)
-            .map_err(|e| BisectError::Infrastructure(e.to_string()))?;
-        Ok(path)
-    }
-
-    /// Bisect candidates `0..=last` (0 good, `last` bad) of a linear
-    /// axis; with `all_steps`, again past each step found.
-    fn linear(
-        &mut self,
-        axis: &mut dyn PrepareLinear,
-        kind: Axis,
-        package: Option<String>,
-        all_steps: bool,
-    ) -> Result<Bisected, BisectError> {
-        let candidates = axis.candidates().to_vec();
-        let last = candidates.len() - 1;
-        let mut bisected = Bisected {
-            axis: kind,
-            suite: self.options.suite.clone(),
-            case: self.options.case.clone(),
-            package,
-            ending: Ending::NotReproducible,
-            findings: Vec::new(),
-            steps: Vec::new(),
-            runs: 0,
-            candidates: last.saturating_sub(1),
-            bound: log2_bound(last),
-            out: self.options.out.clone(),
-        };
-        let result = self.linear_segments(axis.as_prepare(), &candidates, all_steps, &mut bisected);
-        if let Some(package) = &bisected.package {
-            for finding in &mut bisected.findings {
-                finding.restore = Some(format!(
-                    "pip install '{package}=={}'",
-                    finding.last_good.candidate.id
-                ));
-            }
-        }
-        bisected.steps = std::mem::take(&mut self.steps);
-        bisected.runs = self.runs;
-        match result {
-            Ok(()) => Ok(bisected),
-            Err(BisectError::Interrupted) => {
-                bisected.ending = Ending::Interrupted;
-                Ok(bisected)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    fn linear_segments(
-        &mut self,
-        axis: &mut dyn Prepare,
-        candidates: &[Candidate],
-        all_steps: bool,
-        bisected: &mut Bisected,
-    ) -> Result<(), BisectError> {
-        let last = candidates.len() - 1;
-        let mut from = 0usize;
-        let mut lock = self.prove_good(axis, candidates, 0, 0)?;
-        let mut segment = 0usize;
-        loop {
-            let (bad, _) =
-                self.try_candidate(axis, candidates, last, Role::BadEnd, Some(&lock), segment)?;
-            match bad.verdict {
-                Verdict::Good if segment == 0 => {
-                    bisected.ending = Ending::NotReproducible;
-                    return Ok(());
-                }
-                Verdict::Good => return Ok(()),
-                Verdict::Skip if segment == 0 => {
-                    return Err(BisectError::BadInput(format!(
-                        "the bad end {} cannot be judged here: {}",
-                        candidates[last].label,
-                        bad.reason.as_deref().unwrap_or("it did not run")
-                    )));
-                }
-                Verdict::Skip => return Ok(()),
-                Verdict::Bad => {}
-            }
-            let mut search = Bisection::new(last - from);
-            let mut results_at = std::collections::HashMap::new();
-            while let Some(offset) = search.next() {
-                let at = from + offset;
-                let (step, results) =
-                    self.try_candidate(axis, candidates, at, Role::Step, Some(&lock), segment)?;
-                search.record(offset, step.verdict);
-                if let Some(results) = results {
-                    results_at.insert(at, results);
-                }
-            }
-            let answer = search.answer();
-            let (good_at, bad_at) = (from + answer.last_good, from + answer.first_bad);
-            let finding = self.finding(
+    ) -> Result<Vec<(Step, Option<RunResults>)>, BisectError> {
+        if ats.len() == 1 {
+            return Ok(vec![self.try_candidate(
+                axis,
                 candidates,
-                good_at,
-                bad_at,
-                answer
-                    .skipped_between
-                    .iter()
-                    .map(|o| candidates[from + o].clone())
-                    .collect(),
-            );
-            bisected.ending = match finding.maybe_first_bad.is_empty() {
-                true => Ending::Found,
-                false => Ending::Undecided,
-            };
-            bisected.findings.push(finding);
-            if !all_steps || bad_at == last || bisected.ending == Ending::Undecided {
-                return Ok(());
-            }
-            // The next segment starts at the step just found: its run,
-            // locked, is the new good end.
-            let Some(results) = results_at.remove(&bad_at) else {
-                return Ok(());
-            };
-            let folder = self.folder(Role::Step, &candidates[bad_at].label, segment);
-            match self.lock_of(&results, &folder) {
-                Ok(next) => lock = next,
-                Err(BisectError::BadInput(why)) => {
-                    self.progress.note(&format!(
-                        "no search past {}: {why}; a later step cannot be told from this one",
-                        candidates[bad_at].label
-                    ));
-                    return Ok(());
-                }
-                Err(e) => return Err(e),
-            }
-            from = bad_at;
-            segment += 1;
+                ats[0],
+                Role::Step,
+                lock,
+                segment,
+            )?]);
         }
-    }
-
-    /// The finding between two positions: their steps, and why.
-    fn finding(
-        &self,
-        candidates: &[Candidate],
-        good_at: usize,
-        bad_at: usize,
-        maybe: Vec<Candidate>,
-    ) -> Finding {
-        let find = |at: usize, roles: &[Role]| {
-            self.steps
-                .iter()
-                .rev()
-                .find(|s| {
-                    s.candidate == candidates[at]
-                        && roles.contains(&s.role)
-                        && s.verdict != Verdict::Skip
-                })
-                .cloned()
-        };
-        let good = find(good_at, &[Role::GoodEnd, Role::Step])
-            .or_else(|| find(good_at, &[Role::BadEnd]))
-            .unwrap_or_else(|| placeholder(&candidates[good_at]));
-        let bad = find(bad_at, &[Role::Step, Role::BadEnd])
-            .unwrap_or_else(|| placeholder(&candidates[bad_at]));
-        why(good, bad, maybe, None)
-    }
-
-    /// Delta debugging over the package changes between two runs.
-    fn sets(&mut self, axis: &mut Sets) -> Result<Bisected, BisectError> {
-        let n = axis.changes.len();
-        let mut bisected = Bisected {
-            axis: Axis::PackageSet,
-            suite: self.options.suite.clone(),
-            case: self.options.case.clone(),
-            package: None,
-            ending: Ending::NotReproducible,
-            findings: Vec::new(),
-            steps: Vec::new(),
-            runs: 0,
-            candidates: n,
-            bound: log2_bound(n),
-            out: self.options.out.clone(),
-        };
-        let result = self.sets_search(axis, &mut bisected);
-        bisected.steps = std::mem::take(&mut self.steps);
-        bisected.runs = self.runs;
-        match result {
-            Ok(()) => Ok(bisected),
-            Err(BisectError::Interrupted) => {
-                bisected.ending = Ending::Interrupted;
-                Ok(bisected)
+        let mut done: Vec<Option<(Step, Option<RunResults>)>> = vec![None; ats.len()];
+        let mut running = Vec::new();
+        let mut failed = None;
+        for (slot, &at) in ats.iter().enumerate() {
+            let candidate = &candidates[at];
+            let folder = self.folder(Role::Step, &candidate.label, segment);
+            if let Some(taken) = self.taken(axis, at, &folder) {
+                done[slot] = Some(self.judge_step(
+                    candidate,
+                    Role::Step,
+                    lock,
+                    &folder,
+                    None,
+                    Some(taken),
+                )?);
+                continue;
             }
-            Err(e) => Err(e),
-        }
-    }
-
-    fn sets_search(&mut self, axis: &mut Sets, bisected: &mut Bisected) -> Result<(), BisectError> {
-        let n = axis.changes.len();
-        let none: Vec<usize> = Vec::new();
-        let all: Vec<usize> = (0..n).collect();
-        axis.current = vec![none.clone(), all];
-        let ends = axis.candidates_now();
-        let lock = self.prove_good(axis, &ends, 0, 0)?;
-        let (bad, _) = self.try_candidate(axis, &ends, 1, Role::BadEnd, Some(&lock), 0)?;
-        match bad.verdict {
-            Verdict::Good => return Ok(()),
-            Verdict::Skip => {
-                return Err(BisectError::BadInput(format!(
-                    "the bad run's packages cannot be judged here: {}",
-                    bad.reason.as_deref().unwrap_or("they did not run")
+            if let Err(e) = std::fs::create_dir_all(&folder) {
+                failed = Some(BisectError::Infrastructure(format!(
+                    "cannot make {}: {e}",
+                    folder.display()
                 )));
+                break;
             }
-            Verdict::Bad => {}
-        }
-        let found = ddmin(n, |subset: &[usize]| {
-            if subset.len() == n {
-                return Ok(Verdict::Bad);
-            }
-            axis.current = vec![subset.to_vec()];
-            let candidates = axis.candidates_now();
-            let (step, _) = self.try_candidate(axis, &candidates, 0, Role::Step, Some(&lock), 0)?;
-            Ok::<_, BisectError>(step.verdict)
-        })?;
-        // The last good: the good end; the first bad: the smallest set.
-        let good = self
-            .steps
-            .iter()
-            .find(|s| s.role == Role::GoodEnd)
-            .cloned()
-            .unwrap_or_else(|| placeholder(&axis.candidate(&none)));
-        let found_candidate = axis.candidate(&found);
-        let bad = self
-            .steps
-            .iter()
-            .rev()
-            .find(|s| s.candidate == found_candidate && s.verdict == Verdict::Bad)
-            .cloned()
-            .unwrap_or_else(|| placeholder(&found_candidate));
-        let restore = found
-            .iter()
-            .map(|&i| axis.changes[i].restore())
-            .collect::<Vec<_>>()
-            .join(" ");
-        bisected.findings.push(why(
-            good,
-            bad,
-            Vec::new(),
-            Some(format!("pip install {restore}")),
-        ));
-        bisected.ending = Ending::Found;
-        Ok(())
-    }
-}
-
-/// A step never run (a candidate whose run was skipped).
-fn placeholder(candidate: &Candidate) -> Step {
-    Step {
-        candidate: candidate.clone(),
-        role: Role::Step,
-        verdict: Verdict::Skip,
-        reason: None,
-        host_peak_bytes: None,
-        host_peak_method: None,
-        gpu_peak_bytes: None,
-        gpu_peak_method: None,
-        case_folder: None,
-        reused: false,
-        ran: None,
-    }
-}
-
-/// A finding with its why: the environment's drift from one to the
-/// other and the allocation sites that grew.
-fn why(good: Step, bad: Step, maybe: Vec<Candidate>, restore: Option<String>) -> Finding {
-    let (drift, sites) = match (&good.ran, &bad.ran) {
-        (Some(g), Some(b)) => {
-            let drift = crate::baseline::drift::drift(&g.environment, &b.environment)
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            let sites = match (&g.case.allocation_sites, &b.case.allocation_sites) {
-                (Some(before), Some(after)) => {
-                    let growth = crate::snapshot::grown(before, after, 5);
-                    (!growth.is_empty()).then(|| growth.describe())
+            match axis.prepare(at, &folder, &self.interrupt) {
+                Ok(Prepared::Ready(place)) => {
+                    let started = self.command(&place, &folder, slot).and_then(|command| {
+                        Running::start(command, &folder.join("oomgate.log")).map_err(|e| {
+                            BisectError::Infrastructure(format!(
+                                "cannot run oomgate for {}: {e}",
+                                candidate.label
+                            ))
+                        })
+                    });
+                    match started {
+                        Ok(process) => running.push((slot, at, folder, process, None)),
+                        Err(e) => {
+                            axis.release(at);
+                            failed = Some(e);
+                            break;
+                        }
+                    }
                 }
-                _ => None,
-            };
-            (drift, sites)
+                Ok(Prepared::Skip(why)) => {
+                    axis.release(at);
+                    done[slot] = Some((self.skipped(candidate, Role::Step, why), None));
+                }
+                Err(e) => {
+                    axis.release(at);
+                    failed = Some(e);
+                    break;
+                }
+            }
         }
-        _ => (Vec::new(), None),
-    };
-    Finding {
-        last_good: good,
-        first_bad: bad,
-        maybe_first_bad: maybe,
-        drift,
-        sites,
-        restore,
+        if !running.is_empty() {
+            self.rounds += 1;
+        }
+        // Every run started is waited for, whatever happened since: none
+        // is left behind (an error or an interrupt stops them).
+        if failed.is_some() {
+            self.interrupt.request();
+        }
+        while running.iter().any(|(_, _, _, _, ended)| ended.is_none()) {
+            for (_, _, _, process, ended) in running.iter_mut().filter(|r| r.4.is_none()) {
+                *ended = match process.poll(&self.interrupt) {
+                    Ok(found) => found,
+                    Err(_) => Some(Ended::Interrupted),
+                };
+            }
+            std::thread::sleep(super::spawn::POLL);
+        }
+        let mut interrupted = false;
+        for (slot, at, folder, _, ended) in running {
+            self.runs += 1;
+            let code = match ended {
+                Some(Ended::Exited(130) | Ended::Interrupted) | None => {
+                    interrupted = true;
+                    None
+                }
+                Some(Ended::Exited(code)) => Some(code),
+            };
+            if let (Some(code), false) = (code, interrupted || failed.is_some()) {
+                let candidate = &candidates[at];
+                done[slot] = Some(self.judge_step(
+                    candidate,
+                    Role::Step,
+                    lock,
+                    &folder,
+                    Some(code),
+                    None,
+                )?);
+                if let Some(key) = self.key(axis, at) {
+                    self.keep(&key, candidate, &folder);
+                }
+            }
+            axis.release(at);
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if interrupted {
+            return Err(BisectError::Interrupted);
+        }
+        Ok(done.into_iter().flatten().collect())
+    }
+
+    /// The history's key of candidate `at`, when a history keeps steps.
+    fn key(&self, axis: &dyn Prepare, at: usize) -> Option<String> {
+        self.cache
+            .as_ref()
+            .map(|cache| cache.key(&self.options.case, &axis.identity(at), &self.environment))
+    }
+
+    /// Where candidate `at`'s run can be taken from instead of run: the
+    /// bisect resumed, or the history (its results.json written into
+    /// `folder` then).
+    fn taken(&mut self, axis: &dyn Prepare, at: usize, folder: &Path) -> Option<Taken> {
+        if self.options.resume && finished(&folder.join("run").join("results.json")).is_some() {
+            return Some(Taken::Resumed);
+        }
+        let key = self.key(axis, at)?;
+        self.take_from_history(&key, folder)
+            .map(|()| Taken::History)
     }
 }
 
@@ -799,7 +740,7 @@ fn finished(path: &Path) -> Option<RunResults> {
 
 /// `what`, and the last lines of `log` when it has any.
 fn with_tail(what: String, log: &Path) -> String {
-    match tail(log, 2) {
+    match tail(log, 2, &[]) {
         last if last.is_empty() => what,
         last => format!("{what}: {last}"),
     }

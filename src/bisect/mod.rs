@@ -14,6 +14,7 @@
 //! stops the bisect as not reproducible here. The words of the answer
 //! live in `crate::report::bisect`; the command line in `crate::cli`.
 
+mod cache;
 mod commits;
 mod drive;
 mod folder;
@@ -29,6 +30,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+pub use cache::Cache;
 pub use drive::{Progress, bisect, check, run_flags};
 pub use folder::{MARKER, TEMP_PREFIX};
 pub use search::Verdict;
@@ -48,6 +50,9 @@ pub struct Options {
     pub resume: bool,
     /// Flags handed to each `oomgate run` (`--gpu`, `--host-method`).
     pub run_flags: Vec<OsString>,
+    /// With a GPU pool: each slot's GPUs (`0,1`), handed to a run as
+    /// `--gpus`; commits run as many at once as there are slots.
+    pub gpu_slots: Vec<String>,
 }
 
 /// Where to look.
@@ -112,16 +117,30 @@ pub struct Candidate {
     pub subject: String,
 }
 
+/// Where a step not run now came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Taken {
+    /// The bisect in the same folder, continued (`--resume`).
+    Resumed,
+    /// The run history (`--history`): a bisect before ran it.
+    History,
+}
+
 /// One run of a candidate, as the judge left it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Step {
     pub candidate: Candidate,
     pub role: Role,
     pub verdict: Verdict,
-    /// Why it is bad or cannot be told (the judge's words), or why it did
-    /// not run (does not build, install or start).
+    /// Why it cannot be told or is bad without a failed check (the
+    /// judge's words: an OOM, a crash), or why it did not run (does not
+    /// build, install or start).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The memory check that made it bad, as results.json writes checks.
+    #[serde(rename = "failed_check", skip_serializing_if = "Option::is_none")]
+    pub check: Option<crate::results::Check>,
     pub host_peak_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_peak_method: Option<String>,
@@ -131,12 +150,41 @@ pub struct Step {
     /// The case's folder of this run (logs, timeline, snapshots).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub case_folder: Option<PathBuf>,
-    /// Taken from the bisect that ran it before (`--resume`).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub reused: bool,
+    /// Not run now: taken from the bisect resumed, or the history.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taken_from: Option<Taken>,
     /// The run's case and environment, for the answer's why.
     #[serde(skip)]
     pub ran: Option<Box<Ran>>,
+}
+
+impl Step {
+    /// A candidate not judged (yet): no figure, no reason.
+    pub fn unjudged(candidate: &Candidate, role: Role) -> Step {
+        Step {
+            candidate: candidate.clone(),
+            role,
+            verdict: Verdict::Skip,
+            reason: None,
+            check: None,
+            host_peak_bytes: None,
+            host_peak_method: None,
+            gpu_peak_bytes: None,
+            gpu_peak_method: None,
+            case_folder: None,
+            taken_from: None,
+            ran: None,
+        }
+    }
+
+    /// Why it is bad or cannot be told, in the judge's words (a check's
+    /// own message, when it has been worded).
+    pub fn why(&self) -> Option<&str> {
+        self.reason
+            .as_deref()
+            .or_else(|| self.check.as_ref().map(|c| c.message.as_str()))
+            .filter(|w| !w.is_empty())
+    }
 }
 
 /// What a step's run left: its case's result, and the environment.
@@ -196,6 +244,11 @@ pub struct Bisected {
     pub steps: Vec<Step>,
     /// Runs made by this bisect (steps taken from a resumed one are not).
     pub runs: usize,
+    /// Rounds of runs: with a GPU pool, a round runs up to `slots`
+    /// candidates at once; without one, each run is a round.
+    pub rounds: usize,
+    /// Candidates run at once (the GPU pool's slots; 1 without a pool).
+    pub slots: usize,
     /// Candidates strictly between the ends.
     pub candidates: usize,
     /// ⌈log2⌉ of what a binary search had to tell apart: the most runs

@@ -17,6 +17,8 @@ pub(super) struct Environment {
     index: Index,
     /// `name==version` of every package that is not bisected.
     constraints: PathBuf,
+    /// Its interpreter and every line installed when it was made.
+    identity: String,
 }
 
 impl Environment {
@@ -73,7 +75,7 @@ impl Environment {
         })?;
         let log = setup.join("setup.log");
         driver.progress.note(&format!(
-            "making the environment {} from {} ({} packages pinned)",
+            "making the environment {} from {}, pinning {} package(s)",
             driver.options.out.join("env").display(),
             base.display(),
             pins.len()
@@ -103,6 +105,7 @@ impl Environment {
             venv,
             index,
             constraints,
+            identity: format!("python {}\n{}", base.display(), requirements.join("\n")),
         };
         environment
             .install(&requirements, false, true, &setup, &driver.interrupt)
@@ -126,9 +129,8 @@ impl Environment {
         let file = folder.join("requirements.txt");
         std::fs::write(&file, requirements.join("\n") + "\n")
             .map_err(|e| pip::Failed::Said(format!("cannot write {}: {e}", file.display())))?;
-        let lines = vec!["-r".to_string(), file.display().to_string()];
         self.venv.install(
-            &lines,
+            &file,
             constrained.then_some(self.constraints.as_path()),
             no_deps,
             &self.index,
@@ -217,6 +219,14 @@ impl Versions {
 }
 
 impl Prepare for Versions {
+    fn identity(&self, at: usize) -> String {
+        format!("{}=={}", self.package, self.candidates[at].id)
+    }
+
+    fn environment(&self) -> String {
+        self.env.identity.clone()
+    }
+
     fn prepare(
         &mut self,
         at: usize,
@@ -368,6 +378,18 @@ impl Sets {
 }
 
 impl Prepare for Sets {
+    fn identity(&self, at: usize) -> String {
+        let subset = &self.current[at];
+        let applied: Vec<String> = (0..self.changes.len())
+            .map(|i| self.changes[i].shown(subset.contains(&i)))
+            .collect();
+        applied.join("\n")
+    }
+
+    fn environment(&self) -> String {
+        self.env.identity.clone()
+    }
+
     fn prepare(
         &mut self,
         at: usize,
@@ -408,6 +430,39 @@ impl Prepare for Sets {
 
     fn clean_up(&mut self) {
         self.env.clean_up();
+    }
+}
+
+/// The packages of the suite's `[environment] python` as `pip freeze`
+/// lists them (or why they could not be listed; "no interpreter" for a
+/// suite that names none): what a commit's run depends on besides the
+/// commit.
+pub(super) fn interpreter_packages(suite: &Path) -> String {
+    let Ok(loaded) = crate::suite::load(suite) else {
+        return "an invalid suite".into();
+    };
+    let Some(python) = loaded.environment.python else {
+        return "no interpreter".into();
+    };
+    let folder = loaded
+        .path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let found = pip::interpreter(&python, &folder).and_then(|path| {
+        let listed = pip::freeze(&path)?;
+        Ok(listed
+            .iter()
+            .map(|line| match line {
+                Frozen::Pin { name, version } => format!("{name}=={version}"),
+                Frozen::Other(line) => line.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"))
+    });
+    match found {
+        Ok(packages) => format!("python {python}\n{packages}"),
+        Err(why) => format!("python {python}: {why}"),
     }
 }
 

@@ -159,21 +159,18 @@ impl Venv {
         })
     }
 
-    /// `pip install` these requirements, each package's version held by
+    /// `pip install -r requirements`, each package's version held by
     /// the `constraints` file where it names one; `no_deps` installs
     /// exactly what is listed (a `pip freeze` reproduced).
     pub fn install(
         &self,
-        requirements: &[String],
+        requirements: &Path,
         constraints: Option<&Path>,
         no_deps: bool,
         index: &Index,
         log: &Path,
         interrupt: &Interrupt,
     ) -> Result<(), Failed> {
-        if requirements.is_empty() {
-            return Ok(());
-        }
         let mut command = pip(&self.python());
         command.args(["install", "--upgrade"]);
         if no_deps {
@@ -182,7 +179,10 @@ impl Venv {
         if let Some(constraints) = constraints {
             command.arg("--constraint").arg(constraints);
         }
-        command.args(index.args()).arg("--").args(requirements);
+        command
+            .args(index.args())
+            .arg("--requirement")
+            .arg(requirements);
         ended(run_logged(command, log, interrupt), log, "pip install")
     }
 
@@ -246,7 +246,7 @@ fn ended(result: std::io::Result<Ended>, log: &Path, what: &str) -> Result<(), F
         Ok(Ended::Interrupted) => Err(Failed::Interrupted),
         Ok(Ended::Exited(code)) => Err(Failed::Said(format!(
             "{what} exited with code {code}: {}",
-            super::spawn::tail(log, 3)
+            super::spawn::tail(log, 3, &["INFO:"])
         ))),
         Err(e) => Err(Failed::Said(format!("cannot run {what}: {e}"))),
     }

@@ -57,6 +57,40 @@ impl Bisection {
             .find(|&at| at > self.good && at < self.bad && !self.skipped.contains(&at))
     }
 
+    /// Up to `k` positions to run at once (a GPU pool): they split what
+    /// is left into `k + 1` nearly equal parts (`k = 1`: [`Self::next`]).
+    pub fn next_batch(&self, k: usize) -> Vec<usize> {
+        if k <= 1 {
+            return self.next().into_iter().collect();
+        }
+        let open: Vec<usize> = (self.good + 1..self.bad)
+            .filter(|at| !self.skipped.contains(at))
+            .collect();
+        if open.len() <= k {
+            return open;
+        }
+        let mut batch: Vec<usize> = (1..=k).map(|j| open[open.len() * j / (k + 1)]).collect();
+        batch.dedup();
+        batch
+    }
+
+    /// Take the verdicts of a batch run at once: each in order of
+    /// position, so that the earliest bad one stands.
+    pub fn record_all(&mut self, verdicts: &[(usize, Verdict)]) {
+        let mut sorted = verdicts.to_vec();
+        sorted.sort_unstable_by_key(|(at, _)| *at);
+        for (at, verdict) in sorted.iter().filter(|(_, v)| *v == Verdict::Skip) {
+            self.record(*at, *verdict);
+        }
+        // The earliest bad first: a good one after it says nothing.
+        if let Some((at, _)) = sorted.iter().find(|(_, v)| *v == Verdict::Bad) {
+            self.record(*at, Verdict::Bad);
+        }
+        for (at, verdict) in sorted.iter().rev().filter(|(_, v)| *v == Verdict::Good) {
+            self.record(*at, *verdict);
+        }
+    }
+
     /// Take one position's verdict.
     pub fn record(&mut self, at: usize, verdict: Verdict) {
         match verdict {
@@ -240,6 +274,62 @@ mod tests {
         let (answer, ran) = search(4, 2, &[1, 2, 3]);
         assert_eq!((answer.last_good, answer.first_bad), (0, 4));
         assert_eq!(ran.len(), 3);
+    }
+
+    /// A search of `0..=last` run `k` at a time; the answer and how many
+    /// batches it took.
+    fn search_k(last: usize, first_bad: usize, k: usize) -> (Answer, usize) {
+        let mut bisection = Bisection::new(last);
+        let mut batches = 0;
+        loop {
+            let batch = bisection.next_batch(k);
+            if batch.is_empty() {
+                break;
+            }
+            assert!(batch.len() <= k);
+            batches += 1;
+            let verdicts: Vec<(usize, Verdict)> = batch
+                .iter()
+                .map(|&at| {
+                    (
+                        at,
+                        if at >= first_bad {
+                            Verdict::Bad
+                        } else {
+                            Verdict::Good
+                        },
+                    )
+                })
+                .collect();
+            bisection.record_all(&verdicts);
+        }
+        (bisection.answer(), batches)
+    }
+
+    #[test]
+    fn a_pool_runs_a_k_way_split_in_fewer_rounds() {
+        for last in 2..60 {
+            for first_bad in 1..=last {
+                let (answer, rounds) = search_k(last, first_bad, 3);
+                assert_eq!(
+                    (answer.last_good, answer.first_bad),
+                    (first_bad - 1, first_bad)
+                );
+                // log base 4 of the positions left, rounded up.
+                let bound = ((last - 1) as f64).log(4.0).ceil() as usize + 1;
+                assert!(rounds <= bound, "{rounds} rounds for {last} (k = 3)");
+            }
+        }
+        assert_eq!(Bisection::new(10).next_batch(1), vec![5]);
+        assert_eq!(Bisection::new(3).next_batch(4), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_batch_keeps_the_earliest_bad() {
+        // Noise: 6 bad, 8 good: the good one after a bad says nothing.
+        let mut bisection = Bisection::new(10);
+        bisection.record_all(&[(8, Verdict::Good), (6, Verdict::Bad), (3, Verdict::Good)]);
+        assert_eq!(bisection.next_batch(8), vec![4, 5]);
     }
 
     #[test]

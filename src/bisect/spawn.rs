@@ -26,46 +26,60 @@ pub enum Ended {
 /// results.
 const GRACE: Duration = Duration::from_secs(30);
 
-/// Run `command` with stdin closed and its output appended to `log`;
-/// how it ended. `Err` when it cannot be started or the log not written.
-pub fn run_logged(mut command: Command, log: &Path, interrupt: &Interrupt) -> io::Result<Ended> {
-    let file = File::options().create(true).append(true).open(log)?;
-    command
-        .stdin(Stdio::null())
-        .stdout(file.try_clone()?)
-        .stderr(file)
-        .process_group(0);
-    // SAFETY: prctl is async-signal-safe and allocates nothing. A bisect
-    // that is killed outright (SIGKILL) cannot stop its command; the
-    // kernel asks it to stop then, and an oomgate run stops its case.
-    unsafe {
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            Ok(())
-        });
+/// A command started by [`Running::start`], watched until it ends.
+pub struct Running {
+    child: std::process::Child,
+    /// When it was asked to stop (SIGTERM to its group).
+    stopping: Option<Instant>,
+}
+
+impl Running {
+    /// Start `command` with stdin closed and its output appended to
+    /// `log`, in a process group of its own.
+    pub fn start(mut command: Command, log: &Path) -> io::Result<Running> {
+        let file = File::options().create(true).append(true).open(log)?;
+        command
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .process_group(0);
+        // SAFETY: prctl is async-signal-safe and allocates nothing. A bisect
+        // that is killed outright (SIGKILL) cannot stop its command; the
+        // kernel asks it to stop then, and an oomgate run stops its case.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        Ok(Running {
+            child: command.spawn()?,
+            stopping: None,
+        })
     }
-    let mut child = command.spawn()?;
-    let group = child.id() as libc::pid_t;
-    let mut stopping: Option<Instant> = None;
-    loop {
-        if let Some(status) = child.try_wait()? {
+
+    /// How it ended, once it has; stopped (its group) when the bisect is
+    /// interrupted.
+    pub fn poll(&mut self, interrupt: &Interrupt) -> io::Result<Option<Ended>> {
+        let group = self.child.id() as libc::pid_t;
+        if let Some(status) = self.child.try_wait()? {
             // Whatever the command left running in its group goes too.
             // SAFETY: kill takes no memory; a group that is gone is ESRCH.
             unsafe { libc::kill(-group, libc::SIGKILL) };
-            if stopping.is_some() {
-                return Ok(Ended::Interrupted);
+            if self.stopping.is_some() {
+                return Ok(Some(Ended::Interrupted));
             }
             use std::os::unix::process::ExitStatusExt;
-            return Ok(Ended::Exited(
+            return Ok(Some(Ended::Exited(
                 status
                     .code()
                     .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
-            ));
+            )));
         }
         if interrupt.requested() {
-            let signal = match stopping {
+            let signal = match self.stopping {
                 None => {
-                    stopping = Some(Instant::now());
+                    self.stopping = Some(Instant::now());
                     Some(libc::SIGTERM)
                 }
                 Some(since) if interrupt.insisted() || since.elapsed() > GRACE => {
@@ -78,7 +92,22 @@ pub fn run_logged(mut command: Command, log: &Path, interrupt: &Interrupt) -> io
                 unsafe { libc::kill(-group, signal) };
             }
         }
-        std::thread::sleep(Duration::from_millis(20));
+        Ok(None)
+    }
+}
+
+/// How often a running command is looked at.
+pub const POLL: Duration = Duration::from_millis(20);
+
+/// Run `command` to its end (see [`Running`]); `Err` when it cannot be
+/// started or the log not written.
+pub fn run_logged(command: Command, log: &Path, interrupt: &Interrupt) -> io::Result<Ended> {
+    let mut running = Running::start(command, log)?;
+    loop {
+        if let Some(ended) = running.poll(interrupt)? {
+            return Ok(ended);
+        }
+        std::thread::sleep(POLL);
     }
 }
 
@@ -112,11 +141,16 @@ pub fn output(mut command: Command) -> Result<String, String> {
 }
 
 /// The last `lines` lines of a log, cleaned for a terminal; empty when
-/// it cannot be read.
-pub fn tail(log: &Path, lines: usize) -> String {
+/// it cannot be read. Lines starting with one of `noise` (pip's `INFO:`
+/// chatter) are left out.
+pub fn tail(log: &Path, lines: usize, noise: &[&str]) -> String {
     let text = std::fs::read(log).unwrap_or_default();
     let text = String::from_utf8_lossy(&text[text.len().saturating_sub(64 << 10)..]).into_owned();
-    let kept: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter(|l| !noise.iter().any(|n| l.starts_with(n)))
+        .collect();
     let from = kept.len().saturating_sub(lines);
     crate::clean::line(&kept[from..].join(" / ")).into_owned()
 }

@@ -1,10 +1,61 @@
-//! A candidate's verdict from its case's result, as the judge left it:
-//! bad only for a reason that is memory, never for a crash, a build or
-//! an environment that changed on purpose.
+//! A candidate's verdict from its case's result, as the judge left it,
+//! and its figures against the good end's lock, judged here by the same
+//! judge: bad only for a reason that is memory, never for a crash, a
+//! build or an environment that changed on purpose.
+
+use std::path::Path;
 
 use super::search::Verdict;
-use crate::results::{CaseResult, CaseStatus, CheckKind};
+use crate::baseline::Lock;
+use crate::results::{CaseResult, CaseStatus, Check, CheckKind, RunResults};
 use crate::vocabulary::FailureType;
+
+/// `case` of `results` against its entry in the good end's `lock`, as
+/// `run --baseline` would judge it (`judge::against_entry`); no check
+/// when the lock holds no entry for it.
+pub fn against_good_end(
+    lock: &Lock,
+    lock_path: &Path,
+    results: &RunResults,
+    case: &CaseResult,
+) -> Vec<Check> {
+    let later = crate::results::readback::lock_of(results);
+    let Some((testbed, _, entry)) = later.entries().find(|(_, id, _)| *id == case.id) else {
+        return Vec::new();
+    };
+    let found = lock.baseline_for(&case.id, testbed, None);
+    let Some(earlier) = found.entry else {
+        return Vec::new();
+    };
+    let gpu_compared = match found.source {
+        crate::baseline::testbed::Source::Testbed(_) => true,
+        crate::baseline::testbed::Source::Legacy => {
+            crate::baseline::drift::same_gpus(&lock.environment, &later.environment)
+        }
+    };
+    let tolerances = entry
+        .tolerance
+        .or(earlier.tolerance)
+        .unwrap_or_else(|| crate::suite::Tolerances::default().into());
+    crate::judge::against_entry(
+        earlier,
+        lock_path,
+        entry,
+        Some(case),
+        tolerances,
+        None,
+        gpu_compared,
+    )
+}
+
+/// Why a candidate is bad or cannot be told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Why {
+    /// A check failed (worded by the report when its message is empty).
+    Check(Box<Check>),
+    /// The judge's words on the case (an OOM, a crash).
+    Said(String),
+}
 
 /// Whether a failed check of this kind is about memory: a figure against
 /// the good end, a budget, a limit, a leak, or an OOM kill.
@@ -33,24 +84,29 @@ const OUT_OF_MEMORY: [FailureType; 3] = [
     FailureType::HostOomSuspected,
 ];
 
-/// The verdict on one candidate's case, and why in a few words when it
-/// is not good (the judge's own message).
-pub fn classify(case: &CaseResult) -> (Verdict, Option<String>) {
-    let message = || case.message.clone();
+/// The verdict on one candidate's case, with `against` (its checks
+/// against the good end), and why when it is not good.
+pub fn classify(case: &CaseResult, against: &[Check]) -> (Verdict, Option<Why>) {
+    let said = || case.message.clone().map(Why::Said);
     if case.status == CaseStatus::Skipped {
         return (
             Verdict::Skip,
-            Some("pytest skipped the test: nothing was judged".into()),
+            Some(Why::Said(
+                "pytest skipped the test: nothing was judged".into(),
+            )),
         );
     }
-    if let Some(check) = case.failed_checks().find(|c| about_memory(&c.kind)) {
-        return (Verdict::Bad, Some(check.message.clone()));
+    let mut failed = case
+        .failed_checks()
+        .chain(against.iter().filter(|c| !c.passed));
+    if let Some(check) = failed.find(|c| about_memory(&c.kind)) {
+        return (Verdict::Bad, Some(Why::Check(Box::new(check.clone()))));
     }
     if case
         .failure_kind
         .is_some_and(|kind| OUT_OF_MEMORY.contains(&kind))
     {
-        return (Verdict::Bad, message());
+        return (Verdict::Bad, said());
     }
     if case.status == CaseStatus::Passed {
         return (Verdict::Good, None);
@@ -63,10 +119,14 @@ pub fn classify(case: &CaseResult) -> (Verdict, Option<String>) {
         );
     match notices_only {
         true => (Verdict::Good, None),
-        false => (
-            Verdict::Skip,
-            Some(message().unwrap_or_else(|| format!("the case ended {}", case.status.as_str()))),
-        ),
+        false => {
+            (
+                Verdict::Skip,
+                Some(said().unwrap_or_else(|| {
+                    Why::Said(format!("the case ended {}", case.status.as_str()))
+                })),
+            )
+        }
     }
 }
 
@@ -111,15 +171,34 @@ mod tests {
                 "host grew 3x",
             )],
         );
-        assert_eq!(classify(&grew), (Verdict::Bad, Some("host grew 3x".into())));
+        assert_eq!(
+            classify(&grew, &[]),
+            (
+                Verdict::Bad,
+                Some(Why::Check(Box::new(check(
+                    CheckKind::Baseline(Figure::Host),
+                    false,
+                    "host grew 3x"
+                ))))
+            )
+        );
+        // Against the good end, judged here.
+        let passed = case(CaseStatus::Passed, None, vec![]);
+        let grown = check(CheckKind::Baseline(Figure::Host), false, "");
+        assert_eq!(
+            classify(&passed, std::slice::from_ref(&grown)).0,
+            Verdict::Bad
+        );
+        let held = check(CheckKind::Baseline(Figure::Host), true, "");
+        assert_eq!(classify(&passed, &[held]).0, Verdict::Good);
         let over = case(
             CaseStatus::Failed,
             Some(FailureType::Budget),
             vec![check(CheckKind::Budget(BudgetKind::Host), false, "over")],
         );
-        assert_eq!(classify(&over).0, Verdict::Bad);
+        assert_eq!(classify(&over, &[]).0, Verdict::Bad);
         let oom = case(CaseStatus::Failed, Some(FailureType::GpuOom), vec![]);
-        assert_eq!(classify(&oom).0, Verdict::Bad);
+        assert_eq!(classify(&oom, &[]).0, Verdict::Bad);
         // A crash, a timeout, a launch error: never blamed.
         for (status, kind) in [
             (CaseStatus::Failed, FailureType::Crash),
@@ -127,9 +206,9 @@ mod tests {
             (CaseStatus::Error, FailureType::LaunchError),
             (CaseStatus::Failed, FailureType::CudaSetup),
         ] {
-            let verdict = classify(&case(status, Some(kind), vec![]));
+            let verdict = classify(&case(status, Some(kind), vec![]), &[]);
             assert_eq!(verdict.0, Verdict::Skip, "{kind:?}");
-            assert_eq!(verdict.1.as_deref(), Some("the judge's words"));
+            assert_eq!(verdict.1, Some(Why::Said("the judge's words".into())));
         }
         // A crash whose memory check also failed is bad: the figure says.
         let both = case(
@@ -137,7 +216,7 @@ mod tests {
             Some(FailureType::Crash),
             vec![check(CheckKind::HostOomKill, false, "killed by the kernel")],
         );
-        assert_eq!(classify(&both).0, Verdict::Bad);
+        assert_eq!(classify(&both, &[]).0, Verdict::Bad);
     }
 
     #[test]
@@ -150,10 +229,10 @@ mod tests {
                 check(CheckKind::Baseline(Figure::Host), true, ""),
             ],
         );
-        assert_eq!(classify(&drifted), (Verdict::Good, None));
+        assert_eq!(classify(&drifted, &[]), (Verdict::Good, None));
         let passed = case(CaseStatus::Passed, None, vec![]);
-        assert_eq!(classify(&passed), (Verdict::Good, None));
+        assert_eq!(classify(&passed, &[]), (Verdict::Good, None));
         let skipped = case(CaseStatus::Skipped, None, vec![]);
-        assert_eq!(classify(&skipped).0, Verdict::Skip);
+        assert_eq!(classify(&skipped, &[]).0, Verdict::Skip);
     }
 }

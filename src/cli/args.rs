@@ -388,9 +388,22 @@ pub struct BisectArgs {
     /// Continue the bisect in --out: the steps it ran are taken, not run again.
     #[arg(long, requires = "out")]
     pub resume: bool,
+    /// Keep each step's run in this history, and take those a bisect
+    /// before ran from it (`sqlite:PATH` or `postgres://…`; else
+    /// `OOMGATE_HISTORY`, else the suite's `[suite] history`).
+    #[arg(long, value_name = "LOCATION", conflicts_with = "no_history")]
+    pub history: Option<String>,
+    /// Keep nothing in a history, whatever `OOMGATE_HISTORY` or the suite says.
+    #[arg(long)]
+    pub no_history: bool,
     /// GPU mode for each run; see `run --help`.
     #[arg(long, value_name = "MODE", value_parser = pool::parse_gpu_mode)]
     pub gpu: Option<GpuMode>,
+    /// A pool of GPUs (`0,1,2,3`, UUIDs, or `all`): each run gets the
+    /// case's `gpus` of them, and commits run as many at once as the pool
+    /// holds (a k-way split instead of halving).
+    #[arg(long, value_name = "all|LIST", value_parser = pool::parse_pool)]
+    pub gpus: Option<pool::PoolSpec>,
     /// Host memory method for each run; see `run --help`.
     #[arg(long, value_enum, value_name = "METHOD")]
     pub host_method: Option<HostMode>,

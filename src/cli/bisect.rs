@@ -19,13 +19,23 @@ pub fn bisect(args: &BisectArgs) -> Result<Outcome, CliError> {
     let out = out_dir(args)?;
     let mut progress = Printer::new();
     progress.note(&format!(
-        "bisecting `{}` of {}; steps, logs and worktrees in {}",
+        "bisecting `{}` of {}; steps and logs in {}",
         args.case,
         args.suite.display(),
         out.display()
     ));
-    let options = options(args, out.clone());
-    let bisected = match bisect::bisect(options, range, &mut progress) {
+    let mut options = options(args, out.clone());
+    options.gpu_slots = gpu_slots(args)?;
+    if options.gpu_slots.len() > 1 {
+        progress.note(&format!(
+            "a pool of {} slots ({}): commits run {} at once",
+            options.gpu_slots.len(),
+            options.gpu_slots.join(" | "),
+            options.gpu_slots.len()
+        ));
+    }
+    let cache = cache(args, &options)?;
+    let bisected = match bisect::bisect(options, range, cache, &mut progress) {
         Ok(bisected) => bisected,
         Err(BisectError::BadInput(why)) => return Err(CliError::BadInput(why)),
         Err(BisectError::Infrastructure(why)) => return Err(CliError::Infrastructure(why)),
@@ -74,15 +84,22 @@ fn check(args: &BisectArgs) -> Outcome {
         }
     };
     let mut progress = Printer::new();
-    let options = options(args, out);
-    match bisect::check(
+    let options = options(args, out.clone());
+    let checked = bisect::check(
         options,
         args.build.as_deref(),
         args.against.as_deref(),
         &mut progress,
-    ) {
+    );
+    // `git bisect run` calls it once a commit: without --out, the folder
+    // made for the run goes with it (its verdict is said).
+    let kept = args.out.is_some();
+    if !kept {
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    match checked {
         Ok(step) => {
-            progress.note(&crate::report::bisect::check_line(&step));
+            progress.note(&crate::report::bisect::check_line(&step, kept));
             match step.verdict {
                 Verdict::Good => Outcome::Passed,
                 Verdict::Bad => Outcome::CasesFailed,
@@ -186,7 +203,61 @@ fn options(args: &BisectArgs, out: PathBuf) -> Options {
         repeat: args.repeat,
         resume: args.resume,
         run_flags: crate::bisect::run_flags(gpu, host),
+        gpu_slots: Vec::new(),
     }
+}
+
+/// `--gpus`, dealt into slots of the case's `gpus` each (one GPU for a
+/// case that names none).
+fn gpu_slots(args: &BisectArgs) -> Result<Vec<String>, CliError> {
+    let Some(pool) = &args.gpus else {
+        return Ok(Vec::new());
+    };
+    let devices: Vec<String> = match pool {
+        super::pool::PoolSpec::Devices(list) => list.clone(),
+        super::pool::PoolSpec::All => crate::measure::nvml::Gpu::open()
+            .map_err(|e| CliError::Infrastructure(format!("--gpus all: {e}")))?
+            .devices
+            .iter()
+            .map(|d| d.index.to_string())
+            .collect(),
+    };
+    let suite = super::shared::load_suite(&args.suite, None)?;
+    let each = suite
+        .cases
+        .iter()
+        .find(|c| c.id == args.case)
+        .and_then(|c| c.gpus)
+        .unwrap_or(1)
+        .max(1) as usize;
+    if devices.len() < each {
+        return Err(CliError::BadInput(format!(
+            "--gpus names {} GPU(s); case `{}` needs {each}",
+            devices.len(),
+            args.case
+        )));
+    }
+    Ok(devices
+        .chunks(each)
+        .filter(|slot| slot.len() == each)
+        .map(|slot| slot.join(","))
+        .collect())
+}
+
+/// The history that keeps steps: `--history`, `OOMGATE_HISTORY` or the
+/// suite's `[suite] history`; one that cannot be opened is said, and the
+/// bisect runs every step.
+fn cache(args: &BisectArgs, options: &Options) -> Result<Option<bisect::Cache>, CliError> {
+    let suite = super::shared::load_suite(&args.suite, None)?;
+    let Some(store) = super::history::store_for(args.history.as_deref(), args.no_history, &suite)?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(bisect::Cache::new(
+        store,
+        options.repeat,
+        &options.run_flags,
+    )))
 }
 
 /// `--out`, or a new folder in the system's temporary directory.

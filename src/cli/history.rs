@@ -64,6 +64,27 @@ fn chosen(
     Ok(suite.cloned())
 }
 
+/// The history `bisect` keeps its steps in (`--history`, the variable,
+/// the suite's), opened (made where there is none); `None` when none is
+/// named, or it cannot be opened (said in one line).
+pub(super) fn store_for(
+    flag: Option<&str>,
+    no_history: bool,
+    suite: &crate::suite::Suite,
+) -> Result<Option<Box<dyn history::Store>>, CliError> {
+    let Some(location) = chosen(flag, no_history, suite.history.as_ref())? else {
+        return Ok(None);
+    };
+    match history::open(&location, true) {
+        Ok(store) => Ok(Some(store)),
+        Err(history::HistoryError::Location(e)) => Err(CliError::BadInput(e.to_string())),
+        Err(e) => {
+            write_stderr(&format!("warning: {e}; every step is run, none kept"));
+            Ok(None)
+        }
+    }
+}
+
 fn parse(text: &str, from: &str) -> Result<Location, CliError> {
     Location::parse(text).map_err(|e| CliError::BadInput(format!("{from}: {e}")))
 }

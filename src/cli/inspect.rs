@@ -272,37 +272,18 @@ fn diff_cases(before: &Side, after: &Side, suite: Option<&Suite>) -> Vec<DiffCas
             .results
             .as_ref()
             .and_then(|r| r.cases.iter().find(|c| c.id == id));
-        let now = crate::results::readback::CaseNowParts::new(b, now_case);
-        // A results file's search as it ran (a lock keeps no search that
-        // found nothing: the results do); a lock's, as it counts it.
-        let capacity = match now_case.and_then(|c| c.capacity.clone()) {
-            Some(capacity) => Some(capacity),
-            None => b.capacity_of.as_ref().map(|of| {
-                let (param, step) = crate::capacity::parse_counted_as(of);
-                crate::capacity::Capacity {
-                    param,
-                    step,
-                    value: b.capacity,
-                    complete: true,
-                    probes: Vec::new(),
-                }
-            }),
-        };
-        let found = capacity.as_ref().map(|capacity| crate::judge::Found {
-            capacity,
-            max: suite_case(id)
-                .and_then(|c| c.search.as_ref())
-                .map(|s| s.max),
-        });
-        let against = crate::judge::Against {
-            locked: Some(a),
-            lock_path: &before.path,
-            require: false,
+        let max = suite_case(id)
+            .and_then(|c| c.search.as_ref())
+            .map(|s| s.max);
+        let mut checks = crate::judge::against_entry(
+            a,
+            &before.path,
+            b,
+            now_case,
+            tolerances,
+            max,
             gpu_compared,
-            testbed: None,
-            now_from_lock: after.results.is_none(),
-        };
-        let (_, mut checks) = crate::judge::against_lock(against, now.view(), tolerances, found);
+        );
         for check in &mut checks {
             check.message = crate::report::words::check_message(check);
         }

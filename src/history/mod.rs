@@ -153,7 +153,32 @@ pub trait Store {
     fn prune(&mut self, before_ms: i64) -> Result<usize, HistoryError>;
     /// The schema version the history is at.
     fn schema_version(&mut self) -> Result<u32, HistoryError>;
+    /// A bisect step's results.json kept under `key`, if any.
+    fn bisect_step(&mut self, key: &str) -> Result<Option<String>, HistoryError>;
+    /// Keep a bisect step's results.json (masked, as oomgate writes it);
+    /// a key kept already is left as it is.
+    fn keep_bisect_step(&mut self, step: &BisectStep) -> Result<(), HistoryError>;
 }
+
+/// A bisect step's run, as the history keeps it.
+#[derive(Debug, Clone)]
+pub struct BisectStep {
+    pub key: String,
+    pub suite: String,
+    pub case_id: String,
+    /// The candidate: a commit, a version, a set of pins.
+    pub candidate: String,
+    pub results: String,
+}
+
+/// The statement that keeps a bisect step, the same in both databases
+/// (SQLite 3.24's upsert clause is PostgreSQL's).
+pub(crate) const KEEP_BISECT_STEP: &str =
+    "INSERT INTO bisect_steps (step_key, suite, case_id, candidate, recorded_at, results)
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (step_key) DO NOTHING";
+
+/// The statement that reads one back.
+pub(crate) const BISECT_STEP: &str = "SELECT results FROM bisect_steps WHERE step_key = $1";
 
 /// Open the history at `location`, migrated to this oomgate's schema;
 /// `create`: make it where there is none (to record), else a history that

@@ -766,6 +766,31 @@ impl Store for PgStore {
             .collect())
     }
 
+    fn bisect_step(&mut self, key: &str) -> Result<Option<String>, HistoryError> {
+        let row = self
+            .client
+            .query_opt(super::BISECT_STEP, &[&key])
+            .map_err(|e| self.error(&e))?;
+        Ok(row.map(|row| row.get::<_, String>(0)))
+    }
+
+    fn keep_bisect_step(&mut self, step: &super::BisectStep) -> Result<(), HistoryError> {
+        self.client
+            .execute(
+                super::KEEP_BISECT_STEP,
+                &[
+                    &step.key,
+                    &step.suite,
+                    &step.case_id,
+                    &step.candidate,
+                    &now_text(),
+                    &step.results,
+                ],
+            )
+            .map(|_| ())
+            .map_err(|e| self.error(&e))
+    }
+
     fn prune(&mut self, before_ms: i64) -> Result<usize, HistoryError> {
         let removed = self
             .client

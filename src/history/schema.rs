@@ -11,7 +11,7 @@
 //! a change of schema is a new entry.
 
 /// Each version's statements, oldest first.
-pub const MIGRATIONS: &[&str] = &[V1];
+pub const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The newest schema this oomgate knows.
 pub const KNOWN: u32 = MIGRATIONS.len() as u32;
@@ -102,9 +102,32 @@ CREATE TABLE accepts (
 CREATE INDEX accepts_by_case ON accepts (suite, case_id, testbed, branch, figure, accepted_ms);
 ";
 
+/// `oomgate bisect`'s runs of its candidates, by a key of what was run
+/// where (see `bisect::cache`): their results.json, so that a second
+/// bisect over an overlapping range runs nothing again. Not runs of the
+/// suite: never in a series.
+const V2: &str = "
+CREATE TABLE bisect_steps (
+    step_key TEXT PRIMARY KEY,
+    suite TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    candidate TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    results TEXT NOT NULL
+);
+";
+
 /// The history's own tables, besides [`MARKER_TABLE`]: a database that
 /// has one of them but no marker is someone else's.
-pub const TABLES: [&str; 6] = ["runs", "cases", "texts", "case_runs", "figures", "accepts"];
+pub const TABLES: [&str; 7] = [
+    "runs",
+    "cases",
+    "texts",
+    "case_runs",
+    "figures",
+    "accepts",
+    "bisect_steps",
+];
 
 /// A migration's statements for one database: `{serial}` is its
 /// auto-numbered key column, `{clustered}` a table stored in its primary

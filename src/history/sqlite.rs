@@ -690,6 +690,33 @@ impl Store for SqliteStore {
         rows.collect::<Result<Vec<_>, _>>().map_err(fail)
     }
 
+    fn bisect_step(&mut self, key: &str) -> Result<Option<String>, HistoryError> {
+        let location = self.location();
+        self.connection
+            .query_row(super::BISECT_STEP, [key], |row| row.get::<_, String>(0))
+            .optional()
+            .map_err(|e| database(&location, &e))
+    }
+
+    fn keep_bisect_step(&mut self, step: &super::BisectStep) -> Result<(), HistoryError> {
+        let location = self.location();
+        busy_retry(|| {
+            self.connection.execute(
+                super::KEEP_BISECT_STEP,
+                params![
+                    step.key,
+                    step.suite,
+                    step.case_id,
+                    step.candidate,
+                    now_text(),
+                    step.results
+                ],
+            )
+        })
+        .map(|_| ())
+        .map_err(|e| database(&location, &e))
+    }
+
     fn prune(&mut self, before_ms: i64) -> Result<usize, HistoryError> {
         let location = self.location();
         let fail = |e: rusqlite::Error| database(&location, &e);

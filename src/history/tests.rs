@@ -143,6 +143,38 @@ fn read_back(location: &Location) {
 }
 
 #[test]
+fn a_bisect_step_is_kept_once_and_found_by_its_key() {
+    on_every_store(bisect_steps);
+}
+
+fn bisect_steps(location: &Location) {
+    let mut store = open(location, true).expect("a new history");
+    assert_eq!(store.bisect_step("k1").expect("read"), None);
+    let step = |results: &str| crate::history::BisectStep {
+        key: "k1".into(),
+        suite: "suite.toml".into(),
+        case_id: "train".into(),
+        candidate: "0123abcd".into(),
+        results: results.into(),
+    };
+    store
+        .keep_bisect_step(&step("{\"first\": true}"))
+        .expect("kept");
+    store
+        .keep_bisect_step(&step("{\"second\": true}"))
+        .expect("kept again");
+    drop(store);
+    let mut store = open(location, false).expect("the history again");
+    assert_eq!(
+        store.bisect_step("k1").expect("read"),
+        Some("{\"first\": true}".into())
+    );
+    assert_eq!(store.bisect_step("k2").expect("read"), None);
+    // A bisect's steps are no runs of the suite.
+    assert!(store.runs(&Query::default()).expect("runs").is_empty());
+}
+
+#[test]
 fn runs_come_oldest_first_and_filter_by_branch_case_and_testbed() {
     on_every_store(filters);
 }

@@ -318,3 +318,46 @@ pub fn drift_verdict(drift: &[crate::baseline::Drift], policy: DriftPolicy) -> O
         ),
     )
 }
+
+/// One case judged again, after its run, against an earlier lock's entry:
+/// `later`, its entry in a lock made from its results (`lock_of`), with
+/// the case as it ran when the results are at hand (its GPU figure as it
+/// ran, tainted or not; its search). What `oomgate diff` and `oomgate
+/// bisect` judge with, through [`against_lock`], as `run` does. The
+/// checks are not worded.
+pub fn against_entry(
+    earlier: &LockedCase,
+    earlier_path: &Path,
+    later: &LockedCase,
+    later_case: Option<&crate::results::CaseResult>,
+    tolerances: CaseTolerances,
+    max: Option<u64>,
+    gpu_compared: bool,
+) -> Vec<Check> {
+    let now = crate::results::readback::CaseNowParts::new(later, later_case);
+    // A results file's search as it ran (a lock keeps no search that
+    // found nothing: the results do); a lock's, as it counts it.
+    let capacity = match later_case.and_then(|c| c.capacity.clone()) {
+        Some(capacity) => Some(capacity),
+        None => later.capacity_of.as_ref().map(|of| {
+            let (param, step) = crate::capacity::parse_counted_as(of);
+            Capacity {
+                param,
+                step,
+                value: later.capacity,
+                complete: true,
+                probes: Vec::new(),
+            }
+        }),
+    };
+    let found = capacity.as_ref().map(|capacity| Found { capacity, max });
+    let against = Against {
+        locked: Some(earlier),
+        lock_path: earlier_path,
+        require: false,
+        gpu_compared,
+        testbed: None,
+        now_from_lock: later_case.is_none(),
+    };
+    against_lock(against, now.view(), tolerances, found).1
+}

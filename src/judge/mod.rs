@@ -24,7 +24,8 @@ mod run;
 mod verdict;
 
 pub use baseline::{
-    Against, Baseline, Found, against_lock, capacity_alone, drift_check, drift_verdict, missing,
+    Against, Baseline, Found, against_entry, against_lock, capacity_alone, drift_check,
+    drift_verdict, missing,
 };
 pub use history::history_checks;
 pub use limits::{

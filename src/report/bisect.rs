@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::bisect::{Axis, Bisected, Candidate, Ending, Finding, Role, Step, Verdict};
+use crate::bisect::{Axis, Bisected, Candidate, Ending, Finding, Role, Step, Taken, Verdict};
 use crate::units::Bytes;
 
 /// The version of bisect.json's layout.
@@ -59,6 +59,34 @@ fn figures(step: &Step, good: Option<&Step>) -> String {
     }
 }
 
+/// Why a step is bad or cannot be told: the judge's words, or its
+/// failed check's sentence.
+fn why(step: &Step) -> Option<String> {
+    match step.why() {
+        Some(words) => Some(words.to_string()),
+        None => step.check.as_ref().map(crate::report::words::check_message),
+    }
+}
+
+/// The steps with their checks worded, for bisect.json.
+fn worded(bisected: &Bisected) -> Bisected {
+    let mut bisected = bisected.clone();
+    let steps = bisected.steps.iter_mut().chain(
+        bisected
+            .findings
+            .iter_mut()
+            .flat_map(|f| [&mut f.last_good, &mut f.first_bad]),
+    );
+    for step in steps {
+        if let Some(check) = &mut step.check {
+            if check.message.is_empty() {
+                check.message = crate::report::words::check_message(check);
+            }
+        }
+    }
+    bisected
+}
+
 fn verdict_word(verdict: Verdict) -> &'static str {
     match verdict {
         Verdict::Good => "good",
@@ -86,28 +114,31 @@ pub fn step_line(step: &Step, good_end: Option<&Step>) -> String {
     if !step.candidate.subject.is_empty() {
         let _ = write!(line, "  \"{}\"", step.candidate.subject);
     }
-    if step.reused {
-        line.push_str("  (from the earlier bisect)");
+    match step.taken_from {
+        Some(Taken::Resumed) => line.push_str("  (run by the bisect resumed)"),
+        Some(Taken::History) => line.push_str("  (from the history: run by an earlier bisect)"),
+        None => {}
     }
-    if let Some(reason) = &step.reason {
-        let _ = write!(line, "\n        {}", reason);
+    if let Some(reason) = why(step) {
+        let _ = write!(line, "\n        {reason}");
     }
     line
 }
 
-/// `bisect --check`'s answer: `good: host 33.1 MiB (…); the run: DIR`,
-/// `bad (exit 1): …`, `cannot tell (exit 125): …`.
-pub fn check_line(step: &Step) -> String {
+/// `bisect --check`'s answer: `good (exit 0): host 33.1 MiB (…); the
+/// run: DIR` (the folder where it is `kept`), `bad (exit 1): …`, `cannot
+/// tell (exit 125): …`.
+pub fn check_line(step: &Step, kept: bool) -> String {
     let verdict = match step.verdict {
         Verdict::Good => "good (exit 0)",
         Verdict::Bad => "bad (exit 1)",
         Verdict::Skip => "cannot tell (exit 125)",
     };
     let mut line = format!("{verdict}: {}", figures(step, None));
-    if let Some(reason) = &step.reason {
+    if let Some(reason) = why(step) {
         let _ = write!(line, "; {reason}");
     }
-    if let Some(folder) = &step.case_folder {
+    if let Some(folder) = step.case_folder.as_ref().filter(|_| kept) {
         let _ = write!(line, "; the run: {}", folder.display());
     }
     line
@@ -159,13 +190,21 @@ pub fn summary(bisected: &Bisected) -> String {
         Axis::PackageSet => format!("{} package change(s)", bisected.candidates),
         _ => format!("{} candidate(s) between the ends", bisected.candidates),
     };
-    let _ = writeln!(
+    let _ = write!(
         text,
         "{} run(s) ({between}; a binary search needs at most {} between the ends, +2 for the ends); {} skipped",
         bisected.runs,
         bisected.bound,
         skipped(bisected).len()
     );
+    if bisected.slots > 1 {
+        let _ = write!(
+            text,
+            "; {} round(s) of up to {} at once",
+            bisected.rounds, bisected.slots
+        );
+    }
+    text.push('\n');
     let _ = write!(
         text,
         "steps, logs and case folders: {}",
@@ -180,20 +219,21 @@ fn write_finding(text: &mut String, finding: &Finding, good_end: Option<&Step>) 
     if finding.maybe_first_bad.is_empty() {
         let _ = writeln!(text, "first bad: {}", named(&first.candidate));
     } else {
-        let maybe: Vec<String> = finding
+        let skipped: Vec<String> = finding
             .maybe_first_bad
             .iter()
             .map(|c| c.label.clone())
-            .chain([first.candidate.label.clone()])
             .collect();
         let _ = writeln!(
             text,
-            "first bad: one of {} (the others could not be judged)",
-            maybe.join(", ")
+            "first bad: one of {}, {} ({} could not be judged)",
+            skipped.join(", "),
+            first.candidate.label,
+            skipped.join(", ")
         );
     }
     let _ = writeln!(text, "  {}", figures(first, good_end));
-    if let Some(reason) = &first.reason {
+    if let Some(reason) = why(first) {
         let _ = writeln!(text, "  {reason}");
     }
     let _ = writeln!(text, "last good: {}", named(&last.candidate));
@@ -289,7 +329,7 @@ pub fn markdown(bisected: &Bisected) -> String {
                 maybe.join(", ")
             );
         }
-        if let Some(reason) = &finding.first_bad.reason {
+        if let Some(reason) = why(&finding.first_bad) {
             let _ = writeln!(md, "- why bad: {reason}");
         }
         let _ = writeln!(
@@ -326,9 +366,8 @@ pub fn markdown(bisected: &Bisected) -> String {
             verdict_word(step.verdict).trim(),
             step.candidate.label,
             figures(step, good_end),
-            step.reason
-                .as_deref()
-                .unwrap_or("")
+            why(step)
+                .unwrap_or_default()
                 .replace('|', "\\|")
                 .replace('\n', " ")
         );
@@ -358,6 +397,7 @@ struct Skipped<'b> {
 
 /// bisect.json.
 pub fn json(bisected: &Bisected) -> String {
+    let bisected = &worded(bisected);
     let first = bisected.findings.first();
     let json = Json {
         schema: SCHEMA,
@@ -371,7 +411,7 @@ pub fn json(bisected: &Bisected) -> String {
             .into_iter()
             .map(|s| Skipped {
                 candidate: &s.candidate.id,
-                reason: s.reason.as_deref(),
+                reason: s.why(),
             })
             .collect(),
     };

@@ -58,9 +58,9 @@ impl Interrupt {
         self.count.load(Ordering::SeqCst) > 1
     }
 
-    /// What a stop signal does, for the tests: counted.
-    #[cfg(test)]
-    pub(crate) fn request(&self) {
+    /// A stop asked from within oomgate (a bisect stopping the runs it
+    /// started, after an error), counted as a signal is.
+    pub fn request(&self) {
         self.count.fetch_add(1, Ordering::SeqCst);
     }
 }
