@@ -110,14 +110,22 @@ fn text(output: &Output) -> String {
     )
 }
 
-fn bisect(dir: &Path, out: &Path, extra: &[&str]) -> Output {
-    oomgate()
+/// `oomgate bisect suite.toml --case train --out OUT EXTRA…` in `dir`,
+/// not started.
+fn bisect_command(dir: &Path, out: &Path, extra: &[&str]) -> Command {
+    let mut command = oomgate();
+    command
         .arg("bisect")
         .arg(dir.join("suite.toml"))
         .args(["--case", "train", "--out"])
         .arg(out)
         .args(extra)
-        .current_dir(dir)
+        .current_dir(dir);
+    command
+}
+
+fn bisect(dir: &Path, out: &Path, extra: &[&str]) -> Output {
+    bisect_command(dir, out, extra)
         .output()
         .expect("oomgate bisect")
 }
@@ -499,23 +507,22 @@ fn an_interrupted_bisect_leaves_nothing_and_resumes() {
     // Each candidate's build takes a while: the interrupt lands in one.
     let scratch = tempfile::tempdir().expect("tempdir");
     let out = scratch.path().join("bisect");
-    let child = oomgate()
-        .arg("bisect")
-        .arg(dir.join("suite.toml"))
-        .args(["--case", "train", "--out"])
-        .arg(&out)
-        .args([
+    let child = bisect_command(
+        dir,
+        &out,
+        &[
             "--good",
             &hashes[0],
             "--bad",
             &hashes[8],
             "--build",
             "sleep 0.5",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("bisect");
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("bisect");
     // Wait for the first step after the ends.
     let started = std::time::Instant::now();
     while !out.join("steps").join(&hashes[4][..12]).exists() {
@@ -557,18 +564,17 @@ fn a_killed_bisect_is_pruned_by_the_next() {
     let hashes = repository(dir, 4, |i| if i >= 2 { 90 } else { 20 }, &[], &[]);
     let scratch = tempfile::tempdir().expect("tempdir");
     let out = scratch.path().join("killed");
-    let child = oomgate()
-        .arg("bisect")
-        .arg(dir.join("suite.toml"))
-        .args(["--case", "train", "--out"])
-        .arg(&out)
-        .args([
+    let child = bisect_command(
+        dir,
+        &out,
+        &[
             "--good", &hashes[0], "--bad", &hashes[4], "--build", "sleep 30",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("bisect");
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("bisect");
     let started = std::time::Instant::now();
     while git(dir, &["worktree", "list"]).lines().count() < 2 {
         assert!(started.elapsed().as_secs() < 60, "no worktree made");
@@ -679,27 +685,24 @@ fn one_packages_versions_from_a_folder_of_wheels() {
     base_environment(dir, &wheels, &["tinypkg==1.0"]);
     package_suite(dir, &["tinypkg"], "import tinypkg; tinypkg.run()");
     let out = dir.join("bisect");
-    let output = oomgate()
-        .arg("bisect")
-        .arg(dir.join("suite.toml"))
-        .args([
-            "--case",
-            "train",
+    let wheels_arg = wheels.display().to_string();
+    let output = bisect_command(
+        dir,
+        &out,
+        &[
             "--package",
             "tinypkg",
             "--good",
             "1.0",
             "--bad",
             "1.9",
-        ])
-        .arg("--find-links")
-        .arg(&wheels)
-        .arg("--no-index")
-        .arg("--out")
-        .arg(&out)
-        .current_dir(dir)
-        .output()
-        .expect("oomgate bisect --package");
+            "--find-links",
+            &wheels_arg,
+            "--no-index",
+        ],
+    )
+    .output()
+    .expect("oomgate bisect --package");
     let said = text(&output);
     assert_eq!(output.status.code(), Some(0), "{said}");
     let json = read_json(&out.join("bisect.json"));
@@ -781,21 +784,23 @@ fn a_pair_of_packages_that_only_grow_together() {
         assert!(output.status.success(), "{}", text(&output));
     }
     let out = dir.join("bisect");
-    let output = oomgate()
-        .arg("bisect")
-        .arg(dir.join("suite.toml"))
-        .args(["--case", "train", "--good-run"])
-        .arg(dir.join("good/results.json"))
-        .arg("--bad-run")
-        .arg(dir.join("bad/results.json"))
-        .arg("--find-links")
-        .arg(&wheels)
-        .arg("--no-index")
-        .arg("--out")
-        .arg(&out)
-        .current_dir(dir)
-        .output()
-        .expect("oomgate bisect --good-run");
+    let (good, bad) = (dir.join("good/results.json"), dir.join("bad/results.json"));
+    let paths = [good, bad, wheels].map(|p| p.display().to_string());
+    let output = bisect_command(
+        dir,
+        &out,
+        &[
+            "--good-run",
+            &paths[0],
+            "--bad-run",
+            &paths[1],
+            "--find-links",
+            &paths[2],
+            "--no-index",
+        ],
+    )
+    .output()
+    .expect("oomgate bisect --good-run");
     let said = text(&output);
     assert_eq!(output.status.code(), Some(0), "{said}");
     let json = read_json(&out.join("bisect.json"));

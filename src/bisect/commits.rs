@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::drive::{Place, Prepare, PrepareLinear, Prepared, build_in};
+use super::axis::{Place, Prepare, PrepareLinear, Prepared, build_in};
 use super::git::{Repo, short};
 use super::{BisectError, Candidate, Options};
 use crate::run::Interrupt;
@@ -178,7 +178,7 @@ impl Prepare for Commits {
     }
 
     fn environment(&self) -> String {
-        super::packages::interpreter_packages(&self.user_suite)
+        super::pip::interpreter_packages(&self.user_suite)
     }
 
     fn parallel(&self) -> bool {

@@ -1,72 +1,27 @@
-//! Driving a bisect: the out dir and its owner's lock, each candidate
-//! prepared (a worktree and a build, or packages installed), run by
-//! `oomgate run` against the good end's lock, read back and classified;
-//! the ends proved first; what is left behind by a bisect that was
-//! killed, pruned.
+//! Driving a bisect: the folder claimed (and what a killed bisect left,
+//! pruned), each candidate taken from a resumed bisect or the history or
+//! made ready by its axis, run by `oomgate run`, read back, judged
+//! against the good end's lock and classified (`searches`: the ends
+//! proved, the search loops).
 
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::axis::{Place, Prepare, Prepared, Progress, build_in, with_tail};
 use super::cache::Cache;
 use super::commits::Commits;
 use super::folder::{claim, prune_stale};
 use super::git::Repo;
-use super::packages::{Sets, Versions};
-use super::spawn::{Ended, Running, run_logged, tail};
+use super::packages::{Sets, Setup, Versions};
+use super::spawn::{Ended, Running, run_logged};
 use super::verdict::Why;
 use super::{Axis, BisectError, Bisected, Candidate, Options, Ran, Range, Role, Step, Taken};
 use crate::results::RunResults;
 use crate::run::Interrupt;
 
 mod searches;
-
-/// What a driver tells whoever watches: each step as it is judged, and
-/// short notes (a worktree made, a build that failed).
-pub trait Progress {
-    fn step(&mut self, step: &Step, good_end: Option<&Step>);
-    fn note(&mut self, text: &str);
-    /// The bisect's folder is this bisect's now: a log may be kept there.
-    fn claimed(&mut self, out: &Path);
-}
-
-/// Where and how one candidate runs.
-pub(super) struct Place {
-    pub(super) cwd: PathBuf,
-    pub(super) suite: PathBuf,
-    /// The interpreter to run the suite with (`--python`), first on PATH.
-    pub(super) python: Option<PathBuf>,
-}
-
-/// A candidate made ready, or why it cannot be judged.
-pub(super) enum Prepared {
-    Ready(Place),
-    Skip(String),
-}
-
-/// An axis's way of making a candidate ready, and of undoing it.
-pub(super) trait Prepare {
-    /// What candidate `at` is, for the history's key: a commit with its
-    /// suite and build, a version, a set of pins.
-    fn identity(&self, at: usize) -> String;
-    /// What every candidate runs in, for the history's key.
-    fn environment(&self) -> String;
-    /// Whether several candidates can be made ready at once (each
-    /// commit has its worktree; the package axes share one environment).
-    fn parallel(&self) -> bool {
-        false
-    }
-    fn prepare(
-        &mut self,
-        at: usize,
-        folder: &Path,
-        interrupt: &Interrupt,
-    ) -> Result<Prepared, BisectError>;
-    fn release(&mut self, at: usize);
-    /// Remove what it made (worktrees, the environment).
-    fn clean_up(&mut self);
-}
 
 pub(super) struct Driver<'p> {
     pub(super) options: Options,
@@ -94,11 +49,6 @@ pub fn bisect(
     cache: Option<Cache>,
     progress: &mut dyn Progress,
 ) -> Result<Bisected, BisectError> {
-    let interrupt = Interrupt::install()
-        .map_err(|e| BisectError::Infrastructure(format!("cannot watch for Ctrl-C: {e}")))?;
-    let exe = std::env::current_exe().map_err(|e| {
-        BisectError::Infrastructure(format!("cannot find oomgate's own binary: {e}"))
-    })?;
     // A commit range is checked before anything is written.
     let mut commits = match &range {
         Range::Commits {
@@ -124,18 +74,7 @@ pub fn bisect(
     prune_stale(repo, progress);
     let marker = claim(&options.out, options.resume, repo)?;
     progress.claimed(&options.out);
-    let mut driver = Driver {
-        options,
-        exe,
-        interrupt,
-        progress,
-        steps: Vec::new(),
-        runs: 0,
-        rounds: 0,
-        cache: None,
-        environment: String::new(),
-        _marker: marker,
-    };
+    let mut driver = Driver::start(options, progress, marker)?;
     if let Some(cache) = &cache {
         driver.progress.note(&format!(
             "steps are kept in, and taken from, the history {}",
@@ -163,7 +102,7 @@ pub fn bisect(
             all_steps,
         } => {
             let axis = Versions::new(
-                &mut driver,
+                &mut driver.setup(),
                 &package,
                 &good,
                 &bad,
@@ -181,7 +120,10 @@ pub fn bisect(
             bad_run,
             index,
         } => {
-            let mut axis = made(Sets::new(&mut driver, &good_run, &bad_run, index), &env)?;
+            let mut axis = made(
+                Sets::new(&mut driver.setup(), &good_run, &bad_run, index),
+                &env,
+            )?;
             driver.environment_of(&axis);
             let result = driver.sets(&mut axis);
             axis.clean_up();
@@ -207,28 +149,12 @@ pub fn check(
     against: Option<&Path>,
     progress: &mut dyn Progress,
 ) -> Result<Step, BisectError> {
-    let interrupt = Interrupt::install()
-        .map_err(|e| BisectError::Infrastructure(format!("cannot watch for Ctrl-C: {e}")))?;
-    let exe = std::env::current_exe().map_err(|e| {
-        BisectError::Infrastructure(format!("cannot find oomgate's own binary: {e}"))
-    })?;
     let lock = against.map(reference_lock).transpose()?;
     let marker = claim(&options.out, false, None)?;
     progress.claimed(&options.out);
     let cwd = std::env::current_dir()
         .map_err(|e| BisectError::Infrastructure(format!("no current folder: {e}")))?;
-    let mut driver = Driver {
-        options,
-        exe,
-        interrupt,
-        progress,
-        steps: Vec::new(),
-        runs: 0,
-        rounds: 0,
-        cache: None,
-        environment: String::new(),
-        _marker: marker,
-    };
+    let mut driver = Driver::start(options, progress, marker)?;
     let here = Candidate {
         id: "HEAD".into(),
         label: "here".into(),
@@ -287,7 +213,32 @@ fn reference_lock(path: &Path) -> Result<crate::baseline::Lock, BisectError> {
     crate::baseline::read(path).map_err(|e| BisectError::BadInput(e.to_string()))
 }
 
-impl Driver<'_> {
+impl<'p> Driver<'p> {
+    /// A driver of a claimed folder: Ctrl-C watched, oomgate's own binary
+    /// found (each run is `oomgate run`).
+    fn start(
+        options: Options,
+        progress: &'p mut dyn Progress,
+        marker: File,
+    ) -> Result<Self, BisectError> {
+        let interrupt = Interrupt::install()
+            .map_err(|e| BisectError::Infrastructure(format!("cannot watch for Ctrl-C: {e}")))?;
+        let exe = std::env::current_exe().map_err(|e| {
+            BisectError::Infrastructure(format!("cannot find oomgate's own binary: {e}"))
+        })?;
+        Ok(Driver {
+            options,
+            exe,
+            interrupt,
+            progress,
+            steps: Vec::new(),
+            runs: 0,
+            rounds: 0,
+            cache: None,
+            environment: String::new(),
+            _marker: marker,
+        })
+    }
     /// The folder of one run: `steps/<label>` (`good-<label>` for the
     /// good end; `s<N>-` before both past the first segment of
     /// `--all-steps`), the same name each time so that `--resume` finds
@@ -568,6 +519,16 @@ impl Driver<'_> {
         outcome
     }
 
+    /// What the package axes need of the driver to make their
+    /// environment.
+    fn setup(&mut self) -> Setup<'_> {
+        Setup {
+            options: &self.options,
+            progress: &mut *self.progress,
+            interrupt: &self.interrupt,
+        }
+    }
+
     /// What every candidate runs in, for the history's keys: asked of
     /// the axis only when a history keeps steps (it may run pip).
     fn environment_of(&mut self, axis: &dyn Prepare) {
@@ -736,45 +697,6 @@ fn finished(path: &Path) -> Option<RunResults> {
         crate::files::read_input(path, crate::files::MAX_RESULTS_BYTES, "a results file").ok()?;
     let results = crate::results::readback::parse(&text).ok()?;
     (results.finished_at.is_some() && !results.interrupted).then_some(results)
-}
-
-/// `what`, and the last lines of `log` when it has any.
-fn with_tail(what: String, log: &Path) -> String {
-    match tail(log, 2, &[]) {
-        last if last.is_empty() => what,
-        last => format!("{what}: {last}"),
-    }
-}
-
-/// Run `build` with `sh -c` in `dir`, its output in `folder/build.log`;
-/// why the candidate cannot be judged when it fails.
-pub(super) fn build_in(
-    dir: &Path,
-    build: &str,
-    folder: &Path,
-    interrupt: &Interrupt,
-) -> Result<Option<String>, BisectError> {
-    std::fs::create_dir_all(folder).map_err(|e| {
-        BisectError::Infrastructure(format!("cannot make {}: {e}", folder.display()))
-    })?;
-    let log = folder.join("build.log");
-    let mut command = Command::new("sh");
-    command.arg("-c").arg(build).current_dir(dir);
-    match run_logged(command, &log, interrupt) {
-        Ok(Ended::Exited(0)) => Ok(None),
-        Ok(Ended::Interrupted) => Err(BisectError::Interrupted),
-        Ok(Ended::Exited(code)) => Ok(Some(with_tail(
-            format!("does not build (--build exited with code {code})"),
-            &log,
-        ))),
-        Err(e) => Ok(Some(format!("cannot run --build: {e}"))),
-    }
-}
-
-/// What both linear axes share: their candidates, in order.
-pub(super) trait PrepareLinear: Prepare {
-    fn candidates(&self) -> &[Candidate];
-    fn as_prepare(&mut self) -> &mut dyn Prepare;
 }
 
 /// Flags of `oomgate run` a bisect hands on.

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::BisectError;
-use super::drive::Progress;
+use super::axis::Progress;
 use super::git::Repo;
 
 /// Take `out` for this bisect: made when missing; one holding files is

@@ -4,10 +4,17 @@
 
 use std::path::{Path, PathBuf};
 
-use super::drive::{Driver, Place, Prepare, PrepareLinear, Prepared};
+use super::axis::{Place, Prepare, PrepareLinear, Prepared, Progress};
 use super::pip::{self, Frozen, Index, Venv};
 use super::{BisectError, Candidate, Options};
 use crate::run::Interrupt;
+
+/// What making an environment needs of the driver.
+pub(super) struct Setup<'a> {
+    pub(super) options: &'a Options,
+    pub(super) progress: &'a mut dyn Progress,
+    pub(super) interrupt: &'a Interrupt,
+}
 
 /// The environment a package bisect runs in: made once from the suite's
 /// interpreter's packages (or a run's), every pin but the bisected
@@ -26,19 +33,19 @@ impl Environment {
     /// packages, with `recorded` (a run's versions) over them, less
     /// `bisected`.
     fn make(
-        driver: &mut Driver<'_>,
+        setup: &mut Setup<'_>,
         index: Index,
         recorded: &std::collections::BTreeMap<String, String>,
         bisected: &[String],
     ) -> Result<Environment, BisectError> {
-        let suite = crate::suite::load(&driver.options.suite)
+        let suite = crate::suite::load(&setup.options.suite)
             .map_err(|e| BisectError::BadInput(e.to_string()))?;
         let python = suite
             .environment
             .python
             .clone()
             .unwrap_or_else(|| "python3".into());
-        let folder = std::path::absolute(&driver.options.suite)
+        let folder = std::path::absolute(&setup.options.suite)
             .ok()
             .and_then(|p| p.parent().map(Path::to_path_buf))
             .unwrap_or_default();
@@ -69,14 +76,14 @@ impl Environment {
             };
         }
         pins.retain(|name, _| !skip(name));
-        let setup = driver.options.out.join("env-setup");
-        std::fs::create_dir_all(&setup).map_err(|e| {
-            BisectError::Infrastructure(format!("cannot make {}: {e}", setup.display()))
+        let folder = setup.options.out.join("env-setup");
+        std::fs::create_dir_all(&folder).map_err(|e| {
+            BisectError::Infrastructure(format!("cannot make {}: {e}", folder.display()))
         })?;
-        let log = setup.join("setup.log");
-        driver.progress.note(&format!(
+        let log = folder.join("setup.log");
+        setup.progress.note(&format!(
             "making the environment {} from {}, pinning {} package(s)",
-            driver.options.out.join("env").display(),
+            setup.options.out.join("env").display(),
             base.display(),
             pins.len()
         ));
@@ -87,14 +94,9 @@ impl Environment {
                 log.display()
             )),
         };
-        let venv = Venv::create(
-            &base,
-            &driver.options.out.join("env"),
-            &log,
-            &driver.interrupt,
-        )
-        .map_err(fail)?;
-        let constraints = setup.join("constraints.txt");
+        let venv = Venv::create(&base, &setup.options.out.join("env"), &log, setup.interrupt)
+            .map_err(fail)?;
+        let constraints = folder.join("constraints.txt");
         let pinned: Vec<String> = pins.iter().map(|(n, v)| format!("{n}=={v}")).collect();
         std::fs::write(&constraints, pinned.join("\n") + "\n").map_err(|e| {
             BisectError::Infrastructure(format!("cannot write {}: {e}", constraints.display()))
@@ -108,7 +110,7 @@ impl Environment {
             identity: format!("python {}\n{}", base.display(), requirements.join("\n")),
         };
         environment
-            .install(&requirements, false, true, &setup, &driver.interrupt)
+            .install(&requirements, false, true, &folder, setup.interrupt)
             .map_err(fail)?;
         Ok(environment)
     }
@@ -139,6 +141,20 @@ impl Environment {
         )
     }
 
+    /// A candidate installed, ready to run; one that did not install
+    /// is skipped, never blamed.
+    fn ready(
+        &self,
+        installed: Result<(), pip::Failed>,
+        options: &Options,
+    ) -> Result<Prepared, BisectError> {
+        match installed {
+            Ok(()) => Ok(Prepared::Ready(self.place(options))),
+            Err(pip::Failed::Interrupted) => Err(BisectError::Interrupted),
+            Err(pip::Failed::Said(why)) => Ok(Prepared::Skip(format!("does not install: {why}"))),
+        }
+    }
+
     fn place(&self, options: &Options) -> Place {
         Place {
             cwd: std::env::current_dir().unwrap_or_else(|_| options.out.clone()),
@@ -162,7 +178,7 @@ pub(super) struct Versions {
 
 impl Versions {
     pub(super) fn new(
-        driver: &mut Driver<'_>,
+        setup: &mut Setup<'_>,
         package: &str,
         good: &str,
         bad: &str,
@@ -173,7 +189,7 @@ impl Versions {
             Some(path) => recorded_packages(path)?.0,
             None => Default::default(),
         };
-        let env = Environment::make(driver, index, &recorded, &[package.to_string()])?;
+        let env = Environment::make(setup, index, &recorded, &[package.to_string()])?;
         let listed = env
             .venv
             .versions(package, &env.index)
@@ -213,7 +229,7 @@ impl Versions {
             env,
             package: package.to_string(),
             candidates,
-            options: driver.options.clone(),
+            options: setup.options.clone(),
         })
     }
 }
@@ -234,14 +250,10 @@ impl Prepare for Versions {
         interrupt: &Interrupt,
     ) -> Result<Prepared, BisectError> {
         let requirement = format!("{}=={}", self.package, self.candidates[at].id);
-        match self
+        let installed = self
             .env
-            .install(&[requirement], true, false, folder, interrupt)
-        {
-            Ok(()) => Ok(Prepared::Ready(self.env.place(&self.options))),
-            Err(pip::Failed::Interrupted) => Err(BisectError::Interrupted),
-            Err(pip::Failed::Said(why)) => Ok(Prepared::Skip(format!("does not install: {why}"))),
-        }
+            .install(&[requirement], true, false, folder, interrupt);
+        self.env.ready(installed, &self.options)
     }
 
     fn release(&mut self, _at: usize) {}
@@ -303,7 +315,7 @@ pub(super) struct Sets {
 
 impl Sets {
     pub(super) fn new(
-        driver: &mut Driver<'_>,
+        setup: &mut Setup<'_>,
         good_run: &Path,
         bad_run: &Path,
         index: Index,
@@ -311,11 +323,11 @@ impl Sets {
         let (good, good_case) = recorded_packages(good_run)?;
         let (bad, bad_case) = recorded_packages(bad_run)?;
         for (has, path) in [(good_case, good_run), (bad_case, bad_run)] {
-            if !has.contains(&driver.options.case) {
+            if !has.contains(&setup.options.case) {
                 return Err(BisectError::BadInput(format!(
                     "{} holds no case `{}`",
                     path.display(),
-                    driver.options.case
+                    setup.options.case
                 )));
             }
         }
@@ -341,12 +353,12 @@ impl Sets {
             )));
         }
         let bisected: Vec<String> = changes.iter().map(|c| c.name.clone()).collect();
-        let env = Environment::make(driver, index, &good, &bisected)?;
+        let env = Environment::make(setup, index, &good, &bisected)?;
         Ok(Sets {
             env,
             changes,
             current: Vec::new(),
-            options: driver.options.clone(),
+            options: setup.options.clone(),
         })
     }
 
@@ -419,50 +431,13 @@ impl Prepare for Sets {
             .venv
             .uninstall(&absent, &log, interrupt)
             .and_then(|()| self.env.install(&install, true, false, folder, interrupt));
-        match result {
-            Ok(()) => Ok(Prepared::Ready(self.env.place(&self.options))),
-            Err(pip::Failed::Interrupted) => Err(BisectError::Interrupted),
-            Err(pip::Failed::Said(why)) => Ok(Prepared::Skip(format!("does not install: {why}"))),
-        }
+        self.env.ready(result, &self.options)
     }
 
     fn release(&mut self, _at: usize) {}
 
     fn clean_up(&mut self) {
         self.env.clean_up();
-    }
-}
-
-/// The packages of the suite's `[environment] python` as `pip freeze`
-/// lists them (or why they could not be listed; "no interpreter" for a
-/// suite that names none): what a commit's run depends on besides the
-/// commit.
-pub(super) fn interpreter_packages(suite: &Path) -> String {
-    let Ok(loaded) = crate::suite::load(suite) else {
-        return "an invalid suite".into();
-    };
-    let Some(python) = loaded.environment.python else {
-        return "no interpreter".into();
-    };
-    let folder = loaded
-        .path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let found = pip::interpreter(&python, &folder).and_then(|path| {
-        let listed = pip::freeze(&path)?;
-        Ok(listed
-            .iter()
-            .map(|line| match line {
-                Frozen::Pin { name, version } => format!("{name}=={version}"),
-                Frozen::Other(line) => line.clone(),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"))
-    });
-    match found {
-        Ok(packages) => format!("python {python}\n{packages}"),
-        Err(why) => format!("python {python}: {why}"),
     }
 }
 

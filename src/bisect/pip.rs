@@ -128,6 +128,39 @@ fn parse_freeze(text: &str) -> Vec<Frozen> {
         .collect()
 }
 
+/// The packages of the suite's `[environment] python` as `pip freeze`
+/// lists them (or why they could not be listed; "no interpreter" for a
+/// suite that names none): what a commit's run depends on besides the
+/// commit.
+pub fn interpreter_packages(suite: &Path) -> String {
+    let Ok(loaded) = crate::suite::load(suite) else {
+        return "an invalid suite".into();
+    };
+    let Some(python) = loaded.environment.python else {
+        return "no interpreter".into();
+    };
+    let folder = loaded
+        .path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let found = interpreter(&python, &folder).and_then(|path| {
+        let listed = freeze(&path)?;
+        Ok(listed
+            .iter()
+            .map(|line| match line {
+                Frozen::Pin { name, version } => format!("{name}=={version}"),
+                Frozen::Other(line) => line.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"))
+    });
+    match found {
+        Ok(packages) => format!("python {python}\n{packages}"),
+        Err(why) => format!("python {python}: {why}"),
+    }
+}
+
 /// A virtual environment of the bisect's own.
 #[derive(Debug, Clone)]
 pub struct Venv {

@@ -9,18 +9,7 @@
 
 use std::collections::BTreeMap;
 
-/// What one candidate's run says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    /// Its figures stay within the good end's, and no memory check failed.
-    Good,
-    /// A memory check failed against the good end, a budget or a limit,
-    /// or it ran out of memory.
-    Bad,
-    /// It could not be judged (`git bisect`'s skip).
-    Skip,
-}
+pub use crate::results::bisect::Verdict;
 
 /// Where a binary search over positions `0..=last` stands: position 0
 /// is good and `last` bad, both proved before.

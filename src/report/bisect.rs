@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::bisect::{Axis, Bisected, Candidate, Ending, Finding, Role, Step, Taken, Verdict};
+use crate::results::bisect::{
+    Axis, Bisected, Candidate, Ending, Finding, Role, Step, Taken, Verdict,
+};
 use crate::units::Bytes;
 
 /// The version of bisect.json's layout.
@@ -238,20 +240,30 @@ fn write_finding(text: &mut String, finding: &Finding, good_end: Option<&Step>) 
     }
     let _ = writeln!(text, "last good: {}", named(&last.candidate));
     let _ = writeln!(text, "  {}", figures(last, None));
-    if !finding.drift.is_empty() {
-        let _ = writeln!(text, "environment drift: {}", finding.drift.join("; "));
-    }
-    if let Some(sites) = &finding.sites {
-        let _ = writeln!(text, "allocation sites that grew: {sites}");
-    }
-    if let Some(restore) = &finding.restore {
-        let _ = writeln!(text, "restores the good figure: {restore}");
+    for (what, said) in explained(finding) {
+        let _ = writeln!(text, "{what}: {said}");
     }
     for (what, step) in [("last good", last), ("first bad", first)] {
         if let Some(folder) = &step.case_folder {
             let _ = writeln!(text, "{what}'s case folder: {}", folder.display());
         }
     }
+}
+
+/// A finding's why, each part named: the drift, the sites that grew,
+/// the pin that restores the good figure.
+fn explained(finding: &Finding) -> Vec<(&'static str, String)> {
+    let mut parts = Vec::new();
+    if !finding.drift.is_empty() {
+        parts.push(("environment drift", finding.drift.join("; ")));
+    }
+    if let Some(sites) = &finding.sites {
+        parts.push(("allocation sites that grew", sites.clone()));
+    }
+    if let Some(restore) = &finding.restore {
+        parts.push(("restores the good figure", restore.clone()));
+    }
+    parts
 }
 
 /// Every candidate skipped, with why.
@@ -337,14 +349,8 @@ pub fn markdown(bisected: &Bisected) -> String {
             "- against the good end: {}",
             figures(&finding.first_bad, good_end)
         );
-        if !finding.drift.is_empty() {
-            let _ = writeln!(md, "- environment drift: {}", finding.drift.join("; "));
-        }
-        if let Some(sites) = &finding.sites {
-            let _ = writeln!(md, "- allocation sites that grew: {sites}");
-        }
-        if let Some(restore) = &finding.restore {
-            let _ = writeln!(md, "- restores the good figure: `{restore}`");
+        for (what, said) in explained(finding) {
+            let _ = writeln!(md, "- {what}: {said}");
         }
         let _ = writeln!(md);
     }

@@ -33,6 +33,7 @@ use crate::suite::DriftPolicy;
 use crate::units::Bytes;
 
 pub mod assemble;
+pub mod bisect;
 mod check;
 pub mod definition;
 mod host;

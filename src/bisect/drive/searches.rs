@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Driver, Prepare, PrepareLinear};
+use super::Driver;
+use crate::bisect::axis::{Prepare, PrepareLinear};
 use crate::bisect::packages::Sets;
 use crate::bisect::search::{Bisection, Verdict, ddmin, log2_bound};
 use crate::bisect::{Axis, BisectError, Bisected, Candidate, Ending, Finding, Role, Step};
@@ -87,17 +88,7 @@ impl Driver<'_> {
                 ));
             }
         }
-        bisected.steps = std::mem::take(&mut self.steps);
-        bisected.runs = self.runs;
-        bisected.rounds = self.rounds;
-        match result {
-            Ok(()) => Ok(bisected),
-            Err(BisectError::Interrupted) => {
-                bisected.ending = Ending::Interrupted;
-                Ok(bisected)
-            }
-            Err(e) => Err(e),
-        }
+        self.finish(bisected, result)
     }
 
     fn linear_segments(
@@ -243,17 +234,7 @@ impl Driver<'_> {
             out: self.options.out.clone(),
         };
         let result = self.sets_search(axis, &mut bisected);
-        bisected.steps = std::mem::take(&mut self.steps);
-        bisected.runs = self.runs;
-        bisected.rounds = self.rounds;
-        match result {
-            Ok(()) => Ok(bisected),
-            Err(BisectError::Interrupted) => {
-                bisected.ending = Ending::Interrupted;
-                Ok(bisected)
-            }
-            Err(e) => Err(e),
-        }
+        self.finish(bisected, result)
     }
 
     fn sets_search(&mut self, axis: &mut Sets, bisected: &mut Bisected) -> Result<(), BisectError> {
@@ -311,6 +292,28 @@ impl Driver<'_> {
         ));
         bisected.ending = Ending::Found;
         Ok(())
+    }
+}
+
+impl Driver<'_> {
+    /// A search's answer with every step and count; an interrupt ends it
+    /// with what it found so far.
+    fn finish(
+        &mut self,
+        mut bisected: Bisected,
+        result: Result<(), BisectError>,
+    ) -> Result<Bisected, BisectError> {
+        bisected.steps = std::mem::take(&mut self.steps);
+        bisected.runs = self.runs;
+        bisected.rounds = self.rounds;
+        match result {
+            Ok(()) => Ok(bisected),
+            Err(BisectError::Interrupted) => {
+                bisected.ending = Ending::Interrupted;
+                Ok(bisected)
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
