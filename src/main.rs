@@ -37,7 +37,10 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(&error),
+    };
     match cli::execute(cli) {
         Ok(outcome) => outcome.into(),
         Err(error) => {
@@ -45,4 +48,22 @@ fn main() -> ExitCode {
             error.outcome().into()
         }
     }
+}
+
+/// A command line clap refuses: its own message and code (2; help and
+/// version are 0), except for `bisect --check`, which `git bisect run`
+/// calls: there a mistake in the command line is 128, which aborts the
+/// bisect, never a code git reads as "bad".
+fn usage_error(error: &clap::Error) -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let checking = args.iter().any(|a| a == "bisect") && args.iter().any(|a| a == "--check");
+    let informational = matches!(
+        error.kind(),
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+    );
+    if checking && !informational {
+        let _ = error.print();
+        return ExitCode::from(cli::Outcome::BisectAbort as u8);
+    }
+    error.exit()
 }

@@ -464,7 +464,12 @@ fn the_check_speaks_git_bisect_run_exit_codes() {
             text(&output)
         );
     }
-    // A reference that is not a lock aborts git bisect (128).
+    // A command line that is wrong aborts git bisect (128), as does a
+    // reference that is not a lock.
+    let output = check(dir, &["--good", "HEAD"]);
+    assert_eq!(output.status.code(), Some(128), "{}", text(&output));
+    let output = check(dir, &["--no-such-flag"]);
+    assert_eq!(output.status.code(), Some(128), "{}", text(&output));
     std::fs::write(scratch.path().join("garbage.lock"), "not toml [").expect("garbage");
     let garbage = scratch.path().join("garbage.lock");
     let output = check(dir, &["--against", garbage.to_str().expect("utf-8")]);

@@ -399,7 +399,7 @@ impl<'p> Driver<'p> {
                     None => {}
                 }
                 step.host_peak_bytes = case.host.peak_bytes;
-                step.host_peak_method = case.host.peak_bytes.map(|_| {
+                step.host_peak_source = case.host.peak_bytes.map(|_| {
                     wire_name(&case.host.peak_source)
                         .unwrap_or_else(|| wire_name(&case.host.method).unwrap_or_default())
                 });

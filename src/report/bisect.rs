@@ -40,7 +40,7 @@ fn figures(step: &Step, good: Option<&Step>) -> String {
         figure(
             "host",
             step.host_peak_bytes,
-            step.host_peak_method.as_deref(),
+            step.host_peak_source.as_deref(),
             good.and_then(|g| g.host_peak_bytes)
                 .filter(|_| step.role != Role::GoodEnd),
         ),
@@ -307,7 +307,7 @@ pub fn markdown(bisected: &Bisected) -> String {
             let host = figure(
                 "",
                 step.host_peak_bytes,
-                step.host_peak_method.as_deref(),
+                step.host_peak_source.as_deref(),
                 None,
             );
             let gpu = figure(

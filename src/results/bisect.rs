@@ -75,9 +75,15 @@ pub struct Step {
     /// The memory check that made it bad, as results.json writes checks.
     #[serde(rename = "failed_check", skip_serializing_if = "Option::is_none")]
     pub check: Option<crate::results::Check>,
+    /// The gated host peak (results.json's `host_peak_bytes`); `None`
+    /// where the run measured none.
     pub host_peak_bytes: Option<u64>,
+    /// How it was measured: the floor that set it (`cgroup-anon-shmem`,
+    /// `vmhwm`, `rusage-maxrss`, …), results.json's `host_peak_source`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub host_peak_method: Option<String>,
+    pub host_peak_source: Option<String>,
+    /// The gated GPU peak, and its method (results.json's
+    /// `gpu_peak_method`: `nvml-process`, `accounting`, …).
     pub gpu_peak_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_peak_method: Option<String>,
@@ -102,7 +108,7 @@ impl Step {
             reason: None,
             check: None,
             host_peak_bytes: None,
-            host_peak_method: None,
+            host_peak_source: None,
             gpu_peak_bytes: None,
             gpu_peak_method: None,
             case_folder: None,
