@@ -84,7 +84,9 @@ pub fn case_hints(diagnosis: &Diagnosis, host_peak: Option<u64>) -> Vec<String> 
         ),
         FailureKind::CudaSetup => {
             let text = diagnosis.exception.as_deref().unwrap_or_default();
-            let hint = if text.contains("no kernel image") {
+            let hint = if text.contains("NVML_SUCCESS == r") {
+                "PyTorch's caching allocator could not read the GPU through NVML (its `NVML_SUCCESS == r` assertion), as happens on a MIG slice with expandable segments on: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False for this case (as vLLM did for its MIG runners), or run it on a whole GPU. No memory was short."
+            } else if text.contains("no kernel image") {
                 "The framework has no kernels for this GPU's architecture: compare its build (torch.version.cuda, TORCH_CUDA_ARCH_LIST) with the GPU's compute capability."
             } else if text.contains("too old") || text.contains("insufficient") {
                 "The NVIDIA driver is older than the CUDA runtime the framework was built with: upgrade the driver or use a build for an older CUDA."

@@ -108,7 +108,11 @@ impl Evidence {
     }
 }
 
-const SETUP_MARKERS: [&str; 7] = [
+/// The lines that say CUDA, or the framework's use of it, cannot work
+/// here. The caching allocator's NVML assertion is one: on a MIG slice,
+/// where NVML's device queries fail, expandable segments stop the
+/// allocator before any memory is asked for.
+const SETUP_MARKERS: [&str; 8] = [
     "no kernel image is available for execution on the device",
     "CUDA driver version is insufficient for CUDA runtime version",
     "The NVIDIA driver on your system is too old",
@@ -116,6 +120,7 @@ const SETUP_MARKERS: [&str; 7] = [
     "Torch not compiled with CUDA enabled",
     "is/are busy or unavailable",
     "torch.cuda.is_available() is False",
+    "NVML_SUCCESS == r INTERNAL ASSERT FAILED",
 ];
 
 const FAULT_MARKERS: [&str; 5] = [

@@ -46,6 +46,7 @@ fn every_fixture_classifies() {
         ("no-gpus.txt", Some(Evidence::Setup)),
         ("busy.txt", Some(Evidence::Setup)),
         ("not-compiled.txt", Some(Evidence::Setup)),
+        ("mig-allocator-assert.txt", Some(Evidence::Setup)),
         ("illegal-access.txt", Some(Evidence::Fault)),
         ("nccl.txt", Some(Evidence::Fault)),
         ("torch-cpu-alloc.txt", Some(Evidence::HostAlloc)),
@@ -149,6 +150,40 @@ fn a_failed_host_allocation_is_its_own_kind_with_a_headline_and_a_hint() {
     )
     .expect("a diagnosis");
     assert_eq!(killed.kind, FailureKind::HostOom);
+}
+
+/// vLLM's MIG runners: the caching allocator's NVML assertion is a setup
+/// failure (no memory was short), its headline the assertion, its hint
+/// the fix.
+#[test]
+fn the_allocators_nvml_assertion_on_mig_is_setup_with_its_fix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("stderr.log");
+    std::fs::write(&log, fixture("mig-allocator-assert.txt")).expect("write");
+    let mut diagnosis = diagnose(
+        CaseStatus::Failed,
+        Some(Exit::Code(1)),
+        false,
+        false,
+        &scan_log(&log, 0),
+        Some(0),
+    )
+    .expect("a diagnosis");
+    assert_eq!(diagnosis.kind, FailureKind::CudaSetup);
+    assert!(diagnosis.oom.is_none());
+    diagnosis.hints = hints::case_hints(&diagnosis, None);
+    assert_eq!(diagnosis.hints.len(), 1, "{:?}", diagnosis.hints);
+    assert!(
+        diagnosis.hints[0].contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False"),
+        "{:?}",
+        diagnosis.hints
+    );
+    let headline = headline(&diagnosis, None, &[], None, &indexmap::IndexMap::new())
+        .expect("a headline");
+    assert!(
+        headline.starts_with("cuda-setup: RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED"),
+        "{headline}"
+    );
 }
 
 #[test]
