@@ -407,6 +407,35 @@ fn bad_input_is_exit_2_and_touches_nothing() {
         assert_eq!(output.status.code(), Some(2), "{args:?}: {said}");
         assert!(said.contains(expected), "{args:?}: {said}");
     }
+    // Worktrees never go into the checkout.
+    let inside = dir.join("bisect-out");
+    let output = bisect(dir, &inside, &["--good", &hashes[0], "--bad", &hashes[2]]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("inside the repository"),
+        "{}",
+        text(&output)
+    );
+    assert!(!inside.exists());
+    // A good end on a side branch merged later is not on the bad end's
+    // first-parent line: the range would not be one.
+    git(dir, &["checkout", "-q", "-b", "side", &hashes[0]]);
+    std::fs::write(dir.join("side.txt"), "side").expect("side");
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "on the side"]);
+    let side = git(dir, &["rev-parse", "HEAD"]);
+    git(dir, &["checkout", "-q", "main"]);
+    git(
+        dir,
+        &["merge", "-q", "--no-ff", "-m", "merge the side", "side"],
+    );
+    let output = bisect(
+        dir,
+        &scratch.path().join("side"),
+        &["--good", &side, "--bad", "main"],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("--all-parents"), "{}", text(&output));
     // An out dir holding someone's files is refused, and left as it is.
     let theirs = scratch.path().join("theirs");
     std::fs::create_dir_all(&theirs).expect("dir");
@@ -416,14 +445,15 @@ fn bad_input_is_exit_2_and_touches_nothing() {
     assert_eq!(std::fs::read_dir(&theirs).expect("dir").count(), 1);
 }
 
-/// `bisect --check` in the checkout, as `git bisect run` calls it.
-fn check(dir: &Path, extra: &[&str]) -> Output {
-    let scratch = tempfile::tempdir().expect("tempdir");
+/// `bisect --check` in the checkout, as `git bisect run` calls it, with
+/// its folder in `out` (one folder for every call, as a team's script
+/// names one).
+fn check(dir: &Path, out: &Path, extra: &[&str]) -> Output {
     oomgate()
         .arg("bisect")
         .arg("suite.toml")
         .args(["--case", "train", "--check", "--out"])
-        .arg(scratch.path().join("check"))
+        .arg(out)
         .args(extra)
         .current_dir(dir)
         .output()
@@ -456,7 +486,7 @@ fn the_check_speaks_git_bisect_run_exit_codes() {
     ];
     for (at, code) in [(2, 0), (8, 1), (4, 125)] {
         git(dir, &["checkout", "-q", &hashes[at]]);
-        let output = check(dir, &against);
+        let output = check(dir, &scratch.path().join("check"), &against);
         assert_eq!(
             output.status.code(),
             Some(code),
@@ -466,13 +496,17 @@ fn the_check_speaks_git_bisect_run_exit_codes() {
     }
     // A command line that is wrong aborts git bisect (128), as does a
     // reference that is not a lock.
-    let output = check(dir, &["--good", "HEAD"]);
+    let output = check(dir, &scratch.path().join("check"), &["--good", "HEAD"]);
     assert_eq!(output.status.code(), Some(128), "{}", text(&output));
-    let output = check(dir, &["--no-such-flag"]);
+    let output = check(dir, &scratch.path().join("check"), &["--no-such-flag"]);
     assert_eq!(output.status.code(), Some(128), "{}", text(&output));
     std::fs::write(scratch.path().join("garbage.lock"), "not toml [").expect("garbage");
     let garbage = scratch.path().join("garbage.lock");
-    let output = check(dir, &["--against", garbage.to_str().expect("utf-8")]);
+    let output = check(
+        dir,
+        &scratch.path().join("check"),
+        &["--against", garbage.to_str().expect("utf-8")],
+    );
     assert_eq!(output.status.code(), Some(128), "{}", text(&output));
     // git drives it to the same answer.
     git(dir, &["checkout", "-q", "main"]);
@@ -547,7 +581,15 @@ fn an_interrupted_bisect_leaves_nothing_and_resumes() {
     let output = bisect(
         dir,
         &out,
-        &["--good", &hashes[0], "--bad", &hashes[8], "--resume"],
+        &[
+            "--good",
+            &hashes[0],
+            "--bad",
+            &hashes[8],
+            "--build",
+            "sleep 0.5",
+            "--resume",
+        ],
     );
     let said = text(&output);
     assert_eq!(output.status.code(), Some(0), "{said}");
@@ -560,6 +602,33 @@ fn an_interrupted_bisect_leaves_nothing_and_resumes() {
         .filter(|s| s["taken_from"] == "resumed")
         .count();
     assert_eq!(reused, 2, "both ends reused: {said}");
+    // Resumed under other conditions (each run twice), nothing is taken.
+    let output = bisect(
+        dir,
+        &out,
+        &[
+            "--good",
+            &hashes[0],
+            "--bad",
+            &hashes[8],
+            "--build",
+            "sleep 0.5",
+            "--resume",
+            "--repeat",
+            "2",
+        ],
+    );
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    let json = read_json(&out.join("bisect.json"));
+    assert!(
+        json["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .all(|s| s["taken_from"].is_null()),
+        "{said}"
+    );
 }
 
 #[test]

@@ -8,7 +8,10 @@
 //! version or a set of pins), the environment it ran in (the packages
 //! of the suite's interpreter; the bisect environment's pins), the
 //! testbed (the GPUs' models, driver, CUDA and `CUDA_VISIBLE_DEVICES`),
-//! `--repeat` and the flags handed to `oomgate run`. A step taken from
+//! `--repeat`, the flags handed to `oomgate run`, the pool's slots and the
+//! allocator variables (`PYTORCH_CUDA_ALLOC_CONF`, `XLA_PYTHON_CLIENT_*`,
+//! `NCCL_*`, …) the runs inherit. The same key, written beside each step,
+//! is what `--resume` checks before it takes a step. A step taken from
 //! the history is judged again against this bisect's good end, as a step
 //! run now is: only its figures are taken, never its verdict.
 
@@ -18,19 +21,20 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 
 use crate::history::{BisectStep, Store};
 
-/// The history that keeps steps, and what every key of this bisect shares.
-pub struct Cache {
-    store: Box<dyn Store>,
-    /// The testbed, the repeat and the run flags, as one text.
+/// What every step key of this bisect shares: the testbed, the repeat,
+/// the flags handed to the runs, each pool slot's GPUs, and the
+/// allocator variables the runs inherit.
+#[derive(Debug, Clone)]
+pub struct Keys {
     shared: String,
 }
 
-impl Cache {
+impl Keys {
     pub fn new(
-        store: Box<dyn Store>,
         repeat: Option<u32>,
         run_flags: &[std::ffi::OsString],
-    ) -> Cache {
+        gpu_slots: &[String],
+    ) -> Keys {
         let gpu_off = run_flags
             .windows(2)
             .any(|w| w[0] == "--gpu" && w[1] == "off");
@@ -38,20 +42,21 @@ impl Cache {
             .iter()
             .map(|f| f.to_string_lossy().into_owned())
             .collect();
-        Cache {
-            store,
+        let mut variables: Vec<String> = std::env::vars()
+            .filter(|(name, _)| crate::environment::is_allocator_variable(name))
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        variables.sort();
+        Keys {
             shared: format!(
-                "testbed {}\nrepeat {}\nflags {}",
+                "testbed {}\nrepeat {}\nflags {}\nslots {}\nvariables {}",
                 testbed(gpu_off),
                 repeat.unwrap_or(1),
-                flags.join(" ")
+                flags.join(" "),
+                gpu_slots.join(" | "),
+                variables.join(" ")
             ),
         }
-    }
-
-    /// Where the steps are kept, for messages.
-    pub fn location(&self) -> String {
-        self.store.location()
     }
 
     /// The key of one step: `case` at `candidate` (its identity) in
@@ -71,6 +76,22 @@ impl Cache {
             hasher.write(&[0xff]);
         }
         format!("{:032x}", hasher.finish128().as_u128())
+    }
+}
+
+/// The history that keeps steps.
+pub struct Cache {
+    store: Box<dyn Store>,
+}
+
+impl Cache {
+    pub fn new(store: Box<dyn Store>) -> Cache {
+        Cache { store }
+    }
+
+    /// Where the steps are kept, for messages.
+    pub fn location(&self) -> String {
+        self.store.location()
     }
 
     /// The results.json kept under `key`, if any; a history that cannot
@@ -110,20 +131,23 @@ fn testbed(gpu_off: bool) -> String {
 mod tests {
     use super::*;
 
-    fn cache(repeat: Option<u32>) -> Cache {
+    fn keys(repeat: Option<u32>, slots: &[String]) -> Keys {
+        Keys::new(repeat, &["--gpu".into(), "off".into()], slots)
+    }
+
+    fn cache() -> Cache {
         let dir = tempfile::tempdir().expect("tempdir");
         let location = crate::history::Location::parse(&format!(
             "sqlite:{}",
             dir.path().join("h.db").display()
         ))
         .expect("location");
-        let store = crate::history::open(&location, true).expect("history");
-        Cache::new(store, repeat, &["--gpu".into(), "off".into()])
+        Cache::new(crate::history::open(&location, true).expect("history"))
     }
 
     #[test]
     fn a_key_changes_with_each_of_its_parts() {
-        let one = cache(None);
+        let one = keys(None, &[]);
         let base = one.key("train", "commit abc", "numpy==2.1");
         assert_eq!(base, one.key("train", "commit abc", "numpy==2.1"));
         assert_eq!(base.len(), 32);
@@ -132,7 +156,8 @@ mod tests {
             one.key("train", "commit abd", "numpy==2.1"),
             one.key("train", "commit abc", "numpy==2.2"),
             one.key("train", "commit ab", "cnumpy==2.1"),
-            cache(Some(3)).key("train", "commit abc", "numpy==2.1"),
+            keys(Some(3), &[]).key("train", "commit abc", "numpy==2.1"),
+            keys(None, &["0,1".into()]).key("train", "commit abc", "numpy==2.1"),
         ] {
             assert_ne!(base, other);
         }
@@ -140,8 +165,8 @@ mod tests {
 
     #[test]
     fn a_step_kept_is_found_by_its_key_and_kept_once() {
-        let mut one = cache(None);
-        let key = one.key("train", "commit abc", "");
+        let mut one = cache();
+        let key = keys(None, &[]).key("train", "commit abc", "");
         assert_eq!(one.get(&key), Ok(None));
         let step = |results: &str| BisectStep {
             key: key.clone(),

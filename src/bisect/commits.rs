@@ -48,6 +48,16 @@ impl Commits {
                     repo.top.display()
                 ))
             })?;
+        // Worktrees go in the bisect's folder: never inside the checkout.
+        let out = std::path::absolute(&options.out).unwrap_or_else(|_| options.out.clone());
+        let out_parent = out.parent().and_then(|p| p.canonicalize().ok());
+        if out_parent.is_some_and(|p| p.starts_with(&top)) {
+            return Err(BisectError::BadInput(format!(
+                "--out {} is inside the repository {}: its worktrees would be written into your checkout; choose a folder outside it",
+                options.out.display(),
+                repo.top.display()
+            )));
+        }
         let good_sha = repo.commit(good).map_err(BisectError::BadInput)?;
         let bad_sha = repo.commit(bad).map_err(BisectError::BadInput)?;
         if good_sha == bad_sha {
@@ -73,7 +83,14 @@ impl Commits {
             id: c.sha,
             subject: c.subject,
         }));
-        if candidates.last().map(|c| c.id.as_str()) != Some(bad_sha.as_str()) {
+        // Along first parents the range is a line only when the good end
+        // is on the bad end's first-parent chain: the first candidate's
+        // first parent is the good end then.
+        let on_the_line = all_parents
+            || candidates.get(1).is_some_and(|first| {
+                repo.first_parent(&first.id).as_deref() == Some(candidates[0].id.as_str())
+            });
+        if !on_the_line || candidates.last().map(|c| c.id.as_str()) != Some(bad_sha.as_str()) {
             return Err(BisectError::BadInput(format!(
                 "--bad {bad} is not reached along first parents from --good {good}; try --all-parents"
             )));

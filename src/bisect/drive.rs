@@ -9,8 +9,9 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::Verdict;
 use super::axis::{Place, Prepare, Prepared, Progress, build_in, with_tail};
-use super::cache::Cache;
+use super::cache::{Cache, Keys};
 use super::commits::Commits;
 use super::folder::{claim, prune_stale};
 use super::git::Repo;
@@ -23,6 +24,10 @@ use crate::run::Interrupt;
 
 mod searches;
 
+/// The file beside each step's run that holds its key: what it ran under
+/// (see `cache`), checked before `--resume` takes the step.
+const KEY_FILE: &str = "key.txt";
+
 pub(super) struct Driver<'p> {
     pub(super) options: Options,
     exe: PathBuf,
@@ -32,6 +37,8 @@ pub(super) struct Driver<'p> {
     runs: usize,
     /// Rounds that ran something (a batch of a pool, or one run).
     rounds: usize,
+    /// Each step's key: what it ran under.
+    keys: Keys,
     /// Where steps are kept for later bisects, if anywhere.
     cache: Option<Cache>,
     /// What the axis's candidates run in, for the cache's keys.
@@ -150,7 +157,10 @@ pub fn check(
     progress: &mut dyn Progress,
 ) -> Result<Step, BisectError> {
     let lock = against.map(reference_lock).transpose()?;
-    let marker = claim(&options.out, false, None)?;
+    // `git bisect run` calls the check once a commit: a bisect folder
+    // named with --out is taken again each time, its last run cleared.
+    let again = options.out.join(super::MARKER).exists();
+    let marker = claim(&options.out, again, None)?;
     progress.claimed(&options.out);
     let cwd = std::env::current_dir()
         .map_err(|e| BisectError::Infrastructure(format!("no current folder: {e}")))?;
@@ -161,6 +171,11 @@ pub fn check(
         subject: String::new(),
     };
     let folder = driver.folder(Role::Step, &here.label, 0);
+    if folder.exists() {
+        std::fs::remove_dir_all(&folder).map_err(|e| {
+            BisectError::Infrastructure(format!("cannot clear {}: {e}", folder.display()))
+        })?;
+    }
     if let Some(build) = build {
         if let Some(why) = build_in(&cwd, build, &folder, &driver.interrupt)? {
             let step = driver.skipped(&here, Role::Step, why);
@@ -226,6 +241,7 @@ impl<'p> Driver<'p> {
         let exe = std::env::current_exe().map_err(|e| {
             BisectError::Infrastructure(format!("cannot find oomgate's own binary: {e}"))
         })?;
+        let keys = Keys::new(options.repeat, &options.run_flags, &options.gpu_slots);
         Ok(Driver {
             options,
             exe,
@@ -234,6 +250,7 @@ impl<'p> Driver<'p> {
             steps: Vec::new(),
             runs: 0,
             rounds: 0,
+            keys,
             cache: None,
             environment: String::new(),
             _marker: marker,
@@ -484,8 +501,7 @@ impl<'p> Driver<'p> {
         }
     }
 
-    /// Prepare, run and release one candidate; or take its run from the
-    /// bisect resumed, or from the history.
+    /// One candidate: a batch of one (see [`Self::try_batch`]).
     fn try_candidate(
         &mut self,
         axis: &mut dyn Prepare,
@@ -495,28 +511,10 @@ impl<'p> Driver<'p> {
         lock: Option<&Path>,
         segment: usize,
     ) -> Result<(Step, Option<RunResults>), BisectError> {
-        let candidate = &candidates[at];
-        let folder = self.folder(role, &candidate.label, segment);
-        if let Some(taken) = self.taken(axis, at, &folder) {
-            return self.judge_step(candidate, role, lock, &folder, None, Some(taken));
-        }
-        let key = self.key(axis, at);
-        std::fs::create_dir_all(&folder).map_err(|e| {
-            BisectError::Infrastructure(format!("cannot make {}: {e}", folder.display()))
-        })?;
-        let prepared = axis.prepare(at, &folder, &self.interrupt);
-        let outcome = match prepared {
-            Ok(Prepared::Ready(place)) => self
-                .launch(candidate, &place, &folder)
-                .and_then(|code| self.judge_step(candidate, role, lock, &folder, Some(code), None)),
-            Ok(Prepared::Skip(why)) => Ok((self.skipped(candidate, role, why), None)),
-            Err(e) => Err(e),
-        };
-        axis.release(at);
-        if let (Ok((_, Some(_))), Some(key)) = (&outcome, &key) {
-            self.keep(key, candidate, &folder);
-        }
-        outcome
+        let mut ran = self.try_batch(axis, candidates, &[at], role, lock, segment)?;
+        ran.pop().ok_or_else(|| {
+            BisectError::Infrastructure("a candidate was neither run nor skipped".into())
+        })
     }
 
     /// What the package axes need of the driver to make their
@@ -529,50 +527,37 @@ impl<'p> Driver<'p> {
         }
     }
 
-    /// What every candidate runs in, for the history's keys: asked of
-    /// the axis only when a history keeps steps (it may run pip).
+    /// What every candidate runs in, for the step keys (it may run pip
+    /// freeze once).
     fn environment_of(&mut self, axis: &dyn Prepare) {
-        if self.cache.is_some() {
-            self.environment = axis.environment();
-        }
+        self.environment = axis.environment();
     }
 
-    /// Several candidates at once, each on its slot of the GPU pool: made
-    /// ready one after another, run together, judged in order. One
-    /// candidate is [`Self::try_candidate`].
+    /// Candidates at once, each on its slot of the GPU pool (one without
+    /// a pool): each taken from the bisect resumed or the history where it
+    /// can be; the others all made ready first (worktrees built, packages
+    /// installed), then run together, waited for, judged in order and
+    /// released. A run that was started is always waited for: an error or
+    /// an interrupt stops it (as Ctrl-C would), never leaves it behind.
     fn try_batch(
         &mut self,
         axis: &mut dyn Prepare,
         candidates: &[Candidate],
         ats: &[usize],
+        role: Role,
         lock: Option<&Path>,
         segment: usize,
     ) -> Result<Vec<(Step, Option<RunResults>)>, BisectError> {
-        if ats.len() == 1 {
-            return Ok(vec![self.try_candidate(
-                axis,
-                candidates,
-                ats[0],
-                Role::Step,
-                lock,
-                segment,
-            )?]);
-        }
         let mut done: Vec<Option<(Step, Option<RunResults>)>> = vec![None; ats.len()];
-        let mut running = Vec::new();
+        let mut ready: Vec<(usize, usize, PathBuf, Place, String)> = Vec::new();
         let mut failed = None;
         for (slot, &at) in ats.iter().enumerate() {
             let candidate = &candidates[at];
-            let folder = self.folder(Role::Step, &candidate.label, segment);
-            if let Some(taken) = self.taken(axis, at, &folder) {
-                done[slot] = Some(self.judge_step(
-                    candidate,
-                    Role::Step,
-                    lock,
-                    &folder,
-                    None,
-                    Some(taken),
-                )?);
+            let folder = self.folder(role, &candidate.label, segment);
+            let key = self.key(axis, at);
+            if let Some(taken) = self.taken(&key, &folder) {
+                done[slot] =
+                    Some(self.judge_step(candidate, role, lock, &folder, None, Some(taken))?);
                 continue;
             }
             if let Err(e) = std::fs::create_dir_all(&folder) {
@@ -582,28 +567,18 @@ impl<'p> Driver<'p> {
                 )));
                 break;
             }
-            match axis.prepare(at, &folder, &self.interrupt) {
-                Ok(Prepared::Ready(place)) => {
-                    let started = self.command(&place, &folder, slot).and_then(|command| {
-                        Running::start(command, &folder.join("oomgate.log")).map_err(|e| {
-                            BisectError::Infrastructure(format!(
-                                "cannot run oomgate for {}: {e}",
-                                candidate.label
-                            ))
-                        })
-                    });
-                    match started {
-                        Ok(process) => running.push((slot, at, folder, process, None)),
-                        Err(e) => {
-                            axis.release(at);
-                            failed = Some(e);
-                            break;
-                        }
-                    }
+            let prepared = axis.prepare(at, &folder, &self.interrupt);
+            match prepared {
+                // A build or install the interrupt stopped is no skip.
+                _ if self.interrupt.requested() => {
+                    axis.release(at);
+                    failed = Some(BisectError::Interrupted);
+                    break;
                 }
+                Ok(Prepared::Ready(place)) => ready.push((slot, at, folder, place, key)),
                 Ok(Prepared::Skip(why)) => {
                     axis.release(at);
-                    done[slot] = Some((self.skipped(candidate, Role::Step, why), None));
+                    done[slot] = Some((self.skipped(candidate, role, why), None));
                 }
                 Err(e) => {
                     axis.release(at);
@@ -612,16 +587,38 @@ impl<'p> Driver<'p> {
                 }
             }
         }
+        let mut running = Vec::new();
+        if failed.is_none() {
+            for (slot, at, folder, place, key) in &ready {
+                let started = self.command(place, folder, *slot).and_then(|command| {
+                    Running::start(command, &folder.join("oomgate.log")).map_err(|e| {
+                        BisectError::Infrastructure(format!(
+                            "cannot run oomgate for {}: {e}",
+                            candidates[*at].label
+                        ))
+                    })
+                });
+                match started {
+                    Ok(process) => {
+                        running.push((*slot, *at, folder.clone(), key.clone(), process, None))
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
         if !running.is_empty() {
             self.rounds += 1;
         }
-        // Every run started is waited for, whatever happened since: none
-        // is left behind (an error or an interrupt stops them).
-        if failed.is_some() {
+        // Stop what runs when something failed, as one Ctrl-C would: with
+        // the grace period (a second request would skip it).
+        if failed.is_some() && !self.interrupt.requested() {
             self.interrupt.request();
         }
-        while running.iter().any(|(_, _, _, _, ended)| ended.is_none()) {
-            for (_, _, _, process, ended) in running.iter_mut().filter(|r| r.4.is_none()) {
+        while running.iter().any(|r| r.5.is_none()) {
+            for (_, _, _, _, process, ended) in running.iter_mut().filter(|r| r.5.is_none()) {
                 *ended = match process.poll(&self.interrupt) {
                     Ok(found) => found,
                     Err(_) => Some(Ended::Interrupted),
@@ -630,30 +627,32 @@ impl<'p> Driver<'p> {
             std::thread::sleep(super::spawn::POLL);
         }
         let mut interrupted = false;
-        for (slot, at, folder, _, ended) in running {
+        let mut ended_runs = Vec::new();
+        for (slot, at, folder, key, _, ended) in running {
             self.runs += 1;
-            let code = match ended {
-                Some(Ended::Exited(130) | Ended::Interrupted) | None => {
-                    interrupted = true;
-                    None
+            match ended {
+                Some(Ended::Exited(code)) if code != 130 => {
+                    ended_runs.push((slot, at, folder, key, code))
                 }
-                Some(Ended::Exited(code)) => Some(code),
-            };
-            if let (Some(code), false) = (code, interrupted || failed.is_some()) {
+                _ => interrupted = true,
+            }
+        }
+        if !interrupted && failed.is_none() {
+            for (slot, at, folder, key, code) in ended_runs {
                 let candidate = &candidates[at];
-                done[slot] = Some(self.judge_step(
-                    candidate,
-                    Role::Step,
-                    lock,
-                    &folder,
-                    Some(code),
-                    None,
-                )?);
-                if let Some(key) = self.key(axis, at) {
+                let judged = self.judge_step(candidate, role, lock, &folder, Some(code), None)?;
+                // The conditions it ran under, for a --resume; a step that
+                // could not be judged (a crash, a setup that failed) is not
+                // kept for a later bisect.
+                let _ = std::fs::write(folder.join(KEY_FILE), &key);
+                if judged.0.verdict != Verdict::Skip {
                     self.keep(&key, candidate, &folder);
                 }
+                done[slot] = Some(judged);
             }
-            axis.release(at);
+        }
+        for (_, at, _, _, _) in &ready {
+            axis.release(*at);
         }
         if let Some(e) = failed {
             return Err(e);
@@ -664,23 +663,24 @@ impl<'p> Driver<'p> {
         Ok(done.into_iter().flatten().collect())
     }
 
-    /// The history's key of candidate `at`, when a history keeps steps.
-    fn key(&self, axis: &dyn Prepare, at: usize) -> Option<String> {
-        self.cache
-            .as_ref()
-            .map(|cache| cache.key(&self.options.case, &axis.identity(at), &self.environment))
+    /// Candidate `at`'s step key (see `cache`).
+    fn key(&self, axis: &dyn Prepare, at: usize) -> String {
+        self.keys
+            .key(&self.options.case, &axis.identity(at), &self.environment)
     }
 
-    /// Where candidate `at`'s run can be taken from instead of run: the
-    /// bisect resumed, or the history (its results.json written into
-    /// `folder` then).
-    fn taken(&mut self, axis: &dyn Prepare, at: usize, folder: &Path) -> Option<Taken> {
-        if self.options.resume && finished(&folder.join("run").join("results.json")).is_some() {
-            return Some(Taken::Resumed);
+    /// Where a candidate's run can be taken from instead of run: the
+    /// bisect resumed, when its step ran under the same conditions (its
+    /// key); or the history (its results.json then written into
+    /// `folder`).
+    fn taken(&mut self, key: &str, folder: &Path) -> Option<Taken> {
+        if self.options.resume {
+            let same = std::fs::read_to_string(folder.join(KEY_FILE)).is_ok_and(|k| k == key);
+            if same && finished(&folder.join("run").join("results.json")).is_some() {
+                return Some(Taken::Resumed);
+            }
         }
-        let key = self.key(axis, at)?;
-        self.take_from_history(&key, folder)
-            .map(|()| Taken::History)
+        self.take_from_history(key, folder).map(|()| Taken::History)
     }
 }
 

@@ -43,11 +43,19 @@ pub(super) fn claim(out: &Path, resume: bool, repo: Option<&Repo>) -> Result<Fil
         .map_err(|e| {
             BisectError::Infrastructure(format!("cannot write {}: {e}", marker.display()))
         })?;
-    if !try_lock(&file) {
-        return Err(BisectError::BadInput(format!(
-            "another bisect is running in {}",
-            out.display()
-        )));
+    // Another bisect's prune may hold the lock for a moment while it
+    // asks whether this folder is abandoned: a held lock is only "in
+    // use" when it stays held.
+    let mut tries = 0;
+    while !try_lock(&file) {
+        tries += 1;
+        if tries == 20 {
+            return Err(BisectError::BadInput(format!(
+                "another bisect is running in {}",
+                out.display()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
     }
     let owner = serde_json::json!({
         "pid": std::process::id(),

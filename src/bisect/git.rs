@@ -98,6 +98,15 @@ impl Repo {
             .collect())
     }
 
+    /// A commit's first parent, if it has one.
+    pub fn first_parent(&self, sha: &str) -> Option<String> {
+        let mut command = self.git();
+        command
+            .args(["rev-parse", "--verify", "--quiet"])
+            .arg(format!("{sha}^1"));
+        output(command).ok().map(|p| p.trim().to_string())
+    }
+
     /// One commit's subject line.
     pub fn subject(&self, sha: &str) -> String {
         let mut command = self.git();
@@ -116,16 +125,29 @@ impl Repo {
     }
 
     /// Remove a worktree this bisect made, its files and git's record of
-    /// it; a worktree already gone is pruned from git's records.
+    /// it. When git cannot (its folder is gone already), the record is
+    /// removed by hand: the one whose `gitdir` names this path, never
+    /// another worktree's (`git worktree prune` would drop those too).
     pub fn remove_worktree(&self, path: &Path) {
         let mut command = self.git();
         command.args(["worktree", "remove", "--force", "--force"]);
         command.arg(path);
-        if output(command).is_err() {
-            let _ = std::fs::remove_dir_all(path);
-            let mut prune = self.git();
-            prune.args(["worktree", "prune"]);
-            let _ = output(prune);
+        if output(command).is_ok() {
+            return;
+        }
+        let _ = std::fs::remove_dir_all(path);
+        let mut common = self.git();
+        common.args(["rev-parse", "--path-format=absolute", "--git-common-dir"]);
+        let Ok(common) = output(common) else {
+            return;
+        };
+        let records = PathBuf::from(common.trim()).join("worktrees");
+        let ours = path.join(".git");
+        for record in std::fs::read_dir(&records).into_iter().flatten().flatten() {
+            let gitdir = std::fs::read_to_string(record.path().join("gitdir")).unwrap_or_default();
+            if Path::new(gitdir.trim()) == ours {
+                let _ = std::fs::remove_dir_all(record.path());
+            }
         }
     }
 

@@ -103,11 +103,17 @@ impl Environment {
         })?;
         let mut requirements = pinned;
         requirements.extend(others);
+        let identity = format!(
+            "python {}\nindex {:?}\n{}",
+            base.display(),
+            index,
+            requirements.join("\n")
+        );
         let environment = Environment {
             venv,
             index,
             constraints,
-            identity: format!("python {}\n{}", base.display(), requirements.join("\n")),
+            identity,
         };
         environment
             .install(&requirements, false, true, &folder, setup.interrupt)
@@ -457,11 +463,10 @@ fn recorded_packages(
         )));
     };
     let mut packages = std::collections::BTreeMap::new();
-    for line in python.freeze.iter().flatten() {
-        if let Some((name, version)) = line.split_once("==") {
-            if !line.contains(" @ ") && !line.starts_with('-') {
-                packages.insert(pip::normalise(name), version.trim().to_string());
-            }
+    let frozen = python.freeze.as_deref().unwrap_or_default().join("\n");
+    for line in pip::parse_freeze(&frozen) {
+        if let Frozen::Pin { name, version } = line {
+            packages.insert(name, version);
         }
     }
     for (name, version) in &python.packages {

@@ -109,7 +109,8 @@ pub fn freeze(python: &Path) -> Result<Vec<Frozen>, String> {
     Ok(parse_freeze(&text))
 }
 
-fn parse_freeze(text: &str) -> Vec<Frozen> {
+/// `pip freeze`'s lines read (pip's own tools left out).
+pub fn parse_freeze(text: &str) -> Vec<Frozen> {
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))

@@ -46,9 +46,15 @@ impl Running {
         // SAFETY: prctl is async-signal-safe and allocates nothing. A bisect
         // that is killed outright (SIGKILL) cannot stop its command; the
         // kernel asks it to stop then, and an oomgate run stops its case.
+        let parent = std::process::id();
         unsafe {
-            command.pre_exec(|| {
+            command.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                // The bisect may have died before the signal was asked
+                // for: then nothing would ever send it.
+                if libc::getppid() as u32 != parent {
+                    return Err(io::Error::other("the bisect that started it has ended"));
+                }
                 Ok(())
             });
         }

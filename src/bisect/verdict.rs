@@ -33,9 +33,11 @@ pub fn against_good_end(
             crate::baseline::drift::same_gpus(&lock.environment, &later.environment)
         }
     };
-    let tolerances = entry
+    // Every candidate with the good end's tolerance: a commit that only
+    // tightens (or loosens) its suite's is no step of the figure.
+    let tolerances = earlier
         .tolerance
-        .or(earlier.tolerance)
+        .or(entry.tolerance)
         .unwrap_or_else(|| crate::suite::Tolerances::default().into());
     crate::judge::against_entry(
         earlier,
@@ -84,6 +86,21 @@ const OUT_OF_MEMORY: [FailureType; 3] = [
     FailureType::HostOomSuspected,
 ];
 
+/// The kinds of failure that are a figure's own (the run did its work):
+/// any other (a crash, a timeout, a setup that failed) cuts a run short.
+const FIGURE_FAILURES: [FailureType; 10] = [
+    FailureType::Budget,
+    FailureType::Headroom,
+    FailureType::GpuLeft,
+    FailureType::Leak,
+    FailureType::Limit,
+    FailureType::Regression,
+    FailureType::Creep,
+    FailureType::Baseline,
+    FailureType::EnvironmentDrift,
+    FailureType::OtherDefinition,
+];
+
 /// The verdict on one candidate's case, with `against` (its checks
 /// against the good end), and why when it is not good.
 pub fn classify(case: &CaseResult, against: &[Check]) -> (Verdict, Option<Why>) {
@@ -96,17 +113,25 @@ pub fn classify(case: &CaseResult, against: &[Check]) -> (Verdict, Option<Why>) 
             )),
         );
     }
-    let mut failed = case
-        .failed_checks()
-        .chain(against.iter().filter(|c| !c.passed));
-    if let Some(check) = failed.find(|c| about_memory(&c.kind)) {
-        return (Verdict::Bad, Some(Why::Check(Box::new(check.clone()))));
-    }
     if case
         .failure_kind
         .is_some_and(|kind| OUT_OF_MEMORY.contains(&kind))
     {
         return (Verdict::Bad, said());
+    }
+    // A run that crashed, hung or could not start did not do its work:
+    // its figures say nothing against the good end's; only an OOM kill
+    // does.
+    let cut_short = matches!(case.status, CaseStatus::TimedOut | CaseStatus::Error)
+        || case
+            .failure_kind
+            .is_some_and(|kind| !FIGURE_FAILURES.contains(&kind));
+    let mut failed = case
+        .failed_checks()
+        .chain(against.iter().filter(|c| !c.passed))
+        .filter(|c| !cut_short || c.kind == CheckKind::HostOomKill);
+    if let Some(check) = failed.find(|c| about_memory(&c.kind)) {
+        return (Verdict::Bad, Some(Why::Check(Box::new(check.clone()))));
     }
     if case.status == CaseStatus::Passed {
         return (Verdict::Good, None);
@@ -210,13 +235,23 @@ mod tests {
             assert_eq!(verdict.0, Verdict::Skip, "{kind:?}");
             assert_eq!(verdict.1, Some(Why::Said("the judge's words".into())));
         }
-        // A crash whose memory check also failed is bad: the figure says.
+        // A crash the kernel's OOM killer explains is bad: the kill says.
         let both = case(
             CaseStatus::Failed,
             Some(FailureType::Crash),
             vec![check(CheckKind::HostOomKill, false, "killed by the kernel")],
         );
         assert_eq!(classify(&both, &[]).0, Verdict::Bad);
+        // A run that hung or crashed did not do its work: its figures
+        // against the good end's are not blamed.
+        for (status, kind) in [
+            (CaseStatus::TimedOut, FailureType::Timeout),
+            (CaseStatus::Failed, FailureType::Crash),
+        ] {
+            let grown = check(CheckKind::Baseline(Figure::Host), false, "host grew");
+            let cut = case(status, Some(kind), vec![]);
+            assert_eq!(classify(&cut, &[grown]).0, Verdict::Skip, "{kind:?}");
+        }
     }
 
     #[test]

@@ -26,7 +26,8 @@ pub fn bisect(args: &BisectArgs) -> Result<Outcome, CliError> {
     ));
     let mut options = options(args, out.clone());
     options.gpu_slots = gpu_slots(args)?;
-    if options.gpu_slots.len() > 1 {
+    let commits = args.package.is_none() && args.good_run.is_none();
+    if options.gpu_slots.len() > 1 && commits {
         progress.note(&format!(
             "a pool of {} slots ({}): commits run {} at once",
             options.gpu_slots.len(),
@@ -34,7 +35,7 @@ pub fn bisect(args: &BisectArgs) -> Result<Outcome, CliError> {
             options.gpu_slots.len()
         ));
     }
-    let cache = cache(args, &options)?;
+    let cache = cache(args)?;
     let bisected = match bisect::bisect(options, range, cache, &mut progress) {
         Ok(bisected) => bisected,
         Err(BisectError::BadInput(why)) => return Err(CliError::BadInput(why)),
@@ -84,6 +85,9 @@ fn check(args: &BisectArgs) -> Outcome {
         }
     };
     let mut progress = Printer::new();
+    // The suite's secrets and `redact` patterns are masked in what the
+    // check says; a suite this commit cannot load is the run's to say.
+    let _ = super::shared::load_suite(&args.suite, None);
     let options = options(args, out.clone());
     let checked = bisect::check(
         options,
@@ -247,17 +251,13 @@ fn gpu_slots(args: &BisectArgs) -> Result<Vec<String>, CliError> {
 /// The history that keeps steps: `--history`, `OOMGATE_HISTORY` or the
 /// suite's `[suite] history`; one that cannot be opened is said, and the
 /// bisect runs every step.
-fn cache(args: &BisectArgs, options: &Options) -> Result<Option<bisect::Cache>, CliError> {
+fn cache(args: &BisectArgs) -> Result<Option<bisect::Cache>, CliError> {
     let suite = super::shared::load_suite(&args.suite, None)?;
     let Some(store) = super::history::store_for(args.history.as_deref(), args.no_history, &suite)?
     else {
         return Ok(None);
     };
-    Ok(Some(bisect::Cache::new(
-        store,
-        options.repeat,
-        &options.run_flags,
-    )))
+    Ok(Some(bisect::Cache::new(store)))
 }
 
 /// `--out`, or a new folder in the system's temporary directory.

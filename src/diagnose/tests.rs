@@ -178,8 +178,8 @@ fn the_allocators_nvml_assertion_on_mig_is_setup_with_its_fix() {
         "{:?}",
         diagnosis.hints
     );
-    let headline = headline(&diagnosis, None, &[], None, &indexmap::IndexMap::new())
-        .expect("a headline");
+    let headline =
+        headline(&diagnosis, None, &[], None, &indexmap::IndexMap::new()).expect("a headline");
     assert!(
         headline.starts_with("cuda-setup: RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED"),
         "{headline}"

@@ -71,10 +71,7 @@ impl Driver<'_> {
             steps: Vec::new(),
             runs: 0,
             rounds: 0,
-            slots: match axis.as_prepare().parallel() {
-                true => self.options.gpu_slots.len().max(1),
-                false => 1,
-            },
+            slots: self.slots(axis.as_prepare()),
             candidates: last.saturating_sub(1),
             bound: log2_bound(last),
             out: self.options.out.clone(),
@@ -118,22 +115,27 @@ impl Driver<'_> {
                         bad.reason.as_deref().unwrap_or("it did not run")
                     )));
                 }
-                Verdict::Skip => return Ok(()),
+                Verdict::Skip => {
+                    self.progress.note(&format!(
+                        "no search past {}: the bad end cannot be judged against it ({})",
+                        candidates[from].label,
+                        bad.why().unwrap_or("it did not run")
+                    ));
+                    return Ok(());
+                }
                 Verdict::Bad => {}
             }
             let mut search = Bisection::new(last - from);
             let mut results_at = std::collections::HashMap::new();
-            let slots = match axis.parallel() {
-                true => self.options.gpu_slots.len().max(1),
-                false => 1,
-            };
+            let slots = self.slots(axis);
             loop {
                 let batch = search.next_batch(slots);
                 if batch.is_empty() {
                     break;
                 }
                 let ats: Vec<usize> = batch.iter().map(|offset| from + offset).collect();
-                let ran = self.try_batch(axis, candidates, &ats, Some(&lock), segment)?;
+                let ran =
+                    self.try_batch(axis, candidates, &ats, Role::Step, Some(&lock), segment)?;
                 let verdicts: Vec<(usize, Verdict)> = batch
                     .iter()
                     .zip(&ran)
@@ -158,12 +160,17 @@ impl Driver<'_> {
                     .map(|o| candidates[from + o].clone())
                     .collect(),
             );
-            bisected.ending = match finding.maybe_first_bad.is_empty() {
-                true => Ending::Found,
-                false => Ending::Undecided,
-            };
+            let decided = finding.maybe_first_bad.is_empty();
+            // The answer is the first step's: a later one that could not
+            // be told apart says so in its own finding.
+            if segment == 0 {
+                bisected.ending = match decided {
+                    true => Ending::Found,
+                    false => Ending::Undecided,
+                };
+            }
             bisected.findings.push(finding);
-            if !all_steps || bad_at == last || bisected.ending == Ending::Undecided {
+            if !all_steps || bad_at == last || !decided {
                 return Ok(());
             }
             // The next segment starts at the step just found: its run,
@@ -296,6 +303,15 @@ impl Driver<'_> {
 }
 
 impl Driver<'_> {
+    /// Candidates run at once on this axis: the pool's slots where each
+    /// candidate has its own worktree, else one.
+    fn slots(&self, axis: &dyn Prepare) -> usize {
+        match axis.parallel() {
+            true => self.options.gpu_slots.len().max(1),
+            false => 1,
+        }
+    }
+
     /// A search's answer with every step and count; an interrupt ends it
     /// with what it found so far.
     fn finish(
