@@ -43,6 +43,12 @@ pub fn case_hints(diagnosis: &Diagnosis, host_peak: Option<u64>) -> Vec<String> 
                         ));
                     }
                 }
+                if oom.framework == "jax" {
+                    hints.push(
+                        "JAX (XLA) preallocates 75% of each GPU it sees when it starts (XLA_PYTHON_CLIENT_PREALLOCATE, XLA_PYTHON_CLIENT_MEM_FRACTION): another process on the GPU, or a fraction set too low, leaves the pool short. XLA_PYTHON_CLIENT_PREALLOCATE=false allocates on demand, so NVML's figure shows the use rather than the pool; XLA_PYTHON_CLIENT_ALLOCATOR=platform frees at once (slow: to find the true peak). The environment records these variables for every case."
+                            .to_string(),
+                    );
+                }
                 if let (Some(unallocated), Some(allocated)) = (oom.reserved_unallocated_bytes, oom.allocated_bytes) {
                     if unallocated >= GIB && unallocated * 4 >= allocated {
                         hints.push(format!(

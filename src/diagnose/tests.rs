@@ -293,6 +293,28 @@ fn older_and_other_spellings() {
 #[test]
 fn jax_tensorflow_and_runtime() {
     let jax = scan_fixture("jax.txt");
+    // A JAX OOM's hint names the variables that decide its pool.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("stderr.log");
+    std::fs::write(&log, fixture("jax.txt")).expect("write");
+    let diagnosis = diagnose(
+        CaseStatus::Failed,
+        Some(Exit::Code(1)),
+        false,
+        false,
+        &scan_log(&log, 0),
+        Some(0),
+    )
+    .expect("a diagnosis");
+    assert_eq!(diagnosis.kind, FailureKind::GpuOom);
+    let hints = hints::case_hints(&diagnosis, None);
+    assert!(
+        hints
+            .iter()
+            .any(|h| h.contains("XLA_PYTHON_CLIENT_PREALLOCATE=false")
+                && h.contains("XLA_PYTHON_CLIENT_MEM_FRACTION")),
+        "{hints:?}"
+    );
     assert_eq!(
         jax.oom.as_ref().and_then(|o| o.requested_bytes),
         Some(6_291_456)
