@@ -37,6 +37,11 @@ enum Line {
         reserved: Option<u64>,
         peak_allocated: Option<u64>,
         peak_reserved: Option<u64>,
+        /// Whose figures they are: `torch`, `jax`.
+        allocator: Option<String>,
+        /// What the probe said about them, once (a JAX on CPU has none;
+        /// JAX's preallocation makes NVML's figure its pool).
+        allocator_note: Option<String>,
     },
     Metric {
         name: String,
@@ -189,6 +194,14 @@ pub struct ProbeSummary {
     /// Largest `reserved` / `peak_reserved` reported (bytes).
     pub peak_reserved: Option<u64>,
     pub metrics: BTreeMap<String, MetricSeen>,
+    /// Whose allocator the figures are (`torch`, `jax`), as the probe
+    /// said; `None` where it named none (figures the workload gave).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<String>,
+    /// What the probe said about those figures, first said first: that a
+    /// JAX on CPU has none, what JAX's preallocation does to NVML's figure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocator_notes: Vec<String>,
     /// A pytest case: how its test ended, as oomgate's plugin reported it
     /// (of a file run as one case, the first test that failed, else the
     /// last).
@@ -201,6 +214,16 @@ pub struct ProbeSummary {
     /// `reserved` at each step, the same way (for the report's chart).
     #[serde(skip)]
     pub reserved_series: BTreeMap<(u32, String), Vec<u64>>,
+}
+
+/// The most notes kept from a probe, and the most characters of each: a
+/// workload writes them, and results.json keeps them.
+const MAX_NOTES: usize = 8;
+const MAX_NOTE: usize = 400;
+
+/// `text` cut to at most `chars` characters.
+fn clip(text: &str, chars: usize) -> String {
+    text.chars().take(chars).collect()
 }
 
 /// Add a step's figure to its series; a full series is halved (every
@@ -264,7 +287,20 @@ impl ProbeSummary {
                 reserved,
                 peak_allocated,
                 peak_reserved,
+                allocator,
+                allocator_note,
             }) => {
+                if let Some(allocator) = allocator {
+                    self.allocator = Some(crate::clean::line(&clip(&allocator, 32)).into_owned());
+                }
+                if let Some(note) = allocator_note {
+                    let note = crate::clean::line(&clip(&note, MAX_NOTE)).into_owned();
+                    if self.allocator_notes.len() < MAX_NOTES
+                        && !self.allocator_notes.contains(&note)
+                    {
+                        self.allocator_notes.push(note);
+                    }
+                }
                 if let Some(n) = step {
                     self.first_step = Some(self.first_step.map_or(n, |first| first.min(n)));
                 }

@@ -447,3 +447,101 @@ fn a_step_carries_the_figures_the_workload_gives() {
         "{log}"
     );
 }
+
+/// JAX, through its stand-in (fixtures/python/jax): the probe reads each
+/// device's `memory_stats()` (a dictionary recorded in XLA's format) into
+/// the step's figures, says once that JAX preallocates the GPU (NVML's
+/// figure then being its pool), and, on CPU, where `memory_stats()` is
+/// None, that there are no figures.
+#[test]
+fn the_probe_reads_jax_memory_stats_and_says_what_they_cannot_give() {
+    let script = "import jax, oomgate_probe as p\n\
+                  for i in range(3):\n    p.step('train')\n";
+    let project = Project::new(&format!(
+        "[suite]\nname = \"jax\"\n\
+         [defaults]\nenv = {{ PYTHONPATH = {path} }}\n\
+         [[case]]\nname = \"gpu\"\ncommand = [\"python3\", \"-c\", {script}]\n\
+         env = {{ FAKE_JAX_DEVICES = \"2\" }}\n\
+         [[case]]\nname = \"on-demand\"\ncommand = [\"python3\", \"-c\", {script}]\n\
+         env = {{ XLA_PYTHON_CLIENT_PREALLOCATE = \"false\" }}\n\
+         [[case]]\nname = \"cpu\"\ncommand = [\"python3\", \"-c\", {script}]\n\
+         env = {{ FAKE_JAX_PLATFORM = \"cpu\" }}\n",
+        path = toml_str(&python_path()),
+        script = toml_str(script),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    // Two GPUs of the recorded statistics: their sums.
+    let gpu = run.case("gpu");
+    let probe = &gpu["probe"];
+    assert_eq!(probe["allocator"], "jax", "{probe:#}");
+    assert_eq!(probe["peak_allocated"], 2 * 3 * 1024 * MIB, "{probe:#}");
+    assert_eq!(probe["peak_reserved"], 2 * 61_203_283_968u64, "{probe:#}");
+    let notes = probe["allocator_notes"].as_array().expect("notes");
+    assert_eq!(notes.len(), 1, "said once over three steps: {probe:#}");
+    let note = notes[0].as_str().unwrap_or_default();
+    assert!(
+        note.contains("XLA_PYTHON_CLIENT_PREALLOCATE is unset")
+            && note.contains("NVML's figure is that pool"),
+        "{note}"
+    );
+    let on_demand = run.case("on-demand");
+    assert!(
+        on_demand["probe"]["allocator_notes"][0]
+            .as_str()
+            .is_some_and(|n| n.contains("follows its use")),
+        "{on_demand:#}"
+    );
+    // A CPU: no figure at all (never a zero), and why.
+    let cpu = run.case("cpu");
+    let probe = &cpu["probe"];
+    assert!(probe["peak_allocated"].is_null(), "{probe:#}");
+    assert!(
+        probe["allocator_notes"][0]
+            .as_str()
+            .is_some_and(|n| n.contains("memory_stats() is None on its cpu devices")),
+        "{probe:#}"
+    );
+    // The case's details (JUnit's system-out) say it too.
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit.xml");
+    assert!(junit.contains("allocator:   jax"), "{junit}");
+}
+
+/// The real `jax` (CPU, from PyPI, pinned by scripts/jax-venv.sh): its
+/// CPU device's `memory_stats()` is None, and the probe says so instead of
+/// reporting a figure.
+#[test]
+fn with_the_real_jax_on_cpu_the_probe_says_there_are_no_figures() {
+    let python = common::pytest::jax_python();
+    let script = "import jax, jax.numpy as jnp, oomgate_probe as p\n\
+                  x = jnp.ones((256, 256))\n\
+                  p.step('train')\n\
+                  (x @ x).block_until_ready()\n\
+                  p.step('train')\n";
+    let project = Project::new(&format!(
+        "[suite]\nname = \"jax\"\n\
+         [[case]]\nname = \"cpu\"\ncommand = [{python}, \"-c\", {script}]\n\
+         env = {{ PYTHONPATH = {path}, JAX_PLATFORMS = \"cpu\" }}\n",
+        python = toml_str(&python.display().to_string()),
+        path = toml_str(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("python")
+                .display()
+                .to_string()
+        ),
+        script = toml_str(script),
+    ));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let probe = &run.case("cpu")["probe"];
+    assert_eq!(probe["allocator"], "jax", "{probe:#}");
+    assert!(probe["peak_allocated"].is_null(), "{probe:#}");
+    let notes = probe["allocator_notes"].as_array().expect("notes");
+    assert_eq!(notes.len(), 1, "{probe:#}");
+    assert!(
+        notes[0]
+            .as_str()
+            .is_some_and(|n| n.contains("memory_stats() is None on its cpu devices")),
+        "{probe:#}"
+    );
+}

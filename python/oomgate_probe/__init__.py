@@ -2,7 +2,10 @@
 
 Dependency-free: it writes JSON lines to the file oomgate names in
 ``$OOMGATE_METRICS`` and does nothing when run outside oomgate. With torch
-and CUDA available it adds the allocator's figures to every step.
+and CUDA available it adds the allocator's figures to every step; with
+jax imported (and no CUDA torch), JAX's own (``device.memory_stats()``),
+saying once when its devices have none (CPU) or when JAX preallocates
+the GPU (what NVML then shows is the pool, not the use).
 
     import oomgate_probe as probe
 
@@ -46,6 +49,8 @@ _rank = next(
 )
 _out = os.environ.get("OOMGATE_OUT")
 _step = 0
+# What was said about the allocator's figures, said once.
+_said = set()
 
 
 def enabled():
@@ -77,6 +82,51 @@ def _torch():
     return None
 
 
+def _jax():
+    """jax, if it is already imported; never imports it."""
+    return sys.modules.get("jax")
+
+
+def _jax_figures(jax):
+    """JAX's allocator figures, summed over this process's devices, and a
+    note worth saying: why there are none (a CPU's ``memory_stats()`` is
+    None), or what preallocation does to NVML's figure. JAX cannot reset
+    its peak: ``peak_allocated`` is the peak since the process started."""
+    try:
+        devices = list(jax.local_devices())
+        stats = [d.memory_stats() for d in devices]
+    except Exception as error:  # a broken backend must not break the workload
+        return {}, f"jax: the devices' memory_stats() failed ({type(error).__name__}): no allocator figures"
+    usable = [s for s in stats if s]
+    if not usable:
+        platforms = ", ".join(sorted({str(getattr(d, "platform", "?")) for d in devices})) or "no"
+        return {}, f"jax: memory_stats() is None on its {platforms} devices: no allocator figures (JAX keeps them for GPUs and TPUs)"
+
+    def total(*keys):
+        found = [next((s[k] for k in keys if s.get(k) is not None), None) for s in usable]
+        return int(sum(found)) if found and all(v is not None for v in found) else None
+
+    figures = {
+        "allocated": total("bytes_in_use"),
+        "peak_allocated": total("peak_bytes_in_use"),
+        "reserved": total("pool_bytes", "bytes_reserved"),
+        "peak_reserved": total("peak_pool_bytes", "peak_bytes_reserved"),
+    }
+    figures = {k: v for k, v in figures.items() if v is not None}
+    preallocate = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").strip().lower()
+    fraction = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+    if preallocate in ("false", "0"):
+        note = "jax: XLA_PYTHON_CLIENT_PREALLOCATE=false: JAX allocates on demand, so NVML's figure follows its use"
+    else:
+        share = f"{fraction} of" if fraction else "75% of"
+        note = (
+            f"jax: XLA_PYTHON_CLIENT_PREALLOCATE is {'set to ' + repr(preallocate) if preallocate else 'unset'}: "
+            f"JAX preallocates {share} each GPU, so NVML's figure is that pool, not the use; "
+            "the probe's allocated figures are JAX's own (peaks since the process started: JAX cannot reset them)"
+        )
+    return figures, note
+
+
 def step(
     phase=None,
     step=None,
@@ -106,14 +156,23 @@ def step(
     if _rank is not None:
         record["rank"] = _rank
     torch = _torch()
+    jax = _jax() if torch is None else None
     if torch is not None:
         try:
             record["allocated"] = int(torch.cuda.memory_allocated())
             record["reserved"] = int(torch.cuda.memory_reserved())
             record["peak_allocated"] = int(torch.cuda.max_memory_allocated())
             record["peak_reserved"] = int(torch.cuda.max_memory_reserved())
+            record["allocator"] = "torch"
         except Exception:
             pass
+    elif jax is not None:
+        figures, note = _jax_figures(jax)
+        record.update(figures)
+        record["allocator"] = "jax"
+        if note and note not in _said:
+            _said.add(note)
+            record["allocator_note"] = note
     given = {
         "allocated": allocated,
         "reserved": reserved,

@@ -702,6 +702,22 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
             process.pid, process.device_index
         );
     }
+    // What the probe said of its allocator's figures (JAX on CPU has
+    // none; JAX's preallocation makes NVML's figure its pool).
+    if let Some(probe) = &case.probe {
+        if let Some(allocator) = &probe.allocator {
+            let peak = probe.peak_allocated.map_or("no figure".to_string(), |b| {
+                format!("peak allocated {}", Bytes(b))
+            });
+            let _ = writeln!(
+                out,
+                "allocator:   {allocator} (as the probe reported it: {peak})"
+            );
+        }
+        for note in &probe.allocator_notes {
+            let _ = writeln!(out, "  {note}");
+        }
+    }
     let _ = writeln!(
         out,
         "wall time:   {} (timeout {})",
