@@ -505,6 +505,14 @@ fn the_probe_reads_jax_memory_stats_and_says_what_they_cannot_give() {
     // The case's details (JUnit's system-out) say it too.
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit.xml");
     assert!(junit.contains("allocator:   jax"), "{junit}");
+    assert!(
+        junit.contains(r#"<property name="probe.allocator" value="jax"/>"#)
+            && junit.contains(&format!(
+                r#"<property name="probe.peak_allocated_bytes" value="{}"/>"#,
+                2 * 3 * 1024 * MIB
+            )),
+        "{junit}"
+    );
 }
 
 /// The real `jax` (CPU, from PyPI, pinned by scripts/jax-venv.sh): its

@@ -339,6 +339,20 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
             }
         }
     }
+    // The probe's allocator figures, and whose they are.
+    if let Some(probe) = &case.probe {
+        if let Some(allocator) = &probe.allocator {
+            properties.push(Property::new("probe.allocator", line(allocator)));
+        }
+        for (key, bytes) in [
+            ("probe.peak_allocated_bytes", probe.peak_allocated),
+            ("probe.peak_reserved_bytes", probe.peak_reserved),
+        ] {
+            if let Some(bytes) = bytes {
+                properties.push(Property::new(key, bytes.to_string()));
+            }
+        }
+    }
     for (key, value) in &case.params {
         properties.push(Property::new(format!("param.{}", line(key)), line(value)));
     }
