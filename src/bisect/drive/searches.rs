@@ -61,21 +61,14 @@ impl Driver<'_> {
     ) -> Result<Bisected, BisectError> {
         let candidates = axis.candidates().to_vec();
         let last = candidates.len() - 1;
-        let mut bisected = Bisected {
-            axis: kind,
-            suite: self.options.suite.clone(),
-            case: self.options.case.clone(),
+        let slots = self.slots(axis.as_prepare());
+        let mut bisected = self.answer(
+            kind,
             package,
-            ending: Ending::NotReproducible,
-            findings: Vec::new(),
-            steps: Vec::new(),
-            runs: 0,
-            rounds: 0,
-            slots: self.slots(axis.as_prepare()),
-            candidates: last.saturating_sub(1),
-            bound: log2_bound(last),
-            out: self.options.out.clone(),
-        };
+            slots,
+            last.saturating_sub(1),
+            log2_bound(last),
+        );
         let result = self.linear_segments(axis.as_prepare(), &candidates, all_steps, &mut bisected);
         if let Some(package) = &bisected.package {
             for finding in &mut bisected.findings {
@@ -225,21 +218,7 @@ impl Driver<'_> {
     /// Delta debugging over the package changes between two runs.
     pub(super) fn sets(&mut self, axis: &mut Sets) -> Result<Bisected, BisectError> {
         let n = axis.changes.len();
-        let mut bisected = Bisected {
-            axis: Axis::PackageSet,
-            suite: self.options.suite.clone(),
-            case: self.options.case.clone(),
-            package: None,
-            ending: Ending::NotReproducible,
-            findings: Vec::new(),
-            steps: Vec::new(),
-            runs: 0,
-            rounds: 0,
-            slots: 1,
-            candidates: n,
-            bound: log2_bound(n),
-            out: self.options.out.clone(),
-        };
+        let mut bisected = self.answer(Axis::PackageSet, None, 1, n, log2_bound(n));
         let result = self.sets_search(axis, &mut bisected);
         self.finish(bisected, result)
     }
@@ -309,6 +288,32 @@ impl Driver<'_> {
         match axis.parallel() {
             true => self.options.gpu_slots.len().max(1),
             false => 1,
+        }
+    }
+
+    /// An answer not found yet: no finding, no step, nothing run.
+    fn answer(
+        &self,
+        axis: Axis,
+        package: Option<String>,
+        slots: usize,
+        candidates: usize,
+        bound: u32,
+    ) -> Bisected {
+        Bisected {
+            axis,
+            suite: self.options.suite.clone(),
+            case: self.options.case.clone(),
+            package,
+            ending: Ending::NotReproducible,
+            findings: Vec::new(),
+            steps: Vec::new(),
+            runs: 0,
+            rounds: 0,
+            slots,
+            candidates,
+            bound,
+            out: self.options.out.clone(),
         }
     }
 
