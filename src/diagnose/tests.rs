@@ -103,12 +103,12 @@ fn host_allocation_failures_have_their_size() {
     );
 }
 
-#[test]
-fn a_failed_host_allocation_is_its_own_kind_with_a_headline_and_a_hint() {
+/// The diagnosis of a case that exited 1 with this fixture as its stderr.
+fn diagnose_fixture(name: &str) -> Diagnosis {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("stderr.log");
-    std::fs::write(&log, fixture("torch-cpu-alloc.txt")).expect("write");
-    let mut diagnosis = diagnose(
+    std::fs::write(&log, fixture(name)).expect("write");
+    diagnose(
         CaseStatus::Failed,
         Some(Exit::Code(1)),
         false,
@@ -116,7 +116,12 @@ fn a_failed_host_allocation_is_its_own_kind_with_a_headline_and_a_hint() {
         &scan_log(&log, 0),
         Some(0),
     )
-    .expect("a diagnosis");
+    .expect("a diagnosis")
+}
+
+#[test]
+fn a_failed_host_allocation_is_its_own_kind_with_a_headline_and_a_hint() {
+    let mut diagnosis = diagnose_fixture("torch-cpu-alloc.txt");
     assert_eq!(diagnosis.kind, FailureKind::HostAllocFailed);
     diagnosis.hints = hints::case_hints(&diagnosis, Some(200 << 20));
     let step = crate::probe::StepSeen {
@@ -140,12 +145,14 @@ fn a_failed_host_allocation_is_its_own_kind_with_a_headline_and_a_hint() {
     );
     assert_eq!(diagnosis.hints.len(), 1, "{:?}", diagnosis.hints);
     // A kernel kill outranks what the workload printed.
+    let scanned = scan_fixture("torch-cpu-alloc.txt");
+    assert_eq!(scanned.evidence, Some(Evidence::HostAlloc));
     let killed = diagnose(
         CaseStatus::Failed,
         Some(Exit::Code(1)),
         false,
         false,
-        &scan_log(&log, 0),
+        &scanned,
         Some(1),
     )
     .expect("a diagnosis");
@@ -157,18 +164,7 @@ fn a_failed_host_allocation_is_its_own_kind_with_a_headline_and_a_hint() {
 /// the fix.
 #[test]
 fn the_allocators_nvml_assertion_on_mig_is_setup_with_its_fix() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("stderr.log");
-    std::fs::write(&log, fixture("mig-allocator-assert.txt")).expect("write");
-    let mut diagnosis = diagnose(
-        CaseStatus::Failed,
-        Some(Exit::Code(1)),
-        false,
-        false,
-        &scan_log(&log, 0),
-        Some(0),
-    )
-    .expect("a diagnosis");
+    let mut diagnosis = diagnose_fixture("mig-allocator-assert.txt");
     assert_eq!(diagnosis.kind, FailureKind::CudaSetup);
     assert!(diagnosis.oom.is_none());
     diagnosis.hints = hints::case_hints(&diagnosis, None);
@@ -294,18 +290,7 @@ fn older_and_other_spellings() {
 fn jax_tensorflow_and_runtime() {
     let jax = scan_fixture("jax.txt");
     // A JAX OOM's hint names the variables that decide its pool.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("stderr.log");
-    std::fs::write(&log, fixture("jax.txt")).expect("write");
-    let diagnosis = diagnose(
-        CaseStatus::Failed,
-        Some(Exit::Code(1)),
-        false,
-        false,
-        &scan_log(&log, 0),
-        Some(0),
-    )
-    .expect("a diagnosis");
+    let diagnosis = diagnose_fixture("jax.txt");
     assert_eq!(diagnosis.kind, FailureKind::GpuOom);
     let hints = hints::case_hints(&diagnosis, None);
     assert!(
