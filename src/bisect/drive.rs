@@ -16,7 +16,7 @@ use super::commits::Commits;
 use super::folder::{claim, prune_stale};
 use super::git::Repo;
 use super::packages::{Sets, Setup, Versions};
-use super::spawn::{Ended, Running, run_logged};
+use super::spawn::{Ended, Running};
 use super::verdict::Why;
 use super::{Axis, BisectError, Bisected, Candidate, Options, Ran, Range, Role, Step, Taken};
 use crate::results::RunResults;
@@ -176,12 +176,6 @@ pub fn check(
             BisectError::Infrastructure(format!("cannot clear {}: {e}", folder.display()))
         })?;
     }
-    if let Some(build) = build {
-        if let Some(why) = build_in(&cwd, build, &folder, &driver.interrupt)? {
-            let step = driver.skipped(&here, Role::Step, why);
-            return Ok(step);
-        }
-    }
     let lock_path = match lock {
         Some(lock) => {
             let path = driver.options.out.join("against.lock");
@@ -191,21 +185,60 @@ pub fn check(
         }
         None => None,
     };
-    let place = Place {
+    let mut axis = Here {
         cwd,
         suite: driver.options.suite.clone(),
-        python: None,
+        build: build.map(str::to_string),
     };
-    let code = driver.launch(&here, &place, &folder)?;
-    let (step, _) = driver.judge_step(
-        &here,
+    let (step, _) = driver.try_candidate(
+        &mut axis,
+        std::slice::from_ref(&here),
+        0,
         Role::Step,
         lock_path.as_deref(),
-        &folder,
-        Some(code),
-        None,
+        0,
     )?;
     Ok(step)
+}
+
+/// The check's one candidate: the checkout as it is (`git bisect` has
+/// checked the commit out), built there with `--build`.
+struct Here {
+    cwd: PathBuf,
+    suite: PathBuf,
+    build: Option<String>,
+}
+
+impl Prepare for Here {
+    fn identity(&self, _at: usize) -> String {
+        format!("here\nbuild {}", self.build.as_deref().unwrap_or(""))
+    }
+
+    fn environment(&self) -> String {
+        String::new()
+    }
+
+    fn prepare(
+        &mut self,
+        _at: usize,
+        folder: &Path,
+        interrupt: &Interrupt,
+    ) -> Result<Prepared, BisectError> {
+        if let Some(build) = &self.build {
+            if let Some(why) = build_in(&self.cwd, build, folder, interrupt)? {
+                return Ok(Prepared::Skip(why));
+            }
+        }
+        Ok(Prepared::Ready(Place {
+            cwd: self.cwd.clone(),
+            suite: self.suite.clone(),
+            python: None,
+        }))
+    }
+
+    fn release(&mut self, _at: usize) {}
+
+    fn clean_up(&mut self) {}
 }
 
 /// The lock a check judges against: a lock file, or a lock made from a
@@ -293,31 +326,11 @@ impl<'p> Driver<'p> {
         self.steps.iter().rev().find(|s| s.role == Role::GoodEnd)
     }
 
-    /// Run the case at `place` with `oomgate run` (its budgets and
-    /// limits judged there, the good end's lock here, after: a step taken
-    /// from an earlier bisect or the history is judged the same way);
-    /// its exit code.
-    fn launch(
-        &mut self,
-        candidate: &Candidate,
-        place: &Place,
-        folder: &Path,
-    ) -> Result<i32, BisectError> {
-        let command = self.command(place, folder, 0)?;
-        self.rounds += 1;
-        let log = folder.join("oomgate.log");
-        let ended = run_logged(command, &log, &self.interrupt).map_err(|e| {
-            BisectError::Infrastructure(format!("cannot run oomgate for {}: {e}", candidate.label))
-        })?;
-        self.runs += 1;
-        match ended {
-            Ended::Interrupted | Ended::Exited(130) => Err(BisectError::Interrupted),
-            Ended::Exited(code) => Ok(code),
-        }
-    }
-
     /// The `oomgate run` of the case at `place`, writing into `folder`,
-    /// on the GPUs of pool slot `slot` (with `--gpus`).
+    /// on the GPUs of pool slot `slot` (with `--gpus`): its budgets and
+    /// limits judged there, against no lock; the good end's lock is the
+    /// bisect's to judge by, after (`judge_step`), so a step taken from an
+    /// earlier bisect or the history is judged the same way.
     fn command(&self, place: &Place, folder: &Path, slot: usize) -> Result<Command, BisectError> {
         let out = folder.join("run");
         if out.exists() {
