@@ -78,28 +78,47 @@ fn about_memory(kind: &CheckKind) -> bool {
     }
 }
 
-/// The kinds of failure that are running out of memory, whatever the
-/// checks say.
-const OUT_OF_MEMORY: [FailureType; 3] = [
-    FailureType::GpuOom,
-    FailureType::HostOom,
-    FailureType::HostOomSuspected,
-];
+/// What a kind of failure says of a run, for a bisect: every kind named,
+/// none by a catch-all, so a new kind is classified where it is added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// It ran out of memory, whatever the checks say.
+    OutOfMemory,
+    /// A figure's own failure: the run did its work.
+    Figure,
+    /// The run was cut short (a crash, a timeout, a setup that failed):
+    /// its figures are not those of the work.
+    CutShort,
+}
 
-/// The kinds of failure that are a figure's own (the run did its work):
-/// any other (a crash, a timeout, a setup that failed) cuts a run short.
-const FIGURE_FAILURES: [FailureType; 10] = [
-    FailureType::Budget,
-    FailureType::Headroom,
-    FailureType::GpuLeft,
-    FailureType::Leak,
-    FailureType::Limit,
-    FailureType::Regression,
-    FailureType::Creep,
-    FailureType::Baseline,
-    FailureType::EnvironmentDrift,
-    FailureType::OtherDefinition,
-];
+fn failure(kind: FailureType) -> Failure {
+    match kind {
+        FailureType::GpuOom | FailureType::HostOom | FailureType::HostOomSuspected => {
+            Failure::OutOfMemory
+        }
+        FailureType::Budget
+        | FailureType::Headroom
+        | FailureType::GpuLeft
+        | FailureType::Leak
+        | FailureType::Limit
+        | FailureType::Regression
+        | FailureType::Creep
+        | FailureType::Baseline
+        | FailureType::EnvironmentDrift
+        | FailureType::OtherDefinition => Failure::Figure,
+        FailureType::Interrupted
+        | FailureType::ForeignProcesses
+        | FailureType::LaunchError
+        | FailureType::GpuLost
+        | FailureType::SupervisorKilled
+        | FailureType::CudaSetup
+        | FailureType::CudaFault
+        | FailureType::Timeout
+        | FailureType::TestFailed
+        | FailureType::TestError
+        | FailureType::Crash => Failure::CutShort,
+    }
+}
 
 /// The verdict on one candidate's case, with `against` (its checks
 /// against the good end), and why when it is not good.
@@ -115,7 +134,7 @@ pub fn classify(case: &CaseResult, against: &[Check]) -> (Verdict, Option<Why>) 
     }
     if case
         .failure_kind
-        .is_some_and(|kind| OUT_OF_MEMORY.contains(&kind))
+        .is_some_and(|kind| failure(kind) == Failure::OutOfMemory)
     {
         return (Verdict::Bad, said());
     }
@@ -125,7 +144,7 @@ pub fn classify(case: &CaseResult, against: &[Check]) -> (Verdict, Option<Why>) 
     let cut_short = matches!(case.status, CaseStatus::TimedOut | CaseStatus::Error)
         || case
             .failure_kind
-            .is_some_and(|kind| !FIGURE_FAILURES.contains(&kind));
+            .is_some_and(|kind| failure(kind) == Failure::CutShort);
     let mut failed = case
         .failed_checks()
         .chain(against.iter().filter(|c| !c.passed))
