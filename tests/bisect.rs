@@ -15,6 +15,14 @@ use common::{oomgate, read_json};
 
 /// `git` in `dir`, quiet, as a test user; panics when it fails.
 fn git(dir: &Path, args: &[&str]) -> String {
+    match try_git(dir, args) {
+        Ok(out) => out,
+        Err(why) => panic!("git {args:?}: {why}"),
+    }
+}
+
+/// `git` in `dir`: its stdout, or its stderr when it fails.
+fn try_git(dir: &Path, args: &[&str]) -> Result<String, String> {
     let output = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -31,12 +39,10 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .env_remove("GIT_WORK_TREE")
         .output()
         .expect("git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
 /// The workload: holds as many MiB as `size.txt` says, touched.
@@ -650,7 +656,9 @@ fn a_killed_bisect_is_pruned_by_the_next() {
     .spawn()
     .expect("bisect");
     let started = std::time::Instant::now();
-    while git(dir, &["worktree", "list"]).lines().count() < 2 {
+    // `git worktree list` fails while `git worktree add` is half way (its
+    // `locked` file comes and goes): such a look counts as "not yet".
+    while try_git(dir, &["worktree", "list"]).map_or(0, |l| l.lines().count()) < 2 {
         assert!(started.elapsed().as_secs() < 60, "no worktree made");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
