@@ -73,6 +73,8 @@ pub struct RunRecord {
     /// The logs of the instance that explains the run, as
     /// `judge::focus` picks it.
     pub focus: FocusLogs,
+    /// The numbers its logs printed (`metrics_from_output`).
+    pub outputs: Vec<crate::measure::output::OutputFigure>,
 }
 
 /// How one instance of a case ran.
@@ -259,6 +261,7 @@ impl RunRecord {
                 stderr_tail: String::new(),
                 scan: None,
             },
+            outputs: Vec::new(),
         }
     }
 }

@@ -433,6 +433,10 @@ fn the_vllm_example_suite_is_valid() {
         "{stdout}"
     );
     assert!(stdout.contains("search:      largest ctx"), "{stdout}");
+    assert!(
+        stdout.contains(r"output:      kv_tokens from the logs (last match of /GPU KV cache size: ([\d,]+) tokens/), higher is better, tolerance 1%"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -528,4 +532,89 @@ fn a_server_that_grows_round_after_round_of_load_fails_as_a_leak() {
         case["instances"][0]
     );
     assert_none_alive(&project.path().join("pids.txt"));
+}
+
+/// vLLM's "GPU KV cache size: N tokens", read from the server's log as
+/// `output.kv_tokens`, locked, and gated against the lock: a pool within
+/// 1% passes; one 23.7% smaller (vllm#50780) fails as a regression with
+/// both figures and the line it was read at; a server that no longer
+/// prints it fails the gate it can no longer verify.
+#[test]
+fn a_kv_cache_size_the_server_prints_is_locked_and_gated() {
+    let suite = |tokens: u64| {
+        serving_suite(
+            &format!(", \"--kv-tokens\", \"{tokens}\""),
+            ", \"--requests\", \"3\"",
+            "metrics_from_output = [{ name = \"kv_tokens\", regex = 'KV cache size: ([\\d,]+) tokens', better = \"higher\" }]",
+        )
+    };
+    let project = Project::new(&suite(1_489_281));
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let case = run.case("serve");
+    let output = &case["outputs"][0];
+    assert_eq!(output["name"], "kv_tokens", "{case:#}");
+    assert_eq!(output["value"], 1_489_281.0, "{output:#}");
+    assert_eq!(output["matches"], 1, "{output:#}");
+    let at = output["at"].as_str().unwrap_or_default();
+    assert!(at.starts_with("cases/serve/server.stderr.log:"), "{output:#}");
+
+    project.lock(&[]).assert_code(0);
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(
+        lock.contains("[cases.serve.outputs.kv_tokens]") && lock.contains("value = 1489281.0"),
+        "{lock}"
+    );
+
+    std::fs::write(project.suite(), suite(1_480_000)).expect("suite");
+    let run = project.run(&[]);
+    run.assert_code(0);
+    let within = check(&run.case("serve"), "baseline.output.kv_tokens");
+    assert_eq!(within["outcome"], "within", "{within:#}");
+
+    std::fs::write(project.suite(), suite(1_135_957)).expect("suite");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("serve");
+    assert_eq!(case["failure_kind"], "regression", "{case:#}");
+    let breached = assert_breached(&case, "baseline.output.kv_tokens");
+    let message = breached["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "output.kv_tokens 1,135,957 < 1,474,388.19 least accepted (locked 1,489,281, −23.7%; higher is better, tolerance 1%), printed at cases/serve/server.stderr.log:"
+        ),
+        "{message}"
+    );
+    assert!(run.stderr.contains("output.kv_tokens 1,135,957 <"), "{}", run.stderr);
+    let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
+    assert!(
+        junit.contains(r#"<property name="output.kv_tokens" value="1135957"/>"#),
+        "{junit}"
+    );
+    let html = std::fs::read_to_string(project.out().join("report.html")).expect("html");
+    let chart = html
+        .split("<h3>Numbers from the logs</h3>")
+        .nth(1)
+        .and_then(|rest| rest.split("</svg>").next())
+        .unwrap_or_else(|| panic!("no chart of the numbers from the logs"));
+    assert!(
+        chart.contains(">1,135,957<") && chart.contains(">1,489,281<") && chart.contains("least accepted 1,474,388.19"),
+        "{chart}"
+    );
+
+    std::fs::write(project.suite(), suite(0)).expect("suite");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("serve");
+    assert_eq!(case["outputs"][0]["value"], serde_json::Value::Null, "{case:#}");
+    assert_eq!(case["status"], "failed", "{case:#}");
+    let unknown = check(&case, "baseline.output.kv_tokens");
+    assert_eq!(unknown["passed"], false, "{unknown:#}");
+    assert_eq!(unknown["outcome"], "unknown", "{unknown:#}");
+    assert!(
+        unknown["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("output.kv_tokens was not printed: no line matched its regex; locked 1,489,281")),
+        "{unknown:#}"
+    );
 }

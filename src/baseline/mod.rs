@@ -185,6 +185,18 @@ pub struct LockedCase {
     /// regression's rank is found by.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<crate::measure::ranks::RankFigures>,
+    /// The numbers its logs printed (`metrics_from_output`), by name:
+    /// only those a line gave.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, LockedOutput>,
+}
+
+/// An output metric as locked: its figure, and how it was judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LockedOutput {
+    pub value: f64,
+    pub better: crate::suite::Better,
+    pub tolerance: f64,
 }
 
 #[cfg(test)]
@@ -218,6 +230,7 @@ impl LockedCase {
             tolerance: None,
             allocation_sites: None,
             ranks: Vec::new(),
+            outputs: BTreeMap::new(),
         }
     }
 }
@@ -483,6 +496,72 @@ pub struct CaseComparison {
     /// run left memory snapshots: what report.html draws beside the run's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allocation_sites: Vec<crate::snapshot::Site>,
+    /// Each number its logs printed against its locked value.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<OutputComparison>,
+}
+
+/// An output metric (`metrics_from_output`) against its locked value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputComparison {
+    pub name: String,
+    /// This run's figure; `None`: no line gave one.
+    pub value: Option<f64>,
+    /// The locked figure; `None`: the lock has none for it.
+    #[serde(default)]
+    pub baseline: Option<f64>,
+    pub better: crate::suite::Better,
+    pub tolerance: f64,
+    /// The least (better = higher) or the most (lower) the figure may be.
+    #[serde(default)]
+    pub bound: Option<f64>,
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_compared: Option<NotCompared>,
+}
+
+/// An output metric against its locked value: a move the wrong way past
+/// `tolerance` (a share of the locked value) is a regression, the right
+/// way an improvement.
+pub fn compare_output(
+    now: &crate::measure::output::OutputFigure,
+    locked: Option<&LockedOutput>,
+) -> OutputComparison {
+    use crate::suite::Better;
+    let baseline = locked.map(|l| l.value);
+    let slack = baseline.map(|b| b.abs() * now.tolerance);
+    let bound = baseline.zip(slack).map(|(b, s)| match now.better {
+        Better::Higher => b - s,
+        Better::Lower => b + s,
+    });
+    let outcome = match (now.value, baseline.zip(slack)) {
+        (_, None) => Outcome::NoBaseline,
+        (None, Some(_)) => Outcome::Unknown,
+        (Some(value), Some((base, slack))) => {
+            // How far it moved the good way: negative is a loss.
+            let gain = match now.better {
+                Better::Higher => value - base,
+                Better::Lower => base - value,
+            };
+            if gain < -slack {
+                Outcome::Regressed
+            } else if gain > slack {
+                Outcome::Improved
+            } else {
+                Outcome::Within
+            }
+        }
+    };
+    OutputComparison {
+        name: now.name.clone(),
+        value: now.value,
+        baseline,
+        better: now.better,
+        tolerance: now.tolerance,
+        bound,
+        outcome,
+        not_compared: None,
+    }
 }
 
 impl CaseComparison {
@@ -507,6 +586,7 @@ impl CaseComparison {
         self.figures()
             .iter()
             .any(|f| f.outcome == Outcome::Improved)
+            || self.outputs.iter().any(|o| o.outcome == Outcome::Improved)
     }
 }
 
@@ -534,6 +614,8 @@ pub struct CaseNow<'a> {
     pub params: &'a BTreeMap<String, String>,
     pub env: &'a BTreeMap<String, String>,
     pub allocator_env: &'a BTreeMap<String, String>,
+    /// The numbers its logs printed (`metrics_from_output`).
+    pub outputs: &'a [crate::measure::output::OutputFigure],
 }
 
 /// Compare one case's figures and definition with the lock.
@@ -655,6 +737,15 @@ pub fn compare_case(
     let changes = locked
         .map(|l| definition_changes(l, now))
         .unwrap_or_default();
+    // With no entry at all, the case's missing baseline says it.
+    let outputs = match locked {
+        Some(locked) => now
+            .outputs
+            .iter()
+            .map(|output| compare_output(output, locked.outputs.get(&output.name)))
+            .collect(),
+        None => Vec::new(),
+    };
     CaseComparison {
         locked: locked.is_some(),
         host,
@@ -663,6 +754,7 @@ pub fn compare_case(
         working,
         changes,
         allocation_sites: Vec::new(),
+        outputs,
     }
 }
 

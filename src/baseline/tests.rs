@@ -35,6 +35,7 @@ fn lock() -> Lock {
             tolerance: None,
             allocation_sites: None,
             ranks: Vec::new(),
+            outputs: BTreeMap::new(),
         },
     );
     Lock {
@@ -141,6 +142,7 @@ fn definition_changes_are_named() {
         params: &params,
         env: &env,
         allocator_env: &allocator_env,
+        outputs: &[],
     };
     let mut locked = locked.clone();
     locked.gpu_peak_method = Some(crate::measure::gpu::GpuMethod::Sampled { interval_ms: 50 });
@@ -184,6 +186,7 @@ fn a_host_figure_of_another_method_is_not_compared() {
         params: &empty,
         env: &env,
         allocator_env: &empty,
+        outputs: &[],
     };
     let locked = lock().cases["a"].clone();
     let same = compare_case(
@@ -278,6 +281,7 @@ fn a_tainted_gpu_figure_is_not_compared() {
         params: &empty,
         env: &env,
         allocator_env: &empty,
+        outputs: &[],
     };
     let clean = compare_case(Some(&locked), now(false), Tolerances::default(), true);
     assert_eq!(clean.gpu.outcome, Outcome::Regressed);
@@ -376,6 +380,7 @@ fn run_of<'a>(
         params: empty,
         env,
         allocator_env: empty,
+        outputs: &[],
     }
 }
 

@@ -578,6 +578,17 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
             }
             let _ = writeln!(out, "  search:      {words}");
         }
+        for output in &case.outputs {
+            let _ = writeln!(
+                out,
+                "  output:      {} from the logs ({} match of /{}/), {} is better, tolerance {}",
+                output.name,
+                output.pick.as_str(),
+                crate::clean::line(&output.regex),
+                output.better.as_str(),
+                crate::report::words::percent_of(output.tolerance)
+            );
+        }
         let mut pool = Vec::new();
         if let Some(gpus) = case.gpus {
             pool.push(format!("{gpus} GPU(s) of a pool (--gpus)"));

@@ -91,6 +91,12 @@ pub fn against_lock(
                 figure.not_compared = Some(moved.clone());
             }
         }
+        for output in &mut comparison.outputs {
+            if matches!(output.outcome, Outcome::Regressed | Outcome::Improved) {
+                output.outcome = Outcome::Skipped;
+                output.not_compared = Some(moved.clone());
+            }
+        }
     }
     let mut checks = Vec::new();
     if against.locked.is_none() {
@@ -103,8 +109,16 @@ pub fn against_lock(
         for figure in comparison.figures() {
             checks.extend(figure_check(figure, against.require));
         }
+        let outputs = now.outputs.iter().zip(&comparison.outputs);
+        checks.extend(outputs.map(|(now, compared)| output_check(now, compared, against.require)));
     }
     if against.now_from_lock {
+        for check in checks.iter_mut().filter(|c| {
+            matches!(c.kind, CheckKind::Output(_)) && c.outcome == Some(CheckOutcome::Unknown)
+        }) {
+            check.passed = true;
+            check.outcome = Some(CheckOutcome::NotCompared);
+        }
         for check in checks.iter_mut().filter(|c| {
             matches!(c.kind, CheckKind::Baseline(_)) && c.outcome == Some(CheckOutcome::Unknown)
         }) {
@@ -233,6 +247,38 @@ fn figure_check(figure: &baseline::FigureComparison, require: bool) -> Option<Ch
     check.limit_bytes = figure.limit_bytes;
     check.tolerance = figure.tolerance;
     Some(check)
+}
+
+/// A number the logs printed against its locked value, as a check: a
+/// locked one this run did not print fails (the gate cannot be
+/// verified); one never locked passes with a notice, unless required.
+fn output_check(
+    now: &crate::measure::output::OutputFigure,
+    compared: &baseline::OutputComparison,
+    require: bool,
+) -> Check {
+    let (passed, outcome, required) = match compared.outcome {
+        Outcome::Regressed => (false, CheckOutcome::Breached, false),
+        Outcome::Within => (true, CheckOutcome::Within, false),
+        Outcome::Improved => (true, CheckOutcome::Improved, false),
+        Outcome::Unknown => (false, CheckOutcome::Unknown, false),
+        Outcome::NoBaseline => {
+            let required = require && compared.value.is_some();
+            (!required, CheckOutcome::NoBaseline, required)
+        }
+        Outcome::Skipped => (true, CheckOutcome::NotGated, false),
+    };
+    Check::new(CheckKind::Output(compared.name.clone()), passed, outcome).facts(Facts::Output {
+        value: compared.value,
+        matches: now.matches,
+        at: now.at.clone(),
+        locked: compared.baseline,
+        bound: compared.bound,
+        better: compared.better,
+        tolerance: compared.tolerance,
+        not_compared: compared.not_compared.clone(),
+        required,
+    })
 }
 
 /// A searched case against its locked capacity: less than the tolerance

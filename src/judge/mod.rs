@@ -410,6 +410,7 @@ impl Now {
             params: &self.params,
             env: &self.env,
             allocator_env: &result.allocator_env,
+            outputs: &result.outputs,
         }
     }
 }

@@ -427,15 +427,18 @@ fn failure_of(kind: &CheckKind, outcome: Option<CheckOutcome>) -> FailureType {
         // compared with (none locked, another method, a figure unknown,
         // and `--require-baseline`) it is the baseline that failed, not
         // the figure, even where the figure itself was measured.
-        CheckKind::Baseline(_) if outcome == Some(CheckOutcome::Breached) => {
+        CheckKind::Baseline(_) | CheckKind::Output(_)
+            if outcome == Some(CheckOutcome::Breached) =>
+        {
             FailureType::Regression
         }
         // A capacity that shrank is a regression; none to compare with
         // (`--require-baseline`) is the baseline's failure.
         CheckKind::Capacity if outcome != Some(CheckOutcome::NoBaseline) => FailureType::Regression,
-        CheckKind::Capacity | CheckKind::Baseline(_) | CheckKind::BaselineMissing => {
-            FailureType::Baseline
-        }
+        CheckKind::Capacity
+        | CheckKind::Baseline(_)
+        | CheckKind::Output(_)
+        | CheckKind::BaselineMissing => FailureType::Baseline,
         CheckKind::EnvironmentDrift => FailureType::EnvironmentDrift,
         // A server case's load client: its checks are of the case's kinds.
         CheckKind::Client(check) => failure_of(check, outcome),

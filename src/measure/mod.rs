@@ -17,6 +17,7 @@ pub mod host;
 pub mod inventory;
 pub mod live;
 pub mod nvml;
+pub mod output;
 pub mod procfs;
 pub mod ranks;
 pub mod timeline;

@@ -353,6 +353,16 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
             }
         }
     }
+    // The numbers its logs printed; one never printed is left out (the
+    // details say so).
+    for output in &case.outputs {
+        if let Some(value) = output.value {
+            properties.push(Property::new(
+                format!("output.{}", line(&output.name)),
+                value.to_string(),
+            ));
+        }
+    }
     for (key, value) in &case.params {
         properties.push(Property::new(format!("param.{}", line(key)), line(value)));
     }

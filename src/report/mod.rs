@@ -718,6 +718,10 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
             let _ = writeln!(out, "  {note}");
         }
     }
+    // The numbers its logs printed, each with where, or why there is none.
+    for output in &case.outputs {
+        let _ = writeln!(out, "{}", words::output_line(output));
+    }
     let _ = writeln!(
         out,
         "wall time:   {} (timeout {})",

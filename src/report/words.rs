@@ -450,6 +450,10 @@ pub fn check_message(check: &Check) -> String {
             ),
             _ => written(),
         },
+        CheckKind::Output(name) => match facts {
+            Facts::Output { .. } => output_message(name, outcome, facts),
+            _ => written(),
+        },
         CheckKind::BaselineMissing => match facts {
             Facts::Missing {
                 lock,
@@ -591,7 +595,7 @@ fn creep(
 }
 
 /// `10%`, `2.5%`.
-fn percent_of(fraction: f64) -> String {
+pub fn percent_of(fraction: f64) -> String {
     let percent = fraction * 100.0;
     if (percent - percent.round()).abs() < 1e-9 {
         format!("{percent:.0}%")
@@ -980,6 +984,157 @@ fn headroom(
             Bytes(peak),
             share(peak)
         ),
+    }
+}
+
+/// A number the logs printed, as a case's details show it: `output:
+/// kv_tokens = 1,489,281 (last of 3 lines, at cases/c/stderr.log:12)`.
+pub fn output_line(output: &crate::measure::output::OutputFigure) -> String {
+    let name = crate::clean::line(&output.name);
+    let mut text = match output.value {
+        Some(value) => format!(
+            "output:      {name} = {} ({} of {} line(s) matched{})",
+            output_number(value),
+            output.pick.as_str(),
+            output.matches,
+            output
+                .at
+                .as_deref()
+                .map(|at| format!(", at {}", crate::clean::line(at)))
+                .unwrap_or_default()
+        ),
+        None if output.matches > 0 => format!(
+            "output:      {name} unknown: {} line(s) matched, none with a number in the capture group",
+            output.matches
+        ),
+        None => format!("output:      {name} unknown: no line of the logs matched its regex"),
+    };
+    if output.unreadable > 0 && output.value.is_some() {
+        text.push_str(&format!("; {} without a number", output.unreadable));
+    }
+    if let Some(error) = &output.error {
+        text.push_str(&format!("; {}", crate::clean::line(error)));
+    }
+    text
+}
+
+/// A number from the logs as a reader writes it: its whole part grouped
+/// by thousands (`1,489,281`, `1,474,388.19`), the rest as printed.
+pub fn output_number(value: f64) -> String {
+    if !value.is_finite() || value.abs() >= 1e15 {
+        return format!("{value:e}");
+    }
+    let text = format!("{value}");
+    let (sign, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", text.as_str()),
+    };
+    let (whole, fraction) = match unsigned.split_once('.') {
+        Some((whole, fraction)) => (whole, Some(fraction)),
+        None => (unsigned, None),
+    };
+    let mut grouped = String::from(sign);
+    for (at, digit) in whole.chars().enumerate() {
+        if at > 0 && (whole.len() - at) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    if let Some(fraction) = fraction {
+        grouped.push('.');
+        grouped.push_str(fraction);
+    }
+    grouped
+}
+
+/// `output.kv_tokens 1,135,957 < 1,474,388 accepted (locked 1,489,281,
+/// −23.7%; higher is better, tolerance 1%), printed at
+/// cases/serve/server.stderr.log:42`
+fn output_message(name: &str, outcome: CheckOutcome, facts: &Facts) -> String {
+    let Facts::Output {
+        value,
+        matches,
+        at,
+        locked,
+        bound,
+        better,
+        tolerance,
+        not_compared,
+        required,
+    } = facts
+    else {
+        return String::new();
+    };
+    let figure = format!("output.{name}");
+    let tolerance = percent_of(*tolerance);
+    let printed = at
+        .as_deref()
+        .map(|at| format!(", printed at {}", crate::clean::line(at)))
+        .unwrap_or_default();
+    let change = |value: f64, locked: f64| -> String {
+        if locked == 0.0 {
+            return String::new();
+        }
+        let ratio = (value - locked) / locked.abs() * 100.0;
+        format!(", {}{:.1}%", if ratio >= 0.0 { "+" } else { "−" }, ratio.abs())
+    };
+    let Some(value) = value else {
+        let seen = match matches {
+            0 => "no line matched its regex".to_string(),
+            n => format!("{n} line(s) matched its regex, none with a number in its capture group"),
+        };
+        return match locked {
+            Some(locked) => format!(
+                "{figure} was not printed: {seen}; locked {}: the gate cannot be verified (look at the case's logs: did the workload get as far?)",
+                output_number(*locked)
+            ),
+            None => format!("{figure} was not printed: {seen}; none locked either"),
+        };
+    };
+    let shown = output_number(*value);
+    let require = if *required {
+        " (--require-baseline)"
+    } else {
+        ""
+    };
+    let (Some(locked), Some(bound)) = (locked, bound) else {
+        return format!("{figure} {shown}: none locked; `oomgate lock` to gate it{require}{printed}");
+    };
+    let direction = match better {
+        crate::suite::Better::Higher => "higher is better",
+        crate::suite::Better::Lower => "lower is better",
+    };
+    let against = format!(
+        "locked {}{}; {direction}, tolerance {tolerance}",
+        output_number(*locked),
+        change(*value, *locked)
+    );
+    let moved = |words: String| match not_compared {
+        Some(NotCompared::CapacityMoved {
+            param,
+            locked,
+            value,
+        }) => format!(
+            "{words} (not gated: the capacity moved, {param} {locked} → {value}, so it is of another size; lock again to compare it)"
+        ),
+        _ => words,
+    };
+    let (sign, accepted) = match better {
+        crate::suite::Better::Higher => ("<", "least accepted"),
+        crate::suite::Better::Lower => (">", "most accepted"),
+    };
+    match outcome {
+        CheckOutcome::Breached => format!(
+            "{figure} {shown} {sign} {} {accepted} ({against}){printed}",
+            output_number(*bound)
+        ),
+        CheckOutcome::Improved => moved(format!(
+            "{figure} {shown} improved on the baseline ({against}): re-lock to tighten the gate"
+        )),
+        CheckOutcome::NotGated => moved(format!(
+            "{figure} {shown} against the baseline ({against})"
+        )),
+        _ => format!("{figure} {shown} within the baseline ({against})"),
     }
 }
 

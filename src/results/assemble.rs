@@ -42,6 +42,7 @@ pub fn assemble(case: &Case, measured: RunRecord) -> CaseResult {
         allocation_sites,
         allocator_env,
         focus,
+        outputs,
     } = measured;
     let recorded = recorded(case);
     // Each rank's own figures (a distributed case's workers).
@@ -143,6 +144,7 @@ pub fn assemble(case: &Case, measured: RunRecord) -> CaseResult {
         timeline: timeline_file,
         diagnosis: None,
         probe,
+        outputs,
         leak: None,
         stdout_tail: focus.stdout_tail,
         stderr_tail: focus.stderr_tail,

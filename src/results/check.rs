@@ -217,6 +217,31 @@ pub enum Facts {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         anon_within: Option<crate::baseline::AnonWithin>,
     },
+    /// `baseline.output.<name>`: a number the logs printed against its
+    /// locked value.
+    Output {
+        /// The figure; `None`: no line gave one.
+        value: Option<f64>,
+        /// Lines its regex matched.
+        matches: u64,
+        /// Where the figure was printed (`cases/serve/server.stderr.log:812`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<String>,
+        /// The locked value; `None`: none locked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        locked: Option<f64>,
+        /// The least (`better = "higher"`) or most (`"lower"`) accepted.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bound: Option<f64>,
+        better: crate::suite::Better,
+        tolerance: f64,
+        /// Why it was not gated (another workload size).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_compared: Option<NotCompared>,
+        /// `--require-baseline` made a missing comparison fail.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        required: bool,
+    },
     /// `baseline`: the case has no baseline.
     Missing {
         /// The lock read; `None`: there was no lock file.
@@ -378,6 +403,9 @@ pub enum CheckKind {
     /// `baseline.<figure>`: a figure (`host`, `gpu`, `allocated`) against
     /// its baseline.
     Baseline(Figure),
+    /// `baseline.output.<name>`: a number the logs printed
+    /// (`metrics_from_output`) against its locked value.
+    Output(String),
     /// `baseline.capacity`: what a search found against the locked
     /// capacity.
     Capacity,
@@ -415,6 +443,7 @@ impl CheckKind {
             | CheckKind::Leak
             | CheckKind::BaselineMissing
             | CheckKind::Baseline(_)
+            | CheckKind::Output(_)
             | CheckKind::Capacity
             | CheckKind::EnvironmentDrift
             | CheckKind::Client(_)
@@ -437,7 +466,10 @@ impl CheckKind {
     pub fn is_baseline(&self) -> bool {
         matches!(
             self,
-            CheckKind::Baseline(_) | CheckKind::BaselineMissing | CheckKind::Capacity
+            CheckKind::Baseline(_)
+                | CheckKind::Output(_)
+                | CheckKind::BaselineMissing
+                | CheckKind::Capacity
         )
     }
 
@@ -465,6 +497,7 @@ impl std::fmt::Display for CheckKind {
             CheckKind::Leak => f.write_str("leak"),
             CheckKind::BaselineMissing => f.write_str("baseline"),
             CheckKind::Baseline(figure) => write!(f, "baseline.{}", figure.as_str()),
+            CheckKind::Output(name) => write!(f, "baseline.output.{name}"),
             CheckKind::Capacity => f.write_str("baseline.capacity"),
             CheckKind::EnvironmentDrift => f.write_str("environment.drift"),
             CheckKind::Client(check) => write!(f, "client.{check}"),
@@ -509,6 +542,11 @@ impl std::str::FromStr for CheckKind {
                     CheckKind::Client(Box::new(check.parse().map_err(|_| unknown())?))
                 } else if let Some(key) = name.strip_prefix("limit.").filter(|k| !k.is_empty()) {
                     CheckKind::Limit(key.to_string())
+                } else if let Some(output) = name
+                    .strip_prefix("baseline.output.")
+                    .filter(|n| !n.is_empty())
+                {
+                    CheckKind::Output(output.to_string())
                 } else if let Some(figure) = name.strip_prefix("baseline.") {
                     CheckKind::Baseline(figure.parse().map_err(|_| unknown())?)
                 } else if let Some(figure) = name.strip_prefix("creep.") {

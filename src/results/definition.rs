@@ -30,7 +30,7 @@ pub fn judged_again(part: &str) -> bool {
 }
 
 /// The parts of a definition besides one per budget kind (`budget.host`).
-const OTHER_PARTS: [&str; 16] = [
+const OTHER_PARTS: [&str; 17] = [
     "client_budget",
     "command",
     "concurrency",
@@ -39,6 +39,7 @@ const OTHER_PARTS: [&str; 16] = [
     "gpus",
     "leak",
     "limits",
+    "outputs",
     "params",
     "pytest",
     "repeat",
@@ -172,6 +173,7 @@ pub fn of(case: &Case, workdir: &Path) -> Definition {
         .collect();
     parts.push(("limits", joined(limits)));
     parts.push(("leak", format!("{:?}", case.leak)));
+    parts.push(("outputs", format!("{:?}", case.outputs)));
     parts.sort_unstable_by_key(|(name, _)| *name);
     debug_assert!(
         parts

@@ -442,6 +442,10 @@ pub struct CaseResult {
     pub diagnosis: Option<Diagnosis>,
     /// What the workload reported through `$OOMGATE_METRICS`, if anything.
     pub probe: Option<ProbeSummary>,
+    /// The numbers its logs printed (`metrics_from_output`), each with
+    /// where it was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<crate::measure::output::OutputFigure>,
     /// With `leak`: the fitted trend (slope, growth, intercept) the leak
     /// check judged; `None` without one or with too few iterations.
     pub leak: Option<crate::leak::LeakFigures>,
@@ -539,6 +543,7 @@ impl CaseResult {
             baseline: None,
             diagnosis: None,
             probe: None,
+            outputs: Vec::new(),
             leak: None,
             repeats: Vec::new(),
             checks: Vec::new(),

@@ -283,6 +283,19 @@ pub fn lock_of(results: &RunResults) -> Lock {
                     kept
                 }),
                 ranks: case.ranks.clone(),
+                outputs: case
+                    .outputs
+                    .iter()
+                    .filter_map(|output| {
+                        let value = output.value?;
+                        let locked = crate::baseline::LockedOutput {
+                            value,
+                            better: output.better,
+                            tolerance: output.tolerance,
+                        };
+                        Some((output.name.clone(), locked))
+                    })
+                    .collect(),
             };
             (case.testbed.clone(), case.id.clone(), locked)
         })
@@ -336,6 +349,8 @@ pub struct CaseNowParts<'a> {
     gpu: Option<u64>,
     gpu_tainted: bool,
     gpu_method: Option<crate::measure::gpu::GpuMethod>,
+    /// The results' numbers from the logs; from a lock, its locked ones.
+    outputs: Vec<crate::measure::output::OutputFigure>,
 }
 
 impl<'a> CaseNowParts<'a> {
@@ -346,12 +361,28 @@ impl<'a> CaseNowParts<'a> {
                 gpu: case.gpu_peak_bytes,
                 gpu_tainted: gpu_tainted(case),
                 gpu_method: case.gpu_peak_method,
+                outputs: case.outputs.clone(),
             },
             None => CaseNowParts {
                 locked,
                 gpu: locked.gpu_peak_bytes,
                 gpu_tainted: false,
                 gpu_method: locked.gpu_peak_method,
+                outputs: locked
+                    .outputs
+                    .iter()
+                    .map(|(name, output)| crate::measure::output::OutputFigure {
+                        name: name.clone(),
+                        value: Some(output.value),
+                        matches: 0,
+                        unreadable: 0,
+                        at: None,
+                        error: None,
+                        better: output.better,
+                        pick: crate::suite::Pick::default(),
+                        tolerance: output.tolerance,
+                    })
+                    .collect(),
             },
         }
     }
@@ -373,6 +404,7 @@ impl<'a> CaseNowParts<'a> {
             params: &locked.params,
             env: &locked.env,
             allocator_env: &locked.allocator_env,
+            outputs: &self.outputs,
         }
     }
 }

@@ -360,6 +360,7 @@ fn everything() -> RunResults {
         working: figure("working", Outcome::Improved),
         changes: vec!["command: a → b".into()],
         allocation_sites: Vec::new(),
+        outputs: Vec::new(),
     });
     if let Some(diagnosis) = case.diagnosis.as_mut() {
         diagnosis.oom = Some(crate::diagnose::OomFigures {

@@ -111,6 +111,23 @@ impl CaseRunner<'_, '_> {
             stderr_log: relative(&instance.logs.stderr),
             supervisor_lost: instance.supervisor_lost,
         };
+        // The numbers the logs printed: the server's first, then each
+        // instance's stdout and stderr.
+        let outputs = if case.outputs.is_empty() {
+            Vec::new()
+        } else {
+            let logs: Vec<crate::measure::output::Log> = server
+                .iter()
+                .map(|s| &s.instance)
+                .chain(&instances)
+                .flat_map(|i| [&i.logs.stdout, &i.logs.stderr])
+                .map(|path| crate::measure::output::Log {
+                    path: path.clone(),
+                    shown: relative(path),
+                })
+                .collect();
+            crate::measure::output::read(&case.outputs, &logs)
+        };
         let exits: Vec<_> = instances.iter().map(|i| i.exit).collect();
         let focus = judge::focus(stop.as_ref(), &exits, server.is_some());
         let focused = match (focus, &server) {
@@ -160,6 +177,7 @@ impl CaseRunner<'_, '_> {
             allocation_sites,
             allocator_env: allocator_env(case),
             focus,
+            outputs,
         }
     }
 

@@ -75,6 +75,9 @@ pub struct Case {
     pub server: Option<Server>,
     /// With a server: limits on the load client's figures.
     pub client_budget: Budget,
+    /// Numbers the workload prints, read from its logs after it ran
+    /// (`metrics_from_output`).
+    pub outputs: Vec<super::OutputMetric>,
     /// A test of a `[[pytest]]`: how pytest names it.
     pub pytest: Option<PytestTest>,
     /// A test that runs in its table's shared pytest session, not in a

@@ -16,6 +16,7 @@ mod checked;
 mod checker;
 mod located;
 mod model;
+mod output;
 mod partition;
 mod pytest;
 mod pytest_table;
@@ -38,6 +39,7 @@ pub use model::{
     EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, LimitOp, MAX_CASE_BYTES, MAX_CASES,
     MAX_PLAN_BYTES, MAX_SUITE_BYTES, RESERVED_ENV, Tolerance, Tolerances,
 };
+pub use output::{Better, DEFAULT_OUTPUT_TOLERANCE, OutputMetric, Pick, compile as output_regex};
 pub use partition::{Partition, PartitionKind};
 pub use pytest::{
     Collected, CollectedMarker, CollectedTest, Granularity, PYTEST_PLUGIN_MODULE, PytestTest,

@@ -209,6 +209,9 @@ settings_keys!(with_settings!(
         pub server: Option<Spanned<RawServer>>,
         /// Limits on the load client's figures, beside a server.
         pub client_budget: Option<Spanned<RawBudget>>,
+        /// Numbers the workload prints, read from its logs.
+        pub metrics_from_output:
+            Option<Spanned<Vec<Spanned<super::output::RawOutputMetric>>>>,
     }
 ));
 

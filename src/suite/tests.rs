@@ -9,6 +9,7 @@
 
 mod robustness;
 mod search_cases;
+mod output_cases;
 mod server_cases;
 
 use std::path::Path;
@@ -362,7 +363,7 @@ fn rendered_error_shows_the_line_and_a_caret() {
     let (message, _) = parse_err(
         "[suite]\nname = \"s\"\n[[case]]\nname = \"a\"\ncommand = [\"x\"]\ntmeout = \"5m\"\n",
     );
-    let expected = "suite.toml:6:1: unknown key `tmeout`\n  |\n6 | tmeout = \"5m\"\n  | ^^^^^^\n  = help: did you mean `timeout`? valid keys here: `name`, `command`, `matrix`, `search`, `capacity_tolerance`, `server`, `client_budget`, `cwd`, `env`, `timeout`, `kill_grace`, `concurrency`, `duration`, `budget`, `tolerance`, `repeat`, `limits`, `leak`, `gpus`, `gpu_memory`, `settle_timeout`, `sites`, `creep`";
+    let expected = "suite.toml:6:1: unknown key `tmeout`\n  |\n6 | tmeout = \"5m\"\n  | ^^^^^^\n  = help: did you mean `timeout`? valid keys here: `name`, `command`, `matrix`, `search`, `capacity_tolerance`, `server`, `client_budget`, `metrics_from_output`, `cwd`, `env`, `timeout`, `kill_grace`, `concurrency`, `duration`, `budget`, `tolerance`, `repeat`, `limits`, `leak`, `gpus`, `gpu_memory`, `settle_timeout`, `sites`, `creep`";
     assert_eq!(message, expected);
 }
 

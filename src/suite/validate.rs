@@ -376,6 +376,11 @@ fn expand_case(
         .server
         .as_ref()
         .and_then(|spec| server::server(check, spec, limits.timeout));
+    let outputs = raw
+        .metrics_from_output
+        .as_ref()
+        .map(|list| super::output::checked(check, list))
+        .unwrap_or_default();
     let mut client_budget = Budget::default();
     if let Some(raw_budget) = raw.client_budget.as_ref().filter(|_| case.server.is_some()) {
         client_budget = budget_keys(check, "client_budget", [Some(raw_budget)]);
@@ -393,6 +398,7 @@ fn expand_case(
         search,
         server,
         client_budget,
+        outputs,
     };
     rows::expand_rows(check, &case, workdir, &matrix, settled)
 }

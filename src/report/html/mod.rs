@@ -29,6 +29,7 @@ use crate::results::{CaseResult, CaseStatus, RunResults};
 use crate::units::format_duration;
 
 mod chart;
+mod outputs;
 mod section;
 pub mod select;
 mod sites;

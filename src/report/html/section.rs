@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{chart, escape, sites, status_class};
+use super::{chart, escape, outputs, sites, status_class};
 use crate::report::case_details;
 use crate::results::{CaseResult, RunResults};
 
@@ -63,6 +63,11 @@ pub(super) fn case_section(
         for note in sites.iter().flat_map(|s| &s.notes) {
             let _ = writeln!(page, "<p class=\"meta\">{}</p>", escape(note));
         }
+    }
+    if let Some(svg) = outputs::outputs_chart(case) {
+        page.push_str("<h3>Numbers from the logs</h3><figure class=\"chart\">");
+        page.push_str(&svg);
+        page.push_str("</figure>\n");
     }
     if let Some(steps) = chart::probe_chart(case, out_dir) {
         chart_with_notes(page, Some("What the probe reported"), &steps);

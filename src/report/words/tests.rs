@@ -324,6 +324,7 @@ fn now(host: u64) -> crate::baseline::CaseNow<'static> {
         params: &EMPTY,
         env: &EMPTY,
         allocator_env: &EMPTY,
+        outputs: &[],
     }
 }
 
@@ -633,4 +634,16 @@ fn each_host_note_is_worded_and_they_are_joined() {
         ]
         .join("; ")
     );
+}
+
+#[test]
+fn numbers_from_the_logs_are_grouped_as_a_reader_writes_them() {
+    use super::output_number;
+    assert_eq!(output_number(1_489_281.0), "1,489,281");
+    assert_eq!(output_number(1_474_388.19), "1,474,388.19");
+    assert_eq!(output_number(-75_000.0), "-75,000");
+    assert_eq!(output_number(1.68), "1.68");
+    assert_eq!(output_number(999.0), "999");
+    assert_eq!(output_number(0.0), "0");
+    assert_eq!(output_number(1e300), "1e300");
 }

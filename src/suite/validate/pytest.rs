@@ -183,6 +183,7 @@ pub(super) fn source(
         search: None,
         server: None,
         client_budget: Budget::default(),
+        outputs: Vec::new(),
         pytest: None,
         pytest_session: None,
     };

@@ -31,6 +31,8 @@ pub(super) struct Settled {
     pub(super) search: Option<SearchSpec>,
     pub(super) server: Option<ServerDraft>,
     pub(super) client_budget: Budget,
+    /// `metrics_from_output`, checked.
+    pub(super) outputs: Vec<crate::suite::OutputMetric>,
 }
 
 /// One case per row of `matrix` (one for a case without a matrix).
@@ -66,6 +68,7 @@ pub(super) fn expand_rows(
         search,
         server,
         client_budget,
+        outputs,
     } = settled;
     let command = raw.command.get_ref();
     let mut cases = Vec::new();
@@ -153,6 +156,7 @@ pub(super) fn expand_rows(
             templates,
             server,
             client_budget,
+            outputs: outputs.clone(),
             pytest: None,
             pytest_session: None,
         });
