@@ -727,3 +727,47 @@ fn a_part_is_judged_by_the_suites_definition_not_the_one_it_ran() {
         "{message}"
     );
 }
+
+/// A `[[parity]]` whose sides ran in two shards is judged by neither
+/// (each says so and passes) and by the merge once both are in: broken
+/// there, it fails the merged run with its own testcase.
+#[test]
+fn a_parity_across_shards_is_judged_by_the_merge() {
+    let alloc = toml_str(&workload("alloc.py"));
+    let project = Project::new(&format!(
+        "[suite]\nname = \"m\"\nsample_interval = \"20ms\"\n\n\
+         [[case]]\nname = \"offload\"\ncommand = [\"python3\", {alloc}, \"--mib\", \"90\", \"--hold\", \"200ms\"]\n\n\
+         [[case]]\nname = \"plain\"\ncommand = [\"python3\", {alloc}, \"--mib\", \"100\", \"--hold\", \"200ms\"]\n\n\
+         [[parity]]\nlhs = \"offload\"\nrhs = \"plain\"\nfigure = \"host_peak\"\nrule = \"lhs <= 0.6 * rhs\"\n"
+    ));
+    for (shard, id) in [("a", "=offload"), ("b", "=plain")] {
+        let run = project.shard(shard, &[id]);
+        run.assert_code(0);
+        let parity = &run.results()["parity"][0];
+        assert_eq!(parity["outcome"], "not-judged", "{parity:#}");
+    }
+    let merged = project.merge(&["shards/a", "shards/b"], &[]);
+    merged.assert_code(1);
+    let parity = &merged.results()["parity"][0];
+    assert_eq!(parity["outcome"], "broken", "{parity:#}");
+    assert!(
+        parity["lhs_value"].is_f64() && parity["rhs_value"].is_f64(),
+        "{parity:#}"
+    );
+    let junit = read(&project.path().join("merged/junit.xml"));
+    assert!(
+        junit.contains("<testcase name=\"parity: offload vs plain\""),
+        "{junit}"
+    );
+    // With the suite, its rules are the ones judged: a rule loosened since
+    // the shards ran holds.
+    std::fs::write(
+        project.suite(),
+        read(&project.suite()).replace("0.6 * rhs", "1.2 * rhs"),
+    )
+    .expect("suite");
+    let suite = project.suite().display().to_string();
+    let merged = project.merge(&["shards/a", "shards/b"], &["--suite", &suite]);
+    merged.assert_code(0);
+    assert_eq!(merged.results()["parity"][0]["outcome"], "held");
+}

@@ -557,7 +557,10 @@ fn a_kv_cache_size_the_server_prints_is_locked_and_gated() {
     assert_eq!(output["value"], 1_489_281.0, "{output:#}");
     assert_eq!(output["matches"], 1, "{output:#}");
     let at = output["at"].as_str().unwrap_or_default();
-    assert!(at.starts_with("cases/serve/server.stderr.log:"), "{output:#}");
+    assert!(
+        at.starts_with("cases/serve/server.stderr.log:"),
+        "{output:#}"
+    );
 
     project.lock(&[]).assert_code(0);
     let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
@@ -585,7 +588,11 @@ fn a_kv_cache_size_the_server_prints_is_locked_and_gated() {
         ),
         "{message}"
     );
-    assert!(run.stderr.contains("output.kv_tokens 1,135,957 <"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("output.kv_tokens 1,135,957 <"),
+        "{}",
+        run.stderr
+    );
     let junit = std::fs::read_to_string(project.out().join("junit.xml")).expect("junit");
     assert!(
         junit.contains(r#"<property name="output.kv_tokens" value="1135957"/>"#),
@@ -598,7 +605,9 @@ fn a_kv_cache_size_the_server_prints_is_locked_and_gated() {
         .and_then(|rest| rest.split("</svg>").next())
         .unwrap_or_else(|| panic!("no chart of the numbers from the logs"));
     assert!(
-        chart.contains(">1,135,957<") && chart.contains(">1,489,281<") && chart.contains("least accepted 1,474,388.19"),
+        chart.contains(">1,135,957<")
+            && chart.contains(">1,489,281<")
+            && chart.contains("least accepted 1,474,388.19"),
         "{chart}"
     );
 
@@ -606,15 +615,19 @@ fn a_kv_cache_size_the_server_prints_is_locked_and_gated() {
     let run = project.run(&[]);
     run.assert_code(1);
     let case = run.case("serve");
-    assert_eq!(case["outputs"][0]["value"], serde_json::Value::Null, "{case:#}");
+    assert_eq!(
+        case["outputs"][0]["value"],
+        serde_json::Value::Null,
+        "{case:#}"
+    );
     assert_eq!(case["status"], "failed", "{case:#}");
     let unknown = check(&case, "baseline.output.kv_tokens");
     assert_eq!(unknown["passed"], false, "{unknown:#}");
     assert_eq!(unknown["outcome"], "unknown", "{unknown:#}");
     assert!(
-        unknown["message"]
-            .as_str()
-            .is_some_and(|m| m.starts_with("output.kv_tokens was not printed: no line matched its regex; locked 1,489,281")),
+        unknown["message"].as_str().is_some_and(|m| m.starts_with(
+            "output.kv_tokens was not printed: no line matched its regex; locked 1,489,281"
+        )),
         "{unknown:#}"
     );
 }

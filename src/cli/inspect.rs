@@ -619,6 +619,15 @@ pub fn describe_plan(suite: &Suite, cases: &[&Case]) -> String {
         }
         let _ = writeln!(out, "  folder:      cases/{}", case.folder);
     }
+    for parity in &suite.parity {
+        let _ = writeln!(
+            out,
+            "\n{}\n  rule:        {} on {}, judged once both have run",
+            parity.name,
+            parity.text,
+            parity.figure.name()
+        );
+    }
     out
 }
 

@@ -100,8 +100,21 @@ pub fn merge(args: &MergeArgs) -> Result<Outcome, CliError> {
             },
         ));
     }
+    // One case against another, judged on the merged cases: the suite's
+    // rules, else every rule a part recorded (each part judged only those
+    // whose sides both ran in it).
+    let parities = match &suite {
+        Some(suite) => suite.parity.clone(),
+        None => {
+            let recorded: Vec<&[crate::results::ParityResult]> =
+                parts.iter().map(|p| p.results.parity.as_slice()).collect();
+            crate::judge::recorded_parities(&recorded)
+        }
+    };
     let mut results = crate::results::merge::merge(parts, suite_cases)
         .map_err(|e| CliError::BadInput(e.to_string()))?;
+    results.parity = crate::judge::judge_parity(&parities, &results.cases);
+    crate::report::words::word_parities(&mut results.parity);
 
     // Held until the merged reports are written.
     let _claim = claim_out_dir(&out_dir, args.adopt.adopt_out_dir)?;

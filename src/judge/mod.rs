@@ -19,6 +19,7 @@
 mod baseline;
 mod history;
 mod limits;
+mod parity;
 mod repeats;
 mod run;
 mod verdict;
@@ -32,6 +33,7 @@ pub use limits::{
     DeviceMemory, Gated, budget_breached, gpu_budget_check, headroom_check, headroom_limit,
 };
 pub use limits::{host_budget_check, run_checks};
+pub use parity::{judge_parity, recorded as recorded_parities};
 pub use repeats::{merge_repeats, probe};
 use run::fill_result;
 pub use run::{RunJudgement, focus, judge_run, worth_scanning};

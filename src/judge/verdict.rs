@@ -188,6 +188,7 @@ pub fn run_verdict(results: &crate::results::RunResults) -> RunVerdict {
     } else if results.interrupted {
         RunVerdict::Interrupted
     } else if results.cases.iter().any(|c| !c.status.ok())
+        || results.parity.iter().any(|p| !p.passed)
         || !results.not_run.is_empty()
         || results.finished_at.is_none()
     {

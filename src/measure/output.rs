@@ -252,10 +252,7 @@ mod tests {
         assert_eq!(by("last").matches, 3);
         assert_eq!(by("last").unreadable, 1);
         assert_eq!(by("max").value, Some(1_489_281.0));
-        assert_eq!(
-            by("max").at.as_deref(),
-            Some("cases/c/server.stderr.log:1")
-        );
+        assert_eq!(by("max").at.as_deref(), Some("cases/c/server.stderr.log:1"));
         assert_eq!(by("min").value, Some(1_135_957.0));
         assert_eq!(by("blocks").value, Some(1464.0));
         assert_eq!(by("never").value, None);

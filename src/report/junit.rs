@@ -122,6 +122,11 @@ pub fn render_with(results: &RunResults, memo: &mut Memo) -> io::Result<String> 
         test_case.set_classname(classname);
         suite.add_test_case(test_case);
     }
+    // Each parity is a check of the run, not of either case: a testcase
+    // of its own, after the cases.
+    for parity in &results.parity {
+        suite.add_test_case(parity_case(parity, results));
+    }
     report.add_test_suite(suite);
     let xml = report.to_string();
     // The cases' testcases come first in the suite, the cases not run
@@ -390,6 +395,47 @@ const STDOUT_MARKER: &str = "\n--- end of stdout ---\n";
 /// A testcase's `classname` and `name`: a pytest case's as pytest's own
 /// JUnit report writes them (so a CI's test history lines up with the
 /// team's pytest reports), any other case's the suite's name and its id.
+/// `parity: train-offload vs train`: failed when the rule broke or could
+/// not be verified, skipped when a side did not run here.
+fn parity_case(parity: &crate::results::ParityResult, results: &RunResults) -> TestCase {
+    use crate::results::ParityOutcome;
+    let message = line(&parity.message).into_owned();
+    let status = match parity.outcome {
+        ParityOutcome::Held => TestCaseStatus::success(),
+        ParityOutcome::NotJudged => {
+            let mut status = TestCaseStatus::skipped();
+            status.set_message(message.clone());
+            status
+        }
+        ParityOutcome::Broken | ParityOutcome::Unknown => {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            status.set_message(message.clone());
+            status.set_type("parity");
+            status.set_description(message.clone());
+            status
+        }
+    };
+    let mut test_case = TestCase::new(line(&parity.name).into_owned(), status);
+    test_case.set_classname(line(&results.suite.name).into_owned());
+    let mut properties = vec![
+        Property::new("parity.figure", line(&parity.figure)),
+        Property::new("parity.rule", line(&parity.rule)),
+        Property::new("parity.outcome", parity.outcome.as_str()),
+    ];
+    for (key, value) in [
+        ("parity.lhs_value", parity.lhs_value),
+        ("parity.rhs_value", parity.rhs_value),
+        ("parity.bound", parity.bound),
+    ] {
+        if let Some(value) = value {
+            properties.push(Property::new(key, value.to_string()));
+        }
+    }
+    test_case.add_properties(properties);
+    test_case.set_system_out(message);
+    test_case
+}
+
 fn names(id: &str, pytest: bool, results: &RunResults) -> (String, String) {
     let (classname, name) = if pytest {
         crate::suite::junit_names(id)

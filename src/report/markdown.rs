@@ -275,6 +275,24 @@ fn render_markdown(results: &RunResults) -> String {
             None => server,
         })
     });
+    if !results.parity.is_empty() {
+        let _ = writeln!(out, "\n### Parity\n");
+        for parity in &results.parity {
+            use crate::results::ParityOutcome;
+            let icon = match parity.outcome {
+                ParityOutcome::Held => "✅",
+                ParityOutcome::Broken | ParityOutcome::Unknown => "❌",
+                ParityOutcome::NotJudged => "⏭️",
+            };
+            let _ = writeln!(
+                out,
+                "- {icon} **{}** {} — {}",
+                code(&parity.name, false),
+                parity.outcome.as_str(),
+                code(&parity.message, false)
+            );
+        }
+    }
     let failures: Vec<&CaseResult> = results.cases.iter().filter(|c| !c.status.ok()).collect();
     if !failures.is_empty() {
         let _ = writeln!(out, "\n### Failures\n");

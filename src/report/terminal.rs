@@ -463,8 +463,27 @@ impl Terminal {
         for notice in super::history_notices(results) {
             lines.push(format!("history: {}", clean(&notice)));
         }
+        for parity in &results.parity {
+            use crate::results::ParityOutcome;
+            let (word, style) = match parity.outcome {
+                ParityOutcome::Held => ("HELD", AnsiColor::Green.on_default().bold()),
+                ParityOutcome::Broken => ("BROKEN", AnsiColor::Red.on_default().bold()),
+                ParityOutcome::Unknown => ("UNKNOWN", AnsiColor::Red.on_default().bold()),
+                ParityOutcome::NotJudged => ("NOT JUDGED", AnsiColor::Yellow.on_default()),
+            };
+            lines.push(format!(
+                "{} {}: {}",
+                self.paint(style, &format!("{word:>12}")),
+                clean(&parity.name),
+                clean(&parity.message)
+            ));
+        }
         let s = &results.summary;
         let mut parts = super::summary_counts(s);
+        let broken = results.parity.iter().filter(|p| !p.passed).count();
+        if broken > 0 {
+            parts.push(format!("{broken} parity rule(s) not held"));
+        }
         let uncompared = results
             .cases
             .iter()
@@ -486,11 +505,12 @@ impl Terminal {
         } else {
             "Summary"
         };
-        let style = if s.not_passed() > 0 || results.interrupted || results.fault.is_some() {
-            AnsiColor::Red.on_default().bold()
-        } else {
-            AnsiColor::Green.on_default().bold()
-        };
+        let style =
+            if s.not_passed() > 0 || broken > 0 || results.interrupted || results.fault.is_some() {
+                AnsiColor::Red.on_default().bold()
+            } else {
+                AnsiColor::Green.on_default().bold()
+            };
         lines.push(format!(
             "{} [{:>8}] {} {} run: {}",
             self.paint(style, &format!("{label:>12}")),

@@ -987,6 +987,88 @@ fn headroom(
     }
 }
 
+/// Each parity's sentence, from its figures: once, at the output.
+pub fn word_parities(parities: &mut [crate::results::ParityResult]) {
+    for parity in parities {
+        parity.message = parity_message(parity);
+    }
+}
+
+/// A parity's figure in its unit: a size, seconds, or the number.
+pub fn parity_figure(figure: &str, value: f64) -> String {
+    use crate::suite::{ParityFigure, ParityUnit};
+    match ParityFigure::parse(figure).map(|f| f.unit()) {
+        Some(ParityUnit::Bytes) => {
+            let shown = Bytes(value.abs().round() as u64).to_string();
+            if value < 0.0 {
+                format!("-{shown}")
+            } else {
+                shown
+            }
+        }
+        Some(ParityUnit::Seconds) => format!("{value:.1}s"),
+        _ => output_number(value),
+    }
+}
+
+/// `train-offload gpu_peak 6.20 GiB is not <= 4.80 GiB (0.6 × train's
+/// 8.00 GiB; lhs <= 0.6 * rhs): 77.5% of train's`
+pub fn parity_message(parity: &crate::results::ParityResult) -> String {
+    use crate::results::ParityOutcome;
+    let show = |value: f64| parity_figure(&parity.figure, value);
+    let missing = parity.missing.as_deref().map(crate::clean::line);
+    match (
+        parity.outcome,
+        parity.lhs_value,
+        parity.rhs_value,
+        parity.bound,
+    ) {
+        (ParityOutcome::NotJudged, ..) => format!(
+            "not judged: {}; `oomgate merge` judges it once both sides are in",
+            missing.unwrap_or_default()
+        ),
+        (ParityOutcome::Unknown, ..) => format!(
+            "cannot be verified: {} (rule `{}`)",
+            missing.unwrap_or_default(),
+            crate::clean::line(&parity.rule)
+        ),
+        (outcome, Some(lhs), Some(rhs), Some(bound)) => {
+            let op = crate::suite::Parity::read(
+                &parity.name,
+                &parity.lhs,
+                &parity.rhs,
+                &parity.figure,
+                &parity.rule,
+            )
+            .map_or("?", |p| p.rule.op.as_str());
+            let ratio = if rhs != 0.0 {
+                format!(": {:.1}% of {}'s", lhs / rhs * 100.0, parity.rhs)
+            } else {
+                String::new()
+            };
+            let verb = if outcome == ParityOutcome::Held {
+                ""
+            } else {
+                "is not "
+            };
+            format!(
+                "{} {} {} {verb}{op} {} ({}'s {}; {}){ratio}",
+                parity.lhs,
+                parity.figure,
+                show(lhs),
+                show(bound),
+                parity.rhs,
+                show(rhs),
+                crate::clean::line(&parity.rule)
+            )
+        }
+        _ => format!(
+            "cannot be verified (rule `{}`)",
+            crate::clean::line(&parity.rule)
+        ),
+    }
+}
+
 /// A number the logs printed, as a case's details show it: `output:
 /// kv_tokens = 1,489,281 (last of 3 lines, at cases/c/stderr.log:12)`.
 pub fn output_line(output: &crate::measure::output::OutputFigure) -> String {
@@ -1076,7 +1158,11 @@ fn output_message(name: &str, outcome: CheckOutcome, facts: &Facts) -> String {
             return String::new();
         }
         let ratio = (value - locked) / locked.abs() * 100.0;
-        format!(", {}{:.1}%", if ratio >= 0.0 { "+" } else { "−" }, ratio.abs())
+        format!(
+            ", {}{:.1}%",
+            if ratio >= 0.0 { "+" } else { "−" },
+            ratio.abs()
+        )
     };
     let Some(value) = value else {
         let seen = match matches {
@@ -1098,7 +1184,9 @@ fn output_message(name: &str, outcome: CheckOutcome, facts: &Facts) -> String {
         ""
     };
     let (Some(locked), Some(bound)) = (locked, bound) else {
-        return format!("{figure} {shown}: none locked; `oomgate lock` to gate it{require}{printed}");
+        return format!(
+            "{figure} {shown}: none locked; `oomgate lock` to gate it{require}{printed}"
+        );
     };
     let direction = match better {
         crate::suite::Better::Higher => "higher is better",
@@ -1131,9 +1219,9 @@ fn output_message(name: &str, outcome: CheckOutcome, facts: &Facts) -> String {
         CheckOutcome::Improved => moved(format!(
             "{figure} {shown} improved on the baseline ({against}): re-lock to tighten the gate"
         )),
-        CheckOutcome::NotGated => moved(format!(
-            "{figure} {shown} against the baseline ({against})"
-        )),
+        CheckOutcome::NotGated => {
+            moved(format!("{figure} {shown} against the baseline ({against})"))
+        }
         _ => format!("{figure} {shown} within the baseline ({against})"),
     }
 }

@@ -38,6 +38,7 @@ mod check;
 pub mod definition;
 mod host;
 pub mod merge;
+mod parity;
 pub mod readback;
 pub mod run_id;
 pub mod trend;
@@ -48,6 +49,7 @@ pub use check::{
 };
 
 pub use host::HostResult;
+pub use parity::{ParityOutcome, ParityResult};
 
 pub use crate::vocabulary::{
     CaseStatus, Exit, FailureType, IN_FLIGHT_MESSAGE, OrWritten, SCHEMA_VERSION,
@@ -126,6 +128,10 @@ pub struct RunResults {
     pub runner_max_rss_bytes: Option<u64>,
     /// oomgate's own CPU time so far (user + system), workloads excluded.
     pub runner_cpu_s: Option<f64>,
+    /// `[[parity]]`: each rule of one case's figure against another's,
+    /// judged once the cases are in (a merge judges them again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parity: Vec<ParityResult>,
     /// Set by `oomgate merge`: how many parts (shards' results) these
     /// results were merged from. Absent in the results of a run.
     #[serde(default, skip_serializing_if = "Option::is_none")]

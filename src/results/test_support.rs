@@ -48,6 +48,7 @@ pub(crate) fn results_with_text(text: &str) -> RunResults {
         runner_max_rss_bytes: None,
         runner_cpu_s: None,
         merged_from: None,
+        parity: Vec::new(),
         parts: Vec::new(),
     }
 }

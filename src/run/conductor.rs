@@ -167,6 +167,7 @@ impl Conductor<'_> {
             runner_max_rss_bytes: None,
             runner_cpu_s: None,
             merged_from: None,
+            parity: Vec::new(),
             parts: Vec::new(),
         }
     }

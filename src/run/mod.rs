@@ -296,6 +296,9 @@ impl<'a> Runner<'a> {
             .sort_by_key(|id| position.get(id.as_str()).copied().unwrap_or(usize::MAX));
 
         crate::judge::largest_values_hints(&mut results.cases);
+        // One case against another, once both are in.
+        results.parity = crate::judge::judge_parity(&shared.suite.parity, &results.cases);
+        crate::report::words::word_parities(&mut results.parity);
         // The run ended: its cases and not_run hold every planned case.
         results.planned_cases = Vec::new();
         results.interrupted = shared.interrupt.requested();

@@ -37,6 +37,9 @@ pub struct Suite {
     /// The `[[case]]` cases, then (once collected, see `crate::pytest`)
     /// one per test of each `[[pytest]]`.
     pub cases: Vec<Case>,
+    /// `[[parity]]`: one case's figure against another's, judged once
+    /// both ran (`judge::parity`).
+    pub parity: Vec<super::Parity>,
     /// `[[pytest]]` tables, checked; their tests are not known until
     /// pytest collects them (`crate::pytest::collect`).
     pub pytest: Vec<PytestSource>,

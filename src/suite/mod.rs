@@ -17,6 +17,7 @@ mod checker;
 mod located;
 mod model;
 mod output;
+mod parity;
 mod partition;
 mod pytest;
 mod pytest_table;
@@ -40,6 +41,7 @@ pub use model::{
     MAX_PLAN_BYTES, MAX_SUITE_BYTES, RESERVED_ENV, Tolerance, Tolerances,
 };
 pub use output::{Better, DEFAULT_OUTPUT_TOLERANCE, OutputMetric, Pick, compile as output_regex};
+pub use parity::{Parity, ParityFigure, ParityOp, ParityRule, ParityUnit};
 pub use partition::{Partition, PartitionKind};
 pub use pytest::{
     Collected, CollectedMarker, CollectedTest, Granularity, PYTEST_PLUGIN_MODULE, PytestTest,

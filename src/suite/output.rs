@@ -128,7 +128,8 @@ pub(super) fn checked(
                     format!("`metrics_from_output` name {name:?} is not a name oomgate can report"),
                 )
                 .help = Some(
-                "use letters, digits, `_` and `-` (at most 64): the figure is `output.<name>`".into(),
+                "use letters, digits, `_` and `-` (at most 64): the figure is `output.<name>`"
+                    .into(),
             );
         } else if metrics.iter().any(|m| m.name == *name) {
             check.error(
@@ -213,7 +214,7 @@ fn one_line(error: &regex::Error) -> String {
         .filter(|l| !l.is_empty())
         .collect();
     // Its last line says what is wrong ("error: unclosed group").
-    lines
-        .last()
-        .map_or(text.clone(), |l| l.trim_start_matches("error: ").to_string())
+    lines.last().map_or(text.clone(), |l| {
+        l.trim_start_matches("error: ").to_string()
+    })
 }

@@ -100,6 +100,9 @@ pub struct RawSuiteFile {
     /// `[[pytest]]`: a pytest suite, one case per collected test.
     #[serde(default, rename = "pytest")]
     pub pytests: Vec<Spanned<RawPytest>>,
+    /// `[[parity]]`: one case's figure against another's.
+    #[serde(default, rename = "parity")]
+    pub parities: Vec<Spanned<super::parity::RawParity>>,
 }
 
 settings_keys!(with_settings!(
@@ -210,8 +213,7 @@ settings_keys!(with_settings!(
         /// Limits on the load client's figures, beside a server.
         pub client_budget: Option<Spanned<RawBudget>>,
         /// Numbers the workload prints, read from its logs.
-        pub metrics_from_output:
-            Option<Spanned<Vec<Spanned<super::output::RawOutputMetric>>>>,
+        pub metrics_from_output: Option<Spanned<Vec<Spanned<super::output::RawOutputMetric>>>>,
     }
 ));
 

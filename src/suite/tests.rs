@@ -7,9 +7,9 @@
 //! `tests/`. Tests parse text rather than build raw structs, because the
 //! line and column of each error are part of what is tested.
 
+mod output_cases;
 mod robustness;
 mod search_cases;
-mod output_cases;
 mod server_cases;
 
 use std::path::Path;

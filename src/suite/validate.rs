@@ -215,6 +215,7 @@ pub(super) fn validate(
         }
     }
     let warnings = secret_ids(&mut check, &name, &cases, &id_spans, &redact);
+    let parity = super::parity::checked(&mut check, &raw.parities, &cases);
     let pytest = raw
         .pytests
         .iter()
@@ -251,6 +252,7 @@ pub(super) fn validate(
             history,
             history_required: suite_table.history_required.unwrap_or(false),
             cases,
+            parity,
             pytest,
             pytest_plugin: None,
             xdist_workers: None,

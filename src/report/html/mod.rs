@@ -30,6 +30,7 @@ use crate::units::format_duration;
 
 mod chart;
 mod outputs;
+mod parity;
 mod section;
 pub mod select;
 mod sites;
@@ -170,6 +171,7 @@ pub fn render(results: &RunResults, out_dir: &Path) -> String {
             escape(super::UNFINISHED_MESSAGE)
         );
     }
+    parity::parity_section(&mut page, results);
     if let Some(baseline) = &results.baseline {
         let _ = writeln!(page, "<h2>Environment drift</h2>");
         if baseline.drift.is_empty() {

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 
 use super::escape;
 use crate::baseline::{Outcome, OutputComparison};
-use crate::results::CaseResult;
 use crate::report::words::output_number;
+use crate::results::CaseResult;
 
 const WIDTH: u32 = 960;
 const LABEL: u32 = 260;

@@ -33,7 +33,10 @@ fn a_bad_output_metric_is_refused_where_it_is_written() {
         (
             "metrics_from_output = [{ name = \"kv\", regex = 'KV \\d+', better = \"higher\" }]\n",
             (6, 47),
-            &["the regex of `kv` has no capture group", "put the number in parentheses"],
+            &[
+                "the regex of `kv` has no capture group",
+                "put the number in parentheses",
+            ],
         ),
         (
             "metrics_from_output = [{ name = \"kv\", regex = 'KV (\\d+)' }]\n",
@@ -58,7 +61,10 @@ fn a_bad_output_metric_is_refused_where_it_is_written() {
         (
             "metrics_from_output = [{ name = \"kv tokens\", regex = 'KV (\\d+)', better = \"higher\" }]\n",
             (6, 33),
-            &["name \"kv tokens\" is not a name oomgate can report", "letters, digits"],
+            &[
+                "name \"kv tokens\" is not a name oomgate can report",
+                "letters, digits",
+            ],
         ),
         (
             "metrics_from_output = [{ name = \"kv\", regex = 'KV (\\d+)', better = \"higher\" }, { name = \"kv\", regex = 'x (\\d)', better = \"lower\" }]\n",
@@ -75,7 +81,10 @@ fn a_bad_output_metric_is_refused_where_it_is_written() {
         let source = format!("{HEAD}{text}");
         let (message, found) = parse_err(&source);
         for fragment in *fragments {
-            assert!(message.contains(fragment), "{fragment:?} not in:\n{message}");
+            assert!(
+                message.contains(fragment),
+                "{fragment:?} not in:\n{message}"
+            );
         }
         assert_eq!(found, Some(*at), "{message}");
     }
@@ -85,8 +94,10 @@ fn a_bad_output_metric_is_refused_where_it_is_written() {
 /// one of its keys.
 #[test]
 fn a_pytest_table_takes_no_output_metric() {
-    let (message, _) = parse_err(
-        "[suite]\nname = \"s\"\n[[pytest]]\npaths = [\"t\"]\nmetrics_from_output = []\n",
+    let (message, _) =
+        parse_err("[suite]\nname = \"s\"\n[[pytest]]\npaths = [\"t\"]\nmetrics_from_output = []\n");
+    assert!(
+        message.contains("unknown key `metrics_from_output`"),
+        "{message}"
     );
-    assert!(message.contains("unknown key `metrics_from_output`"), "{message}");
 }
