@@ -128,6 +128,16 @@ fn a_side_without_the_figure_fails_and_a_side_not_run_is_left_to_a_merge() {
     );
 }
 
+/// `oomgate check` of the project's suite.
+fn check_suite(project: &Project) -> std::process::Output {
+    project
+        .oomgate()
+        .arg("check")
+        .arg(project.suite())
+        .output()
+        .expect("check")
+}
+
 #[test]
 fn a_rule_is_refused_at_load_where_it_is_wrong() {
     for (figure, rule, rhs, expected) in [
@@ -135,7 +145,7 @@ fn a_rule_is_refused_at_load_where_it_is_wrong() {
             "host_peak",
             "lhs <= 0.6 * rhs",
             "plan",
-            "`rhs` names `plain`",
+            "`rhs` names `plan`, which is no case of the suite",
         ),
         (
             "host_peak",
@@ -163,32 +173,15 @@ fn a_rule_is_refused_at_load_where_it_is_wrong() {
         ),
     ] {
         let text = suite(30, figure, rule).replace("rhs = \"plain\"", &format!("rhs = \"{rhs}\""));
-        let project = Project::new(&text);
-        let output = project
-            .oomgate()
-            .arg("check")
-            .arg(project.suite())
-            .output()
-            .expect("check");
+        let output = check_suite(&Project::new(&text));
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{stderr}");
-        let expected = if rhs == "plan" {
-            "`rhs` names `plan`, which is no case of the suite"
-        } else {
-            expected
-        };
         assert!(stderr.contains(expected), "{expected:?} not in {stderr}");
         if rhs == "plan" {
             assert!(stderr.contains("did you mean `plain`?"), "{stderr}");
         }
     }
-    let project = Project::new(&suite(30, "host_peak", "lhs <= 0.6 * rhs"));
-    let output = project
-        .oomgate()
-        .arg("check")
-        .arg(project.suite())
-        .output()
-        .expect("check");
+    let output = check_suite(&Project::new(&suite(30, "host_peak", "lhs <= 0.6 * rhs")));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         stdout.contains("parity: offload vs plain\n  rule:        lhs <= 0.6 * rhs on host_peak, judged once both have run"),
