@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::suite::{Better, OutputMetric, Pick};
+use crate::suite::{Better, OutputMetric, Pick, read_number};
 
 /// The longest line matched; the rest of a longer one is not read.
 pub const MAX_LINE: usize = 64 * 1024;
@@ -109,7 +109,7 @@ pub fn read(metrics: &[OutputMetric], logs: &[Log]) -> Vec<OutputFigure> {
                     continue;
                 };
                 reading.figure.matches += 1;
-                match captures.get(1).and_then(|m| number_in(m.as_str())) {
+                match captures.get(1).and_then(|m| read_number(m.as_str())) {
                     Some(value) => {
                         reading.take(value, || format!("{}:{number}", log.shown.display()))
                     }
@@ -127,23 +127,6 @@ pub fn read(metrics: &[OutputMetric], logs: &[Log]) -> Vec<OutputFigure> {
         }
     }
     readings.into_iter().map(|r| r.figure).collect()
-}
-
-/// A capture as a number: `1,489,281` and `1_489_281` are 1489281; `-75`,
-/// `1.68` and `3e9` read as written; anything else (`75K`, `n/a`) is none.
-pub fn number_in(capture: &str) -> Option<f64> {
-    let digits: String = capture
-        .trim()
-        .chars()
-        .filter(|c| *c != ',' && *c != '_')
-        .collect();
-    let starts_as_number = digits
-        .trim_start_matches(['-', '+'])
-        .starts_with(|c: char| c.is_ascii_digit() || c == '.');
-    if !starts_as_number {
-        return None;
-    }
-    digits.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
 /// Call `line` with each line of the file at `path` (its number from 1,
@@ -202,19 +185,6 @@ mod tests {
             path,
             shown: PathBuf::from(format!("cases/c/{name}")),
         }
-    }
-
-    #[test]
-    fn separators_go_and_what_is_no_number_is_none() {
-        assert_eq!(number_in("1,489,281"), Some(1_489_281.0));
-        assert_eq!(number_in("1_135_957"), Some(1_135_957.0));
-        assert_eq!(number_in(" -75 "), Some(-75.0));
-        assert_eq!(number_in("1.68"), Some(1.68));
-        assert_eq!(number_in("75K"), None);
-        assert_eq!(number_in("n/a"), None);
-        assert_eq!(number_in("inf"), None);
-        assert_eq!(number_in("NaN"), None);
-        assert_eq!(number_in(""), None);
     }
 
     /// vLLM's lines, over a server log and a client log: the last is the

@@ -40,7 +40,9 @@ pub use model::{
     EnvironmentSpec, ForeignPolicy, GpuMode, Leak, Limit, LimitOp, MAX_CASE_BYTES, MAX_CASES,
     MAX_PLAN_BYTES, MAX_SUITE_BYTES, RESERVED_ENV, Tolerance, Tolerances,
 };
-pub use output::{Better, DEFAULT_OUTPUT_TOLERANCE, OutputMetric, Pick, compile as output_regex};
+pub use output::{
+    Better, DEFAULT_OUTPUT_TOLERANCE, OutputMetric, Pick, compile as output_regex, read_number,
+};
 pub use parity::{Parity, ParityFigure, ParityOp, ParityRule, ParityUnit};
 pub use partition::{Partition, PartitionKind};
 pub use pytest::{

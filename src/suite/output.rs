@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::checker::Checker;
+use super::raw::RawOutputMetric;
 
 /// One number a case's logs print, as the suite defines it.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,22 +82,28 @@ impl Pick {
     }
 }
 
-/// `{ name, regex, better, pick, tolerance }` as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawOutputMetric {
-    pub name: Spanned<String>,
-    pub regex: Spanned<String>,
-    pub better: Option<Spanned<String>>,
-    pub pick: Option<Spanned<String>>,
-    pub tolerance: Option<Spanned<toml::Value>>,
-}
-
 /// Compile a metric's regex as it is run: linear time, bounded size.
 pub fn compile(regex: &str) -> Result<regex::Regex, regex::Error> {
     regex::RegexBuilder::new(regex)
         .size_limit(REGEX_SIZE_LIMIT)
         .build()
+}
+
+/// A capture as a number: `1,489,281` and `1_489_281` are 1489281; `-75`,
+/// `1.68` and `3e9` read as written; anything else (`75K`, `n/a`) is none.
+pub fn read_number(capture: &str) -> Option<f64> {
+    let digits: String = capture
+        .trim()
+        .chars()
+        .filter(|c| *c != ',' && *c != '_')
+        .collect();
+    let starts_as_number = digits
+        .trim_start_matches(['-', '+'])
+        .starts_with(|c: char| c.is_ascii_digit() || c == '.');
+    if !starts_as_number {
+        return None;
+    }
+    digits.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
 /// Whether `name` may name an output metric: letters, digits, `_` and
@@ -217,4 +224,22 @@ fn one_line(error: &regex::Error) -> String {
     lines.last().map_or(text.clone(), |l| {
         l.trim_start_matches("error: ").to_string()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn separators_go_and_what_is_no_number_is_none() {
+        assert_eq!(read_number("1,489,281"), Some(1_489_281.0));
+        assert_eq!(read_number("1_135_957"), Some(1_135_957.0));
+        assert_eq!(read_number(" -75 "), Some(-75.0));
+        assert_eq!(read_number("1.68"), Some(1.68));
+        assert_eq!(read_number("75K"), None);
+        assert_eq!(read_number("n/a"), None);
+        assert_eq!(read_number("inf"), None);
+        assert_eq!(read_number("NaN"), None);
+        assert_eq!(read_number(""), None);
+    }
 }

@@ -16,11 +16,11 @@
 //! results.json recorded ([`Parity::read`]); the judge
 //! (`judge::parity`) applies it.
 
-use serde::Deserialize;
 use toml::Spanned;
 
 use super::case::Case;
 use super::checker::Checker;
+use super::raw::RawParity;
 
 /// A figure two cases are compared on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,16 +219,6 @@ fn name_each(parities: &mut [Parity]) {
     }
 }
 
-/// `[[parity]]` as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawParity {
-    pub lhs: Spanned<String>,
-    pub rhs: Spanned<String>,
-    pub figure: Spanned<String>,
-    pub rule: Spanned<String>,
-}
-
 /// The forms a rule takes, for its error's help.
 const RULE_HELP: &str = "write `lhs <= 0.6 * rhs`, `lhs >= 0.95 * rhs` or `lhs <= rhs + 512 MiB` (`<`, `<=`, `>`, `>=`; the amount in the figure's unit: a size, a duration for wall_time, a number for output.<name>)";
 
@@ -314,7 +304,7 @@ fn amount(text: &str, unit: ParityUnit) -> Result<f64, String> {
         ParityUnit::Seconds => crate::units::parse_duration(value)
             .map(|d| d.as_secs_f64())
             .map_err(|e| e.to_string())?,
-        ParityUnit::Number => match crate::measure::output::number_in(value) {
+        ParityUnit::Number => match super::output::read_number(value) {
             Some(n) => n,
             None => return Err(format!("`{value}` is not a number")),
         },

@@ -102,7 +102,7 @@ pub struct RawSuiteFile {
     pub pytests: Vec<Spanned<RawPytest>>,
     /// `[[parity]]`: one case's figure against another's.
     #[serde(default, rename = "parity")]
-    pub parities: Vec<Spanned<super::parity::RawParity>>,
+    pub parities: Vec<Spanned<RawParity>>,
 }
 
 settings_keys!(with_settings!(
@@ -213,7 +213,7 @@ settings_keys!(with_settings!(
         /// Limits on the load client's figures, beside a server.
         pub client_budget: Option<Spanned<RawBudget>>,
         /// Numbers the workload prints, read from its logs.
-        pub metrics_from_output: Option<Spanned<Vec<Spanned<super::output::RawOutputMetric>>>>,
+        pub metrics_from_output: Option<Spanned<Vec<Spanned<RawOutputMetric>>>>,
     }
 ));
 
@@ -243,6 +243,27 @@ pub struct RawServer {
     pub stop_signal: Option<Spanned<String>>,
     pub kill_grace: Option<Spanned<String>>,
     pub env: Option<RawEnv>,
+}
+
+/// `{ name, regex, better, pick, tolerance }` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutputMetric {
+    pub name: Spanned<String>,
+    pub regex: Spanned<String>,
+    pub better: Option<Spanned<String>>,
+    pub pick: Option<Spanned<String>>,
+    pub tolerance: Option<Spanned<toml::Value>>,
+}
+
+/// `[[parity]]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawParity {
+    pub lhs: Spanned<String>,
+    pub rhs: Spanned<String>,
+    pub figure: Spanned<String>,
+    pub rule: Spanned<String>,
 }
 
 /// `sites = { depth = 1 }`: how many of the user's frames name an
