@@ -33,6 +33,9 @@ enum Line {
         phase: Option<String>,
         /// The rank of the process that wrote it (the probe adds `RANK`).
         rank: Option<u32>,
+        /// The pid of the process that wrote it (the probe adds it): whose
+        /// GPU memory its allocator's figures are set against.
+        pid: Option<u32>,
         allocated: Option<u64>,
         reserved: Option<u64>,
         peak_allocated: Option<u64>,
@@ -214,6 +217,23 @@ pub struct ProbeSummary {
     /// `reserved` at each step, the same way (for the report's chart).
     #[serde(skip)]
     pub reserved_series: BTreeMap<(u32, String), Vec<u64>>,
+    /// The allocator's figures read by the last poll, the latest of each
+    /// process: what this tick's GPU figures are set against
+    /// (`measure::outside`).
+    #[serde(skip)]
+    pub fresh: Vec<AllocatorReport>,
+}
+
+/// What one process's allocator held, as its probe last said within a
+/// tick: reserved (its pool) and allocated (in use).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllocatorReport {
+    pub instance: u32,
+    /// The process that said it; `None` from a probe that does not say.
+    pub pid: Option<u32>,
+    pub rank: Option<u32>,
+    pub reserved: u64,
+    pub allocated: Option<u64>,
 }
 
 /// The most notes kept from a probe, and the most characters of each: a
@@ -283,6 +303,7 @@ impl ProbeSummary {
                 step,
                 phase,
                 rank,
+                pid,
                 allocated,
                 reserved,
                 peak_allocated,
@@ -310,6 +331,19 @@ impl ProbeSummary {
                 }
                 if let Some(bytes) = reserved {
                     push_bounded(&mut self.reserved_series, &key, bytes);
+                    let report = AllocatorReport {
+                        instance,
+                        pid,
+                        rank,
+                        reserved: bytes,
+                        allocated,
+                    };
+                    let same =
+                        |r: &AllocatorReport| (r.instance, r.pid, r.rank) == (instance, pid, rank);
+                    match self.fresh.iter_mut().find(|r| same(r)) {
+                        Some(kept) => *kept = report,
+                        None => self.fresh.push(report),
+                    }
                 }
                 self.last_step = Some(StepSeen {
                     instance,
@@ -389,6 +423,7 @@ impl ProbeReader {
     /// read up to the per-tick cap (more may be waiting there).
     pub fn poll(&mut self) -> bool {
         let mut capped = false;
+        self.summary.fresh.clear();
         for source in &mut self.sources {
             let Ok(mut file) = crate::files::case::open_read(&source.path) else {
                 continue;
@@ -434,6 +469,12 @@ impl ProbeReader {
             }
         }
         capped
+    }
+
+    /// The allocator's figures the last poll read, the latest of each
+    /// process.
+    pub fn fresh(&self) -> &[AllocatorReport] {
+        &self.summary.fresh
     }
 
     /// Everything read, after a last poll (a final line without a newline

@@ -473,3 +473,116 @@ fn cuda_itself_says_which_devices_a_case_sees() {
     assert_eq!(case["gpu_devices"][0]["uuid"], UUID_0, "{case:#}");
     assert!(run.stderr.contains("CUDA_DEVICE_ORDER"), "{}", run.stderr);
 }
+
+/// The workload's step lines, as `oomgate_probe.step()` writes them under
+/// torch, of a process NVML lists with 1 GiB while torch reserved 700 MiB
+/// (600 allocated), and of its child, 512 MiB against 256 reserved.
+fn reporting(child_reserved_mib: u32) -> String {
+    format!(
+        "\"--mib\", \"1024\", \"--hold\", \"800ms\", \"--report-reserved-mib\", \"700\", \"--report-allocated-mib\", \"600\", \"--child-mib\", \"512\", \"--child-hold\", \"800ms\", \"--child-report-reserved-mib\", \"{child_reserved_mib}\", \"--child-report-allocated-mib\", \"{child_reserved_mib}\""
+    )
+}
+
+/// GPU memory outside the allocator is NVML's per-process figure less the
+/// allocator's reserved at the same moment: 324 MiB for the workload and
+/// 256 MiB for its child, 580 MiB for the case at its GPU peak, with the
+/// 100 MiB reserved and not allocated beside it; in results.json, the
+/// details and JUnit; a budget on it fails the case; locked, a growth of
+/// it fails as a regression; and without a probe it is unknown, never
+/// NVML's figure less nothing.
+#[test]
+fn memory_outside_the_allocator_is_nvml_less_reserved_per_process() {
+    let (project, run, case) = run_case(
+        Variant::Complete,
+        &one_device(""),
+        (
+            &reporting(256),
+            "budget = { gpu_outside_allocator = \"512 MiB\" }",
+        ),
+        1,
+    );
+    assert_eq!(mib(&case["outside_allocator_bytes"]), Some(580), "{case:#}");
+    assert_eq!(
+        mib(&case["outside_allocator_peak_bytes"]),
+        Some(580),
+        "{case:#}"
+    );
+    assert_eq!(mib(&case["gpu_fragmentation_bytes"]), Some(100), "{case:#}");
+    let outside = &case["outside_allocator"];
+    assert_eq!(mib(&outside["gpu_bytes"]), Some(1536), "{outside:#}");
+    assert_eq!(mib(&outside["reserved_bytes"]), Some(956), "{outside:#}");
+    let mut processes: Vec<Option<u64>> = outside["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .map(|p| {
+            assert!(p["pid"].as_u64().is_some(), "{p:#}");
+            mib(&p["bytes"])
+        })
+        .collect();
+    processes.sort_unstable();
+    assert_eq!(processes, [Some(256), Some(324)], "{outside:#}");
+    assert_eq!(case["failure_kind"], "budget", "{case:#}");
+    let breach = assert_breached(&case, "budget.gpu_outside_allocator");
+    assert!(
+        breach["message"].as_str().is_some_and(|m| m.starts_with(
+            "gpu memory outside the allocator peak 580.0 MiB (NVML per process less the allocator's reserved, at "
+        ) && m.ends_with("exceeded budget 512.0 MiB (by 68.0 MiB)")),
+        "{breach:#}"
+    );
+    let junit = std::fs::read_to_string(run.out.join("junit.xml")).expect("junit");
+    assert!(
+        junit.contains(&format!(r#"<property name="outside_allocator_bytes" value="{}"/>"#, 580 * MIB))
+            && junit.contains("outside:     580.0 MiB outside the allocator at the GPU peak (NVML 1.50 GiB less reserved 956.0 MiB; largest 580.0 MiB), 100.0 MiB reserved and not allocated"),
+        "{junit}"
+    );
+
+    let html = std::fs::read_to_string(run.out.join("report.html")).expect("html");
+    assert!(
+        html.contains("<h3>GPU memory at its peak, inside and outside the allocator</h3>")
+            && html.contains(">allocated 856.0 MiB<")
+            && html.contains(">reserved, not allocated 100.0 MiB<")
+            && html.contains(">outside the allocator 580.0 MiB<"),
+        "{html}"
+    );
+
+    // Locked, the child's allocator holding 128 MiB less leaves 128 MiB
+    // more outside it: a regression of that figure alone.
+    std::fs::write(project.suite(), gpu_suite("20ms", &reporting(256), "")).expect("suite");
+    project.lock(&[]).assert_code(0);
+    let lock = std::fs::read_to_string(project.lock_path()).expect("lock");
+    assert!(
+        lock.contains(&format!("outside_allocator_peak_bytes = {}", 580 * MIB)),
+        "{lock}"
+    );
+    std::fs::write(project.suite(), gpu_suite("20ms", &reporting(128), "")).expect("suite");
+    let run = project.run(&[]);
+    run.assert_code(1);
+    let case = run.case("c");
+    assert_eq!(case["failure_kind"], "regression", "{case:#}");
+    let regressed = assert_breached(&case, "baseline.outside_allocator");
+    assert_eq!(mib(&regressed["figure_bytes"]), Some(708), "{regressed:#}");
+    assert_eq!(
+        mib(&regressed["baseline_bytes"]),
+        Some(580),
+        "{regressed:#}"
+    );
+
+    // No probe: unknown, and a budget on it cannot be verified.
+    std::fs::write(
+        project.suite(),
+        gpu_suite(
+            "20ms",
+            "\"--mib\", \"1024\", \"--hold\", \"300ms\"",
+            "budget = { gpu_outside_allocator = \"512 MiB\" }",
+        ),
+    )
+    .expect("suite");
+    let run = project.run(&["--no-baseline"]);
+    run.assert_code(1);
+    let case = run.case("c");
+    assert!(case["outside_allocator_peak_bytes"].is_null(), "{case:#}");
+    assert!(case["outside_allocator_bytes"].is_null(), "{case:#}");
+    let unknown = check(&case, "budget.gpu_outside_allocator");
+    assert_eq!(unknown["outcome"], "unknown", "{unknown:#}");
+}

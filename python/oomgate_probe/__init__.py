@@ -150,7 +150,10 @@ def step(
     if step is None:
         step = _step
     _step = step + 1
-    record = {"event": "step", "step": int(step), "time": time.time()}
+    # The pid: oomgate sets the allocator's reserved memory against the
+    # GPU memory NVML counts for this process (memory outside the
+    # allocator: the CUDA context, NCCL, CUDA graphs).
+    record = {"event": "step", "step": int(step), "time": time.time(), "pid": os.getpid()}
     if phase is not None:
         record["phase"] = str(phase)
     if _rank is not None:

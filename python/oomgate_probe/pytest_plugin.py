@@ -56,7 +56,7 @@ import pytest
 
 MARKER = "oomgate"
 # Keywords the marker takes; oomgate checks their values.
-KEYWORDS = ("host", "gpu", "gpu_fraction", "gpu_left", "gpu_rank", "timeout", "gpus", "repeat", "tolerance", "creep", "isolate")
+KEYWORDS = ("host", "gpu", "gpu_fraction", "gpu_left", "gpu_rank", "gpu_outside_allocator", "timeout", "gpus", "repeat", "tolerance", "creep", "isolate")
 
 _UNITS = {
     "": 1,
@@ -79,7 +79,7 @@ _UNITS = {
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        "oomgate(host=, gpu=, gpu_fraction=, gpu_left=, gpu_rank=, timeout=, gpus=, repeat=, tolerance=, creep=, isolate=): "
+        "oomgate(host=, gpu=, gpu_fraction=, gpu_left=, gpu_rank=, gpu_outside_allocator=, timeout=, gpus=, repeat=, tolerance=, creep=, isolate=): "
         "memory budgets and case settings for oomgate (https://github.com/oomgate/oomgate)",
     )
 

@@ -40,14 +40,18 @@ pub enum Figure {
     /// The case's working memory: its anonymous + shmem peak, what the
     /// kernel cannot reclaim without swap (`host_working_peak_bytes`).
     Working,
+    /// GPU memory outside the framework's allocator, its peak
+    /// (`outside_allocator_peak_bytes`).
+    Outside,
 }
 
 impl Figure {
-    pub const ALL: [Figure; 4] = [
+    pub const ALL: [Figure; 5] = [
         Figure::Host,
         Figure::Gpu,
         Figure::Allocated,
         Figure::Working,
+        Figure::Outside,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +60,7 @@ impl Figure {
             Figure::Gpu => "gpu",
             Figure::Allocated => "allocated",
             Figure::Working => "working",
+            Figure::Outside => "outside_allocator",
         }
     }
 }
@@ -68,7 +73,7 @@ impl std::fmt::Display for Figure {
 
 /// A name that is no compared figure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not a compared figure (host, gpu, allocated, working)")]
+#[error("`{0}` is not a compared figure (host, gpu, allocated, working, outside_allocator)")]
 pub struct UnknownFigure(String);
 
 impl std::str::FromStr for Figure {
@@ -141,6 +146,10 @@ pub struct CaseTolerances {
     /// gated have the default.
     #[serde(default = "default_working_tolerance")]
     pub working: AppliedTolerance,
+    /// GPU memory outside the allocator's; results and locks written
+    /// before it was gated have the default.
+    #[serde(default = "default_outside_tolerance")]
+    pub outside: AppliedTolerance,
     /// With `search`: how far below the locked capacity a run may land.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<crate::capacity::Tolerance>,
@@ -150,12 +159,17 @@ fn default_working_tolerance() -> AppliedTolerance {
     crate::suite::Tolerances::default().working.into()
 }
 
+fn default_outside_tolerance() -> AppliedTolerance {
+    crate::suite::Tolerances::default().outside.into()
+}
+
 impl CaseTolerances {
     pub fn figures(&self) -> crate::suite::Tolerances {
         crate::suite::Tolerances {
             host: self.host.into(),
             gpu: self.gpu.into(),
             working: self.working.into(),
+            outside: self.outside.into(),
         }
     }
 }
@@ -166,6 +180,7 @@ impl From<crate::suite::Tolerances> for CaseTolerances {
             host: tolerances.host.into(),
             gpu: tolerances.gpu.into(),
             working: tolerances.working.into(),
+            outside: tolerances.outside.into(),
             capacity: None,
         }
     }

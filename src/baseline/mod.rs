@@ -172,6 +172,9 @@ pub struct LockedCase {
     /// The allocator's peak the workload's probe reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_peak_allocated_bytes: Option<u64>,
+    /// GPU memory outside the allocator, its peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_allocator_peak_bytes: Option<u64>,
     /// The tolerances the case was judged with (version 4 on): what
     /// `oomgate diff` judges its figures with when it has no suite.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -227,6 +230,7 @@ impl LockedCase {
             env: BTreeMap::new(),
             allocator_env: BTreeMap::new(),
             probe_peak_allocated_bytes: None,
+            outside_allocator_peak_bytes: None,
             tolerance: None,
             allocation_sites: None,
             ranks: Vec::new(),
@@ -490,6 +494,8 @@ pub struct CaseComparison {
     pub allocated: FigureComparison,
     /// The working memory (`host_working_peak_bytes`).
     pub working: FigureComparison,
+    /// GPU memory outside the allocator (`outside_allocator_peak_bytes`).
+    pub outside: FigureComparison,
     /// What changed in the case's definition since locking.
     pub changes: Vec<String>,
     /// The locked run's largest allocation sites, when both it and this
@@ -565,19 +571,26 @@ pub fn compare_output(
 }
 
 impl CaseComparison {
-    /// Every compared figure: host, GPU, the probe's allocated peak and
-    /// the working memory.
-    pub fn figures(&self) -> [&FigureComparison; 4] {
-        [&self.host, &self.gpu, &self.allocated, &self.working]
+    /// Every compared figure: host, GPU, the probe's allocated peak, the
+    /// working memory and the GPU memory outside the allocator.
+    pub fn figures(&self) -> [&FigureComparison; 5] {
+        [
+            &self.host,
+            &self.gpu,
+            &self.allocated,
+            &self.working,
+            &self.outside,
+        ]
     }
 
     /// The same, to change.
-    pub fn figures_mut(&mut self) -> [&mut FigureComparison; 4] {
+    pub fn figures_mut(&mut self) -> [&mut FigureComparison; 5] {
         [
             &mut self.host,
             &mut self.gpu,
             &mut self.allocated,
             &mut self.working,
+            &mut self.outside,
         ]
     }
 
@@ -608,6 +621,9 @@ pub struct CaseNow<'a> {
     pub gpu_tainted: bool,
     /// The probe's allocated peak, when the workload reports one.
     pub allocated: Option<u64>,
+    /// GPU memory outside the allocator, its peak, when the probe
+    /// reported the allocator's `reserved`.
+    pub outside: Option<u64>,
     pub command: &'a [String],
     /// With `server`: its command and env, as the lock records them.
     pub server: Option<&'a LockedServer>,
@@ -734,6 +750,22 @@ pub fn compare_case(
         tolerance.gpu,
         None,
     );
+    // Another GPU model or method changes the context and NCCL's buffers
+    // as it changes the GPU peak: compared when the GPU peak is.
+    let mut outside = compare::compare(
+        Figure::Outside,
+        now.outside,
+        locked.and_then(|l| l.outside_allocator_peak_bytes),
+        tolerance.outside,
+        None,
+    );
+    if let Some(why) = gpu
+        .not_compared
+        .clone()
+        .filter(|_| outside.baseline_bytes.is_some())
+    {
+        outside = outside.not_compared(why);
+    }
     let changes = locked
         .map(|l| definition_changes(l, now))
         .unwrap_or_default();
@@ -752,6 +784,7 @@ pub fn compare_case(
         gpu,
         allocated,
         working,
+        outside,
         changes,
         allocation_sites: Vec::new(),
         outputs,

@@ -49,7 +49,8 @@ pub fn budget_breached(budget: &Budget, live: &Live) -> bool {
                 )
             })
         }),
-        BudgetKind::GpuLeft => false,
+        // Known only from the probe's reports, judged once the case is over.
+        BudgetKind::GpuLeft | BudgetKind::GpuOutsideAllocator => false,
     })
 }
 
@@ -195,6 +196,7 @@ const CHECKED_IN_ORDER: [BudgetKind; BudgetKind::COUNT] = BudgetKind::every_once
     BudgetKind::Gpu,
     BudgetKind::GpuRank,
     BudgetKind::GpuLeft,
+    BudgetKind::GpuOutsideAllocator,
     BudgetKind::GpuFraction,
 ]);
 
@@ -224,6 +226,16 @@ pub fn budget_checks(budget: &Budget, host: &HostFigures, gpu: Option<&GpuFigure
                 let facts = measured(Measured::AfterCase);
                 self::budget(CheckKind::Budget(kind), left, limit, facts)
             })),
+            BudgetKind::GpuOutsideAllocator => {
+                checks.extend(budget.gpu_outside_allocator.map(|limit| {
+                    let outside = gpu.and_then(|g| g.outside.as_ref());
+                    let peak = outside.map(|o| Bytes(o.case.peak_bytes));
+                    let facts = measured(Measured::OutsideAllocator {
+                        moments: outside.map_or(0, |o| o.moments),
+                    });
+                    self::budget(CheckKind::Budget(kind), peak, limit, facts)
+                }))
+            }
             BudgetKind::GpuFraction => {
                 let devices = gpu.map(|g| g.devices.as_slice()).unwrap_or_default();
                 if let Some(fraction) = budget.gpu_fraction {

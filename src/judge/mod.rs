@@ -201,6 +201,8 @@ pub fn judge_limits_again(case: &Case, result: &mut CaseResult) -> Verdict {
         devices: result.gpu_devices.clone(),
         left_bytes: result.gpu_left_bytes,
         ranks: Default::default(),
+        // As the part recorded it: a budget on it is judged again.
+        outside: result.outside_allocator.clone(),
     });
     let mut checks = limits::budget_checks(&case.budget.judged_again(), &host, gpu.as_ref());
     checks.extend(limits::limit_checks(case, result.probe.as_ref()));
@@ -407,6 +409,7 @@ impl Now {
             gpu_method: self.gpu_method,
             gpu_tainted: result.gpu_devices.iter().any(|d| !d.tainted_by.is_empty()),
             allocated: result.probe.as_ref().and_then(|p| p.peak_allocated),
+            outside: result.outside_allocator_peak_bytes,
             command: &result.command,
             server: self.server.as_ref(),
             params: &self.params,

@@ -378,6 +378,7 @@ fn a_tainted_figure_never_fails_a_required_baseline() {
         devices: vec![device],
         left_bytes: None,
         ranks: Default::default(),
+        outside: None,
     });
     let judged = judge_case(finished(&case, vec![tainted]), &baseline);
     assert_eq!(

@@ -118,6 +118,9 @@ pub struct CaseGpu<'g> {
     /// memory summed over the devices, per tick.
     rank_of: super::ranks::RankOf,
     ranks: super::ranks::PerRank,
+    /// Each process of the case on a device this tick: its pid, its GPU
+    /// memory summed over the devices, its rank.
+    processes_now: Vec<super::outside::ProcessNow>,
 }
 
 /// Whether another case of the run has shared a case's GPUs, raised by
@@ -174,6 +177,7 @@ impl<'g> CaseGpu<'g> {
             twinned: true,
             rank_of: super::ranks::RankOf::default(),
             ranks: super::ranks::PerRank::default(),
+            processes_now: Vec::new(),
         }
     }
 
@@ -228,6 +232,7 @@ impl<'g> CaseGpu<'g> {
             twinned: false,
             rank_of: super::ranks::RankOf::default(),
             ranks: super::ranks::PerRank::default(),
+            processes_now: Vec::new(),
         }
     }
 
@@ -277,6 +282,7 @@ impl<'g> CaseGpu<'g> {
         let since_start = self.since_start();
         self.rank_of.keep_only(tree);
         self.ranks.begin();
+        self.processes_now.clear();
         for (state, &position) in self.states.iter_mut().zip(&self.positions) {
             state.tree_now = 0;
             if state.lost.is_some() {
@@ -326,9 +332,18 @@ impl<'g> CaseGpu<'g> {
                     Some(bytes) => {
                         state.tree_now = state.tree_now.saturating_add(bytes);
                         let pid = i32::try_from(process.pid).unwrap_or(-1);
-                        if let Some(rank) = self.rank_of.rank(pid) {
+                        let rank = self.rank_of.rank(pid);
+                        if let Some(rank) = rank {
                             let index = self.gpu.devices[position].index;
                             self.ranks.add(rank, bytes, Some(index));
+                        }
+                        match self.processes_now.iter_mut().find(|p| p.pid == process.pid) {
+                            Some(now) => now.bytes = now.bytes.saturating_add(bytes),
+                            None => self.processes_now.push(super::outside::ProcessNow {
+                                pid: process.pid,
+                                bytes,
+                                rank,
+                            }),
                         }
                     }
                     None => state.unknown = true,
@@ -543,6 +558,16 @@ impl<'g> CaseGpu<'g> {
             devices,
             left_bytes: None,
             ranks: self.ranks,
+            outside: None,
+        }
+    }
+
+    /// Each process of the case on a device this tick, its memory summed
+    /// over the devices (none when this tick's figures are not known).
+    pub fn processes_now(&self) -> &[super::outside::ProcessNow] {
+        match self.gated_now {
+            Some(_) => &self.processes_now,
+            None => &[],
         }
     }
 

@@ -18,6 +18,7 @@ pub mod inventory;
 pub mod live;
 pub mod nvml;
 pub mod output;
+pub mod outside;
 pub mod procfs;
 pub mod ranks;
 pub mod timeline;

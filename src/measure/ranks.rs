@@ -150,6 +150,12 @@ pub struct RankFigures {
     /// (`memory_snapshot.rank-N.pickle`), when it left one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allocation_sites: Vec<crate::snapshot::Site>,
+    /// Its GPU memory outside the allocator (`measure::outside`): the
+    /// largest, and at the moment its NVML figure was largest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_allocator_peak_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_allocator_bytes: Option<u64>,
 }
 
 /// Each rank's own allocation sites into its figures (a rank that left a
@@ -167,6 +173,28 @@ pub fn attach_sites(
                 ..RankFigures::default()
             }),
         }
+    }
+    ranks.sort_by_key(|r| r.rank);
+}
+
+/// Each rank's memory outside the allocator into its figures.
+pub fn attach_outside(
+    ranks: &mut Vec<RankFigures>,
+    by_rank: &BTreeMap<u32, crate::measure::outside::Outside>,
+) {
+    for (&rank, outside) in by_rank {
+        let at = match ranks.iter().position(|r| r.rank == rank) {
+            Some(at) => at,
+            None => {
+                ranks.push(RankFigures {
+                    rank,
+                    ..RankFigures::default()
+                });
+                ranks.len() - 1
+            }
+        };
+        ranks[at].outside_allocator_peak_bytes = Some(outside.peak_bytes);
+        ranks[at].outside_allocator_bytes = Some(outside.bytes);
     }
     ranks.sort_by_key(|r| r.rank);
 }

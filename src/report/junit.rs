@@ -308,6 +308,20 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
         ));
         properties.push(Property::new("gpu_peak_method", method.to_string()));
     }
+    // GPU memory outside the allocator, once the probe reported its
+    // `reserved` (unknown before: left out, as the details say).
+    for (key, bytes) in [
+        (
+            "outside_allocator_peak_bytes",
+            case.outside_allocator_peak_bytes,
+        ),
+        ("outside_allocator_bytes", case.outside_allocator_bytes),
+        ("gpu_fragmentation_bytes", case.gpu_fragmentation_bytes),
+    ] {
+        if let Some(bytes) = bytes {
+            properties.push(Property::new(key, bytes.to_string()));
+        }
+    }
     for check in &case.checks {
         if let Some(limit) = check.limit_bytes {
             properties.push(Property::new(

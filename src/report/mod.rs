@@ -135,6 +135,7 @@ pub fn baseline_cells(case: &CaseResult) -> (String, String) {
         crate::baseline::Figure::Host => " (host)",
         crate::baseline::Figure::Working => " (working)",
         crate::baseline::Figure::Allocated => " (allocated)",
+        crate::baseline::Figure::Outside => " (outside allocator)",
     };
     let baseline = match figure.outcome {
         Outcome::NoBaseline => "no baseline".to_string(),
@@ -690,6 +691,38 @@ pub fn case_details(case: &CaseResult, measurement: &Measurement) -> String {
         if !device.tainted_by.is_empty() {
             let _ = writeln!(out, "    {TAINTED_NOTE}");
         }
+    }
+    if let Some(outside) = &case.outside_allocator {
+        let _ = writeln!(
+            out,
+            "{}",
+            words::outside_line("outside:    ", &outside.case)
+        );
+        if outside.processes.len() > 1 {
+            for process in &outside.processes {
+                let who = match (process.pid, process.rank) {
+                    (Some(pid), Some(rank)) => format!("pid {pid} (rank {rank})"),
+                    (Some(pid), None) => format!("pid {pid}"),
+                    (None, Some(rank)) => format!("rank {rank}"),
+                    (None, None) => format!("instance {}", process.instance),
+                };
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    words::outside_line(&format!("  {who}:"), &process.figures)
+                );
+            }
+        }
+    } else if case
+        .probe
+        .as_ref()
+        .is_some_and(|p| p.peak_reserved.is_some())
+        && case.gpu_peak_method.is_some()
+    {
+        let _ = writeln!(
+            out,
+            "outside:     unknown: no report of the allocator's `reserved` came while NVML listed the process that made it (a probe that gives no pid beside several processes on a GPU, or NVML's pids not this machine's)"
+        );
     }
     for process in &case.foreign_processes {
         let name = process.name.as_deref().unwrap_or("name not visible");

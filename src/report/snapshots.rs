@@ -76,6 +76,7 @@ pub(super) fn run(case: &Case, host: u64, gpu: Option<u64>, exit: Exit) -> RunRe
         devices: Vec::new(),
         left_bytes: None,
         ranks: Default::default(),
+        outside: None,
     });
     run.dir = format!("cases/{}", case.id).into();
     run

@@ -225,6 +225,7 @@ fn packed_run() -> RunResults {
             devices: Vec::new(),
             left_bytes: None,
             ranks: Default::default(),
+            outside: None,
         }),
     });
     let (mut serve, _) = judged(case("serve"), vec![serve], true, None, false, &baseline);

@@ -201,6 +201,22 @@ fn hints(result: &CaseResult, diagnosis: &Diagnosis) -> Vec<String> {
             ));
         }
     }
+    // Out of GPU memory with the allocator's figures set against NVML's:
+    // what it held, and what was outside it.
+    if let (FailureKind::GpuOom, Some(outside)) = (diagnosis.kind, &result.outside_allocator) {
+        let at = &outside.case;
+        let fragmentation = at
+            .fragmentation_bytes
+            .map(|b| format!(", {} of it reserved and not allocated", Bytes(b)))
+            .unwrap_or_default();
+        hints.push(format!(
+            "At its GPU peak the allocator held {}{fragmentation}; {} more were outside it (NVML {} for the case's processes): NCCL buffers, CUDA graphs, cuBLAS workspaces or the CUDA context. The most outside it at any moment: {}.",
+            Bytes(at.reserved_bytes),
+            Bytes(at.bytes),
+            Bytes(at.gpu_bytes),
+            Bytes(at.peak_bytes)
+        ));
+    }
     if let Some(leak) = result
         .checks
         .iter()
@@ -642,6 +658,19 @@ fn budget_message(kind: BudgetKind, check: &Check, outcome: CheckOutcome, facts:
         }
         // Its figure and limit say it all.
         (BudgetKind::GpuLeft, _) => gpu_left(check, outcome),
+        (BudgetKind::GpuOutsideAllocator, Facts::Budget { method, .. }) => match check.figure_bytes
+        {
+            Some(_) => budget(
+                "gpu memory outside the allocator",
+                outcome,
+                check,
+                &format!(" ({})", measured(method)),
+            ),
+            None => format!(
+                "gpu memory outside the allocator is unknown: no probe step reported the allocator's `reserved` while NVML listed the case's processes, so budget {} is unverified (oomgate_probe.step() in the workload reports it)",
+                shown(check.limit_bytes)
+            ),
+        },
         (
             BudgetKind::GpuFraction,
             Facts::Headroom {
@@ -664,9 +693,14 @@ fn budget_message(kind: BudgetKind, check: &Check, outcome: CheckOutcome, facts:
             *fraction,
         ),
         // Facts of another kind: the words it came with.
-        (BudgetKind::Host | BudgetKind::Gpu | BudgetKind::GpuRank | BudgetKind::GpuFraction, _) => {
-            check.message.clone()
-        }
+        (
+            BudgetKind::Host
+            | BudgetKind::Gpu
+            | BudgetKind::GpuRank
+            | BudgetKind::GpuFraction
+            | BudgetKind::GpuOutsideAllocator,
+            _,
+        ) => check.message.clone(),
     }
 }
 
@@ -708,6 +742,9 @@ fn measured(method: &OrWritten<Measured>) -> Cow<'_, str> {
             method: Some(method),
         } => method.to_string(),
         Measured::Gpu { method: None } => "GPU memory was not measured".to_string(),
+        Measured::OutsideAllocator { moments } => {
+            format!("NVML per process less the allocator's reserved, at {moments} moment(s)")
+        }
         Measured::Rank {
             rank: Some(rank),
             devices,
@@ -871,6 +908,7 @@ const LISTED_IN_ORDER: [BudgetKind; BudgetKind::COUNT] = BudgetKind::every_once(
     BudgetKind::GpuRank,
     BudgetKind::GpuFraction,
     BudgetKind::GpuLeft,
+    BudgetKind::GpuOutsideAllocator,
 ]);
 
 /// `oomgate list`'s words for the budgets set: `budget host 512.0 MiB`,
@@ -887,9 +925,11 @@ pub fn budget_settings(budget: &Budget, client: bool) -> Vec<String> {
                 BudgetValue::Share(share) => format!("{:.0}%", share * 100.0),
             };
             Some(match kind {
-                BudgetKind::Host | BudgetKind::Gpu | BudgetKind::GpuRank | BudgetKind::GpuLeft => {
-                    format!("{prefix}{} {size}", kind.key())
-                }
+                BudgetKind::Host
+                | BudgetKind::Gpu
+                | BudgetKind::GpuRank
+                | BudgetKind::GpuLeft
+                | BudgetKind::GpuOutsideAllocator => format!("{prefix}{} {size}", kind.key()),
                 BudgetKind::GpuFraction => format!("gpu headroom {size}"),
             })
         })
@@ -985,6 +1025,24 @@ fn headroom(
             share(peak)
         ),
     }
+}
+
+/// GPU memory outside the allocator, as a case's details show it:
+/// `outside:     9.30 GiB outside the allocator at the GPU peak (NVML
+/// 50.3 GiB less reserved 41.0 GiB; largest 9.50 GiB), 1.20 GiB
+/// reserved and not allocated`.
+pub fn outside_line(label: &str, outside: &crate::measure::outside::Outside) -> String {
+    let fragmentation = outside
+        .fragmentation_bytes
+        .map(|b| format!(", {} reserved and not allocated", Bytes(b)))
+        .unwrap_or_default();
+    format!(
+        "{label} {} outside the allocator at the GPU peak (NVML {} less reserved {}; largest {}){fragmentation}",
+        Bytes(outside.bytes),
+        Bytes(outside.gpu_bytes),
+        Bytes(outside.reserved_bytes),
+        Bytes(outside.peak_bytes)
+    )
 }
 
 /// Each parity's sentence, from its figures: once, at the output.

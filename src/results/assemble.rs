@@ -50,6 +50,11 @@ pub fn assemble(case: &Case, measured: RunRecord) -> CaseResult {
     if let Some(sites) = &allocation_sites {
         crate::measure::ranks::attach_sites(&mut ranks, &sites.by_rank);
     }
+    let outside = gpu.as_ref().and_then(|g| g.outside.clone());
+    if let Some(outside) = &outside {
+        crate::measure::ranks::attach_outside(&mut ranks, &outside.ranks);
+    }
+    let outside_case = outside.as_ref().map(|o| o.case);
     // The GPUs the case was given: its baseline is theirs.
     let testbed = crate::baseline::testbed::name_of(
         gpu.iter()
@@ -79,6 +84,10 @@ pub fn assemble(case: &Case, measured: RunRecord) -> CaseResult {
         gpu_peak_bytes: gpu.as_ref().and_then(|g| g.peak_bytes),
         gpu_peak_method: gpu.as_ref().map(|g| g.method),
         gpu_allocator_floor_bytes: allocator_floor,
+        outside_allocator_peak_bytes: outside_case.map(|o| o.peak_bytes),
+        outside_allocator_bytes: outside_case.map(|o| o.bytes),
+        gpu_fragmentation_bytes: outside_case.and_then(|o| o.fragmentation_bytes),
+        outside_allocator: outside,
         gpu_left_bytes: gpu.as_ref().and_then(|g| g.left_bytes),
         settle,
         gpu_devices: gpu.map(|g| g.devices).unwrap_or_default(),

@@ -361,6 +361,9 @@ pub enum Measured {
     /// What the case's devices held above their idle level once its
     /// processes were gone.
     AfterCase,
+    /// NVML's per-process figures less the allocator's `reserved` the
+    /// probe reported, at this many moments.
+    OutsideAllocator { moments: u64 },
 }
 
 /// A device whose figure was left out of a judged one: a device delta

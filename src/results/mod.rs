@@ -356,6 +356,23 @@ pub struct CaseResult {
     /// samples missed a spike, and `gpu_peak_bytes` was raised to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_allocator_floor_bytes: Option<u64>,
+    /// GPU memory its processes held outside the framework's allocator
+    /// (the CUDA context, NCCL, CUDA graphs, cuBLAS workspaces): NVML's
+    /// per-process figure less the probe's `reserved` at the same moment,
+    /// its largest. `null` until the probe reported a `reserved`.
+    #[serde(default)]
+    pub outside_allocator_peak_bytes: Option<u64>,
+    /// The same at the moment NVML's figure was largest.
+    #[serde(default)]
+    pub outside_allocator_bytes: Option<u64>,
+    /// What the allocator held and did not use at that moment: `reserved`
+    /// less `allocated`.
+    #[serde(default)]
+    pub gpu_fragmentation_bytes: Option<u64>,
+    /// Those figures per process and per rank, with NVML's figure and the
+    /// allocator's at that moment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_allocator: Option<crate::measure::outside::OutsideFigures>,
     /// Per device: before, device peak, the case's peak and its method.
     pub gpu_devices: Vec<DeviceFigures>,
     /// `CUDA_VISIBLE_DEVICES` as the case saw it (`None`: unset, all GPUs).
@@ -495,7 +512,7 @@ impl CaseResult {
                 crate::baseline::Figure::Host => r.host_peak_bytes,
                 crate::baseline::Figure::Gpu => r.gpu_peak_bytes,
                 crate::baseline::Figure::Working => r.host_working_peak_bytes,
-                crate::baseline::Figure::Allocated => None,
+                crate::baseline::Figure::Allocated | crate::baseline::Figure::Outside => None,
             })
             .collect();
         if values.len() < 2 {
@@ -549,6 +566,10 @@ impl CaseResult {
             baseline: None,
             diagnosis: None,
             probe: None,
+            outside_allocator_peak_bytes: None,
+            outside_allocator_bytes: None,
+            gpu_fragmentation_bytes: None,
+            outside_allocator: None,
             outputs: Vec::new(),
             leak: None,
             repeats: Vec::new(),

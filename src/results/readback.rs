@@ -270,6 +270,7 @@ pub fn lock_of(results: &RunResults) -> Lock {
                 env,
                 allocator_env: locked_env(&case.allocator_env),
                 probe_peak_allocated_bytes: case.probe.as_ref().and_then(|p| p.peak_allocated),
+                outside_allocator_peak_bytes: own(case.outside_allocator_peak_bytes),
                 capacity: case.capacity.as_ref().and_then(|c| c.value),
                 capacity_of: case
                     .capacity
@@ -399,6 +400,7 @@ impl<'a> CaseNowParts<'a> {
             gpu_method: self.gpu_method,
             gpu_tainted: self.gpu_tainted,
             allocated: locked.probe_peak_allocated_bytes,
+            outside: locked.outside_allocator_peak_bytes,
             command: &locked.command,
             server: locked.server.as_ref(),
             params: &locked.params,

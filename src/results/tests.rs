@@ -358,6 +358,7 @@ fn everything() -> RunResults {
         gpu: figure("gpu", Outcome::Regressed),
         allocated: figure("allocated", Outcome::Skipped),
         working: figure("working", Outcome::Improved),
+        outside: figure("outside_allocator", Outcome::Within),
         changes: vec!["command: a → b".into()],
         allocation_sites: Vec::new(),
         outputs: Vec::new(),

@@ -33,6 +33,7 @@ use crate::judge::StopReason;
 use crate::judge::budget_breached;
 use crate::measure::gpu::{CaseGpu, ForeignProcess};
 use crate::measure::live::Live;
+use crate::measure::outside::{OutsideMeter, ProcessNow};
 use crate::measure::{HostMeter, ProcessTree, Sample, Timeline};
 use crate::probe::ProbeReader;
 use crate::process;
@@ -63,6 +64,9 @@ struct Watch<'c, 'g> {
     server: Option<ServerSide<'c, 'g>>,
     timeline: Timeline,
     probe: ProbeReader,
+    /// GPU memory outside the allocator, from the probe's reports set
+    /// against NVML's per-process figures at each tick.
+    outside: OutsideMeter,
     soak_peaks: SoakPeaks,
     sample_errors: u64,
     /// Exited children of oomgate found by this tick's scan (reused).
@@ -215,6 +219,7 @@ impl CaseRunner<'_, '_> {
             server,
             timeline,
             probe: ProbeReader::new(metrics),
+            outside: OutsideMeter::new(self.shared.suite.sample_interval),
             soak_peaks: SoakPeaks::default(),
             sample_errors: 0,
             zombies: Vec::new(),
@@ -359,6 +364,17 @@ impl CaseRunner<'_, '_> {
             watch.timeline.push_ranks(elapsed, gpu.ranks_now());
         }
         watch.probe.poll();
+        if watch.outside.wants(watch.probe.fresh()) {
+            // The server's processes and the clients': a probe's report
+            // is matched by its process, wherever it runs.
+            let processes: Vec<ProcessNow> = watch
+                .gpu
+                .iter()
+                .chain(watch.server.iter().filter_map(|s| s.gpu.as_ref()))
+                .flat_map(|gpu| gpu.processes_now().iter().copied())
+                .collect();
+            watch.outside.tick(elapsed, &processes, watch.probe.fresh());
+        }
         // The series a leak is judged on: the case's own figures (the
         // server's, when it has one).
         let own_gpu = match &watch.server {
@@ -423,6 +439,7 @@ impl CaseRunner<'_, '_> {
             mut server,
             mut timeline,
             probe,
+            outside,
             mut soak_peaks,
             mut sample_errors,
             start,
@@ -517,8 +534,12 @@ impl CaseRunner<'_, '_> {
             }
             None => (host, finish_gpu(case_gpu), None),
         };
+        // The probe's reports were set against the server's processes and
+        // the clients' alike: the case's own figure.
+        let mut outside = outside.finish();
         let gpu = gpu.map(|mut figures| {
             figures.left_bytes = left;
+            figures.outside = outside.take();
             figures
         });
         if case.leak.is_some() {

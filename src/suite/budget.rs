@@ -69,6 +69,10 @@ budget_kinds! {
     GpuLeft = "gpu_left",
     /// On any one rank of a distributed case.
     GpuRank = "gpu_rank",
+    /// On the GPU memory the case's processes held outside the
+    /// framework's allocator (the CUDA context, NCCL, CUDA graphs), its
+    /// peak (`measure::outside`).
+    GpuOutsideAllocator = "gpu_outside_allocator",
 }
 
 /// What a budget's value is.
@@ -90,9 +94,11 @@ impl BudgetKind {
     pub fn takes(self) -> Takes {
         match self {
             BudgetKind::GpuFraction => Takes::Share,
-            BudgetKind::Host | BudgetKind::Gpu | BudgetKind::GpuLeft | BudgetKind::GpuRank => {
-                Takes::Size
-            }
+            BudgetKind::Host
+            | BudgetKind::Gpu
+            | BudgetKind::GpuLeft
+            | BudgetKind::GpuRank
+            | BudgetKind::GpuOutsideAllocator => Takes::Size,
         }
     }
 
@@ -104,7 +110,8 @@ impl BudgetKind {
             BudgetKind::Gpu
             | BudgetKind::GpuFraction
             | BudgetKind::GpuLeft
-            | BudgetKind::GpuRank => true,
+            | BudgetKind::GpuRank
+            | BudgetKind::GpuOutsideAllocator => true,
         }
     }
 
@@ -113,10 +120,12 @@ impl BudgetKind {
     /// allocator peak during the test, and the device's size for a
     /// fraction). Not `gpu_left`: the session keeps the allocator's cache
     /// after the test. Not `gpu_rank`: ranks are processes of their own.
+    /// Not `gpu_outside_allocator`: the session's context and every test's
+    /// cache are in its process's NVML figure.
     pub fn judged_in_a_session(self) -> bool {
         match self {
             BudgetKind::Host | BudgetKind::Gpu | BudgetKind::GpuFraction => true,
-            BudgetKind::GpuLeft | BudgetKind::GpuRank => false,
+            BudgetKind::GpuLeft | BudgetKind::GpuRank | BudgetKind::GpuOutsideAllocator => false,
         }
     }
 
@@ -126,6 +135,9 @@ impl BudgetKind {
         match self {
             BudgetKind::GpuLeft => Some(
                 "`gpu_left` is the case's: what its GPUs did not give back once the server and its client are gone; put it in `budget`",
+            ),
+            BudgetKind::GpuOutsideAllocator => Some(
+                "`gpu_outside_allocator` is the case's: the probe's reports are set against the server's processes and the client's alike; put it in `budget`",
             ),
             BudgetKind::Host | BudgetKind::Gpu | BudgetKind::GpuFraction | BudgetKind::GpuRank => {
                 None
@@ -138,9 +150,11 @@ impl BudgetKind {
     /// budget needs each tick's figures, which results do not keep.
     pub fn judged_again(self) -> bool {
         match self {
-            BudgetKind::Host | BudgetKind::Gpu | BudgetKind::GpuFraction | BudgetKind::GpuLeft => {
-                true
-            }
+            BudgetKind::Host
+            | BudgetKind::Gpu
+            | BudgetKind::GpuFraction
+            | BudgetKind::GpuLeft
+            | BudgetKind::GpuOutsideAllocator => true,
             BudgetKind::GpuRank => false,
         }
     }
@@ -148,7 +162,10 @@ impl BudgetKind {
     /// The word of a case that failed it (`failure_kind`).
     pub fn failure(self) -> FailureType {
         match self {
-            BudgetKind::Host | BudgetKind::Gpu | BudgetKind::GpuRank => FailureType::Budget,
+            BudgetKind::Host
+            | BudgetKind::Gpu
+            | BudgetKind::GpuRank
+            | BudgetKind::GpuOutsideAllocator => FailureType::Budget,
             BudgetKind::GpuFraction => FailureType::Headroom,
             BudgetKind::GpuLeft => FailureType::GpuLeft,
         }
@@ -207,6 +224,9 @@ pub struct Budget {
     /// On any one rank of a distributed case: its processes' GPU memory
     /// summed over its devices (see `measure::ranks`).
     pub gpu_rank: Option<Bytes>,
+    /// On the GPU memory outside the framework's allocator, its peak
+    /// (NVML's per-process figure less the probe's `reserved`).
+    pub gpu_outside_allocator: Option<Bytes>,
 }
 
 impl Budget {
@@ -218,6 +238,7 @@ impl Budget {
             BudgetKind::GpuFraction => self.gpu_fraction.map(BudgetValue::Share),
             BudgetKind::GpuLeft => self.gpu_left.map(BudgetValue::Size),
             BudgetKind::GpuRank => self.gpu_rank.map(BudgetValue::Size),
+            BudgetKind::GpuOutsideAllocator => self.gpu_outside_allocator.map(BudgetValue::Size),
         }
     }
 
@@ -238,6 +259,7 @@ impl Budget {
             BudgetKind::GpuFraction => self.gpu_fraction = share,
             BudgetKind::GpuLeft => self.gpu_left = size,
             BudgetKind::GpuRank => self.gpu_rank = size,
+            BudgetKind::GpuOutsideAllocator => self.gpu_outside_allocator = size,
         }
     }
 

@@ -162,16 +162,27 @@ impl Checker<'_> {
             .spread_k
             .as_ref()
             .and_then(|v| self.spread_k("tolerance.spread_k", v));
-        for figure in [&mut result.host, &mut result.gpu, &mut result.working] {
+        for figure in [
+            &mut result.host,
+            &mut result.gpu,
+            &mut result.working,
+            &mut result.outside,
+        ] {
             figure.relative = relative.unwrap_or(figure.relative);
             figure.absolute = absolute.unwrap_or(figure.absolute);
             figure.spread_k = spread_k.unwrap_or(figure.spread_k);
         }
-        let Tolerances { host, gpu, working } = &mut result;
+        let Tolerances {
+            host,
+            gpu,
+            working,
+            outside,
+        } = &mut result;
         for (name, specific, figure) in [
             ("host", &raw.host, host),
             ("gpu", &raw.gpu, gpu),
             ("working", &raw.working, working),
+            ("outside", &raw.outside, outside),
         ] {
             let Some(specific) = specific else { continue };
             let specific = specific.get_ref();

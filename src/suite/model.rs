@@ -56,11 +56,16 @@ pub struct Tolerances {
     /// page-cache effects, so far tighter than `host` (its spread on the
     /// torch workloads of `scripts/bench-torch-host.sh` was under 1 MiB).
     pub working: Tolerance,
+    /// GPU memory outside the allocator (`outside_allocator_peak_bytes`):
+    /// the CUDA context and NCCL's buffers are steady, but set against a
+    /// `reserved` the probe reports between samples.
+    pub outside: Tolerance,
 }
 
 impl Default for Tolerances {
     /// 10% + 64 MiB for host memory, 5% + 64 MiB for GPU memory, 5% +
-    /// 16 MiB for the working memory.
+    /// 16 MiB for the working memory, 10% + 64 MiB for GPU memory outside
+    /// the allocator.
     fn default() -> Self {
         Tolerances {
             host: Tolerance {
@@ -76,6 +81,11 @@ impl Default for Tolerances {
             working: Tolerance {
                 relative: 0.05,
                 absolute: Bytes::from_mib(16),
+                spread_k: DEFAULT_SPREAD_K,
+            },
+            outside: Tolerance {
+                relative: 0.10,
+                absolute: Bytes::from_mib(64),
                 spread_k: DEFAULT_SPREAD_K,
             },
         }

@@ -178,6 +178,7 @@ pub struct RawTolerance {
     pub host: Option<Spanned<RawToleranceFigure>>,
     pub gpu: Option<Spanned<RawToleranceFigure>>,
     pub working: Option<Spanned<RawToleranceFigure>>,
+    pub outside: Option<Spanned<RawToleranceFigure>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

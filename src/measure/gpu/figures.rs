@@ -221,6 +221,10 @@ pub struct GpuFigures {
     /// Each rank's GPU memory, summed over its devices per tick.
     #[serde(skip)]
     pub ranks: crate::measure::ranks::PerRank,
+    /// GPU memory outside the allocator: NVML's per-process figures less
+    /// the probe's `reserved` at the same moments (`measure::outside`).
+    #[serde(skip)]
+    pub outside: Option<crate::measure::outside::OutsideFigures>,
 }
 
 /// What a shared pytest session's plugin reported of torch's caching
@@ -625,6 +629,7 @@ mod tests {
             devices,
             left_bytes: None,
             ranks: Default::default(),
+            outside: None,
         };
         let table: &[(Vec<DeviceFigures>, Option<u64>)] = &[
             (vec![], Some(0)),
@@ -695,6 +700,7 @@ mod tests {
             devices,
             left_bytes: None,
             ranks: Default::default(),
+            outside: None,
         };
         let reported = AllocatorPeaks {
             reserved: vec![300, 0],

@@ -30,6 +30,7 @@ use crate::units::format_duration;
 
 mod chart;
 mod outputs;
+mod outside;
 mod parity;
 mod section;
 pub mod select;

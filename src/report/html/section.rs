@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{chart, escape, outputs, sites, status_class};
+use super::{chart, escape, outputs, outside, sites, status_class};
 use crate::report::case_details;
 use crate::results::{CaseResult, RunResults};
 
@@ -41,6 +41,11 @@ pub(super) fn case_section(
     match chart::chart(case, out_dir) {
         Some(chart) => chart_with_notes(page, Some("Memory over time"), &chart),
         None => page.push_str("<p class=\"meta\">No memory timeline was recorded.</p>\n"),
+    }
+    if let Some(svg) = outside::outside_chart(case) {
+        page.push_str("<h3>GPU memory at its peak, inside and outside the allocator</h3><figure class=\"chart\">");
+        page.push_str(&svg);
+        page.push_str("</figure>\n");
     }
     if let Some(curve) = chart::capacity_chart(case) {
         chart_with_notes(page, Some("Peak memory against the searched value"), &curve);

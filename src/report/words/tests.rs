@@ -319,6 +319,7 @@ fn now(host: u64) -> crate::baseline::CaseNow<'static> {
         gpu_method: None,
         gpu_tainted: false,
         allocated: None,
+        outside: None,
         command: &[],
         server: None,
         params: &EMPTY,
@@ -350,6 +351,7 @@ fn tolerances(relative: f64, absolute_mib: u64) -> CaseTolerances {
         host: t,
         gpu: t,
         working: t,
+        outside: t,
     })
 }
 
@@ -646,4 +648,40 @@ fn numbers_from_the_logs_are_grouped_as_a_reader_writes_them() {
     assert_eq!(output_number(999.0), "999");
     assert_eq!(output_number(0.0), "0");
     assert_eq!(output_number(1e300), "1e300");
+}
+
+/// A GPU OOM of a case whose allocator figures were set against NVML's:
+/// the hint says what the allocator held and what was outside it.
+#[test]
+fn a_gpu_oom_says_what_was_outside_the_allocator() {
+    use crate::measure::outside::{Outside, OutsideFigures};
+    let gib = 1024 * MIB;
+    let result = CaseResult {
+        outside_allocator: Some(OutsideFigures {
+            case: Outside {
+                peak_bytes: 9 * gib + 512 * MIB,
+                bytes: 9 * gib + 300 * MIB,
+                gpu_bytes: 50 * gib + 300 * MIB,
+                reserved_bytes: 41 * gib,
+                fragmentation_bytes: Some(2 * gib),
+            },
+            moments: 40,
+            processes: Vec::new(),
+            ranks: Default::default(),
+        }),
+        ..CaseResult::default()
+    };
+    let diagnosis = crate::diagnose::Diagnosis {
+        kind: FailureKind::GpuOom,
+        oom: None,
+        exception: None,
+        rank: None,
+        oom_ranks: Vec::new(),
+        hints: Vec::new(),
+    };
+    let said = hints(&result, &diagnosis);
+    assert!(
+        said.contains(&"At its GPU peak the allocator held 41.0 GiB, 2.00 GiB of it reserved and not allocated; 9.29 GiB more were outside it (NVML 50.3 GiB for the case's processes): NCCL buffers, CUDA graphs, cuBLAS workspaces or the CUDA context. The most outside it at any moment: 9.50 GiB.".to_string()),
+        "{said:#?}"
+    );
 }

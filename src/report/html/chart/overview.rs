@@ -20,6 +20,7 @@ use super::{BASELINE_COLOUR, HOST_COLOUR, RED, gpu_matters, limit};
 use crate::baseline::{Figure, Outcome};
 use crate::report::html::escape;
 use crate::results::{CaseResult, CheckKind};
+use crate::suite::BudgetKind;
 use crate::units::Bytes;
 
 /// Narrower than the other charts' SVG, so its text reads larger.
@@ -72,7 +73,9 @@ impl Row {
         let peak = match figure {
             Figure::Gpu => case.gpu_peak_bytes,
             Figure::Host => case.host.peak_bytes,
-            Figure::Working | Figure::Allocated => comparison.and_then(|c| c.new_bytes),
+            Figure::Working | Figure::Allocated | Figure::Outside => {
+                comparison.and_then(|c| c.new_bytes)
+            }
         };
         // A test's node id less its file: `TestA::test_x[bf16]`.
         let within_file = case.pytest.as_ref().and_then(|_| {
@@ -92,6 +95,7 @@ impl Row {
                 Figure::Host => "host",
                 Figure::Working => "working",
                 Figure::Allocated => "allocated",
+                Figure::Outside => "outside the allocator",
             },
             peak,
             baseline: comparison.and_then(|c| c.baseline_bytes),
@@ -102,6 +106,7 @@ impl Row {
             budget: match figure {
                 Figure::Gpu => limit(case, CheckKind::GpuBudget),
                 Figure::Host => limit(case, CheckKind::HostBudget),
+                Figure::Outside => limit(case, CheckKind::Budget(BudgetKind::GpuOutsideAllocator)),
                 Figure::Working | Figure::Allocated => None,
             },
             bad: !case.status.ok() || regressed,
