@@ -189,6 +189,17 @@ for case in results["cases"]:
     # torch's max_memory_reserved holds: informational, below.
     if peak is not None and peak < reserved and (name != "short-spike" or accounting):
         problems.append(f"{name}: NVML peak {mib(peak)} below torch's reserved peak {mib(reserved)}")
+    # oomgate's own memory outside the allocator (the probe's reserved set
+    # against NVML per process) against this independent one.
+    if name in STEADY:
+        outside = case.get("outside_allocator_bytes")
+        if outside is None:
+            problems.append(f"{name}: outside_allocator_bytes is unknown though the workload reported through the probe")
+        elif per_process is not None and abs(outside / processes - per_process) > 64 * MIB:
+            problems.append(
+                f"{name}: outside the allocator {mib(outside)} for {processes} process(es), "
+                f"against NVML − torch's reserved {mib(per_process)} a process"
+            )
     if name in STEADY and per_process is not None and not CONTEXT[0] <= per_process <= CONTEXT[1]:
         problems.append(
             f"{name}: NVML − reserved is {mib(per_process)} a process, outside the CUDA context's "
