@@ -206,5 +206,8 @@ fn each_ranks_snapshot_gives_its_own_sites_and_a_regression_says_where() {
 fn the_torchrun_example_suite_is_valid() {
     let stdout = check_in_repository("examples/torchrun/ddp.toml");
     assert!(stdout.contains("budget gpu_rank 70.0 GiB"), "{stdout}");
-    assert!(stdout.contains("budget gpu_outside_allocator 6.00 GiB"), "{stdout}");
+    assert!(
+        stdout.contains("budget gpu_outside_allocator 6.00 GiB"),
+        "{stdout}"
+    );
 }
