@@ -586,3 +586,12 @@ fn memory_outside_the_allocator_is_nvml_less_reserved_per_process() {
     let unknown = check(&case, "budget.gpu_outside_allocator");
     assert_eq!(unknown["outcome"], "unknown", "{unknown:#}");
 }
+
+#[test]
+fn the_mig_example_suite_is_valid() {
+    let stdout = check_in_repository("examples/mig/slice.toml");
+    assert!(
+        stdout.contains("env:         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False"),
+        "{stdout}"
+    );
+}

@@ -553,3 +553,16 @@ fn with_the_real_jax_on_cpu_the_probe_says_there_are_no_figures() {
         "{probe:#}"
     );
 }
+
+#[test]
+fn the_jax_example_suite_is_valid() {
+    let stdout = check_in_repository("examples/jax/train.toml");
+    assert!(
+        stdout.contains("env:         XLA_PYTHON_CLIENT_PREALLOCATE=false"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("parity: train-on-demand vs train-preallocated\n  rule:        lhs <= 1.05 * rhs on probe.peak_allocated"),
+        "{stdout}"
+    );
+}
