@@ -1,4 +1,5 @@
-//! GitHub Actions annotations: `::error` for every case that did not pass,
+//! GitHub Actions annotations: `::error` for every case that did not pass
+//! and every `[[parity]]` rule that did not hold,
 //! `::warning` for environment drift and cases that passed only alone
 //! after failing while sharing a GPU (flaky), `::notice` for improvements worth a
 //! re-lock. Printed to stdout (where the runner reads workflow commands),
@@ -137,6 +138,19 @@ pub(super) fn commands(event: &Event<'_>, workspace: Option<&Path>) -> Vec<Strin
             }
         }
         Event::RunFinished { results } => {
+            // A parity rule that broke, or could not be verified, fails the
+            // run: an error of its own, not of either case.
+            for parity in results.parity.iter().filter(|p| !p.passed) {
+                let title = escape_property(&format!(
+                    "oomgate {} {}",
+                    parity.outcome.as_str(),
+                    parity.name
+                ));
+                commands.push(format!(
+                    "::error title={title}::{}",
+                    escape(&parity.message)
+                ));
+            }
             if let Some(baseline) = &results.baseline {
                 for change in &baseline.drift {
                     let title = escape_property("oomgate environment drift");
@@ -181,5 +195,39 @@ mod tests {
     fn escapes_workflow_commands() {
         assert_eq!(escape("50% of\nGPU"), "50%25 of%0AGPU");
         assert_eq!(escape_property("a: b, c"), "a%3A b%2C c");
+    }
+
+    /// A parity that broke is an error of the run, titled by its rule's
+    /// name; one that held or was left to a merge says nothing.
+    #[test]
+    fn a_broken_parity_is_an_error_of_the_run() {
+        use crate::results::{ParityOutcome, ParityResult};
+        let parity = |outcome, passed| ParityResult {
+            name: "parity: offload vs train".into(),
+            lhs: "offload".into(),
+            rhs: "train".into(),
+            figure: "gpu_peak".into(),
+            rule: "lhs <= 0.6 * rhs".into(),
+            lhs_value: None,
+            rhs_value: None,
+            bound: None,
+            outcome,
+            passed,
+            missing: None,
+            message: "offload gpu_peak 6.00 GiB is not <= 4.80 GiB".into(),
+        };
+        let mut results = crate::results::test_support::passed_results(&["offload", "train"]);
+        results.parity = vec![
+            parity(ParityOutcome::Broken, false),
+            parity(ParityOutcome::Held, true),
+            parity(ParityOutcome::NotJudged, true),
+        ];
+        let commands = commands(&Event::RunFinished { results: &results }, None);
+        assert_eq!(
+            commands,
+            [
+                "::error title=oomgate broken parity%3A offload vs train::offload gpu_peak 6.00 GiB is not <= 4.80 GiB"
+            ]
+        );
     }
 }
