@@ -126,14 +126,24 @@ pub(super) fn commands(event: &Event<'_>, workspace: Option<&Path>) -> Vec<Strin
                 );
                 commands.push(format!("::warning title={title}::{}", escape(&message)));
             } else if let Some(comparison) = &result.baseline {
+                let title = escape_property(&format!("oomgate improved {}", result.id));
                 for figure in comparison.figures() {
                     if figure.outcome == Outcome::Improved {
-                        let title = escape_property(&format!("oomgate improved {}", result.id));
                         commands.push(format!(
                             "::notice title={title}::{}",
                             escape(&figure.message)
                         ));
                     }
+                }
+                // A number from the logs that moved the good way.
+                for check in result.checks.iter().filter(|c| {
+                    matches!(c.kind, crate::results::CheckKind::Output(_))
+                        && c.outcome == Some(crate::results::CheckOutcome::Improved)
+                }) {
+                    commands.push(format!(
+                        "::notice title={title}::{}",
+                        escape(&check.message)
+                    ));
                 }
             }
         }
@@ -227,6 +237,35 @@ mod tests {
             commands,
             [
                 "::error title=oomgate broken parity%3A offload vs train::offload gpu_peak 6.00 GiB is not <= 4.80 GiB"
+            ]
+        );
+    }
+
+    /// A number from the logs that improved on its locked value is a
+    /// notice worth a re-lock, as a figure's improvement is.
+    #[test]
+    fn an_improved_number_from_the_logs_is_a_notice() {
+        use crate::results::{Check, CheckKind, CheckOutcome};
+        let mut results = crate::results::test_support::passed_results(&["serve"]);
+        let case = &mut results.cases[0];
+        case.baseline = Some(Default::default());
+        let mut check = Check::new(
+            CheckKind::Output("kv_tokens".into()),
+            true,
+            CheckOutcome::Improved,
+        );
+        check.message = "output.kv_tokens 1,600,000 improved on the baseline".into();
+        case.checks.push(check);
+        let event = Event::CaseFinished {
+            result: &results.cases[0],
+            index: 0,
+            planned: 1,
+            results: &results,
+        };
+        assert_eq!(
+            commands(&event, None),
+            [
+                "::notice title=oomgate improved serve::output.kv_tokens 1,600,000 improved on the baseline"
             ]
         );
     }
