@@ -111,6 +111,12 @@ pub mod names {
     pub const PROBE_ALLOCATED: &str = "probe.peak_allocated_bytes";
     pub const PROBE_RESERVED: &str = "probe.peak_reserved_bytes";
     pub const CAPACITY: &str = "capacity";
+    /// GPU memory outside the allocator, its peak.
+    pub const OUTSIDE_ALLOCATOR: &str = "outside_allocator_peak_bytes";
+    /// `output.<name>`: a number the case's logs printed.
+    pub fn output(name: &str) -> String {
+        format!("output.{name}")
+    }
     /// `ranks.<rank>.gpu_peak_bytes`, `ranks.<rank>.host_peak_bytes`.
     pub fn rank(rank: u32, figure: &str) -> String {
         format!("ranks.{rank}.{figure}")
@@ -248,6 +254,11 @@ impl CaseEntry {
                 Some(masked(&capacity.param)),
             );
         }
+        put(
+            names::OUTSIDE_ALLOCATOR.into(),
+            case.outside_allocator_peak_bytes,
+            Some("nvml-less-reserved".into()),
+        );
         for rank in &case.ranks {
             put(
                 names::rank(rank.rank, "gpu_peak_bytes"),
@@ -259,6 +270,18 @@ impl CaseEntry {
                 rank.host_peak_bytes,
                 Some(case.host.method.as_str().to_string()),
             );
+        }
+        // The numbers its logs printed, as printed (not bytes).
+        for output in &case.outputs {
+            if let Some(value) = output.value {
+                figures.insert(
+                    names::output(&masked(&output.name)),
+                    Figure {
+                        value,
+                        method: Some("output".into()),
+                    },
+                );
+            }
         }
         let json = |value: serde_json::Result<serde_json::Value>| {
             value
@@ -347,4 +370,47 @@ fn fingerprint(results: &RunResults) -> String {
         text.push('\u{1e}');
     }
     format!("{:016x}", crate::suite::fnv1a(text.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The GPU memory outside the allocator is a figure of the ledger,
+    /// judged against its past as the peaks are; each number the logs
+    /// printed is kept as printed; one never printed is not recorded.
+    #[test]
+    fn outside_the_allocator_and_numbers_from_the_logs_are_recorded() {
+        let mut case = CaseResult {
+            id: "serve".into(),
+            outside_allocator_peak_bytes: Some(512 << 20),
+            ..CaseResult::default()
+        };
+        let output = |name: &str, value| crate::measure::output::OutputFigure {
+            name: name.into(),
+            value,
+            matches: u64::from(value.is_some()),
+            unreadable: 0,
+            at: None,
+            error: None,
+            better: crate::suite::Better::Higher,
+            pick: crate::suite::Pick::Last,
+            tolerance: 0.01,
+        };
+        case.outputs = vec![
+            output("kv_tokens", Some(1_489_281.0)),
+            output("never", None),
+        ];
+        let entry = CaseEntry::of(&case);
+        assert_eq!(
+            entry.figures[names::OUTSIDE_ALLOCATOR],
+            Figure {
+                value: f64::from(512 << 20),
+                method: Some("nvml-less-reserved".into())
+            }
+        );
+        assert_eq!(entry.figures["output.kv_tokens"].value, 1_489_281.0);
+        assert!(!entry.figures.contains_key("output.never"));
+        assert!(crate::history::pasts::JUDGED.contains(&names::OUTSIDE_ALLOCATOR));
+    }
 }

@@ -9,10 +9,18 @@ use super::trend::Past;
 use super::{Acceptance, RunHead, Series};
 
 /// The figures the judge holds against their past, by name.
-pub use super::entry::names::{GPU_PEAK, HOST_PEAK, HOST_WORKING_PEAK, PROBE_ALLOCATED};
+pub use super::entry::names::{
+    GPU_PEAK, HOST_PEAK, HOST_WORKING_PEAK, OUTSIDE_ALLOCATOR, PROBE_ALLOCATED,
+};
 
 /// The figures a run is held against its past on.
-pub const JUDGED: [&str; 4] = [GPU_PEAK, HOST_PEAK, PROBE_ALLOCATED, HOST_WORKING_PEAK];
+pub const JUDGED: [&str; 5] = [
+    GPU_PEAK,
+    HOST_PEAK,
+    PROBE_ALLOCATED,
+    HOST_WORKING_PEAK,
+    OUTSIDE_ALLOCATOR,
+];
 
 /// A case's key in the history: its id and testbed.
 type CaseKey = (String, Option<String>);

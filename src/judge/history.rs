@@ -16,7 +16,7 @@ use crate::suite::CreepAction;
 
 /// Each judged figure: the check's figure, its name in the history, and
 /// its value in `result`.
-fn figures(result: &CaseResult) -> [(Figure, &'static str, Option<u64>, Steadiness); 4] {
+fn figures(result: &CaseResult) -> [(Figure, &'static str, Option<u64>, Steadiness); 5] {
     let gpu_steadiness = match result.gpu_peak_method {
         Some(GpuMethod::Allocator) => Steadiness::Exact,
         _ => Steadiness::Sampled,
@@ -44,6 +44,12 @@ fn figures(result: &CaseResult) -> [(Figure, &'static str, Option<u64>, Steadine
             Figure::Working,
             names::HOST_WORKING_PEAK,
             result.host.working_peak_bytes,
+            Steadiness::Sampled,
+        ),
+        (
+            Figure::Outside,
+            names::OUTSIDE_ALLOCATOR,
+            result.outside_allocator_peak_bytes,
             Steadiness::Sampled,
         ),
     ]
