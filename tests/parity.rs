@@ -96,6 +96,17 @@ fn a_rule_that_holds_passes_and_one_that_breaks_fails_the_run_not_the_cases() {
             && html.contains("aria-label=\"parity: offload vs plain\""),
         "{html}"
     );
+    // A baseline is a configuration that passed: not one that broke a rule.
+    let locked = project.lock(&[]);
+    locked.assert_code(1);
+    assert!(
+        locked.stderr.contains(
+            "not locked: 1 parity rule(s) did not hold: parity: offload vs plain (offload host_peak "
+        ),
+        "{}",
+        locked.stderr
+    );
+    assert!(!project.lock_path().exists());
 }
 
 #[test]

@@ -574,13 +574,31 @@ fn ordinary_words_case_ids_and_paths_stay_unmasked() {
 
 const TOKEN: &str = "hf_Qw3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz1Xc3";
 
-/// Whether any `FRAGMENT` characters of `secret` are in `text`.
+/// Whether any `FRAGMENT` characters of `secret` are in `text` (but
+/// digits alone, which are masked only within the whole value: a figure
+/// holds them as often as a secret).
 fn fragment_in(secret: &str, text: &str) -> Option<String> {
     let chars: Vec<char> = secret.chars().collect();
     chars
         .windows(FRAGMENT)
         .map(|w| w.iter().collect::<String>())
+        .filter(|part| !part.bytes().all(|b| b.is_ascii_digit()))
         .find(|part| text.contains(part.as_str()))
+}
+
+/// A figure that holds eight digits of a secret (a ratio of the host
+/// peak, `0.0345679012345679`, and a token ending `0123456789`) is left
+/// whole: masked, results.json would be no JSON. The token itself is
+/// masked, and so is a piece of it with a letter in.
+#[test]
+fn digits_of_a_secret_inside_a_figure_are_left_whole() {
+    let token = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
+    let r = Redactor::new([("HF_TOKEN", token)], &[]);
+    let json = r#"{"delta_ratio": -0.0345679012345679, "bytes": 10123456789}"#;
+    assert_eq!(r.mask_written(json), json);
+    assert_eq!(r.mask(json), json);
+    assert_eq!(r.mask(&format!("token {token}")), "token ***");
+    assert_eq!(r.mask("…Yz012345 cut"), "…*** cut");
 }
 
 /// What pytest leaves of a long repr (`'hf_Qw3Er5Ty7...5Gh7Jk9Lz1Xc3'`, 12

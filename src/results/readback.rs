@@ -145,6 +145,10 @@ pub enum NotLockable {
     /// Cases that failed on their own: `id (message)` each.
     #[error("{} case(s) did not pass: {}", .0.len(), .0.join("; "))]
     Failed(Vec<String>),
+    /// `[[parity]]` rules that did not hold: `name (message)` each. A
+    /// baseline is a configuration that passed.
+    #[error("{} parity rule(s) did not hold: {}", .0.len(), .0.join("; "))]
+    Parity(Vec<String>),
     #[error("the run has no cases")]
     Empty,
 }
@@ -179,6 +183,15 @@ pub fn lock_from_results(results: &RunResults) -> Result<Lock, NotLockable> {
         .collect();
     if !failed.is_empty() {
         return Err(NotLockable::Failed(failed));
+    }
+    let broken: Vec<String> = results
+        .parity
+        .iter()
+        .filter(|p| !p.passed)
+        .map(|p| format!("{} ({})", p.name, p.message))
+        .collect();
+    if !broken.is_empty() {
+        return Err(NotLockable::Parity(broken));
     }
     if results.cases.is_empty() {
         return Err(NotLockable::Empty);
