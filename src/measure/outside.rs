@@ -4,7 +4,7 @@
 //! workspaces live there, and no `memory_reserved()` shows them.
 //!
 //! A moment is a tick at which a process's probe had said, within
-//! [`OutsideMeter::window`] (two sampling intervals, at least 100 ms),
+//! a window (two sampling intervals, at least 100 ms; see [`OutsideMeter::new`]),
 //! what its allocator reserved: its latest step line is set against the
 //! GPU memory NVML lists for that process on this tick (by its pid; by its
 //! rank, summed over the rank's processes, from a probe that gives no pid;
