@@ -255,10 +255,9 @@ impl Prepare for Versions {
         folder: &Path,
         interrupt: &Interrupt,
     ) -> Result<Prepared, BisectError> {
-        let requirement = format!("{}=={}", self.package, self.candidates[at].id);
         let installed = self
             .env
-            .install(&[requirement], true, false, folder, interrupt);
+            .install(&[self.identity(at)], true, false, folder, interrupt);
         self.env.ready(installed, &self.options)
     }
 

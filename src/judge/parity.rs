@@ -42,19 +42,34 @@ fn figure_of(case: &CaseResult, figure: &ParityFigure) -> Result<f64, String> {
     }
 }
 
-/// Where a side stands: its figure, or why it was not judged (`Ok(Err)`:
-/// it did not run here) or cannot be (`Err`: it ran, without the figure).
-fn side(
-    cases: &[CaseResult],
-    id: &str,
-    figure: &ParityFigure,
-) -> Result<Result<f64, String>, String> {
-    match cases.iter().find(|c| c.id == id) {
-        None => Ok(Err(format!(
-            "`{id}` did not run here (another shard's, filtered out, or not run)"
-        ))),
-        Some(case) if case.status == CaseStatus::Skipped => Ok(Err(format!("`{id}` was skipped"))),
-        Some(case) => figure_of(case, figure).map(Ok),
+/// Where one side of a rule stands.
+enum Side {
+    /// Its figure.
+    Figure(f64),
+    /// It did not run here: the rule is left to a merge.
+    NotHere(String),
+    /// It ran without the figure: the rule cannot be verified.
+    NoFigure(String),
+}
+
+impl Side {
+    fn of(cases: &[CaseResult], id: &str, figure: &ParityFigure) -> Side {
+        match cases.iter().find(|c| c.id == id) {
+            None => Side::NotHere(format!(
+                "`{id}` did not run here (another shard's, filtered out, or not run)"
+            )),
+            Some(case) if case.status == CaseStatus::Skipped => {
+                Side::NotHere(format!("`{id}` was skipped"))
+            }
+            Some(case) => figure_of(case, figure).map_or_else(Side::NoFigure, Side::Figure),
+        }
+    }
+
+    fn value(&self) -> Option<f64> {
+        match self {
+            Side::Figure(value) => Some(*value),
+            Side::NotHere(_) | Side::NoFigure(_) => None,
+        }
     }
 }
 
@@ -63,23 +78,22 @@ pub fn judge_parity(parities: &[Parity], cases: &[CaseResult]) -> Vec<ParityResu
     parities
         .iter()
         .map(|parity| {
-            let lhs = side(cases, &parity.lhs, &parity.figure);
-            let rhs = side(cases, &parity.rhs, &parity.figure);
-            let value = |side: &Result<Result<f64, String>, String>| match side {
-                Ok(Ok(value)) => Some(*value),
-                _ => None,
-            };
-            let (lhs_value, rhs_value) = (value(&lhs), value(&rhs));
+            let sides = [
+                Side::of(cases, &parity.lhs, &parity.figure),
+                Side::of(cases, &parity.rhs, &parity.figure),
+            ];
+            let (lhs_value, rhs_value) = (sides[0].value(), sides[1].value());
             let bound = rhs_value.map(|rhs| parity.rule.bound(rhs));
-            // A side that did not run leaves the rule to a merge; one that
-            // ran without its figure makes it unverifiable.
-            let not_here = [&lhs, &rhs].into_iter().find_map(|s| match s {
-                Ok(Err(why)) => Some(why.clone()),
+            // A side that did not run leaves the rule to a merge, before one
+            // that ran without its figure makes it unverifiable.
+            let not_here = sides.iter().find_map(|s| match s {
+                Side::NotHere(why) => Some(why.clone()),
                 _ => None,
             });
-            let no_figure = [&lhs, &rhs]
-                .into_iter()
-                .find_map(|s| s.as_ref().err().cloned());
+            let no_figure = sides.iter().find_map(|s| match s {
+                Side::NoFigure(why) => Some(why.clone()),
+                _ => None,
+            });
             let (outcome, missing) = match (not_here, no_figure, lhs_value.zip(bound)) {
                 (Some(why), _, _) => (ParityOutcome::NotJudged, Some(why)),
                 (None, Some(why), _) => (ParityOutcome::Unknown, Some(why)),

@@ -57,14 +57,13 @@ pub struct Log {
 
 /// A reading in progress.
 struct Reading {
-    metric: OutputMetric,
     regex: Option<regex::Regex>,
     figure: OutputFigure,
 }
 
 impl Reading {
     fn take(&mut self, value: f64, at: impl FnOnce() -> String) {
-        let better = match (self.figure.value, self.metric.pick) {
+        let better = match (self.figure.value, self.figure.pick) {
             (None, _) | (Some(_), Pick::Last) => true,
             (Some(kept), Pick::Max) => value > kept,
             (Some(kept), Pick::Min) => value < kept,
@@ -95,7 +94,6 @@ pub fn read(metrics: &[OutputMetric], logs: &[Log]) -> Vec<OutputFigure> {
                 pick: metric.pick,
                 tolerance: metric.tolerance,
             },
-            metric: metric.clone(),
         })
         .collect();
     if readings.is_empty() {

@@ -310,18 +310,17 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
     }
     // GPU memory outside the allocator, once the probe reported its
     // `reserved` (unknown before: left out, as the details say).
-    for (key, bytes) in [
-        (
-            "outside_allocator_peak_bytes",
-            case.outside_allocator_peak_bytes,
-        ),
-        ("outside_allocator_bytes", case.outside_allocator_bytes),
-        ("gpu_fragmentation_bytes", case.gpu_fragmentation_bytes),
-    ] {
-        if let Some(bytes) = bytes {
-            properties.push(Property::new(key, bytes.to_string()));
-        }
-    }
+    push_known(
+        &mut properties,
+        [
+            (
+                "outside_allocator_peak_bytes",
+                case.outside_allocator_peak_bytes,
+            ),
+            ("outside_allocator_bytes", case.outside_allocator_bytes),
+            ("gpu_fragmentation_bytes", case.gpu_fragmentation_bytes),
+        ],
+    );
     for check in &case.checks {
         if let Some(limit) = check.limit_bytes {
             properties.push(Property::new(
@@ -363,14 +362,13 @@ fn test_case(case: &CaseResult, results: &RunResults) -> TestCase {
         if let Some(allocator) = &probe.allocator {
             properties.push(Property::new("probe.allocator", line(allocator)));
         }
-        for (key, bytes) in [
-            ("probe.peak_allocated_bytes", probe.peak_allocated),
-            ("probe.peak_reserved_bytes", probe.peak_reserved),
-        ] {
-            if let Some(bytes) = bytes {
-                properties.push(Property::new(key, bytes.to_string()));
-            }
-        }
+        push_known(
+            &mut properties,
+            [
+                ("probe.peak_allocated_bytes", probe.peak_allocated),
+                ("probe.peak_reserved_bytes", probe.peak_reserved),
+            ],
+        );
     }
     // The numbers its logs printed; one never printed is left out (the
     // details say so).
@@ -436,18 +434,30 @@ fn parity_case(parity: &crate::results::ParityResult, results: &RunResults) -> T
         Property::new("parity.rule", line(&parity.rule)),
         Property::new("parity.outcome", parity.outcome.as_str()),
     ];
-    for (key, value) in [
-        ("parity.lhs_value", parity.lhs_value),
-        ("parity.rhs_value", parity.rhs_value),
-        ("parity.bound", parity.bound),
-    ] {
+    push_known(
+        &mut properties,
+        [
+            ("parity.lhs_value", parity.lhs_value),
+            ("parity.rhs_value", parity.rhs_value),
+            ("parity.bound", parity.bound),
+        ],
+    );
+    test_case.add_properties(properties);
+    test_case.set_system_out(message);
+    test_case
+}
+
+/// A property for each figure that is known; one never observed is left
+/// out (the details say so), never written as 0.
+fn push_known<T: std::fmt::Display>(
+    properties: &mut Vec<Property>,
+    figures: impl IntoIterator<Item = (&'static str, Option<T>)>,
+) {
+    for (key, value) in figures {
         if let Some(value) = value {
             properties.push(Property::new(key, value.to_string()));
         }
     }
-    test_case.add_properties(properties);
-    test_case.set_system_out(message);
-    test_case
 }
 
 fn names(id: &str, pytest: bool, results: &RunResults) -> (String, String) {
