@@ -1312,13 +1312,20 @@ fn baseline_figure(
             NotCompared::HostSource { locked, now } => format!(
                 "host peak not compared: locked as {locked} ({}), which this run did not observe{}; re-lock (oomgate lock) to gate it on this run's definition",
                 locked.describe(),
-                now.map(|now| format!(" (its figure is {now})")).unwrap_or_default()
+                now.map(|now| format!(" (its figure is {now})"))
+                    .unwrap_or_default()
             ),
             NotCompared::GpuMethod { locked, now } => format!(
-                "gpu peak not comparable: locked as measured by {locked}, measured by {now} now (torch's allocator in a shared pytest session, NVML in a process of its own: the CUDA context is in one only); re-lock (oomgate lock) to gate it again"
+                "{what} peak not comparable: locked as measured by {locked}, measured by {now} now (torch's allocator in a shared pytest session, NVML in a process of its own: the CUDA context is in one only); re-lock (oomgate lock) to gate it again"
             ),
-            NotCompared::GpuModels => "gpu peak not compared: the GPU models differ from the baseline's (use --compare-across-gpus to compare anyway)".to_string(),
-            NotCompared::Tainted => "gpu peak not compared: it is a device delta taken while another process was on the GPU, whose memory may be in it".to_string(),
+            // The GPU peak's reasons, which the memory outside the
+            // allocator shares (it is compared only where the peak is).
+            NotCompared::GpuModels => format!(
+                "{what} peak not compared: the GPU models differ from the baseline's (use --compare-across-gpus to compare anyway)"
+            ),
+            NotCompared::Tainted => format!(
+                "{what} peak not compared: it is a device delta taken while another process was on the GPU, whose memory may be in it"
+            ),
             NotCompared::NotInLock => format!(
                 "{what} peak not compared: the later lock has none (not measured, or not the case's own when it was locked)"
             ),

@@ -685,3 +685,26 @@ fn a_gpu_oom_says_what_was_outside_the_allocator() {
         "{said:#?}"
     );
 }
+
+/// The memory outside the allocator is not compared where the GPU peak is
+/// not, and its sentence names it, not the GPU peak.
+#[test]
+fn an_uncompared_outside_figure_is_named_as_itself() {
+    let check = Check::new(
+        CheckKind::Baseline(Figure::Outside),
+        true,
+        CheckOutcome::NotCompared,
+    )
+    .figure(Some(580 * MIB))
+    .facts(Facts::Baseline {
+        not_compared: Some(crate::baseline::NotCompared::GpuModels),
+        required: false,
+        spread: None,
+        floor_breach: None,
+        anon_within: None,
+    });
+    assert_eq!(
+        check_message(&check),
+        "outside_allocator peak not compared: the GPU models differ from the baseline's (use --compare-across-gpus to compare anyway)"
+    );
+}
