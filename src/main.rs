@@ -37,6 +37,16 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     }
+    if bisect_check() {
+        // `git bisect run` reads a panic's 101 as "bad": under the check,
+        // a bug of oomgate's own aborts the bisect instead (128), after
+        // the panic's message.
+        let said = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            said(info);
+            std::process::exit(i32::from(cli::Outcome::BisectAbort as u8));
+        }));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error),
@@ -55,8 +65,7 @@ fn main() -> ExitCode {
 /// calls: there a mistake in the command line is 128, which aborts the
 /// bisect, never a code git reads as "bad".
 fn usage_error(error: &clap::Error) -> ExitCode {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let checking = args.iter().any(|a| a == "bisect") && args.iter().any(|a| a == "--check");
+    let checking = bisect_check();
     let informational = matches!(
         error.kind(),
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
@@ -66,4 +75,11 @@ fn usage_error(error: &clap::Error) -> ExitCode {
         return ExitCode::from(cli::Outcome::BisectAbort as u8);
     }
     error.exit()
+}
+
+/// Whether the command line asks for `bisect --check` (read before clap,
+/// which may refuse it).
+fn bisect_check() -> bool {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    args.iter().any(|a| a == "bisect") && args.iter().any(|a| a == "--check")
 }

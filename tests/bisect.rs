@@ -158,6 +158,7 @@ fn commits_find_the_step_and_step_around_what_cannot_be_judged() {
     let before = checkout_state(dir);
     let scratch = tempfile::tempdir().expect("tempdir");
     let out = scratch.path().join("bisect");
+    let answer = scratch.path().join("answer.json");
     let output = bisect(
         dir,
         &out,
@@ -168,6 +169,8 @@ fn commits_find_the_step_and_step_around_what_cannot_be_judged() {
             "main",
             "--build",
             "test ! -e BROKEN",
+            "--json",
+            answer.to_str().expect("utf-8"),
         ],
     );
     let said = text(&output);
@@ -184,6 +187,8 @@ fn commits_find_the_step_and_step_around_what_cannot_be_judged() {
     assert_eq!(json["first_bad"], hashes[9].as_str(), "{json}");
     assert_eq!(json["last_good"], hashes[8].as_str());
     assert_eq!(json["ending"], "found");
+    // --json writes the same answer where it is asked.
+    assert_eq!(read_json(&answer), json);
     // Both ends, then 6 (no build), 7 (no case), 5, 8, 10, 9.
     assert_eq!(json["runs"], 7, "{json}");
     assert_eq!(json["bound"], 4);
@@ -220,7 +225,14 @@ fn commits_find_the_step_and_step_around_what_cannot_be_judged() {
     }
     let md = std::fs::read_to_string(out.join("bisect.md")).expect("bisect.md");
     assert!(
-        md.contains(&format!("| first bad | `{}` commit 9 |", hashes[9])),
+        md.contains(&format!("| first bad | `{}` `commit 9` |", hashes[9])),
+        "{md}"
+    );
+    let folder = finding["first_bad"]["case_folder"]
+        .as_str()
+        .expect("folder");
+    assert!(
+        md.contains(&format!("- first bad's case folder: `{folder}`")),
         "{md}"
     );
     // The checkout is as it was; no worktree is left.
@@ -379,11 +391,28 @@ fn ends_that_do_not_differ_are_not_bisected() {
     let dir = repo.path();
     let hashes = repository(dir, 6, |_| 30, &[], &[]);
     let scratch = tempfile::tempdir().expect("tempdir");
-    let out = scratch.path().join("bisect");
-    let output = bisect(dir, &out, &["--good", &hashes[0], "--bad", &hashes[6]]);
+    // Without --out: a fresh folder in the temporary directory, named
+    // at the start, nothing written into the checkout.
+    let before = checkout_state(dir);
+    let output = oomgate()
+        .args(["bisect", "suite.toml", "--case", "train", "--good"])
+        .args([&hashes[0], "--bad", &hashes[6]])
+        .env("TMPDIR", scratch.path())
+        .current_dir(dir)
+        .output()
+        .expect("oomgate bisect");
     let said = text(&output);
     assert_eq!(output.status.code(), Some(1), "{said}");
     assert!(said.contains("not reproducible here"), "{said}");
+    let out = said
+        .lines()
+        .find_map(|l| {
+            l.split_once("steps and logs in ")
+                .map(|(_, p)| PathBuf::from(p.trim()))
+        })
+        .unwrap_or_else(|| panic!("no folder named: {said}"));
+    assert!(out.starts_with(scratch.path()), "{}", out.display());
+    assert_eq!(checkout_state(dir), before);
     let json = read_json(&out.join("bisect.json"));
     assert_eq!(json["ending"], "not-reproducible");
     assert_eq!(json["runs"], 2, "only the ends ran: {json}");
@@ -455,15 +484,21 @@ fn bad_input_is_exit_2_and_touches_nothing() {
 /// its folder in `out` (one folder for every call, as a team's script
 /// names one).
 fn check(dir: &Path, out: &Path, extra: &[&str]) -> Output {
-    oomgate()
+    check_command(dir, out, extra)
+        .output()
+        .expect("oomgate bisect --check")
+}
+
+fn check_command(dir: &Path, out: &Path, extra: &[&str]) -> Command {
+    let mut command = oomgate();
+    command
         .arg("bisect")
         .arg("suite.toml")
         .args(["--case", "train", "--check", "--out"])
         .arg(out)
         .args(extra)
-        .current_dir(dir)
-        .output()
-        .expect("oomgate bisect --check")
+        .current_dir(dir);
+    command
 }
 
 #[test]
@@ -513,6 +548,45 @@ fn the_check_speaks_git_bisect_run_exit_codes() {
         &scratch.path().join("check"),
         &["--against", garbage.to_str().expect("utf-8")],
     );
+    assert_eq!(output.status.code(), Some(128), "{}", text(&output));
+    // A case the good end's lock does not hold is a mistyped name, not a
+    // commit that lacks it (which would skip every commit): 128.
+    let output = oomgate()
+        .args([
+            "bisect",
+            "suite.toml",
+            "--case",
+            "trian",
+            "--check",
+            "--out",
+        ])
+        .arg(scratch.path().join("check"))
+        .args(against)
+        .current_dir(dir)
+        .output()
+        .expect("oomgate bisect --check");
+    assert_eq!(output.status.code(), Some(128), "{}", text(&output));
+    assert!(
+        text(&output).contains("no case `trian`"),
+        "{}",
+        text(&output)
+    );
+    // GPU memory required from a driver that does not load: oomgate
+    // cannot run the case here at all, which says nothing of the commit
+    // (never 1, and not a skip of every commit): 128.
+    git(dir, &["checkout", "-q", &hashes[2]]);
+    let output = check_command(
+        dir,
+        &scratch.path().join("check"),
+        &[&against[..], &["--gpu", "required"]].concat(),
+    )
+    .env(
+        "LD_LIBRARY_PATH",
+        common::fake_nvml::library_dir(common::fake_nvml::Variant::Complete),
+    )
+    .env_remove("OOMGATE_FAKE_NVML_CONFIG")
+    .output()
+    .expect("oomgate bisect --check");
     assert_eq!(output.status.code(), Some(128), "{}", text(&output));
     // git drives it to the same answer.
     git(dir, &["checkout", "-q", "main"]);
@@ -753,19 +827,27 @@ fn one_packages_versions_from_a_folder_of_wheels() {
     let wheels = dir.join("wheels");
     std::fs::create_dir_all(&wheels).expect("wheels");
     // 1.0 .. 1.9: from 1.6 on, 90 MiB instead of 20; 1.4 needs a package
-    // that exists nowhere, so it cannot be installed.
+    // that exists nowhere, so it cannot be installed; from 1.7 on, it
+    // requires tinydep 2.0 exactly, where the environment pins 1.0 (as
+    // torch 2.10 requires another triton than 2.9).
+    wheel(&wheels, "tinydep", "1.0", "", &[]);
+    wheel(&wheels, "tinydep", "2.0", "", &[]);
     for minor in 0..10 {
         let version = format!("1.{minor}");
         let source = holding(if minor >= 6 { "90" } else { "20" });
-        let requires: &[&str] = if minor == 4 {
-            &["no-such-dependency-anywhere"]
-        } else {
-            &[]
+        let requires: &[&str] = match minor {
+            4 => &["no-such-dependency-anywhere"],
+            7.. => &["tinydep==2.0"],
+            _ => &[],
         };
         wheel(&wheels, "tinypkg", &version, &source, requires);
     }
-    base_environment(dir, &wheels, &["tinypkg==1.0"]);
-    package_suite(dir, &["tinypkg"], "import tinypkg; tinypkg.run()");
+    base_environment(dir, &wheels, &["tinypkg==1.0", "tinydep==1.0"]);
+    package_suite(
+        dir,
+        &["tinypkg", "tinydep"],
+        "import tinypkg; tinypkg.run()",
+    );
     let out = dir.join("bisect");
     let wheels_arg = wheels.display().to_string();
     let output = bisect_command(
@@ -804,8 +886,14 @@ fn one_packages_versions_from_a_folder_of_wheels() {
         "{json}"
     );
     // Each run recorded the version it ran with: the environment's drift.
+    // 1.9 and 1.7 moved tinydep with them; 1.6, run after 1.7, has it
+    // back at its pin.
     let drift = json["findings"][0]["drift"].to_string();
     assert!(drift.contains("tinypkg 1.5 → 1.6"), "{drift}");
+    assert!(!drift.contains("tinydep"), "{drift}");
+    let moved = std::fs::read_to_string(out.join("steps/tinypkg-1.7/install.log"))
+        .expect("1.7's install log");
+    assert!(moved.contains("(tinydep) are let go of theirs"), "{moved}");
     // The environment is gone; the suite's own is as it was.
     assert!(!out.join("env").exists());
     let frozen = Command::new(dir.join("base/bin/python"))
@@ -814,7 +902,7 @@ fn one_packages_versions_from_a_folder_of_wheels() {
         .expect("freeze");
     assert_eq!(
         String::from_utf8_lossy(&frozen.stdout).trim(),
-        "tinypkg==1.0"
+        "tinydep==1.0\ntinypkg==1.0"
     );
 }
 
@@ -895,4 +983,140 @@ fn a_pair_of_packages_that_only_grow_together() {
     // {b, c} (halves), {b} and {c} (thirds), then the complements {a, c}
     // and {a, b}, which grows; its halves {a} and {b} are known.
     assert_eq!(json["runs"], 8, "{said}");
+}
+
+#[test]
+fn a_terminated_package_bisect_leaves_no_environment_and_no_process() {
+    let project = tempfile::tempdir().expect("tempdir");
+    let dir = project.path();
+    let wheels = dir.join("wheels");
+    std::fs::create_dir_all(&wheels).expect("wheels");
+    for minor in 0..4 {
+        wheel(
+            &wheels,
+            "tinypkg",
+            &format!("1.{minor}"),
+            &holding("20"),
+            &[],
+        );
+    }
+    base_environment(dir, &wheels, &["tinypkg==1.0"]);
+    // Each run holds on long enough for the signal to land in it.
+    package_suite(
+        dir,
+        &["tinypkg"],
+        "import tinypkg, time; tinypkg.run(); time.sleep(120)",
+    );
+    let out = dir.join("bisect");
+    let wheels_arg = wheels.display().to_string();
+    let child = bisect_command(
+        dir,
+        &out,
+        &[
+            "--package",
+            "tinypkg",
+            "--good",
+            "1.0",
+            "--bad",
+            "1.3",
+            "--find-links",
+            &wheels_arg,
+            "--no-index",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("bisect");
+    // The good end's case running in the bisect's environment.
+    let started = std::time::Instant::now();
+    let out_text = out.display().to_string();
+    while !processes_naming("time.sleep(120)") {
+        assert!(started.elapsed().as_secs() < 120, "no run started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().expect("wait");
+    assert_eq!(output.status.code(), Some(130), "{}", text(&output));
+    assert!(!out.join("env").exists(), "the environment is removed");
+    assert_eq!(read_json(&out.join("bisect.json"))["ending"], "interrupted");
+    assert!(out.join("bisect.log").exists());
+    assert!(
+        !processes_naming(&out_text),
+        "a process of the bisect is left"
+    );
+}
+
+/// Whether a live process's command line or environment holds `text`
+/// (the bisect's folder: its runs, its environment's interpreter).
+fn processes_naming(text: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let proc = entry.path();
+        let zombie = std::fs::read_to_string(proc.join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        });
+        let holds = |file: &str| {
+            let bytes = std::fs::read(proc.join(file)).unwrap_or_default();
+            String::from_utf8_lossy(&bytes).contains(text)
+        };
+        !zombie && (holds("cmdline") || holds("environ"))
+    })
+}
+
+#[test]
+fn a_merge_is_one_step_on_the_first_parent_line() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let dir = repo.path();
+    // main: start, 1..=4 at 20 MiB; a side branch from 2 grows to 90 MiB
+    // and is merged; one more commit after the merge.
+    let hashes = repository(dir, 4, |_| 20, &[], &[]);
+    git(dir, &["checkout", "-q", "-b", "side", &hashes[2]]);
+    std::fs::write(dir.join("size.txt"), "90").expect("size");
+    git(dir, &["commit", "-q", "-am", "side grows"]);
+    let side = vec![git(dir, &["rev-parse", "HEAD"])];
+    std::fs::write(dir.join("notes.txt"), "x").expect("notes");
+    git(dir, &["add", "notes.txt"]);
+    git(dir, &["commit", "-q", "-m", "side 2"]);
+    let side = [side, vec![git(dir, &["rev-parse", "HEAD"])]].concat();
+    git(dir, &["checkout", "-q", "main"]);
+    git(dir, &["merge", "-q", "--no-ff", "-m", "merge side", "side"]);
+    let merge = git(dir, &["rev-parse", "HEAD"]);
+    git(
+        dir,
+        &["commit", "-q", "--allow-empty", "-m", "after the merge"],
+    );
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let out = scratch.path().join("first-parent");
+    let output = bisect(dir, &out, &["--good", &hashes[0], "--bad", "main"]);
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    let json = read_json(&out.join("bisect.json"));
+    // The merge is the step; the side branch's commits are not candidates.
+    assert_eq!(json["first_bad"], merge.as_str(), "{said}");
+    assert_eq!(json["last_good"], hashes[4].as_str(), "{said}");
+    assert!(said.contains("(5 candidate(s) between the ends"), "{said}");
+    let ran: Vec<&str> = json["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter_map(|s| s["candidate"]["id"].as_str())
+        .collect();
+    assert!(ran.contains(&merge.as_str()), "{ran:?}");
+    assert!(side.iter().all(|s| !ran.contains(&s.as_str())), "{ran:?}");
+    // --all-parents takes the side branch's commits as candidates too.
+    let out = scratch.path().join("all-parents");
+    let output = bisect(
+        dir,
+        &out,
+        &["--good", &hashes[0], "--bad", "main", "--all-parents"],
+    );
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(said.contains("(7 candidate(s) between the ends"), "{said}");
 }

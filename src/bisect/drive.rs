@@ -157,6 +157,17 @@ pub fn check(
     progress: &mut dyn Progress,
 ) -> Result<Step, BisectError> {
     let lock = against.map(reference_lock).transpose()?;
+    if let (Some(lock), Some(path)) = (&lock, against) {
+        // A case the good end never ran is a mistyped name, not a commit
+        // that lacks it: every commit would be skipped.
+        if !lock.cases.contains_key(&options.case) {
+            return Err(BisectError::BadInput(format!(
+                "{} holds no case `{}` to judge against",
+                path.display(),
+                options.case
+            )));
+        }
+    }
     // `git bisect run` calls the check once a commit: a bisect folder
     // named with --out is taken again each time, its last run cleared.
     let again = options.out.join(super::MARKER).exists();
@@ -198,8 +209,21 @@ pub fn check(
         lock_path.as_deref(),
         0,
     )?;
+    // oomgate's own infrastructure failing (its out dir, git, a report
+    // it cannot write) says nothing of this commit, and would not of the
+    // next: git aborts rather than skip every commit.
+    if step.exit_code == Some(RUN_INFRASTRUCTURE) {
+        return Err(BisectError::Infrastructure(step.why().map_or_else(
+            || "oomgate could not run the case here (exit 3)".to_string(),
+            str::to_string,
+        )));
+    }
     Ok(step)
 }
+
+/// `oomgate run`'s exit code for its own infrastructure failing (the
+/// README's exit codes): not an answer about the case.
+const RUN_INFRASTRUCTURE: i32 = 3;
 
 /// The check's one candidate: the checkout as it is (`git bisect` has
 /// checked the commit out), built there with `--build`.
@@ -403,6 +427,7 @@ impl<'p> Driver<'p> {
         });
         let mut step = Step {
             taken_from: taken,
+            exit_code: code,
             ..Step::unjudged(candidate, role)
         };
         let good_lock = match lock {

@@ -22,8 +22,10 @@ pub(super) struct Setup<'a> {
 pub(super) struct Environment {
     venv: Venv,
     index: Index,
-    /// `name==version` of every package that is not bisected.
+    /// `name==version` of every package that is not bisected: `pins`
+    /// as pip's constraints file.
     constraints: PathBuf,
+    pins: std::collections::BTreeMap<String, String>,
     /// Its interpreter and every line installed when it was made.
     identity: String,
 }
@@ -113,20 +115,22 @@ impl Environment {
             venv,
             index,
             constraints,
+            pins,
             identity,
         };
         environment
-            .install(&requirements, false, true, &folder, setup.interrupt)
+            .install(&requirements, None, true, &folder, setup.interrupt)
             .map_err(fail)?;
         Ok(environment)
     }
 
     /// Install `requirements` (a requirements file's lines) in the
-    /// environment, logged in `folder/install.log`.
+    /// environment, held by a constraints file, logged in
+    /// `folder/install.log`.
     fn install(
         &self,
         requirements: &[String],
-        constrained: bool,
+        constraints: Option<&Path>,
         no_deps: bool,
         folder: &Path,
         interrupt: &Interrupt,
@@ -139,7 +143,7 @@ impl Environment {
             .map_err(|e| pip::Failed::Said(format!("cannot write {}: {e}", file.display())))?;
         self.venv.install(
             &file,
-            constrained.then_some(self.constraints.as_path()),
+            constraints,
             no_deps,
             &self.index,
             &folder.join("install.log"),
@@ -172,6 +176,31 @@ impl Environment {
     fn clean_up(&mut self) {
         let _ = std::fs::remove_dir_all(&self.venv.dir);
     }
+
+    /// The pins less `released`, as a constraints file in `folder`.
+    fn constraints_without(
+        &self,
+        released: &[String],
+        folder: &Path,
+    ) -> Result<PathBuf, pip::Failed> {
+        let file = folder.join("constraints.txt");
+        let lines: Vec<String> = self
+            .pins
+            .iter()
+            .filter(|(name, _)| !released.contains(name))
+            .map(|(name, version)| format!("{name}=={version}"))
+            .collect();
+        std::fs::write(&file, lines.join("\n") + "\n")
+            .map_err(|e| pip::Failed::Said(format!("cannot write {}: {e}", file.display())))?;
+        Ok(file)
+    }
+
+    /// `name==pin` of each of `names`.
+    fn pinned(&self, names: impl Iterator<Item = String>) -> Vec<String> {
+        names
+            .filter_map(|name| self.pins.get(&name).map(|v| format!("{name}=={v}")))
+            .collect()
+    }
 }
 
 /// The versions axis: one package's versions, installed in turn.
@@ -180,6 +209,10 @@ pub(super) struct Versions {
     package: String,
     candidates: Vec<Candidate>,
     options: Options,
+    /// The pinned packages a version installed before moved off their
+    /// pins (its own requirements): put back for the next version that
+    /// does not need them moved.
+    moved: std::collections::BTreeSet<String>,
 }
 
 impl Versions {
@@ -236,7 +269,71 @@ impl Versions {
             package: package.to_string(),
             candidates,
             options: setup.options.clone(),
+            moved: Default::default(),
         })
+    }
+
+    /// Install version `at`: with every other package at its pin where
+    /// it installs so; else with the packages it requires itself let go
+    /// of their pins (torch 2.10 requires another triton than 2.9's:
+    /// the pair moves together, as it would for the user), and only
+    /// those.
+    fn install(
+        &mut self,
+        at: usize,
+        folder: &Path,
+        interrupt: &Interrupt,
+    ) -> Result<(), pip::Failed> {
+        let wanted = self.identity(at);
+        let mut lines = vec![wanted.clone()];
+        lines.extend(self.env.pinned(self.moved.iter().cloned()));
+        let pinned = self.env.install(
+            &lines,
+            Some(&self.env.constraints),
+            false,
+            folder,
+            interrupt,
+        );
+        let Err(pip::Failed::Said(why)) = pinned else {
+            return pinned;
+        };
+        let required = match self
+            .env
+            .venv
+            .requires(&wanted, &self.env.index, folder, interrupt)
+        {
+            Ok(names) => names,
+            Err(pip::Failed::Interrupted) => return Err(pip::Failed::Interrupted),
+            // Its metadata unreadable too: the install's words say why.
+            Err(pip::Failed::Said(_)) => return Err(pip::Failed::Said(why)),
+        };
+        let released: Vec<String> = required
+            .into_iter()
+            .filter(|name| self.env.pins.contains_key(name))
+            .collect();
+        if released.is_empty() {
+            return Err(pip::Failed::Said(why));
+        }
+        let mut lines = vec![wanted];
+        lines.extend(
+            self.env
+                .pinned(self.moved.iter().filter(|n| !released.contains(n)).cloned()),
+        );
+        let constraints = self.env.constraints_without(&released, folder)?;
+        let note = format!(
+            "# {} does not install with the good end's pins; its own requirements ({}) are let go of theirs\n",
+            self.identity(at),
+            released.join(", ")
+        );
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(folder.join("install.log"))
+            .and_then(|mut log| std::io::Write::write_all(&mut log, note.as_bytes()));
+        self.env
+            .install(&lines, Some(&constraints), false, folder, interrupt)?;
+        self.moved.extend(released);
+        Ok(())
     }
 }
 
@@ -255,9 +352,7 @@ impl Prepare for Versions {
         folder: &Path,
         interrupt: &Interrupt,
     ) -> Result<Prepared, BisectError> {
-        let installed = self
-            .env
-            .install(&[self.identity(at)], true, false, folder, interrupt);
+        let installed = self.install(at, folder, interrupt);
         self.env.ready(installed, &self.options)
     }
 
@@ -382,11 +477,13 @@ impl Sets {
             n if n == self.changes.len() => "bad-packages".to_string(),
             _ => format!("set-{:08x}", crate::suite::fnv1a(id.as_bytes()) as u32),
         };
-        Candidate {
-            id,
-            label,
-            subject: String::new(),
-        }
+        // The terminal names a candidate by its label: the pins it
+        // applies are what says which set it is.
+        let subject = match subset.is_empty() {
+            true => String::new(),
+            false => id.clone(),
+        };
+        Candidate { id, label, subject }
     }
 
     pub(super) fn candidates_now(&self) -> Vec<Candidate> {
@@ -435,7 +532,15 @@ impl Prepare for Sets {
             .env
             .venv
             .uninstall(&absent, &log, interrupt)
-            .and_then(|()| self.env.install(&install, true, false, folder, interrupt));
+            .and_then(|()| {
+                self.env.install(
+                    &install,
+                    Some(&self.env.constraints),
+                    false,
+                    folder,
+                    interrupt,
+                )
+            });
         self.env.ready(result, &self.options)
     }
 

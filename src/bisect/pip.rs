@@ -220,6 +220,55 @@ impl Venv {
         ended(run_logged(command, log, interrupt), log, "pip install")
     }
 
+    /// The names of the packages `requirement` (`torch==2.10.0`) itself
+    /// requires, as its metadata lists them (extras left out), asked of
+    /// pip without installing anything (`--dry-run --report`: pip reads
+    /// the index's metadata file where it serves one, else the wheel).
+    pub fn requires(
+        &self,
+        requirement: &str,
+        index: &Index,
+        folder: &Path,
+        interrupt: &Interrupt,
+    ) -> Result<Vec<String>, Failed> {
+        let report = folder.join("requires.json");
+        let log = folder.join("requires.log");
+        let mut command = pip(&self.python());
+        command
+            .args([
+                "install",
+                "--dry-run",
+                "--no-deps",
+                "--ignore-installed",
+                "--quiet",
+            ])
+            .arg("--report")
+            .arg(&report)
+            .args(index.args())
+            .arg(requirement);
+        ended(
+            run_logged(command, &log, interrupt),
+            &log,
+            "pip install --dry-run",
+        )?;
+        let text = std::fs::read_to_string(&report)
+            .map_err(|e| Failed::Said(format!("cannot read {}: {e}", report.display())))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Failed::Said(format!("pip's report {}: {e}", report.display())))?;
+        let listed = value["install"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|item| {
+                item["metadata"]["requires_dist"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+            })
+            .filter_map(serde_json::Value::as_str);
+        Ok(required_names(listed))
+    }
+
     /// `pip uninstall` these packages (one not installed is no error).
     pub fn uninstall(
         &self,
@@ -250,6 +299,28 @@ impl Venv {
             )
         })
     }
+}
+
+/// The package names of `Requires-Dist` lines (`triton==3.5.0;
+/// platform_system == "Linux"`), normalised; a requirement of an extra
+/// only (`; extra == "cuda"`) is left out, as pip leaves it.
+fn required_names<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut names: Vec<String> = lines
+        .filter(|line| {
+            line.split_once(';')
+                .is_none_or(|(_, marker)| !marker.contains("extra"))
+        })
+        .map(|line| {
+            let end = line
+                .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+                .unwrap_or(line.len());
+            normalise(&line[..end])
+        })
+        .filter(|name| !name.is_empty())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// `Available versions: 1.9, 1.8, …` (newest first, as pip orders them
@@ -315,6 +386,30 @@ mod tests {
                 },
                 Frozen::Other("-e git+https://x/y.git@abc#egg=mine".into()),
                 Frozen::Other("local @ file:///src/local".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_requirement_is_its_name_and_an_extra_is_left_out() {
+        let lines = [
+            "triton==3.5.0; platform_system == \"Linux\" and platform_machine == \"x86_64\"",
+            "typing-extensions>=4.10.0",
+            "Jinja2",
+            "nvidia_cudnn_cu12 (==9.10.2.21)",
+            "sympy>=1.13.3",
+            "opt-einsum>=3.3; extra == \"opt-einsum\"",
+            "numpy[extra]>=1.0",
+        ];
+        assert_eq!(
+            required_names(lines.into_iter()),
+            vec![
+                "jinja2",
+                "numpy",
+                "nvidia-cudnn-cu12",
+                "sympy",
+                "triton",
+                "typing-extensions"
             ]
         );
     }

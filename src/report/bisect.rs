@@ -4,6 +4,8 @@
 
 use std::fmt::Write as _;
 
+use super::markdown::code;
+
 use serde::Serialize;
 
 use crate::results::bisect::{
@@ -243,11 +245,20 @@ fn write_finding(text: &mut String, finding: &Finding, good_end: Option<&Step>) 
     for (what, said) in explained(finding) {
         let _ = writeln!(text, "{what}: {said}");
     }
-    for (what, step) in [("last good", last), ("first bad", first)] {
-        if let Some(folder) = &step.case_folder {
-            let _ = writeln!(text, "{what}'s case folder: {}", folder.display());
-        }
+    for (what, folder) in case_folders(finding) {
+        let _ = writeln!(text, "{what}'s case folder: {}", folder.display());
     }
+}
+
+/// The last good's and the first bad's case folders, where they ran
+/// here (a step from the history has none).
+fn case_folders(finding: &Finding) -> impl Iterator<Item = (&'static str, &std::path::Path)> {
+    [
+        ("last good", &finding.last_good),
+        ("first bad", &finding.first_bad),
+    ]
+    .into_iter()
+    .filter_map(|(what, step)| step.case_folder.as_deref().map(|f| (what, f)))
 }
 
 /// A finding's why, each part named: the drift, the sites that grew,
@@ -281,19 +292,27 @@ pub fn markdown(bisected: &Bisected) -> String {
     let what = match bisected.axis {
         Axis::Commits => "commits".to_string(),
         Axis::Versions => format!(
-            "versions of `{}`",
-            bisected.package.as_deref().unwrap_or("?")
+            "versions of {}",
+            code(bisected.package.as_deref().unwrap_or("?"), false)
         ),
         Axis::PackageSet => "package changes".to_string(),
     };
-    let _ = writeln!(md, "## oomgate bisect: `{}` over {what}\n", bisected.case);
+    let _ = writeln!(
+        md,
+        "## oomgate bisect: {} over {what}\n",
+        code(&bisected.case, false)
+    );
     let ending = match bisected.ending {
         Ending::Found => "found",
         Ending::NotReproducible => "not reproducible here",
         Ending::Undecided => "undecided (candidates that could not be judged)",
         Ending::Interrupted => "interrupted",
     };
-    let _ = writeln!(md, "**{ending}** · suite `{}`\n", bisected.suite.display());
+    let _ = writeln!(
+        md,
+        "**{ending}** · suite {}\n",
+        code(&bisected.suite.display().to_string(), false)
+    );
     let good_end = bisected.steps.iter().find(|s| s.role == Role::GoodEnd);
     for finding in &bisected.findings {
         let _ = writeln!(
@@ -318,11 +337,13 @@ pub fn markdown(bisected: &Bisected) -> String {
             );
             let _ = writeln!(
                 md,
-                "| {what} | `{}`{} | {} | {} |",
-                step.candidate.id,
-                match step.candidate.subject.is_empty() {
+                "| {what} | {}{} | {} | {} |",
+                code(&step.candidate.id, true),
+                match step.candidate.subject.is_empty()
+                    || step.candidate.subject == step.candidate.id
+                {
                     true => String::new(),
-                    false => format!(" {}", step.candidate.subject.replace('|', "\\|")),
+                    false => format!(" {}", code(&step.candidate.subject, true)),
                 },
                 host.as_deref().map_or("—", str::trim),
                 gpu.as_deref().map_or("—", str::trim),
@@ -333,7 +354,7 @@ pub fn markdown(bisected: &Bisected) -> String {
             let maybe: Vec<String> = finding
                 .maybe_first_bad
                 .iter()
-                .map(|c| format!("`{}`", c.id))
+                .map(|c| code(&c.id, false))
                 .collect();
             let _ = writeln!(
                 md,
@@ -342,7 +363,7 @@ pub fn markdown(bisected: &Bisected) -> String {
             );
         }
         if let Some(reason) = why(&finding.first_bad) {
-            let _ = writeln!(md, "- why bad: {reason}");
+            let _ = writeln!(md, "- why bad: {}", code(&reason, false));
         }
         let _ = writeln!(
             md,
@@ -350,7 +371,14 @@ pub fn markdown(bisected: &Bisected) -> String {
             figures(&finding.first_bad, good_end)
         );
         for (what, said) in explained(finding) {
-            let _ = writeln!(md, "- {what}: {said}");
+            let _ = writeln!(md, "- {what}: {}", code(&said, false));
+        }
+        for (what, folder) in case_folders(finding) {
+            let _ = writeln!(
+                md,
+                "- {what}'s case folder: {}",
+                code(&folder.display().to_string(), false)
+            );
         }
         let _ = writeln!(md);
     }
@@ -368,14 +396,15 @@ pub fn markdown(bisected: &Bisected) -> String {
     for step in &bisected.steps {
         let _ = writeln!(
             md,
-            "| {} | `{}` | {} | {} |",
+            "| {} | {}{} | {} | {} |",
             verdict_word(step.verdict).trim(),
-            step.candidate.label,
+            code(&step.candidate.label, true),
+            match step.candidate.subject.is_empty() {
+                true => String::new(),
+                false => format!(" {}", code(&step.candidate.subject, true)),
+            },
             figures(step, good_end),
-            why(step)
-                .unwrap_or_default()
-                .replace('|', "\\|")
-                .replace('\n', " ")
+            code(&why(step).unwrap_or_default().replace('\n', " "), true)
         );
     }
     let _ = writeln!(md, "\n</details>");

@@ -61,7 +61,7 @@ fn cell(text: &str) -> String {
 /// (no image or link that would load from elsewhere, no HTML, no
 /// emphasis). In a table (`in_table`) its `|` is escaped, which GFM
 /// undoes inside the span.
-fn code(text: &str, in_table: bool) -> String {
+pub(crate) fn code(text: &str, in_table: bool) -> String {
     let text = crate::clean::line(text);
     if text.is_empty() {
         return String::new();

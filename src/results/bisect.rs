@@ -96,6 +96,11 @@ pub struct Step {
     /// The run's case and environment, for the answer's why.
     #[serde(skip)]
     pub ran: Option<Box<Ran>>,
+    /// The exit code of `oomgate run` for a run made now (3: it could
+    /// not run at all here, which `--check` reports as a broken
+    /// environment, not as this commit's answer).
+    #[serde(skip)]
+    pub exit_code: Option<i32>,
 }
 
 impl Step {
@@ -114,6 +119,7 @@ impl Step {
             case_folder: None,
             taken_from: None,
             ran: None,
+            exit_code: None,
         }
     }
 
