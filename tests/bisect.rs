@@ -776,6 +776,21 @@ fn wheel(folder: &Path, name: &str, version: &str, source: &str, requires: &[&st
     assert!(status.success());
 }
 
+/// `--package tinypkg` from `good` to `bad`, from the `wheels` folder only.
+fn tinypkg_versions<'a>(good: &'a str, bad: &'a str, wheels: &'a str) -> [&'a str; 9] {
+    [
+        "--package",
+        "tinypkg",
+        "--good",
+        good,
+        "--bad",
+        bad,
+        "--find-links",
+        wheels,
+        "--no-index",
+    ]
+}
+
 /// A virtual environment at `dir/base` with these wheels installed from
 /// `wheels` only.
 fn base_environment(dir: &Path, wheels: &Path, install: &[&str]) -> PathBuf {
@@ -850,23 +865,9 @@ fn one_packages_versions_from_a_folder_of_wheels() {
     );
     let out = dir.join("bisect");
     let wheels_arg = wheels.display().to_string();
-    let output = bisect_command(
-        dir,
-        &out,
-        &[
-            "--package",
-            "tinypkg",
-            "--good",
-            "1.0",
-            "--bad",
-            "1.9",
-            "--find-links",
-            &wheels_arg,
-            "--no-index",
-        ],
-    )
-    .output()
-    .expect("oomgate bisect --package");
+    let output = bisect_command(dir, &out, &tinypkg_versions("1.0", "1.9", &wheels_arg))
+        .output()
+        .expect("oomgate bisect --package");
     let said = text(&output);
     assert_eq!(output.status.code(), Some(0), "{said}");
     let json = read_json(&out.join("bisect.json"));
@@ -1009,25 +1010,11 @@ fn a_terminated_package_bisect_leaves_no_environment_and_no_process() {
     );
     let out = dir.join("bisect");
     let wheels_arg = wheels.display().to_string();
-    let child = bisect_command(
-        dir,
-        &out,
-        &[
-            "--package",
-            "tinypkg",
-            "--good",
-            "1.0",
-            "--bad",
-            "1.3",
-            "--find-links",
-            &wheels_arg,
-            "--no-index",
-        ],
-    )
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .expect("bisect");
+    let child = bisect_command(dir, &out, &tinypkg_versions("1.0", "1.3", &wheels_arg))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("bisect");
     // The good end's case running in the bisect's environment.
     let started = std::time::Instant::now();
     let out_text = out.display().to_string();
