@@ -219,6 +219,13 @@ pub enum StopReason {
 }
 
 impl RunRecord {
+    /// Stopped by Ctrl-C before any of its instances was launched (a
+    /// test handed to its worker behind another, for one): a case not
+    /// run, not one interrupted.
+    pub fn never_began(&self) -> bool {
+        self.stop == Some(StopReason::Interrupted) && self.instances.iter().all(|i| i.runs == 0)
+    }
+
     /// A run of these instances, in `dir`, with these host figures, and
     /// nothing else observed: no timeline, no GPU, no probe, no server. The
     /// start of a record a runner fills in (`run::session`'s tests of a

@@ -1066,6 +1066,81 @@ def test_g_after_that():
     assert_eq!(sessions(&run), 4, "{}", run.stderr);
 }
 
+/// Ctrl-C (here SIGTERM) under a test of a shared session: that test is
+/// interrupted; the one queued behind it on its worker (the session's
+/// next, handed over as the test started) and the rest were never begun,
+/// so they read as not run; no pytest is left.
+#[test]
+fn a_session_stopped_under_a_test_leaves_the_tests_queued_not_run() {
+    const SLOW: &str = r#"
+import time
+
+def test_a():
+    time.sleep(0.5)
+
+def test_b_runs_when_stopped():
+    open("b-started", "w").close()
+    time.sleep(60)
+
+def test_c_queued():
+    time.sleep(0.5)
+
+def test_d():
+    pass
+"#;
+    let project = project(&[("test_slow.py", SLOW)], "");
+    let mut child = project
+        .run_command()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("oomgate run");
+    let started = std::time::Instant::now();
+    while !project.path().join("b-started").exists() {
+        assert!(started.elapsed().as_secs() < 120, "test_b never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130));
+    let results = project.results();
+    let status_of = |name: &str| {
+        results["cases"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["id"] == format!("tests/test_slow.py::{name}"))
+            .map(|c| c["status"].clone())
+    };
+    assert_eq!(status_of("test_a"), Some("passed".into()));
+    assert_eq!(
+        status_of("test_b_runs_when_stopped"),
+        Some("interrupted".into())
+    );
+    assert_eq!(status_of("test_c_queued"), None, "{results:#}");
+    let not_run: Vec<&str> = results["not_run"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(
+        not_run,
+        [
+            "tests/test_slow.py::test_c_queued",
+            "tests/test_slow.py::test_d"
+        ]
+    );
+    // The session ran in the project's folder: nothing is left there.
+    let dir = project.path().canonicalize().expect("the project");
+    let left = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .any(|p| std::fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| cwd == dir));
+    assert!(!left, "a process of the session is left");
+}
+
 /// `isolate` (on the table or a test's marker) and the keys a session
 /// cannot apply run a test in a process of its own, as before; the
 /// latter said once.

@@ -23,7 +23,7 @@ use crate::capacity::Capacity;
 use crate::judge;
 use crate::record::RunRecord;
 use crate::report::{Event, Reporter};
-use crate::results::{CaseResult, RunResults, SharedGpu};
+use crate::results::{CaseResult, CaseStatus, RunResults, SharedGpu};
 use crate::suite::Case;
 use crate::units::Bytes;
 
@@ -45,6 +45,9 @@ pub(super) struct Dispatch<'d, 'a, 'scope, 'env> {
     /// dispatch is dropped, and the workers end.
     pub(super) workers: Vec<mpsc::Sender<Job<'env>>>,
     pub(super) idle: Vec<usize>,
+    /// The case queued behind the one each worker runs, by worker: a
+    /// shared session's next test ([`Dispatch::follow`]).
+    pub(super) followers: HashMap<usize, usize>,
     /// Cases started so far (the events' `index`).
     pub(super) started: usize,
     /// The folder of the case to start next, made while others run.
@@ -69,8 +72,61 @@ where
             else {
                 break;
             };
-            if !self.launch(number, placement, alone, reporter, end_follows) {
+            if !self.launch(number, placement, alone, reporter, end_follows, None) {
                 break;
+            }
+        }
+        self.follow(reporter, end_follows);
+    }
+
+    /// Queue a shared session's next test behind the test each worker
+    /// runs in that session (at most one; see `Scheduler::follow`): the
+    /// worker asks the session for it the moment the test before answers
+    /// (`session::Sessions::ask_next`), so the session does not wait on
+    /// this thread's turn between two tests: the test before's judging,
+    /// words and reports, and the next one's start. A short test takes
+    /// about as long as that turn.
+    fn follow(&mut self, reporter: &mut dyn Reporter, end_follows: bool) {
+        if !self.shared.pytest_sessions {
+            return;
+        }
+        let leaders: Vec<(usize, usize)> = self
+            .live
+            .iter()
+            .filter(|(_, live)| !self.followers.contains_key(&live.worker))
+            .filter_map(|(&number, live)| {
+                let table = self.cases[number].pytest_session.as_ref()?.table;
+                Some((live.worker, table))
+            })
+            .collect();
+        for (worker, table) in leaders {
+            if self.stopping() {
+                return;
+            }
+            let (cases, conductor) = (self.cases, &*self.conductor);
+            let Some(number) = self.scheduler.follow(|n| {
+                cases[n]
+                    .pytest_session
+                    .as_ref()
+                    .is_some_and(|s| s.table == table)
+                    && conductor.demand(cases[n], false).gpus == 0
+            }) else {
+                continue;
+            };
+            self.followers.insert(worker, number);
+            let placement = super::schedule::Placement::default();
+            if !self.launch(
+                number,
+                placement,
+                false,
+                reporter,
+                end_follows,
+                Some(worker),
+            ) {
+                // Not started (a file could not be written): nothing more is.
+                self.followers.remove(&worker);
+                self.scheduler.lead();
+                return;
             }
         }
     }
@@ -102,6 +158,7 @@ where
         alone: bool,
         reporter: &mut dyn Reporter,
         end_follows: bool,
+        on: Option<usize>,
     ) -> bool {
         let case = self.cases[number];
         let mut first_attempt = None;
@@ -122,7 +179,7 @@ where
         let access = self.conductor.gpu_access(self.shared, &placement);
         let crowded = access.crowding.as_ref().map(|c| Arc::clone(&c.seen));
         let shared_with = self.crowd(number, &placement, crowded.as_ref());
-        let worker = self.idle.pop().unwrap_or_else(|| {
+        let worker = on.or_else(|| self.idle.pop()).unwrap_or_else(|| {
             let (jobs, queue) = mpsc::channel::<Job<'env>>();
             let (launcher, shared, notes) = (self.launcher, self.shared, self.notes.clone());
             // Named, for a profiler's and a debugger's sake.
@@ -307,12 +364,30 @@ where
         let Some(mut done) = self.live.remove(&number) else {
             return;
         };
-        self.idle.push(done.worker);
+        // The case queued behind it on its worker now leads there.
+        match self.followers.remove(&done.worker) {
+            Some(_) => self.scheduler.lead(),
+            None => self.idle.push(done.worker),
+        }
         if completed {
             self.scheduler.finished(number, &done.placement);
         } else {
             // Its thread panicked: what it started may still hold its GPUs.
             self.scheduler.lost(&done.placement);
+        }
+        // Handed to its worker (queued behind another) but Ctrl-C came
+        // first: not run, as a case never handed; its in-flight entry goes.
+        if completed && !runs.is_empty() && runs.iter().all(RunRecord::never_began) {
+            if let Some(at) = self
+                .results
+                .cases
+                .iter()
+                .position(|c| c.id == case.id && c.status == CaseStatus::Running)
+            {
+                self.results.cases.remove(at);
+            }
+            self.results.not_run.push(case.id.clone());
+            return;
         }
         let sharing = self.conductor.sharing(&done.shared_with, self.cases);
         // A case the judge cannot send back to run alone (it shared no

@@ -33,7 +33,40 @@ pub(super) trait Worker {
     /// Run one case: its runs (one per repeat; with a search, those of the
     /// probe it is judged by) and what its search found. What it sees on
     /// the way (warnings, ticks, faults) goes to the main thread as notes.
-    fn run(&mut self, job: &Job<'_>) -> (Vec<RunRecord>, Option<Capacity>);
+    /// `upcoming`: the case queued behind it on this thread, if the main
+    /// thread has sent one (a shared session's next test: see
+    /// `Dispatch::follow`), which it may start as this one ends.
+    fn run(
+        &mut self,
+        job: &Job<'_>,
+        upcoming: &mut Upcoming<'_, '_>,
+    ) -> (Vec<RunRecord>, Option<Capacity>);
+}
+
+/// A worker thread's queue, with the job taken from it ahead of its turn
+/// (to look at it, not to run it out of order: it is the next run).
+pub(super) struct Upcoming<'q, 'c> {
+    queue: &'q std::sync::mpsc::Receiver<Job<'c>>,
+    held: Option<Job<'c>>,
+}
+
+impl<'q, 'c> Upcoming<'q, 'c> {
+    pub(super) fn new(queue: &'q std::sync::mpsc::Receiver<Job<'c>>) -> Self {
+        Upcoming { queue, held: None }
+    }
+
+    /// The job queued next, if one has been sent; never waits.
+    pub(super) fn peek(&mut self) -> Option<&Job<'c>> {
+        if self.held.is_none() {
+            self.held = self.queue.try_recv().ok();
+        }
+        self.held.as_ref()
+    }
+
+    /// The next job, waiting for one; `None` once the queue is closed.
+    fn next(&mut self) -> Option<Job<'c>> {
+        self.held.take().or_else(|| self.queue.recv().ok())
+    }
 }
 
 /// The real launcher: each case's processes launched, sampled and stopped.
@@ -62,20 +95,26 @@ struct ProcessWorker<'s, 'a> {
     shared: &'s Shared<'a>,
     notes: Sender<(usize, Note)>,
     carried: Option<Carried>,
-    sessions: super::session::Sessions,
+    sessions: super::session::Sessions<'s>,
     /// This worker among the run's, for its sessions' folders.
     serial: usize,
 }
 
 impl Worker for ProcessWorker<'_, '_> {
-    fn run(&mut self, job: &Job<'_>) -> (Vec<RunRecord>, Option<Capacity>) {
+    fn run(
+        &mut self,
+        job: &Job<'_>,
+        upcoming: &mut Upcoming<'_, '_>,
+    ) -> (Vec<RunRecord>, Option<Capacity>) {
         if let Some(spec) = job
             .case
             .pytest_session
             .as_ref()
             .filter(|_| self.shared.pytest_sessions)
         {
-            let record = self.sessions.run(self.shared, job, spec, self.serial);
+            let record = self
+                .sessions
+                .run(self.shared, job, spec, self.serial, upcoming);
             return (vec![record], None);
         }
         let mut runner = CaseRunner::new(
@@ -117,8 +156,11 @@ pub(super) fn work(
     notes: &Sender<(usize, Note)>,
 ) {
     let mut worker = launcher.worker(shared, notes.clone());
-    for job in queue {
-        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.run(&job)));
+    let mut upcoming = Upcoming::new(queue);
+    while let Some(job) = upcoming.next() {
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            worker.run(&job, &mut upcoming)
+        }));
         let note = match ran {
             Ok((runs, capacity)) => Note::Done {
                 runs,

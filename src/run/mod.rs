@@ -239,6 +239,7 @@ impl<'a> Runner<'a> {
                 live: &mut live,
                 workers: Vec::new(),
                 idle: Vec::new(),
+                followers: HashMap::new(),
                 started: 0,
                 ahead: folder::Ahead::default(),
                 notes: sender,

@@ -144,6 +144,9 @@ pub struct Scheduler {
     waiting: Vec<Waiting>,
     slots: Vec<Slot>,
     running: usize,
+    /// Of those running, the cases queued behind another on its worker
+    /// ([`Scheduler::follow`]): not counted against `jobs` until they lead.
+    following: usize,
     jobs: usize,
     pooled: bool,
 }
@@ -167,6 +170,7 @@ impl Scheduler {
                 })
                 .collect(),
             running: 0,
+            following: 0,
             jobs: jobs.max(1),
             pooled: pool.is_some(),
         }
@@ -179,7 +183,7 @@ impl Scheduler {
         &mut self,
         demand: impl Fn(usize, bool) -> Demand,
     ) -> Option<(usize, Placement, bool)> {
-        if self.running >= self.jobs {
+        if self.running - self.following >= self.jobs {
             return None;
         }
         for at in 0..self.waiting.len() {
@@ -238,6 +242,29 @@ impl Scheduler {
             gpus: free,
             reserved: None,
         })
+    }
+
+    /// The first waiting case, when `follows` says it may be queued behind
+    /// a case running now, on that case's worker (a shared session's next
+    /// test: it needs no GPU of the pool and runs in the same process):
+    /// taken as started, outside the `jobs` limit until it leads
+    /// ([`Scheduler::lead`]). Never a retry alone, and never out of order.
+    pub fn follow(&mut self, follows: impl Fn(usize) -> bool) -> Option<usize> {
+        let first = self.waiting.first()?;
+        if first.alone || !follows(first.case) {
+            return None;
+        }
+        let case = self.waiting.remove(0).case;
+        self.running += 1;
+        self.following += 1;
+        Some(case)
+    }
+
+    /// A case queued behind another now leads on its worker (the one
+    /// before ended), or was not started after all: counted against
+    /// `jobs` as any running case.
+    pub fn lead(&mut self) {
+        self.following = self.following.saturating_sub(1);
     }
 
     /// A case ended: its GPUs and its job are free again.
@@ -354,6 +381,31 @@ mod tests {
         let (next, again, _) = scheduler.next(|_, _| whole(1)).expect("a GPU is free");
         assert_eq!((next, again.gpus.clone()), (4, placement.gpus.clone()));
         assert!(scheduler.next(|_, _| whole(1)).is_none());
+    }
+
+    #[test]
+    fn a_follower_waits_outside_the_jobs_limit_until_it_leads() {
+        let mut s = Scheduler::new(vec![0, 1, 2, 3], None, 1);
+        let none = |_, _| Demand {
+            gpus: 0,
+            packed_bytes: None,
+        };
+        assert_eq!(s.next(none).map(|n| n.0), Some(0));
+        // Case 1 queued behind 0: the job limit is not spent on it.
+        assert_eq!(s.follow(|c| c == 1), Some(1));
+        // Only the first waiting case may follow, and only if it may.
+        assert_eq!(s.follow(|c| c == 3), None);
+        assert_eq!(s.next(none), None);
+        // 0 ends: 1 leads, and still no other case starts (jobs = 1).
+        s.finished(0, &Placement::default());
+        s.lead();
+        assert_eq!(s.next(none), None);
+        assert_eq!(s.follow(|_| true), Some(2));
+        s.finished(1, &Placement::default());
+        s.lead();
+        s.finished(2, &Placement::default());
+        assert!(s.idle());
+        assert_eq!(s.next(none).map(|n| n.0), Some(3));
     }
 
     #[test]

@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use super::launcher::Upcoming;
 use super::shared::{Job, Shared, now_rfc3339};
 use crate::diagnose;
 use crate::files::case::InstanceLogs;
@@ -52,8 +53,11 @@ const KEPT_OUTPUT: u64 = 4 << 20;
 /// A worker thread's sessions: the one alive, and the tables whose
 /// session could not start.
 #[derive(Default)]
-pub(super) struct Sessions {
+pub(super) struct Sessions<'g> {
     live: Option<Live>,
+    /// The test asked for as the one before it ended (the job queued
+    /// next on this thread: [`Sessions::ask_next`]), its windows open.
+    ahead: Option<Asked<'g>>,
     broken: HashMap<usize, String>,
     /// Sessions this worker had, for their logs' names.
     had: u64,
@@ -69,20 +73,21 @@ pub(super) struct Sessions {
 /// process tree, sampled every `sample_interval` while the test runs and
 /// at its ends; judged per test by torch's allocator peak where the plugin
 /// reports one (`GpuFigures::per_test`).
-struct GpuWindow<'g, 'x> {
+struct GpuWindow<'g> {
     meter: CaseGpu<'g>,
-    scanner: &'x mut Scanner,
+    /// The worker's, lent for the window and handed back at its close.
+    scanner: Scanner,
     every: Duration,
     next: Instant,
     started: Instant,
 }
 
-impl<'g, 'x> GpuWindow<'g, 'x> {
+impl<'g> GpuWindow<'g> {
     fn open(
         gpu: &'g crate::measure::nvml::Gpu,
         case: &Case,
         pid: i32,
-        scanner: &'x mut Scanner,
+        mut scanner: Scanner,
         interval_ms: u64,
     ) -> Self {
         let selection = super::gpu::selection(gpu, case, None);
@@ -124,9 +129,10 @@ impl<'g, 'x> GpuWindow<'g, 'x> {
         }
     }
 
-    fn close(mut self, allocator: Option<&AllocatorPeaks>) -> GpuFigures {
+    /// The test's figures, and the scanner back.
+    fn close(mut self, allocator: Option<&AllocatorPeaks>) -> (GpuFigures, Scanner) {
         self.sample();
-        self.meter.finish().per_test(allocator)
+        (self.meter.finish().per_test(allocator), self.scanner)
     }
 }
 
@@ -182,6 +188,22 @@ impl Live {
     }
 }
 
+/// A test the session was asked for as the test before it answered:
+/// its windows opened then, between the two, as they would be when it
+/// is run (see [`Sessions::ask_next`]).
+struct Asked<'g> {
+    nodeid: String,
+    table: usize,
+    start: Instant,
+    started_at: String,
+    /// The session's output when it was asked for.
+    offset: u64,
+    window: TestWindow,
+    gpu: Option<GpuWindow<'g>>,
+    /// Whether the session was told (it may have gone).
+    sent: bool,
+}
+
 /// How a test's wait ended.
 enum Ended {
     Answered(Answer),
@@ -191,16 +213,19 @@ enum Ended {
     Interrupted,
 }
 
-impl Sessions {
+impl<'g> Sessions<'g> {
     /// Run one test of `spec`'s table in the worker's session.
+    /// `upcoming`: the job queued behind it, asked for as it ends when it
+    /// is the next test of the same session.
     pub(super) fn run(
         &mut self,
-        shared: &Shared<'_>,
+        shared: &'g Shared<'_>,
         job: &Job<'_>,
         spec: &PytestSession,
         worker: usize,
+        upcoming: &mut Upcoming<'_, '_>,
     ) -> RunRecord {
-        let mut record = self.run_test(shared, job, spec, worker);
+        let mut record = self.run_test(shared, job, spec, worker, upcoming);
         record.allocator_env = self
             .allocator_env
             .entry(spec.table)
@@ -211,11 +236,29 @@ impl Sessions {
 
     fn run_test(
         &mut self,
-        shared: &Shared<'_>,
+        shared: &'g Shared<'_>,
         job: &Job<'_>,
         spec: &PytestSession,
         worker: usize,
+        upcoming: &mut Upcoming<'_, '_>,
     ) -> RunRecord {
+        match self.ahead.take() {
+            Some(ahead) if ahead.nodeid == spec.nodeid && ahead.table == spec.table => {
+                return self.finish_test(shared, job, spec, ahead, upcoming);
+            }
+            // Asked for a test that is not this one (never: the test asked
+            // for is the job queued next): its answer is no test's here, so
+            // the session goes, and this test starts a new one.
+            Some(ahead) => {
+                self.drop_asked(ahead);
+                if let Some(mut live) = self.live.take() {
+                    live.session.end(Duration::ZERO);
+                    live.remove_cgroup();
+                    keep_output(&live);
+                }
+            }
+            None => {}
+        }
         let case = job.case;
         let started_at = now_rfc3339();
         // Ctrl-C before the test began (it was queued behind the one the
@@ -261,26 +304,78 @@ impl Sessions {
                 }
             }
         }
-        let Some(live) = self.live.as_mut() else {
+        if self.live.is_none() {
             return not_started(shared, job, started_at, "no session".into());
-        };
-        // The test's time and its timeout start now, the session ready: a
-        // new session's start-up and collection are not the test's.
+        }
+        match self.ask(shared, job.case, spec) {
+            Some(asked) => self.finish_test(shared, job, spec, asked, upcoming),
+            None => not_started(shared, job, started_at, "no session".into()),
+        }
+    }
+
+    /// Open a test's windows in the live session and ask for it: its time
+    /// and timeout start now, the session ready (a new session's start-up
+    /// and collection are not the test's). `sent` is false when the
+    /// session could not be told (it is gone); `None` without a session.
+    fn ask(
+        &mut self,
+        shared: &'g Shared<'_>,
+        case: &Case,
+        spec: &PytestSession,
+    ) -> Option<Asked<'g>> {
+        let live = self.live.as_mut()?;
         let start = Instant::now();
         let started_at = now_rfc3339();
         let session = &mut live.session;
         let offset = session.output_len();
-        let mut window = TestWindow::open(session.pid(), live.cgroup.as_mut());
-        let mut gpu = shared.gpu.as_ref().map(|gpu| {
-            let scanner = self.scanner.get_or_insert_with(Scanner::new);
+        let window = TestWindow::open(session.pid(), live.cgroup.as_mut());
+        let gpu = shared.gpu.as_ref().map(|gpu| {
+            let scanner = self.scanner.take().unwrap_or_default();
             let interval = shared.measurement.sample_interval_ms;
             GpuWindow::open(gpu, case, session.pid(), scanner, interval)
         });
-        let ended = match session.ask(&spec.nodeid) {
-            Err(_) => Ended::Died,
-            Ok(()) => wait(
+        let sent = session.ask(&spec.nodeid).is_ok();
+        Some(Asked {
+            nodeid: spec.nodeid.clone(),
+            table: spec.table,
+            start,
+            started_at,
+            offset,
+            window,
+            gpu,
+            sent,
+        })
+    }
+
+    /// The test `asked` for, to its end: its answer waited for, its
+    /// windows closed, the next test asked for at once where it is queued
+    /// (`ask_next`), then its record.
+    fn finish_test(
+        &mut self,
+        shared: &'g Shared<'_>,
+        job: &Job<'_>,
+        spec: &PytestSession,
+        asked: Asked<'g>,
+        upcoming: &mut Upcoming<'_, '_>,
+    ) -> RunRecord {
+        let case = job.case;
+        let Asked {
+            start,
+            started_at,
+            offset,
+            mut window,
+            mut gpu,
+            sent,
+            ..
+        } = asked;
+        let Some(live) = self.live.as_mut() else {
+            return not_started(shared, job, started_at, "no session".into());
+        };
+        let ended = match sent {
+            false => Ended::Died,
+            true => wait(
                 shared,
-                session,
+                &mut live.session,
                 &spec.nodeid,
                 start + case.timeout,
                 (&mut window, live.cgroup.as_mut(), gpu.as_mut()),
@@ -292,8 +387,18 @@ impl Sessions {
             Ended::Answered(Answer::Ran { allocator, .. }) => allocator.as_deref(),
             _ => None,
         };
-        let gpu = gpu.map(|gpu| gpu.close(allocator));
+        let gpu = gpu.map(|gpu| {
+            let (figures, scanner) = gpu.close(allocator);
+            self.scanner = Some(scanner);
+            figures
+        });
         let wall_time = start.elapsed();
+        // Its windows are closed: the next test's open now, before this
+        // one's record is made and handed on, so the session waits for
+        // nothing of it.
+        if matches!(ended, Ended::Answered(Answer::Ran { .. })) {
+            self.ask_next(shared, upcoming);
+        }
         let mut record = base_record(shared, job, started_at, wall_time, host);
         record.gpu = gpu;
         match ended {
@@ -331,6 +436,49 @@ impl Sessions {
             }
         }
         record
+    }
+
+    /// The test just ended answered: ask at once for the job queued next
+    /// on this thread, when it is a test of the same live session, so the
+    /// session runs it while this thread and the main thread finish the
+    /// one before (a short test takes about as long as that). Not after
+    /// Ctrl-C, and not in a session that has gone.
+    fn ask_next(&mut self, shared: &'g Shared<'_>, upcoming: &mut Upcoming<'_, '_>) {
+        if shared.interrupt.requested() {
+            return;
+        }
+        let Some(next) = upcoming.peek() else {
+            return;
+        };
+        let Some(spec) = next
+            .case
+            .pytest_session
+            .as_ref()
+            .filter(|_| shared.pytest_sessions)
+        else {
+            return;
+        };
+        let same = self
+            .live
+            .as_mut()
+            .is_some_and(|live| live.session.table() == spec.table && live.session.alive());
+        if !same {
+            return;
+        }
+        match self.ask(shared, next.case, spec) {
+            Some(asked) if asked.sent => self.ahead = Some(asked),
+            // The session is gone: the test runs as any, in a new one.
+            Some(asked) => self.drop_asked(asked),
+            None => {}
+        }
+    }
+
+    /// A test asked for that will not be waited for here: its scanner
+    /// back.
+    fn drop_asked(&mut self, asked: Asked<'g>) {
+        if let Some(gpu) = asked.gpu {
+            self.scanner = Some(gpu.close(None).1);
+        }
     }
 
     /// The session ended under a test (or is ended, for `stop`): killed;
@@ -374,7 +522,7 @@ impl Sessions {
     }
 }
 
-impl Drop for Sessions {
+impl Drop for Sessions<'_> {
     fn drop(&mut self) {
         self.close();
     }
@@ -421,7 +569,7 @@ fn wait(
     (window, mut cgroup, mut gpu): (
         &mut TestWindow,
         Option<&mut CaseCgroup>,
-        Option<&mut GpuWindow<'_, '_>>,
+        Option<&mut GpuWindow<'_>>,
     ),
 ) -> Ended {
     loop {

@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
-use super::super::launcher::{Launcher, Worker};
+use super::super::launcher::{Launcher, Upcoming, Worker};
 use super::super::shared::{Job, Note, Shared};
 use super::super::{BaselineSetup, Interrupt, RunSetup, Runner, Schedule};
 use crate::capacity::Capacity;
@@ -28,11 +28,17 @@ enum Act {
     Warns(&'static str),
 }
 
+/// A session's test, and the case queued behind it as it ran.
+type Behind = (String, Option<String>);
+
 /// A launcher that plays each case's acts, in order, and keeps which case
 /// ran when.
 struct Scripted {
     acts: Mutex<HashMap<String, VecDeque<Act>>>,
     ran: Arc<Mutex<Vec<String>>>,
+    /// For each test of a shared session that ran: the case queued
+    /// behind it on its worker as it ran, if any.
+    behind: Arc<Mutex<Vec<Behind>>>,
     interrupt: Interrupt,
 }
 
@@ -45,6 +51,7 @@ impl Scripted {
                     .collect(),
             ),
             ran: Arc::default(),
+            behind: Arc::default(),
             interrupt: interrupt.clone(),
         }
     }
@@ -69,8 +76,28 @@ struct Played<'s> {
 }
 
 impl Worker for Played<'_> {
-    fn run(&mut self, job: &Job<'_>) -> (Vec<RunRecord>, Option<Capacity>) {
+    fn run(
+        &mut self,
+        job: &Job<'_>,
+        upcoming: &mut Upcoming<'_, '_>,
+    ) -> (Vec<RunRecord>, Option<Capacity>) {
         let id = job.case.id.clone();
+        if job.case.pytest_session.is_some() {
+            // What the main thread queues behind a session's test, it
+            // queues as the test starts: looked for a while, as a real
+            // test takes a while.
+            let until = std::time::Instant::now() + std::time::Duration::from_millis(300);
+            let mut queued = upcoming.peek().map(|j| j.case.id.clone());
+            while queued.is_none() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                queued = upcoming.peek().map(|j| j.case.id.clone());
+            }
+            self.script
+                .behind
+                .lock()
+                .expect("the log")
+                .push((id.clone(), queued));
+        }
         self.script.ran.lock().expect("the log").push(id.clone());
         let act = self
             .script
@@ -166,13 +193,32 @@ fn run(
     acts: Vec<(&str, Vec<Act>)>,
     past_wall_s: &[(&str, f64)],
 ) -> (RunResults, Vec<String>, Vec<String>) {
+    run_in_session(acts, past_wall_s, &[])
+}
+
+/// [`run`], the cases `in_session` being tests of one shared pytest
+/// session.
+fn run_in_session(
+    acts: Vec<(&str, Vec<Act>)>,
+    past_wall_s: &[(&str, f64)],
+    in_session: &[&str],
+) -> (RunResults, Vec<String>, Vec<String>) {
     let out = tempfile::tempdir().expect("a temporary out dir");
-    let suite = crate::suite::parse(
+    let mut suite = crate::suite::parse(
         SUITE,
         std::path::Path::new("s.toml"),
         std::path::Path::new("."),
     )
     .expect("the suite");
+    for case in &mut suite.cases {
+        if in_session.contains(&case.id.as_str()) {
+            case.pytest_session = Some(crate::suite::PytestSession {
+                table: 0,
+                command: vec!["pytest".into()],
+                nodeid: format!("test_s.py::{}", case.id),
+            });
+        }
+    }
     let interrupt = Interrupt::default();
     let script = Scripted::new(&interrupt, acts);
     let setup = RunSetup {
@@ -202,12 +248,19 @@ fn run(
     let mut heard = Heard::default();
     let cases: Vec<&crate::suite::Case> = suite.cases.iter().collect();
     let ran = Arc::clone(&script.ran);
+    let behind = Arc::clone(&script.behind);
     let mut runner = Runner::with_launcher(&suite, out.path(), setup, Box::new(script), None);
     let results = runner
         .run(&cases, &mut heard)
         .expect("a run without faults");
     let ran = ran.lock().expect("the log").clone();
-    (results, heard.events, ran)
+    let behind = behind.lock().expect("the log").clone();
+    let mut events = heard.events;
+    events.extend(behind.into_iter().map(|(id, queued)| match queued {
+        Some(next) => format!("{next} queued behind {id}"),
+        None => format!("nothing queued behind {id}"),
+    }));
+    (results, events, ran)
 }
 
 fn status(results: &RunResults, id: &str) -> CaseStatus {
@@ -244,6 +297,48 @@ fn cases_start_longest_first_and_their_results_keep_the_suites_order() {
         assert_eq!(results.cases[2].host.peak_bytes, Some(20 * MIB));
         assert_eq!((results.summary.passed, results.summary.failed), (2, 1));
     }
+}
+
+#[test]
+fn a_sessions_next_test_is_queued_behind_the_one_running_and_others_wait_their_turn() {
+    // a and b are tests of one shared session, c a case of its own; one
+    // job at a time.
+    let acts = vec![
+        ("a", vec![Act::Runs(vec![passed(10)])]),
+        ("b", vec![Act::Runs(vec![passed(10)])]),
+        ("c", vec![Act::Runs(vec![passed(10)])]),
+    ];
+    let (results, events, ran) = run_in_session(acts, &[], &["a", "b"]);
+    assert_eq!(ran, ["a", "b", "c"]);
+    // b is handed to a's worker as a starts (the worker asks the session
+    // for it the moment a answers); c, which is no test of the session,
+    // starts only once b has ended: the job limit holds.
+    let order: Vec<&str> = events
+        .iter()
+        .map(String::as_str)
+        .filter(|e| e.starts_with("started") || e.starts_with("finished"))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "started a",
+            "started b",
+            "finished a passed",
+            "started c",
+            "finished b passed",
+            "finished c passed"
+        ]
+    );
+    assert_eq!(results.summary.passed, 3);
+    // The worker saw b queued while it ran a; c is no test of the session.
+    assert!(
+        events.contains(&"b queued behind a".to_string()),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&"nothing queued behind b".to_string()),
+        "{events:?}"
+    );
 }
 
 #[test]
