@@ -12,7 +12,7 @@
 use std::sync::mpsc::Sender;
 
 use super::case::{Carried, CaseRunner};
-use super::shared::{Job, Note, Shared};
+use super::shared::{Job, Note, Shared, Upcoming};
 use crate::capacity::Capacity;
 use crate::record::RunRecord;
 
@@ -41,32 +41,6 @@ pub(super) trait Worker {
         job: &Job<'_>,
         upcoming: &mut Upcoming<'_, '_>,
     ) -> (Vec<RunRecord>, Option<Capacity>);
-}
-
-/// A worker thread's queue, with the job taken from it ahead of its turn
-/// (to look at it, not to run it out of order: it is the next run).
-pub(super) struct Upcoming<'q, 'c> {
-    queue: &'q std::sync::mpsc::Receiver<Job<'c>>,
-    held: Option<Job<'c>>,
-}
-
-impl<'q, 'c> Upcoming<'q, 'c> {
-    pub(super) fn new(queue: &'q std::sync::mpsc::Receiver<Job<'c>>) -> Self {
-        Upcoming { queue, held: None }
-    }
-
-    /// The job queued next, if one has been sent; never waits.
-    pub(super) fn peek(&mut self) -> Option<&Job<'c>> {
-        if self.held.is_none() {
-            self.held = self.queue.try_recv().ok();
-        }
-        self.held.as_ref()
-    }
-
-    /// The next job, waiting for one; `None` once the queue is closed.
-    fn next(&mut self) -> Option<Job<'c>> {
-        self.held.take().or_else(|| self.queue.recv().ok())
-    }
 }
 
 /// The real launcher: each case's processes launched, sampled and stopped.

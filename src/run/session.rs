@@ -24,8 +24,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::launcher::Upcoming;
-use super::shared::{Job, Shared, now_rfc3339};
+use super::shared::{Job, Shared, Upcoming, now_rfc3339};
 use crate::diagnose;
 use crate::files::case::InstanceLogs;
 use crate::measure::cgroup::CaseCgroup;

@@ -117,6 +117,32 @@ pub(super) struct Job<'c> {
     pub(super) locked_capacity: Option<u64>,
 }
 
+/// A worker thread's queue, with the job taken from it ahead of its turn
+/// (to look at it, not to run it out of order: it is the next run).
+pub(super) struct Upcoming<'q, 'c> {
+    queue: &'q std::sync::mpsc::Receiver<Job<'c>>,
+    held: Option<Job<'c>>,
+}
+
+impl<'q, 'c> Upcoming<'q, 'c> {
+    pub(super) fn new(queue: &'q std::sync::mpsc::Receiver<Job<'c>>) -> Self {
+        Upcoming { queue, held: None }
+    }
+
+    /// The job queued next, if one has been sent; never waits.
+    pub(super) fn peek(&mut self) -> Option<&Job<'c>> {
+        if self.held.is_none() {
+            self.held = self.queue.try_recv().ok();
+        }
+        self.held.as_ref()
+    }
+
+    /// The next job, waiting for one; `None` once the queue is closed.
+    pub(super) fn next(&mut self) -> Option<Job<'c>> {
+        self.held.take().or_else(|| self.queue.recv().ok())
+    }
+}
+
 impl Shared<'_> {
     /// A fresh memory cgroup, named with the run's next serial; `None`
     /// where the run uses none (`--host-method procfs`, none usable).

@@ -6,8 +6,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
-use super::super::launcher::{Launcher, Upcoming, Worker};
-use super::super::shared::{Job, Note, Shared};
+use super::super::launcher::{Launcher, Worker};
+use super::super::shared::{Job, Note, Shared, Upcoming};
 use super::super::{BaselineSetup, Interrupt, RunSetup, Runner, Schedule};
 use crate::capacity::Capacity;
 use crate::record::{RunRecord, StopReason, Warning};
