@@ -183,7 +183,7 @@ impl Scheduler {
         &mut self,
         demand: impl Fn(usize, bool) -> Demand,
     ) -> Option<(usize, Placement, bool)> {
-        if self.running - self.following >= self.jobs {
+        if self.running.saturating_sub(self.following) >= self.jobs {
             return None;
         }
         for at in 0..self.waiting.len() {
