@@ -337,14 +337,8 @@ pub fn markdown(bisected: &Bisected) -> String {
             );
             let _ = writeln!(
                 md,
-                "| {what} | {}{} | {} | {} |",
-                code(&step.candidate.id, true),
-                match step.candidate.subject.is_empty()
-                    || step.candidate.subject == step.candidate.id
-                {
-                    true => String::new(),
-                    false => format!(" {}", code(&step.candidate.subject, true)),
-                },
+                "| {what} | {} | {} | {} |",
+                in_table(&step.candidate.id, &step.candidate.subject),
                 host.as_deref().map_or("—", str::trim),
                 gpu.as_deref().map_or("—", str::trim),
             );
@@ -396,19 +390,25 @@ pub fn markdown(bisected: &Bisected) -> String {
     for step in &bisected.steps {
         let _ = writeln!(
             md,
-            "| {} | {}{} | {} | {} |",
+            "| {} | {} | {} | {} |",
             verdict_word(step.verdict).trim(),
-            code(&step.candidate.label, true),
-            match step.candidate.subject.is_empty() {
-                true => String::new(),
-                false => format!(" {}", code(&step.candidate.subject, true)),
-            },
+            in_table(&step.candidate.label, &step.candidate.subject),
             figures(step, good_end),
             code(&why(step).unwrap_or_default().replace('\n', " "), true)
         );
     }
     let _ = writeln!(md, "\n</details>");
     md
+}
+
+/// A candidate in a Markdown table cell: `name` and its subject (a
+/// commit's line, a set's pins), each a code span; the subject left out
+/// where it says nothing more than the name.
+fn in_table(name: &str, subject: &str) -> String {
+    match subject.is_empty() || subject == name {
+        true => code(name, true),
+        false => format!("{} {}", code(name, true), code(subject, true)),
+    }
 }
 
 /// bisect.json's layout.

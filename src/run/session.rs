@@ -250,11 +250,7 @@ impl<'g> Sessions<'g> {
             // the session goes, and this test starts a new one.
             Some(ahead) => {
                 self.drop_asked(ahead);
-                if let Some(mut live) = self.live.take() {
-                    live.session.end(Duration::ZERO);
-                    live.remove_cgroup();
-                    keep_output(&live);
-                }
+                self.end_within(Duration::ZERO);
             }
             None => {}
         }
@@ -302,9 +298,6 @@ impl<'g> Sessions<'g> {
                     return not_started(shared, job, started_at, why);
                 }
             }
-        }
-        if self.live.is_none() {
-            return not_started(shared, job, started_at, "no session".into());
         }
         match self.ask(shared, job.case, spec) {
             Some(asked) => self.finish_test(shared, job, spec, asked, upcoming),
@@ -513,8 +506,13 @@ impl<'g> Sessions<'g> {
 
     /// Tell the live session it is over, and wait for it.
     fn close(&mut self) {
+        self.end_within(CLOSE_GRACE);
+    }
+
+    /// End the live session, killing it after `grace`; its output kept.
+    fn end_within(&mut self, grace: Duration) {
         if let Some(mut live) = self.live.take() {
-            live.session.end(CLOSE_GRACE);
+            live.session.end(grace);
             live.remove_cgroup();
             keep_output(&live);
         }
